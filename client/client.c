@@ -1,0 +1,291 @@
+/* client.c: connecting, HELLO, and the blocking frame I/O of libgpukv. */
+#include "client.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "error.h"
+
+int gkv__break(gkv_client_t *c, int code)
+{
+    c->broken = true;
+    if (c->fd >= 0) {
+        close(c->fd);
+        c->fd = -1;
+    }
+    return code;
+}
+
+int gkv__send_raw(gkv_client_t *c, const void *p, size_t len)
+{
+    const uint8_t *b = p;
+    while (len) {
+        /* MSG_NOSIGNAL: a closed server must give an error, never SIGPIPE the application. */
+        ssize_t n = send(c->fd, b, len, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return gkv__break(c, GKV_ECLOSED);
+        }
+        b += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int gkv__recv_raw(gkv_client_t *c, void *buf, size_t len)
+{
+    uint8_t *b = buf;
+    while (len) {
+        ssize_t n = recv(c->fd, b, len, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return gkv__break(c, GKV_ECLOSED);
+        b += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int gkv__drain(gkv_client_t *c, uint64_t len)
+{
+    uint8_t buf[16384];
+    while (len) {
+        size_t n = len < sizeof(buf) ? (size_t)len : sizeof(buf);
+        int rc = gkv__recv_raw(c, buf, n);
+        if (rc)
+            return rc;
+        len -= n;
+    }
+    return 0;
+}
+
+void gkv__begin(gkv_client_t *c, unsigned op)
+{
+    gkv_wr_reset(&c->wr);
+    gkv_wr_begin(&c->wr);
+    gkv_wr_uint(&c->wr, GKV_F_OP, op);
+    gkv_wr_uint(&c->wr, GKV_F_ID, ++c->next_id);
+}
+
+int gkv__send_frame(gkv_client_t *c)
+{
+    if (c->broken)
+        return GKV_ECLOSED;
+    int rc = gkv_wr_end(&c->wr);
+    if (rc)
+        return rc == GKV_ETOOBIG ? GKV_ETOOBIG : GKV_ENOMEM;
+    return gkv__send_raw(c, c->wr.sb.data, c->wr.sb.size);
+}
+
+int gkv__send(gkv_client_t *c, const void *payload, size_t len)
+{
+    int rc = gkv__send_frame(c);
+    if (rc == 0 && len)
+        rc = gkv__send_raw(c, payload, len);
+    return rc;
+}
+
+int gkv__recv(gkv_client_t *c)
+{
+    uint8_t prefix[GKV_FRAME_PREFIX];
+    c->errmsg[0] = 0;
+    if (c->broken)
+        return GKV_ECLOSED;
+    int rc = gkv__recv_raw(c, prefix, sizeof(prefix));
+    if (rc)
+        return rc;
+    uint32_t len = gkv_frame_get_len(prefix);
+    if (gkv_frame_check_len(len, GKV_MAX_HEADER))
+        return gkv__break(c, GKV_EPROTO);
+    if (len > c->hdr_cap) {
+        uint8_t *h = realloc(c->hdr, len);
+        if (!h)
+            return gkv__break(c, GKV_ENOMEM);
+        c->hdr = h;
+        c->hdr_cap = len;
+    }
+    if ((rc = gkv__recv_raw(c, c->hdr, len)))
+        return rc;
+    if (gkv_resp_decode(c->hdr, len, &c->resp))
+        return gkv__break(c, GKV_EPROTO);
+    if (c->resp.status < 0) {
+        snprintf(c->errmsg, sizeof(c->errmsg), "%.*s", (int)c->resp.message.len,
+                 (const char *)c->resp.message.p);
+        /* An error with id 0 answers no request: the server is refusing the connection. */
+        if (c->resp.id == 0)
+            return gkv__break(c, (int)c->resp.status);
+        if (c->resp.id != c->next_id)
+            return gkv__break(c, GKV_EPROTO);
+        return (int)c->resp.status;
+    }
+    if (c->resp.id != c->next_id)
+        return gkv__break(c, GKV_EPROTO);
+    return 0;
+}
+
+static void copy_slice(char *dst, size_t cap, gkv_slice_t s)
+{
+    snprintf(dst, cap, "%.*s", (int)s.len, (const char *)s.p);
+}
+
+static int hello(gkv_client_t *c)
+{
+    gkv__begin(c, GKV_OP_HELLO);
+    gkv_wr_uint(&c->wr, GKV_F_VERSION, GKV_PROTOCOL_VERSION);
+    int rc = gkv__send(c, NULL, 0);
+    if (rc || (rc = gkv__recv(c)))
+        return rc;
+    gkv_response_t *r = &c->resp;
+    gkv_server_info_t *in = &c->info;
+    copy_slice(c->s_server, sizeof(c->s_server), r->server);
+    copy_slice(c->s_backend, sizeof(c->s_backend), r->backend);
+    copy_slice(c->s_zc, sizeof(c->s_zc), r->zc);
+    copy_slice(c->s_zc_why, sizeof(c->s_zc_why), r->zc_why);
+    c->s_uuid[0] = 0;
+    if (r->gpus.len) {
+        gkv_mpr_t it;
+        uint32_t n;
+        gkv_slice_t s;
+        gkv_mpr_init(&it, r->gpus.p, r->gpus.len);
+        if (gkv_mpr_array(&it, &n) == 0 && n && gkv_mpr_bin(&it, &s) == 0)
+            copy_slice(c->s_uuid, sizeof(c->s_uuid), s);
+    }
+    in->protocol = (uint32_t)r->version;
+    in->server = c->s_server;
+    in->backend = c->s_backend;
+    in->device = (int)r->device;
+    in->gpu_uuid = c->s_uuid;
+    in->zero_copy = c->s_zc;
+    in->zero_copy_why = c->s_zc_why;
+    in->max_key = r->max_key;
+    in->max_value = r->max_value;
+    in->max_meta = r->max_meta;
+    return 0;
+}
+
+static int dial_unix(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return GKV_EINVAL;
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return GKV_ESYS;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        return GKV_ECONNECT;
+    }
+    return fd;
+}
+
+static int dial_tcp(const char *hostport)
+{
+    char host[256];
+    snprintf(host, sizeof(host), "%s", hostport);
+    char *colon = strrchr(host, ':');
+    if (!colon || !colon[1])
+        return GKV_EINVAL;
+    *colon = 0;
+    const char *port = colon + 1;
+    char *h = host;
+    size_t hl = strlen(h);
+    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
+        h[hl - 1] = 0;
+        h++;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res, *ai;
+    if (getaddrinfo(h, port, &hints, &res) != 0)
+        return GKV_ECONNECT;
+    int fd = GKV_ECONNECT;
+    for (ai = res; ai; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0)
+            continue;
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+            break;
+        close(fd);
+        fd = GKV_ECONNECT;
+    }
+    freeaddrinfo(res);
+    if (fd >= 0) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    return fd;
+}
+
+int gkv_client_connect(const char *url, gkv_client_t **out)
+{
+    char def[512];
+    if (!url || !*url)
+        url = getenv("GPUKV_URL");
+    if (!url || !*url) {
+        if (gkv_default_socket(def, sizeof(def)) < 0)
+            return GKV_EINVAL;
+        url = def;
+    }
+    int fd;
+    if (strncmp(url, "unix:", 5) == 0)
+        fd = dial_unix(url + 5);
+    else if (strncmp(url, "tcp:", 4) == 0)
+        fd = dial_tcp(url + 4);
+    else if (url[0] == '/' || url[0] == '.')
+        fd = dial_unix(url);
+    else
+        return GKV_EINVAL;
+    if (fd < 0)
+        return fd;
+    gkv_client_t *c = calloc(1, sizeof(*c));
+    if (!c) {
+        close(fd);
+        return GKV_ENOMEM;
+    }
+    c->fd = fd;
+    gkv_wr_init(&c->wr);
+    int rc = hello(c);
+    if (rc) {
+        gkv_client_close(c);
+        return rc == GKV_ECLOSED ? GKV_ECONNECT : rc;
+    }
+    *out = c;
+    return 0;
+}
+
+void gkv_client_close(gkv_client_t *c)
+{
+    if (!c)
+        return;
+    if (c->fd >= 0)
+        close(c->fd);
+    gkv_wr_fini(&c->wr);
+    free(c->hdr);
+    free(c->meta);
+    free(c);
+}
+
+const gkv_server_info_t *gkv_client_info(const gkv_client_t *c)
+{
+    return &c->info;
+}
+
+const char *gkv_client_errmsg(const gkv_client_t *c)
+{
+    return c->errmsg;
+}
+
+void gkv_free(void *p)
+{
+    free(p);
+}

@@ -1,0 +1,42 @@
+/* client.h: libgpukv internals shared by its source files (not installed). */
+#ifndef GKV_CLIENT_CLIENT_H
+#define GKV_CLIENT_CLIENT_H
+
+#include <gpukv/gpukv.h>
+#include <stdbool.h>
+
+#include "message.h"
+
+struct gkv_client {
+    int fd;
+    bool broken;           /* the byte stream lost sync: every call is GKV_ECLOSED */
+    uint64_t next_id;
+    gkv_wr_t wr;           /* request being built */
+    uint8_t *hdr;          /* last response header */
+    size_t hdr_cap;
+    gkv_response_t resp;   /* decoded from hdr */
+    char errmsg[256];
+    gkv_server_info_t info;
+    char s_server[32], s_backend[16], s_uuid[48], s_zc[32], s_zc_why[160];
+    uint8_t *meta;         /* copy of the last value's metadata */
+};
+
+/* Starts a request frame with op and a fresh id. */
+void gkv__begin(gkv_client_t *c, unsigned op);
+/* Ends the frame and sends it, then payload (borrowed, may be NULL/0). Returns 0 or a code. */
+int gkv__send(gkv_client_t *c, const void *payload, size_t len);
+/* Sends the frame header only (payload_len must already be in it). */
+int gkv__send_frame(gkv_client_t *c);
+/* Sends raw bytes. */
+int gkv__send_raw(gkv_client_t *c, const void *p, size_t len);
+/* Reads the next response into c->resp. Returns its status (0 or negative), or a transport
+ * code; on a server error c->errmsg holds its message. */
+int gkv__recv(gkv_client_t *c);
+/* Reads exactly len payload bytes into buf. */
+int gkv__recv_raw(gkv_client_t *c, void *buf, size_t len);
+/* Reads and drops len payload bytes. */
+int gkv__drain(gkv_client_t *c, uint64_t len);
+/* Marks the connection unusable and returns code. */
+int gkv__break(gkv_client_t *c, int code);
+
+#endif

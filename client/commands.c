@@ -1,0 +1,342 @@
+/* commands.c: one libgpukv call per command. Each sends one request and reads its response,
+ * so the connection is always back in sync when a call returns (or it is marked broken). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "commands.h"
+#include "error.h"
+
+#define FD_CHUNK (1u << 20)
+
+static int check_key(gkv_client_t *c, const void *key, size_t klen)
+{
+    if (!key || klen == 0)
+        return GKV_EINVAL;
+    if (c->info.max_key && klen > c->info.max_key)
+        return GKV_ETOOBIG;
+    return 0;
+}
+
+int gkv_ping(gkv_client_t *c)
+{
+    gkv__begin(c, GKV_OP_PING);
+    int rc = gkv__send(c, NULL, 0);
+    return rc ? rc : gkv__recv(c);
+}
+
+static int set_begin(gkv_client_t *c, const void *key, size_t klen, uint64_t len,
+                     const gkv_set_opts_t *opts)
+{
+    int rc = check_key(c, key, klen);
+    if (rc)
+        return rc;
+    if (opts && opts->meta_len > GKV_MAX_META)
+        return GKV_ETOOBIG;
+    gkv__begin(c, GKV_OP_SET);
+    gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
+    gkv_wr_uint(&c->wr, GKV_F_PAYLOAD, len);
+    if (opts && opts->flags)
+        gkv_wr_uint(&c->wr, GKV_F_FLAGS, opts->flags);
+    if (opts && opts->meta_len)
+        gkv_wr_bin(&c->wr, GKV_F_META, opts->meta, opts->meta_len);
+    return gkv__send_frame(c);
+}
+
+int gkv_set(gkv_client_t *c, const void *key, size_t klen, const void *value, size_t len,
+            const gkv_set_opts_t *opts)
+{
+    int rc = set_begin(c, key, klen, len, opts);
+    if (rc == 0 && len)
+        rc = gkv__send_raw(c, value, len);
+    return rc ? rc : gkv__recv(c);
+}
+
+int gkv_set_from_fd(gkv_client_t *c, const void *key, size_t klen, int fd, uint64_t len,
+                    const gkv_set_opts_t *opts)
+{
+    int rc = set_begin(c, key, klen, len, opts);
+    if (rc)
+        return rc;
+    uint8_t *buf = malloc(FD_CHUNK);
+    if (!buf)
+        return gkv__break(c, GKV_ENOMEM);
+    while (len) {
+        size_t want = len < FD_CHUNK ? (size_t)len : FD_CHUNK;
+        ssize_t n = read(fd, buf, want);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            /* The server still expects the rest of the payload: the stream cannot recover. */
+            free(buf);
+            return gkv__break(c, GKV_EIO);
+        }
+        if ((rc = gkv__send_raw(c, buf, (size_t)n))) {
+            free(buf);
+            return rc;
+        }
+        len -= (uint64_t)n;
+    }
+    free(buf);
+    return gkv__recv(c);
+}
+
+/* Sends GET and reads the response header; the payload follows on the socket. */
+static int get_begin(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
+                     gkv_value_info_t *info)
+{
+    int rc = check_key(c, key, klen);
+    if (rc)
+        return rc;
+    gkv__begin(c, GKV_OP_GET);
+    gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
+    if (range && range->suffix) {
+        gkv_wr_uint(&c->wr, GKV_F_SUFFIX, range->suffix);
+    } else if (range) {
+        if (range->offset)
+            gkv_wr_uint(&c->wr, GKV_F_OFFSET, range->offset);
+        if (range->length && range->length != GKV_TO_END)
+            gkv_wr_uint(&c->wr, GKV_F_LENGTH, range->length);
+    }
+    if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
+        return rc;
+    if (info) {
+        free(c->meta);
+        c->meta = NULL;
+        info->size = c->resp.size;
+        info->offset = c->resp.offset;
+        info->length = c->resp.payload_len;
+        info->meta = NULL;
+        info->meta_len = 0;
+        if (c->resp.has_meta && c->resp.meta.len) {
+            c->meta = malloc(c->resp.meta.len);
+            if (!c->meta)
+                return gkv__break(c, GKV_ENOMEM);
+            memcpy(c->meta, c->resp.meta.p, c->resp.meta.len);
+            info->meta = c->meta;
+            info->meta_len = c->resp.meta.len;
+        }
+    }
+    return 0;
+}
+
+int gkv_get(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range, void *buf,
+            size_t cap, gkv_value_info_t *info)
+{
+    int rc = get_begin(c, key, klen, range, info);
+    if (rc)
+        return rc;
+    uint64_t len = c->resp.payload_len;
+    if (len > cap) {
+        rc = gkv__drain(c, len);
+        return rc ? rc : GKV_ENOSPACE;
+    }
+    return gkv__recv_raw(c, buf, (size_t)len);
+}
+
+int gkv_get_alloc(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
+                  void **out, gkv_value_info_t *info)
+{
+    int rc = get_begin(c, key, klen, range, info);
+    if (rc)
+        return rc;
+    uint64_t len = c->resp.payload_len;
+    void *buf = len < SIZE_MAX ? malloc(len ? (size_t)len : 1) : NULL;
+    if (!buf) {
+        rc = gkv__drain(c, len);
+        return rc ? rc : GKV_ENOMEM;
+    }
+    if ((rc = gkv__recv_raw(c, buf, (size_t)len))) {
+        free(buf);
+        return rc;
+    }
+    *out = buf;
+    return 0;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return GKV_EIO;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int gkv_get_to_fd(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range, int fd,
+                  gkv_value_info_t *info)
+{
+    int rc = get_begin(c, key, klen, range, info);
+    if (rc)
+        return rc;
+    uint64_t len = c->resp.payload_len;
+    uint8_t *buf = malloc(FD_CHUNK);
+    if (!buf) {
+        rc = gkv__drain(c, len);
+        return rc ? rc : GKV_ENOMEM;
+    }
+    int wrc = 0;
+    while (len) {
+        size_t n = len < FD_CHUNK ? (size_t)len : FD_CHUNK;
+        if ((rc = gkv__recv_raw(c, buf, n))) {
+            free(buf);
+            return rc;
+        }
+        /* After a failed write keep reading, so the connection stays in sync. */
+        if (!wrc)
+            wrc = write_all(fd, buf, n);
+        len -= n;
+    }
+    free(buf);
+    return wrc;
+}
+
+int gkv_mget(gkv_client_t *c, gkv_mget_item_t *items, size_t n)
+{
+    if (n == 0 || n > GKV_MAX_BATCH)
+        return GKV_EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        int rc = check_key(c, items[i].key, items[i].klen);
+        if (rc)
+            return rc;
+    }
+    gkv__begin(c, GKV_OP_MGET);
+    size_t pos = gkv_wr_array_begin(&c->wr, GKV_F_ITEMS);
+    for (size_t i = 0; i < n; i++) {
+        const gkv_range_t *r = &items[i].range;
+        msgpack_pack_array(&c->wr.pk, 4);
+        msgpack_pack_bin(&c->wr.pk, items[i].klen);
+        msgpack_pack_bin_body(&c->wr.pk, items[i].key, items[i].klen);
+        msgpack_pack_uint64(&c->wr.pk, r->offset);
+        msgpack_pack_uint64(&c->wr.pk, r->length == GKV_TO_END ? 0 : r->length);
+        msgpack_pack_uint64(&c->wr.pk, r->suffix);
+    }
+    gkv_wr_array_end(&c->wr, pos, (uint32_t)n);
+    int rc = gkv__send(c, NULL, 0);
+    if (rc || (rc = gkv__recv(c)))
+        return rc;
+    /* Parse every result before reading payload: c->hdr stays untouched meanwhile. */
+    gkv_mpr_t it;
+    uint32_t count;
+    gkv_mpr_init(&it, c->resp.results.p, c->resp.results.len);
+    if (gkv_mpr_array(&it, &count) || count != n)
+        return gkv__break(c, GKV_EPROTO);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t three;
+        int64_t status;
+        uint64_t len, size;
+        if (gkv_mpr_array(&it, &three) || three != 3 || gkv_mpr_int(&it, &status) ||
+            gkv_mpr_uint(&it, &len) || gkv_mpr_uint(&it, &size))
+            return gkv__break(c, GKV_EPROTO);
+        items[i].status = (int)status;
+        items[i].len = len;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (items[i].status != 0 || items[i].len == 0)
+            continue;
+        if (items[i].len > items[i].cap) {
+            rc = gkv__drain(c, items[i].len);
+            items[i].status = GKV_ENOSPACE;
+        } else {
+            rc = gkv__recv_raw(c, items[i].buf, (size_t)items[i].len);
+        }
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int64_t keys_op(gkv_client_t *c, unsigned op, const void *const *keys, const size_t *klens,
+                       size_t n)
+{
+    if (n == 0 || n > GKV_MAX_BATCH)
+        return GKV_EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        int rc = check_key(c, keys[i], klens[i]);
+        if (rc)
+            return rc;
+    }
+    gkv__begin(c, op);
+    size_t pos = gkv_wr_array_begin(&c->wr, GKV_F_KEYS);
+    for (size_t i = 0; i < n; i++) {
+        msgpack_pack_bin(&c->wr.pk, klens[i]);
+        msgpack_pack_bin_body(&c->wr.pk, keys[i], klens[i]);
+    }
+    gkv_wr_array_end(&c->wr, pos, (uint32_t)n);
+    int rc = gkv__send(c, NULL, 0);
+    if (rc || (rc = gkv__recv(c)))
+        return rc;
+    return (int64_t)c->resp.count;
+}
+
+int64_t gkv_exists(gkv_client_t *c, const void *const *keys, const size_t *klens, size_t n)
+{
+    return keys_op(c, GKV_OP_EXISTS, keys, klens, n);
+}
+
+int64_t gkv_del(gkv_client_t *c, const void *const *keys, const size_t *klens, size_t n)
+{
+    return keys_op(c, GKV_OP_DEL, keys, klens, n);
+}
+
+int gkv_getsize(gkv_client_t *c, const void *key, size_t klen, uint64_t *size)
+{
+    int rc = check_key(c, key, klen);
+    if (rc)
+        return rc;
+    gkv__begin(c, GKV_OP_GETSIZE);
+    gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
+    if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
+        return rc;
+    *size = c->resp.size;
+    return 0;
+}
+
+int gkv_getsize_prefix(gkv_client_t *c, const void *prefix, size_t plen, uint64_t *bytes,
+                       uint64_t *count)
+{
+    gkv__begin(c, GKV_OP_GETSIZE);
+    gkv_wr_bin(&c->wr, GKV_F_PREFIX, plen ? prefix : "", plen);
+    int rc;
+    if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
+        return rc;
+    *bytes = c->resp.bytes;
+    if (count)
+        *count = c->resp.count;
+    return 0;
+}
+
+int gkv_flush(gkv_client_t *c)
+{
+    gkv__begin(c, GKV_OP_FLUSH);
+    int rc = gkv__send(c, NULL, 0);
+    return rc ? rc : gkv__recv(c);
+}
+
+int gkv_info(gkv_client_t *c, char **text)
+{
+    gkv__begin(c, GKV_OP_INFO);
+    int rc;
+    if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
+        return rc;
+    uint64_t len = c->resp.payload_len;
+    char *t = len < (1u << 24) ? malloc((size_t)len + 1) : NULL;
+    if (!t) {
+        rc = gkv__drain(c, len);
+        return rc ? rc : GKV_ENOMEM;
+    }
+    if ((rc = gkv__recv_raw(c, t, (size_t)len))) {
+        free(t);
+        return rc;
+    }
+    t[len] = 0;
+    *text = t;
+    return 0;
+}

@@ -1,0 +1,201 @@
+/* gpukv.h: the public C API of libgpukv, the client library of the gpukv daemon. */
+#ifndef GPUKV_GPUKV_H
+#define GPUKV_GPUKV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(GKV_BUILDING_LIBRARY)
+#define GKV_EXPORT __attribute__((visibility("default")))
+#else
+#define GKV_EXPORT
+#endif
+
+/* Error codes. Every call returns 0 (or a documented non-negative count) on success and a
+ * negative GKV_E* code on failure. The numbers travel on the wire (proto/PROTOCOL.md), so they
+ * are never renumbered; new codes are appended. The list lives here because the codes are part
+ * of the API; the daemon and the CLI are generated from the same list. */
+#define GKV_ERRNO_MAP(X)                                                                           \
+    X(PROTO, 1, "malformed frame or header")                                                       \
+    X(NOTFOUND, 2, "key not found")                                                                \
+    X(EXISTS, 3, "key already exists")                                                             \
+    X(OOM, 4, "out of memory on the value backend")                                                \
+    X(INVAL, 5, "invalid argument")                                                                \
+    X(TOOBIG, 6, "size over the configured limit")                                                 \
+    X(UNKNOWNCMD, 7, "unknown command")                                                            \
+    X(RANGE, 8, "byte range outside the value")                                                    \
+    X(BUSY, 9, "server busy (too many clients)")                                                   \
+    X(IO, 10, "device or backend I/O error")                                                       \
+    X(CONNECT, 11, "cannot connect to the server")                                                 \
+    X(CLOSED, 12, "connection closed")                                                             \
+    X(NOMEM, 13, "out of host memory")                                                             \
+    X(NOTSUP, 14, "not supported")                                                                 \
+    X(SHUTDOWN, 15, "server is shutting down")                                                     \
+    X(SYS, 16, "system call failed")                                                               \
+    X(VERSION, 17, "protocol version not supported")                                               \
+    X(NOSPACE, 18, "destination buffer too small")
+
+typedef enum {
+    GKV_OK = 0,
+#define GKV_ERR_ENUM(name, num, text) GKV_E##name = -(num),
+    GKV_ERRNO_MAP(GKV_ERR_ENUM)
+#undef GKV_ERR_ENUM
+} gkv_errno_t;
+
+/* Returns a static English sentence for an error code; never NULL. */
+GKV_EXPORT const char *gkv_strerror(int err);
+/* Returns the code's stable name ("NOTFOUND", "OOM", ...); never NULL. */
+GKV_EXPORT const char *gkv_err_name(int err);
+
+/* One connection to a gpukvd. Not thread-safe: use one per thread. */
+typedef struct gkv_client gkv_client_t;
+
+/* What the server said in HELLO. Strings are owned by the client and stay valid until
+ * gkv_client_close. */
+typedef struct {
+    uint32_t protocol;        /* protocol version the server speaks */
+    const char *server;       /* server version, e.g. "0.1.0" */
+    const char *backend;      /* "cuda" or "host" */
+    int device;               /* CUDA device ordinal, -1 on the host backend */
+    const char *gpu_uuid;     /* "GPU-xxxxxxxx-..." or "" on the host backend */
+    const char *zero_copy;    /* zero-copy mechanism for this connection, or "none" */
+    const char *zero_copy_why;/* why zero-copy is unavailable, "" when it is available */
+    uint64_t max_key;         /* longest key accepted, bytes */
+    uint64_t max_value;       /* largest value accepted, bytes */
+    uint64_t max_meta;        /* largest metadata blob accepted, bytes */
+} gkv_server_info_t;
+
+/* Connects and exchanges HELLO. url: "unix:/path/to.sock" or "tcp:host:port"; NULL means the
+ * GPUKV_URL environment variable, else the default socket (see gkv_default_socket). url is
+ * borrowed. On success *out is owned by the caller, who frees it with gkv_client_close.
+ * Returns 0, GKV_ECONNECT, GKV_EINVAL (bad URL), GKV_EVERSION or GKV_ENOMEM. */
+GKV_EXPORT int gkv_client_connect(const char *url, gkv_client_t **out);
+/* Closes the connection and frees the client. NULL is allowed. */
+GKV_EXPORT void gkv_client_close(gkv_client_t *c);
+/* The HELLO answer; borrowed, valid until gkv_client_close. */
+GKV_EXPORT const gkv_server_info_t *gkv_client_info(const gkv_client_t *c);
+/* The message of the last error reply from the server, or ""; borrowed, valid until the next
+ * call on c. */
+GKV_EXPORT const char *gkv_client_errmsg(const gkv_client_t *c);
+/* Writes the default socket path (as gpukvd computes it) into buf; returns its length or
+ * GKV_ENOSPACE. */
+GKV_EXPORT int gkv_default_socket(char *buf, size_t cap);
+
+/* Returns 0 when the server answers. */
+GKV_EXPORT int gkv_ping(gkv_client_t *c);
+
+/* SET flags. */
+#define GKV_SET_NX 1u /* only if the key does not exist (else GKV_EEXISTS) */
+#define GKV_SET_XX 2u /* only if the key exists (else GKV_ENOTFOUND) */
+
+typedef struct {
+    uint32_t flags;   /* GKV_SET_* */
+    const void *meta; /* optional opaque metadata stored with the value (borrowed), or NULL */
+    size_t meta_len;  /* at most max_meta (4096) */
+} gkv_set_opts_t;
+
+/* Stores value (borrowed; len may be 0) under key (borrowed, 1..max_key bytes). opts may be
+ * NULL. Replaces an existing value atomically: readers see the old or the new one. */
+GKV_EXPORT int gkv_set(gkv_client_t *c, const void *key, size_t klen, const void *value,
+                       size_t len, const gkv_set_opts_t *opts);
+/* Like gkv_set, reading exactly len bytes from fd (borrowed, left open) and streaming them.
+ * A short read is GKV_EIO; the connection is then closed (GKV_ECLOSED afterwards). */
+GKV_EXPORT int gkv_set_from_fd(gkv_client_t *c, const void *key, size_t klen, int fd,
+                               uint64_t len, const gkv_set_opts_t *opts);
+
+/* A byte range of a value. */
+typedef struct {
+    uint64_t offset; /* first byte */
+    uint64_t length; /* bytes from offset; GKV_TO_END for the rest of the value */
+    uint64_t suffix; /* if non-zero, the last `suffix` bytes (offset and length ignored) */
+} gkv_range_t;
+#define GKV_TO_END UINT64_MAX
+
+/* What a read reports about the value. meta is borrowed from the client, valid until the next
+ * call on it. */
+typedef struct {
+    uint64_t size;     /* the whole value's size */
+    uint64_t offset;   /* where the returned bytes start within the value */
+    uint64_t length;   /* how many bytes were returned */
+    const void *meta;  /* metadata given at SET, or NULL */
+    size_t meta_len;
+} gkv_value_info_t;
+
+/* Reads key (or range, NULL for the whole value) into buf (borrowed, cap bytes). If the bytes
+ * do not fit, nothing is stored in buf, info->length says what was needed, and the result is
+ * GKV_ENOSPACE. info may be NULL. */
+GKV_EXPORT int gkv_get(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
+                       void *buf, size_t cap, gkv_value_info_t *info);
+/* Like gkv_get into a buffer the library allocates: *out is owned by the caller, who frees it
+ * with gkv_free (a zero-length value gives a non-NULL 1-byte buffer). */
+GKV_EXPORT int gkv_get_alloc(gkv_client_t *c, const void *key, size_t klen,
+                             const gkv_range_t *range, void **out, gkv_value_info_t *info);
+/* Like gkv_get, streaming the bytes to fd (borrowed, left open). */
+GKV_EXPORT int gkv_get_to_fd(gkv_client_t *c, const void *key, size_t klen,
+                             const gkv_range_t *range, int fd, gkv_value_info_t *info);
+/* Frees memory the library allocated for the caller. NULL is allowed. */
+GKV_EXPORT void gkv_free(void *p);
+
+/* One item of a multi-get. key and buf are borrowed. The library fills status (0 or a negative
+ * code such as GKV_ENOTFOUND or GKV_ENOSPACE) and len (bytes stored, or needed on
+ * GKV_ENOSPACE). */
+typedef struct {
+    const void *key;
+    size_t klen;
+    gkv_range_t range; /* zero for the whole value */
+    void *buf;
+    size_t cap;
+    int status;
+    uint64_t len;
+} gkv_mget_item_t;
+/* Reads n items (1..4096) in one round trip. Returns 0 when the request itself succeeded, even
+ * if some items failed: look at each item's status. */
+GKV_EXPORT int gkv_mget(gkv_client_t *c, gkv_mget_item_t *items, size_t n);
+
+/* Counts how many of n keys (1..4096) exist; returns the count (>= 0) or a negative code.
+ * keys[i]/klens[i] are borrowed. */
+GKV_EXPORT int64_t gkv_exists(gkv_client_t *c, const void *const *keys, const size_t *klens,
+                              size_t n);
+/* Deletes n keys (1..4096); returns how many existed (>= 0) or a negative code. */
+GKV_EXPORT int64_t gkv_del(gkv_client_t *c, const void *const *keys, const size_t *klens,
+                           size_t n);
+
+/* Size of one value in *size. */
+GKV_EXPORT int gkv_getsize(gkv_client_t *c, const void *key, size_t klen, uint64_t *size);
+/* Total bytes and number of keys under a prefix (prefix may be empty: everything). */
+GKV_EXPORT int gkv_getsize_prefix(gkv_client_t *c, const void *prefix, size_t plen,
+                                  uint64_t *bytes, uint64_t *count);
+/* Deletes every key. */
+GKV_EXPORT int gkv_flush(gkv_client_t *c);
+/* Server information as "name:value" lines grouped under "# Section" headings. *text is owned
+ * by the caller (gkv_free), NUL-terminated. */
+GKV_EXPORT int gkv_info(gkv_client_t *c, char **text);
+
+/* LIST iterator: walks the keys under a prefix in byte order, fetching pages from the server
+ * as it goes. With a delimiter (e.g. '/'), keys that continue past the next delimiter are
+ * folded into one directory entry ("a/b/") the way a file listing would show them. */
+typedef struct gkv_list gkv_list_t;
+typedef struct {
+    const void *key; /* borrowed, valid until the next gkv_list_next or gkv_list_close */
+    size_t klen;
+    uint64_t size; /* value size; 0 for a directory */
+    int is_dir;    /* 1 for a folded directory prefix */
+} gkv_list_entry_t;
+/* Opens an iterator; prefix is copied. delimiter is 0 for a flat listing or a byte such as
+ * '/'. page is the number of entries fetched per round trip (0: 1000). *out is owned by the
+ * caller: gkv_list_close. Each page is a whole request, so other calls on c may come between
+ * two gkv_list_next calls; the iterator borrows c and must be closed before c is. */
+GKV_EXPORT int gkv_list_open(gkv_client_t *c, const void *prefix, size_t plen, int delimiter,
+                             uint32_t page, gkv_list_t **out);
+/* Stores the next entry in *e and returns 1, returns 0 at the end, or a negative code. */
+GKV_EXPORT int gkv_list_next(gkv_list_t *it, gkv_list_entry_t *e);
+GKV_EXPORT void gkv_list_close(gkv_list_t *it);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,80 @@
+/* backend.h: the memory backend interface. Values live in backend memory (GPU memory on the
+ * cuda backend, a memfd-backed arena on the host backend); the daemon moves bytes in and out
+ * through host staging buffers. CUDA-free: CUDA types appear only in backend_cuda.c. */
+#ifndef GKV_COMMON_BACKEND_H
+#define GKV_COMMON_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* An address in backend memory: a device pointer on the cuda backend, an arena offset on the
+ * host backend. Wrapped so that host code cannot dereference it by mistake. */
+typedef struct {
+    uint64_t v;
+} gkv_devptr_t;
+
+typedef enum { GKV_BACKEND_AUTO = 0, GKV_BACKEND_CUDA, GKV_BACKEND_HOST } gkv_backend_kind_t;
+
+/* An asynchronous copy. The caller owns it and keeps it alive until done is called. done may
+ * run on any thread (a CUDA callback thread) and even before the starting call returns; it
+ * must not call back into the backend. status is 0 or a negative GKV_E* code. */
+typedef struct gkv_copy gkv_copy_t;
+struct gkv_copy {
+    void (*done)(gkv_copy_t *op, int status);
+    void *arg;
+};
+
+typedef struct gkv_backend gkv_backend_t;
+
+typedef struct {
+    /* Reserves size (> 0) bytes of value memory. Returns 0, GKV_EOOM or GKV_EIO. */
+    int (*alloc)(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *out);
+    /* Returns memory from alloc; nothing may still be copying to or from it. */
+    void (*free)(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, int lane);
+    /* Host address of value memory when the host can read it directly, else NULL. */
+    void *(*host_view)(gkv_backend_t *b, gkv_devptr_t p);
+    /* Copies len bytes from host memory src (a staging buffer, borrowed until done) into
+     * dst+off, in order with the other copies of the same lane. Returns 0 when started (done
+     * will be called) or a negative code (done will not be called). */
+    int (*copy_in)(gkv_backend_t *b, gkv_devptr_t dst, uint64_t off, const void *src, size_t len,
+                   int lane, gkv_copy_t *op);
+    /* Copies len bytes from src+off into host memory dst, like copy_in. */
+    int (*copy_out)(gkv_backend_t *b, void *dst, gkv_devptr_t src, uint64_t off, size_t len,
+                    int lane, gkv_copy_t *op);
+    /* Host staging buffers suited to copies (pinned on the cuda backend). NULL on failure. */
+    void *(*staging_alloc)(gkv_backend_t *b, size_t size);
+    void (*staging_free)(gkv_backend_t *b, void *p, size_t size);
+    /* Waits for every copy, frees everything and b itself. */
+    void (*close)(gkv_backend_t *b);
+} gkv_backend_ops_t;
+
+struct gkv_backend {
+    const gkv_backend_ops_t *ops;
+    const char *name;      /* "cuda" or "host" */
+    int device;            /* CUDA ordinal, -1 on host */
+    char gpu_uuid[48];     /* "GPU-..." or "" */
+    char gpu_name[64];     /* device name or "host" */
+    int lanes;             /* independent copy queues (CUDA streams) */
+    uint64_t capacity;     /* bytes this backend may hand out (the memory limit) */
+    uint64_t device_total; /* total memory of the device (or RAM) */
+};
+
+typedef struct {
+    gkv_backend_kind_t kind;
+    int device;       /* CUDA device ordinal */
+    uint64_t limit;   /* bytes of value memory; 0 = 90% of the GPU's free memory (or RAM) */
+} gkv_backend_config_t;
+
+/* Opens the backend cfg asks for. AUTO takes cuda when a GPU is usable, else host. On success
+ * *out is owned by the caller (close with (*out)->ops->close). On failure why (cap bytes,
+ * borrowed) says why in one sentence. Returns 0, GKV_ENOTSUP (cuda asked for but not usable or
+ * not built in), GKV_EINVAL, GKV_ENOMEM, GKV_EIO or GKV_ESYS. */
+int gkv_backend_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, char *why, size_t cap);
+
+/* The two implementations; gkv_backend_open picks. Same contract as gkv_backend_open. */
+int gkv_backend_host_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, char *why,
+                          size_t cap);
+int gkv_backend_cuda_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, char *why,
+                          size_t cap);
+
+#endif

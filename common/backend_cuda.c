@@ -1,0 +1,229 @@
+/* backend_cuda.c: values in GPU memory, allocated stream-ordered from one exportable CUDA
+ * memory pool (POSIX file descriptor handles, release threshold at maximum), so that neither
+ * cudaMalloc nor cudaFree ever sits on the request path. Copies run on a few non-blocking
+ * streams ("lanes") and report completion through cudaLaunchHostFunc, never by synchronising. */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "error.h"
+#include "log.h"
+
+#define CUDA_LANES 8
+
+typedef struct {
+    gkv_backend_t base;
+    cudaMemPool_t pool;
+    cudaStream_t lanes[CUDA_LANES];
+} cuda_backend_t;
+
+/* Logs a failed CUDA call once, where it happened, and gives the code to pass up. */
+static int cuda_fail(const char *what, cudaError_t e)
+{
+    GKV_ERROR("cuda backend: %s failed: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+    return e == cudaErrorMemoryAllocation ? GKV_EOOM : GKV_EIO;
+}
+
+static int cuda_alloc(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *out)
+{
+    cuda_backend_t *c = (cuda_backend_t *)b;
+    void *p = NULL;
+    cudaError_t e = cudaMallocFromPoolAsync(&p, size, c->pool, c->lanes[lane % CUDA_LANES]);
+    if (e != cudaSuccess) {
+        if (e == cudaErrorMemoryAllocation) {
+            (void)cudaGetLastError(); /* out of memory is not sticky: clear it */
+            return GKV_EOOM;
+        }
+        return cuda_fail("cudaMallocFromPoolAsync", e);
+    }
+    out->v = (uint64_t)(uintptr_t)p;
+    return 0;
+}
+
+static void cuda_free(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, int lane)
+{
+    (void)size;
+    cuda_backend_t *c = (cuda_backend_t *)b;
+    cudaError_t e = cudaFreeAsync((void *)(uintptr_t)p.v, c->lanes[lane % CUDA_LANES]);
+    if (e != cudaSuccess)
+        cuda_fail("cudaFreeAsync", e);
+}
+
+static void *cuda_host_view(gkv_backend_t *b, gkv_devptr_t p)
+{
+    (void)b;
+    (void)p;
+    return NULL;
+}
+
+static void CUDART_CB copy_finished(void *arg)
+{
+    gkv_copy_t *op = arg;
+    op->done(op, 0);
+}
+
+static int cuda_copy(cuda_backend_t *c, void *dst, const void *src, size_t len,
+                     enum cudaMemcpyKind kind, int lane, gkv_copy_t *op)
+{
+    cudaStream_t s = c->lanes[lane % CUDA_LANES];
+    cudaError_t e = cudaMemcpyAsync(dst, src, len, kind, s);
+    if (e != cudaSuccess)
+        return cuda_fail("cudaMemcpyAsync", e);
+    e = cudaLaunchHostFunc(s, copy_finished, op);
+    if (e != cudaSuccess) {
+        /* The copy is queued but nobody would hear of its end: wait for it here, once. */
+        int rc = cuda_fail("cudaLaunchHostFunc", e);
+        cudaStreamSynchronize(s);
+        return rc;
+    }
+    return 0;
+}
+
+static int cuda_copy_in(gkv_backend_t *b, gkv_devptr_t dst, uint64_t off, const void *src,
+                        size_t len, int lane, gkv_copy_t *op)
+{
+    return cuda_copy((cuda_backend_t *)b, (uint8_t *)(uintptr_t)dst.v + off, src, len,
+                     cudaMemcpyHostToDevice, lane, op);
+}
+
+static int cuda_copy_out(gkv_backend_t *b, void *dst, gkv_devptr_t src, uint64_t off, size_t len,
+                         int lane, gkv_copy_t *op)
+{
+    return cuda_copy((cuda_backend_t *)b, dst, (const uint8_t *)(uintptr_t)src.v + off, len,
+                     cudaMemcpyDeviceToHost, lane, op);
+}
+
+static void *cuda_staging_alloc(gkv_backend_t *b, size_t size)
+{
+    (void)b;
+    void *p = NULL;
+    cudaError_t e = cudaMallocHost(&p, size);
+    if (e != cudaSuccess) {
+        cuda_fail("cudaMallocHost (staging)", e);
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_staging_free(gkv_backend_t *b, void *p, size_t size)
+{
+    (void)b;
+    (void)size;
+    cudaFreeHost(p);
+}
+
+static void cuda_close(gkv_backend_t *b)
+{
+    cuda_backend_t *c = (cuda_backend_t *)b;
+    for (int i = 0; i < CUDA_LANES; i++) {
+        if (c->lanes[i]) {
+            cudaStreamSynchronize(c->lanes[i]);
+            cudaStreamDestroy(c->lanes[i]);
+        }
+    }
+    if (c->pool)
+        cudaMemPoolDestroy(c->pool);
+    free(c);
+}
+
+static const gkv_backend_ops_t cuda_ops = {
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .host_view = cuda_host_view,
+    .copy_in = cuda_copy_in,
+    .copy_out = cuda_copy_out,
+    .staging_alloc = cuda_staging_alloc,
+    .staging_free = cuda_staging_free,
+    .close = cuda_close,
+};
+
+static void format_uuid(const unsigned char *u, char *buf, size_t cap)
+{
+    snprintf(buf, cap,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+             u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+             u[15]);
+}
+
+int gkv_backend_cuda_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, char *why,
+                          size_t cap)
+{
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        /* No driver, an old driver or no device all mean the same here: no usable GPU. */
+        snprintf(why, cap, "no usable GPU: %s",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device");
+        return GKV_ENOTSUP;
+    }
+    if (cfg->device < 0 || cfg->device >= count) {
+        snprintf(why, cap, "device %d does not exist (%d CUDA devices)", cfg->device, count);
+        return GKV_EINVAL;
+    }
+    int dev = cfg->device, pools = 0, handles = 0;
+    if ((e = cudaSetDevice(dev)) != cudaSuccess) {
+        snprintf(why, cap, "cudaSetDevice(%d): %s", dev, cudaGetErrorString(e));
+        return GKV_EIO;
+    }
+    cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, dev);
+    cudaDeviceGetAttribute(&handles, cudaDevAttrMemoryPoolSupportedHandleTypes, dev);
+    if (!pools || !(handles & cudaMemHandleTypePosixFileDescriptor)) {
+        snprintf(why, cap, "device %d lacks memory pools with POSIX file descriptor handles", dev);
+        return GKV_ENOTSUP;
+    }
+    cuda_backend_t *c = calloc(1, sizeof(*c));
+    if (!c) {
+        snprintf(why, cap, "out of host memory");
+        return GKV_ENOMEM;
+    }
+    struct cudaDeviceProp prop;
+    size_t free_b = 0, total_b = 0;
+    if ((e = cudaGetDeviceProperties(&prop, dev)) != cudaSuccess ||
+        (e = cudaMemGetInfo(&free_b, &total_b)) != cudaSuccess) {
+        snprintf(why, cap, "querying device %d: %s", dev, cudaGetErrorString(e));
+        goto fail;
+    }
+    struct cudaMemPoolProps props;
+    memset(&props, 0, sizeof(props));
+    props.allocType = cudaMemAllocationTypePinned;
+    props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = dev;
+    if ((e = cudaMemPoolCreate(&c->pool, &props)) != cudaSuccess) {
+        snprintf(why, cap, "cudaMemPoolCreate: %s", cudaGetErrorString(e));
+        goto fail;
+    }
+    /* Keep freed memory in the pool: giving it back would put cudaFree-like costs on the
+     * request path. */
+    uint64_t threshold = UINT64_MAX;
+    if ((e = cudaMemPoolSetAttribute(c->pool, cudaMemPoolAttrReleaseThreshold, &threshold)) !=
+        cudaSuccess) {
+        snprintf(why, cap, "setting the pool's release threshold: %s", cudaGetErrorString(e));
+        goto fail;
+    }
+    for (int i = 0; i < CUDA_LANES; i++) {
+        if ((e = cudaStreamCreateWithFlags(&c->lanes[i], cudaStreamNonBlocking)) != cudaSuccess) {
+            snprintf(why, cap, "cudaStreamCreate: %s", cudaGetErrorString(e));
+            goto fail;
+        }
+    }
+    c->base.ops = &cuda_ops;
+    c->base.name = "cuda";
+    c->base.device = dev;
+    format_uuid((const unsigned char *)prop.uuid.bytes, c->base.gpu_uuid,
+                sizeof(c->base.gpu_uuid));
+    snprintf(c->base.gpu_name, sizeof(c->base.gpu_name), "%.63s", prop.name);
+    c->base.lanes = CUDA_LANES;
+    c->base.capacity = cfg->limit ? cfg->limit : (uint64_t)free_b / 10 * 9;
+    c->base.device_total = total_b;
+    if (c->base.capacity > free_b)
+        GKV_WARN("cuda backend: maxmemory %llu exceeds the device's free memory %zu",
+                 (unsigned long long)c->base.capacity, free_b);
+    *out = &c->base;
+    return 0;
+fail:
+    cuda_close(&c->base);
+    return GKV_EIO;
+}

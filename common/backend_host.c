@@ -1,0 +1,171 @@
+/* backend_host.c: values in a memfd-backed shared arena, for machines without a GPU. The memfd
+ * can later be passed to local clients by fd, the way the cuda backend exports its pool. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+#include "arena.h"
+#include "backend.h"
+#include "error.h"
+#include "log.h"
+
+/* Values are 64-byte aligned like cache lines; freed ranges of at least this size give their
+ * whole pages back to the kernel. */
+#define HOST_ALIGN 64
+#define HOST_PUNCH_MIN (1u << 20)
+
+typedef struct {
+    gkv_backend_t base;
+    int fd;
+    uint8_t *map;
+    gkv_arena_t *arena;
+} host_backend_t;
+
+static int host_alloc(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *out)
+{
+    (void)lane;
+    host_backend_t *h = (host_backend_t *)b;
+    uint64_t off;
+    int rc = gkv_arena_alloc(h->arena, size, &off);
+    if (rc)
+        return rc == GKV_ENOMEM ? GKV_EOOM : rc;
+    out->v = off;
+    return 0;
+}
+
+static void host_free(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, int lane)
+{
+    (void)lane;
+    host_backend_t *h = (host_backend_t *)b;
+    if (size >= HOST_PUNCH_MIN) {
+        long page = sysconf(_SC_PAGESIZE);
+        uint64_t start = (p.v + page - 1) & ~(uint64_t)(page - 1);
+        uint64_t end = (p.v + size) & ~(uint64_t)(page - 1);
+        if (end > start &&
+            fallocate(h->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)start,
+                      (off_t)(end - start)) != 0)
+            GKV_DEBUG("host backend: punching a hole failed: %s", strerror(errno));
+    }
+    gkv_arena_free(h->arena, p.v, size);
+}
+
+static void *host_view(gkv_backend_t *b, gkv_devptr_t p)
+{
+    return ((host_backend_t *)b)->map + p.v;
+}
+
+static int host_copy_in(gkv_backend_t *b, gkv_devptr_t dst, uint64_t off, const void *src,
+                        size_t len, int lane, gkv_copy_t *op)
+{
+    (void)lane;
+    memcpy((uint8_t *)host_view(b, dst) + off, src, len);
+    op->done(op, 0);
+    return 0;
+}
+
+static int host_copy_out(gkv_backend_t *b, void *dst, gkv_devptr_t src, uint64_t off, size_t len,
+                         int lane, gkv_copy_t *op)
+{
+    (void)lane;
+    memcpy(dst, (uint8_t *)host_view(b, src) + off, len);
+    op->done(op, 0);
+    return 0;
+}
+
+static void *host_staging_alloc(gkv_backend_t *b, size_t size)
+{
+    (void)b;
+    return malloc(size);
+}
+
+static void host_staging_free(gkv_backend_t *b, void *p, size_t size)
+{
+    (void)b;
+    (void)size;
+    free(p);
+}
+
+static void host_close(gkv_backend_t *b)
+{
+    host_backend_t *h = (host_backend_t *)b;
+    munmap(h->map, h->base.capacity);
+    close(h->fd);
+    gkv_arena_free_all(h->arena);
+    free(h);
+}
+
+static const gkv_backend_ops_t host_ops = {
+    .alloc = host_alloc,
+    .free = host_free,
+    .host_view = host_view,
+    .copy_in = host_copy_in,
+    .copy_out = host_copy_out,
+    .staging_alloc = host_staging_alloc,
+    .staging_free = host_staging_free,
+    .close = host_close,
+};
+
+int gkv_backend_host_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, char *why,
+                          size_t cap)
+{
+    struct sysinfo si;
+    if (sysinfo(&si) != 0) {
+        snprintf(why, cap, "sysinfo failed: %s", strerror(errno));
+        return GKV_ESYS;
+    }
+    uint64_t ram = (uint64_t)si.totalram * si.mem_unit;
+    uint64_t limit = cfg->limit ? cfg->limit : ram / 10 * 9;
+    limit = (limit + HOST_ALIGN - 1) & ~(uint64_t)(HOST_ALIGN - 1);
+    if (limit == 0)
+        limit = HOST_ALIGN;
+    host_backend_t *h = calloc(1, sizeof(*h));
+    if (!h) {
+        snprintf(why, cap, "out of host memory");
+        return GKV_ENOMEM;
+    }
+    h->fd = -1;
+    h->map = MAP_FAILED;
+    int rc = GKV_ESYS;
+    /* The memfd is sparse: pages exist only once a value is written into them. */
+    h->fd = memfd_create("gpukv-arena", MFD_CLOEXEC);
+    if (h->fd < 0) {
+        snprintf(why, cap, "memfd_create failed: %s", strerror(errno));
+        goto fail;
+    }
+    if (ftruncate(h->fd, (off_t)limit) != 0) {
+        snprintf(why, cap, "sizing the arena to %llu bytes failed: %s",
+                 (unsigned long long)limit, strerror(errno));
+        goto fail;
+    }
+    h->map = mmap(NULL, limit, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, h->fd, 0);
+    if (h->map == MAP_FAILED) {
+        snprintf(why, cap, "mapping the arena failed: %s", strerror(errno));
+        goto fail;
+    }
+    rc = gkv_arena_alloc_init(&h->arena, limit, HOST_ALIGN);
+    if (rc) {
+        snprintf(why, cap, "arena allocator: %s", gkv_strerror(rc));
+        goto fail;
+    }
+    h->base.ops = &host_ops;
+    h->base.name = "host";
+    h->base.device = -1;
+    snprintf(h->base.gpu_name, sizeof(h->base.gpu_name), "host");
+    h->base.lanes = 1;
+    h->base.capacity = limit;
+    h->base.device_total = ram;
+    *out = &h->base;
+    return 0;
+fail:
+    if (h->map != MAP_FAILED)
+        munmap(h->map, limit);
+    if (h->fd >= 0)
+        close(h->fd);
+    free(h);
+    return rc;
+}

@@ -1,0 +1,336 @@
+/* message.c: request decoding and the frame writer. */
+#include "message.h"
+
+#include <gpukv/gpukv.h>
+#include <string.h>
+
+static int read_keys(gkv_mpr_t *r, gkv_slice_t *raw, uint32_t *n, const char **why)
+{
+    const uint8_t *start = r->p;
+    gkv_slice_t k;
+    if (gkv_mpr_array(r, n)) {
+        *why = "keys is not an array";
+        return GKV_EPROTO;
+    }
+    for (uint32_t i = 0; i < *n; i++) {
+        if (gkv_mpr_bin(r, &k)) {
+            *why = "keys holds something other than byte strings";
+            return GKV_EPROTO;
+        }
+    }
+    raw->p = start;
+    raw->len = (uint32_t)(r->p - start);
+    return 0;
+}
+
+int gkv_req_items_next(gkv_mpr_t *it, gkv_item_t *item)
+{
+    uint32_t n;
+    if (gkv_mpr_array(it, &n) || n != 4 || gkv_mpr_bin(it, &item->key) ||
+        gkv_mpr_uint(it, &item->offset) || gkv_mpr_uint(it, &item->length) ||
+        gkv_mpr_uint(it, &item->suffix))
+        return GKV_EPROTO;
+    return 0;
+}
+
+int gkv_req_keys_next(gkv_mpr_t *it, gkv_slice_t *key)
+{
+    return gkv_mpr_bin(it, key);
+}
+
+static int read_items(gkv_mpr_t *r, gkv_slice_t *raw, uint32_t *n, const char **why)
+{
+    const uint8_t *start = r->p;
+    gkv_item_t item;
+    if (gkv_mpr_array(r, n)) {
+        *why = "items is not an array";
+        return GKV_EPROTO;
+    }
+    for (uint32_t i = 0; i < *n; i++) {
+        if (gkv_req_items_next(r, &item)) {
+            *why = "an item is not [key, offset, length, suffix]";
+            return GKV_EPROTO;
+        }
+    }
+    raw->p = start;
+    raw->len = (uint32_t)(r->p - start);
+    return 0;
+}
+
+int gkv_req_decode(const uint8_t *hdr, size_t len, gkv_request_t *req, const char **why)
+{
+    gkv_mpr_t r;
+    uint32_t n;
+    memset(req, 0, sizeof(*req));
+    req->limit = 0;
+    gkv_mpr_init(&r, hdr, len);
+    *why = "header is not a map";
+    if (gkv_mpr_map(&r, &n))
+        return GKV_EPROTO;
+    bool have_op = false;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t field;
+        int rc = 0;
+        if (gkv_mpr_uint(&r, &field)) {
+            *why = "a field id is not a non-negative integer";
+            return GKV_EPROTO;
+        }
+        *why = "a field has the wrong type";
+        switch (field) {
+        case GKV_F_OP:
+            rc = gkv_mpr_uint(&r, &req->op);
+            have_op = true;
+            break;
+        case GKV_F_ID:
+            rc = gkv_mpr_uint(&r, &req->id);
+            break;
+        case GKV_F_KEY:
+            rc = gkv_mpr_bin(&r, &req->key);
+            req->has |= GKV_HAS_KEY;
+            break;
+        case GKV_F_PAYLOAD:
+            rc = gkv_mpr_uint(&r, &req->payload_len);
+            break;
+        case GKV_F_FLAGS:
+            rc = gkv_mpr_uint(&r, &req->flags);
+            break;
+        case GKV_F_OFFSET:
+            rc = gkv_mpr_uint(&r, &req->offset);
+            req->has |= GKV_HAS_OFFSET;
+            break;
+        case GKV_F_LENGTH:
+            rc = gkv_mpr_uint(&r, &req->length);
+            req->has |= GKV_HAS_LENGTH;
+            break;
+        case GKV_F_SUFFIX:
+            rc = gkv_mpr_uint(&r, &req->suffix);
+            req->has |= GKV_HAS_SUFFIX;
+            break;
+        case GKV_F_META:
+            rc = gkv_mpr_bin(&r, &req->meta);
+            req->has |= GKV_HAS_META;
+            break;
+        case GKV_F_KEYS:
+            rc = read_keys(&r, &req->keys, &req->nkeys, why);
+            req->has |= GKV_HAS_KEYS;
+            break;
+        case GKV_F_ITEMS:
+            rc = read_items(&r, &req->items, &req->nitems, why);
+            req->has |= GKV_HAS_ITEMS;
+            break;
+        case GKV_F_PREFIX:
+            rc = gkv_mpr_bin(&r, &req->prefix);
+            req->has |= GKV_HAS_PREFIX;
+            break;
+        case GKV_F_DELIM:
+            rc = gkv_mpr_bin(&r, &req->delim);
+            req->has |= GKV_HAS_DELIM;
+            break;
+        case GKV_F_CURSOR:
+            rc = gkv_mpr_bin(&r, &req->cursor);
+            req->has |= GKV_HAS_CURSOR;
+            break;
+        case GKV_F_LIMIT:
+            rc = gkv_mpr_uint(&r, &req->limit);
+            break;
+        case GKV_F_VERSION:
+            rc = gkv_mpr_uint(&r, &req->version);
+            break;
+        default:
+            /* Unknown fields are skipped so that newer clients can add optional ones. */
+            rc = gkv_mpr_skip(&r);
+            *why = "an unknown field holds malformed msgpack";
+            break;
+        }
+        if (rc)
+            return GKV_EPROTO;
+    }
+    if (!have_op) {
+        *why = "header has no op field";
+        return GKV_EPROTO;
+    }
+    if (gkv_mpr_left(&r) != 0) {
+        *why = "trailing bytes after the header map";
+        return GKV_EPROTO;
+    }
+    *why = "";
+    return 0;
+}
+
+/* Reads a field that must be an array, keeping its raw bytes. */
+static int raw_array(gkv_mpr_t *r, gkv_slice_t *raw)
+{
+    const uint8_t *start = r->p;
+    uint32_t n;
+    if (gkv_mpr_array(r, &n))
+        return GKV_EPROTO;
+    r->p = start;
+    if (gkv_mpr_skip(r))
+        return GKV_EPROTO;
+    raw->p = start;
+    raw->len = (uint32_t)(r->p - start);
+    return 0;
+}
+
+int gkv_resp_decode(const uint8_t *hdr, size_t len, gkv_response_t *resp)
+{
+    gkv_mpr_t r;
+    uint32_t n;
+    memset(resp, 0, sizeof(*resp));
+    resp->device = -1;
+    gkv_mpr_init(&r, hdr, len);
+    if (gkv_mpr_map(&r, &n))
+        return GKV_EPROTO;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t f;
+        int rc;
+        if (gkv_mpr_uint(&r, &f))
+            return GKV_EPROTO;
+        switch (f) {
+        case GKV_F_ID: rc = gkv_mpr_uint(&r, &resp->id); break;
+        case GKV_F_STATUS: rc = gkv_mpr_int(&r, &resp->status); break;
+        case GKV_F_MESSAGE: rc = gkv_mpr_bin(&r, &resp->message); break;
+        case GKV_F_PAYLOAD: rc = gkv_mpr_uint(&r, &resp->payload_len); break;
+        case GKV_F_SIZE: rc = gkv_mpr_uint(&r, &resp->size); break;
+        case GKV_F_OFFSET: rc = gkv_mpr_uint(&r, &resp->offset); break;
+        case GKV_F_COUNT: rc = gkv_mpr_uint(&r, &resp->count); break;
+        case GKV_F_BYTES: rc = gkv_mpr_uint(&r, &resp->bytes); break;
+        case GKV_F_VERSION: rc = gkv_mpr_uint(&r, &resp->version); break;
+        case GKV_F_MAX_KEY: rc = gkv_mpr_uint(&r, &resp->max_key); break;
+        case GKV_F_MAX_VALUE: rc = gkv_mpr_uint(&r, &resp->max_value); break;
+        case GKV_F_MAX_META: rc = gkv_mpr_uint(&r, &resp->max_meta); break;
+        case GKV_F_DEVICE: rc = gkv_mpr_int(&r, &resp->device); break;
+        case GKV_F_META:
+            rc = gkv_mpr_bin(&r, &resp->meta);
+            resp->has_meta = true;
+            break;
+        case GKV_F_CURSOR:
+            rc = gkv_mpr_bin(&r, &resp->cursor);
+            resp->has_cursor = true;
+            break;
+        case GKV_F_SERVER: rc = gkv_mpr_bin(&r, &resp->server); break;
+        case GKV_F_BACKEND: rc = gkv_mpr_bin(&r, &resp->backend); break;
+        case GKV_F_ZC: rc = gkv_mpr_bin(&r, &resp->zc); break;
+        case GKV_F_ZC_WHY: rc = gkv_mpr_bin(&r, &resp->zc_why); break;
+        case GKV_F_ENTRIES: rc = raw_array(&r, &resp->entries); break;
+        case GKV_F_DIRS: rc = raw_array(&r, &resp->dirs); break;
+        case GKV_F_RESULTS: rc = raw_array(&r, &resp->results); break;
+        case GKV_F_GPUS: rc = raw_array(&r, &resp->gpus); break;
+        default: rc = gkv_mpr_skip(&r); break;
+        }
+        if (rc)
+            return GKV_EPROTO;
+    }
+    return gkv_mpr_left(&r) ? GKV_EPROTO : 0;
+}
+
+/* Writer. */
+
+void gkv_wr_init(gkv_wr_t *w)
+{
+    msgpack_sbuffer_init(&w->sb);
+    msgpack_packer_init(&w->pk, &w->sb, msgpack_sbuffer_write);
+    w->frame_start = 0;
+    w->fields = 0;
+    w->failed = false;
+}
+
+void gkv_wr_fini(gkv_wr_t *w)
+{
+    msgpack_sbuffer_destroy(&w->sb);
+}
+
+void gkv_wr_reset(gkv_wr_t *w)
+{
+    w->sb.size = 0;
+    w->failed = false;
+}
+
+static void put(gkv_wr_t *w, const void *p, size_t n)
+{
+    if (msgpack_sbuffer_write(&w->sb, p, n) != 0)
+        w->failed = true;
+}
+
+void gkv_wr_begin(gkv_wr_t *w)
+{
+    static const uint8_t reserve[GKV_FRAME_PREFIX + 5] = {0, 0, 0, 0, 0xdf, 0, 0, 0, 0};
+    w->frame_start = w->sb.size;
+    w->fields = 0;
+    put(w, reserve, sizeof(reserve));
+}
+
+static void field(gkv_wr_t *w, unsigned f)
+{
+    w->fields++;
+    if (msgpack_pack_unsigned_int(&w->pk, f))
+        w->failed = true;
+}
+
+void gkv_wr_uint(gkv_wr_t *w, unsigned f, uint64_t v)
+{
+    field(w, f);
+    if (msgpack_pack_uint64(&w->pk, v))
+        w->failed = true;
+}
+
+void gkv_wr_int(gkv_wr_t *w, unsigned f, int64_t v)
+{
+    field(w, f);
+    if (msgpack_pack_int64(&w->pk, v))
+        w->failed = true;
+}
+
+void gkv_wr_bin(gkv_wr_t *w, unsigned f, const void *p, size_t len)
+{
+    field(w, f);
+    if (msgpack_pack_bin(&w->pk, len) || msgpack_pack_bin_body(&w->pk, p, len))
+        w->failed = true;
+}
+
+void gkv_wr_str(gkv_wr_t *w, unsigned f, const char *s)
+{
+    size_t len = strlen(s);
+    field(w, f);
+    if (msgpack_pack_str(&w->pk, len) || msgpack_pack_str_body(&w->pk, s, len))
+        w->failed = true;
+}
+
+size_t gkv_wr_array_begin(gkv_wr_t *w, unsigned f)
+{
+    static const uint8_t a32[5] = {0xdd, 0, 0, 0, 0};
+    field(w, f);
+    size_t pos = w->sb.size;
+    put(w, a32, sizeof(a32));
+    return pos;
+}
+
+static void patch32(gkv_wr_t *w, size_t pos, uint32_t n)
+{
+    if (!w->failed)
+        gkv_frame_put_len((uint8_t *)w->sb.data + pos, n);
+}
+
+void gkv_wr_array_end(gkv_wr_t *w, size_t pos, uint32_t n)
+{
+    patch32(w, pos + 1, n);
+}
+
+size_t gkv_wr_frame_size(const gkv_wr_t *w)
+{
+    return w->sb.size - w->frame_start - GKV_FRAME_PREFIX;
+}
+
+int gkv_wr_end(gkv_wr_t *w)
+{
+    if (w->failed)
+        return GKV_ENOMEM;
+    size_t hlen = gkv_wr_frame_size(w);
+    if (hlen > GKV_MAX_HEADER) {
+        w->sb.size = w->frame_start;
+        return GKV_ETOOBIG;
+    }
+    patch32(w, w->frame_start, (uint32_t)hlen);
+    patch32(w, w->frame_start + GKV_FRAME_PREFIX + 1, w->fields);
+    return 0;
+}

@@ -1,0 +1,138 @@
+/* message.h: the header fields of requests and responses, the request decoder and the frame
+ * writer. Plain buffers only: no sockets. */
+#ifndef GKV_PROTO_MESSAGE_H
+#define GKV_PROTO_MESSAGE_H
+
+#include <msgpack.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "frame.h"
+#include "mpr.h"
+
+/* Header field ids (msgpack map keys). Stable: they are the wire format. */
+enum {
+    GKV_F_OP = 0,
+    GKV_F_ID = 1,
+    GKV_F_KEY = 2,
+    GKV_F_PAYLOAD = 3,
+    GKV_F_FLAGS = 4,
+    GKV_F_OFFSET = 5,
+    GKV_F_LENGTH = 6,
+    GKV_F_SUFFIX = 7,
+    GKV_F_META = 8,
+    GKV_F_KEYS = 9,
+    GKV_F_ITEMS = 10,
+    GKV_F_PREFIX = 11,
+    GKV_F_DELIM = 12,
+    GKV_F_CURSOR = 13,
+    GKV_F_LIMIT = 14,
+    GKV_F_VERSION = 15,
+    GKV_F_CLIENT = 16,
+    /* response fields */
+    GKV_F_STATUS = 20,
+    GKV_F_MESSAGE = 21,
+    GKV_F_SIZE = 22,
+    GKV_F_COUNT = 23,
+    GKV_F_ENTRIES = 24,
+    GKV_F_DIRS = 25,
+    GKV_F_RESULTS = 26,
+    GKV_F_SERVER = 30,
+    GKV_F_BACKEND = 31,
+    GKV_F_DEVICE = 32,
+    GKV_F_GPUS = 33,
+    GKV_F_ZC = 34,
+    GKV_F_ZC_WHY = 35,
+    GKV_F_MAX_KEY = 36,
+    GKV_F_MAX_VALUE = 37,
+    GKV_F_MAX_META = 38,
+    GKV_F_MAX_HEADER = 39,
+    GKV_F_BYTES = 40,
+};
+
+/* Which optional fields a decoded request carried. */
+enum {
+    GKV_HAS_KEY = 1u << 0,
+    GKV_HAS_OFFSET = 1u << 1,
+    GKV_HAS_LENGTH = 1u << 2,
+    GKV_HAS_SUFFIX = 1u << 3,
+    GKV_HAS_META = 1u << 4,
+    GKV_HAS_KEYS = 1u << 5,
+    GKV_HAS_ITEMS = 1u << 6,
+    GKV_HAS_PREFIX = 1u << 7,
+    GKV_HAS_CURSOR = 1u << 8,
+    GKV_HAS_DELIM = 1u << 9,
+};
+
+/* A decoded request. Every slice borrows from the header buffer given to gkv_req_decode and is
+ * valid as long as that buffer is. */
+typedef struct {
+    uint64_t op, id, payload_len, flags, offset, length, suffix, limit, version;
+    uint32_t has; /* GKV_HAS_* */
+    gkv_slice_t key, meta, prefix, cursor, delim;
+    gkv_slice_t keys;  /* raw msgpack array of bin: iterate with gkv_req_keys_next */
+    uint32_t nkeys;
+    gkv_slice_t items; /* raw msgpack array of [key, offset, length, suffix] */
+    uint32_t nitems;
+} gkv_request_t;
+
+/* Decodes one request header (hdr, len bytes, borrowed) into *req. Checks structure and types
+ * only; limits that depend on the server's configuration are the dispatcher's. Returns 0 or
+ * GKV_EPROTO, with *why (static text) saying what was wrong. */
+int gkv_req_decode(const uint8_t *hdr, size_t len, gkv_request_t *req, const char **why);
+
+/* Iterates a validated keys array: start with gkv_mpr_init(it, keys.p, keys.len) and call
+ * gkv_mpr_array once, then this n times. */
+int gkv_req_keys_next(gkv_mpr_t *it, gkv_slice_t *key);
+/* Iterates a validated items array the same way. */
+typedef struct {
+    gkv_slice_t key;
+    uint64_t offset, length, suffix;
+} gkv_item_t;
+int gkv_req_items_next(gkv_mpr_t *it, gkv_item_t *item);
+
+/* A decoded response header. Slices borrow from the header buffer. Arrays (entries, dirs,
+ * results, gpus) stay raw: iterate them with gkv_mpr_* after gkv_mpr_array. */
+typedef struct {
+    uint64_t id, payload_len, size, offset, count, bytes, version, max_key, max_value, max_meta;
+    int64_t status, device;
+    gkv_slice_t message, meta, cursor, server, backend, zc, zc_why;
+    gkv_slice_t entries, dirs, results, gpus;
+    bool has_meta, has_cursor;
+} gkv_response_t;
+
+/* Decodes a response header (hdr, len bytes, borrowed). Returns 0 or GKV_EPROTO. */
+int gkv_resp_decode(const uint8_t *hdr, size_t len, gkv_response_t *resp);
+
+/* A frame writer: headers are msgpack maps whose count and the frame's length prefix are
+ * patched in when the frame ends, so fields need not be counted in advance. Several frames can
+ * be written one after another into one buffer (one socket write for many replies). */
+typedef struct {
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    size_t frame_start; /* offset of the current frame's length prefix */
+    uint32_t fields;
+    bool failed;        /* an allocation failed: the buffer is unusable until reset */
+} gkv_wr_t;
+
+void gkv_wr_init(gkv_wr_t *w);
+void gkv_wr_fini(gkv_wr_t *w);
+/* Forgets the written bytes, keeps the allocation. */
+void gkv_wr_reset(gkv_wr_t *w);
+/* Starts a frame: reserves the prefix and a map32 header. */
+void gkv_wr_begin(gkv_wr_t *w);
+void gkv_wr_uint(gkv_wr_t *w, unsigned field, uint64_t v);
+void gkv_wr_int(gkv_wr_t *w, unsigned field, int64_t v);
+void gkv_wr_bin(gkv_wr_t *w, unsigned field, const void *p, size_t len);
+void gkv_wr_str(gkv_wr_t *w, unsigned field, const char *s);
+/* Starts an array-valued field; pack its elements with w->pk, then gkv_wr_array_end with the
+ * number of elements. Returns the position to patch. */
+size_t gkv_wr_array_begin(gkv_wr_t *w, unsigned field);
+void gkv_wr_array_end(gkv_wr_t *w, size_t pos, uint32_t n);
+/* Ends the frame. Returns 0, GKV_ETOOBIG when the header outgrew GKV_MAX_HEADER (the frame is
+ * then removed), or GKV_ENOMEM. */
+int gkv_wr_end(gkv_wr_t *w);
+/* Bytes of the current (unfinished) frame's header so far. */
+size_t gkv_wr_frame_size(const gkv_wr_t *w);
+
+#endif

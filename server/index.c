@@ -1,0 +1,283 @@
+/* index.c: hash table of node pointers (linear probing, backward-shift deletion, no tombstones)
+ * plus a skip list (p = 1/4) threaded through the same nodes. */
+#include "index.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "error.h"
+#include "hash.h"
+
+#define MAX_LEVEL 32
+
+struct gkv_inode {
+    void *val;
+    uint32_t hash;
+    uint32_t klen;
+    uint8_t level;
+    gkv_inode_t *next[]; /* level pointers, then the key bytes */
+};
+
+struct gkv_index {
+    gkv_inode_t **slots;
+    size_t mask, count, node_bytes;
+    uint8_t seed[16];
+    uint64_t rng;
+    int level;
+    gkv_inode_t *head; /* MAX_LEVEL pointers, no key */
+};
+
+static uint8_t *node_key(const gkv_inode_t *n)
+{
+    return (uint8_t *)&n->next[n->level];
+}
+
+static int cmp_keys(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
+{
+    int c = memcmp(a, b, alen < blen ? alen : blen);
+    if (c)
+        return c;
+    return alen < blen ? -1 : alen > blen;
+}
+
+gkv_index_t *gkv_index_alloc(void)
+{
+    gkv_index_t *ix = calloc(1, sizeof(*ix));
+    if (!ix)
+        return NULL;
+    ix->mask = 1023;
+    ix->slots = calloc(ix->mask + 1, sizeof(*ix->slots));
+    ix->head = calloc(1, sizeof(gkv_inode_t) + MAX_LEVEL * sizeof(gkv_inode_t *));
+    if (!ix->slots || !ix->head) {
+        free(ix->slots);
+        free(ix->head);
+        free(ix);
+        return NULL;
+    }
+    ix->head->level = MAX_LEVEL;
+    ix->level = 1;
+    if (getrandom(ix->seed, sizeof(ix->seed), 0) != sizeof(ix->seed))
+        memcpy(ix->seed, "gpukv-fallback!!", 16);
+    memcpy(&ix->rng, ix->seed, sizeof(ix->rng));
+    ix->rng |= 1;
+    return ix;
+}
+
+void gkv_index_clear(gkv_index_t *ix, void (*drop)(void *, void *), void *arg)
+{
+    gkv_inode_t *n = ix->head->next[0];
+    while (n) {
+        gkv_inode_t *next = n->next[0];
+        if (drop)
+            drop(n->val, arg);
+        free(n);
+        n = next;
+    }
+    memset(ix->head->next, 0, MAX_LEVEL * sizeof(gkv_inode_t *));
+    memset(ix->slots, 0, (ix->mask + 1) * sizeof(*ix->slots));
+    ix->count = 0;
+    ix->node_bytes = 0;
+    ix->level = 1;
+}
+
+void gkv_index_free(gkv_index_t *ix, void (*drop)(void *, void *), void *arg)
+{
+    if (!ix)
+        return;
+    gkv_index_clear(ix, drop, arg);
+    free(ix->slots);
+    free(ix->head);
+    free(ix);
+}
+
+static uint32_t hash_of(const gkv_index_t *ix, const void *key, size_t len)
+{
+    return (uint32_t)gkv_siphash(key, len, ix->seed);
+}
+
+/* The slot holding key, or the empty slot where it would go. */
+static size_t find_slot(const gkv_index_t *ix, const void *key, size_t len, uint32_t h)
+{
+    size_t i = h & ix->mask;
+    for (;;) {
+        gkv_inode_t *n = ix->slots[i];
+        if (!n || (n->hash == h && n->klen == len && memcmp(node_key(n), key, len) == 0))
+            return i;
+        i = (i + 1) & ix->mask;
+    }
+}
+
+void *gkv_index_get(const gkv_index_t *ix, const void *key, size_t len)
+{
+    gkv_inode_t *n = ix->slots[find_slot(ix, key, len, hash_of(ix, key, len))];
+    return n ? n->val : NULL;
+}
+
+static int grow(gkv_index_t *ix)
+{
+    size_t cap = (ix->mask + 1) * 2;
+    gkv_inode_t **slots = calloc(cap, sizeof(*slots));
+    if (!slots)
+        return GKV_ENOMEM;
+    for (size_t i = 0; i <= ix->mask; i++) {
+        gkv_inode_t *n = ix->slots[i];
+        if (!n)
+            continue;
+        size_t j = n->hash & (cap - 1);
+        while (slots[j])
+            j = (j + 1) & (cap - 1);
+        slots[j] = n;
+    }
+    free(ix->slots);
+    ix->slots = slots;
+    ix->mask = cap - 1;
+    return 0;
+}
+
+static int random_level(gkv_index_t *ix)
+{
+    /* xorshift64; each extra level with probability 1/4. */
+    uint64_t x = ix->rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    ix->rng = x;
+    int level = 1;
+    while (level < MAX_LEVEL && (x & 3) == 0) {
+        level++;
+        x >>= 2;
+    }
+    return level;
+}
+
+/* Fills pred[i] with the last node before key at each level. */
+static void find_preds(const gkv_index_t *ix, const uint8_t *key, size_t len,
+                       gkv_inode_t **pred)
+{
+    gkv_inode_t *x = ix->head;
+    for (int i = MAX_LEVEL - 1; i >= 0; i--) {
+        if (i >= ix->level) {
+            pred[i] = ix->head;
+            continue;
+        }
+        while (x->next[i] && cmp_keys(node_key(x->next[i]), x->next[i]->klen, key, len) < 0)
+            x = x->next[i];
+        pred[i] = x;
+    }
+}
+
+int gkv_index_put(gkv_index_t *ix, const void *key, size_t len, void *val, void **old)
+{
+    uint32_t h = hash_of(ix, key, len);
+    size_t slot = find_slot(ix, key, len, h);
+    if (ix->slots[slot]) {
+        *old = ix->slots[slot]->val;
+        ix->slots[slot]->val = val;
+        return 0;
+    }
+    *old = NULL;
+    if ((ix->count + 1) * 4 > (ix->mask + 1) * 3) {
+        if (grow(ix))
+            return GKV_ENOMEM;
+        slot = find_slot(ix, key, len, h);
+    }
+    int level = random_level(ix);
+    size_t bytes = sizeof(gkv_inode_t) + (size_t)level * sizeof(gkv_inode_t *) + len;
+    gkv_inode_t *n = malloc(bytes);
+    if (!n)
+        return GKV_ENOMEM;
+    n->val = val;
+    n->hash = h;
+    n->klen = (uint32_t)len;
+    n->level = (uint8_t)level;
+    memcpy(node_key(n), key, len);
+    gkv_inode_t *pred[MAX_LEVEL];
+    find_preds(ix, key, len, pred);
+    if (level > ix->level)
+        ix->level = level;
+    for (int i = 0; i < level; i++) {
+        n->next[i] = pred[i]->next[i];
+        pred[i]->next[i] = n;
+    }
+    ix->slots[slot] = n;
+    ix->count++;
+    ix->node_bytes += bytes;
+    return 0;
+}
+
+/* Empties slot i and moves later entries of the probe run back so lookups still find them. */
+static void slot_remove(gkv_index_t *ix, size_t i)
+{
+    size_t j = i;
+    ix->slots[i] = NULL;
+    for (;;) {
+        j = (j + 1) & ix->mask;
+        gkv_inode_t *n = ix->slots[j];
+        if (!n)
+            return;
+        size_t home = n->hash & ix->mask;
+        /* n may move to i unless its home lies cyclically in (i, j]. */
+        bool stays = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
+        if (!stays) {
+            ix->slots[i] = n;
+            ix->slots[j] = NULL;
+            i = j;
+        }
+    }
+}
+
+void *gkv_index_del(gkv_index_t *ix, const void *key, size_t len)
+{
+    size_t slot = find_slot(ix, key, len, hash_of(ix, key, len));
+    gkv_inode_t *n = ix->slots[slot];
+    if (!n)
+        return NULL;
+    gkv_inode_t *pred[MAX_LEVEL];
+    find_preds(ix, key, len, pred);
+    for (int i = 0; i < n->level; i++)
+        if (pred[i]->next[i] == n)
+            pred[i]->next[i] = n->next[i];
+    while (ix->level > 1 && !ix->head->next[ix->level - 1])
+        ix->level--;
+    slot_remove(ix, slot);
+    void *val = n->val;
+    ix->count--;
+    ix->node_bytes -= sizeof(gkv_inode_t) + (size_t)n->level * sizeof(gkv_inode_t *) + n->klen;
+    free(n);
+    return val;
+}
+
+size_t gkv_index_count(const gkv_index_t *ix)
+{
+    return ix->count;
+}
+
+size_t gkv_index_memory(const gkv_index_t *ix)
+{
+    return ix->node_bytes + (ix->mask + 1) * sizeof(*ix->slots);
+}
+
+const gkv_inode_t *gkv_index_seek(const gkv_index_t *ix, const void *key, size_t len)
+{
+    gkv_inode_t *pred[MAX_LEVEL];
+    find_preds(ix, key, len, pred);
+    return pred[0]->next[0];
+}
+
+const gkv_inode_t *gkv_index_next(const gkv_inode_t *n)
+{
+    return n->next[0];
+}
+
+const uint8_t *gkv_inode_key(const gkv_inode_t *n, size_t *len)
+{
+    *len = n->klen;
+    return node_key(n);
+}
+
+void *gkv_inode_val(const gkv_inode_t *n)
+{
+    return n->val;
+}

@@ -1,0 +1,38 @@
+/* main.c: gpukvd's entry point: configuration, the server, the loop. */
+#include <stdio.h>
+#include <uv.h>
+
+#include "config.h"
+#include "error.h"
+#include "log.h"
+#include "server.h"
+
+int main(int argc, char **argv)
+{
+    gkv_config_t cfg;
+    char err[512] = "";
+    gkv_config_defaults(&cfg);
+    int rc = gkv_config_parse_args(&cfg, argc, argv, err, sizeof(err));
+    if (rc == 1)
+        return 0;
+    if (rc) {
+        fprintf(stderr, "gpukvd: %s\n", err);
+        return 2;
+    }
+    if (!cfg.socket_path[0]) {
+        fprintf(stderr, "gpukvd: no socket path: give --socket\n");
+        return 2;
+    }
+    gkv_server_t srv;
+    uv_loop_t *loop = uv_default_loop();
+    if ((rc = gkv_server_init(&srv, loop, &cfg, err, sizeof(err))) != 0) {
+        GKV_ERROR("cannot start: %s", err);
+        return 1;
+    }
+    GKV_INFO("ready");
+    uv_run(loop, UV_RUN_DEFAULT);
+    gkv_server_fini(&srv);
+    uv_loop_close(loop);
+    GKV_INFO("stopped");
+    return 0;
+}

@@ -1,0 +1,330 @@
+/* server.c: listeners, signals, the copy-completion wake-up and orderly shutdown. */
+#include "server.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "error.h"
+#include "log.h"
+#include "size.h"
+
+#define SHUTDOWN_GRACE_MS 5000
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void on_connection(uv_stream_t *listener, int status)
+{
+    gkv_server_t *s = listener->data;
+    if (status < 0) {
+        GKV_WARN("accept: %s", uv_strerror(status));
+        return;
+    }
+    if (s->shutting_down)
+        return;
+    gkv_conn_accept(s, listener, listener == (uv_stream_t *)&s->unix_listener);
+}
+
+static void on_wake(uv_async_t *a)
+{
+    gkv_server_t *s = a->data;
+    pthread_mutex_lock(&s->done_lock);
+    gkv_conn_t *list = s->done_head;
+    s->done_head = NULL;
+    pthread_mutex_unlock(&s->done_lock);
+    while (list) {
+        gkv_conn_t *next = list->done_next;
+        gkv_conn_copy_finished(list);
+        list = next;
+    }
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    gkv_server_t *s = h->data;
+    GKV_INFO("received %s, shutting down", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    gkv_server_stop(s);
+}
+
+static void on_grace_timeout(uv_timer_t *t)
+{
+    gkv_server_t *s = t->data;
+    GKV_WARN("%llu connections still open after %d ms; closing them",
+             (unsigned long long)s->nconns, SHUTDOWN_GRACE_MS);
+    for (gkv_conn_t *c = s->conns; c; c = c->next)
+        gkv_conn_close(c, false);
+}
+
+/* Once every connection is gone, closing the remaining handles lets uv_run return. */
+static void maybe_finish(gkv_server_t *s)
+{
+    if (!s->shutting_down || s->nconns)
+        return;
+    if (!uv_is_closing((uv_handle_t *)&s->wake)) {
+        uv_close((uv_handle_t *)&s->wake, NULL);
+        uv_close((uv_handle_t *)&s->sigterm, NULL);
+        uv_close((uv_handle_t *)&s->sigint, NULL);
+        uv_close((uv_handle_t *)&s->shutdown_timer, NULL);
+    }
+}
+
+void gkv_server_conn_closed(gkv_server_t *s, gkv_conn_t *c)
+{
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    s->nconns--;
+    maybe_finish(s);
+}
+
+void gkv_server_stop(gkv_server_t *s)
+{
+    if (s->shutting_down)
+        return;
+    s->shutting_down = true;
+    if (s->unix_open) {
+        uv_close((uv_handle_t *)&s->unix_listener, NULL);
+        s->unix_open = false;
+        unlink(s->cfg.socket_path);
+    }
+    if (s->tcp_open) {
+        uv_close((uv_handle_t *)&s->tcp_listener, NULL);
+        s->tcp_open = false;
+    }
+    uv_timer_start(&s->shutdown_timer, on_grace_timeout, SHUTDOWN_GRACE_MS, 0);
+    gkv_conn_t *c = s->conns;
+    while (c) {
+        gkv_conn_t *next = c->next; /* c may leave the list only in its close callback */
+        gkv_conn_stop(c);
+        c = next;
+    }
+    maybe_finish(s);
+}
+
+/* Creates the socket's directory if needed and refuses one that others can enter. */
+static int prepare_socket_dir(const char *path, char *err, size_t cap)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof(dir), ".");
+    else if (slash == dir)
+        dir[1] = 0;
+    else
+        *slash = 0;
+    if (mkdir(dir, 0750) == 0)
+        GKV_INFO("created socket directory %s (mode 0750)", dir);
+    else if (errno != EEXIST) {
+        snprintf(err, cap, "cannot create socket directory %s: %s", dir, strerror(errno));
+        return GKV_ESYS;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, cap, "socket directory %s is not a directory", dir);
+        return GKV_EINVAL;
+    }
+    if (st.st_mode & S_IRWXO) {
+        snprintf(err, cap,
+                 "socket directory %s can be entered by others (mode %03o); use a directory "
+                 "only its owner and group can enter, or the default --socket",
+                 dir, st.st_mode & 0777);
+        return GKV_EINVAL;
+    }
+    return 0;
+}
+
+/* Replaces a socket file left by a dead daemon; refuses when a live one answers there. */
+static int clear_stale_socket(const char *path, char *err, size_t cap)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return 0;
+    if (!S_ISSOCK(st.st_mode)) {
+        snprintf(err, cap, "%s exists and is not a socket", path);
+        return GKV_EINVAL;
+    }
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        snprintf(err, cap, "socket path %s is too long", path);
+        return GKV_EINVAL;
+    }
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int live = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    if (fd >= 0)
+        close(fd);
+    if (live) {
+        snprintf(err, cap, "another gpukvd is already listening on %s", path);
+        return GKV_EINVAL;
+    }
+    GKV_INFO("removing stale socket %s", path);
+    unlink(path);
+    return 0;
+}
+
+static int listen_unix(gkv_server_t *s, char *err, size_t cap)
+{
+    const char *path = s->cfg.socket_path;
+    int rc = prepare_socket_dir(path, err, cap);
+    if (rc || (rc = clear_stale_socket(path, err, cap)))
+        return rc;
+    uv_pipe_init(s->loop, &s->unix_listener, 0);
+    s->unix_listener.data = s;
+    s->unix_open = true;
+    /* The file is created owner-only, then given its final mode before anyone can connect. */
+    mode_t old = umask(0077);
+    int e = uv_pipe_bind(&s->unix_listener, path);
+    umask(old);
+    if (e == 0 && chmod(path, 0660) != 0)
+        e = uv_translate_sys_error(errno);
+    if (e == 0)
+        e = uv_listen((uv_stream_t *)&s->unix_listener, 511, on_connection);
+    if (e) {
+        snprintf(err, cap, "cannot listen on %s: %s", path, uv_strerror(e));
+        return GKV_ESYS;
+    }
+    GKV_INFO("listening on unix:%s", path);
+    return 0;
+}
+
+static int listen_tcp(gkv_server_t *s, char *err, size_t cap)
+{
+    char host[256];
+    snprintf(host, sizeof(host), "%s", s->cfg.listen);
+    char *colon = strrchr(host, ':');
+    *colon = 0;
+    const char *port_s = colon + 1, *h = host;
+    char *end;
+    long port = strtol(port_s, &end, 10);
+    if (!*port_s || *end || port < 0 || port > 65535) {
+        snprintf(err, cap, "listen: bad port '%s'", port_s);
+        return GKV_EINVAL;
+    }
+    size_t hl = strlen(h);
+    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
+        host[hl - 1] = 0;
+        h = host + 1;
+    }
+    struct sockaddr_storage sa;
+    if (uv_ip4_addr(h, (int)port, (struct sockaddr_in *)&sa) != 0 &&
+        uv_ip6_addr(h, (int)port, (struct sockaddr_in6 *)&sa) != 0) {
+        snprintf(err, cap, "listen: '%s' is not an IPv4 or IPv6 address", h);
+        return GKV_EINVAL;
+    }
+    uv_tcp_init(s->loop, &s->tcp_listener);
+    s->tcp_listener.data = s;
+    s->tcp_open = true;
+    int e = uv_tcp_bind(&s->tcp_listener, (struct sockaddr *)&sa, 0);
+    if (e == 0)
+        e = uv_listen((uv_stream_t *)&s->tcp_listener, 511, on_connection);
+    if (e) {
+        snprintf(err, cap, "cannot listen on tcp:%s: %s", s->cfg.listen, uv_strerror(e));
+        return GKV_ESYS;
+    }
+    struct sockaddr_storage bound;
+    int len = sizeof(bound);
+    char ip[64] = "?";
+    uv_tcp_getsockname(&s->tcp_listener, (struct sockaddr *)&bound, &len);
+    if (bound.ss_family == AF_INET6) {
+        uv_ip6_name((struct sockaddr_in6 *)&bound, ip, sizeof(ip));
+        snprintf(s->tcp_bound, sizeof(s->tcp_bound), "[%s]:%d", ip,
+                 ntohs(((struct sockaddr_in6 *)&bound)->sin6_port));
+    } else {
+        uv_ip4_name((struct sockaddr_in *)&bound, ip, sizeof(ip));
+        snprintf(s->tcp_bound, sizeof(s->tcp_bound), "%s:%d", ip,
+                 ntohs(((struct sockaddr_in *)&bound)->sin_port));
+    }
+    GKV_INFO("listening on tcp:%s", s->tcp_bound);
+    return 0;
+}
+
+static void close_quietly(uv_handle_t *h)
+{
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, char *err,
+                    size_t cap)
+{
+    memset(s, 0, sizeof(*s));
+    s->loop = loop;
+    s->cfg = *cfg;
+    s->started_ms = now_ms();
+    gkv_log_set_level(cfg->log_level);
+    signal(SIGPIPE, SIG_IGN);
+    gkv_backend_config_t bc = {cfg->backend, cfg->device, cfg->maxmemory};
+    int rc = gkv_backend_open(&bc, &s->be, err, cap);
+    if (rc)
+        return rc;
+    if (!s->cfg.maxmemory)
+        s->cfg.maxmemory = s->be->capacity;
+    if (!s->cfg.max_value || s->cfg.max_value > s->cfg.maxmemory)
+        s->cfg.max_value = s->cfg.maxmemory;
+    s->staging_only = cfg->force_staging || !s->be->ops->host_view(s->be, (gkv_devptr_t){0});
+    char limit[32];
+    gkv_size_format(s->cfg.maxmemory, limit, sizeof(limit));
+    GKV_INFO("backend %s (%s%s%s), maxmemory %s%s", s->be->name, s->be->gpu_name,
+             s->be->gpu_uuid[0] ? " " : "", s->be->gpu_uuid, limit,
+             s->staging_only ? ", values move through staging buffers" : "");
+    if ((rc = gkv_store_init(&s->store, s->be, s->cfg.maxmemory))) {
+        snprintf(err, cap, "out of host memory");
+        goto fail_backend;
+    }
+    gkv_staging_init(&s->staging, s->be);
+    pthread_mutex_init(&s->done_lock, NULL);
+    uv_async_init(loop, &s->wake, on_wake);
+    s->wake.data = s;
+    uv_signal_init(loop, &s->sigterm);
+    uv_signal_init(loop, &s->sigint);
+    s->sigterm.data = s->sigint.data = s;
+    uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+    uv_signal_start(&s->sigint, on_signal, SIGINT);
+    uv_timer_init(loop, &s->shutdown_timer);
+    s->shutdown_timer.data = s;
+    if ((rc = listen_unix(s, err, cap)) || (cfg->listen[0] && (rc = listen_tcp(s, err, cap))))
+        goto fail_handles;
+    return 0;
+fail_handles:
+    if (s->unix_open)
+        unlink(s->cfg.socket_path);
+    close_quietly((uv_handle_t *)&s->unix_listener);
+    if (s->tcp_open)
+        close_quietly((uv_handle_t *)&s->tcp_listener);
+    close_quietly((uv_handle_t *)&s->wake);
+    close_quietly((uv_handle_t *)&s->sigterm);
+    close_quietly((uv_handle_t *)&s->sigint);
+    close_quietly((uv_handle_t *)&s->shutdown_timer);
+    uv_run(loop, UV_RUN_DEFAULT);
+    gkv_store_fini(&s->store);
+    gkv_staging_fini(&s->staging);
+    pthread_mutex_destroy(&s->done_lock);
+fail_backend:
+    s->be->ops->close(s->be);
+    return rc;
+}
+
+void gkv_server_fini(gkv_server_t *s)
+{
+    gkv_store_fini(&s->store);
+    gkv_staging_fini(&s->staging);
+    s->be->ops->close(s->be);
+    pthread_mutex_destroy(&s->done_lock);
+}

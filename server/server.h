@@ -1,0 +1,57 @@
+/* server.h: one gpukvd instance: its loop, listeners, store, backend and connections. */
+#ifndef GKV_SERVER_SERVER_H
+#define GKV_SERVER_SERVER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <uv.h>
+
+#include "backend.h"
+#include "config.h"
+#include "staging.h"
+#include "store.h"
+
+typedef struct gkv_conn gkv_conn_t;
+
+typedef struct {
+    uint64_t total_connections, rejected_connections, total_commands, protocol_errors;
+    uint64_t bytes_in, bytes_out;
+} gkv_server_stats_t;
+
+typedef struct gkv_server {
+    uv_loop_t *loop;         /* borrowed */
+    gkv_config_t cfg;
+    gkv_backend_t *be;       /* owned */
+    gkv_store_t store;
+    gkv_staging_t staging;
+    bool staging_only;       /* move values through staging even when the host can see them */
+    uv_pipe_t unix_listener;
+    uv_tcp_t tcp_listener;
+    bool unix_open, tcp_open, shutting_down;
+    char tcp_bound[128];     /* "host:port" actually bound, or "" */
+    uv_signal_t sigterm, sigint;
+    uv_timer_t shutdown_timer;
+    uv_async_t wake;         /* copy completions from other threads */
+    pthread_mutex_t done_lock;
+    gkv_conn_t *done_head;   /* connections whose copy finished, under done_lock */
+    gkv_conn_t *conns;       /* every open connection */
+    uint64_t nconns, next_conn_id;
+    uint64_t started_ms;
+    gkv_server_stats_t stats;
+} gkv_server_t;
+
+/* Opens the backend, the store and the listeners. cfg is copied; loop is borrowed and must
+ * outlive the server. On failure err (cap bytes) says why and everything opened is closed.
+ * Returns 0, GKV_ENOTSUP (cuda asked for but unusable), GKV_EINVAL, GKV_ESYS or GKV_ENOMEM. */
+int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, char *err,
+                    size_t cap);
+/* Starts a graceful stop: no new connections, connections close once their request in flight
+ * is answered (at most 5 s), then the loop runs out. Idempotent. */
+void gkv_server_stop(gkv_server_t *s);
+/* Frees what gkv_server_init made, after the loop has run out. */
+void gkv_server_fini(gkv_server_t *s);
+
+/* Called by connections as they come and go (conn.c). */
+void gkv_server_conn_closed(gkv_server_t *s, gkv_conn_t *c);
+
+#endif

@@ -1,0 +1,62 @@
+/* store.h: entries (one stored value each), the index that names them, and memory accounting.
+ * Entries are refcounted: +1 for the index link, +1 for each transfer using it; the backend
+ * memory is freed only when the count reaches zero, so a delete or overwrite never pulls memory
+ * out from under a transfer in flight. */
+#ifndef GKV_SERVER_STORE_H
+#define GKV_SERVER_STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "index.h"
+
+typedef struct gkv_entry {
+    uint32_t refs;
+    uint32_t meta_len;
+    uint64_t size;
+    gkv_devptr_t mem; /* unset when size is 0 */
+    uint8_t *meta;    /* owned, NULL when meta_len is 0 */
+} gkv_entry_t;
+
+typedef struct {
+    uint64_t hits, misses, sets, dels, oom_errors;
+} gkv_store_stats_t;
+
+typedef struct {
+    gkv_index_t *ix;
+    gkv_backend_t *be; /* borrowed */
+    uint64_t used;     /* bytes of values, published or being written */
+    uint64_t limit;    /* --maxmemory */
+    uint64_t entries;  /* entries alive, published or not */
+    gkv_store_stats_t stats;
+} gkv_store_t;
+
+/* Sets up an empty store over be (borrowed, must outlive the store). Returns 0 or GKV_ENOMEM. */
+int gkv_store_init(gkv_store_t *st, gkv_backend_t *be, uint64_t limit);
+/* Drops every key and frees the index; entries still referenced elsewhere must be unref'd
+ * before the backend closes. */
+void gkv_store_fini(gkv_store_t *st);
+
+/* Makes an unpublished entry of size bytes (accounted at once) with a copy of meta (borrowed).
+ * *out holds one reference, the caller's. Returns 0, GKV_EOOM (over the limit or the backend is
+ * full: nothing stored is touched) or GKV_ENOMEM. */
+int gkv_store_entry_new(gkv_store_t *st, uint64_t size, const void *meta, uint32_t meta_len,
+                        int lane, gkv_entry_t **out);
+void gkv_store_ref(gkv_entry_t *e);
+/* Drops a reference; the last one frees the memory and the accounting. */
+void gkv_store_unref(gkv_store_t *st, gkv_entry_t *e);
+
+/* Publishes e under key (borrowed). flags: GKV_SET_NX / GKV_SET_XX. The index takes its own
+ * reference; the caller keeps its own. Replacing drops the old entry's index reference.
+ * Returns 0, GKV_EEXISTS, GKV_ENOTFOUND or GKV_ENOMEM. */
+int gkv_store_publish(gkv_store_t *st, const void *key, size_t klen, gkv_entry_t *e,
+                      unsigned flags);
+/* The entry under key, borrowed (ref it to keep it past the current callback), or NULL. */
+gkv_entry_t *gkv_store_get(gkv_store_t *st, const void *key, size_t klen);
+/* Unlinks key; returns 1 if it existed, else 0. */
+int gkv_store_del(gkv_store_t *st, const void *key, size_t klen);
+/* Unlinks every key. */
+void gkv_store_flush(gkv_store_t *st);
+
+#endif
