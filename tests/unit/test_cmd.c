@@ -1,0 +1,241 @@
+/* test_cmd.c: command handlers and the store, driven directly (no sockets, no loop). */
+#include <gpukv/gpukv.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_main.h"
+#include "cmd.h"
+#include "commands.h"
+
+static gkv_server_t srv;
+static gkv_wr_t wr;
+
+static void setup(void)
+{
+    memset(&srv, 0, sizeof(srv));
+    gkv_backend_config_t bc = {GKV_BACKEND_HOST, 0, 1 << 20};
+    char why[256];
+    ck_assert_int_eq(gkv_backend_open(&bc, &srv.be, why, sizeof(why)), 0);
+    gkv_config_defaults(&srv.cfg);
+    srv.cfg.maxmemory = srv.cfg.max_value = 1 << 20;
+    ck_assert_int_eq(gkv_store_init(&srv.store, srv.be, 1 << 20), 0);
+    gkv_wr_init(&wr);
+}
+
+static void teardown(void)
+{
+    gkv_wr_fini(&wr);
+    gkv_store_fini(&srv.store);
+    srv.be->ops->close(srv.be);
+}
+
+/* Builds a request header with the given fields, decodes it, dispatches it. */
+static int run(gkv_reply_t *rep, gkv_request_t *req)
+{
+    memset(rep, 0, sizeof(*rep));
+    rep->wr = &wr;
+    rep->id = req->id;
+    gkv_wr_reset(&wr);
+    return gkv_dispatch(&srv, req, rep);
+}
+
+static gkv_response_t last_response(void)
+{
+    gkv_response_t r;
+    uint32_t len = gkv_frame_get_len((const uint8_t *)wr.sb.data);
+    ck_assert_int_eq(gkv_resp_decode((const uint8_t *)wr.sb.data + 4, len, &r), 0);
+    return r;
+}
+
+static gkv_request_t req_key(unsigned op, const char *key)
+{
+    gkv_request_t q;
+    memset(&q, 0, sizeof(q));
+    q.op = op;
+    q.id = 5;
+    q.key = (gkv_slice_t){(const uint8_t *)key, (uint32_t)strlen(key)};
+    q.has = GKV_HAS_KEY;
+    return q;
+}
+
+/* A SET as the connection performs it: dispatch, fill the entry in place, commit. */
+static int put(const char *key, const char *value, unsigned flags)
+{
+    gkv_request_t q = req_key(GKV_OP_SET, key);
+    q.payload_len = strlen(value);
+    q.flags = flags;
+    gkv_reply_t rep;
+    int rc = run(&rep, &q);
+    if (rc)
+        return rc;
+    if (q.payload_len)
+        memcpy(srv.be->ops->host_view(srv.be, rep.recv->mem), value, q.payload_len);
+    gkv_wr_reset(&wr);
+    gkv_cmd_set_commit(&srv, q.id, key, strlen(key), rep.recv, flags, &wr);
+    gkv_store_unref(&srv.store, rep.recv);
+    return (int)last_response().status;
+}
+
+START_TEST(set_get_ranges)
+{
+    ck_assert_int_eq(put("k", "0123456789", 0), 0);
+    gkv_request_t q = req_key(GKV_OP_GET, "k");
+    gkv_reply_t rep;
+    ck_assert_int_eq(run(&rep, &q), 0);
+    ck_assert_uint_eq(rep.nsegs, 1);
+    ck_assert_uint_eq(rep.segs[0].len, 10);
+    gkv_reply_release(&srv, &rep);
+    q.offset = 3;
+    q.length = 4;
+    ck_assert_int_eq(run(&rep, &q), 0);
+    ck_assert_uint_eq(rep.segs[0].off, 3);
+    ck_assert_uint_eq(rep.segs[0].len, 4);
+    gkv_response_t r = last_response();
+    ck_assert_uint_eq(r.size, 10);
+    ck_assert_uint_eq(r.payload_len, 4);
+    gkv_reply_release(&srv, &rep);
+    q.offset = 0;
+    q.length = 0;
+    q.suffix = 3;
+    ck_assert_int_eq(run(&rep, &q), 0);
+    ck_assert_uint_eq(rep.segs[0].off, 7);
+    gkv_reply_release(&srv, &rep);
+    q.suffix = 0;
+    q.offset = 11;
+    ck_assert_int_eq(run(&rep, &q), GKV_ERANGE);
+    ck_assert_int_eq(last_response().status, GKV_ERANGE);
+    ck_assert_uint_eq(rep.nsegs, 0);
+}
+END_TEST
+
+START_TEST(nx_xx_and_missing_keys)
+{
+    ck_assert_int_eq(put("a", "1", GKV_SET_XX), GKV_ENOTFOUND);
+    ck_assert_int_eq(put("a", "1", GKV_SET_NX), 0);
+    ck_assert_int_eq(put("a", "2", GKV_SET_NX), GKV_EEXISTS);
+    ck_assert_int_eq(put("a", "3", GKV_SET_XX), 0);
+    ck_assert_int_eq(put("a", "3", GKV_SET_XX | GKV_SET_NX), GKV_EINVAL);
+    gkv_request_t q = req_key(GKV_OP_GET, "nope");
+    gkv_reply_t rep;
+    ck_assert_int_eq(run(&rep, &q), GKV_ENOTFOUND);
+    ck_assert_int_eq(last_response().status, GKV_ENOTFOUND);
+}
+END_TEST
+
+START_TEST(generic_checks)
+{
+    gkv_reply_t rep;
+    gkv_request_t q = req_key(99, "k");
+    ck_assert_int_eq(run(&rep, &q), GKV_EUNKNOWNCMD);
+    q = req_key(GKV_OP_GET, "");
+    ck_assert_int_eq(run(&rep, &q), GKV_EINVAL);
+    char longkey[2000];
+    memset(longkey, 'x', sizeof(longkey) - 1);
+    longkey[sizeof(longkey) - 1] = 0;
+    q = req_key(GKV_OP_GET, longkey);
+    ck_assert_int_eq(run(&rep, &q), GKV_ETOOBIG);
+    q = req_key(GKV_OP_PING, "k");
+    q.payload_len = 5;
+    ck_assert_int_eq(run(&rep, &q), GKV_EINVAL);
+    q = req_key(GKV_OP_GET, "k");
+    q.has = 0;
+    ck_assert_int_eq(run(&rep, &q), GKV_EINVAL);
+}
+END_TEST
+
+START_TEST(oom_keeps_stored_values)
+{
+    static char big[400 << 10];
+    memset(big, 'v', sizeof(big) - 1);
+    ck_assert_int_eq(put("one", big, 0), 0);
+    ck_assert_int_eq(put("two", big, 0), 0);
+    uint64_t used = srv.store.used;
+    ck_assert_int_eq(put("three", big, 0), GKV_EOOM);
+    ck_assert_uint_eq(srv.store.used, used);
+    gkv_request_t q = req_key(GKV_OP_GET, "one");
+    gkv_reply_t rep;
+    ck_assert_int_eq(run(&rep, &q), 0);
+    const char *v = srv.be->ops->host_view(srv.be, rep.segs[0].entry->mem);
+    ck_assert_int_eq(memcmp(v, big, sizeof(big) - 1), 0);
+    gkv_reply_release(&srv, &rep);
+    q = req_key(GKV_OP_DEL, "one");
+    ck_assert_int_eq(run(&rep, &q), 0);
+    ck_assert_uint_eq(last_response().count, 1);
+    ck_assert_int_eq(put("three", big, 0), 0);
+}
+END_TEST
+
+START_TEST(deleted_value_lives_while_referenced)
+{
+    ck_assert_int_eq(put("k", "payload", 0), 0);
+    gkv_request_t q = req_key(GKV_OP_GET, "k");
+    gkv_reply_t get;
+    ck_assert_int_eq(run(&get, &q), 0);
+    gkv_entry_t *e = get.segs[0].entry;
+    ck_assert_int_eq(gkv_store_del(&srv.store, "k", 1), 1);
+    ck_assert_uint_eq(srv.store.entries, 1); /* still alive for the transfer */
+    ck_assert_int_eq(memcmp(srv.be->ops->host_view(srv.be, e->mem), "payload", 7), 0);
+    gkv_reply_release(&srv, &get);
+    ck_assert_uint_eq(srv.store.entries, 0);
+    ck_assert_uint_eq(srv.store.used, 0);
+}
+END_TEST
+
+START_TEST(list_pages_and_directories)
+{
+    const char *keys[] = {"d/a", "d/b/1", "d/b/2", "d/c", "d/e/x", "e"};
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(put(keys[i], "xy", 0), 0);
+    gkv_request_t q;
+    memset(&q, 0, sizeof(q));
+    q.op = GKV_OP_LIST;
+    q.prefix = (gkv_slice_t){(const uint8_t *)"d/", 2};
+    q.delim = (gkv_slice_t){(const uint8_t *)"/", 1};
+    q.has = GKV_HAS_PREFIX | GKV_HAS_DELIM;
+    q.limit = 2;
+    gkv_reply_t rep;
+    ck_assert_int_eq(run(&rep, &q), 0);
+    gkv_response_t r = last_response();
+    ck_assert(r.has_cursor); /* d/a and d/b/ so far */
+    ck_assert_int_eq(memcmp(r.cursor.p, "d/b/", 4), 0);
+    uint8_t cursor[16];
+    memcpy(cursor, r.cursor.p, r.cursor.len);
+    q.cursor = (gkv_slice_t){cursor, r.cursor.len};
+    q.has |= GKV_HAS_CURSOR;
+    q.limit = 10;
+    ck_assert_int_eq(run(&rep, &q), 0);
+    r = last_response();
+    ck_assert(!r.has_cursor);
+    gkv_mpr_t it;
+    uint32_t n;
+    gkv_mpr_init(&it, r.entries.p, r.entries.len);
+    gkv_mpr_array(&it, &n);
+    ck_assert_uint_eq(n, 1); /* d/c */
+    gkv_mpr_init(&it, r.dirs.p, r.dirs.len);
+    gkv_mpr_array(&it, &n);
+    ck_assert_uint_eq(n, 1); /* d/e/ */
+    memset(&q, 0, sizeof(q));
+    q.op = GKV_OP_GETSIZE;
+    q.prefix = (gkv_slice_t){(const uint8_t *)"d/b", 3};
+    q.has = GKV_HAS_PREFIX;
+    ck_assert_int_eq(run(&rep, &q), 0);
+    r = last_response();
+    ck_assert_uint_eq(r.bytes, 4);
+    ck_assert_uint_eq(r.count, 2);
+}
+END_TEST
+
+Suite *make_suite(void)
+{
+    Suite *s = suite_create("cmd");
+    TCase *t = tcase_create("handlers");
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_test(t, set_get_ranges);
+    tcase_add_test(t, nx_xx_and_missing_keys);
+    tcase_add_test(t, generic_checks);
+    tcase_add_test(t, oom_keeps_stored_values);
+    tcase_add_test(t, deleted_value_lives_while_referenced);
+    tcase_add_test(t, list_pages_and_directories);
+    suite_add_tcase(s, t);
+    return s;
+}

@@ -1,0 +1,110 @@
+/* test_config.c: gpukvd flags and config files. */
+#include <gpukv/gpukv.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check_main.h"
+#include "config.h"
+#include "log.h"
+
+static int parse(gkv_config_t *cfg, char *err, int argc, ...)
+{
+    char *argv[32];
+    va_list ap;
+    va_start(ap, argc);
+    argv[0] = "gpukvd";
+    for (int i = 1; i < argc; i++)
+        argv[i] = va_arg(ap, char *);
+    va_end(ap);
+    gkv_config_defaults(cfg);
+    return gkv_config_parse_args(cfg, argc, argv, err, 256);
+}
+
+START_TEST(defaults)
+{
+    gkv_config_t cfg;
+    gkv_config_defaults(&cfg);
+    ck_assert_uint_eq(cfg.max_key, 1024);
+    ck_assert_uint_eq(cfg.maxclients, 10000);
+    ck_assert_int_eq(cfg.backend, GKV_BACKEND_AUTO);
+    ck_assert_uint_eq(cfg.maxmemory, 0);
+    ck_assert_str_eq(cfg.listen, "");
+    ck_assert(strstr(cfg.socket_path, "gpukv.sock") != NULL);
+}
+END_TEST
+
+START_TEST(flags)
+{
+    gkv_config_t cfg;
+    char err[256];
+    ck_assert_int_eq(parse(&cfg, err, 13, "--socket", "/tmp/x.sock", "--listen", "127.0.0.1:0",
+                           "--backend", "host", "--maxmemory", "512M", "--max-key-size", "64",
+                           "--log-level", "debug"),
+                     0);
+    ck_assert_str_eq(cfg.socket_path, "/tmp/x.sock");
+    ck_assert_str_eq(cfg.listen, "127.0.0.1:0");
+    ck_assert_int_eq(cfg.backend, GKV_BACKEND_HOST);
+    ck_assert_uint_eq(cfg.maxmemory, 512u << 20);
+    ck_assert_uint_eq(cfg.max_key, 64);
+    ck_assert_int_eq(cfg.log_level, GKV_LOG_DEBUG);
+}
+END_TEST
+
+START_TEST(bad_flags_are_errors_with_a_reason)
+{
+    gkv_config_t cfg;
+    char err[256];
+    ck_assert_int_eq(parse(&cfg, err, 3, "--backend", "tpu"), GKV_EINVAL);
+    ck_assert(strstr(err, "backend") != NULL);
+    ck_assert_int_eq(parse(&cfg, err, 3, "--maxmemory", "lots"), GKV_EINVAL);
+    ck_assert(strstr(err, "maxmemory") != NULL);
+    ck_assert_int_eq(parse(&cfg, err, 3, "--max-key-size", "70000"), GKV_EINVAL);
+    ck_assert_int_eq(parse(&cfg, err, 3, "--maxclients", "0"), GKV_EINVAL);
+    ck_assert_int_eq(parse(&cfg, err, 3, "--listen", "nocolon"), GKV_EINVAL);
+    ck_assert_int_eq(parse(&cfg, err, 2, "--bogus"), GKV_EINVAL);
+    ck_assert_int_eq(parse(&cfg, err, 2, "stray"), GKV_EINVAL);
+    ck_assert_int_eq(parse(&cfg, err, 2, "--socket"), GKV_EINVAL);
+}
+END_TEST
+
+START_TEST(config_file_then_flags)
+{
+    char path[] = "/tmp/gkv-conf-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    fprintf(f, "# comment\n[gpukvd]\nmaxmemory = 2G\nmaxclients = 12\nbackend = host\n");
+    fclose(f);
+    gkv_config_t cfg;
+    char err[256];
+    ck_assert_int_eq(parse(&cfg, err, 5, "--maxclients", "99", "--config", path), 0);
+    ck_assert_uint_eq(cfg.maxmemory, 2ull << 30);
+    ck_assert_uint_eq(cfg.maxclients, 99); /* the flag wins although it came first */
+    ck_assert_int_eq(cfg.backend, GKV_BACKEND_HOST);
+    f = fopen(path, "w");
+    fprintf(f, "maxmemory = 2G\nnonsense = 1\n");
+    fclose(f);
+    ck_assert_int_eq(parse(&cfg, err, 3, "--config", path), GKV_EINVAL);
+    ck_assert(strstr(err, ":2:") != NULL);
+    ck_assert(strstr(err, "nonsense") != NULL);
+    unlink(path);
+    ck_assert_int_eq(parse(&cfg, err, 3, "--config", "/nonexistent/gpukvd.conf"), GKV_EINVAL);
+}
+END_TEST
+
+Suite *make_suite(void)
+{
+    Suite *s = suite_create("config");
+    TCase *t = tcase_create("flags");
+    tcase_add_test(t, defaults);
+    tcase_add_test(t, flags);
+    tcase_add_test(t, bad_flags_are_errors_with_a_reason);
+    suite_add_tcase(s, t);
+    t = tcase_create("file");
+    tcase_add_test(t, config_file_then_flags);
+    suite_add_tcase(s, t);
+    return s;
+}

@@ -1,0 +1,128 @@
+/* test_index.c: the key index: lookups, replacement, deletion, ordered prefix walks, 1 M keys. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_main.h"
+#include "index.h"
+
+static size_t key_of(char *buf, size_t cap, unsigned i)
+{
+    return (size_t)snprintf(buf, cap, "dir%03u/item%07u", i % 1000, i);
+}
+
+START_TEST(put_get_replace_delete)
+{
+    gkv_index_t *ix = gkv_index_alloc();
+    void *old;
+    int a = 1, b = 2;
+    ck_assert_int_eq(gkv_index_put(ix, "k", 1, &a, &old), 0);
+    ck_assert_ptr_null(old);
+    ck_assert_ptr_eq(gkv_index_get(ix, "k", 1), &a);
+    ck_assert_int_eq(gkv_index_put(ix, "k", 1, &b, &old), 0);
+    ck_assert_ptr_eq(old, &a);
+    ck_assert_ptr_eq(gkv_index_get(ix, "k", 1), &b);
+    ck_assert_uint_eq(gkv_index_count(ix), 1);
+    ck_assert_ptr_null(gkv_index_get(ix, "k\0", 2)); /* binary-safe: a different key */
+    ck_assert_ptr_eq(gkv_index_del(ix, "k", 1), &b);
+    ck_assert_ptr_null(gkv_index_del(ix, "k", 1));
+    ck_assert_uint_eq(gkv_index_count(ix), 0);
+    gkv_index_free(ix, NULL, NULL);
+}
+END_TEST
+
+START_TEST(seek_walks_in_byte_order)
+{
+    gkv_index_t *ix = gkv_index_alloc();
+    const char *keys[] = {"b/2", "a", "b/1", "c", "b/10", "\xff", "b"};
+    void *old;
+    for (size_t i = 0; i < 7; i++)
+        gkv_index_put(ix, keys[i], strlen(keys[i]), (void *)keys[i], &old);
+    const char *want[] = {"b", "b/1", "b/10", "b/2", "c", "\xff"};
+    const gkv_inode_t *n = gkv_index_seek(ix, "b", 1);
+    for (size_t i = 0; i < 6; i++, n = gkv_index_next(n)) {
+        ck_assert_ptr_nonnull(n);
+        size_t kl;
+        const uint8_t *k = gkv_inode_key(n, &kl);
+        ck_assert_uint_eq(kl, strlen(want[i]));
+        ck_assert_int_eq(memcmp(k, want[i], kl), 0);
+    }
+    ck_assert_ptr_null(n);
+    ck_assert_ptr_null(gkv_index_seek(ix, "\xff\xff", 2));
+    gkv_index_free(ix, NULL, NULL);
+}
+END_TEST
+
+static void count_drop(void *val, void *arg)
+{
+    (void)val;
+    (*(size_t *)arg)++;
+}
+
+START_TEST(a_million_keys)
+{
+    enum { N = 1000000 };
+    gkv_index_t *ix = gkv_index_alloc();
+    char k[64];
+    void *old;
+    for (unsigned i = 0; i < N; i++) {
+        size_t kl = key_of(k, sizeof(k), i);
+        ck_assert_int_eq(gkv_index_put(ix, k, kl, (void *)(uintptr_t)(i + 1), &old), 0);
+    }
+    ck_assert_uint_eq(gkv_index_count(ix), N);
+    for (unsigned i = 0; i < N; i += 7) {
+        size_t kl = key_of(k, sizeof(k), i);
+        ck_assert_ptr_eq(gkv_index_get(ix, k, kl), (void *)(uintptr_t)(i + 1));
+    }
+    /* Delete every third key; the rest must still be found (backward-shift deletion). */
+    for (unsigned i = 0; i < N; i += 3) {
+        size_t kl = key_of(k, sizeof(k), i);
+        ck_assert_ptr_eq(gkv_index_del(ix, k, kl), (void *)(uintptr_t)(i + 1));
+    }
+    for (unsigned i = 0; i < N; i++) {
+        size_t kl = key_of(k, sizeof(k), i);
+        void *v = gkv_index_get(ix, k, kl);
+        if (i % 3 == 0)
+            ck_assert_ptr_null(v);
+        else
+            ck_assert_ptr_eq(v, (void *)(uintptr_t)(i + 1));
+    }
+    /* A prefix holds exactly its keys, in order. */
+    const char *prefix = "dir042/";
+    unsigned seen = 0;
+    char prev[64] = "";
+    for (const gkv_inode_t *n = gkv_index_seek(ix, prefix, 7); n; n = gkv_index_next(n)) {
+        size_t kl;
+        const uint8_t *key = gkv_inode_key(n, &kl);
+        if (kl < 7 || memcmp(key, prefix, 7) != 0)
+            break;
+        char cur[64];
+        snprintf(cur, sizeof(cur), "%.*s", (int)kl, (const char *)key);
+        ck_assert_int_lt(strcmp(prev, cur), 0);
+        strcpy(prev, cur);
+        seen++;
+    }
+    unsigned expect = 0;
+    for (unsigned i = 42; i < N; i += 1000)
+        expect += i % 3 != 0;
+    ck_assert_uint_eq(seen, expect);
+    size_t dropped = 0;
+    size_t left = gkv_index_count(ix);
+    gkv_index_free(ix, count_drop, &dropped);
+    ck_assert_uint_eq(dropped, left);
+}
+END_TEST
+
+Suite *make_suite(void)
+{
+    Suite *s = suite_create("index");
+    TCase *t = tcase_create("basics");
+    tcase_add_test(t, put_get_replace_delete);
+    tcase_add_test(t, seek_walks_in_byte_order);
+    suite_add_tcase(s, t);
+    t = tcase_create("scale");
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, a_million_keys);
+    suite_add_tcase(s, t);
+    return s;
+}
