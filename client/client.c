@@ -34,7 +34,9 @@ int gkv__send_raw(gkv_client_t *c, const void *p, size_t len)
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            return gkv__break(c, GKV_ECLOSED);
+            /* Keep the socket open: the server may have said why it closed (hello). */
+            c->broken = true;
+            return GKV_ECLOSED;
         }
         b += n;
         len -= (size_t)n;
@@ -144,6 +146,13 @@ static int hello(gkv_client_t *c)
     gkv__begin(c, GKV_OP_HELLO);
     gkv_wr_uint(&c->wr, GKV_F_VERSION, GKV_PROTOCOL_VERSION);
     int rc = gkv__send(c, NULL, 0);
+    if (rc == GKV_ECLOSED && c->fd >= 0) {
+        /* A server refusing the connection (max clients) writes its reason and closes,
+         * possibly before our HELLO arrives: read the reason if it is there. */
+        c->broken = false;
+        int why = gkv__recv(c);
+        return why < 0 && why != GKV_ECLOSED && why != GKV_EPROTO ? why : rc;
+    }
     if (rc || (rc = gkv__recv(c)))
         return rc;
     gkv_response_t *r = &c->resp;

@@ -303,9 +303,10 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
         goto fail_handles;
     return 0;
 fail_handles:
-    if (s->unix_open)
+    if (s->unix_open) {
         unlink(s->cfg.socket_path);
-    close_quietly((uv_handle_t *)&s->unix_listener);
+        close_quietly((uv_handle_t *)&s->unix_listener);
+    }
     if (s->tcp_open)
         close_quietly((uv_handle_t *)&s->tcp_listener);
     close_quietly((uv_handle_t *)&s->wake);

@@ -1,0 +1,153 @@
+/* harness.c: daemon lifecycle for integration tests. */
+#include "harness.h"
+
+#include <gpukv/gpukv.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *harness_backend(void)
+{
+    const char *b = getenv("GKV_TEST_BACKEND");
+    return b && *b ? b : "host";
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+int harness_start_at(gkv_daemon_t *d, const char *dir, const char *sock, const char *const *extra)
+{
+    const char *argv[48];
+    int n = 0;
+    snprintf(d->dir, sizeof(d->dir), "%s", dir);
+    snprintf(d->sock, sizeof(d->sock), "%s", sock);
+    snprintf(d->url, sizeof(d->url), "unix:%s", sock);
+    snprintf(d->log, sizeof(d->log), "%s/gpukvd.log", dir);
+    argv[n++] = GKV_DAEMON_PATH;
+    argv[n++] = "--socket";
+    argv[n++] = d->sock;
+    argv[n++] = "--listen";
+    argv[n++] = "127.0.0.1:0";
+    argv[n++] = "--backend";
+    argv[n++] = harness_backend();
+    for (int i = 0; extra && extra[i] && n < 46; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    d->pid = fork();
+    if (d->pid < 0)
+        return -1;
+    if (d->pid == 0) {
+        FILE *f = freopen(d->log, "a", stderr);
+        (void)f;
+        execv(GKV_DAEMON_PATH, (char *const *)argv);
+        _exit(127);
+    }
+    /* Wait until it answers: context creation on a GPU takes a while. */
+    for (int tries = 0; tries < 300; tries++) {
+        int status;
+        if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+            d->pid = 0;
+            return -1;
+        }
+        gkv_client_t *c;
+        if (gkv_client_connect(d->url, &c) == 0) {
+            char *info;
+            d->tcp_url[0] = 0;
+            if (gkv_info(c, &info) == 0) {
+                const char *t = strstr(info, "tcp_listen:");
+                if (t)
+                    snprintf(d->tcp_url, sizeof(d->tcp_url), "tcp:%.*s", (int)strcspn(t + 11, "\r\n"),
+                             t + 11);
+                gkv_free(info);
+            }
+            gkv_client_close(c);
+            return 0;
+        }
+        sleep_ms(50);
+    }
+    harness_kill(d);
+    return -1;
+}
+
+int harness_start(gkv_daemon_t *d, const char *const *extra)
+{
+    char dir[] = "/tmp/gkv-it-XXXXXX";
+    if (!mkdtemp(dir))
+        return -1;
+    char sock[128];
+    snprintf(sock, sizeof(sock), "%s/gpukv.sock", dir);
+    return harness_start_at(d, dir, sock, extra);
+}
+
+int harness_stop(gkv_daemon_t *d)
+{
+    if (d->pid <= 0)
+        return -1;
+    kill(d->pid, SIGTERM);
+    for (int i = 0; i < 1500; i++) {
+        int status;
+        if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+            d->pid = 0;
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        }
+        sleep_ms(10);
+    }
+    harness_kill(d);
+    return -1;
+}
+
+void harness_kill(gkv_daemon_t *d)
+{
+    if (d->pid > 0) {
+        kill(d->pid, SIGKILL);
+        waitpid(d->pid, NULL, 0);
+        d->pid = 0;
+    }
+}
+
+long harness_rss_anon_kb(const gkv_daemon_t *d)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)d->pid);
+    FILE *f = fopen(path, "r");
+    long kb = -1;
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "RssAnon: %ld kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb;
+}
+
+uint64_t harness_fnv(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+void harness_fill(void *p, size_t n, uint64_t seed)
+{
+    uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
+    uint8_t *b = p;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        memcpy(b + i, &x, 8);
+    }
+    for (; i < n; i++)
+        b[i] = (uint8_t)(seed + i);
+}

@@ -1,0 +1,38 @@
+/* harness.h: start and stop a real gpukvd for integration tests. The backend comes from the
+ * environment (GKV_TEST_BACKEND=host|cuda, default host), so the same suite runs on both. */
+#ifndef GKV_TESTS_HARNESS_H
+#define GKV_TESTS_HARNESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct {
+    pid_t pid;
+    char dir[64];      /* private temporary directory (mode 0700) */
+    char sock[128];
+    char url[160];     /* unix:... */
+    char tcp_url[160]; /* tcp:127.0.0.1:PORT */
+    char log[128];
+} gkv_daemon_t;
+
+/* The backend the tests run against. */
+const char *harness_backend(void);
+/* Starts gpukvd with the backend, a socket in a new directory, TCP on 127.0.0.1:0 and the
+ * extra arguments (NULL-terminated, may be NULL). Returns 0 once it answers, else -1. */
+int harness_start(gkv_daemon_t *d, const char *const *extra);
+/* Same, in an existing directory with a chosen socket path (for stale-socket tests). */
+int harness_start_at(gkv_daemon_t *d, const char *dir, const char *sock, const char *const *extra);
+/* SIGTERM, then waits up to 15 s. Returns the exit status, or -1 if it had to be killed. */
+int harness_stop(gkv_daemon_t *d);
+/* Kills the daemon with SIGKILL and reaps it. */
+void harness_kill(gkv_daemon_t *d);
+/* RssAnon of the daemon in KiB (from /proc/PID/status), or -1. */
+long harness_rss_anon_kb(const gkv_daemon_t *d);
+/* FNV-1a 64 of a buffer, continued from h (start with HARNESS_FNV_INIT). */
+#define HARNESS_FNV_INIT 0xcbf29ce484222325ULL
+uint64_t harness_fnv(uint64_t h, const void *p, size_t n);
+/* Fills p with bytes that depend on seed and position. */
+void harness_fill(void *p, size_t n, uint64_t seed);
+
+#endif
