@@ -69,12 +69,14 @@ void gkv_arena_free_all(gkv_arena_t *a)
     if (!a)
         return;
     range_t *r, *tmp;
+    /* uthash keeps each table's bookkeeping behind its first element: drop the second table
+     * while the elements are still alive, then free them through the first. */
+    HASH_CLEAR(he, a->by_end);
     HASH_ITER(hs, a->by_start, r, tmp)
     {
         HASH_DELETE(hs, a->by_start, r);
         free(r);
     }
-    HASH_CLEAR(he, a->by_end);
     free(a);
 }
 

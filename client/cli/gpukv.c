@@ -2,7 +2,6 @@
  * 2 usage error, 3 cannot connect. */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <gpukv/gpukv.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,35 +162,30 @@ static int cmd_set(gkv_client_t *c, int argc, char **argv)
 
 static int cmd_get(gkv_client_t *c, int argc, char **argv)
 {
-    static const struct option opts[] = {{"offset", required_argument, 0, 'O'},
-                                         {"length", required_argument, 0, 'L'},
-                                         {"suffix", required_argument, 0, 'S'},
-                                         {"output", required_argument, 0, 'o'},
-                                         {0, 0, 0, 0}};
     gkv_range_t range = {0};
     const char *out = NULL, *key = NULL;
-    int ch;
-    optind = 1;
-    while (optind < argc) {
-        if ((ch = getopt_long(argc, argv, "o:", opts, NULL)) == -1) {
-            if (key) {
-                fprintf(stderr, "gpukv: get takes one KEY\n");
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        uint64_t *num = strcmp(a, "--offset") == 0   ? &range.offset
+                        : strcmp(a, "--length") == 0 ? &range.length
+                        : strcmp(a, "--suffix") == 0 ? &range.suffix
+                                                     : NULL;
+        if (num || strcmp(a, "-o") == 0) {
+            if (i + 1 >= argc || (num && parse_u64(argv[i + 1], num))) {
+                fprintf(stderr, "gpukv: get: %s needs %s\n", a, num ? "a number" : "a file");
                 return EXIT_USAGE;
             }
-            key = argv[optind++];
-            continue;
-        }
-        uint64_t v = 0;
-        if (ch != 'o' && (ch == '?' || parse_u64(optarg, &v))) {
-            fprintf(stderr, "gpukv: bad option or number\n");
+            if (!num)
+                out = argv[i + 1];
+            i++;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "gpukv: get: unknown option %s\n", a);
             return EXIT_USAGE;
-        }
-        switch (ch) {
-        case 'O': range.offset = v; break;
-        case 'L': range.length = v; break;
-        case 'S': range.suffix = v; break;
-        case 'o': out = optarg; break;
-        default: return EXIT_USAGE;
+        } else if (!key) {
+            key = a;
+        } else {
+            fprintf(stderr, "gpukv: get takes one KEY\n");
+            return EXIT_USAGE;
         }
     }
     if (!key) {

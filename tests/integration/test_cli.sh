@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# test_cli.sh: every gpukv CLI command against a real gpukvd (host backend), with exit codes.
+# Usage: test_cli.sh GPUKVD GPUKV
+set -u
+daemon=$1 cli=$2
+dir=$(mktemp -d /tmp/gkv-cli-XXXXXX)
+sock=$dir/gpukv.sock
+fails=0 passes=0
+cleanup() { [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"; }
+trap cleanup EXIT
+
+"$daemon" --socket "$sock" --backend "${GKV_TEST_BACKEND:-host}" --maxmemory 256M \
+    2>"$dir/log" &
+pid=$!
+for _ in $(seq 100); do "$cli" -s "$sock" ping >/dev/null 2>&1 && break; sleep 0.05; done
+
+g() { "$cli" -s "$sock" "$@"; }
+check() { # check NAME EXPECTED_EXIT COMMAND...
+    local name=$1 want=$2; shift 2
+    "$@" >"$dir/out" 2>"$dir/err"
+    local got=$?
+    if [ "$got" = "$want" ]; then passes=$((passes + 1))
+    else fails=$((fails + 1)); echo "FAIL $name: exit $got, wanted $want"; cat "$dir/err"; fi
+}
+expect_out() { # expect_out NAME TEXT
+    if [ "$(cat "$dir/out")" = "$2" ]; then passes=$((passes + 1))
+    else fails=$((fails + 1)); echo "FAIL $1: got '$(cat "$dir/out")', wanted '$2'"; fi
+}
+
+check ping 0 g ping;                      expect_out ping PONG
+check set 0 g set greeting hello
+check get 0 g get greeting;               expect_out get hello
+# get writes the exact bytes: no newline added when stdout is not a terminal.
+g get greeting >"$dir/raw"; [ "$(stat -c %s "$dir/raw")" = 5 ] && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL exact bytes"; }
+head -c 3000000 /dev/urandom >"$dir/blob"
+check set-file 0 g set blob -f "$dir/blob"
+check get-file 0 g get blob -o "$dir/blob.out"
+cmp -s "$dir/blob" "$dir/blob.out" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL file round trip"; }
+printf 'from\0stdin' | g set piped - && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL set -"; }
+g get piped | cmp -s - <(printf 'from\0stdin') && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL stdin bytes"; }
+check range 0 g get greeting --offset 1 --length 3; expect_out range ell
+check suffix 0 g get greeting --suffix 2;           expect_out suffix lo
+check range-past-end 1 g get greeting --offset 99
+check nx 1 g set greeting x --nx
+check xx 0 g set greeting hi --xx
+check size 0 g size greeting;             expect_out size 2
+g set a/b/1 x; g set a/b/2 yy; g set a/c zzz
+check size-prefix 0 g size --prefix a/;   expect_out size-prefix "6 bytes in 3 keys"
+check ls 0 g ls a/;                       expect_out ls "$(printf 'a/b/1\na/b/2\na/c')"
+check ls-dir 0 g ls a/ --dir;             expect_out ls-dir "$(printf 'a/b/\na/c')"
+check ls-long 0 g ls a/c -l;              expect_out ls-long "           3  a/c"
+check exists 0 g exists a/c missing;      expect_out exists 1
+check exists-missing 1 g exists missing
+check del 0 g del a/c missing;            expect_out del 1
+check get-missing 1 g get a/c
+grep -q NOTFOUND "$dir/err" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL error names its code"; }
+check info 0 g info
+grep -q '^keys:' "$dir/out" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL info keys"; }
+check flush-unconfirmed 2 g flush
+check flush 0 g flush --yes
+check empty-after-flush 1 g get greeting
+check usage-no-command 2 "$cli" -s "$sock"
+check usage-unknown 2 g frobnicate
+check usage-set 2 g set onlykey
+check connect-fail 3 "$cli" -s "$dir/nobody.sock" ping
+check bad-url 2 "$cli" -u "http://x" ping
+
+kill -TERM "$pid"; wait "$pid"; status=$?; pid=
+[ "$status" = 0 ] && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL daemon exit $status"; }
+echo "cli: $passes passed, $fails failed"
+[ "$fails" = 0 ]
