@@ -1,0 +1,31 @@
+# deps.sh: sourced by deploy/quickstart.sh and tests/run.sh. Installs the Debian 12 packages
+# gpukv builds with, unless they are already there (pkg-config finds them, as on the GPU
+# machine after `source .device/env.sh`).
+GKV_PACKAGES="build-essential cmake ninja-build pkg-config libuv1-dev libmsgpack-dev check
+  libsubunit-dev uthash-dev libinih-dev"
+
+gkv_have_deps() {
+    command -v cmake >/dev/null && command -v cc >/dev/null && command -v pkg-config >/dev/null &&
+        pkg-config --exists libuv msgpack check inih &&
+        { [ -f /usr/include/uthash.h ] || [ -n "$(find ${CPATH//:/ } -maxdepth 1 -name uthash.h 2>/dev/null)" ]; }
+}
+
+gkv_install_deps() {
+    gkv_have_deps && return 0
+    local missing=() p
+    for p in $GKV_PACKAGES; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo=sudo
+    echo "installing: ${missing[*]}"
+    $sudo apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+            "${missing[@]}" >/dev/null
+}
+
+# The generator: ninja when present, else make.
+gkv_generator() {
+    if command -v ninja >/dev/null; then echo Ninja; else echo "Unix Makefiles"; fi
+}

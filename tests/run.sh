@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# run.sh: installs what is missing, builds with AddressSanitizer and UndefinedBehaviorSanitizer,
+# and runs every test this machine can run (GPU tests report "skipped" without a GPU).
+# Usage: tests/run.sh [extra ctest arguments]   Build directory: $GKV_BUILD_DIR (build-test).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+. deploy/deps.sh
+gkv_install_deps
+build=${GKV_BUILD_DIR:-build-test}
+cmake -S . -B "$build" -G "$(gkv_generator)" -DCMAKE_BUILD_TYPE=Debug -DGKV_SANITIZE=ON \
+    -DGKV_WERROR=ON -DGKV_BUILD_TESTS=ON
+cmake --build "$build" -j "$(nproc)"
+# protect_shadow_gap=0: the CUDA runtime maps memory where ASan would keep its shadow gap.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-protect_shadow_gap=0:detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+cd "$build"
+ctest --output-on-failure -j 2 "$@"
