@@ -145,8 +145,9 @@ static int cmd_set(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep
         return fail(rep, GKV_EEXISTS, "key exists (NX)");
     if ((req->flags & GKV_SET_XX) && !exists)
         return fail(rep, GKV_ENOTFOUND, "key does not exist (XX)");
-    int rc = gkv_store_entry_new(&srv->store, req->payload_len, req->meta.p, req->meta.len, 0,
-                                 &rep->recv);
+    /* Allocated in stream order on the lane that will copy into it. */
+    int rc = gkv_store_entry_new(&srv->store, req->payload_len, req->meta.p, req->meta.len,
+                                 rep->lane, &rep->recv);
     if (rc == GKV_EOOM)
         return fail(rep, rc, "value of %" PRIu64 " bytes does not fit: %" PRIu64 " of %" PRIu64
                     " bytes used", req->payload_len, srv->store.used, srv->store.limit);

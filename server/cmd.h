@@ -18,6 +18,7 @@ typedef struct {
     gkv_wr_t *wr;        /* borrowed: where the reply frame goes */
     uint64_t id;
     bool local;          /* the connection is a Unix socket */
+    int lane;            /* the connection's copy lane: its values are allocated there too */
     const char *msg;     /* message for an error return (static or msgbuf) */
     char msgbuf[192];
     /* Payload to stream after the header, in order: segs points at one or at a heap array. */

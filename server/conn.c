@@ -407,6 +407,7 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
     rep.wr = &c->out;
     rep.id = req->id;
     rep.local = c->local;
+    rep.lane = c->lane;
     if (gkv_dispatch(c->srv, req, &rep) < 0) {
         if (req->payload_len) {
             c->discard_left = req->payload_len;
