@@ -294,6 +294,12 @@ const char *gkv_client_errmsg(const gkv_client_t *c)
     return c->errmsg;
 }
 
+void gkv_client_set_progress(gkv_client_t *c, gkv_progress_fn fn, void *arg)
+{
+    c->progress = fn;
+    c->progress_arg = arg;
+}
+
 void gkv_free(void *p)
 {
     free(p);

@@ -19,6 +19,8 @@ struct gkv_client {
     gkv_server_info_t info;
     char s_server[32], s_backend[16], s_uuid[48], s_zc[32], s_zc_why[160];
     uint8_t *meta;         /* copy of the last value's metadata */
+    gkv_progress_fn progress;
+    void *progress_arg;
 };
 
 /* Starts a request frame with op and a fresh id. */

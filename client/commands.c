@@ -63,6 +63,7 @@ int gkv_set_from_fd(gkv_client_t *c, const void *key, size_t klen, int fd, uint6
     uint8_t *buf = malloc(FD_CHUNK);
     if (!buf)
         return gkv__break(c, GKV_ENOMEM);
+    uint64_t total = len;
     while (len) {
         size_t want = len < FD_CHUNK ? (size_t)len : FD_CHUNK;
         ssize_t n = read(fd, buf, want);
@@ -78,6 +79,8 @@ int gkv_set_from_fd(gkv_client_t *c, const void *key, size_t klen, int fd, uint6
             return rc;
         }
         len -= (uint64_t)n;
+        if (c->progress)
+            c->progress(c->progress_arg, total - len, total);
     }
     free(buf);
     return gkv__recv(c);
@@ -183,6 +186,7 @@ int gkv_get_to_fd(gkv_client_t *c, const void *key, size_t klen, const gkv_range
         return rc ? rc : GKV_ENOMEM;
     }
     int wrc = 0;
+    uint64_t total = len;
     while (len) {
         size_t n = len < FD_CHUNK ? (size_t)len : FD_CHUNK;
         if ((rc = gkv__recv_raw(c, buf, n))) {
@@ -193,6 +197,8 @@ int gkv_get_to_fd(gkv_client_t *c, const void *key, size_t klen, const gkv_range
         if (!wrc)
             wrc = write_all(fd, buf, n);
         len -= n;
+        if (c->progress)
+            c->progress(c->progress_arg, total - len, total);
     }
     free(buf);
     return wrc;

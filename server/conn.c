@@ -189,8 +189,9 @@ static void send_in_place(gkv_conn_t *c, gkv_reply_t *rep)
     }
     for (uint32_t i = 0; i < rep->nsegs; i++) {
         gkv_segment_t *s = &rep->segs[i];
-        r->bufs[i] = uv_buf_init((char *)be->ops->host_view(be, s->entry->mem) + s->off,
-                                 (unsigned)s->len);
+        /* Not uv_buf_init: it takes an unsigned int and would cut values of 4 GiB or more. */
+        r->bufs[i].base = (char *)be->ops->host_view(be, s->entry->mem) + s->off;
+        r->bufs[i].len = (size_t)s->len;
         r->bytes += s->len;
     }
     if (rep->segs == &rep->one) {

@@ -47,14 +47,26 @@ static int fail(gkv_client_t *c, const char *what, int rc)
     return EXIT_SERVER;
 }
 
-/* Progress on stderr for transfers over 64 MiB, only when a person is watching. */
-static void progress(const char *verb, uint64_t total)
+/* A progress bar on stderr for transfers over 64 MiB, only when a person is watching. */
+static void draw_bar(void *arg, uint64_t done, uint64_t total)
 {
-    if (total > (64u << 20) && isatty(2)) {
-        char s[32];
-        gkv_size_format(total, s, sizeof(s));
-        fprintf(stderr, "gpukv: %s %s ...\n", verb, s);
-    }
+    (void)arg;
+    char d[32], t[32], bar[41];
+    int filled = total ? (int)(done * 40 / total) : 40;
+    memset(bar, '#', (size_t)filled);
+    memset(bar + filled, ' ', (size_t)(40 - filled));
+    bar[40] = 0;
+    gkv_size_format(done, d, sizeof(d));
+    gkv_size_format(total, t, sizeof(t));
+    fprintf(stderr, "\r[%s] %3d%% %s/%s", bar, total ? (int)(done * 100 / total) : 100, d, t);
+    if (done == total)
+        fputc('\n', stderr);
+}
+
+static void progress(gkv_client_t *c, uint64_t total)
+{
+    if (total > (64u << 20) && isatty(2))
+        gkv_client_set_progress(c, draw_bar, NULL);
 }
 
 static int read_stdin(uint8_t **out, size_t *len)
@@ -137,7 +149,7 @@ static int cmd_set(gkv_client_t *c, int argc, char **argv)
                 close(fd);
             return EXIT_USAGE;
         }
-        progress("sending", (uint64_t)st.st_size);
+        progress(c, (uint64_t)st.st_size);
         rc = gkv_set_from_fd(c, key, strlen(key), fd, (uint64_t)st.st_size, &so);
         close(fd);
     } else if (strcmp(value, "-") == 0) {
@@ -147,7 +159,6 @@ static int cmd_set(gkv_client_t *c, int argc, char **argv)
             fprintf(stderr, "gpukv: cannot read stdin\n");
             return EXIT_USAGE;
         }
-        progress("sending", len);
         rc = gkv_set(c, key, strlen(key), buf, len, &so);
         free(buf);
     } else {
@@ -204,7 +215,7 @@ static int cmd_get(gkv_client_t *c, int argc, char **argv)
     }
     uint64_t size = 0;
     if (isatty(2) && gkv_getsize(c, key, strlen(key), &size) == 0)
-        progress("receiving", size);
+        progress(c, size);
     gkv_value_info_t info;
     int rc = gkv_get_to_fd(c, key, strlen(key), &range, fd, &info);
     if (fd != 1)

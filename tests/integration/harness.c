@@ -137,8 +137,16 @@ long harness_rss_anon_kb(const gkv_daemon_t *d)
 
 uint64_t harness_fnv(uint64_t h, const void *p, size_t n)
 {
+    /* FNV-1a over 8-byte words (then the tail bytes): fast enough for gigabytes. */
     const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, b + i, 8);
+        h ^= w;
+        h *= 0x100000001b3ULL;
+    }
+    for (; i < n; i++) {
         h ^= b[i];
         h *= 0x100000001b3ULL;
     }

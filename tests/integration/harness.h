@@ -29,7 +29,7 @@ int harness_stop(gkv_daemon_t *d);
 void harness_kill(gkv_daemon_t *d);
 /* RssAnon of the daemon in KiB (from /proc/PID/status), or -1. */
 long harness_rss_anon_kb(const gkv_daemon_t *d);
-/* FNV-1a 64 of a buffer, continued from h (start with HARNESS_FNV_INIT). */
+/* FNV-1a 64 (word-wise) of a buffer, continued from h (start with HARNESS_FNV_INIT). */
 #define HARNESS_FNV_INIT 0xcbf29ce484222325ULL
 uint64_t harness_fnv(uint64_t h, const void *p, size_t n);
 /* Fills p with bytes that depend on seed and position. */

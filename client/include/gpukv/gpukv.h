@@ -85,6 +85,11 @@ GKV_EXPORT const char *gkv_client_errmsg(const gkv_client_t *c);
  * GKV_ENOSPACE. */
 GKV_EXPORT int gkv_default_socket(char *buf, size_t cap);
 
+/* Progress of value transfers on c: fn(arg, done, total) after each chunk of the streaming
+ * calls (gkv_set_from_fd, gkv_get_to_fd). fn NULL turns it off. arg is borrowed. */
+typedef void (*gkv_progress_fn)(void *arg, uint64_t done, uint64_t total);
+GKV_EXPORT void gkv_client_set_progress(gkv_client_t *c, gkv_progress_fn fn, void *arg);
+
 /* Returns 0 when the server answers. */
 GKV_EXPORT int gkv_ping(gkv_client_t *c);
 
