@@ -31,7 +31,7 @@ typedef struct {
     int (*alloc)(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *out);
     /* Returns memory from alloc; nothing may still be copying to or from it. */
     void (*free)(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, int lane);
-    /* Host address of value memory when the host can read it directly, else NULL. */
+    /* Host address of value memory when host_visible, else NULL. */
     void *(*host_view)(gkv_backend_t *b, gkv_devptr_t p);
     /* Copies len bytes from host memory src (a staging buffer, borrowed until done) into
      * dst+off, in order with the other copies of the same lane. Returns 0 when started (done
@@ -55,6 +55,7 @@ struct gkv_backend {
     char gpu_uuid[48];     /* "GPU-..." or "" */
     char gpu_name[64];     /* device name or "host" */
     int lanes;             /* independent copy queues (CUDA streams) */
+    int host_visible;      /* host_view works: the daemon can read and write values directly */
     uint64_t capacity;     /* bytes this backend may hand out (the memory limit) */
     uint64_t device_total; /* total memory of the device (or RAM) */
 };

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "commands.h"
@@ -459,13 +458,6 @@ static int cmd_flush(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *r
     return reply_count(rep, req->id, count);
 }
 
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static int cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
     char text[4096];
@@ -486,7 +478,7 @@ static int cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
         "\r\nbytes_out:%" PRIu64 "\r\n"
         "# Keyspace\r\nkeys:%zu\r\nentries_alive:%" PRIu64 "\r\n",
         GKV_VERSION_STRING, GKV_PROTOCOL_VERSION, (int)getpid(),
-        (now_ms() - srv->started_ms) / 1000, srv->be->name, srv->be->device, srv->be->gpu_name,
+        gkv_server_uptime_s(srv), srv->be->name, srv->be->device, srv->be->gpu_name,
         srv->be->gpu_uuid, srv->cfg.socket_path, srv->tcp_bound[0] ? srv->tcp_bound : "off",
         srv->nconns, srv->cfg.maxclients, st->used, st->limit, srv->be->device_total,
         gkv_index_memory(st->ix), srv->cfg.max_value, srv->cfg.max_key, ss->total_connections,

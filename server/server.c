@@ -81,6 +81,11 @@ static void maybe_finish(gkv_server_t *s)
     }
 }
 
+uint64_t gkv_server_uptime_s(const gkv_server_t *s)
+{
+    return (now_ms() - s->started_ms) / 1000;
+}
+
 void gkv_server_conn_closed(gkv_server_t *s, gkv_conn_t *c)
 {
     if (c->prev)
@@ -278,7 +283,7 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
         s->cfg.maxmemory = s->be->capacity;
     if (!s->cfg.max_value || s->cfg.max_value > s->cfg.maxmemory)
         s->cfg.max_value = s->cfg.maxmemory;
-    s->staging_only = cfg->force_staging || !s->be->ops->host_view(s->be, (gkv_devptr_t){0});
+    s->staging_only = cfg->force_staging || !s->be->host_visible;
     char limit[32];
     gkv_size_format(s->cfg.maxmemory, limit, sizeof(limit));
     GKV_INFO("backend %s (%s%s%s), maxmemory %s%s", s->be->name, s->be->gpu_name,

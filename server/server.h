@@ -51,6 +51,9 @@ void gkv_server_stop(gkv_server_t *s);
 /* Frees what gkv_server_init made, after the loop has run out. */
 void gkv_server_fini(gkv_server_t *s);
 
+/* Seconds since gkv_server_init. */
+uint64_t gkv_server_uptime_s(const gkv_server_t *s);
+
 /* Called by connections as they come and go (conn.c). */
 void gkv_server_conn_closed(gkv_server_t *s, gkv_conn_t *c);
 

@@ -619,6 +619,23 @@ START_TEST(bad_flags_and_unsafe_socket_dirs_are_refused)
              dir);
     st = system(cmd);
     ck_assert_int_eq(WEXITSTATUS(st), 1);
+    if (!gkv_test_gpu_usable()) {
+        /* Asking for the cuda backend where there is no GPU is a clear error, not a fallback. */
+        chmod(dir, 0700);
+        char log[160];
+        snprintf(log, sizeof(log), "%s/cuda.log", dir);
+        snprintf(cmd, sizeof(cmd), "%s --backend cuda --socket %s/s.sock 2>%s", GKV_DAEMON_PATH,
+                 dir, log);
+        st = system(cmd);
+        ck_assert_int_eq(WEXITSTATUS(st), 1);
+        FILE *f = fopen(log, "r");
+        char line[512] = "";
+        ck_assert_ptr_nonnull(f);
+        ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
+        fclose(f);
+        ck_assert_msg(strstr(line, "GPU") != NULL, "unclear error: %s", line);
+        unlink(log);
+    }
     rmdir(dir);
 }
 END_TEST
