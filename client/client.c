@@ -14,6 +14,7 @@
 
 #include "commands.h"
 #include "error.h"
+#include "zc.h"
 
 int gkv__break(gkv_client_t *c, int code)
 {
@@ -37,6 +38,40 @@ int gkv__send_raw(gkv_client_t *c, const void *p, size_t len)
             /* Keep the socket open: the server may have said why it closed (hello). */
             c->broken = true;
             return GKV_ECLOSED;
+        }
+        b += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Reads len bytes like gkv__recv_raw, keeping a descriptor passed with them (SCM_RIGHTS) in
+ * c->zc_fd. Any further descriptor is closed: a client takes at most one. */
+static int recv_with_fd(gkv_client_t *c, void *buf, size_t len)
+{
+    uint8_t *b = buf;
+    while (len) {
+        char cbuf[CMSG_SPACE(sizeof(int) * 4)];
+        struct iovec iov = {b, len};
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+                             .msg_controllen = sizeof(cbuf)};
+        ssize_t n = recvmsg(c->fd, &msg, MSG_CMSG_CLOEXEC);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return gkv__break(c, GKV_ECLOSED);
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+            if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+                continue;
+            size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t i = 0; i < nfd; i++) {
+                int fd;
+                memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+                if (c->zc_fd < 0)
+                    c->zc_fd = fd;
+                else
+                    close(fd);
+            }
         }
         b += n;
         len -= (size_t)n;
@@ -104,7 +139,8 @@ int gkv__recv(gkv_client_t *c)
     c->errmsg[0] = 0;
     if (c->broken)
         return GKV_ECLOSED;
-    int rc = gkv__recv_raw(c, prefix, sizeof(prefix));
+    int rc = c->local && c->next_id == 1 ? recv_with_fd(c, prefix, sizeof(prefix))
+                                          : gkv__recv_raw(c, prefix, sizeof(prefix));
     if (rc)
         return rc;
     uint32_t len = gkv_frame_get_len(prefix);
@@ -145,6 +181,8 @@ static int hello(gkv_client_t *c)
 {
     gkv__begin(c, GKV_OP_HELLO);
     gkv_wr_uint(&c->wr, GKV_F_VERSION, GKV_PROTOCOL_VERSION);
+    if (c->local)
+        gkv_wr_uint(&c->wr, GKV_F_ZC, 1);
     int rc = gkv__send(c, NULL, 0);
     if (rc == GKV_ECLOSED && c->fd >= 0) {
         /* A server refusing the connection (max clients) writes its reason and closes,
@@ -180,6 +218,15 @@ static int hello(gkv_client_t *c)
     in->max_key = r->max_key;
     in->max_value = r->max_value;
     in->max_meta = r->max_meta;
+    c->arena_size = r->arena_size;
+    /* A descriptor without a granted mechanism (or the reverse) is not trusted. */
+    if ((c->zc_fd >= 0) != (strcmp(c->s_zc, "none") != 0)) {
+        if (c->zc_fd >= 0)
+            close(c->zc_fd);
+        c->zc_fd = -1;
+        snprintf(c->s_zc, sizeof(c->s_zc), "none");
+        snprintf(c->s_zc_why, sizeof(c->s_zc_why), "the server did not pass its memory");
+    }
     return 0;
 }
 
@@ -262,6 +309,8 @@ int gkv_client_connect(const char *url, gkv_client_t **out)
         return GKV_ENOMEM;
     }
     c->fd = fd;
+    c->zc_fd = -1;
+    c->local = strncmp(url, "tcp:", 4) != 0;
     gkv_wr_init(&c->wr);
     int rc = hello(c);
     if (rc) {
@@ -276,6 +325,9 @@ void gkv_client_close(gkv_client_t *c)
 {
     if (!c)
         return;
+    gkv__zc_detach(c);
+    if (c->zc_fd >= 0)
+        close(c->zc_fd);
     if (c->fd >= 0)
         close(c->fd);
     gkv_wr_fini(&c->wr);

@@ -21,6 +21,11 @@ struct gkv_client {
     uint8_t *meta;         /* copy of the last value's metadata */
     gkv_progress_fn progress;
     void *progress_arg;
+    /* Zero-copy: the fd passed with HELLO, what it is, and this connection's imports. */
+    bool local;
+    int zc_fd;
+    uint64_t arena_size;
+    struct gkv_zc *zc; /* attached lazily at the first mapping */
 };
 
 /* Starts a request frame with op and a fresh id. */

@@ -5,6 +5,9 @@
 #define GKV_COMMON_BACKEND_H
 
 #include <stddef.h>
+
+/* Largest per-value export blob (cudaMemPoolPtrExportData is 64 bytes). */
+#define GKV_EXPORT_MAX 64
 #include <stdint.h>
 
 /* An address in backend memory: a device pointer on the cuda backend, an arena offset on the
@@ -44,6 +47,17 @@ typedef struct {
     /* Host staging buffers suited to copies (pinned on the cuda backend). NULL on failure. */
     void *(*staging_alloc)(gkv_backend_t *b, size_t size);
     void (*staging_free)(gkv_backend_t *b, void *p, size_t size);
+    /* Zero-copy. A new file descriptor (the caller closes it) through which a process on this
+     * machine reaches value memory: the cuda pool's POSIX handle, the host arena's memfd.
+     * Returns 0, or GKV_ENOTSUP with a sentence in why. */
+    int (*share)(gkv_backend_t *b, int *fd, char *why, size_t cap);
+    /* The bytes another process needs to import the value at p into its address space (cuda:
+     * the pool's pointer export data), at most cap; *len = 0 when the address itself is enough
+     * (host: an arena offset). Returns 0 or GKV_EIO. */
+    int (*export_ptr)(gkv_backend_t *b, gkv_devptr_t p, uint8_t *out, size_t cap, size_t *len);
+    /* Like alloc, but the memory is usable by another process as soon as this returns (cuda:
+     * allocated on a stream of its own, which is then waited for: no other work is on it). */
+    int (*alloc_now)(gkv_backend_t *b, uint64_t size, gkv_devptr_t *out);
     /* Waits for every copy, frees everything and b itself. */
     void (*close)(gkv_backend_t *b);
 } gkv_backend_ops_t;
@@ -56,6 +70,7 @@ struct gkv_backend {
     char gpu_name[64];     /* device name or "host" */
     int lanes;             /* independent copy queues (CUDA streams) */
     int host_visible;      /* host_view works: the daemon can read and write values directly */
+    const char *zc_mechanism; /* "cuda-pool-fd" or "host-memfd" */
     uint64_t capacity;     /* bytes this backend may hand out (the memory limit) */
     uint64_t device_total; /* total memory of the device (or RAM) */
 };

@@ -17,6 +17,7 @@ typedef struct {
     gkv_backend_t base;
     cudaMemPool_t pool;
     cudaStream_t lanes[CUDA_LANES];
+    cudaStream_t zc; /* allocations handed to other processes, waited for at once */
 } cuda_backend_t;
 
 /* Logs a failed CUDA call once, where it happened, and gives the code to pass up. */
@@ -114,9 +115,58 @@ static void cuda_staging_free(gkv_backend_t *b, void *p, size_t size)
     cudaFreeHost(p);
 }
 
+static int cuda_share(gkv_backend_t *b, int *fd, char *why, size_t cap)
+{
+    cuda_backend_t *c = (cuda_backend_t *)b;
+    int handle = -1;
+    cudaError_t e = cudaMemPoolExportToShareableHandle(&handle, c->pool,
+                                                       cudaMemHandleTypePosixFileDescriptor, 0);
+    if (e != cudaSuccess) {
+        snprintf(why, cap, "exporting the memory pool failed: %s", cudaGetErrorString(e));
+        return GKV_ENOTSUP;
+    }
+    *fd = handle;
+    return 0;
+}
+
+static int cuda_export_ptr(gkv_backend_t *b, gkv_devptr_t p, uint8_t *out, size_t cap,
+                           size_t *len)
+{
+    (void)b;
+    struct cudaMemPoolPtrExportData data;
+    if (cap < sizeof(data))
+        return GKV_EIO;
+    cudaError_t e = cudaMemPoolExportPointer(&data, (void *)(uintptr_t)p.v);
+    if (e != cudaSuccess)
+        return cuda_fail("cudaMemPoolExportPointer", e);
+    memcpy(out, &data, sizeof(data));
+    *len = sizeof(data);
+    return 0;
+}
+
+static int cuda_alloc_now(gkv_backend_t *b, uint64_t size, gkv_devptr_t *out)
+{
+    cuda_backend_t *c = (cuda_backend_t *)b;
+    void *p = NULL;
+    cudaError_t e = cudaMallocFromPoolAsync(&p, size, c->pool, c->zc);
+    if (e == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        return GKV_EOOM;
+    }
+    /* Only allocations go on this stream, so the wait is for this allocation alone. */
+    if (e != cudaSuccess || (e = cudaStreamSynchronize(c->zc)) != cudaSuccess)
+        return cuda_fail("allocating a shared value", e);
+    out->v = (uint64_t)(uintptr_t)p;
+    return 0;
+}
+
 static void cuda_close(gkv_backend_t *b)
 {
     cuda_backend_t *c = (cuda_backend_t *)b;
+    if (c->zc) {
+        cudaStreamSynchronize(c->zc);
+        cudaStreamDestroy(c->zc);
+    }
     for (int i = 0; i < CUDA_LANES; i++) {
         if (c->lanes[i]) {
             cudaStreamSynchronize(c->lanes[i]);
@@ -136,6 +186,9 @@ static const gkv_backend_ops_t cuda_ops = {
     .copy_out = cuda_copy_out,
     .staging_alloc = cuda_staging_alloc,
     .staging_free = cuda_staging_free,
+    .share = cuda_share,
+    .export_ptr = cuda_export_ptr,
+    .alloc_now = cuda_alloc_now,
     .close = cuda_close,
 };
 
@@ -209,7 +262,12 @@ int gkv_backend_cuda_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, 
             goto fail;
         }
     }
+    if ((e = cudaStreamCreateWithFlags(&c->zc, cudaStreamNonBlocking)) != cudaSuccess) {
+        snprintf(why, cap, "cudaStreamCreate: %s", cudaGetErrorString(e));
+        goto fail;
+    }
     c->base.ops = &cuda_ops;
+    c->base.zc_mechanism = "cuda-pool-fd";
     c->base.name = "cuda";
     c->base.device = dev;
     format_uuid((const unsigned char *)prop.uuid.bytes, c->base.gpu_uuid,

@@ -90,6 +90,33 @@ static void host_staging_free(gkv_backend_t *b, void *p, size_t size)
     free(p);
 }
 
+static int host_share(gkv_backend_t *b, int *fd, char *why, size_t cap)
+{
+    int d = fcntl(((host_backend_t *)b)->fd, F_DUPFD_CLOEXEC, 0);
+    if (d < 0) {
+        snprintf(why, cap, "duplicating the arena's memfd failed: %s", strerror(errno));
+        return GKV_ENOTSUP;
+    }
+    *fd = d;
+    return 0;
+}
+
+static int host_export_ptr(gkv_backend_t *b, gkv_devptr_t p, uint8_t *out, size_t cap,
+                           size_t *len)
+{
+    (void)b;
+    (void)p;
+    (void)out;
+    (void)cap;
+    *len = 0; /* the arena offset is all an importer needs */
+    return 0;
+}
+
+static int host_alloc_now(gkv_backend_t *b, uint64_t size, gkv_devptr_t *out)
+{
+    return host_alloc(b, size, 0, out);
+}
+
 static void host_close(gkv_backend_t *b)
 {
     host_backend_t *h = (host_backend_t *)b;
@@ -107,6 +134,9 @@ static const gkv_backend_ops_t host_ops = {
     .copy_out = host_copy_out,
     .staging_alloc = host_staging_alloc,
     .staging_free = host_staging_free,
+    .share = host_share,
+    .export_ptr = host_export_ptr,
+    .alloc_now = host_alloc_now,
     .close = host_close,
 };
 
@@ -158,6 +188,7 @@ int gkv_backend_host_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, 
     snprintf(h->base.gpu_name, sizeof(h->base.gpu_name), "host");
     h->base.lanes = 1;
     h->base.host_visible = 1;
+    h->base.zc_mechanism = "host-memfd";
     h->base.capacity = limit;
     h->base.device_total = ram;
     *out = &h->base;

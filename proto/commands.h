@@ -7,6 +7,7 @@
 #define GKV_CMD_KEY 1u     /* needs a key field */
 #define GKV_CMD_PAYLOAD 2u /* may carry a payload */
 #define GKV_CMD_WRITE 4u   /* changes the keyspace */
+#define GKV_CMD_LOCAL 8u   /* zero-copy: needs a connection that was granted zero-copy */
 
 /* X(NAME, opcode, "name", flags, "summary") */
 #define GKV_COMMAND_LIST(X)                                                                        \
@@ -20,7 +21,12 @@
     X(LIST, 8, "list", 0, "list keys under a prefix, page by page")                                \
     X(GETSIZE, 9, "getsize", 0, "size of a value, or total under a prefix")                        \
     X(FLUSH, 10, "flush", GKV_CMD_WRITE, "delete every key")                                       \
-    X(INFO, 11, "info", 0, "server, memory, clients and keyspace statistics")
+    X(INFO, 11, "info", 0, "server, memory, clients and keyspace statistics")                     \
+    X(MAP, 12, "map", GKV_CMD_KEY | GKV_CMD_LOCAL, "lease a value for zero-copy reading")         \
+    X(RELEASE, 13, "release", GKV_CMD_LOCAL, "end leases")                                         \
+    X(CREATE, 14, "create", GKV_CMD_KEY | GKV_CMD_LOCAL, "lease a new, invisible value to write")  \
+    X(SEAL, 15, "seal", GKV_CMD_LOCAL | GKV_CMD_WRITE, "publish a created value")                  \
+    X(ABORT, 16, "abort", GKV_CMD_LOCAL, "discard a created value")
 
 typedef enum {
 #define GKV_OP_ENUM(name, num, str, flags, help) GKV_OP_##name = num,

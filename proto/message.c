@@ -38,6 +38,25 @@ int gkv_req_keys_next(gkv_mpr_t *it, gkv_slice_t *key)
     return gkv_mpr_bin(it, key);
 }
 
+static int read_leases(gkv_mpr_t *r, gkv_slice_t *raw, uint32_t *n, const char **why)
+{
+    const uint8_t *start = r->p;
+    uint64_t id;
+    if (gkv_mpr_array(r, n)) {
+        *why = "leases is not an array";
+        return GKV_EPROTO;
+    }
+    for (uint32_t i = 0; i < *n; i++) {
+        if (gkv_mpr_uint(r, &id)) {
+            *why = "leases holds something other than lease ids";
+            return GKV_EPROTO;
+        }
+    }
+    raw->p = start;
+    raw->len = (uint32_t)(r->p - start);
+    return 0;
+}
+
 static int read_items(gkv_mpr_t *r, gkv_slice_t *raw, uint32_t *n, const char **why)
 {
     const uint8_t *start = r->p;
@@ -136,6 +155,21 @@ int gkv_req_decode(const uint8_t *hdr, size_t len, gkv_request_t *req, const cha
         case GKV_F_VERSION:
             rc = gkv_mpr_uint(&r, &req->version);
             break;
+        case GKV_F_ZC:
+            rc = gkv_mpr_uint(&r, &req->zero_copy);
+            break;
+        case GKV_F_SIZE:
+            rc = gkv_mpr_uint(&r, &req->size);
+            req->has |= GKV_HAS_SIZE;
+            break;
+        case GKV_F_LEASE:
+            rc = gkv_mpr_uint(&r, &req->lease);
+            req->has |= GKV_HAS_LEASE;
+            break;
+        case GKV_F_LEASES:
+            rc = read_leases(&r, &req->leases, &req->nleases, why);
+            req->has |= GKV_HAS_LEASES;
+            break;
         default:
             /* Unknown fields are skipped so that newer clients can add optional ones. */
             rc = gkv_mpr_skip(&r);
@@ -200,6 +234,11 @@ int gkv_resp_decode(const uint8_t *hdr, size_t len, gkv_response_t *resp)
         case GKV_F_MAX_VALUE: rc = gkv_mpr_uint(&r, &resp->max_value); break;
         case GKV_F_MAX_META: rc = gkv_mpr_uint(&r, &resp->max_meta); break;
         case GKV_F_DEVICE: rc = gkv_mpr_int(&r, &resp->device); break;
+        case GKV_F_LENGTH: rc = gkv_mpr_uint(&r, &resp->length); break;
+        case GKV_F_LEASE: rc = gkv_mpr_uint(&r, &resp->lease); break;
+        case GKV_F_ARENA_OFFSET: rc = gkv_mpr_uint(&r, &resp->arena_offset); break;
+        case GKV_F_ARENA_SIZE: rc = gkv_mpr_uint(&r, &resp->arena_size); break;
+        case GKV_F_EXPORT: rc = gkv_mpr_bin(&r, &resp->export_data); break;
         case GKV_F_META:
             rc = gkv_mpr_bin(&r, &resp->meta);
             resp->has_meta = true;

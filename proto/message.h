@@ -48,6 +48,11 @@ enum {
     GKV_F_MAX_META = 38,
     GKV_F_MAX_HEADER = 39,
     GKV_F_BYTES = 40,
+    GKV_F_LEASE = 41,
+    GKV_F_LEASES = 42,
+    GKV_F_EXPORT = 43,
+    GKV_F_ARENA_OFFSET = 44,
+    GKV_F_ARENA_SIZE = 45,
 };
 
 /* Which optional fields a decoded request carried. */
@@ -62,18 +67,26 @@ enum {
     GKV_HAS_PREFIX = 1u << 7,
     GKV_HAS_CURSOR = 1u << 8,
     GKV_HAS_DELIM = 1u << 9,
+    GKV_HAS_LEASES = 1u << 10,
+    GKV_HAS_SIZE = 1u << 11,
+    GKV_HAS_LEASE = 1u << 12,
 };
 
 /* A decoded request. Every slice borrows from the header buffer given to gkv_req_decode and is
  * valid as long as that buffer is. */
 typedef struct {
     uint64_t op, id, payload_len, flags, offset, length, suffix, limit, version;
+    uint64_t zero_copy; /* HELLO: 1 asks for zero-copy on this connection */
+    uint64_t size;      /* CREATE: the new value's size */
+    uint64_t lease;     /* SEAL, ABORT, RELEASE of one lease */
     uint32_t has; /* GKV_HAS_* */
     gkv_slice_t key, meta, prefix, cursor, delim;
     gkv_slice_t keys;  /* raw msgpack array of bin: iterate with gkv_req_keys_next */
     uint32_t nkeys;
     gkv_slice_t items; /* raw msgpack array of [key, offset, length, suffix] */
     uint32_t nitems;
+    gkv_slice_t leases; /* raw msgpack array of uint lease ids (RELEASE) */
+    uint32_t nleases;
 } gkv_request_t;
 
 /* Decodes one request header (hdr, len bytes, borrowed) into *req. Checks structure and types
@@ -95,8 +108,9 @@ int gkv_req_items_next(gkv_mpr_t *it, gkv_item_t *item);
  * results, gpus) stay raw: iterate them with gkv_mpr_* after gkv_mpr_array. */
 typedef struct {
     uint64_t id, payload_len, size, offset, count, bytes, version, max_key, max_value, max_meta;
+    uint64_t length, lease, arena_offset, arena_size;
     int64_t status, device;
-    gkv_slice_t message, meta, cursor, server, backend, zc, zc_why;
+    gkv_slice_t message, meta, cursor, server, backend, zc, zc_why, export_data;
     gkv_slice_t entries, dirs, results, gpus;
     bool has_meta, has_cursor;
 } gkv_response_t;

@@ -108,10 +108,22 @@ static int cmd_hello(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *r
         n++;
     }
     gkv_wr_array_end(w, pos, n);
-    gkv_wr_str(w, GKV_F_ZC, "none");
-    gkv_wr_str(w, GKV_F_ZC_WHY,
-               rep->local ? "zero-copy mapping is not implemented in this server version"
-                          : "zero-copy needs a Unix socket connection on the same machine");
+    char why[192] = "";
+    if (!rep->local)
+        snprintf(why, sizeof(why), "zero-copy needs a Unix socket connection on the same machine");
+    else if (!req->zero_copy)
+        snprintf(why, sizeof(why), "not asked for (HELLO zero_copy = 1)");
+    else if (!rep->first)
+        snprintf(why, sizeof(why), "zero-copy must be asked for in the connection's first request");
+    else if (srv->be->host_visible && !srv->cfg.host_zero_copy)
+        snprintf(why, sizeof(why), "the host backend would share its whole arena; start gpukvd "
+                                   "with --host-zero-copy yes to allow it");
+    else if (srv->be->ops->share(srv->be, &rep->fd, why, sizeof(why)) != 0)
+        rep->fd = -1;
+    gkv_wr_str(w, GKV_F_ZC, rep->fd >= 0 ? srv->be->zc_mechanism : "none");
+    gkv_wr_str(w, GKV_F_ZC_WHY, why);
+    if (rep->fd >= 0 && srv->be->host_visible)
+        gkv_wr_uint(w, GKV_F_ARENA_SIZE, srv->be->capacity);
     gkv_wr_uint(w, GKV_F_MAX_KEY, srv->cfg.max_key);
     gkv_wr_uint(w, GKV_F_MAX_VALUE, srv->cfg.max_value);
     gkv_wr_uint(w, GKV_F_MAX_META, GKV_MAX_META);
@@ -476,7 +488,10 @@ static int cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
         "\r\nkeyspace_hits:%" PRIu64 "\r\nkeyspace_misses:%" PRIu64 "\r\nsets:%" PRIu64
         "\r\ndeletes:%" PRIu64 "\r\noom_errors:%" PRIu64 "\r\nbytes_in:%" PRIu64
         "\r\nbytes_out:%" PRIu64 "\r\n"
-        "# Keyspace\r\nkeys:%zu\r\nentries_alive:%" PRIu64 "\r\n",
+        "# Keyspace\r\nkeys:%zu\r\nentries_alive:%" PRIu64 "\r\n"
+        "# Leases\r\nzero_copy:%s\r\nleases:%" PRIu64 "\r\nleased_bytes:%" PRIu64
+        "\r\nunsealed_creates:%" PRIu64 "\r\nmax_leases:%" PRIu64 "\r\nmax_leased_bytes:%" PRIu64
+        "\r\n",
         GKV_VERSION_STRING, GKV_PROTOCOL_VERSION, (int)getpid(),
         gkv_server_uptime_s(srv), srv->be->name, srv->be->device, srv->be->gpu_name,
         srv->be->gpu_uuid, srv->cfg.socket_path, srv->tcp_bound[0] ? srv->tcp_bound : "off",
@@ -484,7 +499,10 @@ static int cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
         gkv_index_memory(st->ix), srv->cfg.max_value, srv->cfg.max_key, ss->total_connections,
         ss->rejected_connections, ss->total_commands, ss->protocol_errors, st->stats.hits,
         st->stats.misses, st->stats.sets, st->stats.dels, st->stats.oom_errors, ss->bytes_in,
-        ss->bytes_out, gkv_index_count(st->ix), st->entries);
+        ss->bytes_out, gkv_index_count(st->ix), st->entries,
+        srv->be->host_visible && !srv->cfg.host_zero_copy ? "off" : srv->be->zc_mechanism,
+        srv->lease_totals.leases, srv->lease_totals.bytes, srv->lease_totals.creates,
+        srv->cfg.max_leases, srv->cfg.max_leased_bytes);
     if (n < 0 || (size_t)n >= sizeof(text))
         return GKV_ENOMEM;
     gkv_wr_t *w = rep->wr;
@@ -498,11 +516,210 @@ static int cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
     return 0;
 }
 
+/* Zero-copy. */
+
+static int lease_room(gkv_server_t *srv, gkv_reply_t *rep, uint64_t size)
+{
+    if (rep->leases->count >= srv->cfg.max_leases)
+        return fail(rep, GKV_ELEASELIMIT, "this connection holds %" PRIu64 " leases (max-leases)",
+                    rep->leases->count);
+    if (size > srv->cfg.max_leased_bytes - rep->leases->bytes)
+        return fail(rep, GKV_ELEASELIMIT, "this connection has %" PRIu64 " bytes under lease; "
+                    "%" PRIu64 " more exceed max-leased-bytes", rep->leases->bytes, size);
+    return 0;
+}
+
+/* Writes what an importer needs to reach e: export data or arena offset, and the device. */
+static int write_export(gkv_server_t *srv, gkv_wr_t *w, const gkv_entry_t *e)
+{
+    uint8_t data[GKV_EXPORT_MAX];
+    size_t len = 0;
+    if (e->size) {
+        int rc = srv->be->ops->export_ptr(srv->be, e->mem, data, sizeof(data), &len);
+        if (rc)
+            return rc;
+    }
+    gkv_wr_bin(w, GKV_F_EXPORT, data, len);
+    if (srv->be->host_visible)
+        gkv_wr_uint(w, GKV_F_ARENA_OFFSET, e->size ? e->mem.v : 0);
+    gkv_wr_int(w, GKV_F_DEVICE, srv->be->device);
+    return 0;
+}
+
+static int cmd_map(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    gkv_entry_t *e = gkv_store_get(&srv->store, req->key.p, req->key.len);
+    if (!e)
+        return GKV_ENOTFOUND;
+    uint64_t off, len;
+    if (resolve_range(e->size, req->offset, req->length, req->suffix, &off, &len))
+        return fail(rep, GKV_ERANGE, "offset %" PRIu64 " is past the end of a %" PRIu64
+                    "-byte value", req->offset, e->size);
+    int rc = lease_room(srv, rep, e->size);
+    if (rc)
+        return rc;
+    gkv_wr_t *w = rep->wr;
+    gkv_reply_ok(w, req->id);
+    if ((rc = write_export(srv, w, e)))
+        return rc;
+    gkv_lease_t *l;
+    gkv_store_ref(e);
+    if ((rc = gkv_lease_add(rep->leases, e, false, NULL, 0, 0, &l))) {
+        gkv_store_unref(&srv->store, e);
+        return rc;
+    }
+    gkv_wr_uint(w, GKV_F_LEASE, l->id);
+    gkv_wr_uint(w, GKV_F_SIZE, e->size);
+    gkv_wr_uint(w, GKV_F_OFFSET, off);
+    gkv_wr_uint(w, GKV_F_LENGTH, len);
+    if (e->meta_len)
+        gkv_wr_bin(w, GKV_F_META, e->meta, e->meta_len);
+    if ((rc = gkv_wr_end(w)))
+        gkv_lease_drop(rep->leases, &srv->store, l);
+    return rc;
+}
+
+static int cmd_create(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    if (!(req->has & GKV_HAS_SIZE))
+        return fail(rep, GKV_EINVAL, "CREATE needs a size");
+    if (req->flags & ~(uint64_t)(GKV_SET_NX | GKV_SET_XX) ||
+        (req->flags & GKV_SET_NX && req->flags & GKV_SET_XX))
+        return fail(rep, GKV_EINVAL, "bad CREATE flags 0x%" PRIx64, req->flags);
+    if (req->size > srv->cfg.max_value)
+        return fail(rep, GKV_ETOOBIG, "value of %" PRIu64 " bytes exceeds max-value-size %" PRIu64,
+                    req->size, srv->cfg.max_value);
+    if (req->meta.len > GKV_MAX_META)
+        return fail(rep, GKV_ETOOBIG, "metadata of %u bytes exceeds %u", req->meta.len,
+                    GKV_MAX_META);
+    bool exists = gkv_index_get(srv->store.ix, req->key.p, req->key.len) != NULL;
+    if ((req->flags & GKV_SET_NX) && exists)
+        return fail(rep, GKV_EEXISTS, "key exists (NX)");
+    if ((req->flags & GKV_SET_XX) && !exists)
+        return fail(rep, GKV_ENOTFOUND, "key does not exist (XX)");
+    int rc = lease_room(srv, rep, req->size);
+    if (rc)
+        return rc;
+    gkv_entry_t *e;
+    rc = gkv_store_entry_new(&srv->store, req->size, req->meta.p, req->meta.len, -1, &e);
+    if (rc == GKV_EOOM)
+        return fail(rep, rc, "value of %" PRIu64 " bytes does not fit: %" PRIu64 " of %" PRIu64
+                    " bytes used", req->size, srv->store.used, srv->store.limit);
+    if (rc)
+        return rc;
+    gkv_wr_t *w = rep->wr;
+    gkv_reply_ok(w, req->id);
+    gkv_lease_t *l;
+    if ((rc = write_export(srv, w, e)) ||
+        (rc = gkv_lease_add(rep->leases, e, true, req->key.p, req->key.len,
+                            (unsigned)req->flags, &l))) {
+        gkv_store_unref(&srv->store, e);
+        return rc;
+    }
+    gkv_wr_uint(w, GKV_F_LEASE, l->id);
+    gkv_wr_uint(w, GKV_F_SIZE, e->size);
+    gkv_wr_uint(w, GKV_F_OFFSET, 0);
+    gkv_wr_uint(w, GKV_F_LENGTH, e->size);
+    if ((rc = gkv_wr_end(w)))
+        gkv_lease_drop(rep->leases, &srv->store, l);
+    return rc;
+}
+
+/* The writable lease a SEAL or ABORT names. */
+static int created_lease(const gkv_request_t *req, gkv_reply_t *rep, gkv_lease_t **out)
+{
+    if (!(req->has & GKV_HAS_LEASE))
+        return fail(rep, GKV_EINVAL, "needs a lease");
+    *out = gkv_lease_find(rep->leases, req->lease);
+    if (!*out)
+        return fail(rep, GKV_ENOLEASE, "lease %" PRIu64 " is not held by this connection",
+                    req->lease);
+    if (!(*out)->writable)
+        return fail(rep, GKV_EINVAL, "lease %" PRIu64 " is a MAP lease: RELEASE it", req->lease);
+    return 0;
+}
+
+static int cmd_seal(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    gkv_lease_t *l;
+    int rc = created_lease(req, rep, &l);
+    if (rc)
+        return rc;
+    /* The lease ends either way: on NX/XX failure the new value is discarded. */
+    rc = gkv_store_publish(&srv->store, l->key, l->klen, l->entry, l->flags);
+    gkv_lease_drop(rep->leases, &srv->store, l);
+    if (rc == GKV_EEXISTS)
+        return fail(rep, rc, "key exists (NX): the created value was discarded");
+    if (rc == GKV_ENOTFOUND)
+        return fail(rep, rc, "key does not exist (XX): the created value was discarded");
+    if (rc)
+        return rc;
+    gkv_reply_ok(rep->wr, req->id);
+    return gkv_wr_end(rep->wr);
+}
+
+static int cmd_abort(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    gkv_lease_t *l;
+    int rc = created_lease(req, rep, &l);
+    if (rc)
+        return rc;
+    gkv_lease_drop(rep->leases, &srv->store, l);
+    gkv_reply_ok(rep->wr, req->id);
+    return gkv_wr_end(rep->wr);
+}
+
+static int cmd_release(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    bool batch = req->has & GKV_HAS_LEASES;
+    if (batch && (req->nleases == 0 || req->nleases > GKV_MAX_BATCH))
+        return fail(rep, GKV_EINVAL, "RELEASE takes 1..%u leases", GKV_MAX_BATCH);
+    if (!batch && !(req->has & GKV_HAS_LEASE))
+        return fail(rep, GKV_EINVAL, "RELEASE needs a lease or a leases array");
+    uint32_t n = batch ? req->nleases : 1, nfound = 0;
+    gkv_lease_t **found = malloc(sizeof(*found) * n);
+    if (!found)
+        return GKV_ENOMEM;
+    gkv_mpr_t it;
+    uint64_t id = req->lease;
+    if (batch) {
+        gkv_mpr_init(&it, req->leases.p, req->leases.len);
+        gkv_mpr_array(&it, &n);
+    }
+    /* Check every id before ending any lease, so that a bad batch changes nothing. */
+    int rc = 0;
+    for (uint32_t i = 0; i < n && !rc; i++) {
+        if (batch)
+            gkv_mpr_uint(&it, &id);
+        gkv_lease_t *l = gkv_lease_find(rep->leases, id);
+        if (!l)
+            rc = fail(rep, GKV_ENOLEASE, "lease %" PRIu64 " is not held by this connection", id);
+        else if (l->writable)
+            rc = fail(rep, GKV_EINVAL, "lease %" PRIu64 " is a CREATE lease: SEAL or ABORT it", id);
+        else if (l->marked)
+            rc = fail(rep, GKV_ENOLEASE, "lease %" PRIu64 " is named twice", id);
+        else {
+            l->marked = true;
+            found[nfound++] = l;
+        }
+    }
+    for (uint32_t i = 0; i < nfound; i++) {
+        if (rc)
+            found[i]->marked = false;
+        else
+            gkv_lease_drop(rep->leases, &srv->store, found[i]);
+    }
+    free(found);
+    return rc ? rc : reply_count(rep, req->id, n);
+}
+
 static const gkv_handler_fn handlers[GKV_OP_MAX] = {
     [GKV_OP_HELLO] = cmd_hello, [GKV_OP_PING] = cmd_ping,       [GKV_OP_SET] = cmd_set,
     [GKV_OP_GET] = cmd_get,     [GKV_OP_MGET] = cmd_mget,       [GKV_OP_EXISTS] = cmd_exists,
     [GKV_OP_DEL] = cmd_del,     [GKV_OP_LIST] = cmd_list,       [GKV_OP_GETSIZE] = cmd_getsize,
-    [GKV_OP_FLUSH] = cmd_flush, [GKV_OP_INFO] = cmd_info,
+    [GKV_OP_FLUSH] = cmd_flush, [GKV_OP_INFO] = cmd_info,       [GKV_OP_MAP] = cmd_map,
+    [GKV_OP_RELEASE] = cmd_release, [GKV_OP_CREATE] = cmd_create, [GKV_OP_SEAL] = cmd_seal,
+    [GKV_OP_ABORT] = cmd_abort,
 };
 
 static const gkv_command_t commands[GKV_OP_MAX] = {
@@ -529,6 +746,9 @@ int gkv_dispatch(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         rc = fail(rep, GKV_EUNKNOWNCMD, "unknown command %" PRIu64, req->op);
     else if (req->payload_len && !(cmd->flags & GKV_CMD_PAYLOAD))
         rc = fail(rep, GKV_EINVAL, "%s takes no payload", cmd->name);
+    else if ((cmd->flags & GKV_CMD_LOCAL) && !rep->zc)
+        rc = fail(rep, GKV_ENOTSUP, "%s needs zero-copy: a Unix socket connection whose first "
+                  "request was HELLO with zero_copy = 1 (see its zero_copy_why)", cmd->name);
     else if ((cmd->flags & GKV_CMD_KEY) && !(req->has & GKV_HAS_KEY))
         rc = fail(rep, GKV_EINVAL, "%s needs a key", cmd->name);
     else if ((cmd->flags & GKV_CMD_KEY) && (rc = check_key(srv, req->key, rep)) != 0)

@@ -19,6 +19,10 @@ typedef struct {
     uint64_t id;
     bool local;          /* the connection is a Unix socket */
     int lane;            /* the connection's copy lane: its values are allocated there too */
+    bool first;          /* this is the connection's first request */
+    bool zc;             /* zero-copy was granted on this connection */
+    gkv_leases_t *leases; /* the connection's leases */
+    int fd;              /* HELLO: the shared-memory fd to pass with the reply, or -1 */
     const char *msg;     /* message for an error return (static or msgbuf) */
     char msgbuf[192];
     /* Payload to stream after the header, in order: segs points at one or at a heap array. */

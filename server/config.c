@@ -21,6 +21,7 @@ void gkv_config_defaults(gkv_config_t *cfg)
     cfg->backend = GKV_BACKEND_AUTO;
     cfg->max_key = 1024;
     cfg->maxclients = 10000;
+    cfg->max_leases = 4096;
     cfg->log_level = GKV_LOG_INFO;
 }
 
@@ -96,6 +97,23 @@ int gkv_config_set(gkv_config_t *cfg, const char *key, const char *value, char *
             return GKV_EINVAL;
         }
         cfg->log_level = level;
+    } else if (strcmp(key, "max-leases") == 0) {
+        if (parse_uint(value, 1, 1000000, &cfg->max_leases)) {
+            snprintf(err, cap, "max-leases: expected 1..1000000, got '%s'", value);
+            return GKV_EINVAL;
+        }
+    } else if (strcmp(key, "max-leased-bytes") == 0) {
+        if (gkv_size_parse(value, &n) || n == 0) {
+            snprintf(err, cap, "max-leased-bytes: expected a size like 8G, got '%s'", value);
+            return GKV_EINVAL;
+        }
+        cfg->max_leased_bytes = n;
+    } else if (strcmp(key, "host-zero-copy") == 0) {
+        if (strcmp(value, "yes") != 0 && strcmp(value, "no") != 0) {
+            snprintf(err, cap, "host-zero-copy: expected yes or no, got '%s'", value);
+            return GKV_EINVAL;
+        }
+        cfg->host_zero_copy = value[0] == 'y';
     } else if (strcmp(key, "force-staging") == 0) {
         cfg->force_staging = strcmp(value, "yes") == 0 || strcmp(value, "1") == 0;
     } else {
@@ -155,6 +173,9 @@ static const char usage[] =
     "  --max-key-size N      longest key in bytes (default 1024, at most 65535)\n"
     "  --maxclients N        most simultaneous clients (default 10000)\n"
     "  --log-level LEVEL     error, warn, info or debug (default info)\n"
+    "  --max-leases N        zero-copy leases per connection (default 4096)\n"
+    "  --max-leased-bytes SIZE  bytes under lease per connection (default: maxmemory)\n"
+    "  --host-zero-copy yes|no  host backend: let local clients map the whole arena (no)\n"
     "  --config FILE         read the same keys (\"maxmemory = 8G\") from FILE; flags win\n"
     "  --version, --help\n";
 
@@ -166,6 +187,8 @@ int gkv_config_parse_args(gkv_config_t *cfg, int argc, char **argv, char *err, s
         {"maxmemory", required_argument, 0, 0},  {"max-value-size", required_argument, 0, 0},
         {"max-key-size", required_argument, 0, 0}, {"maxclients", required_argument, 0, 0},
         {"log-level", required_argument, 0, 0},  {"force-staging", required_argument, 0, 0},
+        {"max-leases", required_argument, 0, 0}, {"max-leased-bytes", required_argument, 0, 0},
+        {"host-zero-copy", required_argument, 0, 0},
         {"config", required_argument, 0, 'c'},   {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'v'},        {0, 0, 0, 0},
     };

@@ -20,6 +20,9 @@ typedef struct {
     uint64_t maxclients;
     int log_level;
     bool force_staging;     /* test only: move host-backend values through staging buffers */
+    uint64_t max_leases;       /* per connection */
+    uint64_t max_leased_bytes; /* per connection; 0: maxmemory */
+    bool host_zero_copy;       /* let local clients map the whole host arena */
 } gkv_config_t;
 
 /* Fills cfg with the defaults; the socket path follows the user (see gkv_default_socket). */

@@ -2,8 +2,11 @@
  * complete on other threads and come back through the server's wake-up queue. */
 #include "conn.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "log.h"
@@ -51,6 +54,8 @@ static void on_closed(uv_handle_t *h)
 {
     gkv_conn_t *c = h->data;
     gkv_server_t *srv = c->srv;
+    /* A disconnect ends every lease and discards unsealed CREATEs. */
+    gkv_leases_fini(&c->leases, &srv->store);
     if (c->recv)
         gkv_store_unref(&srv->store, c->recv);
     if (c->segs)
@@ -401,6 +406,43 @@ static void protocol_error(gkv_conn_t *c, const char *why)
     gkv_conn_close(c, true);
 }
 
+/* Sends the replies written so far (the HELLO reply alone: it is the connection's first) with fd
+ * attached, straight on the socket: libuv cannot pass arbitrary descriptors. Nothing else has
+ * been written on this connection, so the bytes cannot overtake or split earlier output. */
+static void send_with_fd(gkv_conn_t *c, int fd)
+{
+    uv_os_fd_t sock;
+    char cbuf[CMSG_SPACE(sizeof(int))];
+    memset(cbuf, 0, sizeof(cbuf));
+    struct iovec iov = {c->out.sb.data, c->out.sb.size};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+                         .msg_controllen = sizeof(cbuf)};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    ssize_t n = -1;
+    if (c->out_pending == 0 && uv_fileno(&c->h.handle, &sock) == 0) {
+        do
+            n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+        while (n < 0 && errno == EINTR);
+    }
+    close(fd);
+    if (n <= 0) {
+        GKV_WARN("conn %llu: passing the shared-memory fd failed: %s", (unsigned long long)c->id,
+                 n < 0 ? strerror(errno) : "output pending");
+        gkv_wr_reset(&c->out);
+        gkv_conn_close(c, false);
+        return;
+    }
+    c->zc = true;
+    c->srv->stats.bytes_out += (uint64_t)n;
+    /* A short send leaves the rest of the frame to the ordinary path. */
+    memmove(c->out.sb.data, c->out.sb.data + n, c->out.sb.size - (size_t)n);
+    c->out.sb.size -= (size_t)n;
+}
+
 static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
 {
     gkv_reply_t rep;
@@ -409,7 +451,18 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
     rep.id = req->id;
     rep.local = c->local;
     rep.lane = c->lane;
-    if (gkv_dispatch(c->srv, req, &rep) < 0) {
+    rep.first = c->requests++ == 0;
+    rep.zc = c->zc;
+    rep.leases = &c->leases;
+    rep.fd = -1;
+    int rc = gkv_dispatch(c->srv, req, &rep);
+    if (rep.fd >= 0) {
+        if (rc == 0)
+            send_with_fd(c, rep.fd);
+        else
+            close(rep.fd);
+    }
+    if (rc < 0) {
         if (req->payload_len) {
             c->discard_left = req->payload_len;
             c->state = CONN_DISCARD;
@@ -601,6 +654,7 @@ int gkv_conn_accept(gkv_server_t *srv, uv_stream_t *listener, bool local)
     c->copy.done = copy_done_any_thread;
     c->copy.arg = c;
     c->waiter.ready = on_stage_ready;
+    gkv_leases_init(&c->leases, &srv->lease_totals);
     gkv_wr_init(&c->out);
     c->next = srv->conns;
     if (srv->conns)

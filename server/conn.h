@@ -29,6 +29,9 @@ struct gkv_conn {
     uint64_t id;
     int lane;
     bool local, reading, closing, close_started, graceful, copy_busy, waiting_stage;
+    bool zc;                 /* zero-copy granted: the shared-memory fd was passed */
+    uint64_t requests;       /* requests handled so far */
+    gkv_leases_t leases;
     gkv_conn_state_t state;
     /* Input: bytes [in_pos, in_len) of in are unprocessed. */
     uint8_t *in;

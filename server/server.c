@@ -283,6 +283,8 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
         s->cfg.maxmemory = s->be->capacity;
     if (!s->cfg.max_value || s->cfg.max_value > s->cfg.maxmemory)
         s->cfg.max_value = s->cfg.maxmemory;
+    if (!s->cfg.max_leased_bytes)
+        s->cfg.max_leased_bytes = s->cfg.maxmemory;
     s->staging_only = cfg->force_staging || !s->be->host_visible;
     char limit[32];
     gkv_size_format(s->cfg.maxmemory, limit, sizeof(limit));

@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "config.h"
+#include "lease.h"
 #include "staging.h"
 #include "store.h"
 
@@ -38,6 +39,7 @@ typedef struct gkv_server {
     uint64_t nconns, next_conn_id;
     uint64_t started_ms;
     gkv_server_stats_t stats;
+    gkv_lease_totals_t lease_totals;
 } gkv_server_t;
 
 /* Opens the backend, the store and the listeners. cfg is copied; loop is borrowed and must

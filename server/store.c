@@ -48,7 +48,8 @@ int gkv_store_entry_new(gkv_store_t *st, uint64_t size, const void *meta, uint32
         e->meta_len = meta_len;
     }
     if (size) {
-        int rc = st->be->ops->alloc(st->be, size, lane, &e->mem);
+        int rc = lane < 0 ? st->be->ops->alloc_now(st->be, size, &e->mem)
+                          : st->be->ops->alloc(st->be, size, lane, &e->mem);
         if (rc) {
             if (rc == GKV_EOOM)
                 st->stats.oom_errors++;

@@ -38,7 +38,8 @@ int gkv_store_init(gkv_store_t *st, gkv_backend_t *be, uint64_t limit);
  * before the backend closes. */
 void gkv_store_fini(gkv_store_t *st);
 
-/* Makes an unpublished entry of size bytes (accounted at once) with a copy of meta (borrowed).
+/* Makes an unpublished entry of size bytes (accounted at once) with a copy of meta (borrowed),
+ * allocated on copy lane `lane`, or with lane -1 usable by another process at once (CREATE).
  * *out holds one reference, the caller's. Returns 0, GKV_EOOM (over the limit or the backend is
  * full: nothing stored is touched) or GKV_ENOMEM. */
 int gkv_store_entry_new(gkv_store_t *st, uint64_t size, const void *meta, uint32_t meta_len,

@@ -37,7 +37,9 @@ extern "C" {
     X(SHUTDOWN, 15, "server is shutting down")                                                     \
     X(SYS, 16, "system call failed")                                                               \
     X(VERSION, 17, "protocol version not supported")                                               \
-    X(NOSPACE, 18, "destination buffer too small")
+    X(NOSPACE, 18, "destination buffer too small")                                                 \
+    X(NOLEASE, 19, "no such lease on this connection")                                             \
+    X(LEASELIMIT, 20, "too many leases or leased bytes on this connection")
 
 typedef enum {
     GKV_OK = 0,
@@ -199,6 +201,56 @@ GKV_EXPORT int gkv_list_open(gkv_client_t *c, const void *prefix, size_t plen, i
 /* Stores the next entry in *e and returns 1, returns 0 at the end, or a negative code. */
 GKV_EXPORT int gkv_list_next(gkv_list_t *it, gkv_list_entry_t *e);
 GKV_EXPORT void gkv_list_close(gkv_list_t *it);
+
+/* Zero-copy, for processes on the daemon's machine connected over its Unix socket. The
+ * library asks for it in HELLO; gkv_client_info says whether it was granted ("zero_copy") or
+ * why not. On the cuda backend a mapping is a CUDA device pointer into the daemon's memory
+ * pool on the GPU named by gpu_uuid; on the host backend, a host pointer into its arena. The
+ * library imports the pool (or maps the arena) once per connection and each value once per
+ * connection, refcounted, and frees its import before it tells the server to end a lease. */
+typedef struct {
+    void *ptr;            /* the bytes; NULL when length is 0 */
+    uint64_t length;      /* bytes at ptr */
+    uint64_t offset;      /* where ptr starts within the value */
+    uint64_t value_size;  /* the whole value */
+    int on_device;        /* 1: ptr is device memory, usable by CUDA code on `device` */
+    int device;           /* this process's CUDA ordinal of that GPU, or -1 (host memory) */
+    const char *gpu_uuid; /* "GPU-..." or "" */
+    const void *meta;     /* the value's metadata, or NULL */
+    size_t meta_len;
+    uint64_t lease;       /* the server's lease id */
+    int writable;         /* 1 for gkv_create mappings */
+} gkv_mapping_t;
+
+/* Leases key (or a range of it) for reading in place. *out (owned by the caller) stays valid,
+ * with the bytes it shows unchanged, until gkv_unmap, even if the key is deleted or
+ * overwritten meanwhile. Returns 0, GKV_ENOTSUP (no zero-copy on this connection:
+ * gkv_client_errmsg says why), GKV_ENOTFOUND, GKV_ERANGE, GKV_ELEASELIMIT, ... */
+GKV_EXPORT int gkv_map(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
+                       gkv_mapping_t **out);
+/* Ends a mapping (frees the import, then releases the lease) and frees m. */
+GKV_EXPORT int gkv_unmap(gkv_client_t *c, gkv_mapping_t *m);
+/* Ends n (1..4096) read mappings with one RELEASE round trip; frees them all. */
+GKV_EXPORT int gkv_unmap_batch(gkv_client_t *c, gkv_mapping_t **m, size_t n);
+/* Reserves an uninitialised value of size bytes, writable in place through (*out)->ptr and
+ * invisible to readers until gkv_seal. opts: NX/XX (checked again at seal) and metadata. */
+GKV_EXPORT int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
+                          const gkv_set_opts_t *opts, gkv_mapping_t **out);
+/* Publishes a created value atomically, replacing any older one, and frees m. The caller must
+ * have finished its writes first: synchronise the stream or device that wrote through m->ptr
+ * (cudaStreamSynchronize / cudaDeviceSynchronize) before calling this. */
+GKV_EXPORT int gkv_seal(gkv_client_t *c, gkv_mapping_t *m);
+/* Discards a created value and frees m. */
+GKV_EXPORT int gkv_abort(gkv_client_t *c, gkv_mapping_t *m);
+/* Stores len bytes of device memory dptr (borrowed). Locally: CREATE, a device-to-device copy,
+ * SEAL. Otherwise through host memory. Needs a libgpukv built with CUDA (else GKV_ENOTSUP). */
+GKV_EXPORT int gkv_set_from_device(gkv_client_t *c, const void *key, size_t klen,
+                                   const void *dptr, size_t len, const gkv_set_opts_t *opts);
+/* Reads key (or a range) into device memory dptr (cap bytes). Locally: MAP, a device-to-device
+ * copy, unmap. Otherwise GET into host memory and a host-to-device copy. */
+GKV_EXPORT int gkv_get_to_device(gkv_client_t *c, const void *key, size_t klen,
+                                 const gkv_range_t *range, void *dptr, size_t cap,
+                                 gkv_value_info_t *info);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,38 @@
+/* zc.h: libgpukv's half of zero-copy: reaching the daemon's memory through the descriptor it
+ * passed with HELLO, and importing values (not installed). */
+#ifndef GKV_CLIENT_ZC_H
+#define GKV_CLIENT_ZC_H
+
+#include "client.h"
+
+/* Largest per-value export blob (cudaMemPoolPtrExportData is 64 bytes). */
+#define GKV_ZC_EXPORT_MAX 64
+
+/* One imported value, shared by every mapping of it on this connection (refcounted). */
+typedef struct gkv_zc_import gkv_zc_import_t;
+
+/* Imports what a MAP or CREATE response r describes. On success *base is the value's first
+ * byte in this process, *imp the import to give back with gkv__zc_unimport, *on_device and
+ * *device say where it lives. Attaches the pool or arena at the first call. Returns 0,
+ * GKV_ENOTSUP (c->errmsg says why) or GKV_EIO. */
+int gkv__zc_import(gkv_client_t *c, const gkv_response_t *r, void **base,
+                   gkv_zc_import_t **imp, int *on_device, int *device);
+/* Drops one reference; the last frees the import. Call before the lease is released. */
+void gkv__zc_unimport(gkv_client_t *c, gkv_zc_import_t *imp);
+/* Frees every import and the pool or arena mapping. */
+void gkv__zc_detach(gkv_client_t *c);
+
+/* The CUDA half (zc_cuda.c, or zc_nocuda.c in builds without CUDA). */
+typedef struct gkv_zc_cuda gkv_zc_cuda_t;
+/* Imports the pool behind fd on the GPU named uuid; *device is this process's ordinal of it. */
+int gkv__cuda_attach(int fd, const char *uuid, gkv_zc_cuda_t **out, int *device, char *why,
+                     size_t cap);
+/* Imports one allocation from its export data (len bytes). */
+int gkv__cuda_import(gkv_zc_cuda_t *z, const void *data, size_t len, void **ptr);
+/* Frees an imported allocation. */
+void gkv__cuda_unimport(gkv_zc_cuda_t *z, void *ptr);
+void gkv__cuda_detach(gkv_zc_cuda_t *z);
+/* cudaMemcpy with the direction inferred from the pointers; GKV_EIO or GKV_ENOTSUP on failure. */
+int gkv__cuda_copy(void *dst, const void *src, size_t len);
+
+#endif

@@ -1,0 +1,44 @@
+/* zc_nocuda.c: the CUDA half of zero-copy in a libgpukv built without CUDA. */
+#include <stdio.h>
+
+#include "error.h"
+#include "zc.h"
+
+int gkv__cuda_attach(int fd, const char *uuid, gkv_zc_cuda_t **out, int *device, char *why,
+                     size_t cap)
+{
+    (void)fd;
+    (void)uuid;
+    (void)out;
+    (void)device;
+    snprintf(why, cap, "this libgpukv was built without CUDA");
+    return GKV_ENOTSUP;
+}
+
+int gkv__cuda_import(gkv_zc_cuda_t *z, const void *data, size_t len, void **ptr)
+{
+    (void)z;
+    (void)data;
+    (void)len;
+    (void)ptr;
+    return GKV_ENOTSUP;
+}
+
+void gkv__cuda_unimport(gkv_zc_cuda_t *z, void *ptr)
+{
+    (void)z;
+    (void)ptr;
+}
+
+void gkv__cuda_detach(gkv_zc_cuda_t *z)
+{
+    (void)z;
+}
+
+int gkv__cuda_copy(void *dst, const void *src, size_t len)
+{
+    (void)dst;
+    (void)src;
+    (void)len;
+    return GKV_ENOTSUP;
+}

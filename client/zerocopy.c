@@ -1,0 +1,242 @@
+/* zerocopy.c: MAP/RELEASE and CREATE/SEAL/ABORT, and the device copy helpers built on them. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "commands.h"
+#include "error.h"
+#include "zc.h"
+
+#define DEV_CHUNK (8u << 20)
+
+/* A mapping and what the library keeps beside it. */
+typedef struct {
+    gkv_mapping_t pub; /* first: the caller's pointer is this */
+    gkv_zc_import_t *imp;
+    uint8_t *meta;
+} mapping_t;
+
+/* Builds a mapping from a MAP or CREATE response. */
+static int make_mapping(gkv_client_t *c, int writable, gkv_mapping_t **out)
+{
+    const gkv_response_t *r = &c->resp;
+    if (r->offset > r->size || r->length > r->size - r->offset)
+        return gkv__break(c, GKV_EPROTO);
+    mapping_t *m = calloc(1, sizeof(*m));
+    if (!m)
+        return GKV_ENOMEM;
+    void *base;
+    int rc = gkv__zc_import(c, r, &base, &m->imp, &m->pub.on_device, &m->pub.device);
+    if (rc) {
+        free(m);
+        return rc;
+    }
+    if (r->has_meta && r->meta.len) {
+        m->meta = malloc(r->meta.len);
+        if (!m->meta) {
+            gkv__zc_unimport(c, m->imp);
+            free(m);
+            return GKV_ENOMEM;
+        }
+        memcpy(m->meta, r->meta.p, r->meta.len);
+        m->pub.meta = m->meta;
+        m->pub.meta_len = r->meta.len;
+    }
+    m->pub.ptr = r->length ? (uint8_t *)base + r->offset : NULL;
+    m->pub.length = r->length;
+    m->pub.offset = r->offset;
+    m->pub.value_size = r->size;
+    m->pub.gpu_uuid = c->info.gpu_uuid;
+    m->pub.lease = r->lease;
+    m->pub.writable = writable;
+    *out = &m->pub;
+    return 0;
+}
+
+/* Frees the import and the mapping (not the lease). */
+static void drop_mapping(gkv_client_t *c, gkv_mapping_t *pub)
+{
+    mapping_t *m = (mapping_t *)pub;
+    gkv__zc_unimport(c, m->imp);
+    free(m->meta);
+    free(m);
+}
+
+/* A lease the server granted but this process cannot use is given back at once. */
+static void give_back(gkv_client_t *c, unsigned op)
+{
+    uint64_t lease = c->resp.lease;
+    char why[sizeof(c->errmsg)];
+    memcpy(why, c->errmsg, sizeof(why));
+    gkv__begin(c, op);
+    gkv_wr_uint(&c->wr, GKV_F_LEASE, lease);
+    if (gkv__send(c, NULL, 0) == 0)
+        gkv__recv(c);
+    memcpy(c->errmsg, why, sizeof(why));
+}
+
+int gkv_map(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
+            gkv_mapping_t **out)
+{
+    if (!key || !klen)
+        return GKV_EINVAL;
+    gkv__begin(c, GKV_OP_MAP);
+    gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
+    if (range && range->suffix) {
+        gkv_wr_uint(&c->wr, GKV_F_SUFFIX, range->suffix);
+    } else if (range) {
+        gkv_wr_uint(&c->wr, GKV_F_OFFSET, range->offset);
+        if (range->length != GKV_TO_END)
+            gkv_wr_uint(&c->wr, GKV_F_LENGTH, range->length);
+    }
+    int rc;
+    if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
+        return rc;
+    if ((rc = make_mapping(c, 0, out)) && !c->broken)
+        give_back(c, GKV_OP_RELEASE);
+    return rc;
+}
+
+int gkv_unmap_batch(gkv_client_t *c, gkv_mapping_t **ms, size_t n)
+{
+    if (n == 0 || n > GKV_MAX_BATCH)
+        return GKV_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (!ms[i] || ms[i]->writable)
+            return GKV_EINVAL;
+    gkv__begin(c, GKV_OP_RELEASE);
+    size_t pos = gkv_wr_array_begin(&c->wr, GKV_F_LEASES);
+    for (size_t i = 0; i < n; i++) {
+        msgpack_pack_uint64(&c->wr.pk, ms[i]->lease);
+        /* Our import goes first: the server may free the memory once the lease ends. */
+        drop_mapping(c, ms[i]);
+    }
+    gkv_wr_array_end(&c->wr, pos, (uint32_t)n);
+    int rc = gkv__send(c, NULL, 0);
+    return rc ? rc : gkv__recv(c);
+}
+
+int gkv_unmap(gkv_client_t *c, gkv_mapping_t *m)
+{
+    if (!m)
+        return 0;
+    return gkv_unmap_batch(c, &m, 1);
+}
+
+int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
+               const gkv_set_opts_t *opts, gkv_mapping_t **out)
+{
+    if (!key || !klen)
+        return GKV_EINVAL;
+    if (opts && opts->meta_len > GKV_MAX_META)
+        return GKV_ETOOBIG;
+    gkv__begin(c, GKV_OP_CREATE);
+    gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
+    gkv_wr_uint(&c->wr, GKV_F_SIZE, size);
+    if (opts && opts->flags)
+        gkv_wr_uint(&c->wr, GKV_F_FLAGS, opts->flags);
+    if (opts && opts->meta_len)
+        gkv_wr_bin(&c->wr, GKV_F_META, opts->meta, opts->meta_len);
+    int rc;
+    if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
+        return rc;
+    if ((rc = make_mapping(c, 1, out)) && !c->broken)
+        give_back(c, GKV_OP_ABORT);
+    return rc;
+}
+
+static int end_create(gkv_client_t *c, gkv_mapping_t *m, unsigned op)
+{
+    if (!m || !m->writable)
+        return GKV_EINVAL;
+    uint64_t lease = m->lease;
+    drop_mapping(c, m);
+    gkv__begin(c, op);
+    gkv_wr_uint(&c->wr, GKV_F_LEASE, lease);
+    int rc = gkv__send(c, NULL, 0);
+    return rc ? rc : gkv__recv(c);
+}
+
+int gkv_seal(gkv_client_t *c, gkv_mapping_t *m)
+{
+    return end_create(c, m, GKV_OP_SEAL);
+}
+
+int gkv_abort(gkv_client_t *c, gkv_mapping_t *m)
+{
+    return end_create(c, m, GKV_OP_ABORT);
+}
+
+int gkv_set_from_device(gkv_client_t *c, const void *key, size_t klen, const void *dptr,
+                        size_t len, const gkv_set_opts_t *opts)
+{
+    gkv_mapping_t *m;
+    if (c->zc_fd >= 0) {
+        int rc = gkv_create(c, key, klen, len, opts, &m);
+        if (rc)
+            return rc;
+        if (len && (rc = gkv__cuda_copy(m->ptr, dptr, len))) {
+            gkv_abort(c, m);
+            return rc;
+        }
+        return gkv_seal(c, m);
+    }
+    /* Remote: through host memory, a chunk at a time. */
+    uint8_t *buf = malloc(len < DEV_CHUNK ? (len ? len : 1) : DEV_CHUNK);
+    if (!buf)
+        return GKV_ENOMEM;
+    int rc = len ? gkv__cuda_copy(buf, dptr, len < DEV_CHUNK ? len : DEV_CHUNK) : 0;
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    gkv__begin(c, GKV_OP_SET);
+    gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
+    gkv_wr_uint(&c->wr, GKV_F_PAYLOAD, len);
+    if (opts && opts->flags)
+        gkv_wr_uint(&c->wr, GKV_F_FLAGS, opts->flags);
+    if (opts && opts->meta_len)
+        gkv_wr_bin(&c->wr, GKV_F_META, opts->meta, opts->meta_len);
+    rc = gkv__send_frame(c);
+    for (size_t off = 0; rc == 0 && off < len; off += DEV_CHUNK) {
+        size_t n = len - off < DEV_CHUNK ? len - off : DEV_CHUNK;
+        if (off && gkv__cuda_copy(buf, (const uint8_t *)dptr + off, n)) {
+            free(buf);
+            return gkv__break(c, GKV_EIO); /* the payload cannot be completed */
+        }
+        rc = gkv__send_raw(c, buf, n);
+    }
+    free(buf);
+    return rc ? rc : gkv__recv(c);
+}
+
+int gkv_get_to_device(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
+                      void *dptr, size_t cap, gkv_value_info_t *info)
+{
+    int rc;
+    if (c->zc_fd >= 0) {
+        gkv_mapping_t *m;
+        if ((rc = gkv_map(c, key, klen, range, &m)))
+            return rc;
+        if (info) {
+            info->size = m->value_size;
+            info->offset = m->offset;
+            info->length = m->length;
+            info->meta = NULL;
+            info->meta_len = 0;
+        }
+        rc = m->length > cap ? GKV_ENOSPACE
+                             : (m->length ? gkv__cuda_copy(dptr, m->ptr, m->length) : 0);
+        int urc = gkv_unmap(c, m);
+        return rc ? rc : urc;
+    }
+    void *host;
+    gkv_value_info_t vi;
+    if ((rc = gkv_get_alloc(c, key, klen, range, &host, &vi)))
+        return rc;
+    if (info)
+        *info = vi;
+    rc = vi.length > cap ? GKV_ENOSPACE : (vi.length ? gkv__cuda_copy(dptr, host, vi.length) : 0);
+    free(host);
+    return rc;
+}

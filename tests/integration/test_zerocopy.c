@@ -1,0 +1,486 @@
+/* test_zerocopy.c: zero-copy on the host backend (the protocol path CI can run): MAP/RELEASE,
+ * CREATE/SEAL/ABORT, leases surviving deletes and overwrites, lease misuse, caps, TCP refusal,
+ * and clients killed while holding leases. */
+#include <check.h>
+#include <gpukv/gpukv.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "harness.h"
+#include "message.h"
+
+static gkv_daemon_t d;
+
+static void start(void)
+{
+    static const char *const args[] = {"--host-zero-copy", "yes", "--max-leases", "4096", NULL};
+    ck_assert_int_eq(harness_start(&d, args), 0);
+}
+
+static void stop(void)
+{
+    ck_assert_int_eq(harness_stop(&d), 0);
+}
+
+static gkv_client_t *conn(const char *url)
+{
+    gkv_client_t *c = NULL;
+    ck_assert_int_eq(gkv_client_connect(url, &c), 0);
+    return c;
+}
+
+/* One INFO field as a number. */
+static uint64_t info_u64(gkv_client_t *c, const char *name)
+{
+    char *text, pat[64];
+    ck_assert_int_eq(gkv_info(c, &text), 0);
+    snprintf(pat, sizeof(pat), "\n%s:", name);
+    const char *p = strstr(text, pat);
+    ck_assert_msg(p != NULL, "INFO has no %s", name);
+    uint64_t v = strtoull(p + strlen(pat), NULL, 10);
+    gkv_free(text);
+    return v;
+}
+
+#define KEY(s) (s), strlen(s)
+
+START_TEST(map_reads_in_place_and_release_ends_the_lease)
+{
+    gkv_client_t *c = conn(d.url);
+    ck_assert_str_eq(gkv_client_info(c)->zero_copy, "host-memfd");
+    ck_assert_int_eq(gkv_set(c, KEY("m/a"), "0123456789", 10, &(gkv_set_opts_t){.meta = "f4",
+                                                                                 .meta_len = 2}),
+                     0);
+    gkv_mapping_t *m;
+    ck_assert_int_eq(gkv_map(c, KEY("m/a"), NULL, &m), 0);
+    ck_assert_int_eq(m->on_device, 0);
+    ck_assert_int_eq(m->device, -1);
+    ck_assert_uint_eq(m->length, 10);
+    ck_assert_int_eq(memcmp(m->ptr, "0123456789", 10), 0);
+    ck_assert_uint_eq(m->meta_len, 2);
+    ck_assert_uint_eq(info_u64(c, "leases"), 1);
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    ck_assert_uint_eq(info_u64(c, "leases"), 0);
+    gkv_mapping_t *r;
+    ck_assert_int_eq(gkv_map(c, KEY("m/a"), &(gkv_range_t){.offset = 2, .length = 3}, &r), 0);
+    ck_assert_uint_eq(r->offset, 2);
+    ck_assert_uint_eq(r->length, 3);
+    ck_assert_int_eq(memcmp(r->ptr, "234", 3), 0);
+    gkv_mapping_t *s;
+    ck_assert_int_eq(gkv_map(c, KEY("m/a"), &(gkv_range_t){.suffix = 2}, &s), 0);
+    ck_assert_int_eq(memcmp(s->ptr, "89", 2), 0);
+    gkv_mapping_t *both[] = {r, s};
+    ck_assert_int_eq(gkv_unmap_batch(c, both, 2), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("absent"), NULL, &m), GKV_ENOTFOUND);
+    ck_assert_int_eq(gkv_set(c, KEY("m/empty"), "", 0, NULL), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("m/empty"), NULL, &m), 0);
+    ck_assert_uint_eq(m->length, 0);
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    gkv_client_close(c);
+}
+END_TEST
+
+START_TEST(delete_and_overwrite_under_a_lease_keep_the_bytes)
+{
+    gkv_client_t *c = conn(d.url), *other = conn(d.url);
+    size_t len = 1 << 20;
+    char *v1 = malloc(len), *v2 = malloc(len);
+    harness_fill(v1, len, 1);
+    harness_fill(v2, len, 2);
+    ck_assert_int_eq(gkv_set(c, KEY("o/k"), v1, len, NULL), 0);
+    uint64_t used0 = info_u64(c, "used_bytes");
+    gkv_mapping_t *m;
+    ck_assert_int_eq(gkv_map(c, KEY("o/k"), NULL, &m), 0);
+    ck_assert_int_eq(gkv_set(other, KEY("o/k"), v2, len, NULL), 0); /* overwrite */
+    char *got = malloc(len);
+    gkv_value_info_t vi;
+    ck_assert_int_eq(gkv_get(other, KEY("o/k"), NULL, got, len, &vi), 0);
+    ck_assert_int_eq(memcmp(got, v2, len), 0);  /* new readers see the new value */
+    ck_assert_int_eq(memcmp(m->ptr, v1, len), 0); /* the holder still sees the old one */
+    ck_assert_uint_eq(info_u64(c, "used_bytes"), used0 + len);
+    const void *k[] = {"o/k"};
+    size_t kl[] = {3};
+    ck_assert_int_eq(gkv_del(other, k, kl, 1), 1);
+    ck_assert_int_eq(gkv_flush(other), 0);
+    ck_assert_int_eq(memcmp(m->ptr, v1, len), 0);
+    ck_assert_uint_eq(info_u64(c, "keys"), 0);
+    ck_assert_uint_eq(info_u64(c, "used_bytes"), len); /* only the leased, unlinked value */
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    ck_assert_uint_eq(info_u64(c, "used_bytes"), 0);
+    free(v1);
+    free(v2);
+    free(got);
+    gkv_client_close(c);
+    gkv_client_close(other);
+}
+END_TEST
+
+START_TEST(create_is_invisible_until_seal)
+{
+    gkv_client_t *c = conn(d.url), *reader = conn(d.url);
+    gkv_mapping_t *w;
+    ck_assert_int_eq(gkv_create(c, KEY("c/new"), 4096, NULL, &w), 0);
+    ck_assert_int_eq(w->writable, 1);
+    memset(w->ptr, 'x', 4096);
+    char buf[4096];
+    gkv_value_info_t vi;
+    ck_assert_int_eq(gkv_get(reader, KEY("c/new"), NULL, buf, sizeof(buf), &vi), GKV_ENOTFOUND);
+    const void *k[] = {"c/new"};
+    size_t kl[] = {5};
+    ck_assert_int_eq(gkv_exists(reader, k, kl, 1), 0);
+    ck_assert_uint_eq(info_u64(c, "unsealed_creates"), 1);
+    ck_assert_int_eq(gkv_seal(c, w), 0);
+    ck_assert_int_eq(gkv_get(reader, KEY("c/new"), NULL, buf, sizeof(buf), &vi), 0);
+    ck_assert_uint_eq(vi.length, 4096);
+    ck_assert_int_eq(buf[0], 'x');
+    ck_assert_int_eq(buf[4095], 'x');
+    /* Seal replaces an older value atomically; abort leaves the old one. */
+    ck_assert_int_eq(gkv_create(c, KEY("c/new"), 3, NULL, &w), 0);
+    memcpy(w->ptr, "abc", 3);
+    ck_assert_int_eq(gkv_abort(c, w), 0);
+    ck_assert_int_eq(gkv_get(reader, KEY("c/new"), NULL, buf, sizeof(buf), &vi), 0);
+    ck_assert_uint_eq(vi.length, 4096);
+    gkv_set_opts_t so = {.meta = "shape=3", .meta_len = 7};
+    ck_assert_int_eq(gkv_create(c, KEY("c/new"), 3, &so, &w), 0);
+    memcpy(w->ptr, "abc", 3);
+    ck_assert_int_eq(gkv_seal(c, w), 0);
+    ck_assert_int_eq(gkv_get(reader, KEY("c/new"), NULL, buf, sizeof(buf), &vi), 0);
+    ck_assert_uint_eq(vi.length, 3);
+    ck_assert_int_eq(memcmp(vi.meta, "shape=3", 7), 0);
+    /* NX is checked at CREATE and again at SEAL. */
+    gkv_set_opts_t nx = {.flags = GKV_SET_NX};
+    ck_assert_int_eq(gkv_create(c, KEY("c/new"), 3, &nx, &w), GKV_EEXISTS);
+    ck_assert_int_eq(gkv_create(c, KEY("c/race"), 3, &nx, &w), 0);
+    ck_assert_int_eq(gkv_set(reader, KEY("c/race"), "won", 3, NULL), 0);
+    ck_assert_int_eq(gkv_seal(c, w), GKV_EEXISTS);
+    ck_assert_int_eq(gkv_get(reader, KEY("c/race"), NULL, buf, sizeof(buf), &vi), 0);
+    ck_assert_int_eq(memcmp(buf, "won", 3), 0);
+    ck_assert_uint_eq(info_u64(c, "unsealed_creates"), 0);
+    ck_assert_int_eq(gkv_create(c, KEY("c/huge"), 1ull << 50, NULL, &w), GKV_ETOOBIG);
+    gkv_client_close(c);
+    gkv_client_close(reader);
+}
+END_TEST
+
+/* Raw requests on a zero-copy connection, for what the library never sends. */
+static int raw_zc_connect(void)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    memcpy(sa.sun_path, d.sock, strlen(d.sock) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    return fd;
+}
+
+static int64_t raw_call(int fd, gkv_wr_t *w, gkv_response_t *r, uint8_t *hdr)
+{
+    ck_assert_int_eq(write(fd, w->sb.data, w->sb.size), (ssize_t)w->sb.size);
+    gkv_wr_reset(w);
+    uint8_t pre[4];
+    ck_assert_int_eq(recv(fd, pre, 4, MSG_WAITALL), 4); /* a passed fd is dropped by recv */
+    uint32_t len = gkv_frame_get_len(pre);
+    ck_assert_int_eq(recv(fd, hdr, len, MSG_WAITALL), (ssize_t)len);
+    ck_assert_int_eq(gkv_resp_decode(hdr, len, r), 0);
+    return r->status;
+}
+
+static int64_t raw_op(int fd, unsigned op, const char *key, uint64_t lease, gkv_response_t *r,
+                      uint8_t *hdr)
+{
+    gkv_wr_t w;
+    gkv_wr_init(&w);
+    gkv_wr_begin(&w);
+    gkv_wr_uint(&w, GKV_F_OP, op);
+    gkv_wr_uint(&w, GKV_F_ID, 7);
+    if (op == GKV_OP_HELLO)
+        gkv_wr_uint(&w, GKV_F_ZC, 1);
+    if (key)
+        gkv_wr_bin(&w, GKV_F_KEY, key, strlen(key));
+    if (op == GKV_OP_CREATE)
+        gkv_wr_uint(&w, GKV_F_SIZE, 16);
+    if (lease)
+        gkv_wr_uint(&w, GKV_F_LEASE, lease);
+    gkv_wr_end(&w);
+    int64_t st = raw_call(fd, &w, r, hdr);
+    gkv_wr_fini(&w);
+    return st;
+}
+
+START_TEST(lease_misuse_gets_errors_and_disturbs_nothing)
+{
+    static uint8_t hdr[65536];
+    gkv_response_t r;
+    gkv_client_t *c = conn(d.url);
+    ck_assert_int_eq(gkv_set(c, KEY("mis/k"), "value", 5, NULL), 0);
+    int a = raw_zc_connect(), b = raw_zc_connect();
+    ck_assert_int_eq(raw_op(a, GKV_OP_HELLO, NULL, 0, &r, hdr), 0);
+    ck_assert_int_eq(raw_op(b, GKV_OP_HELLO, NULL, 0, &r, hdr), 0);
+    ck_assert_int_eq(raw_op(a, GKV_OP_MAP, "mis/k", 0, &r, hdr), 0);
+    uint64_t la = r.lease;
+    ck_assert_int_eq(raw_op(b, GKV_OP_MAP, "mis/k", 0, &r, hdr), 0);
+    uint64_t lb = r.lease;
+    ck_assert_uint_ne(la, lb);
+    ck_assert_int_eq(raw_op(a, GKV_OP_RELEASE, NULL, lb, &r, hdr), GKV_ENOLEASE); /* b's */
+    ck_assert_int_eq(raw_op(a, GKV_OP_RELEASE, NULL, 987654321, &r, hdr), GKV_ENOLEASE);
+    ck_assert_int_eq(raw_op(a, GKV_OP_SEAL, NULL, la, &r, hdr), GKV_EINVAL); /* a MAP lease */
+    ck_assert_int_eq(raw_op(a, GKV_OP_RELEASE, NULL, la, &r, hdr), 0);
+    ck_assert_int_eq(raw_op(a, GKV_OP_RELEASE, NULL, la, &r, hdr), GKV_ENOLEASE); /* double */
+    ck_assert_int_eq(raw_op(a, GKV_OP_CREATE, "mis/new", 0, &r, hdr), 0);
+    uint64_t lc = r.lease;
+    ck_assert_int_eq(raw_op(a, GKV_OP_RELEASE, NULL, lc, &r, hdr), GKV_EINVAL);
+    ck_assert_int_eq(raw_op(b, GKV_OP_SEAL, NULL, lc, &r, hdr), GKV_ENOLEASE);
+    ck_assert_int_eq(raw_op(b, GKV_OP_ABORT, NULL, lc, &r, hdr), GKV_ENOLEASE);
+    ck_assert_uint_eq(info_u64(c, "leases"), 2); /* b's MAP and a's CREATE, untouched */
+    ck_assert_int_eq(raw_op(a, GKV_OP_SEAL, NULL, lc, &r, hdr), 0);
+    ck_assert_int_eq(raw_op(a, GKV_OP_SEAL, NULL, lc, &r, hdr), GKV_ENOLEASE);
+    /* A batch with one bad id releases nothing. */
+    gkv_wr_t w;
+    gkv_wr_init(&w);
+    gkv_wr_begin(&w);
+    gkv_wr_uint(&w, GKV_F_OP, GKV_OP_RELEASE);
+    size_t pos = gkv_wr_array_begin(&w, GKV_F_LEASES);
+    msgpack_pack_uint64(&w.pk, lb);
+    msgpack_pack_uint64(&w.pk, lb);
+    gkv_wr_array_end(&w, pos, 2);
+    gkv_wr_end(&w);
+    ck_assert_int_eq(raw_call(b, &w, &r, hdr), GKV_ENOLEASE);
+    ck_assert_uint_eq(info_u64(c, "leases"), 1);
+    gkv_wr_fini(&w);
+    close(a);
+    close(b);
+    char buf[8];
+    gkv_value_info_t vi;
+    ck_assert_int_eq(gkv_get(c, KEY("mis/k"), NULL, buf, sizeof(buf), &vi), 0);
+    ck_assert_int_eq(memcmp(buf, "value", 5), 0);
+    gkv_client_close(c);
+}
+END_TEST
+
+START_TEST(zero_copy_is_refused_over_tcp_and_where_not_granted)
+{
+    gkv_client_t *t = conn(d.tcp_url);
+    ck_assert_str_eq(gkv_client_info(t)->zero_copy, "none");
+    ck_assert(strstr(gkv_client_info(t)->zero_copy_why, "Unix socket") != NULL);
+    ck_assert_int_eq(gkv_set(t, KEY("tcp/k"), "v", 1, NULL), 0);
+    gkv_mapping_t *m;
+    ck_assert_int_eq(gkv_map(t, KEY("tcp/k"), NULL, &m), GKV_ENOTSUP);
+    ck_assert_int_eq(gkv_create(t, KEY("tcp/n"), 8, NULL, &m), GKV_ENOTSUP);
+    ck_assert(strstr(gkv_client_errmsg(t), "zero-copy") != NULL);
+    gkv_client_close(t);
+    /* A host-backend daemon shares its arena only when told to. */
+    gkv_daemon_t closed;
+    ck_assert_int_eq(harness_start(&closed, NULL), 0);
+    gkv_client_t *c = conn(closed.url);
+    ck_assert_str_eq(gkv_client_info(c)->zero_copy, "none");
+    ck_assert(strstr(gkv_client_info(c)->zero_copy_why, "--host-zero-copy") != NULL);
+    ck_assert_int_eq(gkv_set(c, KEY("k"), "v", 1, NULL), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("k"), NULL, &m), GKV_ENOTSUP);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&closed), 0);
+}
+END_TEST
+
+START_TEST(lease_caps_per_connection)
+{
+    static const char *const args[] = {"--host-zero-copy", "yes", "--max-leases", "5",
+                                       "--max-leased-bytes", "1M", NULL};
+    gkv_daemon_t capped;
+    ck_assert_int_eq(harness_start(&capped, args), 0);
+    gkv_client_t *c = conn(capped.url);
+    static char big[600 << 10];
+    ck_assert_int_eq(gkv_set(c, KEY("small"), "s", 1, NULL), 0);
+    ck_assert_int_eq(gkv_set(c, KEY("big"), big, sizeof(big), NULL), 0);
+    gkv_mapping_t *m[6];
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(gkv_map(c, KEY("small"), NULL, &m[i]), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("small"), NULL, &m[5]), GKV_ELEASELIMIT);
+    ck_assert_int_eq(gkv_unmap_batch(c, m, 5), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("big"), NULL, &m[0]), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("big"), NULL, &m[1]), GKV_ELEASELIMIT); /* 1.2 MB > 1 MiB */
+    gkv_client_t *other = conn(capped.url); /* caps are per connection */
+    ck_assert_int_eq(gkv_map(other, KEY("big"), NULL, &m[1]), 0);
+    ck_assert_int_eq(gkv_unmap(other, m[1]), 0);
+    ck_assert_int_eq(gkv_unmap(c, m[0]), 0);
+    gkv_client_close(other);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&capped), 0);
+}
+END_TEST
+
+/* A child that takes leases, reports ready on a pipe, then waits to be killed. */
+static pid_t spawn_holder(int nmaps, int create, int *ready_fd)
+{
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(p[0]);
+        gkv_client_t *c;
+        if (gkv_client_connect(d.url, &c))
+            _exit(2);
+        gkv_mapping_t *m;
+        for (int i = 0; i < nmaps; i++)
+            if (gkv_map(c, KEY("kill/v"), NULL, &m))
+                _exit(3);
+        if (create && gkv_create(c, KEY("kill/pending"), 1 << 20, NULL, &m))
+            _exit(4);
+        if (write(p[1], "r", 1) != 1)
+            _exit(5);
+        pause();
+        _exit(0);
+    }
+    close(p[1]);
+    *ready_fd = p[0];
+    return pid;
+}
+
+static void wait_ready(int fd)
+{
+    char ch;
+    ck_assert_int_eq(read(fd, &ch, 1), 1);
+    close(fd);
+}
+
+/* Polls INFO until no lease, no unsealed create and the baseline memory; returns ms taken. */
+static long wait_released(gkv_client_t *c, uint64_t used)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        long ms = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+        if (info_u64(c, "leases") == 0 && info_u64(c, "unsealed_creates") == 0 &&
+            info_u64(c, "used_bytes") == used)
+            return ms;
+        if (ms > 1000)
+            return ms;
+        usleep(5000);
+    }
+}
+
+START_TEST(killed_client_gives_back_leases_and_creates)
+{
+    gkv_client_t *c = conn(d.url);
+    ck_assert_int_eq(gkv_flush(c), 0);
+    ck_assert_int_eq(gkv_set(c, KEY("kill/v"), "leased", 6, NULL), 0);
+    uint64_t used = info_u64(c, "used_bytes");
+    int ready;
+    pid_t pid = spawn_holder(1000, 1, &ready);
+    wait_ready(ready);
+    ck_assert_uint_eq(info_u64(c, "leases"), 1001);
+    ck_assert_uint_eq(info_u64(c, "used_bytes"), used + (1 << 20));
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    long ms = wait_released(c, used);
+    fprintf(stderr, "1000 leases and a 1 MiB CREATE given back %ld ms after SIGKILL\n", ms);
+    ck_assert_int_le(ms, 1000);
+    const void *k[] = {"kill/pending"};
+    size_t kl[] = {12};
+    ck_assert_int_eq(gkv_exists(c, k, kl, 1), 0);
+    gkv_client_close(c);
+}
+END_TEST
+
+START_TEST(hundred_clients_killed_at_once)
+{
+    enum { N = 100 };
+    gkv_client_t *c = conn(d.url);
+    ck_assert_int_eq(gkv_set(c, KEY("kill/v"), "leased", 6, NULL), 0);
+    uint64_t used = info_u64(c, "used_bytes");
+    pid_t pids[N];
+    int ready[N];
+    for (int i = 0; i < N; i++)
+        pids[i] = spawn_holder(10, 0, &ready[i]);
+    for (int i = 0; i < N; i++)
+        wait_ready(ready[i]);
+    ck_assert_uint_eq(info_u64(c, "leases"), N * 10);
+    for (int i = 0; i < N; i++)
+        kill(pids[i], SIGKILL);
+    for (int i = 0; i < N; i++)
+        waitpid(pids[i], NULL, 0);
+    long ms = wait_released(c, used);
+    fprintf(stderr, "%d clients x 10 leases given back %ld ms after SIGKILL\n", N, ms);
+    ck_assert_int_le(ms, 1000);
+    gkv_client_close(c);
+}
+END_TEST
+
+static int open_fds(pid_t pid)
+{
+    char cmd[64];
+    snprintf(cmd, sizeof(cmd), "ls /proc/%d/fd | wc -l", (int)pid);
+    FILE *f = popen(cmd, "r");
+    int n = -1;
+    ck_assert_int_eq(fscanf(f, "%d", &n), 1);
+    pclose(f);
+    return n;
+}
+
+START_TEST(descriptors_sent_by_clients_are_not_kept)
+{
+    gkv_client_t *c = conn(d.url);
+    int before = open_fds(d.pid);
+    int fd = raw_zc_connect();
+    gkv_wr_t w;
+    gkv_wr_init(&w);
+    gkv_wr_begin(&w);
+    gkv_wr_uint(&w, GKV_F_OP, GKV_OP_PING);
+    gkv_wr_uint(&w, GKV_F_ID, 1);
+    gkv_wr_end(&w);
+    for (int i = 0; i < 20; i++) {
+        int passed = dup(1);
+        char cbuf[CMSG_SPACE(sizeof(int))];
+        memset(cbuf, 0, sizeof(cbuf));
+        struct iovec iov = {w.sb.data, w.sb.size};
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+                             .msg_controllen = sizeof(cbuf)};
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &passed, sizeof(int));
+        ck_assert_int_eq(sendmsg(fd, &msg, 0), (ssize_t)w.sb.size);
+        close(passed);
+        uint8_t resp[64];
+        ck_assert_int_gt(recv(fd, resp, sizeof(resp), 0), 0);
+    }
+    gkv_wr_fini(&w);
+    ck_assert_int_eq(gkv_ping(c), 0);
+    ck_assert_int_le(open_fds(d.pid), before + 1); /* only the new connection itself */
+    close(fd);
+    gkv_client_close(c);
+}
+END_TEST
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    Suite *s = suite_create("zerocopy");
+    TCase *t = tcase_create("host backend");
+    tcase_add_unchecked_fixture(t, start, stop);
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, map_reads_in_place_and_release_ends_the_lease);
+    tcase_add_test(t, delete_and_overwrite_under_a_lease_keep_the_bytes);
+    tcase_add_test(t, create_is_invisible_until_seal);
+    tcase_add_test(t, lease_misuse_gets_errors_and_disturbs_nothing);
+    tcase_add_test(t, zero_copy_is_refused_over_tcp_and_where_not_granted);
+    tcase_add_test(t, lease_caps_per_connection);
+    tcase_add_test(t, killed_client_gives_back_leases_and_creates);
+    tcase_add_test(t, hundred_clients_killed_at_once);
+    tcase_add_test(t, descriptors_sent_by_clients_are_not_kept);
+    suite_add_tcase(s, t);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
