@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "checksum.h"
 #include "commands.h"
 #include "size.h"
 #include "version.h"
@@ -28,6 +29,7 @@ static void usage(FILE *f)
                "  exists KEY...\n"
                "  ls [PREFIX] [-l] [--dir]\n"
                "  size KEY | size --prefix PREFIX\n"
+               "  map KEY [--offset N] [--length N] [--suffix N]   (zero-copy, local only)\n"
                "  info\n"
                "  flush --yes\n\nprotocol commands (proto/PROTOCOL.md):\n");
 #define GKV_HELP_ROW(name, num, str, flags, help) fprintf(f, "  %-8s %s\n", str, help);
@@ -228,6 +230,58 @@ static int cmd_get(gkv_client_t *c, int argc, char **argv)
     return EXIT_OKAY;
 }
 
+static int cmd_map(gkv_client_t *c, int argc, char **argv)
+{
+    gkv_range_t range = {0};
+    const char *key = NULL;
+    for (int i = 1; i < argc; i++) {
+        uint64_t *num = strcmp(argv[i], "--offset") == 0   ? &range.offset
+                        : strcmp(argv[i], "--length") == 0 ? &range.length
+                        : strcmp(argv[i], "--suffix") == 0 ? &range.suffix
+                                                           : NULL;
+        if (num && i + 1 < argc && parse_u64(argv[i + 1], num) == 0) {
+            i++;
+        } else if (!num && argv[i][0] != '-' && !key) {
+            key = argv[i];
+        } else {
+            fprintf(stderr, "gpukv: map KEY [--offset N] [--length N] [--suffix N]\n");
+            return EXIT_USAGE;
+        }
+    }
+    if (!key) {
+        fprintf(stderr, "gpukv: map needs a KEY\n");
+        return EXIT_USAGE;
+    }
+    if (range.length == 0)
+        range.length = GKV_TO_END;
+    gkv_mapping_t *m;
+    int rc = gkv_map(c, key, strlen(key), &range, &m);
+    if (rc)
+        return fail(c, "map", rc);
+    uint64_t sum = 0;
+    char why[256] = "";
+    int ok = m->on_device ? gkv_checksum_device(m->ptr, m->length, &sum, why, sizeof(why)) == 0
+                          : (sum = gkv_checksum_host(m->ptr, m->length), 1);
+    printf("key:      %s\nlease:    %llu\n", key, (unsigned long long)m->lease);
+    if (m->on_device)
+        printf("location: GPU memory, device %d of this process (%s), pointer %p\n", m->device,
+               m->gpu_uuid, m->ptr);
+    else
+        printf("location: host memory (the daemon's shared arena), pointer %p\n", m->ptr);
+    printf("bytes:    %llu at offset %llu of a %llu-byte value\n",
+           (unsigned long long)m->length, (unsigned long long)m->offset,
+           (unsigned long long)m->value_size);
+    if (ok)
+        printf("checksum: %016llx (gkv-sum64, computed on the %s through the mapping)\n",
+               (unsigned long long)sum, m->on_device ? "GPU" : "CPU");
+    else
+        fprintf(stderr, "gpukv: map: %s\n", why);
+    rc = gkv_unmap(c, m);
+    if (rc)
+        return fail(c, "unmap", rc);
+    return ok ? EXIT_OKAY : EXIT_SERVER;
+}
+
 static int cmd_keys(gkv_client_t *c, int argc, char **argv, int del)
 {
     if (argc < 2) {
@@ -338,8 +392,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[i];
     argc -= i;
     argv += i;
-    static const char *const known[] = {"ping", "set",  "get",  "del",   "exists",
-                                        "ls",   "size", "info", "flush", NULL};
+    static const char *const known[] = {"ping", "set",  "get",  "del",   "exists", "ls",
+                                        "size", "info", "flush", "map", NULL};
     int ok = 0;
     for (int k = 0; known[k]; k++)
         ok |= strcmp(cmd, known[k]) == 0;
@@ -373,6 +427,8 @@ int main(int argc, char **argv)
         ex = cmd_keys(c, argc, argv, 1);
     } else if (strcmp(cmd, "exists") == 0) {
         ex = cmd_keys(c, argc, argv, 0);
+    } else if (strcmp(cmd, "map") == 0) {
+        ex = cmd_map(c, argc, argv);
     } else if (strcmp(cmd, "ls") == 0) {
         ex = cmd_ls(c, argc, argv);
     } else if (strcmp(cmd, "size") == 0) {

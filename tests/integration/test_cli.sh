@@ -9,7 +9,7 @@ fails=0 passes=0
 cleanup() { [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"; }
 trap cleanup EXIT
 
-"$daemon" --socket "$sock" --backend "${GKV_TEST_BACKEND:-host}" --maxmemory 256M \
+"$daemon" --socket "$sock" --backend "${GKV_TEST_BACKEND:-host}" --maxmemory 256M --host-zero-copy yes \
     2>"$dir/log" &
 pid=$!
 for _ in $(seq 100); do "$cli" -s "$sock" ping >/dev/null 2>&1 && break; sleep 0.05; done
@@ -54,8 +54,11 @@ check exists-missing 1 g exists missing
 check del 0 g del a/c missing;            expect_out del 1
 check get-missing 1 g get a/c
 grep -q NOTFOUND "$dir/err" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL error names its code"; }
+check map 0 g map greeting
+grep -q '^checksum: ' "$dir/out" && grep -q '^bytes:    2 ' "$dir/out" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL map output"; cat "$dir/out"; }
+check map-missing 1 g map nothing
 check info 0 g info
-grep -q '^keys:' "$dir/out" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL info keys"; }
+grep -q '^keys:' "$dir/out" && grep -q '^leases:0' "$dir/out" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL info keys/leases"; }
 check flush-unconfirmed 2 g flush
 check flush 0 g flush --yes
 check empty-after-flush 1 g get greeting

@@ -1,0 +1,222 @@
+/* test_gpu_zerocopy.c: zero-copy on the cuda backend between real processes: a helper (fork +
+ * exec) writes a value with a kernel through CREATE/SEAL and another checks it with a kernel
+ * through MAP; overwrite under a lease; 10,000 MAP/RELEASE cycles; a SIGKILLed mapping client;
+ * the device copy helpers locally and over TCP. */
+#include <check.h>
+#include <cuda_runtime.h>
+#include <gpukv/gpukv.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "checksum.h"
+#include "harness.h"
+#include "probe.h"
+#include "zc_kernels.h"
+
+static gkv_daemon_t d;
+
+static void start(void)
+{
+    static const char *const args[] = {"--maxmemory", "16G", NULL};
+    ck_assert_int_eq(harness_start(&d, args), 0);
+}
+
+static void stop(void)
+{
+    ck_assert_int_eq(harness_stop(&d), 0);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Runs the helper to completion; returns its exit status. */
+static int helper(const char *mode, const char *key, uint64_t n, uint64_t seed)
+{
+    char ns[32], ss[32];
+    snprintf(ns, sizeof(ns), "%llu", (unsigned long long)n);
+    snprintf(ss, sizeof(ss), "%llu", (unsigned long long)seed);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(ZC_HELPER_PATH, "zc_helper", mode, d.url, key, ns, ss, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static uint64_t info_u64(gkv_client_t *c, const char *name)
+{
+    char *text, pat[64];
+    ck_assert_int_eq(gkv_info(c, &text), 0);
+    snprintf(pat, sizeof(pat), "\n%s:", name);
+    const char *p = strstr(text, pat);
+    ck_assert_ptr_nonnull(p);
+    uint64_t v = strtoull(p + strlen(pat), NULL, 10);
+    gkv_free(text);
+    return v;
+}
+
+#define KEY(s) (s), strlen(s)
+
+START_TEST(one_process_writes_with_a_kernel_another_checks_with_a_kernel)
+{
+    size_t n = 256u << 20;
+    ck_assert_int_eq(helper("write", "zc/a", n, 11), 0);
+    ck_assert_int_eq(helper("check", "zc/a", n, 11), 0);
+    ck_assert_int_ne(helper("check", "zc/a", n, 12), 0); /* the check can fail */
+    /* The bytes are the kernel's, read back through the socket too. */
+    gkv_client_t *c;
+    ck_assert_int_eq(gkv_client_connect(d.url, &c), 0);
+    ck_assert_str_eq(gkv_client_info(c)->zero_copy, "cuda-pool-fd");
+    uint8_t *got = malloc(n), *want = malloc(n);
+    zc_fill_host(want, n, 11);
+    gkv_value_info_t vi;
+    ck_assert_int_eq(gkv_get(c, KEY("zc/a"), NULL, got, n, &vi), 0);
+    ck_assert_int_eq(memcmp(got, want, n), 0);
+    free(got);
+    free(want);
+    gkv_client_close(c);
+}
+END_TEST
+
+START_TEST(overwrite_under_a_lease)
+{
+    size_t n = 64u << 20;
+    ck_assert_int_eq(helper("write", "zc/ow", n, 1), 0);
+    gkv_client_t *c;
+    ck_assert_int_eq(gkv_client_connect(d.url, &c), 0);
+    gkv_mapping_t *m;
+    ck_assert_int_eq(gkv_map(c, KEY("zc/ow"), NULL, &m), 0);
+    ck_assert_int_eq(m->on_device, 1);
+    ck_assert_int_ge(m->device, 0);
+    ck_assert_int_eq(helper("write", "zc/ow", n, 2), 0); /* replaced while we hold it */
+    ck_assert_int_eq(helper("check", "zc/ow", n, 2), 0);  /* new readers see the new value */
+    uint8_t *old = malloc(n);
+    zc_fill_host(old, n, 1);
+    uint64_t sum;
+    char why[256];
+    ck_assert_int_eq(gkv_checksum_device(m->ptr, m->length, &sum, why, sizeof(why)), 0);
+    ck_assert_uint_eq(sum, gkv_checksum_host(old, n)); /* we still see the old one */
+    ck_assert_uint_eq(info_u64(c, "used_bytes"), 2 * n + (256u << 20));
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    ck_assert_uint_eq(info_u64(c, "used_bytes"), n + (256u << 20));
+    free(old);
+    gkv_client_close(c);
+}
+END_TEST
+
+START_TEST(ten_thousand_map_release_cycles)
+{
+    gkv_client_t *c;
+    ck_assert_int_eq(gkv_client_connect(d.url, &c), 0);
+    ck_assert_int_eq(helper("write", "zc/cyc", 1 << 20, 5), 0);
+    gkv_mapping_t *m;
+    double t0 = now_s();
+    for (int i = 0; i < 10000; i++) {
+        ck_assert_int_eq(gkv_map(c, KEY("zc/cyc"), NULL, &m), 0);
+        ck_assert_ptr_nonnull(m->ptr);
+        ck_assert_int_eq(gkv_unmap(c, m), 0);
+    }
+    fprintf(stderr, "10000 MAP+RELEASE cycles: %.1f us each (import and free included)\n",
+            (now_s() - t0) / 10000 * 1e6);
+    ck_assert_uint_eq(info_u64(c, "leases"), 0);
+    gkv_client_close(c);
+}
+END_TEST
+
+START_TEST(sigkill_of_a_mapping_client_frees_its_leases)
+{
+    ck_assert_int_eq(helper("write", "zc/k", 1 << 20, 3), 0);
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(p[1], 1);
+        close(p[0]);
+        execl(ZC_HELPER_PATH, "zc_helper", "hold", d.url, "zc/k", "100", (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    char buf[16] = "";
+    ck_assert_int_gt(read(p[0], buf, sizeof(buf) - 1), 0);
+    ck_assert(strncmp(buf, "ready", 5) == 0);
+    close(p[0]);
+    gkv_client_t *c;
+    ck_assert_int_eq(gkv_client_connect(d.url, &c), 0);
+    ck_assert_uint_eq(info_u64(c, "leases"), 100);
+    double t0 = now_s();
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    while (info_u64(c, "leases") != 0 && now_s() - t0 < 1.0)
+        usleep(5000);
+    fprintf(stderr, "100 GPU leases given back %.1f ms after SIGKILL\n", (now_s() - t0) * 1e3);
+    ck_assert_uint_eq(info_u64(c, "leases"), 0);
+    ck_assert_int_eq(helper("check", "zc/k", 1 << 20, 3), 0); /* the value itself is intact */
+    gkv_client_close(c);
+}
+END_TEST
+
+START_TEST(device_copies_locally_and_over_tcp)
+{
+    size_t n = 64u << 20;
+    void *src, *dst;
+    ck_assert_int_eq(cudaMalloc(&src, n), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc(&dst, n), cudaSuccess);
+    ck_assert_int_eq(zc_fill_device(src, n, 21), 0);
+    uint8_t *want = malloc(n);
+    zc_fill_host(want, n, 21);
+    uint64_t want_sum = gkv_checksum_host(want, n), sum;
+    char why[256];
+    const char *urls[2] = {d.url, d.tcp_url};
+    for (int i = 0; i < 2; i++) {
+        gkv_client_t *c;
+        ck_assert_int_eq(gkv_client_connect(urls[i], &c), 0);
+        ck_assert_int_eq(gkv_set_from_device(c, KEY("zc/dev"), src, n, NULL), 0);
+        cudaMemset(dst, 0, n);
+        gkv_value_info_t vi;
+        ck_assert_int_eq(gkv_get_to_device(c, KEY("zc/dev"), NULL, dst, n, &vi), 0);
+        ck_assert_uint_eq(vi.length, n);
+        ck_assert_int_eq(gkv_checksum_device(dst, n, &sum, why, sizeof(why)), 0);
+        ck_assert_uint_eq(sum, want_sum);
+        gkv_client_close(c);
+    }
+    cudaFree(src);
+    cudaFree(dst);
+    free(want);
+}
+END_TEST
+
+int main(void)
+{
+    if (!gkv_test_gpu_usable()) {
+        fprintf(stderr, "no usable GPU: skipped\n");
+        return 77;
+    }
+    setenv("GKV_TEST_BACKEND", "cuda", 1);
+    Suite *s = suite_create("gpu_zerocopy");
+    TCase *t = tcase_create("cuda pool");
+    tcase_add_unchecked_fixture(t, start, stop);
+    tcase_set_timeout(t, 300);
+    tcase_add_test(t, one_process_writes_with_a_kernel_another_checks_with_a_kernel);
+    tcase_add_test(t, overwrite_under_a_lease);
+    tcase_add_test(t, ten_thousand_map_release_cycles);
+    tcase_add_test(t, sigkill_of_a_mapping_client_frees_its_leases);
+    tcase_add_test(t, device_copies_locally_and_over_tcp);
+    suite_add_tcase(s, t);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK); /* CUDA does not survive fork */
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,85 @@
+/* zc_kernels.cu: a pattern writer and a bandwidth reader for mapped device memory. */
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zc_kernels.h"
+
+__host__ __device__ static inline unsigned long long pattern(unsigned long long seed,
+                                                             unsigned long long i)
+{
+    unsigned long long z = seed * 0x9E3779B97F4A7C15ULL + i + 1;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+__global__ static void fill_kernel(unsigned long long *p, size_t words, unsigned long long seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < words;
+         i += (size_t)gridDim.x * blockDim.x)
+        p[i] = pattern(seed, i);
+}
+
+extern "C" int zc_fill_device(void *dptr, size_t len, uint64_t seed)
+{
+    fill_kernel<<<2048, 256>>>((unsigned long long *)dptr, len / 8, seed);
+    return cudaGetLastError() == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess ? 0 : -1;
+}
+
+extern "C" void zc_fill_host(void *p, size_t len, uint64_t seed)
+{
+    unsigned long long *w = (unsigned long long *)p;
+    for (size_t i = 0; i < len / 8; i++)
+        w[i] = pattern(seed, i);
+}
+
+/* Sums 16-byte loads so the compiler cannot drop them; the result lands in *sink. */
+__global__ static void read_kernel(const uint4 *p, size_t n, unsigned int *sink)
+{
+    unsigned int acc = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        uint4 v = p[i];
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (acc == 0x12345678u)
+        *sink = acc;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+extern "C" double zc_read_seconds(const void *dptr, size_t len, int n)
+{
+    int sms = 132;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    unsigned int *sink;
+    cudaEvent_t a, b;
+    if (cudaMalloc(&sink, sizeof(*sink)) != cudaSuccess)
+        return -1;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    double *t = (double *)malloc(sizeof(double) * (size_t)n);
+    read_kernel<<<sms * 8, 512>>>((const uint4 *)dptr, len / 16, sink); /* warm-up */
+    for (int i = 0; i < n; i++) {
+        cudaEventRecord(a);
+        read_kernel<<<sms * 8, 512>>>((const uint4 *)dptr, len / 16, sink);
+        cudaEventRecord(b);
+        cudaEventSynchronize(b);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, a, b);
+        t[i] = ms / 1e3;
+    }
+    int ok = cudaGetLastError() == cudaSuccess;
+    qsort(t, (size_t)n, sizeof(double), cmp_double);
+    double med = ok ? t[n / 2] : -1;
+    free(t);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    cudaFree(sink);
+    return med;
+}
