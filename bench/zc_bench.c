@@ -89,6 +89,14 @@ int main(int argc, char **argv)
         gkv_client_close(f);
     }
 
+    /* The protocol's own round trip, for scale. */
+    static double ping[10000];
+    for (int i = 0; i < 10000; i++) {
+        double t0 = now_us();
+        CHECK(gkv_ping(c));
+        ping[i] = now_us() - t0;
+    }
+
     /* Warm MAP+RELEASE. */
     enum { N = 10000 };
     static double rt[N], map_only[N];
@@ -117,6 +125,10 @@ int main(int argc, char **argv)
     }
     CHECK(gkv_unmap(c, keep));
 
+    cudaError_t pending = cudaGetLastError();
+    if (pending != cudaSuccess)
+        fprintf(stderr, "zc_bench: CUDA error left by earlier calls: %s\n",
+                cudaGetErrorString(pending));
     /* Read bandwidth through a mapping vs a private buffer. */
     CHECK(gkv_map(c, "bench/gib", 9, NULL, &m));
     double mapped_s = zc_read_seconds(m->ptr, gib, 20);
@@ -129,6 +141,8 @@ int main(int argc, char **argv)
            pct(rt, N, 0.5), pct(rt, N, 0.99));
     printf("| — of which MAP (request, reply, import), p50 | %.1f us | — | — | — |\n",
            pct(map_only, N, 0.5));
+    printf("| PING round trip on the same connection, p50 / p99 | %.1f / %.1f us | — | — | — |\n",
+           pct(ping, 10000, 0.5), pct(ping, 10000, 0.99));
     printf("| warm MAP+RELEASE with the value's import held by another mapping, p50 / p99 | "
            "%.1f / %.1f us | — | — | — |\n",
            pct(rt_cached, N, 0.5), pct(rt_cached, N, 0.99));

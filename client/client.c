@@ -133,7 +133,26 @@ int gkv__send(gkv_client_t *c, const void *payload, size_t len)
     return rc;
 }
 
+static int recv_one(gkv_client_t *c);
+
 int gkv__recv(gkv_client_t *c)
+{
+    /* Replies to requests sent without waiting (RELEASE) come first, in order. */
+    while (c->deferred) {
+        uint64_t want = c->next_id;
+        c->deferred--;
+        c->next_id = c->next_id - c->deferred - 1; /* the id that reply carries */
+        int rc = recv_one(c);
+        c->next_id = want;
+        if (rc < 0 && c->broken)
+            return rc;
+        if (rc < 0)
+            c->deferred_errors++;
+    }
+    return recv_one(c);
+}
+
+static int recv_one(gkv_client_t *c)
 {
     uint8_t prefix[GKV_FRAME_PREFIX];
     c->errmsg[0] = 0;

@@ -23,6 +23,8 @@ struct gkv_client {
     void *progress_arg;
     /* Zero-copy: the fd passed with HELLO, what it is, and this connection's imports. */
     bool local;
+    uint32_t deferred;     /* replies to read and drop before the next one (RELEASE) */
+    uint64_t deferred_errors;
     int zc_fd;
     uint64_t arena_size;
     struct gkv_zc *zc; /* attached lazily at the first mapping */

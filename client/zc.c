@@ -107,13 +107,14 @@ int gkv__zc_import(gkv_client_t *c, const gkv_response_t *r, void **base,
     return 0;
 }
 
-void gkv__zc_unimport(gkv_client_t *c, gkv_zc_import_t *im)
+int gkv__zc_unimport(gkv_client_t *c, gkv_zc_import_t *im)
 {
     if (!im || --im->refs)
-        return;
+        return 0;
     HASH_DELETE(hh, c->zc->imports, im);
-    gkv__cuda_unimport(c->zc->pool, im->ptr);
+    int rc = gkv__cuda_unimport(c->zc->pool, im->ptr);
     free(im);
+    return rc;
 }
 
 void gkv__zc_detach(gkv_client_t *c)

@@ -17,8 +17,9 @@ typedef struct gkv_zc_import gkv_zc_import_t;
  * GKV_ENOTSUP (c->errmsg says why) or GKV_EIO. */
 int gkv__zc_import(gkv_client_t *c, const gkv_response_t *r, void **base,
                    gkv_zc_import_t **imp, int *on_device, int *device);
-/* Drops one reference; the last frees the import. Call before the lease is released. */
-void gkv__zc_unimport(gkv_client_t *c, gkv_zc_import_t *imp);
+/* Drops one reference; the last frees the import. Call before the lease is released.
+ * Returns 0, or GKV_EIO when freeing the import failed. */
+int gkv__zc_unimport(gkv_client_t *c, gkv_zc_import_t *imp);
 /* Frees every import and the pool or arena mapping. */
 void gkv__zc_detach(gkv_client_t *c);
 
@@ -29,8 +30,8 @@ int gkv__cuda_attach(int fd, const char *uuid, gkv_zc_cuda_t **out, int *device,
                      size_t cap);
 /* Imports one allocation from its export data (len bytes). */
 int gkv__cuda_import(gkv_zc_cuda_t *z, const void *data, size_t len, void **ptr);
-/* Frees an imported allocation. */
-void gkv__cuda_unimport(gkv_zc_cuda_t *z, void *ptr);
+/* Frees an imported allocation. Returns 0 or GKV_EIO. */
+int gkv__cuda_unimport(gkv_zc_cuda_t *z, void *ptr);
 void gkv__cuda_detach(gkv_zc_cuda_t *z);
 /* cudaMemcpy with the direction inferred from the pointers; GKV_EIO or GKV_ENOTSUP on failure. */
 int gkv__cuda_copy(void *dst, const void *src, size_t len);

@@ -82,11 +82,13 @@ int gkv__cuda_import(gkv_zc_cuda_t *z, const void *data, size_t len, void **ptr)
     return e == cudaSuccess ? 0 : GKV_EIO;
 }
 
-void gkv__cuda_unimport(gkv_zc_cuda_t *z, void *ptr)
+int gkv__cuda_unimport(gkv_zc_cuda_t *z, void *ptr)
 {
     /* The importer's free must come before the server may free the memory (the lease ends
      * after this returns): cudaFree waits for the device. */
-    ON_DEVICE(z->device, cudaFree(ptr));
+    cudaError_t e;
+    ON_DEVICE(z->device, e = cudaFree(ptr));
+    return e == cudaSuccess ? 0 : GKV_EIO;
 }
 
 void gkv__cuda_detach(gkv_zc_cuda_t *z)
@@ -99,6 +101,10 @@ void gkv__cuda_detach(gkv_zc_cuda_t *z)
 
 int gkv__cuda_copy(void *dst, const void *src, size_t len)
 {
-    cudaError_t e = cudaMemcpy(dst, src, len, cudaMemcpyDefault);
+    /* cudaMemcpy returns before a device-to-device copy has finished: wait for it, since the
+     * caller seals or releases right after. */
+    cudaError_t e = cudaMemcpyAsync(dst, src, len, cudaMemcpyDefault, 0);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(0);
     return e == cudaSuccess ? 0 : GKV_EIO;
 }

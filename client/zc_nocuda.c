@@ -24,10 +24,11 @@ int gkv__cuda_import(gkv_zc_cuda_t *z, const void *data, size_t len, void **ptr)
     return GKV_ENOTSUP;
 }
 
-void gkv__cuda_unimport(gkv_zc_cuda_t *z, void *ptr)
+int gkv__cuda_unimport(gkv_zc_cuda_t *z, void *ptr)
 {
     (void)z;
     (void)ptr;
+    return GKV_ENOTSUP;
 }
 
 void gkv__cuda_detach(gkv_zc_cuda_t *z)

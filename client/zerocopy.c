@@ -53,13 +53,14 @@ static int make_mapping(gkv_client_t *c, int writable, gkv_mapping_t **out)
     return 0;
 }
 
-/* Frees the import and the mapping (not the lease). */
-static void drop_mapping(gkv_client_t *c, gkv_mapping_t *pub)
+/* Frees the import and the mapping (not the lease). Returns 0 or GKV_EIO. */
+static int drop_mapping(gkv_client_t *c, gkv_mapping_t *pub)
 {
     mapping_t *m = (mapping_t *)pub;
-    gkv__zc_unimport(c, m->imp);
+    int rc = gkv__zc_unimport(c, m->imp);
     free(m->meta);
     free(m);
+    return rc;
 }
 
 /* A lease the server granted but this process cannot use is given back at once. */
@@ -106,14 +107,19 @@ int gkv_unmap_batch(gkv_client_t *c, gkv_mapping_t **ms, size_t n)
             return GKV_EINVAL;
     gkv__begin(c, GKV_OP_RELEASE);
     size_t pos = gkv_wr_array_begin(&c->wr, GKV_F_LEASES);
+    int freed = 0;
     for (size_t i = 0; i < n; i++) {
         msgpack_pack_uint64(&c->wr.pk, ms[i]->lease);
         /* Our import goes first: the server may free the memory once the lease ends. */
-        drop_mapping(c, ms[i]);
+        freed = drop_mapping(c, ms[i]) ? GKV_EIO : freed;
     }
     gkv_wr_array_end(&c->wr, pos, (uint32_t)n);
+    /* The reply is read later, before the next one (gkv__recv): the server handles requests
+     * in order, so the leases have ended before anything this client sends next. */
     int rc = gkv__send(c, NULL, 0);
-    return rc ? rc : gkv__recv(c);
+    if (rc == 0)
+        c->deferred++;
+    return rc ? rc : freed;
 }
 
 int gkv_unmap(gkv_client_t *c, gkv_mapping_t *m)
@@ -150,7 +156,10 @@ static int end_create(gkv_client_t *c, gkv_mapping_t *m, unsigned op)
     if (!m || !m->writable)
         return GKV_EINVAL;
     uint64_t lease = m->lease;
-    drop_mapping(c, m);
+    if (drop_mapping(c, m)) {
+        /* Our import may still be alive: the value must not be published or freed. */
+        return GKV_EIO;
+    }
     gkv__begin(c, op);
     gkv_wr_uint(&c->wr, GKV_F_LEASE, lease);
     int rc = gkv__send(c, NULL, 0);

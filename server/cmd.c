@@ -529,17 +529,24 @@ static int lease_room(gkv_server_t *srv, gkv_reply_t *rep, uint64_t size)
     return 0;
 }
 
-/* Writes what an importer needs to reach e: export data or arena offset, and the device. */
-static int write_export(gkv_server_t *srv, gkv_wr_t *w, const gkv_entry_t *e)
+/* Writes what an importer needs to reach e: export data or arena offset, and the device. The
+ * export data is made once per entry (it costs a driver call) and kept with it. */
+static int write_export(gkv_server_t *srv, gkv_wr_t *w, gkv_entry_t *e)
 {
-    uint8_t data[GKV_EXPORT_MAX];
-    size_t len = 0;
-    if (e->size) {
+    if (e->size && !e->exported) {
+        uint8_t data[GKV_EXPORT_MAX];
+        size_t len = 0;
         int rc = srv->be->ops->export_ptr(srv->be, e->mem, data, sizeof(data), &len);
         if (rc)
             return rc;
+        e->exported = malloc(len ? len : 1);
+        if (!e->exported)
+            return GKV_ENOMEM;
+        memcpy(e->exported, data, len);
+        e->exported_len = (uint32_t)len;
     }
-    gkv_wr_bin(w, GKV_F_EXPORT, data, len);
+    gkv_wr_bin(w, GKV_F_EXPORT, e->exported ? e->exported : (const uint8_t *)"",
+               e->exported_len);
     if (srv->be->host_visible)
         gkv_wr_uint(w, GKV_F_ARENA_OFFSET, e->size ? e->mem.v : 0);
     gkv_wr_int(w, GKV_F_DEVICE, srv->be->device);

@@ -80,6 +80,7 @@ void gkv_store_unref(gkv_store_t *st, gkv_entry_t *e)
     st->used -= e->size;
     st->entries--;
     free(e->meta);
+    free(e->exported);
     free(e);
 }
 

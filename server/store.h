@@ -17,6 +17,8 @@ typedef struct gkv_entry {
     uint64_t size;
     gkv_devptr_t mem; /* unset when size is 0 */
     uint8_t *meta;    /* owned, NULL when meta_len is 0 */
+    uint8_t *exported; /* owned: the backend's export data, made at the first MAP or CREATE */
+    uint32_t exported_len;
 } gkv_entry_t;
 
 typedef struct {
