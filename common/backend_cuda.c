@@ -46,8 +46,12 @@ static int cuda_alloc(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *o
 static void cuda_free(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, int lane)
 {
     (void)size;
+    (void)lane;
     cuda_backend_t *c = (cuda_backend_t *)b;
-    cudaError_t e = cudaFreeAsync((void *)(uintptr_t)p.v, c->lanes[lane % CUDA_LANES]);
+    /* Nothing uses the memory any more (refcounts), so any stream will do. The CREATE stream
+     * lets the next CREATE reuse this block in stream order instead of growing the pool;
+     * lanes reuse it once the free has completed (the pool's default reuse policies). */
+    cudaError_t e = cudaFreeAsync((void *)(uintptr_t)p.v, c->zc);
     if (e != cudaSuccess)
         cuda_fail("cudaFreeAsync", e);
 }
