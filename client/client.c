@@ -135,7 +135,7 @@ int gkv__send(gkv_client_t *c, const void *payload, size_t len)
 
 static int recv_one(gkv_client_t *c);
 
-int gkv__recv(gkv_client_t *c)
+int gkv__settle(gkv_client_t *c)
 {
     /* Replies to requests sent without waiting (RELEASE) come first, in order. */
     while (c->deferred) {
@@ -149,7 +149,13 @@ int gkv__recv(gkv_client_t *c)
         if (rc < 0)
             c->deferred_errors++;
     }
-    return recv_one(c);
+    return 0;
+}
+
+int gkv__recv(gkv_client_t *c)
+{
+    int rc = gkv__settle(c);
+    return rc ? rc : recv_one(c);
 }
 
 static int recv_one(gkv_client_t *c)

@@ -41,6 +41,9 @@ int gkv__send_raw(gkv_client_t *c, const void *p, size_t len);
 /* Reads the next response into c->resp. Returns its status (0 or negative), or a transport
  * code; on a server error c->errmsg holds its message. */
 int gkv__recv(gkv_client_t *c);
+/* Reads the replies of requests sent without waiting (RELEASE). Returns 0 or a transport
+ * code. */
+int gkv__settle(gkv_client_t *c);
 /* Reads exactly len payload bytes into buf. */
 int gkv__recv_raw(gkv_client_t *c, void *buf, size_t len);
 /* Reads and drops len payload bytes. */

@@ -315,6 +315,22 @@ START_TEST(lease_caps_per_connection)
 }
 END_TEST
 
+START_TEST(thousands_of_unmaps_in_a_row_do_not_stall)
+{
+    enum { N = 4000 };
+    gkv_client_t *c = conn(d.url);
+    ck_assert_int_eq(gkv_set(c, KEY("u/k"), "v", 1, NULL), 0);
+    static gkv_mapping_t *m[N];
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(gkv_map(c, KEY("u/k"), NULL, &m[i]), 0);
+    /* Each RELEASE is sent without waiting for its reply. */
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(gkv_unmap(c, m[i]), 0);
+    ck_assert_uint_eq(info_u64(c, "leases"), 0);
+    gkv_client_close(c);
+}
+END_TEST
+
 /* A child that takes leases, reports ready on a pipe, then waits to be killed. */
 static pid_t spawn_holder(int nmaps, int create, int *ready_fd)
 {
@@ -474,6 +490,7 @@ int main(void)
     tcase_add_test(t, lease_misuse_gets_errors_and_disturbs_nothing);
     tcase_add_test(t, zero_copy_is_refused_over_tcp_and_where_not_granted);
     tcase_add_test(t, lease_caps_per_connection);
+    tcase_add_test(t, thousands_of_unmaps_in_a_row_do_not_stall);
     tcase_add_test(t, killed_client_gives_back_leases_and_creates);
     tcase_add_test(t, hundred_clients_killed_at_once);
     tcase_add_test(t, descriptors_sent_by_clients_are_not_kept);
