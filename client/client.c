@@ -141,7 +141,7 @@ int gkv__settle(gkv_client_t *c)
     while (c->deferred) {
         uint64_t want = c->next_id;
         c->deferred--;
-        c->next_id = c->next_id - c->deferred - 1; /* the id that reply carries */
+        c->next_id = c->deferred_id++; /* the id that reply carries */
         int rc = recv_one(c);
         c->next_id = want;
         if (rc < 0 && c->broken)

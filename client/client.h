@@ -24,6 +24,7 @@ struct gkv_client {
     /* Zero-copy: the fd passed with HELLO, what it is, and this connection's imports. */
     bool local;
     uint32_t deferred;     /* replies to read and drop before the next one (RELEASE) */
+    uint64_t deferred_id;  /* the id of the oldest of them; the others follow it */
     uint64_t deferred_errors;
     int zc_fd;
     uint64_t arena_size;

@@ -117,6 +117,8 @@ int gkv_unmap_batch(gkv_client_t *c, gkv_mapping_t **ms, size_t n)
     /* The reply is read later, before the next one (gkv__recv): the server handles requests
      * in order, so the leases have ended before anything this client sends next. */
     int rc = gkv__send(c, NULL, 0);
+    if (rc == 0 && c->deferred == 0)
+        c->deferred_id = c->next_id;
     if (rc == 0 && ++c->deferred >= 64)
         rc = gkv__settle(c); /* unread replies would fill the socket and stall both sides */
     return rc ? rc : freed;
