@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "error.h"
+#include "log.h"
 #include "version.h"
 
 static int fail(gkv_reply_t *rep, int code, const char *fmt, ...)
@@ -608,7 +609,10 @@ static int cmd_create(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *
     if (rc)
         return rc;
     gkv_entry_t *e;
+    uint64_t t0 = uv_hrtime();
     rc = gkv_store_entry_new(&srv->store, req->size, req->meta.p, req->meta.len, -1, &e);
+    GKV_DEBUG("CREATE of %" PRIu64 " bytes: allocation took %.1f us", req->size,
+              (double)(uv_hrtime() - t0) / 1e3);
     if (rc == GKV_EOOM)
         return fail(rep, rc, "value of %" PRIu64 " bytes does not fit: %" PRIu64 " of %" PRIu64
                     " bytes used", req->size, srv->store.used, srv->store.limit);
