@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "commands.h"
@@ -79,11 +80,37 @@ static int recv_with_fd(gkv_client_t *c, void *buf, size_t len)
     return 0;
 }
 
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Waits for a reply by polling the socket for up to GKV_SPIN_NS before sleeping in recv:
+ * replies to small requests arrive within microseconds, and waking a blocked thread costs
+ * several of them. */
+#define GKV_SPIN_NS 50000
+static ssize_t recv_spin(int fd, void *b, size_t len)
+{
+    uint64_t until = 0;
+    for (;;) {
+        ssize_t n = recv(fd, b, len, MSG_DONTWAIT);
+        if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+            return n;
+        uint64_t now = mono_ns();
+        if (!until)
+            until = now + GKV_SPIN_NS;
+        else if (now > until)
+            return recv(fd, b, len, 0);
+    }
+}
+
 int gkv__recv_raw(gkv_client_t *c, void *buf, size_t len)
 {
     uint8_t *b = buf;
     while (len) {
-        ssize_t n = recv(c->fd, b, len, 0);
+        ssize_t n = recv_spin(c->fd, b, len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
