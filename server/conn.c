@@ -14,6 +14,7 @@
 #define IN_INITIAL (64u << 10)
 #define OUT_HIGH (4u << 20) /* stop reading requests while this much output is queued */
 #define OUT_LOW (1u << 20)
+#define INLINE_MAX (16u << 10) /* values up to this size are copied into the reply buffer */
 
 /* One uv_write: replies (owned bytes), values seen in place (references), or a staging chunk. */
 typedef struct {
@@ -291,10 +292,31 @@ static void job_chunk_copied(gkv_conn_t *c)
     submit(c, r, 1);
 }
 
+/* Small values the host can see are copied into the reply buffer: one write then carries
+ * many pipelined replies, where a write per value would cost a system call each. */
+static bool send_inline(gkv_conn_t *c, gkv_reply_t *rep)
+{
+    gkv_backend_t *be = c->srv->be;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < rep->nsegs; i++)
+        total += rep->segs[i].len;
+    if (total > INLINE_MAX)
+        return false;
+    for (uint32_t i = 0; i < rep->nsegs; i++) {
+        gkv_segment_t *s = &rep->segs[i];
+        if (msgpack_sbuffer_write(&c->out.sb, (const char *)be->ops->host_view(be, s->entry->mem) +
+                                                  s->off, (size_t)s->len))
+            c->out.failed = true;
+    }
+    gkv_reply_release(c->srv, rep);
+    return true;
+}
+
 static void start_send(gkv_conn_t *c, gkv_reply_t *rep)
 {
     if (!c->srv->staging_only) {
-        send_in_place(c, rep);
+        if (!send_inline(c, rep))
+            send_in_place(c, rep);
         return;
     }
     flush(c);
