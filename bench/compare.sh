@@ -23,9 +23,15 @@ while [ $# -gt 0 ]; do
 done
 build=${GKV_BUILD_DIR:-$root/build-bench}
 cuda=OFF; [ "$backend" = cuda ] && cuda=ON
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGKV_WITH_CUDA=$([ $cuda = ON ] && echo ON || echo AUTO) \
-    >"$build.configure.log" 2>&1 && cmake --build "$build" >"$build.build.log" 2>&1 ||
-    { echo "build failed: see $build.build.log"; tail -20 "$build.build.log"; exit 1; }
+mkdir -p "$build"
+gen=Ninja; command -v ninja >/dev/null || gen="Unix Makefiles"
+if ! cmake -S . -B "$build" -G "$gen" -DCMAKE_BUILD_TYPE=Release \
+    -DGKV_WITH_CUDA=$([ $cuda = ON ] && echo ON || echo AUTO) >"$build/configure.log" 2>&1; then
+    echo "configure failed:"; tail -30 "$build/configure.log"; exit 1
+fi
+if ! cmake --build "$build" -j "$(nproc)" >"$build/build.log" 2>&1; then
+    echo "build failed:"; grep -E "error|Error" "$build/build.log" | head -20; exit 1
+fi
 B=$build/bench/gpukv-bench
 [ -x "$B" ] || { echo "gpukv-bench was not built (libhiredis-dev missing?)"; exit 1; }
 command -v redis-server >/dev/null || { echo "redis-server not found"; exit 1; }
