@@ -175,8 +175,11 @@ used=$("$build/client/gpukv" -s "$dir/gkv.sock" info | awk -F: '/^used_bytes/ { 
 cp99=$(echo "$churn" | sed -n 's/.*p99 \([0-9.]*\) us.*/\1/p')
 row "S5 | SET churn at 90% of $((mm >> 20)) MiB ($keys5 keys, used $((used >> 20)) MiB) vs GET steady state | churn p99 $cp99 us, $oom OOM | steady p99 $(field "$steady" 3) us | $(ratio "$cp99" "$(field "$steady" 3)")x | no OOM: $(yes_no [ "${oom:-1}" = 0 ]); p99 <= 1.5x steady: $(yes_no le "$(ratio "$cp99" "$(field "$steady" 3)")" 1.5)"
 
-# S6: zero-copy (cuda backend only).
+# S6: zero-copy (cuda backend only), on a fresh daemon.
 if [ "$backend" = cuda ] && [ -x "$build/bench/zc_bench" ]; then
+    kill "$gpid" 2>/dev/null; wait "$gpid" 2>/dev/null
+    start_gpukvd --maxmemory 8G
+    for _ in $(seq 400); do "$build/client/gpukv" -s "$dir/gkv.sock" ping >/dev/null 2>&1 && break; sleep 0.025; done
     "$build/bench/zc_bench" "unix:$dir/gkv.sock" >"$dir/zc.md" 2>&1
     tail -n +3 "$dir/zc.md" | sed 's/^| /| S6 | /' >>"$rows"
     cat "$dir/zc.md"

@@ -151,6 +151,9 @@ typedef struct {
     size_t hdr_len, hdr_off;
     uint64_t pay_len, pay_off;
     bool sending, want_out;
+    /* Small requests are gathered here and written together (a pipeline in one write). */
+    uint8_t *ob;
+    size_t ob_len, ob_off, ob_cap;
     /* Replies. */
     uint8_t *in;
     size_t in_len, in_cap;
@@ -307,20 +310,50 @@ static bool may_start(worker_t *w, conn_t *c)
     return true;
 }
 
-/* Sends as much as the socket takes; starts new requests while the pipeline has room. */
+#define SMALL_REQ (64u << 10)
+
+static void ob_put(conn_t *c, const void *p, size_t n)
+{
+    if (c->ob_len + n > c->ob_cap) {
+        c->ob_cap = (c->ob_len + n) * 2;
+        c->ob = realloc(c->ob, c->ob_cap);
+    }
+    memcpy(c->ob + c->ob_len, p, n);
+    c->ob_len += n;
+}
+
+/* Sends as much as the socket takes; starts new requests while the pipeline has room. Small
+ * requests are gathered and written at once; a large one streams its payload from value_buf. */
 static int pump_out(worker_t *w, conn_t *c)
 {
     for (;;) {
-        if (!c->sending) {
-            if (!may_start(w, c))
-                return 0;
+        if (c->ob_off < c->ob_len) {
+            ssize_t r = write(c->fd, c->ob + c->ob_off, c->ob_len - c->ob_off);
+            if (r < 0)
+                return (errno == EAGAIN || errno == EWOULDBLOCK) ? 1 : -1;
+            c->ob_off += (size_t)r;
+            continue;
+        }
+        c->ob_len = c->ob_off = 0;
+        while (!c->sending && may_start(w, c) && c->ob_len < SMALL_REQ) {
             make_request(w, c);
             c->sent[(c->head + c->inflight) % (uint32_t)o.pipeline] = now_ns();
             c->inflight++;
             if (o.requests && !w->prefill)
                 c->remaining--;
-            c->sending = true;
+            if (c->pay_len > SMALL_REQ) {
+                c->sending = true; /* streamed below, after what is gathered */
+                break;
+            }
+            ob_put(c, c->hdr, c->hdr_len);
+            ob_put(c, value_buf, (size_t)c->pay_len);
+            if (o.redis && c->pay_len)
+                ob_put(c, "\r\n", 2);
         }
+        if (c->ob_len)
+            continue;
+        if (!c->sending)
+            return 0;
         struct iovec iov[2];
         int n = 0;
         if (c->hdr_off < c->hdr_len)
