@@ -2,11 +2,11 @@
 # gpukv builds with, unless they are already there (pkg-config finds them, as on the GPU
 # machine after `source .device/env.sh`).
 GKV_PACKAGES="build-essential cmake ninja-build pkg-config libuv1-dev libmsgpack-dev check
-  libsubunit-dev uthash-dev libinih-dev"
+  libsubunit-dev uthash-dev libinih-dev libhiredis-dev"
 
 gkv_have_deps() {
     command -v cmake >/dev/null && command -v cc >/dev/null && command -v pkg-config >/dev/null &&
-        pkg-config --exists libuv msgpack check inih &&
+        pkg-config --exists libuv msgpack check inih hiredis &&
         { [ -f /usr/include/uthash.h ] || [ -n "$(find ${CPATH//:/ } -maxdepth 1 -name uthash.h 2>/dev/null)" ]; }
 }
 
