@@ -122,23 +122,25 @@ done
 sizes="4096 65536 1048576 16777216 268435456 1073741824"
 [ $quick = 1 ] && sizes="4096 65536 1048576 16777216 268435456"
 for size in $sizes; do
-    reqs=$((2000000000 / size)); [ $reqs -gt 20000 ] && reqs=20000; [ $reqs -lt 3 ] && reqs=3
+    reqs=$((2000000000 / size)); [ $reqs -gt 20000 ] && reqs=20000; [ $reqs -lt 5 ] && reqs=5
     raw=$("$build/bench/rawcopy" unix "$size" 3 | cut -d, -f3)
     for op in SET GET; do
         r=1:0 pf=--no-prefill; [ $op = GET ] && { r=0:1; pf=; }
         common=(--clients 1 --threads 1 --size "$size" --keys 1 --ratio $r --requests "$reqs" --warmup 0 $pf)
         gk=$(bench --target gpukv --url "$(url gpukv unix)" "${common[@]}")
-        gbs=$(awk -v o="$(field "$gk" 1)" -v s="$size" 'BEGIN { printf "%.2f", o * s / 1e9 }')
+        # One client, one request at a time: bytes over the median request time (robust to the
+        # first requests, which also pay for fresh memory).
+        gbs=$(awk -v t="$(field "$gk" 2)" -v s="$size" 'BEGIN { printf "%.2f", t > 0 ? s / (t * 1e3) : 0 }')
         if [ "$size" -le 268435456 ]; then
             rd=$(bench --target redis --url "$(url redis unix)" "${common[@]}")
-            rbs=$(awk -v o="$(field "$rd" 1)" -v s="$size" 'BEGIN { printf "%.2f", o * s / 1e9 }')
+            rbs=$(awk -v t="$(field "$rd" 2)" -v s="$size" 'BEGIN { printf "%.2f", t > 0 ? s / (t * 1e3) : 0 }')
         else
             rbs="n/a"
         fi
         t1="$(ratio "$gbs" "$raw")x raw"
         okraw=$(if [ "$size" -ge 1048576 ]; then yes_no ge "$(ratio "$gbs" "$raw")" 0.8; else echo "—"; fi)
         okr=$(if [ "$rbs" = n/a ]; then echo "—"; else yes_no ge "$gbs" "$rbs"; fi)
-        row "S3 | $op $size B, unix, 1 client | $gbs GB/s | redis $rbs GB/s, raw copy $raw GB/s | $(ratio "$gbs" "$rbs")x redis, $t1 | >= 1.0x redis: $okr; >= 0.8x raw (>= 1 MiB): $okraw"
+        row "S3 | $op $size B, unix, 1 client (median request) | $gbs GB/s | redis $rbs GB/s, raw copy $raw GB/s | $(ratio "$gbs" "$rbs")x redis, $t1 | >= 1.0x redis: $okr; >= 0.8x raw (>= 1 MiB): $okraw"
     done
 done
 

@@ -739,10 +739,10 @@ int main(int argc, char **argv)
     }
     double ops_s = (double)ops / elapsed;
     if (o.csv) {
-        printf("%.0f,%.1f,%.1f,%.1f\n", ops_s, hist_pct(h, 0.5), hist_pct(h, 0.99),
+        printf("%.3f,%.1f,%.1f,%.1f\n", ops_s, hist_pct(h, 0.5), hist_pct(h, 0.99),
                hist_pct(h, 0.999));
     } else {
-        printf("%s %s: %llu requests in %.2f s: %.0f ops/s; latency p50 %.1f us, p99 %.1f us, "
+        printf("%s %s: %llu requests in %.2f s: %.3f ops/s; latency p50 %.1f us, p99 %.1f us, "
                "p99.9 %.1f us; errors %llu, misses %llu\n",
                target, o.url, (unsigned long long)ops, elapsed, ops_s, hist_pct(h, 0.5),
                hist_pct(h, 0.99), hist_pct(h, 0.999), (unsigned long long)errors,
