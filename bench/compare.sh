@@ -130,10 +130,10 @@ for size in $sizes; do
         gk=$(bench --target gpukv --url "$(url gpukv unix)" "${common[@]}")
         # One client, one request at a time: bytes over the median request time (robust to the
         # first requests, which also pay for fresh memory).
-        gbs=$(awk -v t="$(field "$gk" 2)" -v s="$size" 'BEGIN { printf "%.2f", t > 0 ? s / (t * 1e3) : 0 }')
+        gbs=$(awk -v t="$(field "$gk" 2)" -v s="$size" 'BEGIN { printf "%.2f", (t > 0 ? s / (t * 1e3) : 0) }')
         if [ "$size" -le 268435456 ]; then
             rd=$(bench --target redis --url "$(url redis unix)" "${common[@]}")
-            rbs=$(awk -v t="$(field "$rd" 2)" -v s="$size" 'BEGIN { printf "%.2f", t > 0 ? s / (t * 1e3) : 0 }')
+            rbs=$(awk -v t="$(field "$rd" 2)" -v s="$size" 'BEGIN { printf "%.2f", (t > 0 ? s / (t * 1e3) : 0) }')
         else
             rbs="n/a"
         fi

@@ -158,8 +158,8 @@ static int cmd_set(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep
     if ((req->flags & GKV_SET_XX) && !exists)
         return fail(rep, GKV_ENOTFOUND, "key does not exist (XX)");
     /* Allocated in stream order on the lane that will copy into it. */
-    int rc = gkv_store_entry_new(&srv->store, req->payload_len, req->meta.p, req->meta.len,
-                                 rep->lane, &rep->recv);
+    int rc = gkv_store_entry_new(&srv->store, req->key.p, req->key.len, req->payload_len,
+                                 req->meta.p, req->meta.len, rep->lane, &rep->recv);
     if (rc == GKV_EOOM)
         return fail(rep, rc, "value of %" PRIu64 " bytes does not fit: %" PRIu64 " of %" PRIu64
                     " bytes used", req->payload_len, srv->store.used, srv->store.limit);
@@ -169,10 +169,10 @@ static int cmd_set(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep
     return 0;
 }
 
-void gkv_cmd_set_commit(gkv_server_t *srv, uint64_t id, const void *key, size_t klen,
-                        gkv_entry_t *e, unsigned flags, gkv_wr_t *wr)
+void gkv_cmd_set_commit(gkv_server_t *srv, uint64_t id, gkv_entry_t *e, unsigned flags,
+                        gkv_wr_t *wr)
 {
-    int rc = gkv_store_publish(&srv->store, key, klen, e, flags);
+    int rc = gkv_store_publish(&srv->store, e, flags);
     if (rc == GKV_EEXISTS)
         gkv_reply_error(wr, id, rc, "key exists (NX)");
     else if (rc == GKV_ENOTFOUND)
@@ -199,8 +199,10 @@ static int cmd_get(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep
     gkv_wr_uint(w, GKV_F_SIZE, e->size);
     gkv_wr_uint(w, GKV_F_OFFSET, off);
     gkv_wr_uint(w, GKV_F_PAYLOAD, len);
-    if (e->meta_len)
-        gkv_wr_bin(w, GKV_F_META, e->meta, e->meta_len);
+    uint32_t meta_len;
+    const uint8_t *meta = gkv_entry_meta(e, &meta_len);
+    if (meta_len)
+        gkv_wr_bin(w, GKV_F_META, meta, meta_len);
     int rc = gkv_wr_end(w);
     if (rc)
         return rc;
@@ -410,7 +412,7 @@ static int cmd_list(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
             n = sl ? gkv_index_seek(srv->store.ix, succ, sl) : NULL;
             continue;
         }
-        gkv_entry_t *e = gkv_inode_val(n);
+        gkv_entry_t *e = gkv_inode_val(srv->store.ix, n);
         msgpack_pack_array(&w->pk, 2);
         msgpack_pack_bin(&w->pk, kl);
         msgpack_pack_bin_body(&w->pk, k, kl);
@@ -455,7 +457,7 @@ static int cmd_getsize(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t 
         const uint8_t *k = gkv_inode_key(n, &kl);
         if (!has_prefix(k, kl, req->prefix))
             break;
-        bytes += ((gkv_entry_t *)gkv_inode_val(n))->size;
+        bytes += ((gkv_entry_t *)gkv_inode_val(srv->store.ix, n))->size;
         count++;
     }
     gkv_reply_ok(w, req->id);
@@ -534,20 +536,23 @@ static int lease_room(gkv_server_t *srv, gkv_reply_t *rep, uint64_t size)
  * export data is made once per entry (it costs a driver call) and kept with it. */
 static int write_export(gkv_server_t *srv, gkv_wr_t *w, gkv_entry_t *e)
 {
-    if (e->size && !e->exported) {
+    if (e->size && !(e->x && e->x->exported)) {
         uint8_t data[GKV_EXPORT_MAX];
         size_t len = 0;
         int rc = srv->be->ops->export_ptr(srv->be, e->mem, data, sizeof(data), &len);
         if (rc)
             return rc;
-        e->exported = malloc(len ? len : 1);
-        if (!e->exported)
+        if (!e->x && !(e->x = calloc(1, sizeof(gkv_extras_t))))
             return GKV_ENOMEM;
-        memcpy(e->exported, data, len);
-        e->exported_len = (uint32_t)len;
+        e->x->exported = malloc(len ? len : 1);
+        if (!e->x->exported)
+            return GKV_ENOMEM;
+        memcpy(e->x->exported, data, len);
+        e->x->exported_len = (uint32_t)len;
     }
-    gkv_wr_bin(w, GKV_F_EXPORT, e->exported ? e->exported : (const uint8_t *)"",
-               e->exported_len);
+    bool have = e->x && e->x->exported;
+    gkv_wr_bin(w, GKV_F_EXPORT, have ? e->x->exported : (const uint8_t *)"",
+               have ? e->x->exported_len : 0);
     if (srv->be->host_visible)
         gkv_wr_uint(w, GKV_F_ARENA_OFFSET, e->size ? e->mem.v : 0);
     gkv_wr_int(w, GKV_F_DEVICE, srv->be->device);
@@ -572,7 +577,7 @@ static int cmd_map(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep
         return rc;
     gkv_lease_t *l;
     gkv_store_ref(e);
-    if ((rc = gkv_lease_add(rep->leases, e, false, NULL, 0, 0, &l))) {
+    if ((rc = gkv_lease_add(rep->leases, e, false, 0, &l))) {
         gkv_store_unref(&srv->store, e);
         return rc;
     }
@@ -580,8 +585,10 @@ static int cmd_map(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep
     gkv_wr_uint(w, GKV_F_SIZE, e->size);
     gkv_wr_uint(w, GKV_F_OFFSET, off);
     gkv_wr_uint(w, GKV_F_LENGTH, len);
-    if (e->meta_len)
-        gkv_wr_bin(w, GKV_F_META, e->meta, e->meta_len);
+    uint32_t meta_len;
+    const uint8_t *meta = gkv_entry_meta(e, &meta_len);
+    if (meta_len)
+        gkv_wr_bin(w, GKV_F_META, meta, meta_len);
     if ((rc = gkv_wr_end(w)))
         gkv_lease_drop(rep->leases, &srv->store, l);
     return rc;
@@ -610,7 +617,8 @@ static int cmd_create(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *
         return rc;
     gkv_entry_t *e;
     uint64_t t0 = uv_hrtime();
-    rc = gkv_store_entry_new(&srv->store, req->size, req->meta.p, req->meta.len, -1, &e);
+    rc = gkv_store_entry_new(&srv->store, req->key.p, req->key.len, req->size, req->meta.p,
+                             req->meta.len, -1, &e);
     GKV_DEBUG("CREATE of %" PRIu64 " bytes: allocation took %.1f us", req->size,
               (double)(uv_hrtime() - t0) / 1e3);
     if (rc == GKV_EOOM)
@@ -622,8 +630,7 @@ static int cmd_create(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *
     gkv_reply_ok(w, req->id);
     gkv_lease_t *l;
     if ((rc = write_export(srv, w, e)) ||
-        (rc = gkv_lease_add(rep->leases, e, true, req->key.p, req->key.len,
-                            (unsigned)req->flags, &l))) {
+        (rc = gkv_lease_add(rep->leases, e, true, (unsigned)req->flags, &l))) {
         gkv_store_unref(&srv->store, e);
         return rc;
     }
@@ -657,7 +664,7 @@ static int cmd_seal(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
     if (rc)
         return rc;
     /* The lease ends either way: on NX/XX failure the new value is discarded. */
-    rc = gkv_store_publish(&srv->store, l->key, l->klen, l->entry, l->flags);
+    rc = gkv_store_publish(&srv->store, l->entry, l->flags);
     gkv_lease_drop(rep->leases, &srv->store, l);
     if (rc == GKV_EEXISTS)
         return fail(rep, rc, "key exists (NX): the created value was discarded");

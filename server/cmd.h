@@ -56,9 +56,9 @@ void gkv_reply_ok(gkv_wr_t *wr, uint64_t id);
 /* Drops the references and memory rep holds (segments, recv). */
 void gkv_reply_release(gkv_server_t *srv, gkv_reply_t *rep);
 
-/* Finishes a SET whose payload has arrived in e: publishes it under key and writes the reply.
- * The caller keeps (and later drops) its own reference on e. */
-void gkv_cmd_set_commit(gkv_server_t *srv, uint64_t id, const void *key, size_t klen,
-                        gkv_entry_t *e, unsigned flags, gkv_wr_t *wr);
+/* Finishes a SET whose payload has arrived in e: publishes it under its key and writes the
+ * reply. The caller keeps (and later drops) its own reference on e. */
+void gkv_cmd_set_commit(gkv_server_t *srv, uint64_t id, gkv_entry_t *e, unsigned flags,
+                        gkv_wr_t *wr);
 
 #endif

@@ -64,7 +64,6 @@ static void on_closed(uv_handle_t *h)
     if (c->segs && c->segs != &c->one)
         free(c->segs);
     free(c->in);
-    free(c->key);
     gkv_wr_fini(&c->out);
     gkv_server_conn_closed(srv, c);
     void *stage = c->stage;
@@ -339,7 +338,7 @@ static void start_send(gkv_conn_t *c, gkv_reply_t *rep)
 
 static void recv_commit(gkv_conn_t *c)
 {
-    gkv_cmd_set_commit(c->srv, c->req_id, c->key, c->klen, c->recv, c->recv_flags, &c->out);
+    gkv_cmd_set_commit(c->srv, c->req_id, c->recv, c->recv_flags, &c->out);
     gkv_store_unref(&c->srv->store, c->recv);
     c->recv = NULL;
     c->state = CONN_HEADER;
@@ -492,18 +491,6 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
         return;
     }
     if (rep.recv) {
-        if (req->key.len > c->key_cap) {
-            uint8_t *k = realloc(c->key, req->key.len);
-            if (!k) {
-                gkv_reply_release(c->srv, &rep);
-                gkv_conn_close(c, false);
-                return;
-            }
-            c->key = k;
-            c->key_cap = req->key.len;
-        }
-        memcpy(c->key, req->key.p, req->key.len);
-        c->klen = req->key.len;
         c->recv = rep.recv;
         c->recv_flags = rep.recv_flags;
         c->recv_got = 0;

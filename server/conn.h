@@ -45,12 +45,10 @@ struct gkv_conn {
     gkv_staging_waiter_t waiter;
     void *stage;
     size_t stage_fill;
-    /* SET in progress: payload goes into recv (one reference), then commits under key. */
+    /* SET in progress: payload goes into recv (one reference), then commits under its key. */
     gkv_entry_t *recv;
     uint64_t recv_got, req_id;
     unsigned recv_flags;
-    uint8_t *key;
-    size_t klen, key_cap;
     uint64_t discard_left;
     /* Values being sent through staging: segments (references held), position, chunk size. */
     gkv_segment_t one;

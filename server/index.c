@@ -1,5 +1,6 @@
 /* index.c: hash table of node pointers (linear probing, backward-shift deletion, no tombstones)
- * plus a skip list (p = 1/4) threaded through the same nodes. */
+ * plus a skip list (p = 1/4) threaded through the same nodes. A node is one block:
+ * [caller data: prefix bytes][gkv_inode_t: hash, key length, level, next[level]][key bytes]. */
 #include "index.h"
 
 #include <stdbool.h>
@@ -13,25 +14,39 @@
 #define MAX_LEVEL 32
 
 struct gkv_inode {
-    void *val;
     uint32_t hash;
-    uint32_t klen;
+    uint16_t klen;
     uint8_t level;
     gkv_inode_t *next[]; /* level pointers, then the key bytes */
 };
 
 struct gkv_index {
     gkv_inode_t **slots;
-    size_t mask, count, node_bytes;
+    size_t mask, count, node_bytes, prefix;
     uint8_t seed[16];
     uint64_t rng;
     int level;
-    gkv_inode_t *head; /* MAX_LEVEL pointers, no key */
+    gkv_inode_t *head; /* MAX_LEVEL pointers, no data, no key */
 };
 
 static uint8_t *node_key(const gkv_inode_t *n)
 {
     return (uint8_t *)&n->next[n->level];
+}
+
+static size_t node_size(const gkv_index_t *ix, const gkv_inode_t *n)
+{
+    return ix->prefix + sizeof(gkv_inode_t) + (size_t)n->level * sizeof(gkv_inode_t *) + n->klen;
+}
+
+static gkv_inode_t *node_of(const gkv_index_t *ix, const void *data)
+{
+    return (gkv_inode_t *)((uint8_t *)data + ix->prefix);
+}
+
+void *gkv_inode_val(const gkv_index_t *ix, const gkv_inode_t *n)
+{
+    return (uint8_t *)n - ix->prefix;
 }
 
 static int cmp_keys(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
@@ -42,11 +57,12 @@ static int cmp_keys(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen
     return alen < blen ? -1 : alen > blen;
 }
 
-gkv_index_t *gkv_index_alloc(void)
+gkv_index_t *gkv_index_alloc(size_t prefix)
 {
     gkv_index_t *ix = calloc(1, sizeof(*ix));
     if (!ix)
         return NULL;
+    ix->prefix = (prefix + 7) & ~(size_t)7;
     ix->mask = 1023;
     ix->slots = calloc(ix->mask + 1, sizeof(*ix->slots));
     ix->head = calloc(1, sizeof(gkv_inode_t) + MAX_LEVEL * sizeof(gkv_inode_t *));
@@ -68,18 +84,17 @@ gkv_index_t *gkv_index_alloc(void)
 void gkv_index_clear(gkv_index_t *ix, void (*drop)(void *, void *), void *arg)
 {
     gkv_inode_t *n = ix->head->next[0];
-    while (n) {
-        gkv_inode_t *next = n->next[0];
-        if (drop)
-            drop(n->val, arg);
-        free(n);
-        n = next;
-    }
     memset(ix->head->next, 0, MAX_LEVEL * sizeof(gkv_inode_t *));
     memset(ix->slots, 0, (ix->mask + 1) * sizeof(*ix->slots));
     ix->count = 0;
     ix->node_bytes = 0;
     ix->level = 1;
+    while (n) {
+        gkv_inode_t *next = n->next[0];
+        if (drop)
+            drop(gkv_inode_val(ix, n), arg);
+        n = next;
+    }
 }
 
 void gkv_index_free(gkv_index_t *ix, void (*drop)(void *, void *), void *arg)
@@ -97,6 +112,52 @@ static uint32_t hash_of(const gkv_index_t *ix, const void *key, size_t len)
     return (uint32_t)gkv_siphash(key, len, ix->seed);
 }
 
+static int random_level(gkv_index_t *ix)
+{
+    /* xorshift64; each extra level with probability 1/4. */
+    uint64_t x = ix->rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    ix->rng = x;
+    int level = 1;
+    while (level < MAX_LEVEL && (x & 3) == 0) {
+        level++;
+        x >>= 2;
+    }
+    return level;
+}
+
+void *gkv_inode_new(gkv_index_t *ix, const void *key, size_t klen)
+{
+    if (klen > UINT16_MAX)
+        return NULL;
+    int level = random_level(ix);
+    size_t bytes = ix->prefix + sizeof(gkv_inode_t) + (size_t)level * sizeof(gkv_inode_t *) + klen;
+    uint8_t *block = calloc(1, bytes);
+    if (!block)
+        return NULL;
+    gkv_inode_t *n = (gkv_inode_t *)(block + ix->prefix);
+    n->hash = hash_of(ix, key, klen);
+    n->klen = (uint16_t)klen;
+    n->level = (uint8_t)level;
+    memcpy(node_key(n), key, klen);
+    return block;
+}
+
+void gkv_inode_free(const gkv_index_t *ix, void *data)
+{
+    (void)ix;
+    free(data);
+}
+
+const uint8_t *gkv_inode_data_key(const gkv_index_t *ix, const void *data, size_t *len)
+{
+    const gkv_inode_t *n = node_of(ix, data);
+    *len = n->klen;
+    return node_key(n);
+}
+
 /* The slot holding key, or the empty slot where it would go. */
 static size_t find_slot(const gkv_index_t *ix, const void *key, size_t len, uint32_t h)
 {
@@ -112,7 +173,7 @@ static size_t find_slot(const gkv_index_t *ix, const void *key, size_t len, uint
 void *gkv_index_get(const gkv_index_t *ix, const void *key, size_t len)
 {
     gkv_inode_t *n = ix->slots[find_slot(ix, key, len, hash_of(ix, key, len))];
-    return n ? n->val : NULL;
+    return n ? gkv_inode_val(ix, n) : NULL;
 }
 
 static int grow(gkv_index_t *ix)
@@ -136,22 +197,6 @@ static int grow(gkv_index_t *ix)
     return 0;
 }
 
-static int random_level(gkv_index_t *ix)
-{
-    /* xorshift64; each extra level with probability 1/4. */
-    uint64_t x = ix->rng;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    ix->rng = x;
-    int level = 1;
-    while (level < MAX_LEVEL && (x & 3) == 0) {
-        level++;
-        x >>= 2;
-    }
-    return level;
-}
-
 /* Fills pred[i] with the last node before key at each level. */
 static void find_preds(const gkv_index_t *ix, const uint8_t *key, size_t len,
                        gkv_inode_t **pred)
@@ -168,42 +213,51 @@ static void find_preds(const gkv_index_t *ix, const uint8_t *key, size_t len,
     }
 }
 
-int gkv_index_put(gkv_index_t *ix, const void *key, size_t len, void *val, void **old)
+static void list_unlink(gkv_index_t *ix, gkv_inode_t *n)
 {
-    uint32_t h = hash_of(ix, key, len);
-    size_t slot = find_slot(ix, key, len, h);
-    if (ix->slots[slot]) {
-        *old = ix->slots[slot]->val;
-        ix->slots[slot]->val = val;
-        return 0;
-    }
-    *old = NULL;
-    if ((ix->count + 1) * 4 > (ix->mask + 1) * 3) {
-        if (grow(ix))
-            return GKV_ENOMEM;
-        slot = find_slot(ix, key, len, h);
-    }
-    int level = random_level(ix);
-    size_t bytes = sizeof(gkv_inode_t) + (size_t)level * sizeof(gkv_inode_t *) + len;
-    gkv_inode_t *n = malloc(bytes);
-    if (!n)
-        return GKV_ENOMEM;
-    n->val = val;
-    n->hash = h;
-    n->klen = (uint32_t)len;
-    n->level = (uint8_t)level;
-    memcpy(node_key(n), key, len);
     gkv_inode_t *pred[MAX_LEVEL];
-    find_preds(ix, key, len, pred);
-    if (level > ix->level)
-        ix->level = level;
-    for (int i = 0; i < level; i++) {
+    find_preds(ix, node_key(n), n->klen, pred);
+    for (int i = 0; i < n->level; i++)
+        if (pred[i]->next[i] == n)
+            pred[i]->next[i] = n->next[i];
+    while (ix->level > 1 && !ix->head->next[ix->level - 1])
+        ix->level--;
+}
+
+static void list_link(gkv_index_t *ix, gkv_inode_t *n)
+{
+    gkv_inode_t *pred[MAX_LEVEL];
+    find_preds(ix, node_key(n), n->klen, pred);
+    if (n->level > ix->level)
+        ix->level = n->level;
+    for (int i = 0; i < n->level; i++) {
         n->next[i] = pred[i]->next[i];
         pred[i]->next[i] = n;
     }
+}
+
+int gkv_index_link(gkv_index_t *ix, void *data, void **old)
+{
+    gkv_inode_t *n = node_of(ix, data);
+    const uint8_t *key = node_key(n);
+    size_t slot = find_slot(ix, key, n->klen, n->hash);
+    gkv_inode_t *prev = ix->slots[slot];
+    *old = NULL;
+    if (!prev && (ix->count + 1) * 4 > (ix->mask + 1) * 3) {
+        if (grow(ix))
+            return GKV_ENOMEM;
+        slot = find_slot(ix, key, n->klen, n->hash);
+    }
+    if (prev) {
+        list_unlink(ix, prev);
+        ix->node_bytes -= node_size(ix, prev);
+        ix->count--;
+        *old = gkv_inode_val(ix, prev);
+    }
+    list_link(ix, n);
     ix->slots[slot] = n;
     ix->count++;
-    ix->node_bytes += bytes;
+    ix->node_bytes += node_size(ix, n);
     return 0;
 }
 
@@ -228,25 +282,17 @@ static void slot_remove(gkv_index_t *ix, size_t i)
     }
 }
 
-void *gkv_index_del(gkv_index_t *ix, const void *key, size_t len)
+void *gkv_index_unlink(gkv_index_t *ix, const void *key, size_t len)
 {
     size_t slot = find_slot(ix, key, len, hash_of(ix, key, len));
     gkv_inode_t *n = ix->slots[slot];
     if (!n)
         return NULL;
-    gkv_inode_t *pred[MAX_LEVEL];
-    find_preds(ix, key, len, pred);
-    for (int i = 0; i < n->level; i++)
-        if (pred[i]->next[i] == n)
-            pred[i]->next[i] = n->next[i];
-    while (ix->level > 1 && !ix->head->next[ix->level - 1])
-        ix->level--;
+    list_unlink(ix, n);
     slot_remove(ix, slot);
-    void *val = n->val;
     ix->count--;
-    ix->node_bytes -= sizeof(gkv_inode_t) + (size_t)n->level * sizeof(gkv_inode_t *) + n->klen;
-    free(n);
-    return val;
+    ix->node_bytes -= node_size(ix, n);
+    return gkv_inode_val(ix, n);
 }
 
 size_t gkv_index_count(const gkv_index_t *ix)
@@ -275,9 +321,4 @@ const uint8_t *gkv_inode_key(const gkv_inode_t *n, size_t *len)
 {
     *len = n->klen;
     return node_key(n);
-}
-
-void *gkv_inode_val(const gkv_inode_t *n)
-{
-    return n->val;
 }

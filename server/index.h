@@ -1,6 +1,9 @@
 /* index.h: the key index. A hash table (SipHash, open addressing) answers lookups in O(1) on
  * average; a skip list over the same nodes keeps keys in byte order, so a prefix is listed in
- * O(log N + matches). Keys are binary-safe. Values are opaque pointers the caller owns. */
+ * O(log N + matches). Keys are binary-safe.
+ * Each node is one allocation: the caller's data (a fixed number of bytes chosen when the index
+ * is made), then the links and the key. The caller owns nodes: the index links and unlinks
+ * them but never frees one, so a node can outlive its place in the index. */
 #ifndef GKV_SERVER_INDEX_H
 #define GKV_SERVER_INDEX_H
 
@@ -10,29 +13,39 @@
 typedef struct gkv_index gkv_index_t;
 typedef struct gkv_inode gkv_inode_t;
 
-/* Creates an empty index; the caller frees it with gkv_index_free. NULL when out of memory. */
-gkv_index_t *gkv_index_alloc(void);
-/* Frees the index; calls drop(val, arg) for every value still stored (drop may be NULL). */
-void gkv_index_free(gkv_index_t *ix, void (*drop)(void *val, void *arg), void *arg);
-/* Removes every key, calling drop for each value, keeping the index usable. */
-void gkv_index_clear(gkv_index_t *ix, void (*drop)(void *val, void *arg), void *arg);
+/* Creates an empty index whose nodes carry `prefix` bytes of caller data (a multiple of 8).
+ * The caller frees it with gkv_index_free. NULL when out of memory. */
+gkv_index_t *gkv_index_alloc(size_t prefix);
+/* Unlinks every node, calling drop(data, arg) for each (drop may free it), and frees the
+ * index. drop may be NULL. */
+void gkv_index_free(gkv_index_t *ix, void (*drop)(void *data, void *arg), void *arg);
+/* Unlinks every node like gkv_index_free, keeping the index usable. */
+void gkv_index_clear(gkv_index_t *ix, void (*drop)(void *data, void *arg), void *arg);
 
-/* The value stored under key (borrowed), or NULL. */
+/* Allocates an unlinked node for key (copied) and returns its data (prefix bytes, zeroed), or
+ * NULL when out of memory. The caller owns it: gkv_inode_free once it is no longer linked. */
+void *gkv_inode_new(gkv_index_t *ix, const void *key, size_t klen);
+void gkv_inode_free(const gkv_index_t *ix, void *data);
+/* The key of a node, from its data (borrowed, lives as long as the node). */
+const uint8_t *gkv_inode_data_key(const gkv_index_t *ix, const void *data, size_t *len);
+
+/* The data of the node linked under key, or NULL. */
 void *gkv_index_get(const gkv_index_t *ix, const void *key, size_t len);
-/* Stores val under key (key is copied). If the key existed its value is replaced and the old one
- * is stored in *old (else *old = NULL); the caller owns it again. Returns 0 or GKV_ENOMEM. */
-int gkv_index_put(gkv_index_t *ix, const void *key, size_t len, void *val, void **old);
-/* Removes key and returns its value (now the caller's), or NULL if it was absent. */
-void *gkv_index_del(gkv_index_t *ix, const void *key, size_t len);
+/* Links an unlinked node under its key. A node already linked under that key is unlinked and
+ * its data stored in *old (else *old = NULL). Returns 0, or GKV_ENOMEM with nothing changed. */
+int gkv_index_link(gkv_index_t *ix, void *data, void **old);
+/* Unlinks the node under key and returns its data (still the caller's), or NULL. */
+void *gkv_index_unlink(gkv_index_t *ix, const void *key, size_t len);
 size_t gkv_index_count(const gkv_index_t *ix);
-/* Host bytes the index itself uses (nodes, keys and table). */
+/* Host bytes the index uses: linked nodes (with their data) and the table. */
 size_t gkv_index_memory(const gkv_index_t *ix);
 
-/* Ordered walk. Nodes are borrowed and stay valid until their key is deleted or replaced. */
-/* The first node whose key is >= key in byte order, or NULL. */
+/* Ordered walk. Nodes are borrowed and stay linked until their key is deleted or replaced. */
+/* The first linked node whose key is >= key in byte order, or NULL. */
 const gkv_inode_t *gkv_index_seek(const gkv_index_t *ix, const void *key, size_t len);
 const gkv_inode_t *gkv_index_next(const gkv_inode_t *n);
 const uint8_t *gkv_inode_key(const gkv_inode_t *n, size_t *len);
-void *gkv_inode_val(const gkv_inode_t *n);
+/* The data of a node. */
+void *gkv_inode_val(const gkv_index_t *ix, const gkv_inode_t *n);
 
 #endif

@@ -12,21 +12,12 @@ void gkv_leases_init(gkv_leases_t *ls, gkv_lease_totals_t *totals)
     ls->totals = totals;
 }
 
-int gkv_lease_add(gkv_leases_t *ls, gkv_entry_t *e, bool writable, const void *key, size_t klen,
-                  unsigned flags, gkv_lease_t **out)
+int gkv_lease_add(gkv_leases_t *ls, gkv_entry_t *e, bool writable, unsigned flags,
+                  gkv_lease_t **out)
 {
     gkv_lease_t *l = calloc(1, sizeof(*l));
     if (!l)
         return GKV_ENOMEM;
-    if (writable) {
-        l->key = malloc(klen ? klen : 1);
-        if (!l->key) {
-            free(l);
-            return GKV_ENOMEM;
-        }
-        memcpy(l->key, key, klen);
-        l->klen = (uint32_t)klen;
-    }
     l->id = ++ls->totals->last_id;
     l->entry = e;
     l->writable = writable;
@@ -57,7 +48,6 @@ void gkv_lease_drop(gkv_leases_t *ls, gkv_store_t *st, gkv_lease_t *l)
     ls->totals->bytes -= l->entry->size;
     ls->totals->creates -= l->writable;
     gkv_store_unref(st, l->entry);
-    free(l->key);
     free(l);
 }
 

@@ -1,6 +1,6 @@
 /* lease.h: zero-copy leases of one connection. A lease holds a reference on an entry, so the
  * entry's memory outlives deletes, overwrites and FLUSH until the lease ends. A writable lease
- * (CREATE) holds an unpublished entry and the key it will be published under at SEAL. */
+ * (CREATE) holds an unpublished entry, published under its key at SEAL. */
 #ifndef GKV_SERVER_LEASE_H
 #define GKV_SERVER_LEASE_H
 
@@ -15,8 +15,6 @@ typedef struct gkv_lease {
     gkv_entry_t *entry; /* one reference */
     bool writable;      /* CREATE: unpublished until SEAL */
     unsigned flags;     /* CREATE: GKV_SET_NX / GKV_SET_XX, checked at SEAL */
-    uint8_t *key;       /* CREATE: owned copy of the key */
-    uint32_t klen;
     bool marked;        /* RELEASE: already named in this batch */
     UT_hash_handle hh;
 } gkv_lease_t;
@@ -37,11 +35,10 @@ typedef struct {
 void gkv_leases_init(gkv_leases_t *ls, gkv_lease_totals_t *totals);
 /* Ends every lease: entries are unref'd, unsealed creates discarded. */
 void gkv_leases_fini(gkv_leases_t *ls, gkv_store_t *st);
-/* Adds a lease on e, taking over the caller's reference. key (borrowed) is copied for writable
- * leases. Returns 0 with *out (borrowed, valid until dropped) or GKV_ENOMEM (the reference is
- * then still the caller's). */
-int gkv_lease_add(gkv_leases_t *ls, gkv_entry_t *e, bool writable, const void *key, size_t klen,
-                  unsigned flags, gkv_lease_t **out);
+/* Adds a lease on e, taking over the caller's reference. Returns 0 with *out (borrowed, valid
+ * until dropped) or GKV_ENOMEM (the reference is then still the caller's). */
+int gkv_lease_add(gkv_leases_t *ls, gkv_entry_t *e, bool writable, unsigned flags,
+                  gkv_lease_t **out);
 /* The lease with this id on this connection, or NULL. */
 gkv_lease_t *gkv_lease_find(gkv_leases_t *ls, uint64_t id);
 /* Ends one lease and drops its reference. */

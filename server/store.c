@@ -9,7 +9,7 @@
 int gkv_store_init(gkv_store_t *st, gkv_backend_t *be, uint64_t limit)
 {
     memset(st, 0, sizeof(*st));
-    st->ix = gkv_index_alloc();
+    st->ix = gkv_index_alloc(sizeof(gkv_entry_t));
     if (!st->ix)
         return GKV_ENOMEM;
     st->be = be;
@@ -28,24 +28,24 @@ void gkv_store_fini(gkv_store_t *st)
     st->ix = NULL;
 }
 
-int gkv_store_entry_new(gkv_store_t *st, uint64_t size, const void *meta, uint32_t meta_len,
-                        int lane, gkv_entry_t **out)
+int gkv_store_entry_new(gkv_store_t *st, const void *key, size_t klen, uint64_t size,
+                        const void *meta, uint32_t meta_len, int lane, gkv_entry_t **out)
 {
     if (size > st->limit - st->used) {
         st->stats.oom_errors++;
         return GKV_EOOM;
     }
-    gkv_entry_t *e = calloc(1, sizeof(*e));
+    gkv_entry_t *e = gkv_inode_new(st->ix, key, klen);
     if (!e)
         return GKV_ENOMEM;
     if (meta_len) {
-        e->meta = malloc(meta_len);
-        if (!e->meta) {
-            free(e);
+        e->x = calloc(1, sizeof(gkv_extras_t) + meta_len);
+        if (!e->x) {
+            gkv_inode_free(st->ix, e);
             return GKV_ENOMEM;
         }
-        memcpy(e->meta, meta, meta_len);
-        e->meta_len = meta_len;
+        memcpy(e->x->meta, meta, meta_len);
+        e->x->meta_len = meta_len;
     }
     if (size) {
         int rc = lane < 0 ? st->be->ops->alloc_now(st->be, size, &e->mem)
@@ -53,8 +53,8 @@ int gkv_store_entry_new(gkv_store_t *st, uint64_t size, const void *meta, uint32
         if (rc) {
             if (rc == GKV_EOOM)
                 st->stats.oom_errors++;
-            free(e->meta);
-            free(e);
+            free(e->x);
+            gkv_inode_free(st->ix, e);
             return rc;
         }
     }
@@ -79,22 +79,37 @@ void gkv_store_unref(gkv_store_t *st, gkv_entry_t *e)
         st->be->ops->free(st->be, e->mem, e->size, 0);
     st->used -= e->size;
     st->entries--;
-    free(e->meta);
-    free(e->exported);
-    free(e);
+    if (e->x)
+        free(e->x->exported);
+    free(e->x);
+    gkv_inode_free(st->ix, e);
 }
 
-int gkv_store_publish(gkv_store_t *st, const void *key, size_t klen, gkv_entry_t *e,
-                      unsigned flags)
+const uint8_t *gkv_store_key(const gkv_store_t *st, const gkv_entry_t *e, size_t *len)
 {
-    bool exists = gkv_index_get(st->ix, key, klen) != NULL;
-    if ((flags & GKV_SET_NX) && exists)
+    return gkv_inode_data_key(st->ix, e, len);
+}
+
+const uint8_t *gkv_entry_meta(const gkv_entry_t *e, uint32_t *len)
+{
+    *len = e->x ? e->x->meta_len : 0;
+    return *len ? e->x->meta : NULL;
+}
+
+int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags)
+{
+    size_t klen;
+    const uint8_t *key = gkv_store_key(st, e, &klen);
+    gkv_entry_t *cur = gkv_index_get(st->ix, key, klen);
+    if ((flags & GKV_SET_NX) && cur)
         return GKV_EEXISTS;
-    if ((flags & GKV_SET_XX) && !exists)
+    if ((flags & GKV_SET_XX) && !cur)
         return GKV_ENOTFOUND;
+    if (cur == e)
+        return 0; /* already published */
     void *old;
     gkv_store_ref(e);
-    if (gkv_index_put(st->ix, key, klen, e, &old)) {
+    if (gkv_index_link(st->ix, e, &old)) {
         e->refs--;
         return GKV_ENOMEM;
     }
@@ -116,7 +131,7 @@ gkv_entry_t *gkv_store_get(gkv_store_t *st, const void *key, size_t klen)
 
 int gkv_store_del(gkv_store_t *st, const void *key, size_t klen)
 {
-    gkv_entry_t *e = gkv_index_del(st->ix, key, klen);
+    gkv_entry_t *e = gkv_index_unlink(st->ix, key, klen);
     if (!e)
         return 0;
     st->stats.dels++;

@@ -1,7 +1,8 @@
 /* store.h: entries (one stored value each), the index that names them, and memory accounting.
- * Entries are refcounted: +1 for the index link, +1 for each transfer using it; the backend
- * memory is freed only when the count reaches zero, so a delete or overwrite never pulls memory
- * out from under a transfer in flight. */
+ * An entry and its index node (with the key) are one allocation. Entries are refcounted: +1
+ * while linked in the index, +1 for each transfer or lease using it; the backend memory and the
+ * entry itself are freed only when the count reaches zero, so a delete or overwrite never pulls
+ * memory out from under a transfer in flight. */
 #ifndef GKV_SERVER_STORE_H
 #define GKV_SERVER_STORE_H
 
@@ -11,14 +12,19 @@
 #include "backend.h"
 #include "index.h"
 
+/* What few entries have: metadata, and the backend's export data once the value was mapped. */
+typedef struct {
+    uint8_t *exported; /* owned, made at the first MAP or CREATE */
+    uint32_t exported_len, meta_len;
+    uint8_t meta[];
+} gkv_extras_t;
+
 typedef struct gkv_entry {
     uint32_t refs;
-    uint32_t meta_len;
+    uint32_t reserved;
     uint64_t size;
     gkv_devptr_t mem; /* unset when size is 0 */
-    uint8_t *meta;    /* owned, NULL when meta_len is 0 */
-    uint8_t *exported; /* owned: the backend's export data, made at the first MAP or CREATE */
-    uint32_t exported_len;
+    gkv_extras_t *x;  /* owned, NULL when there is neither metadata nor export data */
 } gkv_entry_t;
 
 typedef struct {
@@ -40,21 +46,24 @@ int gkv_store_init(gkv_store_t *st, gkv_backend_t *be, uint64_t limit);
  * before the backend closes. */
 void gkv_store_fini(gkv_store_t *st);
 
-/* Makes an unpublished entry of size bytes (accounted at once) with a copy of meta (borrowed),
- * allocated on copy lane `lane`, or with lane -1 usable by another process at once (CREATE).
- * *out holds one reference, the caller's. Returns 0, GKV_EOOM (over the limit or the backend is
- * full: nothing stored is touched) or GKV_ENOMEM. */
-int gkv_store_entry_new(gkv_store_t *st, uint64_t size, const void *meta, uint32_t meta_len,
-                        int lane, gkv_entry_t **out);
+/* Makes an unpublished entry for key (copied) of size bytes (accounted at once) with a copy of
+ * meta (borrowed), allocated on copy lane `lane`, or with lane -1 usable by another process at
+ * once (CREATE). *out holds one reference, the caller's. Returns 0, GKV_EOOM (over the limit or
+ * the backend is full: nothing stored is touched) or GKV_ENOMEM. */
+int gkv_store_entry_new(gkv_store_t *st, const void *key, size_t klen, uint64_t size,
+                        const void *meta, uint32_t meta_len, int lane, gkv_entry_t **out);
 void gkv_store_ref(gkv_entry_t *e);
-/* Drops a reference; the last one frees the memory and the accounting. */
+/* Drops a reference; the last one frees the memory, the accounting and the entry. */
 void gkv_store_unref(gkv_store_t *st, gkv_entry_t *e);
+/* The entry's key (borrowed, lives as long as the entry). */
+const uint8_t *gkv_store_key(const gkv_store_t *st, const gkv_entry_t *e, size_t *len);
+/* The entry's metadata, or NULL with *len = 0. */
+const uint8_t *gkv_entry_meta(const gkv_entry_t *e, uint32_t *len);
 
-/* Publishes e under key (borrowed). flags: GKV_SET_NX / GKV_SET_XX. The index takes its own
+/* Publishes e under its key. flags: GKV_SET_NX / GKV_SET_XX. The index takes its own
  * reference; the caller keeps its own. Replacing drops the old entry's index reference.
  * Returns 0, GKV_EEXISTS, GKV_ENOTFOUND or GKV_ENOMEM. */
-int gkv_store_publish(gkv_store_t *st, const void *key, size_t klen, gkv_entry_t *e,
-                      unsigned flags);
+int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags);
 /* The entry under key, borrowed (ref it to keep it past the current callback), or NULL. */
 gkv_entry_t *gkv_store_get(gkv_store_t *st, const void *key, size_t klen);
 /* Unlinks key; returns 1 if it existed, else 0. */

@@ -1,4 +1,5 @@
-/* test_index.c: the key index: lookups, replacement, deletion, ordered prefix walks, 1 M keys. */
+/* test_index.c: the key index: lookups, replacement, unlinking, ordered prefix walks, 1 M keys.
+ * Nodes carry a small record of the test's own in front of their links. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,38 +7,68 @@
 #include "check_main.h"
 #include "index.h"
 
+typedef struct {
+    uint64_t tag;
+} rec_t;
+
+static rec_t *node(gkv_index_t *ix, const char *key, size_t klen, uint64_t tag)
+{
+    rec_t *r = gkv_inode_new(ix, key, klen);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_uint_eq(r->tag, 0); /* zeroed */
+    r->tag = tag;
+    return r;
+}
+
 static size_t key_of(char *buf, size_t cap, unsigned i)
 {
     return (size_t)snprintf(buf, cap, "dir%03u/item%07u", i % 1000, i);
 }
 
-START_TEST(put_get_replace_delete)
+static void free_rec(void *data, void *arg)
 {
-    gkv_index_t *ix = gkv_index_alloc();
+    gkv_inode_free(arg, data);
+}
+
+START_TEST(link_get_replace_unlink)
+{
+    gkv_index_t *ix = gkv_index_alloc(sizeof(rec_t));
     void *old;
-    int a = 1, b = 2;
-    ck_assert_int_eq(gkv_index_put(ix, "k", 1, &a, &old), 0);
+    rec_t *a = node(ix, "k", 1, 1), *b = node(ix, "k", 1, 2);
+    size_t kl;
+    ck_assert_int_eq(memcmp(gkv_inode_data_key(ix, a, &kl), "k", 1), 0);
+    ck_assert_uint_eq(kl, 1);
+    ck_assert_int_eq(gkv_index_link(ix, a, &old), 0);
     ck_assert_ptr_null(old);
-    ck_assert_ptr_eq(gkv_index_get(ix, "k", 1), &a);
-    ck_assert_int_eq(gkv_index_put(ix, "k", 1, &b, &old), 0);
-    ck_assert_ptr_eq(old, &a);
-    ck_assert_ptr_eq(gkv_index_get(ix, "k", 1), &b);
+    ck_assert_ptr_eq(gkv_index_get(ix, "k", 1), a);
+    size_t mem1 = gkv_index_memory(ix);
+    ck_assert_int_eq(gkv_index_link(ix, b, &old), 0); /* replaces a, which stays the caller's */
+    ck_assert_ptr_eq(old, a);
+    ck_assert_ptr_eq(gkv_index_get(ix, "k", 1), b);
     ck_assert_uint_eq(gkv_index_count(ix), 1);
+    ck_assert_uint_gt(mem1, 0);
+    ck_assert_uint_eq(a->tag, 1); /* untouched by the replacement */
+    gkv_inode_free(ix, a);
     ck_assert_ptr_null(gkv_index_get(ix, "k\0", 2)); /* binary-safe: a different key */
-    ck_assert_ptr_eq(gkv_index_del(ix, "k", 1), &b);
-    ck_assert_ptr_null(gkv_index_del(ix, "k", 1));
+    const gkv_inode_t *n = gkv_index_seek(ix, "", 0);
+    ck_assert_ptr_eq(gkv_inode_val(ix, n), b);
+    ck_assert_ptr_null(gkv_index_next(n));
+    ck_assert_ptr_eq(gkv_index_unlink(ix, "k", 1), b);
+    ck_assert_ptr_null(gkv_index_unlink(ix, "k", 1));
+    ck_assert_ptr_null(gkv_index_seek(ix, "", 0));
     ck_assert_uint_eq(gkv_index_count(ix), 0);
+    gkv_inode_free(ix, b);
     gkv_index_free(ix, NULL, NULL);
 }
 END_TEST
 
 START_TEST(seek_walks_in_byte_order)
 {
-    gkv_index_t *ix = gkv_index_alloc();
+    gkv_index_t *ix = gkv_index_alloc(sizeof(rec_t));
     const char *keys[] = {"b/2", "a", "b/1", "c", "b/10", "\xff", "b"};
     void *old;
     for (size_t i = 0; i < 7; i++)
-        gkv_index_put(ix, keys[i], strlen(keys[i]), (void *)keys[i], &old);
+        gkv_index_link(ix, node(ix, keys[i], strlen(keys[i]), i), &old);
     const char *want[] = {"b", "b/1", "b/10", "b/2", "c", "\xff"};
     const gkv_inode_t *n = gkv_index_seek(ix, "b", 1);
     for (size_t i = 0; i < 6; i++, n = gkv_index_next(n)) {
@@ -49,43 +80,50 @@ START_TEST(seek_walks_in_byte_order)
     }
     ck_assert_ptr_null(n);
     ck_assert_ptr_null(gkv_index_seek(ix, "\xff\xff", 2));
-    gkv_index_free(ix, NULL, NULL);
+    gkv_index_free(ix, free_rec, ix);
 }
 END_TEST
 
 static void count_drop(void *val, void *arg)
 {
-    (void)val;
-    (*(size_t *)arg)++;
+    size_t *counts = arg;
+    counts[0]++;
+    free(val); /* nodes are single allocations starting at their data */
 }
 
 START_TEST(a_million_keys)
 {
     enum { N = 1000000 };
-    gkv_index_t *ix = gkv_index_alloc();
+    gkv_index_t *ix = gkv_index_alloc(sizeof(rec_t));
     char k[64];
     void *old;
     for (unsigned i = 0; i < N; i++) {
         size_t kl = key_of(k, sizeof(k), i);
-        ck_assert_int_eq(gkv_index_put(ix, k, kl, (void *)(uintptr_t)(i + 1), &old), 0);
+        ck_assert_int_eq(gkv_index_link(ix, node(ix, k, kl, i + 1), &old), 0);
+        ck_assert_ptr_null(old);
     }
     ck_assert_uint_eq(gkv_index_count(ix), N);
     for (unsigned i = 0; i < N; i += 7) {
         size_t kl = key_of(k, sizeof(k), i);
-        ck_assert_ptr_eq(gkv_index_get(ix, k, kl), (void *)(uintptr_t)(i + 1));
+        rec_t *r = gkv_index_get(ix, k, kl);
+        ck_assert_ptr_nonnull(r);
+        ck_assert_uint_eq(r->tag, i + 1);
     }
-    /* Delete every third key; the rest must still be found (backward-shift deletion). */
+    /* Unlink every third key; the rest must still be found (backward-shift deletion). */
     for (unsigned i = 0; i < N; i += 3) {
         size_t kl = key_of(k, sizeof(k), i);
-        ck_assert_ptr_eq(gkv_index_del(ix, k, kl), (void *)(uintptr_t)(i + 1));
+        rec_t *r = gkv_index_unlink(ix, k, kl);
+        ck_assert_ptr_nonnull(r);
+        ck_assert_uint_eq(r->tag, i + 1);
+        gkv_inode_free(ix, r);
     }
     for (unsigned i = 0; i < N; i++) {
         size_t kl = key_of(k, sizeof(k), i);
-        void *v = gkv_index_get(ix, k, kl);
+        rec_t *r = gkv_index_get(ix, k, kl);
         if (i % 3 == 0)
-            ck_assert_ptr_null(v);
+            ck_assert_ptr_null(r);
         else
-            ck_assert_ptr_eq(v, (void *)(uintptr_t)(i + 1));
+            ck_assert_uint_eq(r->tag, i + 1);
     }
     /* A prefix holds exactly its keys, in order. */
     const char *prefix = "dir042/";
@@ -106,10 +144,10 @@ START_TEST(a_million_keys)
     for (unsigned i = 42; i < N; i += 1000)
         expect += i % 3 != 0;
     ck_assert_uint_eq(seen, expect);
-    size_t dropped = 0;
+    size_t dropped[1] = {0};
     size_t left = gkv_index_count(ix);
-    gkv_index_free(ix, count_drop, &dropped);
-    ck_assert_uint_eq(dropped, left);
+    gkv_index_free(ix, count_drop, dropped);
+    ck_assert_uint_eq(dropped[0], left);
 }
 END_TEST
 
@@ -117,7 +155,7 @@ Suite *make_suite(void)
 {
     Suite *s = suite_create("index");
     TCase *t = tcase_create("basics");
-    tcase_add_test(t, put_get_replace_delete);
+    tcase_add_test(t, link_get_replace_unlink);
     tcase_add_test(t, seek_walks_in_byte_order);
     suite_add_tcase(s, t);
     t = tcase_create("scale");
