@@ -60,9 +60,11 @@ const uint8_t *gkv_store_key(const gkv_store_t *st, const gkv_entry_t *e, size_t
 /* The entry's metadata, or NULL with *len = 0. */
 const uint8_t *gkv_entry_meta(const gkv_entry_t *e, uint32_t *len);
 
-/* Publishes e under its key. flags: GKV_SET_NX / GKV_SET_XX. The index takes its own
- * reference; the caller keeps its own. Replacing drops the old entry's index reference.
- * Returns 0, GKV_EEXISTS, GKV_ENOTFOUND or GKV_ENOMEM. */
+/* Publishes e's value under e's key. flags: GKV_SET_NX / GKV_SET_XX. The caller keeps its
+ * reference on e either way. If the key's current entry is used by nothing but the index, the
+ * new value moves into it and e keeps the old value (freed with e); otherwise e is linked (the
+ * index takes a reference) and the old entry's index reference is dropped. Readers see the old
+ * value or the new one, never a mix. Returns 0, GKV_EEXISTS, GKV_ENOTFOUND or GKV_ENOMEM. */
 int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags);
 /* The entry under key, borrowed (ref it to keep it past the current callback), or NULL. */
 gkv_entry_t *gkv_store_get(gkv_store_t *st, const void *key, size_t klen);
