@@ -142,6 +142,14 @@ void gkv__begin(gkv_client_t *c, unsigned op)
     gkv_wr_uint(&c->wr, GKV_F_ID, ++c->next_id);
 }
 
+void gkv__put_set_opts(gkv_client_t *c, const gkv_set_opts_t *opts)
+{
+    if (opts && opts->flags)
+        gkv_wr_uint(&c->wr, GKV_F_FLAGS, opts->flags);
+    if (opts && opts->meta_len)
+        gkv_wr_bin(&c->wr, GKV_F_META, opts->meta, opts->meta_len);
+}
+
 int gkv__send_frame(gkv_client_t *c)
 {
     if (c->broken)

@@ -35,6 +35,8 @@ struct gkv_client {
 void gkv__begin(gkv_client_t *c, unsigned op);
 /* Ends the frame and sends it, then payload (borrowed, may be NULL/0). Returns 0 or a code. */
 int gkv__send(gkv_client_t *c, const void *payload, size_t len);
+/* Adds SET/CREATE options (flags, metadata) to the request being built; opts may be NULL. */
+void gkv__put_set_opts(gkv_client_t *c, const gkv_set_opts_t *opts);
 /* Sends the frame header only (payload_len must already be in it). */
 int gkv__send_frame(gkv_client_t *c);
 /* Sends raw bytes. */

@@ -38,10 +38,7 @@ static int set_begin(gkv_client_t *c, const void *key, size_t klen, uint64_t len
     gkv__begin(c, GKV_OP_SET);
     gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
     gkv_wr_uint(&c->wr, GKV_F_PAYLOAD, len);
-    if (opts && opts->flags)
-        gkv_wr_uint(&c->wr, GKV_F_FLAGS, opts->flags);
-    if (opts && opts->meta_len)
-        gkv_wr_bin(&c->wr, GKV_F_META, opts->meta, opts->meta_len);
+    gkv__put_set_opts(c, opts);
     return gkv__send_frame(c);
 }
 

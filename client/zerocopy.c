@@ -141,10 +141,7 @@ int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
     gkv__begin(c, GKV_OP_CREATE);
     gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
     gkv_wr_uint(&c->wr, GKV_F_SIZE, size);
-    if (opts && opts->flags)
-        gkv_wr_uint(&c->wr, GKV_F_FLAGS, opts->flags);
-    if (opts && opts->meta_len)
-        gkv_wr_bin(&c->wr, GKV_F_META, opts->meta, opts->meta_len);
+    gkv__put_set_opts(c, opts);
     int rc;
     if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
         return rc;
@@ -204,10 +201,7 @@ int gkv_set_from_device(gkv_client_t *c, const void *key, size_t klen, const voi
     gkv__begin(c, GKV_OP_SET);
     gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
     gkv_wr_uint(&c->wr, GKV_F_PAYLOAD, len);
-    if (opts && opts->flags)
-        gkv_wr_uint(&c->wr, GKV_F_FLAGS, opts->flags);
-    if (opts && opts->meta_len)
-        gkv_wr_bin(&c->wr, GKV_F_META, opts->meta, opts->meta_len);
+    gkv__put_set_opts(c, opts);
     rc = gkv__send_frame(c);
     for (size_t off = 0; rc == 0 && off < len; off += DEV_CHUNK) {
         size_t n = len - off < DEV_CHUNK ? len - off : DEV_CHUNK;

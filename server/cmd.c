@@ -139,31 +139,47 @@ static int cmd_ping(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
     return gkv_wr_end(rep->wr);
 }
 
-static int cmd_set(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+/* Checks a new value of `size` bytes for SET or CREATE: flags, size and metadata limits, and
+ * NX/XX against the key's current state (checked again when the value is published: another
+ * client may change the key meanwhile). */
+static int check_new_value(gkv_server_t *srv, const gkv_request_t *req, uint64_t size,
+                           gkv_reply_t *rep)
 {
     if (req->flags & ~(uint64_t)(GKV_SET_NX | GKV_SET_XX))
-        return fail(rep, GKV_EINVAL, "unknown SET flags 0x%" PRIx64, req->flags);
+        return fail(rep, GKV_EINVAL, "unknown flags 0x%" PRIx64, req->flags);
     if ((req->flags & GKV_SET_NX) && (req->flags & GKV_SET_XX))
         return fail(rep, GKV_EINVAL, "NX and XX exclude each other");
-    if (req->payload_len > srv->cfg.max_value)
+    if (size > srv->cfg.max_value)
         return fail(rep, GKV_ETOOBIG, "value of %" PRIu64 " bytes exceeds max-value-size %" PRIu64,
-                    req->payload_len, srv->cfg.max_value);
+                    size, srv->cfg.max_value);
     if (req->meta.len > GKV_MAX_META)
         return fail(rep, GKV_ETOOBIG, "metadata of %u bytes exceeds %u", req->meta.len,
                     GKV_MAX_META);
-    /* Checked again at commit: another client may change the key while the payload streams. */
     bool exists = gkv_index_get(srv->store.ix, req->key.p, req->key.len) != NULL;
     if ((req->flags & GKV_SET_NX) && exists)
         return fail(rep, GKV_EEXISTS, "key exists (NX)");
     if ((req->flags & GKV_SET_XX) && !exists)
         return fail(rep, GKV_ENOTFOUND, "key does not exist (XX)");
-    /* Allocated in stream order on the lane that will copy into it. */
-    int rc = gkv_store_entry_new(&srv->store, req->key.p, req->key.len, req->payload_len,
-                                 req->meta.p, req->meta.len, rep->lane, &rep->recv);
+    return 0;
+}
+
+/* Makes the entry for a new value (lane -1: for CREATE), with OOM explained. */
+static int new_entry(gkv_server_t *srv, const gkv_request_t *req, uint64_t size, int lane,
+                     gkv_reply_t *rep, gkv_entry_t **out)
+{
+    int rc = gkv_store_entry_new(&srv->store, req->key.p, req->key.len, size, req->meta.p,
+                                 req->meta.len, lane, out);
     if (rc == GKV_EOOM)
         return fail(rep, rc, "value of %" PRIu64 " bytes does not fit: %" PRIu64 " of %" PRIu64
-                    " bytes used", req->payload_len, srv->store.used, srv->store.limit);
-    if (rc)
+                    " bytes used", size, srv->store.used, srv->store.limit);
+    return rc;
+}
+
+static int cmd_set(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    int rc = check_new_value(srv, req, req->payload_len, rep);
+    /* Allocated in stream order on the lane that will copy into it. */
+    if (rc || (rc = new_entry(srv, req, req->payload_len, rep->lane, rep, &rep->recv)))
         return rc;
     rep->recv_flags = (unsigned)req->flags;
     return 0;
@@ -598,32 +614,14 @@ static int cmd_create(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *
 {
     if (!(req->has & GKV_HAS_SIZE))
         return fail(rep, GKV_EINVAL, "CREATE needs a size");
-    if (req->flags & ~(uint64_t)(GKV_SET_NX | GKV_SET_XX) ||
-        (req->flags & GKV_SET_NX && req->flags & GKV_SET_XX))
-        return fail(rep, GKV_EINVAL, "bad CREATE flags 0x%" PRIx64, req->flags);
-    if (req->size > srv->cfg.max_value)
-        return fail(rep, GKV_ETOOBIG, "value of %" PRIu64 " bytes exceeds max-value-size %" PRIu64,
-                    req->size, srv->cfg.max_value);
-    if (req->meta.len > GKV_MAX_META)
-        return fail(rep, GKV_ETOOBIG, "metadata of %u bytes exceeds %u", req->meta.len,
-                    GKV_MAX_META);
-    bool exists = gkv_index_get(srv->store.ix, req->key.p, req->key.len) != NULL;
-    if ((req->flags & GKV_SET_NX) && exists)
-        return fail(rep, GKV_EEXISTS, "key exists (NX)");
-    if ((req->flags & GKV_SET_XX) && !exists)
-        return fail(rep, GKV_ENOTFOUND, "key does not exist (XX)");
-    int rc = lease_room(srv, rep, req->size);
-    if (rc)
+    int rc = check_new_value(srv, req, req->size, rep);
+    if (rc || (rc = lease_room(srv, rep, req->size)))
         return rc;
     gkv_entry_t *e;
     uint64_t t0 = uv_hrtime();
-    rc = gkv_store_entry_new(&srv->store, req->key.p, req->key.len, req->size, req->meta.p,
-                             req->meta.len, -1, &e);
+    rc = new_entry(srv, req, req->size, -1, rep, &e);
     GKV_DEBUG("CREATE of %" PRIu64 " bytes: allocation took %.1f us", req->size,
               (double)(uv_hrtime() - t0) / 1e3);
-    if (rc == GKV_EOOM)
-        return fail(rep, rc, "value of %" PRIu64 " bytes does not fit: %" PRIu64 " of %" PRIu64
-                    " bytes used", req->size, srv->store.used, srv->store.limit);
     if (rc)
         return rc;
     gkv_wr_t *w = rep->wr;
