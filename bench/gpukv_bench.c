@@ -36,7 +36,7 @@ typedef struct {
     uint64_t size_min, size_max, keys, requests;
     double seconds, warmup;
     int set_ratio, get_ratio;
-    bool zipf, csv, prefill, quiet;
+    bool zipf, csv, prefill;
     /* --size-mix: each key has one size, drawn by its hash from these classes, so that
      * overwrites keep the total constant (churn at a fixed fill level). */
     int nmix;

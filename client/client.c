@@ -179,10 +179,9 @@ int gkv__settle(gkv_client_t *c)
         c->next_id = c->deferred_id++; /* the id that reply carries */
         int rc = recv_one(c);
         c->next_id = want;
+        /* A server error on a library-built RELEASE cannot be acted on: it is dropped. */
         if (rc < 0 && c->broken)
             return rc;
-        if (rc < 0)
-            c->deferred_errors++;
     }
     return 0;
 }

@@ -25,7 +25,6 @@ struct gkv_client {
     bool local;
     uint32_t deferred;     /* replies to read and drop before the next one (RELEASE) */
     uint64_t deferred_id;  /* the id of the oldest of them; the others follow it */
-    uint64_t deferred_errors;
     int zc_fd;
     uint64_t arena_size;
     struct gkv_zc *zc; /* attached lazily at the first mapping */

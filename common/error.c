@@ -1,8 +1,6 @@
 /* error.c: strerror and names for the GKV_E* list, generated from the one X-macro. */
 #include "error.h"
 
-#include <errno.h>
-
 const char *gkv_strerror(int err)
 {
     switch (err) {
@@ -30,28 +28,5 @@ const char *gkv_err_name(int err)
 #undef GKV_ERR_NAME
     default:
         return "UNKNOWN";
-    }
-}
-
-int gkv_err_from_errno(int e)
-{
-    switch (e) {
-    case ENOMEM:
-        return GKV_ENOMEM;
-    case EINVAL:
-        return GKV_EINVAL;
-    case ECONNREFUSED:
-    case ENOENT:
-    case EHOSTUNREACH:
-    case ENETUNREACH:
-    case ETIMEDOUT:
-        return GKV_ECONNECT;
-    case EPIPE:
-    case ECONNRESET:
-        return GKV_ECLOSED;
-    case EIO:
-        return GKV_EIO;
-    default:
-        return GKV_ESYS;
     }
 }

@@ -4,7 +4,4 @@
 
 #include <gpukv/gpukv.h>
 
-/* Translates an errno value into the closest GKV_E* code. */
-int gkv_err_from_errno(int e);
-
 #endif
