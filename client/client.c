@@ -142,6 +142,29 @@ void gkv__begin(gkv_client_t *c, unsigned op)
     gkv_wr_uint(&c->wr, GKV_F_ID, ++c->next_id);
 }
 
+int gkv__check_key(const gkv_client_t *c, const void *key, size_t klen)
+{
+    if (!key || klen == 0)
+        return GKV_EINVAL;
+    if (c->info.max_key && klen > c->info.max_key)
+        return GKV_ETOOBIG;
+    return 0;
+}
+
+void gkv__put_key_range(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range)
+{
+    gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
+    if (range && range->suffix) {
+        gkv_wr_uint(&c->wr, GKV_F_SUFFIX, range->suffix);
+    } else if (range) {
+        /* Absent fields mean offset 0 and "to the end" (PROTOCOL.md). */
+        if (range->offset)
+            gkv_wr_uint(&c->wr, GKV_F_OFFSET, range->offset);
+        if (range->length && range->length != GKV_TO_END)
+            gkv_wr_uint(&c->wr, GKV_F_LENGTH, range->length);
+    }
+}
+
 void gkv__put_set_opts(gkv_client_t *c, const gkv_set_opts_t *opts)
 {
     if (opts && opts->flags)

@@ -34,6 +34,10 @@ struct gkv_client {
 void gkv__begin(gkv_client_t *c, unsigned op);
 /* Ends the frame and sends it, then payload (borrowed, may be NULL/0). Returns 0 or a code. */
 int gkv__send(gkv_client_t *c, const void *payload, size_t len);
+/* 0 when key is 1..max_key bytes, else GKV_EINVAL or GKV_ETOOBIG (no round trip). */
+int gkv__check_key(const gkv_client_t *c, const void *key, size_t klen);
+/* Adds the key and a byte range (NULL: the whole value) to the request being built. */
+void gkv__put_key_range(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range);
 /* Adds SET/CREATE options (flags, metadata) to the request being built; opts may be NULL. */
 void gkv__put_set_opts(gkv_client_t *c, const gkv_set_opts_t *opts);
 /* Sends the frame header only (payload_len must already be in it). */

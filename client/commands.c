@@ -11,15 +11,6 @@
 
 #define FD_CHUNK (1u << 20)
 
-static int check_key(gkv_client_t *c, const void *key, size_t klen)
-{
-    if (!key || klen == 0)
-        return GKV_EINVAL;
-    if (c->info.max_key && klen > c->info.max_key)
-        return GKV_ETOOBIG;
-    return 0;
-}
-
 int gkv_ping(gkv_client_t *c)
 {
     gkv__begin(c, GKV_OP_PING);
@@ -30,7 +21,7 @@ int gkv_ping(gkv_client_t *c)
 static int set_begin(gkv_client_t *c, const void *key, size_t klen, uint64_t len,
                      const gkv_set_opts_t *opts)
 {
-    int rc = check_key(c, key, klen);
+    int rc = gkv__check_key(c, key, klen);
     if (rc)
         return rc;
     if (opts && opts->meta_len > GKV_MAX_META)
@@ -87,19 +78,11 @@ int gkv_set_from_fd(gkv_client_t *c, const void *key, size_t klen, int fd, uint6
 static int get_begin(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
                      gkv_value_info_t *info)
 {
-    int rc = check_key(c, key, klen);
+    int rc = gkv__check_key(c, key, klen);
     if (rc)
         return rc;
     gkv__begin(c, GKV_OP_GET);
-    gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
-    if (range && range->suffix) {
-        gkv_wr_uint(&c->wr, GKV_F_SUFFIX, range->suffix);
-    } else if (range) {
-        if (range->offset)
-            gkv_wr_uint(&c->wr, GKV_F_OFFSET, range->offset);
-        if (range->length && range->length != GKV_TO_END)
-            gkv_wr_uint(&c->wr, GKV_F_LENGTH, range->length);
-    }
+    gkv__put_key_range(c, key, klen, range);
     if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
         return rc;
     if (info) {
@@ -206,7 +189,7 @@ int gkv_mget(gkv_client_t *c, gkv_mget_item_t *items, size_t n)
     if (n == 0 || n > GKV_MAX_BATCH)
         return GKV_EINVAL;
     for (size_t i = 0; i < n; i++) {
-        int rc = check_key(c, items[i].key, items[i].klen);
+        int rc = gkv__check_key(c, items[i].key, items[i].klen);
         if (rc)
             return rc;
     }
@@ -262,7 +245,7 @@ static int64_t keys_op(gkv_client_t *c, unsigned op, const void *const *keys, co
     if (n == 0 || n > GKV_MAX_BATCH)
         return GKV_EINVAL;
     for (size_t i = 0; i < n; i++) {
-        int rc = check_key(c, keys[i], klens[i]);
+        int rc = gkv__check_key(c, keys[i], klens[i]);
         if (rc)
             return rc;
     }
@@ -291,7 +274,7 @@ int64_t gkv_del(gkv_client_t *c, const void *const *keys, const size_t *klens, s
 
 int gkv_getsize(gkv_client_t *c, const void *key, size_t klen, uint64_t *size)
 {
-    int rc = check_key(c, key, klen);
+    int rc = gkv__check_key(c, key, klen);
     if (rc)
         return rc;
     gkv__begin(c, GKV_OP_GETSIZE);

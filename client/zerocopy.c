@@ -79,18 +79,11 @@ static void give_back(gkv_client_t *c, unsigned op)
 int gkv_map(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
             gkv_mapping_t **out)
 {
-    if (!key || !klen)
-        return GKV_EINVAL;
+    int rc = gkv__check_key(c, key, klen);
+    if (rc)
+        return rc;
     gkv__begin(c, GKV_OP_MAP);
-    gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
-    if (range && range->suffix) {
-        gkv_wr_uint(&c->wr, GKV_F_SUFFIX, range->suffix);
-    } else if (range) {
-        gkv_wr_uint(&c->wr, GKV_F_OFFSET, range->offset);
-        if (range->length != GKV_TO_END)
-            gkv_wr_uint(&c->wr, GKV_F_LENGTH, range->length);
-    }
-    int rc;
+    gkv__put_key_range(c, key, klen, range);
     if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
         return rc;
     if ((rc = make_mapping(c, 0, out)) && !c->broken)
@@ -134,15 +127,15 @@ int gkv_unmap(gkv_client_t *c, gkv_mapping_t *m)
 int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
                const gkv_set_opts_t *opts, gkv_mapping_t **out)
 {
-    if (!key || !klen)
-        return GKV_EINVAL;
+    int rc = gkv__check_key(c, key, klen);
+    if (rc)
+        return rc;
     if (opts && opts->meta_len > GKV_MAX_META)
         return GKV_ETOOBIG;
     gkv__begin(c, GKV_OP_CREATE);
     gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
     gkv_wr_uint(&c->wr, GKV_F_SIZE, size);
     gkv__put_set_opts(c, opts);
-    int rc;
     if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
         return rc;
     if ((rc = make_mapping(c, 1, out)) && !c->broken)
