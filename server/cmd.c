@@ -83,6 +83,19 @@ static int resolve_range(uint64_t size, uint64_t offset, uint64_t length, uint64
     return 0;
 }
 
+/* The entry under the request's key and the byte range it asks for (GET, MAP). */
+static int lookup_range(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep,
+                        gkv_entry_t **e, uint64_t *off, uint64_t *len)
+{
+    *e = gkv_store_get(&srv->store, req->key.p, req->key.len);
+    if (!*e)
+        return GKV_ENOTFOUND;
+    if (resolve_range((*e)->size, req->offset, req->length, req->suffix, off, len))
+        return fail(rep, GKV_ERANGE, "offset %" PRIu64 " is past the end of a %" PRIu64
+                    "-byte value", req->offset, (*e)->size);
+    return 0;
+}
+
 static void add_segment(gkv_reply_t *rep, gkv_entry_t *e, uint64_t off, uint64_t len)
 {
     gkv_store_ref(e);
@@ -203,13 +216,11 @@ void gkv_cmd_set_commit(gkv_server_t *srv, uint64_t id, gkv_entry_t *e, unsigned
 
 static int cmd_get(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
-    gkv_entry_t *e = gkv_store_get(&srv->store, req->key.p, req->key.len);
-    if (!e)
-        return GKV_ENOTFOUND;
+    gkv_entry_t *e;
     uint64_t off, len;
-    if (resolve_range(e->size, req->offset, req->length, req->suffix, &off, &len))
-        return fail(rep, GKV_ERANGE, "offset %" PRIu64 " is past the end of a %" PRIu64
-                    "-byte value", req->offset, e->size);
+    int rc = lookup_range(srv, req, rep, &e, &off, &len);
+    if (rc)
+        return rc;
     gkv_wr_t *w = rep->wr;
     gkv_reply_ok(w, req->id);
     gkv_wr_uint(w, GKV_F_SIZE, e->size);
@@ -219,7 +230,7 @@ static int cmd_get(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep
     const uint8_t *meta = gkv_entry_meta(e, &meta_len);
     if (meta_len)
         gkv_wr_bin(w, GKV_F_META, meta, meta_len);
-    int rc = gkv_wr_end(w);
+    rc = gkv_wr_end(w);
     if (rc)
         return rc;
     rep->segs = &rep->one;
@@ -577,15 +588,10 @@ static int write_export(gkv_server_t *srv, gkv_wr_t *w, gkv_entry_t *e)
 
 static int cmd_map(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
-    gkv_entry_t *e = gkv_store_get(&srv->store, req->key.p, req->key.len);
-    if (!e)
-        return GKV_ENOTFOUND;
+    gkv_entry_t *e;
     uint64_t off, len;
-    if (resolve_range(e->size, req->offset, req->length, req->suffix, &off, &len))
-        return fail(rep, GKV_ERANGE, "offset %" PRIu64 " is past the end of a %" PRIu64
-                    "-byte value", req->offset, e->size);
-    int rc = lease_room(srv, rep, e->size);
-    if (rc)
+    int rc = lookup_range(srv, req, rep, &e, &off, &len);
+    if (rc || (rc = lease_room(srv, rep, e->size)))
         return rc;
     gkv_wr_t *w = rep->wr;
     gkv_reply_ok(w, req->id);

@@ -65,12 +65,10 @@ static void on_closed(uv_handle_t *h)
         free(c->segs);
     free(c->in);
     gkv_wr_fini(&c->out);
+    /* c left the staging queue when it began to close, so the buffer can only wake others. */
+    release_stage(c);
     gkv_server_conn_closed(srv, c);
-    void *stage = c->stage;
-    c->stage = NULL;
     free(c);
-    if (stage)
-        gkv_staging_put(&srv->staging, stage);
 }
 
 static void on_shutdown(uv_shutdown_t *req, int status)
