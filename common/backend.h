@@ -29,6 +29,18 @@ struct gkv_copy {
 
 typedef struct gkv_backend gkv_backend_t;
 
+/* The copy lane of batched small copies (copy_batch): alloc with this lane puts the allocation
+ * in the batches' stream order. */
+#define GKV_LANE_BATCH (-2)
+
+/* One small copy of a batch: len bytes between value memory at dev and the batch buffer at
+ * host_off. Laid out for the device: a batch's pieces live in its (pinned) buffer. */
+typedef struct {
+    uint64_t dev;
+    uint32_t host_off;
+    uint32_t len;
+} gkv_piece_t;
+
 typedef struct {
     /* Reserves size (> 0) bytes of value memory. Returns 0, GKV_EOOM or GKV_EIO. */
     int (*alloc)(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *out);
@@ -44,6 +56,16 @@ typedef struct {
     /* Copies len bytes from src+off into host memory dst, like copy_in. */
     int (*copy_out)(gkv_backend_t *b, void *dst, gkv_devptr_t src, uint64_t off, size_t len,
                     int lane, gkv_copy_t *op);
+    /* Many small copies as one operation with one completion: first every `in` piece (buf ->
+     * value memory), then every `out` piece (value memory -> buf). buf comes from
+     * staging_alloc and holds the piece arrays too; all of it is borrowed until done. Batches
+     * run in order; copy_in and copy_out start after every batch started before them. Returns 0
+     * (done will be called) or a negative code (done will not be called). */
+    int (*copy_batch)(gkv_backend_t *b, void *buf, const gkv_piece_t *in, uint32_t nin,
+                      const gkv_piece_t *out, uint32_t nout, gkv_copy_t *op);
+    /* Blocks until the copies of every batch started so far have reached value memory, so
+     * that another process may read it (done callbacks may still be on their way). */
+    void (*batch_wait)(gkv_backend_t *b);
     /* Host staging buffers suited to copies (pinned on the cuda backend). NULL on failure. */
     void *(*staging_alloc)(gkv_backend_t *b, size_t size);
     void (*staging_free)(gkv_backend_t *b, void *p, size_t size);

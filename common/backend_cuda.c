@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "backend_cuda_batch.h"
 #include "error.h"
 #include "log.h"
 
@@ -18,7 +19,17 @@ typedef struct {
     cudaMemPool_t pool;
     cudaStream_t lanes[CUDA_LANES];
     cudaStream_t zc; /* allocations handed to other processes, waited for at once */
+    /* Batched small copies: their stream, an event recorded after each batch, how many batches
+     * were started, and up to which batch each lane already waits. */
+    cudaStream_t batch;
+    cudaEvent_t batch_ev;
+    uint64_t batches, lane_seen[CUDA_LANES];
 } cuda_backend_t;
+
+static cudaStream_t lane_stream(cuda_backend_t *c, int lane)
+{
+    return lane == GKV_LANE_BATCH ? c->batch : c->lanes[lane % CUDA_LANES];
+}
 
 /* Logs a failed CUDA call once, where it happened, and gives the code to pass up. */
 static int cuda_fail(const char *what, cudaError_t e)
@@ -31,7 +42,7 @@ static int cuda_alloc(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *o
 {
     cuda_backend_t *c = (cuda_backend_t *)b;
     void *p = NULL;
-    cudaError_t e = cudaMallocFromPoolAsync(&p, size, c->pool, c->lanes[lane % CUDA_LANES]);
+    cudaError_t e = cudaMallocFromPoolAsync(&p, size, c->pool, lane_stream(c, lane));
     if (e != cudaSuccess) {
         if (e == cudaErrorMemoryAllocation) {
             (void)cudaGetLastError(); /* out of memory is not sticky: clear it */
@@ -72,8 +83,16 @@ static void CUDART_CB copy_finished(void *arg)
 static int cuda_copy(cuda_backend_t *c, void *dst, const void *src, size_t len,
                      enum cudaMemcpyKind kind, int lane, gkv_copy_t *op)
 {
-    cudaStream_t s = c->lanes[lane % CUDA_LANES];
-    cudaError_t e = cudaMemcpyAsync(dst, src, len, kind, s);
+    int l = lane % CUDA_LANES;
+    cudaStream_t s = c->lanes[l];
+    cudaError_t e;
+    if (c->lane_seen[l] != c->batches) {
+        /* A value a batch wrote may be published before the batch ran: wait for it. */
+        if ((e = cudaStreamWaitEvent(s, c->batch_ev, 0)) != cudaSuccess)
+            return cuda_fail("cudaStreamWaitEvent", e);
+        c->lane_seen[l] = c->batches;
+    }
+    e = cudaMemcpyAsync(dst, src, len, kind, s);
     if (e != cudaSuccess)
         return cuda_fail("cudaMemcpyAsync", e);
     e = cudaLaunchHostFunc(s, copy_finished, op);
@@ -98,6 +117,35 @@ static int cuda_copy_out(gkv_backend_t *b, void *dst, gkv_devptr_t src, uint64_t
 {
     return cuda_copy((cuda_backend_t *)b, dst, (const uint8_t *)(uintptr_t)src.v + off, len,
                      cudaMemcpyDeviceToHost, lane, op);
+}
+
+static int cuda_copy_batch(gkv_backend_t *b, void *buf, const gkv_piece_t *in, uint32_t nin,
+                           const gkv_piece_t *out, uint32_t nout, gkv_copy_t *op)
+{
+    cuda_backend_t *c = (cuda_backend_t *)b;
+    cudaError_t e = gkv_cuda_batch_launch(in, nin, out, nout, buf, c->batch);
+    if (e != cudaSuccess)
+        return cuda_fail("the batch copy kernel", e);
+    if ((e = cudaEventRecord(c->batch_ev, c->batch)) != cudaSuccess) {
+        int rc = cuda_fail("cudaEventRecord", e);
+        cudaStreamSynchronize(c->batch);
+        return rc;
+    }
+    c->batches++;
+    if ((e = cudaLaunchHostFunc(c->batch, copy_finished, op)) != cudaSuccess) {
+        int rc = cuda_fail("cudaLaunchHostFunc", e);
+        cudaStreamSynchronize(c->batch);
+        return rc;
+    }
+    return 0;
+}
+
+static void cuda_batch_wait(gkv_backend_t *b)
+{
+    cuda_backend_t *c = (cuda_backend_t *)b;
+    cudaError_t e;
+    if (c->batches && (e = cudaEventSynchronize(c->batch_ev)) != cudaSuccess)
+        cuda_fail("waiting for a batch", e);
 }
 
 static void *cuda_staging_alloc(gkv_backend_t *b, size_t size)
@@ -171,6 +219,12 @@ static void cuda_close(gkv_backend_t *b)
         cudaStreamSynchronize(c->zc);
         cudaStreamDestroy(c->zc);
     }
+    if (c->batch) {
+        cudaStreamSynchronize(c->batch);
+        cudaStreamDestroy(c->batch);
+    }
+    if (c->batch_ev)
+        cudaEventDestroy(c->batch_ev);
     for (int i = 0; i < CUDA_LANES; i++) {
         if (c->lanes[i]) {
             cudaStreamSynchronize(c->lanes[i]);
@@ -188,6 +242,8 @@ static const gkv_backend_ops_t cuda_ops = {
     .host_view = cuda_host_view,
     .copy_in = cuda_copy_in,
     .copy_out = cuda_copy_out,
+    .copy_batch = cuda_copy_batch,
+    .batch_wait = cuda_batch_wait,
     .staging_alloc = cuda_staging_alloc,
     .staging_free = cuda_staging_free,
     .share = cuda_share,
@@ -266,8 +322,10 @@ int gkv_backend_cuda_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, 
             goto fail;
         }
     }
-    if ((e = cudaStreamCreateWithFlags(&c->zc, cudaStreamNonBlocking)) != cudaSuccess) {
-        snprintf(why, cap, "cudaStreamCreate: %s", cudaGetErrorString(e));
+    if ((e = cudaStreamCreateWithFlags(&c->zc, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&c->batch, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaEventCreateWithFlags(&c->batch_ev, cudaEventDisableTiming)) != cudaSuccess) {
+        snprintf(why, cap, "creating streams: %s", cudaGetErrorString(e));
         goto fail;
     }
     c->base.ops = &cuda_ops;

@@ -69,6 +69,25 @@ static int host_copy_out(gkv_backend_t *b, void *dst, gkv_devptr_t src, uint64_t
     return 0;
 }
 
+/* The same batches the cuda backend runs, done at once: the daemon's test flag --force-staging
+ * sends small values through them on machines without a GPU. */
+static int host_copy_batch(gkv_backend_t *b, void *buf, const gkv_piece_t *in, uint32_t nin,
+                           const gkv_piece_t *out, uint32_t nout, gkv_copy_t *op)
+{
+    uint8_t *base = ((host_backend_t *)b)->map, *host = buf;
+    for (uint32_t i = 0; i < nin; i++)
+        memcpy(base + in[i].dev, host + in[i].host_off, in[i].len);
+    for (uint32_t i = 0; i < nout; i++)
+        memcpy(host + out[i].host_off, base + out[i].dev, out[i].len);
+    op->done(op, 0);
+    return 0;
+}
+
+static void host_batch_wait(gkv_backend_t *b)
+{
+    (void)b;
+}
+
 static void *host_staging_alloc(gkv_backend_t *b, size_t size)
 {
     (void)b;
@@ -124,6 +143,8 @@ static const gkv_backend_ops_t host_ops = {
     .host_view = host_view,
     .copy_in = host_copy_in,
     .copy_out = host_copy_out,
+    .copy_batch = host_copy_batch,
+    .batch_wait = host_batch_wait,
     .staging_alloc = host_staging_alloc,
     .staging_free = host_staging_free,
     .share = host_share,

@@ -198,10 +198,10 @@ static int cmd_set(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep
     return 0;
 }
 
-void gkv_cmd_set_commit(gkv_server_t *srv, uint64_t id, gkv_entry_t *e, unsigned flags,
-                        gkv_wr_t *wr)
+int gkv_cmd_set_commit(gkv_server_t *srv, uint64_t id, gkv_entry_t *e, unsigned flags,
+                       gkv_wr_t *wr, gkv_entry_t **holder)
 {
-    int rc = gkv_store_publish(&srv->store, e, flags);
+    int rc = gkv_store_publish(&srv->store, e, flags, holder);
     if (rc == GKV_EEXISTS)
         gkv_reply_error(wr, id, rc, "key exists (NX)");
     else if (rc == GKV_ENOTFOUND)
@@ -212,6 +212,7 @@ void gkv_cmd_set_commit(gkv_server_t *srv, uint64_t id, gkv_entry_t *e, unsigned
         gkv_reply_ok(wr, id);
         gkv_wr_end(wr);
     }
+    return rc;
 }
 
 static int cmd_get(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
@@ -517,7 +518,7 @@ static int cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
         "\r\ntotal_commands_processed:%" PRIu64 "\r\nprotocol_errors:%" PRIu64
         "\r\nkeyspace_hits:%" PRIu64 "\r\nkeyspace_misses:%" PRIu64 "\r\nsets:%" PRIu64
         "\r\ndeletes:%" PRIu64 "\r\noom_errors:%" PRIu64 "\r\nbytes_in:%" PRIu64
-        "\r\nbytes_out:%" PRIu64 "\r\n"
+        "\r\nbytes_out:%" PRIu64 "\r\ncopy_batches:%" PRIu64 "\r\nbatched_copies:%" PRIu64 "\r\n"
         "# Keyspace\r\nkeys:%zu\r\nentries_alive:%" PRIu64 "\r\n"
         "# Leases\r\nzero_copy:%s\r\nleases:%" PRIu64 "\r\nleased_bytes:%" PRIu64
         "\r\nunsealed_creates:%" PRIu64 "\r\nmax_leases:%" PRIu64 "\r\nmax_leased_bytes:%" PRIu64
@@ -529,7 +530,8 @@ static int cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
         gkv_index_memory(st->ix), srv->cfg.max_value, srv->cfg.max_key, ss->total_connections,
         ss->rejected_connections, ss->total_commands, ss->protocol_errors, st->stats.hits,
         st->stats.misses, st->stats.sets, st->stats.dels, st->stats.oom_errors, ss->bytes_in,
-        ss->bytes_out, gkv_index_count(st->ix), st->entries,
+        ss->bytes_out, srv->batch ? srv->batch->batches : 0, srv->batch ? srv->batch->pieces : 0,
+        gkv_index_count(st->ix), st->entries,
         srv->be->host_visible && !srv->cfg.host_zero_copy ? "off" : srv->be->zc_mechanism,
         srv->lease_totals.leases, srv->lease_totals.bytes, srv->lease_totals.creates,
         srv->cfg.max_leases, srv->cfg.max_leased_bytes);
@@ -593,6 +595,8 @@ static int cmd_map(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep
     int rc = lookup_range(srv, req, rep, &e, &off, &len);
     if (rc || (rc = lease_room(srv, rep, e->size)))
         return rc;
+    if (srv->batch)
+        gkv_batch_settle(srv->batch); /* the value may have been answered before it was copied */
     gkv_wr_t *w = rep->wr;
     gkv_reply_ok(w, req->id);
     if ((rc = write_export(srv, w, e)))
@@ -668,7 +672,7 @@ static int cmd_seal(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
     if (rc)
         return rc;
     /* The lease ends either way: on NX/XX failure the new value is discarded. */
-    rc = gkv_store_publish(&srv->store, l->entry, l->flags);
+    rc = gkv_store_publish(&srv->store, l->entry, l->flags, NULL);
     gkv_lease_drop(rep->leases, &srv->store, l);
     if (rc == GKV_EEXISTS)
         return fail(rep, rc, "key exists (NX): the created value was discarded");

@@ -56,9 +56,11 @@ void gkv_reply_ok(gkv_wr_t *wr, uint64_t id);
 /* Drops the references and memory rep holds (segments, recv). */
 void gkv_reply_release(gkv_server_t *srv, gkv_reply_t *rep);
 
-/* Finishes a SET whose payload has arrived in e: publishes it under its key and writes the
- * reply. The caller keeps (and later drops) its own reference on e. */
-void gkv_cmd_set_commit(gkv_server_t *srv, uint64_t id, gkv_entry_t *e, unsigned flags,
-                        gkv_wr_t *wr);
+/* Finishes a SET whose payload has arrived in e (or is on its way there in a batch): publishes
+ * it under its key and writes the reply. The caller keeps (and later drops) its own reference
+ * on e. *holder (when not NULL) gets the entry now holding the value (see gkv_store_publish).
+ * Returns 0 when published, else the code the reply carries. */
+int gkv_cmd_set_commit(gkv_server_t *srv, uint64_t id, gkv_entry_t *e, unsigned flags,
+                       gkv_wr_t *wr, gkv_entry_t **holder);
 
 #endif

@@ -82,7 +82,7 @@ static void flush(gkv_conn_t *c);
 
 static void finish_close(gkv_conn_t *c)
 {
-    if (c->copy_busy || c->close_started)
+    if (c->copy_busy || c->holes || c->close_started)
         return;
     c->close_started = true;
     if (c->graceful) {
@@ -105,6 +105,8 @@ void gkv_conn_close(gkv_conn_t *c, bool graceful)
         c->reading = false;
     }
     gkv_staging_cancel(&c->srv->staging, &c->waiter);
+    if (c->srv->batch)
+        gkv_batch_cancel(c->srv->batch, &c->bwaiter);
     finish_close(c);
 }
 
@@ -156,9 +158,11 @@ static void submit(gkv_conn_t *c, out_req_t *r, unsigned nbufs)
     }
 }
 
-/* Writes the replies produced so far. */
+/* Writes the replies produced so far, once no copy batch still has bytes to put in them. */
 static void flush(gkv_conn_t *c)
 {
+    if (c->holes)
+        return;
     if (c->out.failed) {
         GKV_ERROR("conn %llu: out of memory building replies", (unsigned long long)c->id);
         gkv_wr_reset(&c->out);
@@ -262,8 +266,13 @@ static void job_step(gkv_conn_t *c)
         drive(c);
         return;
     }
+    if (c->holes)
+        return; /* replies before this one wait for a batch; gkv_conn_batch_deliver resumes */
+    flush(c);
     if (!c->stage && !take_stage(c))
         return;
+    if (srv->batch)
+        gkv_batch_start_writes(srv->batch); /* the lane copy waits for them in the backend */
     gkv_segment_t *s = &c->segs[c->seg_i];
     uint64_t left = s->len - c->seg_pos;
     c->chunk = left < GKV_STAGING_CHUNK ? (size_t)left : GKV_STAGING_CHUNK;
@@ -309,6 +318,50 @@ static bool send_inline(gkv_conn_t *c, gkv_reply_t *rep)
     return true;
 }
 
+/* Small replies from memory the host cannot see: the reply buffer keeps a hole for the bytes,
+ * which the next copy batch fills. False when the batch is full. */
+static bool send_batched(gkv_conn_t *c, gkv_reply_t *rep)
+{
+    static const char zeros[GKV_BATCH_VALUE_MAX];
+    gkv_batcher_t *b = c->srv->batch;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < rep->nsegs; i++)
+        total += rep->segs[i].len;
+    if (total > GKV_BATCH_VALUE_MAX || !gkv_batch_out_room(b, rep->nsegs, total))
+        return false;
+    uint64_t at = c->out.sb.size;
+    if (msgpack_sbuffer_write(&c->out.sb, zeros, (size_t)total))
+        c->out.failed = true; /* the connection closes once the batch is done */
+    for (uint32_t i = 0; i < rep->nsegs; i++) {
+        gkv_segment_t *s = &rep->segs[i];
+        gkv_batch_out(b, s->entry, s->off, (uint32_t)s->len, c, at); /* takes the reference */
+        at += s->len;
+        c->holes++;
+    }
+    if (rep->segs != &rep->one)
+        free(rep->segs);
+    rep->segs = NULL;
+    rep->nsegs = 0;
+    return true;
+}
+
+void gkv_conn_batch_deliver(void *sink, uint64_t tag, const void *bytes, uint32_t len, int status)
+{
+    gkv_conn_t *c = sink;
+    if (status)
+        c->out.failed = true; /* a reply without its bytes must not go out: close instead */
+    else if (!c->out.failed && tag + len <= c->out.sb.size)
+        memcpy(c->out.sb.data + tag, bytes, len);
+    if (--c->holes)
+        return;
+    if (c->closing)
+        finish_close(c);
+    else if (c->state == CONN_SEND)
+        job_step(c);
+    else
+        drive(c);
+}
+
 static void start_send(gkv_conn_t *c, gkv_reply_t *rep)
 {
     if (!c->srv->staging_only) {
@@ -316,6 +369,8 @@ static void start_send(gkv_conn_t *c, gkv_reply_t *rep)
             send_in_place(c, rep);
         return;
     }
+    if (c->srv->batch && send_batched(c, rep))
+        return;
     flush(c);
     if (rep->segs == &rep->one) {
         c->one = rep->one;
@@ -336,11 +391,44 @@ static void start_send(gkv_conn_t *c, gkv_reply_t *rep)
 
 static void recv_commit(gkv_conn_t *c)
 {
-    gkv_cmd_set_commit(c->srv, c->req_id, c->recv, c->recv_flags, &c->out);
+    gkv_cmd_set_commit(c->srv, c->req_id, c->recv, c->recv_flags, &c->out, NULL);
     gkv_store_unref(&c->srv->store, c->recv);
     c->recv = NULL;
     c->state = CONN_HEADER;
     release_stage(c);
+}
+
+/* A small SET on a batching backend: once the whole payload is in, its bytes go into the copy
+ * batch and the value is published and answered at once; the batch copies it before anything
+ * else can read it (batch.h). Returns like recv_step. */
+static bool recv_batched(gkv_conn_t *c)
+{
+    gkv_server_t *srv = c->srv;
+    gkv_entry_t *e = c->recv, *holder = NULL;
+    uint32_t size = (uint32_t)e->size;
+    if (c->in_len - c->in_pos < size)
+        return false; /* the input buffer (64 KiB at least) holds a whole small payload */
+    void *dst = gkv_batch_in_reserve(srv->batch, size, &c->bwaiter);
+    if (!dst) {
+        c->waiting_batch = true;
+        return false;
+    }
+    memcpy(dst, c->in + c->in_pos, size);
+    c->in_pos += size;
+    if (gkv_cmd_set_commit(srv, c->req_id, e, c->recv_flags, &c->out, &holder) == 0)
+        gkv_batch_in_commit(srv->batch, holder);
+    gkv_store_unref(&srv->store, e);
+    c->recv = NULL;
+    c->state = CONN_HEADER;
+    return true;
+}
+
+static void on_batch_room(gkv_batch_waiter_t *w)
+{
+    gkv_conn_t *c = (gkv_conn_t *)((char *)w - offsetof(gkv_conn_t, bwaiter));
+    c->waiting_batch = false;
+    if (!c->closing)
+        drive(c);
 }
 
 /* Moves available input into the value. Returns true when it can go on, false when it must
@@ -363,6 +451,8 @@ static bool recv_step(gkv_conn_t *c)
         recv_commit(c);
         return true;
     }
+    if (srv->batch && e->size <= GKV_BATCH_VALUE_MAX)
+        return recv_batched(c);
     if (pending && !avail)
         return false;
     if (pending) {
@@ -469,7 +559,10 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
     rep.wr = &c->out;
     rep.id = req->id;
     rep.local = c->local;
-    rep.lane = c->lane;
+    /* A small SET's value is written by a copy batch: allocate it in the batches' order. */
+    rep.lane = c->srv->batch && req->payload_len && req->payload_len <= GKV_BATCH_VALUE_MAX
+                   ? GKV_LANE_BATCH
+                   : c->lane;
     rep.first = c->requests++ == 0;
     rep.zc = c->zc;
     rep.leases = &c->leases;
@@ -543,8 +636,10 @@ static int parse_one(gkv_conn_t *c)
 
 static void update_reading(gkv_conn_t *c)
 {
-    bool want = !c->closing && !c->copy_busy && !c->waiting_stage && c->state != CONN_SEND &&
-                (c->state != CONN_HEADER || c->out_pending <= OUT_HIGH) &&
+    bool want = !c->closing && !c->copy_busy && !c->waiting_stage && !c->waiting_batch &&
+                c->state != CONN_SEND &&
+                (c->state != CONN_HEADER ||
+                 (c->out_pending <= OUT_HIGH && c->out.sb.size <= OUT_HIGH)) &&
                 !(c->state == CONN_HEADER && c->srv->shutting_down);
     if (want && !c->reading) {
         if (uv_read_start(&c->h.stream, on_alloc, on_read) == 0)
@@ -557,7 +652,7 @@ static void update_reading(gkv_conn_t *c)
 
 static void drive(gkv_conn_t *c)
 {
-    while (!c->closing && !c->copy_busy && !c->waiting_stage) {
+    while (!c->closing && !c->copy_busy && !c->waiting_stage && !c->waiting_batch) {
         if (c->state == CONN_SEND)
             break;
         if (c->state == CONN_PAYLOAD) {
@@ -579,7 +674,7 @@ static void drive(gkv_conn_t *c)
             gkv_conn_close(c, true);
             return;
         }
-        if (c->out_pending > OUT_HIGH || parse_one(c) <= 0)
+        if (c->out_pending > OUT_HIGH || c->out.sb.size > OUT_HIGH || parse_one(c) <= 0)
             break;
     }
     if (c->closing)
@@ -661,6 +756,7 @@ int gkv_conn_accept(gkv_server_t *srv, uv_stream_t *listener, bool local)
     c->copy.done = copy_done_any_thread;
     c->copy.arg = c;
     c->waiter.ready = on_stage_ready;
+    c->bwaiter.ready = on_batch_room;
     gkv_leases_init(&c->leases, &srv->lease_totals);
     gkv_wr_init(&c->out);
     c->next = srv->conns;

@@ -30,6 +30,11 @@ struct gkv_conn {
     int lane;
     bool local, reading, closing, close_started, graceful, copy_busy, waiting_stage;
     bool zc;                 /* zero-copy granted: the shared-memory fd was passed */
+    bool waiting_batch;      /* a small SET waits for room in a copy batch */
+    gkv_batch_waiter_t bwaiter;
+    /* GET replies in the reply buffer whose bytes a copy batch has yet to fill: nothing is
+     * written to the socket until they are all in. */
+    uint32_t holes;
     uint64_t requests;       /* requests handled so far */
     gkv_leases_t leases;
     gkv_conn_state_t state;
@@ -68,5 +73,8 @@ void gkv_conn_close(gkv_conn_t *c, bool graceful);
 void gkv_conn_stop(gkv_conn_t *c);
 /* Runs on the loop thread after c's backend copy reported completion. */
 void gkv_conn_copy_finished(gkv_conn_t *c);
+/* A copy batch brought len bytes (borrowed for the call) for the reply-buffer offset tag of
+ * connection sink; a gkv_batch_deliver_fn. */
+void gkv_conn_batch_deliver(void *sink, uint64_t tag, const void *bytes, uint32_t len, int status);
 
 #endif

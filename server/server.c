@@ -74,6 +74,8 @@ static void maybe_finish(gkv_server_t *s)
     if (!s->shutting_down || s->nconns)
         return;
     if (!uv_is_closing((uv_handle_t *)&s->wake)) {
+        if (s->batch)
+            gkv_batcher_close(s->batch);
         uv_close((uv_handle_t *)&s->wake, NULL);
         uv_close((uv_handle_t *)&s->sigterm, NULL);
         uv_close((uv_handle_t *)&s->sigint, NULL);
@@ -296,6 +298,16 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
         goto fail_backend;
     }
     gkv_staging_init(&s->staging, s->be);
+    if (s->staging_only) {
+        if (gkv_batcher_init(&s->batcher, s->be, &s->store, loop, gkv_conn_batch_deliver)) {
+            snprintf(err, cap, "out of pinned host memory for copy batches");
+            gkv_staging_fini(&s->staging);
+            gkv_store_fini(&s->store);
+            rc = GKV_ENOMEM;
+            goto fail_backend;
+        }
+        s->batch = &s->batcher;
+    }
     pthread_mutex_init(&s->done_lock, NULL);
     uv_async_init(loop, &s->wake, on_wake);
     s->wake.data = s;
@@ -317,10 +329,14 @@ fail_handles:
     if (s->tcp_open)
         close_quietly((uv_handle_t *)&s->tcp_listener);
     close_quietly((uv_handle_t *)&s->wake);
+    if (s->batch)
+        gkv_batcher_close(s->batch);
     close_quietly((uv_handle_t *)&s->sigterm);
     close_quietly((uv_handle_t *)&s->sigint);
     close_quietly((uv_handle_t *)&s->shutdown_timer);
     uv_run(loop, UV_RUN_DEFAULT);
+    if (s->batch)
+        gkv_batcher_fini(s->batch);
     gkv_store_fini(&s->store);
     gkv_staging_fini(&s->staging);
     pthread_mutex_destroy(&s->done_lock);
@@ -331,6 +347,8 @@ fail_backend:
 
 void gkv_server_fini(gkv_server_t *s)
 {
+    if (s->batch)
+        gkv_batcher_fini(s->batch);
     gkv_store_fini(&s->store);
     gkv_staging_fini(&s->staging);
     s->be->ops->close(s->be);

@@ -7,6 +7,7 @@
 #include <uv.h>
 
 #include "backend.h"
+#include "batch.h"
 #include "config.h"
 #include "lease.h"
 #include "staging.h"
@@ -26,6 +27,8 @@ typedef struct gkv_server {
     gkv_store_t store;
     gkv_staging_t staging;
     bool staging_only;       /* move values through staging even when the host can see them */
+    gkv_batcher_t batcher;
+    gkv_batcher_t *batch;    /* &batcher when small values move in batches (staging_only), or NULL */
     uv_pipe_t unix_listener;
     uv_tcp_t tcp_listener;
     bool unix_open, tcp_open, shutting_down;

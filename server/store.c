@@ -96,7 +96,7 @@ const uint8_t *gkv_entry_meta(const gkv_entry_t *e, uint32_t *len)
     return *len ? e->x->meta : NULL;
 }
 
-int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags)
+int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags, gkv_entry_t **holder)
 {
     size_t klen;
     const uint8_t *key = gkv_store_key(st, e, &klen);
@@ -105,6 +105,8 @@ int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags)
         return GKV_EEXISTS;
     if ((flags & GKV_SET_XX) && !cur)
         return GKV_ENOTFOUND;
+    if (holder)
+        *holder = e;
     if (cur == e)
         return 0; /* already published */
     if (cur && cur->refs == 1) {
@@ -120,6 +122,8 @@ int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags)
         e->size = size;
         e->mem = mem;
         e->x = x;
+        if (holder)
+            *holder = cur;
         st->stats.sets++;
         return 0;
     }

@@ -64,8 +64,10 @@ const uint8_t *gkv_entry_meta(const gkv_entry_t *e, uint32_t *len);
  * reference on e either way. If the key's current entry is used by nothing but the index, the
  * new value moves into it and e keeps the old value (freed with e); otherwise e is linked (the
  * index takes a reference) and the old entry's index reference is dropped. Readers see the old
- * value or the new one, never a mix. Returns 0, GKV_EEXISTS, GKV_ENOTFOUND or GKV_ENOMEM. */
-int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags);
+ * value or the new one, never a mix. *holder (when not NULL) gets the entry that holds the new
+ * value now (e or the key's old entry), borrowed. Returns 0, GKV_EEXISTS, GKV_ENOTFOUND or
+ * GKV_ENOMEM. */
+int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags, gkv_entry_t **holder);
 /* The entry under key, borrowed (ref it to keep it past the current callback), or NULL. */
 gkv_entry_t *gkv_store_get(gkv_store_t *st, const void *key, size_t klen);
 /* Unlinks key; returns 1 if it existed, else 0. */

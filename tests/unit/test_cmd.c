@@ -71,7 +71,7 @@ static int put(const char *key, const char *value, unsigned flags)
     if (q.payload_len)
         memcpy(srv.be->ops->host_view(srv.be, rep.recv->mem), value, q.payload_len);
     gkv_wr_reset(&wr);
-    gkv_cmd_set_commit(&srv, q.id, rep.recv, flags, &wr);
+    gkv_cmd_set_commit(&srv, q.id, rep.recv, flags, &wr, NULL);
     gkv_store_unref(&srv.store, rep.recv);
     return (int)last_response().status;
 }

@@ -1,0 +1,254 @@
+/* batch.c: gathering small copies into batches; see batch.h. Buffers form a ring: the open one
+ * fills, started ones complete in the order they were started (one backend stream). */
+#include "batch.h"
+
+#include <string.h>
+#include <time.h>
+
+#include "error.h"
+#include "log.h"
+
+#define ALIGN 16u /* pieces start 16-byte aligned: the copy kernel then moves 16 bytes a step */
+#define BUF_SIZE (GKV_BATCH_BYTES + 2u * GKV_BATCH_PIECES * sizeof(gkv_piece_t))
+
+static uint32_t align_up(uint32_t v)
+{
+    return (v + ALIGN - 1) & ~(ALIGN - 1);
+}
+
+static void batch_finished_any_thread(gkv_copy_t *op, int status)
+{
+    gkv_batch_buf_t *bb = op->arg;
+    bb->status = status;
+    atomic_store(&bb->finished, 1);
+    uv_async_send(&bb->owner->wake);
+}
+
+/* Drops bb's references and, when deliver, hands out its out pieces (status: what the copy
+ * reported). bb must still count as busy: deliveries may fill other buffers. */
+static void settle_buf(gkv_batcher_t *b, gkv_batch_buf_t *bb, int status, bool deliver)
+{
+    for (uint32_t i = 0; i < bb->nout; i++) {
+        gkv_batch_ref_t *r = &bb->out_refs[i];
+        if (deliver)
+            b->deliver(r->sink, r->tag, bb->buf + bb->out[i].host_off, bb->out[i].len, status);
+        gkv_store_unref(b->st, r->entry);
+    }
+    for (uint32_t i = 0; i < bb->nin; i++)
+        gkv_store_unref(b->st, bb->in_refs[i].entry);
+    bb->nin = bb->nout = bb->fill = 0;
+}
+
+/* Starts the open batch and opens the next buffer of the ring if it is free. */
+static void start_open(gkv_batcher_t *b)
+{
+    if (b->open < 0)
+        return;
+    gkv_batch_buf_t *bb = &b->bufs[b->open];
+    if (!bb->nin && !bb->nout)
+        return;
+    bb->busy = true;
+    atomic_store(&bb->finished, 0);
+    b->batches++;
+    b->pieces += bb->nin + bb->nout;
+    int rc = b->be->ops->copy_batch(b->be, bb->buf, bb->in, bb->nin, bb->out, bb->nout, &bb->op);
+    if (rc) {
+        /* Nothing was queued: report it as this batch's result, in order, from the loop. */
+        GKV_ERROR("batch of %u copies could not start: %s", bb->nin + bb->nout, gkv_strerror(rc));
+        bb->status = rc;
+        atomic_store(&bb->finished, 1);
+        uv_async_send(&b->wake);
+    }
+    int next = (b->open + 1) % GKV_BATCH_BUFS;
+    b->open = b->bufs[next].busy ? -1 : next;
+}
+
+static void wake_waiters(gkv_batcher_t *b)
+{
+    gkv_batch_waiter_t *w = b->head;
+    b->head = b->tail = NULL;
+    while (w) {
+        gkv_batch_waiter_t *next = w->next;
+        w->queued = false;
+        w->next = NULL;
+        w->ready(w);
+        w = next;
+    }
+}
+
+static void on_wake(uv_async_t *a)
+{
+    gkv_batcher_t *b = a->data;
+    bool freed = false;
+    for (;;) {
+        gkv_batch_buf_t *bb = &b->bufs[b->next_done];
+        if (!bb->busy || !atomic_load(&bb->finished))
+            break;
+        if (bb->status)
+            GKV_ERROR("batch copy failed: %s", gkv_strerror(bb->status));
+        settle_buf(b, bb, bb->status, true);
+        bb->busy = false;
+        if (b->open < 0)
+            b->open = b->next_done;
+        b->next_done = (b->next_done + 1) % GKV_BATCH_BUFS;
+        freed = true;
+    }
+    if (freed)
+        wake_waiters(b);
+}
+
+static void on_prepare(uv_prepare_t *p)
+{
+    start_open(p->data);
+}
+
+int gkv_batcher_init(gkv_batcher_t *b, gkv_backend_t *be, gkv_store_t *st, uv_loop_t *loop,
+                     gkv_batch_deliver_fn deliver)
+{
+    memset(b, 0, sizeof(*b));
+    b->be = be;
+    b->st = st;
+    b->deliver = deliver;
+    for (int i = 0; i < GKV_BATCH_BUFS; i++) {
+        gkv_batch_buf_t *bb = &b->bufs[i];
+        bb->owner = b;
+        bb->buf = be->ops->staging_alloc(be, BUF_SIZE);
+        if (!bb->buf) {
+            gkv_batcher_fini(b);
+            return GKV_ENOMEM;
+        }
+        bb->in = (gkv_piece_t *)(bb->buf + GKV_BATCH_BYTES);
+        bb->out = bb->in + GKV_BATCH_PIECES;
+        bb->op.done = batch_finished_any_thread;
+        bb->op.arg = bb;
+    }
+    uv_prepare_init(loop, &b->prepare);
+    b->prepare.data = b;
+    uv_prepare_start(&b->prepare, on_prepare);
+    uv_async_init(loop, &b->wake, on_wake);
+    b->wake.data = b;
+    b->ready = true;
+    return 0;
+}
+
+void gkv_batcher_close(gkv_batcher_t *b)
+{
+    if (!b->ready || uv_is_closing((uv_handle_t *)&b->wake))
+        return;
+    uv_close((uv_handle_t *)&b->prepare, NULL);
+    uv_close((uv_handle_t *)&b->wake, NULL);
+}
+
+void gkv_batcher_fini(gkv_batcher_t *b)
+{
+    if (b->ready)
+        b->be->ops->batch_wait(b->be);
+    for (int i = 0; i < GKV_BATCH_BUFS; i++) {
+        gkv_batch_buf_t *bb = &b->bufs[i];
+        if (!bb->buf)
+            continue;
+        /* A completion may still be on its way from the backend's thread. */
+        while (bb->busy && !atomic_load(&bb->finished))
+            nanosleep(&(struct timespec){0, 100000}, NULL);
+        settle_buf(b, bb, GKV_EIO, false); /* no connection is left to deliver to */
+        b->be->ops->staging_free(b->be, bb->buf, BUF_SIZE);
+        bb->buf = NULL;
+    }
+    b->ready = false;
+}
+
+bool gkv_batch_out_room(gkv_batcher_t *b, uint32_t pieces, uint64_t bytes)
+{
+    for (int tries = 0; tries < 2; tries++) {
+        if (b->open < 0)
+            return false;
+        gkv_batch_buf_t *bb = &b->bufs[b->open];
+        if (bb->nout + pieces <= GKV_BATCH_PIECES &&
+            align_up(bb->fill) + bytes + (uint64_t)ALIGN * pieces <= GKV_BATCH_BYTES)
+            return true;
+        start_open(b); /* full: send it on and try the next buffer */
+    }
+    return false;
+}
+
+void gkv_batch_out(gkv_batcher_t *b, gkv_entry_t *e, uint64_t off, uint32_t len, void *sink,
+                   uint64_t tag)
+{
+    gkv_batch_buf_t *bb = &b->bufs[b->open];
+    uint32_t at = align_up(bb->fill);
+    bb->out[bb->nout] = (gkv_piece_t){e->mem.v + off, at, len};
+    bb->out_refs[bb->nout++] = (gkv_batch_ref_t){e, sink, tag};
+    bb->fill = at + len;
+}
+
+void *gkv_batch_in_reserve(gkv_batcher_t *b, uint32_t len, gkv_batch_waiter_t *w)
+{
+    for (int tries = 0; tries < 2; tries++) {
+        if (b->open < 0)
+            break;
+        gkv_batch_buf_t *bb = &b->bufs[b->open];
+        uint32_t at = align_up(bb->fill);
+        if (bb->nin < GKV_BATCH_PIECES && (uint64_t)at + len <= GKV_BATCH_BYTES) {
+            b->reserved = len;
+            return bb->buf + at;
+        }
+        start_open(b);
+    }
+    if (!w->queued) {
+        w->queued = true;
+        w->next = NULL;
+        if (b->tail)
+            b->tail->next = w;
+        else
+            b->head = w;
+        b->tail = w;
+    }
+    return NULL;
+}
+
+void gkv_batch_in_commit(gkv_batcher_t *b, gkv_entry_t *e)
+{
+    gkv_batch_buf_t *bb = &b->bufs[b->open];
+    uint32_t at = align_up(bb->fill);
+    gkv_store_ref(e);
+    bb->in[bb->nin] = (gkv_piece_t){e->mem.v, at, b->reserved};
+    bb->in_refs[bb->nin++] = (gkv_batch_ref_t){e, NULL, 0};
+    bb->fill = at + b->reserved;
+    b->reserved = 0;
+}
+
+void gkv_batch_cancel(gkv_batcher_t *b, gkv_batch_waiter_t *w)
+{
+    if (!w->queued)
+        return;
+    gkv_batch_waiter_t **pp = &b->head, *prev = NULL;
+    while (*pp && *pp != w) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    if (*pp) {
+        *pp = w->next;
+        if (b->tail == w)
+            b->tail = prev;
+    }
+    w->queued = false;
+    w->next = NULL;
+}
+
+void gkv_batch_start_writes(gkv_batcher_t *b)
+{
+    if (b->open >= 0 && b->bufs[b->open].nin)
+        start_open(b);
+}
+
+void gkv_batch_settle(gkv_batcher_t *b)
+{
+    gkv_batch_start_writes(b);
+    for (int i = 0; i < GKV_BATCH_BUFS; i++) {
+        gkv_batch_buf_t *bb = &b->bufs[i];
+        if (bb->busy && bb->nin && !atomic_load(&bb->finished)) {
+            b->be->ops->batch_wait(b->be);
+            return;
+        }
+    }
+}
