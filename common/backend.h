@@ -77,6 +77,11 @@ typedef struct {
      * the pool's pointer export data), at most cap; *len = 0 when the address itself is enough
      * (host: an arena offset). Returns 0 or GKV_EIO. */
     int (*export_ptr)(gkv_backend_t *b, gkv_devptr_t p, uint8_t *out, size_t cap, size_t *len);
+    /* False when the memory at p is shared with other values (carved from a slab) and so must
+     * not be handed to another process; export_ptr then does not apply. */
+    int (*exportable)(gkv_backend_t *b, gkv_devptr_t p);
+    /* Copies len bytes between values, finished when it returns. Returns 0 or GKV_EIO. */
+    int (*copy_now)(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src, uint64_t len);
     /* Like alloc, but the memory is usable by another process as soon as this returns (cuda:
      * allocated on a stream of its own, which is then waited for: no other work is on it). */
     int (*alloc_now)(gkv_backend_t *b, uint64_t size, gkv_devptr_t *out);

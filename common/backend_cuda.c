@@ -11,6 +11,7 @@
 #include "backend_cuda_batch.h"
 #include "error.h"
 #include "log.h"
+#include "slab.h"
 
 #define CUDA_LANES 8
 
@@ -24,6 +25,10 @@ typedef struct {
     cudaStream_t batch;
     cudaEvent_t batch_ev;
     uint64_t batches, lane_seen[CUDA_LANES];
+    /* Small values written by batches are carved from slab regions, allocated from the pool
+     * on the batch stream: a pool allocation each would cost a driver call and ~1 KiB of
+     * host memory per value. */
+    gkv_slab_t *slab;
 } cuda_backend_t;
 
 static cudaStream_t lane_stream(cuda_backend_t *c, int lane)
@@ -38,11 +43,11 @@ static int cuda_fail(const char *what, cudaError_t e)
     return e == cudaErrorMemoryAllocation ? GKV_EOOM : GKV_EIO;
 }
 
-static int cuda_alloc(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *out)
+/* Stream-ordered allocation from the pool. Returns 0, GKV_EOOM or GKV_EIO. */
+static int pool_alloc(cuda_backend_t *c, uint64_t size, cudaStream_t s, uint64_t *out)
 {
-    cuda_backend_t *c = (cuda_backend_t *)b;
     void *p = NULL;
-    cudaError_t e = cudaMallocFromPoolAsync(&p, size, c->pool, lane_stream(c, lane));
+    cudaError_t e = cudaMallocFromPoolAsync(&p, size, c->pool, s);
     if (e != cudaSuccess) {
         if (e == cudaErrorMemoryAllocation) {
             (void)cudaGetLastError(); /* out of memory is not sticky: clear it */
@@ -50,15 +55,26 @@ static int cuda_alloc(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *o
         }
         return cuda_fail("cudaMallocFromPoolAsync", e);
     }
-    out->v = (uint64_t)(uintptr_t)p;
+    *out = (uint64_t)(uintptr_t)p;
     return 0;
+}
+
+static int cuda_alloc(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *out)
+{
+    cuda_backend_t *c = (cuda_backend_t *)b;
+    if (lane == GKV_LANE_BATCH && size <= GKV_SLAB_MAX)
+        return gkv_slab_get(c->slab, size, &out->v);
+    return pool_alloc(c, size, lane_stream(c, lane), &out->v);
 }
 
 static void cuda_free(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, int lane)
 {
-    (void)size;
     (void)lane;
     cuda_backend_t *c = (cuda_backend_t *)b;
+    if (size <= GKV_SLAB_MAX && gkv_slab_owns(c->slab, p.v)) {
+        gkv_slab_put(c->slab, p.v, size);
+        return;
+    }
     /* Nothing uses the memory any more (refcounts), so any stream will do. The CREATE stream
      * lets the next CREATE reuse this block in stream order instead of growing the pool;
      * lanes reuse it once the free has completed (the pool's default reuse policies). */
@@ -148,6 +164,36 @@ static void cuda_batch_wait(gkv_backend_t *b)
         cuda_fail("waiting for a batch", e);
 }
 
+static int slab_region_new(void *ctx, uint64_t size, uint64_t *base)
+{
+    cuda_backend_t *c = ctx;
+    return pool_alloc(c, size, c->batch, base);
+}
+
+static void slab_region_free(void *ctx, uint64_t base, uint64_t size)
+{
+    cuda_backend_t *c = ctx;
+    (void)size;
+    cudaError_t e = cudaFreeAsync((void *)(uintptr_t)base, c->zc);
+    if (e != cudaSuccess)
+        cuda_fail("cudaFreeAsync (slab region)", e);
+}
+
+static int cuda_exportable(gkv_backend_t *b, gkv_devptr_t p)
+{
+    return !gkv_slab_owns(((cuda_backend_t *)b)->slab, p.v);
+}
+
+static int cuda_copy_now(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src, uint64_t len)
+{
+    cuda_backend_t *c = (cuda_backend_t *)b;
+    cudaError_t e = cudaMemcpyAsync((void *)(uintptr_t)dst.v, (const void *)(uintptr_t)src.v, len,
+                                    cudaMemcpyDeviceToDevice, c->zc);
+    if (e != cudaSuccess || (e = cudaStreamSynchronize(c->zc)) != cudaSuccess)
+        return cuda_fail("copying a value on the device", e);
+    return 0;
+}
+
 static void *cuda_staging_alloc(gkv_backend_t *b, size_t size)
 {
     (void)b;
@@ -215,16 +261,17 @@ static int cuda_alloc_now(gkv_backend_t *b, uint64_t size, gkv_devptr_t *out)
 static void cuda_close(gkv_backend_t *b)
 {
     cuda_backend_t *c = (cuda_backend_t *)b;
-    if (c->zc) {
-        cudaStreamSynchronize(c->zc);
-        cudaStreamDestroy(c->zc);
-    }
     if (c->batch) {
         cudaStreamSynchronize(c->batch);
         cudaStreamDestroy(c->batch);
     }
     if (c->batch_ev)
         cudaEventDestroy(c->batch_ev);
+    gkv_slab_free_all(c->slab); /* frees regions on zc: synchronised below */
+    if (c->zc) {
+        cudaStreamSynchronize(c->zc);
+        cudaStreamDestroy(c->zc);
+    }
     for (int i = 0; i < CUDA_LANES; i++) {
         if (c->lanes[i]) {
             cudaStreamSynchronize(c->lanes[i]);
@@ -244,6 +291,8 @@ static const gkv_backend_ops_t cuda_ops = {
     .copy_out = cuda_copy_out,
     .copy_batch = cuda_copy_batch,
     .batch_wait = cuda_batch_wait,
+    .exportable = cuda_exportable,
+    .copy_now = cuda_copy_now,
     .staging_alloc = cuda_staging_alloc,
     .staging_free = cuda_staging_free,
     .share = cuda_share,
@@ -326,6 +375,11 @@ int gkv_backend_cuda_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, 
         (e = cudaStreamCreateWithFlags(&c->batch, cudaStreamNonBlocking)) != cudaSuccess ||
         (e = cudaEventCreateWithFlags(&c->batch_ev, cudaEventDisableTiming)) != cudaSuccess) {
         snprintf(why, cap, "creating streams: %s", cudaGetErrorString(e));
+        goto fail;
+    }
+    gkv_slab_backing_t backing = {slab_region_new, slab_region_free, c};
+    if (gkv_slab_alloc_init(&c->slab, &backing)) {
+        snprintf(why, cap, "out of host memory");
         goto fail;
     }
     c->base.ops = &cuda_ops;

@@ -88,6 +88,19 @@ static void host_batch_wait(gkv_backend_t *b)
     (void)b;
 }
 
+static int host_exportable(gkv_backend_t *b, gkv_devptr_t p)
+{
+    (void)b;
+    (void)p;
+    return 1;
+}
+
+static int host_copy_now(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src, uint64_t len)
+{
+    memmove(host_view(b, dst), host_view(b, src), len);
+    return 0;
+}
+
 static void *host_staging_alloc(gkv_backend_t *b, size_t size)
 {
     (void)b;
@@ -145,6 +158,8 @@ static const gkv_backend_ops_t host_ops = {
     .copy_out = host_copy_out,
     .copy_batch = host_copy_batch,
     .batch_wait = host_batch_wait,
+    .exportable = host_exportable,
+    .copy_now = host_copy_now,
     .staging_alloc = host_staging_alloc,
     .staging_free = host_staging_free,
     .share = host_share,

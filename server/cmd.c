@@ -588,6 +588,31 @@ static int write_export(gkv_server_t *srv, gkv_wr_t *w, gkv_entry_t *e)
     return 0;
 }
 
+/* A small value carved from a slab shares its memory with other values, which another process
+ * must not reach: before its first MAP it moves (a device copy) to memory of its own, published
+ * under its key like an overwrite with the same bytes. *e becomes the entry holding it. */
+static int own_memory(gkv_server_t *srv, gkv_entry_t **e)
+{
+    gkv_backend_t *be = srv->be;
+    gkv_store_t *st = &srv->store;
+    if (!(*e)->size || be->ops->exportable(be, (*e)->mem))
+        return 0;
+    size_t klen;
+    uint32_t meta_len;
+    const uint8_t *key = gkv_store_key(st, *e, &klen);
+    const uint8_t *meta = gkv_entry_meta(*e, &meta_len);
+    gkv_entry_t *n, *holder = NULL;
+    int rc = gkv_store_entry_new(st, key, klen, (*e)->size, meta, meta_len, -1, &n);
+    if (rc)
+        return rc;
+    if (!(rc = be->ops->copy_now(be, n->mem, (*e)->mem, (*e)->size)))
+        rc = gkv_store_publish(st, n, 0, &holder);
+    gkv_store_unref(st, n);
+    if (!rc)
+        *e = holder;
+    return rc;
+}
+
 static int cmd_map(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
     gkv_entry_t *e;
@@ -597,6 +622,8 @@ static int cmd_map(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep
         return rc;
     if (srv->batch)
         gkv_batch_settle(srv->batch); /* the value may have been answered before it was copied */
+    if ((rc = own_memory(srv, &e)))
+        return rc;
     gkv_wr_t *w = rep->wr;
     gkv_reply_ok(w, req->id);
     if ((rc = write_export(srv, w, e)))

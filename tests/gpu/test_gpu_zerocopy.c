@@ -166,6 +166,77 @@ START_TEST(sigkill_of_a_mapping_client_frees_its_leases)
 }
 END_TEST
 
+/* Small values move in copy batches and live in slab slots; a MAP gives one memory of its own
+ * (the slot is shared with other values) and must see the bytes a batch wrote just before. */
+START_TEST(small_values_in_batches_and_slabs)
+{
+    enum { N = 600 };
+    gkv_client_t *c;
+    ck_assert_int_eq(gkv_client_connect(d.url, &c), 0);
+    uint64_t batches0 = info_u64(c, "copy_batches");
+    static uint8_t val[16384], got[16384];
+    char key[32];
+    for (int round = 0; round < 2; round++) { /* the second round overwrites every value */
+        for (int i = 0; i < N; i++) {
+            size_t len = 1 + (size_t)(i * 977) % sizeof(val);
+            for (size_t j = 0; j < len; j++)
+                val[j] = (uint8_t)(i * 31 + (int)j * 7 + round);
+            snprintf(key, sizeof(key), "small/%d", i);
+            ck_assert_int_eq(gkv_set(c, key, strlen(key), val, len, NULL), 0);
+        }
+        for (int i = 0; i < N; i++) {
+            size_t len = 1 + (size_t)(i * 977) % sizeof(val);
+            for (size_t j = 0; j < len; j++)
+                val[j] = (uint8_t)(i * 31 + (int)j * 7 + round);
+            snprintf(key, sizeof(key), "small/%d", i);
+            gkv_value_info_t vi;
+            ck_assert_int_eq(gkv_get(c, key, strlen(key), NULL, got, sizeof(got), &vi), 0);
+            ck_assert_uint_eq(vi.length, len);
+            ck_assert_msg(memcmp(got, val, len) == 0, "value %d round %d differs", i, round);
+        }
+    }
+    ck_assert_uint_gt(info_u64(c, "copy_batches"), batches0);
+    /* MGET of many small values (over the batch size: lane copies, after the batches). */
+    static gkv_mget_item_t items[64];
+    static uint8_t bufs[64][16384];
+    char keys[64][32];
+    for (int i = 0; i < 64; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "small/%d", i);
+        items[i] = (gkv_mget_item_t){.key = keys[i], .klen = strlen(keys[i]), .buf = bufs[i],
+                                     .cap = sizeof(bufs[i])};
+    }
+    ck_assert_int_eq(gkv_mget(c, items, 64), 0);
+    for (int i = 0; i < 64; i++) {
+        size_t len = 1 + (size_t)(i * 977) % sizeof(val);
+        ck_assert_int_eq(items[i].status, 0);
+        ck_assert_uint_eq(items[i].len, len);
+        for (size_t j = 0; j < len; j++)
+            ck_assert_uint_eq(bufs[i][j], (uint8_t)(i * 31 + (int)j * 7 + 1));
+    }
+    /* SET then MAP at once: the mapping shows the new bytes, in memory of the value's own. */
+    for (size_t j = 0; j < 4096; j++)
+        val[j] = (uint8_t)(j * 13 + 5);
+    ck_assert_int_eq(gkv_set(c, KEY("small/mapped"), val, 4096, NULL), 0);
+    gkv_mapping_t *m;
+    ck_assert_int_eq(gkv_map(c, KEY("small/mapped"), NULL, &m), 0);
+    ck_assert_int_eq(m->on_device, 1);
+    ck_assert_uint_eq(m->length, 4096);
+    uint64_t sum;
+    char why[256];
+    ck_assert_int_eq(gkv_checksum_device(m->ptr, m->length, &sum, why, sizeof(why)), 0);
+    ck_assert_uint_eq(sum, gkv_checksum_host(val, 4096));
+    ck_assert_int_eq(cudaMemcpy(got, m->ptr, 4096, cudaMemcpyDeviceToHost), cudaSuccess);
+    ck_assert_int_eq(memcmp(got, val, 4096), 0);
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    gkv_value_info_t vi;
+    ck_assert_int_eq(gkv_get(c, KEY("small/mapped"), NULL, got, sizeof(got), &vi), 0);
+    ck_assert_int_eq(memcmp(got, val, 4096), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("small/mapped"), NULL, &m), 0); /* again: no second move */
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    gkv_client_close(c);
+}
+END_TEST
+
 START_TEST(device_copies_locally_and_over_tcp)
 {
     size_t n = 64u << 20;
@@ -212,6 +283,7 @@ int main(void)
     tcase_add_test(t, ten_thousand_map_release_cycles);
     tcase_add_test(t, sigkill_of_a_mapping_client_frees_its_leases);
     tcase_add_test(t, device_copies_locally_and_over_tcp);
+    tcase_add_test(t, small_values_in_batches_and_slabs);
     suite_add_tcase(s, t);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); /* CUDA does not survive fork */
