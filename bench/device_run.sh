@@ -18,3 +18,11 @@ echo "zc_bench on $(nvidia-smi --query-gpu=name,driver_version --format=csv,nohe
 "$build/bench/zc_bench" "unix:$dir/s.sock" | tee "$out/zc_bench.md"
 "$build/client/gpukv" -s "$dir/s.sock" map bench/small
 kill -TERM $pid; wait $pid; echo "gpukvd exit $?"
+# The same with --busy-poll: the daemon polls instead of sleeping between requests.
+"$build/server/gpukvd" --socket "$dir/s.sock" --backend cuda --maxmemory 8G --busy-poll 200 \
+    2>>"$out/gpukvd-bench.log" &
+pid=$!
+for _ in $(seq 200); do "$build/client/gpukv" -s "$dir/s.sock" ping >/dev/null 2>&1 && break; sleep 0.05; done
+echo "zc_bench with gpukvd --busy-poll 200"
+"$build/bench/zc_bench" "unix:$dir/s.sock" | tee "$out/zc_bench_busy.md"
+kill -TERM $pid; wait $pid; echo "gpukvd exit $?"

@@ -114,6 +114,11 @@ int gkv_config_set(gkv_config_t *cfg, const char *key, const char *value, char *
             return GKV_EINVAL;
         }
         cfg->host_zero_copy = value[0] == 'y';
+    } else if (strcmp(key, "busy-poll") == 0) {
+        if (parse_uint(value, 0, 1000000, &cfg->busy_poll_us)) {
+            snprintf(err, cap, "busy-poll: expected 0..1000000 microseconds, got '%s'", value);
+            return GKV_EINVAL;
+        }
     } else if (strcmp(key, "force-staging") == 0) {
         cfg->force_staging = strcmp(value, "yes") == 0 || strcmp(value, "1") == 0;
     } else {
@@ -176,6 +181,8 @@ static const char usage[] =
     "  --max-leases N        zero-copy leases per connection (default 4096)\n"
     "  --max-leased-bytes SIZE  bytes under lease per connection (default: maxmemory)\n"
     "  --host-zero-copy yes|no  host backend: let local clients map the whole arena (no)\n"
+    "  --busy-poll USEC      after input, poll without sleeping for USEC microseconds: lower\n"
+    "                        latency for a CPU core kept busy meanwhile (default 0: off)\n"
     "  --config FILE         read the same keys (\"maxmemory = 8G\") from FILE; flags win\n"
     "  --version, --help\n";
 
@@ -188,7 +195,7 @@ int gkv_config_parse_args(gkv_config_t *cfg, int argc, char **argv, char *err, s
         {"max-key-size", required_argument, 0, 0}, {"maxclients", required_argument, 0, 0},
         {"log-level", required_argument, 0, 0},  {"force-staging", required_argument, 0, 0},
         {"max-leases", required_argument, 0, 0}, {"max-leased-bytes", required_argument, 0, 0},
-        {"host-zero-copy", required_argument, 0, 0},
+        {"host-zero-copy", required_argument, 0, 0}, {"busy-poll", required_argument, 0, 0},
         {"config", required_argument, 0, 'c'},   {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'v'},        {0, 0, 0, 0},
     };

@@ -23,6 +23,7 @@ typedef struct {
     uint64_t max_leases;       /* per connection */
     uint64_t max_leased_bytes; /* per connection; 0: maxmemory */
     bool host_zero_copy;       /* let local clients map the whole host arena */
+    uint64_t busy_poll_us;     /* keep polling this long after the last input; 0: sleep at once */
 } gkv_config_t;
 
 /* Fills cfg with the defaults; the socket path follows the user (see gkv_default_socket). */

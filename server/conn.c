@@ -722,6 +722,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (nread > 0) {
         c->in_len += (size_t)nread;
         c->srv->stats.bytes_in += (uint64_t)nread;
+        gkv_server_input(c->srv);
     }
     drive(c);
 }

@@ -52,6 +52,22 @@ static void on_wake(uv_async_t *a)
     }
 }
 
+static void on_spin(uv_idle_t *h)
+{
+    gkv_server_t *s = h->data;
+    if (uv_hrtime() > s->spin_until_ns)
+        uv_idle_stop(h);
+}
+
+void gkv_server_input(gkv_server_t *s)
+{
+    if (!s->cfg.busy_poll_us || s->shutting_down)
+        return;
+    s->spin_until_ns = uv_hrtime() + s->cfg.busy_poll_us * 1000;
+    if (!uv_is_active((uv_handle_t *)&s->spin))
+        uv_idle_start(&s->spin, on_spin);
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
     gkv_server_t *s = h->data;
@@ -76,6 +92,7 @@ static void maybe_finish(gkv_server_t *s)
     if (!uv_is_closing((uv_handle_t *)&s->wake)) {
         if (s->batch)
             gkv_batcher_close(s->batch);
+        uv_close((uv_handle_t *)&s->spin, NULL);
         uv_close((uv_handle_t *)&s->wake, NULL);
         uv_close((uv_handle_t *)&s->sigterm, NULL);
         uv_close((uv_handle_t *)&s->sigint, NULL);
@@ -311,6 +328,8 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
     pthread_mutex_init(&s->done_lock, NULL);
     uv_async_init(loop, &s->wake, on_wake);
     s->wake.data = s;
+    uv_idle_init(loop, &s->spin);
+    s->spin.data = s;
     uv_signal_init(loop, &s->sigterm);
     uv_signal_init(loop, &s->sigint);
     s->sigterm.data = s->sigint.data = s;
@@ -329,6 +348,7 @@ fail_handles:
     if (s->tcp_open)
         close_quietly((uv_handle_t *)&s->tcp_listener);
     close_quietly((uv_handle_t *)&s->wake);
+    close_quietly((uv_handle_t *)&s->spin);
     if (s->batch)
         gkv_batcher_close(s->batch);
     close_quietly((uv_handle_t *)&s->sigterm);

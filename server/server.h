@@ -43,6 +43,8 @@ typedef struct gkv_server {
     uint64_t started_ms;
     gkv_server_stats_t stats;
     gkv_lease_totals_t lease_totals;
+    uv_idle_t spin;          /* --busy-poll: while active the loop polls without sleeping */
+    uint64_t spin_until_ns;
 } gkv_server_t;
 
 /* Opens the backend, the store and the listeners. cfg is copied; loop is borrowed and must
@@ -58,6 +60,9 @@ void gkv_server_fini(gkv_server_t *s);
 
 /* Seconds since gkv_server_init. */
 uint64_t gkv_server_uptime_s(const gkv_server_t *s);
+
+/* A connection received input: with --busy-poll, keep the loop polling for a while. */
+void gkv_server_input(gkv_server_t *s);
 
 /* Called by connections as they come and go (conn.c). */
 void gkv_server_conn_closed(gkv_server_t *s, gkv_conn_t *c);

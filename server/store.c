@@ -48,8 +48,8 @@ int gkv_store_entry_new(gkv_store_t *st, const void *key, size_t klen, uint64_t 
         e->x->meta_len = meta_len;
     }
     if (size) {
-        int rc = lane < 0 ? st->be->ops->alloc_now(st->be, size, &e->mem)
-                          : st->be->ops->alloc(st->be, size, lane, &e->mem);
+        int rc = lane == -1 ? st->be->ops->alloc_now(st->be, size, &e->mem)
+                            : st->be->ops->alloc(st->be, size, lane, &e->mem);
         if (rc) {
             if (rc == GKV_EOOM)
                 st->stats.oom_errors++;

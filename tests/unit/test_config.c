@@ -50,6 +50,9 @@ START_TEST(flags)
     ck_assert_uint_eq(cfg.maxmemory, 512u << 20);
     ck_assert_uint_eq(cfg.max_key, 64);
     ck_assert_int_eq(cfg.log_level, GKV_LOG_DEBUG);
+    ck_assert_uint_eq(cfg.busy_poll_us, 0);
+    ck_assert_int_eq(parse(&cfg, err, 3, "--busy-poll", "50"), 0);
+    ck_assert_uint_eq(cfg.busy_poll_us, 50);
 }
 END_TEST
 
@@ -67,6 +70,9 @@ START_TEST(bad_flags_are_errors_with_a_reason)
     ck_assert_int_eq(parse(&cfg, err, 2, "--bogus"), GKV_EINVAL);
     ck_assert_int_eq(parse(&cfg, err, 2, "stray"), GKV_EINVAL);
     ck_assert_int_eq(parse(&cfg, err, 2, "--socket"), GKV_EINVAL);
+    ck_assert_int_eq(parse(&cfg, err, 3, "--busy-poll", "-1"), GKV_EINVAL);
+    ck_assert(strstr(err, "busy-poll") != NULL);
+    ck_assert_int_eq(parse(&cfg, err, 3, "--busy-poll", "2000000"), GKV_EINVAL);
 }
 END_TEST
 
