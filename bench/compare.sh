@@ -188,7 +188,7 @@ if [ "$backend" = cuda ] && [ -x "$build/bench/zc_bench" ]; then
 fi
 
 # The record.
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo "${GKV_COMMIT:-unknown}")
+commit=${GKV_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
 report=$dir/report.md
 {

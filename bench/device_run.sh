@@ -14,7 +14,7 @@ dir=$(mktemp -d /tmp/gkv-bench-XXXXXX)
 "$build/server/gpukvd" --socket "$dir/s.sock" --backend cuda --maxmemory 8G 2>"$out/gpukvd-bench.log" &
 pid=$!
 for _ in $(seq 200); do "$build/client/gpukv" -s "$dir/s.sock" ping >/dev/null 2>&1 && break; sleep 0.05; done
-echo "zc_bench on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+echo "zc_bench on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), commit ${GKV_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 "$build/bench/zc_bench" "unix:$dir/s.sock" | tee "$out/zc_bench.md"
 "$build/client/gpukv" -s "$dir/s.sock" map bench/small
 kill -TERM $pid; wait $pid; echo "gpukvd exit $?"
