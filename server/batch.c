@@ -63,17 +63,14 @@ static void start_open(gkv_batcher_t *b)
     b->open = b->bufs[next].busy ? -1 : next;
 }
 
+/* Every waiter tries again; those that find no room queue anew, after the rest. */
 static void wake_waiters(gkv_batcher_t *b)
 {
-    gkv_batch_waiter_t *w = b->head;
-    b->head = b->tail = NULL;
-    while (w) {
-        gkv_batch_waiter_t *next = w->next;
-        w->queued = false;
-        w->next = NULL;
+    gkv_waitq_t q = b->waiters;
+    b->waiters = (gkv_waitq_t){NULL, NULL};
+    gkv_waiter_t *w;
+    while ((w = gkv_waitq_pop(&q)))
         w->ready(w);
-        w = next;
-    }
 }
 
 static void on_wake(uv_async_t *a)
@@ -181,7 +178,7 @@ void gkv_batch_out(gkv_batcher_t *b, gkv_entry_t *e, uint64_t off, uint32_t len,
     bb->fill = at + len;
 }
 
-void *gkv_batch_in_reserve(gkv_batcher_t *b, uint32_t len, gkv_batch_waiter_t *w)
+void *gkv_batch_in_reserve(gkv_batcher_t *b, uint32_t len, gkv_waiter_t *w)
 {
     for (int tries = 0; tries < 2; tries++) {
         if (b->open < 0)
@@ -194,15 +191,7 @@ void *gkv_batch_in_reserve(gkv_batcher_t *b, uint32_t len, gkv_batch_waiter_t *w
         }
         start_open(b);
     }
-    if (!w->queued) {
-        w->queued = true;
-        w->next = NULL;
-        if (b->tail)
-            b->tail->next = w;
-        else
-            b->head = w;
-        b->tail = w;
-    }
+    gkv_waitq_push(&b->waiters, w);
     return NULL;
 }
 
@@ -217,22 +206,9 @@ void gkv_batch_in_commit(gkv_batcher_t *b, gkv_entry_t *e)
     b->reserved = 0;
 }
 
-void gkv_batch_cancel(gkv_batcher_t *b, gkv_batch_waiter_t *w)
+void gkv_batch_cancel(gkv_batcher_t *b, gkv_waiter_t *w)
 {
-    if (!w->queued)
-        return;
-    gkv_batch_waiter_t **pp = &b->head, *prev = NULL;
-    while (*pp && *pp != w) {
-        prev = *pp;
-        pp = &(*pp)->next;
-    }
-    if (*pp) {
-        *pp = w->next;
-        if (b->tail == w)
-            b->tail = prev;
-    }
-    w->queued = false;
-    w->next = NULL;
+    gkv_waitq_remove(&b->waiters, w);
 }
 
 void gkv_batch_start_writes(gkv_batcher_t *b)

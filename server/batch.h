@@ -14,6 +14,7 @@
 
 #include "backend.h"
 #include "store.h"
+#include "waitq.h"
 
 #define GKV_BATCH_VALUE_MAX (16u << 10) /* values and GET replies up to this size go here */
 #define GKV_BATCH_BYTES (2u << 20)      /* payload bytes per batch */
@@ -24,12 +25,6 @@
  * caller's; status 0 or a negative code (bytes then undefined). */
 typedef void (*gkv_batch_deliver_fn)(void *sink, uint64_t tag, const void *bytes, uint32_t len,
                                      int status);
-
-typedef struct gkv_batch_waiter {
-    void (*ready)(struct gkv_batch_waiter *w); /* room may be free: try again */
-    struct gkv_batch_waiter *next;
-    bool queued;
-} gkv_batch_waiter_t;
 
 typedef struct {
     gkv_entry_t *entry; /* one reference, dropped when the batch is done */
@@ -59,7 +54,7 @@ typedef struct gkv_batcher {
     uint32_t reserved;       /* gkv_batch_in_reserve: bytes promised to the next in_commit */
     uv_prepare_t prepare;    /* starts the filled batch before the loop blocks */
     uv_async_t wake;         /* completions */
-    gkv_batch_waiter_t *head, *tail;
+    gkv_waitq_t waiters;     /* ready: room may be free, reserve again */
     uint64_t batches, pieces; /* INFO */
     bool ready;
 } gkv_batcher_t;
@@ -83,11 +78,11 @@ void gkv_batch_out(gkv_batcher_t *b, gkv_entry_t *e, uint64_t off, uint32_t len,
 /* Room for an in piece of len bytes: where to put the bytes (valid until gkv_batch_in_commit or
  * the end of this callback), or NULL when full: then w (borrowed until its ready runs or
  * gkv_batch_cancel) is queued. */
-void *gkv_batch_in_reserve(gkv_batcher_t *b, uint32_t len, gkv_batch_waiter_t *w);
+void *gkv_batch_in_reserve(gkv_batcher_t *b, uint32_t len, gkv_waiter_t *w);
 /* Makes the reserved bytes e's value (copied to e's memory at offset 0). Holds its own
  * reference on e until done. Without a commit the reservation is simply dropped. */
 void gkv_batch_in_commit(gkv_batcher_t *b, gkv_entry_t *e);
-void gkv_batch_cancel(gkv_batcher_t *b, gkv_batch_waiter_t *w);
+void gkv_batch_cancel(gkv_batcher_t *b, gkv_waiter_t *w);
 /* Starts the open batch now if it has writes: before a copy outside batches reads a value. */
 void gkv_batch_start_writes(gkv_batcher_t *b);
 /* Starts the open batch and waits until every value written so far is in value memory: before

@@ -235,7 +235,7 @@ static bool take_stage(gkv_conn_t *c)
     return false;
 }
 
-static void on_stage_ready(gkv_staging_waiter_t *w)
+static void on_stage_ready(gkv_waiter_t *w)
 {
     gkv_conn_t *c = (gkv_conn_t *)((char *)w - offsetof(gkv_conn_t, waiter));
     c->waiting_stage = false;
@@ -300,12 +300,9 @@ static void job_chunk_copied(gkv_conn_t *c)
 
 /* Small values the host can see are copied into the reply buffer: one write then carries
  * many pipelined replies, where a write per value would cost a system call each. */
-static bool send_inline(gkv_conn_t *c, gkv_reply_t *rep)
+static bool send_inline(gkv_conn_t *c, gkv_reply_t *rep, uint64_t total)
 {
     gkv_backend_t *be = c->srv->be;
-    uint64_t total = 0;
-    for (uint32_t i = 0; i < rep->nsegs; i++)
-        total += rep->segs[i].len;
     if (total > INLINE_MAX)
         return false;
     for (uint32_t i = 0; i < rep->nsegs; i++) {
@@ -320,13 +317,10 @@ static bool send_inline(gkv_conn_t *c, gkv_reply_t *rep)
 
 /* Small replies from memory the host cannot see: the reply buffer keeps a hole for the bytes,
  * which the next copy batch fills. False when the batch is full. */
-static bool send_batched(gkv_conn_t *c, gkv_reply_t *rep)
+static bool send_batched(gkv_conn_t *c, gkv_reply_t *rep, uint64_t total)
 {
     static const char zeros[GKV_BATCH_VALUE_MAX];
     gkv_batcher_t *b = c->srv->batch;
-    uint64_t total = 0;
-    for (uint32_t i = 0; i < rep->nsegs; i++)
-        total += rep->segs[i].len;
     if (total > GKV_BATCH_VALUE_MAX || !gkv_batch_out_room(b, rep->nsegs, total))
         return false;
     uint64_t at = c->out.sb.size;
@@ -362,16 +356,20 @@ void gkv_conn_batch_deliver(void *sink, uint64_t tag, const void *bytes, uint32_
         drive(c);
 }
 
+/* Sends rep's segments after the reply header: inline, in place, in a copy batch, or through
+ * staging (job_step writes the replies before it first). */
 static void start_send(gkv_conn_t *c, gkv_reply_t *rep)
 {
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < rep->nsegs; i++)
+        total += rep->segs[i].len;
     if (!c->srv->staging_only) {
-        if (!send_inline(c, rep))
+        if (!send_inline(c, rep, total))
             send_in_place(c, rep);
         return;
     }
-    if (c->srv->batch && send_batched(c, rep))
+    if (c->srv->batch && send_batched(c, rep, total))
         return;
-    flush(c);
     if (rep->segs == &rep->one) {
         c->one = rep->one;
         c->segs = &c->one;
@@ -423,7 +421,7 @@ static bool recv_batched(gkv_conn_t *c)
     return true;
 }
 
-static void on_batch_room(gkv_batch_waiter_t *w)
+static void on_batch_room(gkv_waiter_t *w)
 {
     gkv_conn_t *c = (gkv_conn_t *)((char *)w - offsetof(gkv_conn_t, bwaiter));
     c->waiting_batch = false;

@@ -31,7 +31,7 @@ struct gkv_conn {
     bool local, reading, closing, close_started, graceful, copy_busy, waiting_stage;
     bool zc;                 /* zero-copy granted: the shared-memory fd was passed */
     bool waiting_batch;      /* a small SET waits for room in a copy batch */
-    gkv_batch_waiter_t bwaiter;
+    gkv_waiter_t bwaiter;
     /* GET replies in the reply buffer whose bytes a copy batch has yet to fill: nothing is
      * written to the socket until they are all in. */
     uint32_t holes;
@@ -47,7 +47,7 @@ struct gkv_conn {
     /* The one backend copy this connection may have in flight. */
     gkv_copy_t copy;
     int copy_status;
-    gkv_staging_waiter_t waiter;
+    gkv_waiter_t waiter;
     void *stage;
     size_t stage_fill;
     /* SET in progress: payload goes into recv (one reference), then commits under its key. */

@@ -17,20 +17,7 @@ void gkv_staging_fini(gkv_staging_t *sp)
     sp->nfree = 0;
 }
 
-static void enqueue(gkv_staging_t *sp, gkv_staging_waiter_t *w)
-{
-    if (w->queued)
-        return;
-    w->queued = 1;
-    w->next = NULL;
-    if (sp->tail)
-        sp->tail->next = w;
-    else
-        sp->head = w;
-    sp->tail = w;
-}
-
-void *gkv_staging_get(gkv_staging_t *sp, gkv_staging_waiter_t *w)
+void *gkv_staging_get(gkv_staging_t *sp, gkv_waiter_t *w)
 {
     if (sp->nfree)
         return sp->free_bufs[--sp->nfree];
@@ -44,36 +31,19 @@ void *gkv_staging_get(gkv_staging_t *sp, gkv_staging_waiter_t *w)
     /* Exhausted (or allocation failed while others hold buffers): wait for a put. */
     if (sp->ntotal == 0)
         return NULL;
-    enqueue(sp, w);
+    gkv_waitq_push(&sp->waiters, w);
     return NULL;
 }
 
 void gkv_staging_put(gkv_staging_t *sp, void *buf)
 {
     sp->free_bufs[sp->nfree++] = buf;
-    gkv_staging_waiter_t *w = sp->head;
-    if (w) {
-        sp->head = w->next;
-        if (!sp->head)
-            sp->tail = NULL;
-        w->queued = 0;
+    gkv_waiter_t *w = gkv_waitq_pop(&sp->waiters);
+    if (w)
         w->ready(w);
-    }
 }
 
-void gkv_staging_cancel(gkv_staging_t *sp, gkv_staging_waiter_t *w)
+void gkv_staging_cancel(gkv_staging_t *sp, gkv_waiter_t *w)
 {
-    if (!w->queued)
-        return;
-    gkv_staging_waiter_t **pp = &sp->head, *prev = NULL;
-    while (*pp && *pp != w) {
-        prev = *pp;
-        pp = &(*pp)->next;
-    }
-    if (*pp) {
-        *pp = w->next;
-        if (sp->tail == w)
-            sp->tail = prev;
-    }
-    w->queued = 0;
+    gkv_waitq_remove(&sp->waiters, w);
 }

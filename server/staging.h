@@ -7,22 +7,17 @@
 #include <stddef.h>
 
 #include "backend.h"
+#include "waitq.h"
 
 #define GKV_STAGING_CHUNK (4u << 20)
 #define GKV_STAGING_MAX 32
 
-typedef struct gkv_staging_waiter {
-    /* Called on the loop thread when a buffer may be available; call gkv_staging_get again. */
-    void (*ready)(struct gkv_staging_waiter *w);
-    struct gkv_staging_waiter *next;
-    int queued;
-} gkv_staging_waiter_t;
 
 typedef struct {
     gkv_backend_t *be; /* borrowed */
     void *free_bufs[GKV_STAGING_MAX];
     int nfree, ntotal;
-    gkv_staging_waiter_t *head, *tail;
+    gkv_waitq_t waiters; /* ready: a buffer may be available, call gkv_staging_get again */
 } gkv_staging_t;
 
 void gkv_staging_init(gkv_staging_t *sp, gkv_backend_t *be);
@@ -30,9 +25,9 @@ void gkv_staging_init(gkv_staging_t *sp, gkv_backend_t *be);
 void gkv_staging_fini(gkv_staging_t *sp);
 /* A buffer of GKV_STAGING_CHUNK bytes, owned by the caller until gkv_staging_put; or NULL, in
  * which case w (borrowed until its ready runs or it is cancelled) is queued. */
-void *gkv_staging_get(gkv_staging_t *sp, gkv_staging_waiter_t *w);
+void *gkv_staging_get(gkv_staging_t *sp, gkv_waiter_t *w);
 void gkv_staging_put(gkv_staging_t *sp, void *buf);
 /* Takes w out of the queue if it is there. */
-void gkv_staging_cancel(gkv_staging_t *sp, gkv_staging_waiter_t *w);
+void gkv_staging_cancel(gkv_staging_t *sp, gkv_waiter_t *w);
 
 #endif
