@@ -1,4 +1,5 @@
-/* zc.c: the import cache, and the host backend's arena mapping. */
+/* zc.c: a connection's imports (on top of the process-wide registry of zc_cuda.c), and the
+ * host backend's arena mapping. */
 #include "zc.h"
 
 #include <stdio.h>
@@ -13,7 +14,8 @@ struct gkv_zc_import {
     uint8_t key[GKV_ZC_EXPORT_MAX];
     size_t key_len;
     void *ptr;
-    uint32_t refs;
+    uint32_t refs;         /* mappings on this connection */
+    gkv_cuda_value_t *value; /* the process-wide import */
     UT_hash_handle hh;
 };
 
@@ -95,7 +97,7 @@ int gkv__zc_import(gkv_client_t *c, const gkv_response_t *r, void **base,
             return GKV_ENOMEM;
         memcpy(im->key, r->export_data.p, r->export_data.len);
         im->key_len = r->export_data.len;
-        if ((rc = gkv__cuda_import(z->pool, im->key, im->key_len, &im->ptr))) {
+        if ((rc = gkv__cuda_import(z->pool, im->key, im->key_len, &im->value, &im->ptr))) {
             free(im);
             return rc;
         }
@@ -112,7 +114,7 @@ int gkv__zc_unimport(gkv_client_t *c, gkv_zc_import_t *im)
     if (!im || --im->refs)
         return 0;
     HASH_DELETE(hh, c->zc->imports, im);
-    int rc = gkv__cuda_unimport(c->zc->pool, im->ptr);
+    int rc = gkv__cuda_unimport(im->value);
     free(im);
     return rc;
 }
@@ -126,7 +128,7 @@ void gkv__zc_detach(gkv_client_t *c)
     HASH_ITER(hh, z->imports, im, tmp)
     {
         HASH_DELETE(hh, z->imports, im);
-        gkv__cuda_unimport(z->pool, im->ptr);
+        gkv__cuda_unimport(im->value);
         free(im);
     }
     if (z->cuda)

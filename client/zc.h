@@ -8,7 +8,8 @@
 /* Largest per-value export blob (cudaMemPoolPtrExportData is 64 bytes). */
 #define GKV_ZC_EXPORT_MAX 64
 
-/* One imported value, shared by every mapping of it on this connection (refcounted). */
+/* What one connection holds of an imported value: every mapping of it on this connection
+ * (refcounted), and one reference on the process-wide import. */
 typedef struct gkv_zc_import gkv_zc_import_t;
 
 /* Imports what a MAP or CREATE response r describes. On success *base is the value's first
@@ -23,15 +24,24 @@ int gkv__zc_unimport(gkv_client_t *c, gkv_zc_import_t *imp);
 /* Frees every import and the pool or arena mapping. */
 void gkv__zc_detach(gkv_client_t *c);
 
-/* The CUDA half (zc_cuda.c, or zc_nocuda.c in builds without CUDA). */
+/* The CUDA half (zc_cuda.c, or zc_nocuda.c in builds without CUDA). Both the imported pools
+ * and the imported values are shared by every connection of the process (a registry under one
+ * mutex): importing one pool twice yields the same handle, so it is destroyed only when its
+ * last connection detaches, and a value is imported once however many connections map it. */
 typedef struct gkv_zc_cuda gkv_zc_cuda_t;
-/* Imports the pool behind fd on the GPU named uuid; *device is this process's ordinal of it. */
+/* One value imported into this process, refcounted by the connections that use it. */
+typedef struct gkv_cuda_value gkv_cuda_value_t;
+/* Imports the pool behind fd on the GPU named uuid (or takes another reference on the same
+ * pool imported by an earlier connection); *device is this process's ordinal of it. */
 int gkv__cuda_attach(int fd, const char *uuid, gkv_zc_cuda_t **out, int *device, char *why,
                      size_t cap);
-/* Imports one allocation from its export data (len bytes). */
-int gkv__cuda_import(gkv_zc_cuda_t *z, const void *data, size_t len, void **ptr);
-/* Frees an imported allocation. Returns 0 or GKV_EIO. */
-int gkv__cuda_unimport(gkv_zc_cuda_t *z, void *ptr);
+/* Takes a reference on the value named by its export data (len bytes), importing it when no
+ * connection of this process holds it yet. *ptr is its first byte. */
+int gkv__cuda_import(gkv_zc_cuda_t *z, const void *data, size_t len, gkv_cuda_value_t **out,
+                     void **ptr);
+/* Drops a reference; the last frees the import. Returns 0 or GKV_EIO. */
+int gkv__cuda_unimport(gkv_cuda_value_t *v);
+/* Drops the connection's reference on the pool; the last destroys the import. */
 void gkv__cuda_detach(gkv_zc_cuda_t *z);
 /* cudaMemcpy with the direction inferred from the pointers; GKV_EIO or GKV_ENOTSUP on failure. */
 int gkv__cuda_copy(void *dst, const void *src, size_t len);

@@ -1,16 +1,35 @@
 /* zc_cuda.c: importing the daemon's CUDA memory pool and its values. */
 #include <cuda_runtime.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uthash.h>
 
 #include "error.h"
 #include "zc.h"
 
+/* An imported pool: one per server pool per process, whatever the number of connections. */
 struct gkv_zc_cuda {
     cudaMemPool_t pool;
     int device;
+    unsigned refs;           /* connections attached */
+    gkv_cuda_value_t *values; /* imported from it, by export data */
+    struct gkv_zc_cuda *next;
 };
+
+struct gkv_cuda_value {
+    struct cudaMemPoolPtrExportData key;
+    void *ptr;
+    unsigned refs; /* connections holding it */
+    gkv_zc_cuda_t *pool;
+    UT_hash_handle hh;
+};
+
+/* The registry: every pool and value this process imported. Connections of one process may be
+ * used from different threads. */
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static gkv_zc_cuda_t *pools;
 
 /* Runs with `device` current and restores the caller's device afterwards. */
 #define ON_DEVICE(dev, stmt)                                                                       \
@@ -54,40 +73,84 @@ int gkv__cuda_attach(int fd, const char *uuid, gkv_zc_cuda_t **out, int *device,
                  "(CUDA_VISIBLE_DEVICES, or a container without it?)", uuid);
         return GKV_ENOTSUP;
     }
-    gkv_zc_cuda_t *z = calloc(1, sizeof(*z));
-    if (!z)
-        return GKV_ENOMEM;
-    ON_DEVICE(dev, e = cudaMemPoolImportFromShareableHandle(&z->pool, (void *)(uintptr_t)fd,
+    cudaMemPool_t pool;
+    ON_DEVICE(dev, e = cudaMemPoolImportFromShareableHandle(&pool, (void *)(uintptr_t)fd,
                                                             cudaMemHandleTypePosixFileDescriptor,
                                                             0));
     if (e != cudaSuccess) {
         snprintf(why, cap, "importing the server's memory pool failed: %s", cudaGetErrorString(e));
-        free(z);
         return GKV_ENOTSUP;
     }
-    z->device = dev;
+    pthread_mutex_lock(&registry_lock);
+    gkv_zc_cuda_t *z = pools;
+    while (z && z->pool != pool)
+        z = z->next;
+    if (!z && (z = calloc(1, sizeof(*z)))) {
+        z->pool = pool;
+        z->device = dev;
+        z->next = pools;
+        pools = z;
+    }
+    if (z)
+        z->refs++;
+    pthread_mutex_unlock(&registry_lock);
+    if (!z) {
+        ON_DEVICE(dev, cudaMemPoolDestroy(pool));
+        return GKV_ENOMEM;
+    }
     *device = dev;
     *out = z;
     return 0;
 }
 
-int gkv__cuda_import(gkv_zc_cuda_t *z, const void *data, size_t len, void **ptr)
+int gkv__cuda_import(gkv_zc_cuda_t *z, const void *data, size_t len, gkv_cuda_value_t **out,
+                     void **ptr)
 {
-    struct cudaMemPoolPtrExportData d;
-    if (len != sizeof(d))
+    struct cudaMemPoolPtrExportData key;
+    if (len != sizeof(key))
         return GKV_EPROTO;
-    memcpy(&d, data, sizeof(d));
-    cudaError_t e;
-    ON_DEVICE(z->device, e = cudaMemPoolImportPointer(ptr, z->pool, &d));
-    return e == cudaSuccess ? 0 : GKV_EIO;
+    memcpy(&key, data, sizeof(key));
+    int rc = 0;
+    pthread_mutex_lock(&registry_lock);
+    gkv_cuda_value_t *v = NULL;
+    HASH_FIND(hh, z->values, &key, sizeof(key), v);
+    if (!v) {
+        cudaError_t e = cudaErrorMemoryAllocation;
+        if ((v = calloc(1, sizeof(*v))))
+            ON_DEVICE(z->device, e = cudaMemPoolImportPointer(&v->ptr, z->pool, &key));
+        if (e != cudaSuccess) {
+            rc = v ? GKV_EIO : GKV_ENOMEM;
+            free(v);
+            v = NULL;
+        } else {
+            v->key = key;
+            v->pool = z;
+            HASH_ADD(hh, z->values, key, sizeof(key), v);
+        }
+    }
+    if (v) {
+        v->refs++;
+        *out = v;
+        *ptr = v->ptr;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return rc;
 }
 
-int gkv__cuda_unimport(gkv_zc_cuda_t *z, void *ptr)
+int gkv__cuda_unimport(gkv_cuda_value_t *v)
 {
-    /* The importer's free must come before the server may free the memory (the lease ends
-     * after this returns): cudaFree waits for the device. */
-    cudaError_t e;
-    ON_DEVICE(z->device, e = cudaFree(ptr));
+    cudaError_t e = cudaSuccess;
+    pthread_mutex_lock(&registry_lock);
+    if (--v->refs == 0) {
+        gkv_zc_cuda_t *z = v->pool;
+        HASH_DELETE(hh, z->values, v);
+        /* The importer's free must come before the server may free the memory (the caller's
+         * lease ends after this returns): cudaFree waits for the device, so kernels still
+         * reading the mapping finish first. */
+        ON_DEVICE(z->device, e = cudaFree(v->ptr));
+        free(v);
+    }
+    pthread_mutex_unlock(&registry_lock);
     return e == cudaSuccess ? 0 : GKV_EIO;
 }
 
@@ -95,8 +158,16 @@ void gkv__cuda_detach(gkv_zc_cuda_t *z)
 {
     if (!z)
         return;
-    ON_DEVICE(z->device, cudaMemPoolDestroy(z->pool));
-    free(z);
+    pthread_mutex_lock(&registry_lock);
+    if (--z->refs == 0 && !z->values) {
+        gkv_zc_cuda_t **pp = &pools;
+        while (*pp != z)
+            pp = &(*pp)->next;
+        *pp = z->next;
+        ON_DEVICE(z->device, cudaMemPoolDestroy(z->pool));
+        free(z);
+    }
+    pthread_mutex_unlock(&registry_lock);
 }
 
 int gkv__cuda_copy(void *dst, const void *src, size_t len)

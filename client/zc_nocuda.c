@@ -15,19 +15,20 @@ int gkv__cuda_attach(int fd, const char *uuid, gkv_zc_cuda_t **out, int *device,
     return GKV_ENOTSUP;
 }
 
-int gkv__cuda_import(gkv_zc_cuda_t *z, const void *data, size_t len, void **ptr)
+int gkv__cuda_import(gkv_zc_cuda_t *z, const void *data, size_t len, gkv_cuda_value_t **out,
+                     void **ptr)
 {
     (void)z;
     (void)data;
     (void)len;
+    (void)out;
     (void)ptr;
     return GKV_ENOTSUP;
 }
 
-int gkv__cuda_unimport(gkv_zc_cuda_t *z, void *ptr)
+int gkv__cuda_unimport(gkv_cuda_value_t *v)
 {
-    (void)z;
-    (void)ptr;
+    (void)v;
     return GKV_ENOTSUP;
 }
 
