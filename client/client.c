@@ -136,6 +136,10 @@ int gkv__drain(gkv_client_t *c, uint64_t len)
 
 void gkv__begin(gkv_client_t *c, unsigned op)
 {
+    /* Parked leases live only across MAPs: any other request ends them first, so what it
+     * sees (INFO's leases, a DEL's freed memory) is what the caller's unmaps left. */
+    if (c->nparked && op != GKV_OP_MAP && op != GKV_OP_RELEASE)
+        gkv__release_parked(c, true);
     gkv_wr_reset(&c->wr);
     gkv_wr_begin(&c->wr);
     gkv_wr_uint(&c->wr, GKV_F_OP, op);
@@ -407,6 +411,7 @@ void gkv_client_close(gkv_client_t *c)
 {
     if (!c)
         return;
+    gkv__release_parked(c, false); /* closing the socket ends the leases */
     gkv__zc_detach(c);
     if (c->zc_fd >= 0)
         close(c->zc_fd);

@@ -7,6 +7,11 @@
 
 #include "message.h"
 
+/* Parking (zerocopy.c): read mappings of values up to GKV_PARK_MAX_BYTES keep their lease after
+ * gkv_unmap, at most GKV_PARK_SLOTS per connection. */
+#define GKV_PARK_SLOTS 8
+#define GKV_PARK_MAX_BYTES (1u << 20)
+
 struct gkv_client {
     int fd;
     bool broken;           /* the byte stream lost sync: every call is GKV_ECLOSED */
@@ -28,6 +33,10 @@ struct gkv_client {
     int zc_fd;
     uint64_t arena_size;
     struct gkv_zc *zc; /* attached lazily at the first mapping */
+    /* Leases kept after gkv_unmap for the next MAP of the same key (zerocopy.c), oldest
+     * first. */
+    gkv_mapping_t *parked[GKV_PARK_SLOTS];
+    int nparked;
 };
 
 /* Starts a request frame with op and a fresh id. */
@@ -54,6 +63,9 @@ int gkv__settle(gkv_client_t *c);
 int gkv__recv_raw(gkv_client_t *c, void *buf, size_t len);
 /* Reads and drops len payload bytes. */
 int gkv__drain(gkv_client_t *c, uint64_t len);
+/* Ends the parked leases: frees their imports, then sends one RELEASE (send) or leaves them
+ * to the connection's close (!send). Returns 0 or a code. */
+int gkv__release_parked(gkv_client_t *c, bool send);
 /* Marks the connection unusable and returns code. */
 int gkv__break(gkv_client_t *c, int code);
 

@@ -13,41 +13,60 @@
 typedef struct {
     gkv_mapping_t pub; /* first: the caller's pointer is this */
     gkv_zc_import_t *imp;
+    void *base; /* the value's first byte (ptr is base + offset) */
     uint8_t *meta;
+    size_t klen;
+    uint8_t key[]; /* for parking: the key it was mapped under */
 } mapping_t;
 
-/* Builds a mapping from a MAP or CREATE response. */
-static int make_mapping(gkv_client_t *c, int writable, gkv_mapping_t **out)
+/* Points pub at the response's range of the value whose first byte is base. */
+static int fill_mapping(gkv_client_t *c, mapping_t *m, void *base)
 {
     const gkv_response_t *r = &c->resp;
-    if (r->offset > r->size || r->length > r->size - r->offset)
-        return gkv__break(c, GKV_EPROTO);
-    mapping_t *m = calloc(1, sizeof(*m));
-    if (!m)
-        return GKV_ENOMEM;
-    void *base;
-    int rc = gkv__zc_import(c, r, &base, &m->imp, &m->pub.on_device, &m->pub.device);
-    if (rc) {
-        free(m);
-        return rc;
-    }
+    free(m->meta);
+    m->meta = NULL;
+    m->pub.meta = NULL;
+    m->pub.meta_len = 0;
     if (r->has_meta && r->meta.len) {
-        m->meta = malloc(r->meta.len);
-        if (!m->meta) {
-            gkv__zc_unimport(c, m->imp);
-            free(m);
+        if (!(m->meta = malloc(r->meta.len)))
             return GKV_ENOMEM;
-        }
         memcpy(m->meta, r->meta.p, r->meta.len);
         m->pub.meta = m->meta;
         m->pub.meta_len = r->meta.len;
     }
+    m->base = base;
     m->pub.ptr = r->length ? (uint8_t *)base + r->offset : NULL;
     m->pub.length = r->length;
     m->pub.offset = r->offset;
     m->pub.value_size = r->size;
     m->pub.gpu_uuid = c->info.gpu_uuid;
     m->pub.lease = r->lease;
+    return 0;
+}
+
+/* Builds a mapping from a MAP or CREATE response. */
+static int make_mapping(gkv_client_t *c, int writable, const void *key, size_t klen,
+                        gkv_mapping_t **out)
+{
+    const gkv_response_t *r = &c->resp;
+    if (r->offset > r->size || r->length > r->size - r->offset)
+        return gkv__break(c, GKV_EPROTO);
+    mapping_t *m = calloc(1, sizeof(*m) + klen);
+    if (!m)
+        return GKV_ENOMEM;
+    memcpy(m->key, key, klen);
+    m->klen = klen;
+    void *base;
+    int rc = gkv__zc_import(c, r, &base, &m->imp, &m->pub.on_device, &m->pub.device);
+    if (rc) {
+        free(m);
+        return rc;
+    }
+    if ((rc = fill_mapping(c, m, base))) {
+        gkv__zc_unimport(c, m->imp);
+        free(m);
+        return rc;
+    }
     m->pub.writable = writable;
     *out = &m->pub;
     return 0;
@@ -76,18 +95,115 @@ static void give_back(gkv_client_t *c, unsigned op)
     memcpy(c->errmsg, why, sizeof(why));
 }
 
+/* Ends n read mappings: frees their imports, then sends one RELEASE without waiting for its
+ * reply (gkv__recv reads it before the next one: the server handles requests in order, so the
+ * leases have ended before anything this client sends next). */
+static int release(gkv_client_t *c, gkv_mapping_t **ms, size_t n)
+{
+    gkv__begin(c, GKV_OP_RELEASE);
+    size_t pos = gkv_wr_array_begin(&c->wr, GKV_F_LEASES);
+    int freed = 0;
+    for (size_t i = 0; i < n; i++) {
+        msgpack_pack_uint64(&c->wr.pk, ms[i]->lease);
+        /* Our import goes first: the server may free the memory once the lease ends. */
+        freed = drop_mapping(c, ms[i]) ? GKV_EIO : freed;
+    }
+    gkv_wr_array_end(&c->wr, pos, (uint32_t)n);
+    int rc = gkv__send(c, NULL, 0);
+    if (rc == 0 && c->deferred == 0)
+        c->deferred_id = c->next_id;
+    if (rc == 0 && ++c->deferred >= 64)
+        rc = gkv__settle(c); /* unread replies would fill the socket and stall both sides */
+    return rc ? rc : freed;
+}
+
+/* Parking: gkv_unmap keeps the lease (and the import) of a small value, so that mapping the
+ * same key again costs one round trip and no import: the next MAP of the key offers the lease,
+ * and the server names it again when the key still has that value. A parked lease ends when
+ * it is evicted (GKV_PARK_SLOTS per connection), when a MAP of its key finds another value or
+ * fails, before any other request is sent, and at close. */
+static int parked_index(const gkv_client_t *c, const void *key, size_t klen)
+{
+    for (int i = 0; i < c->nparked; i++) {
+        const mapping_t *m = (const mapping_t *)c->parked[i];
+        if (m->klen == klen && memcmp(m->key, key, klen) == 0)
+            return i;
+    }
+    return -1;
+}
+
+static gkv_mapping_t *unpark(gkv_client_t *c, int i)
+{
+    gkv_mapping_t *m = c->parked[i];
+    memmove(&c->parked[i], &c->parked[i + 1], (size_t)(c->nparked - i - 1) * sizeof(*c->parked));
+    c->nparked--;
+    return m;
+}
+
+int gkv__release_parked(gkv_client_t *c, bool send)
+{
+    if (c->nparked == 0)
+        return 0;
+    int n = c->nparked;
+    c->nparked = 0;
+    if (send)
+        return release(c, c->parked, (size_t)n);
+    int rc = 0;
+    for (int i = 0; i < n; i++)
+        rc = drop_mapping(c, c->parked[i]) ? GKV_EIO : rc;
+    return rc;
+}
+
+static int park(gkv_client_t *c, gkv_mapping_t *pub)
+{
+    mapping_t *m = (mapping_t *)pub;
+    int i = parked_index(c, m->key, m->klen), rc = 0;
+    if (i < 0 && c->nparked == GKV_PARK_SLOTS)
+        i = 0; /* the oldest */
+    if (i >= 0) {
+        gkv_mapping_t *old = unpark(c, i);
+        rc = release(c, &old, 1);
+    }
+    c->parked[c->nparked++] = pub;
+    return rc;
+}
+
 int gkv_map(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
             gkv_mapping_t **out)
 {
     int rc = gkv__check_key(c, key, klen);
     if (rc)
         return rc;
+    int pi = parked_index(c, key, klen);
     gkv__begin(c, GKV_OP_MAP);
     gkv__put_key_range(c, key, klen, range);
-    if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
+    if (pi >= 0)
+        gkv_wr_uint(&c->wr, GKV_F_LEASE, c->parked[pi]->lease);
+    if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c))) {
+        if (pi >= 0 && !c->broken) {
+            gkv_mapping_t *old = unpark(c, pi);
+            release(c, &old, 1); /* e.g. the key is gone: its old value need not stay */
+        }
         return rc;
-    if ((rc = make_mapping(c, 0, out)) && !c->broken)
+    }
+    if (pi >= 0 && c->resp.lease == c->parked[pi]->lease) {
+        /* Renewed: the parked mapping is this one, import and all. */
+        mapping_t *m = (mapping_t *)c->parked[pi];
+        const gkv_response_t *r = &c->resp;
+        if (r->offset > r->size || r->length > r->size - r->offset)
+            return gkv__break(c, GKV_EPROTO);
+        if ((rc = fill_mapping(c, m, m->base)))
+            return rc;
+        *out = unpark(c, pi);
+        return 0;
+    }
+    if ((rc = make_mapping(c, 0, key, klen, out)) && !c->broken)
         give_back(c, GKV_OP_RELEASE);
+    if (pi >= 0) {
+        gkv_mapping_t *old = unpark(c, pi);
+        int urc = release(c, &old, 1);
+        rc = rc ? rc : urc;
+    }
     return rc;
 }
 
@@ -98,30 +214,18 @@ int gkv_unmap_batch(gkv_client_t *c, gkv_mapping_t **ms, size_t n)
     for (size_t i = 0; i < n; i++)
         if (!ms[i] || ms[i]->writable)
             return GKV_EINVAL;
-    gkv__begin(c, GKV_OP_RELEASE);
-    size_t pos = gkv_wr_array_begin(&c->wr, GKV_F_LEASES);
-    int freed = 0;
-    for (size_t i = 0; i < n; i++) {
-        msgpack_pack_uint64(&c->wr.pk, ms[i]->lease);
-        /* Our import goes first: the server may free the memory once the lease ends. */
-        freed = drop_mapping(c, ms[i]) ? GKV_EIO : freed;
-    }
-    gkv_wr_array_end(&c->wr, pos, (uint32_t)n);
-    /* The reply is read later, before the next one (gkv__recv): the server handles requests
-     * in order, so the leases have ended before anything this client sends next. */
-    int rc = gkv__send(c, NULL, 0);
-    if (rc == 0 && c->deferred == 0)
-        c->deferred_id = c->next_id;
-    if (rc == 0 && ++c->deferred >= 64)
-        rc = gkv__settle(c); /* unread replies would fill the socket and stall both sides */
-    return rc ? rc : freed;
+    return release(c, ms, n);
 }
 
 int gkv_unmap(gkv_client_t *c, gkv_mapping_t *m)
 {
     if (!m)
         return 0;
-    return gkv_unmap_batch(c, &m, 1);
+    if (m->writable)
+        return GKV_EINVAL;
+    if (m->value_size <= GKV_PARK_MAX_BYTES && !c->broken)
+        return park(c, m);
+    return release(c, &m, 1);
 }
 
 int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
@@ -138,7 +242,7 @@ int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
     gkv__put_set_opts(c, opts);
     if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
         return rc;
-    if ((rc = make_mapping(c, 1, out)) && !c->broken)
+    if ((rc = make_mapping(c, 1, key, klen, out)) && !c->broken)
         give_back(c, GKV_OP_ABORT);
     return rc;
 }

@@ -73,10 +73,11 @@ typedef struct {
      * machine reaches value memory: the cuda pool's POSIX handle, the host arena's memfd.
      * Returns 0, or GKV_ENOTSUP with a sentence in why. */
     int (*share)(gkv_backend_t *b, int *fd, char *why, size_t cap);
-    /* The bytes another process needs to import the value at p into its address space (cuda:
-     * the pool's pointer export data), at most cap; *len = 0 when the address itself is enough
-     * (host: an arena offset). Returns 0 or GKV_EIO. */
-    int (*export_ptr)(gkv_backend_t *b, gkv_devptr_t p, uint8_t *out, size_t cap, size_t *len);
+    /* The bytes another process needs to import the value at p (size bytes, as allocated) into
+     * its address space (cuda: the pool's pointer export data), at most cap; *len = 0 when the
+     * address itself is enough (host: an arena offset). Returns 0 or GKV_EIO. */
+    int (*export_ptr)(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, uint8_t *out, size_t cap,
+                      size_t *len);
     /* False when the memory at p is shared with other values (carved from a slab) and so must
      * not be handed to another process; export_ptr then does not apply. */
     int (*exportable)(gkv_backend_t *b, gkv_devptr_t p);
@@ -100,6 +101,8 @@ struct gkv_backend {
     const char *zc_mechanism; /* "cuda-pool-fd" or "host-memfd" */
     uint64_t capacity;     /* bytes this backend may hand out (the memory limit) */
     uint64_t device_total; /* total memory of the device (or RAM) */
+    uint64_t kept_bytes;   /* freed exported allocations kept for reuse (cuda; keep.h) */
+    uint64_t kept_reuses;  /* allocations served from them so far */
 };
 
 typedef struct {

@@ -10,6 +10,7 @@
 #include "backend.h"
 #include "backend_cuda_batch.h"
 #include "error.h"
+#include "keep.h"
 #include "log.h"
 #include "slab.h"
 
@@ -29,7 +30,13 @@ typedef struct {
      * on the batch stream: a pool allocation each would cost a driver call and ~1 KiB of
      * host memory per value. */
     gkv_slab_t *slab;
+    /* Exported allocations: their export data, and freed ones kept for the next allocation of
+     * the same size (keep.h says why). */
+    gkv_keep_t *keep;
 } cuda_backend_t;
+
+/* Up to this share of the memory limit stays allocated in kept exports. */
+#define KEEP_SHARE 8
 
 static cudaStream_t lane_stream(cuda_backend_t *c, int lane)
 {
@@ -43,20 +50,43 @@ static int cuda_fail(const char *what, cudaError_t e)
     return e == cudaErrorMemoryAllocation ? GKV_EOOM : GKV_EIO;
 }
 
-/* Stream-ordered allocation from the pool. Returns 0, GKV_EOOM or GKV_EIO. */
+static void keep_stats(cuda_backend_t *c)
+{
+    c->base.kept_bytes = gkv_keep_bytes(c->keep);
+    c->base.kept_reuses = gkv_keep_reuses(c->keep);
+}
+
+/* Gives back a kept export for good (keep.h's release). */
+static void keep_release(void *ctx, uint64_t addr, uint64_t size)
+{
+    (void)size;
+    cuda_backend_t *c = ctx;
+    cudaError_t e = cudaFreeAsync((void *)(uintptr_t)addr, c->zc);
+    if (e != cudaSuccess)
+        cuda_fail("cudaFreeAsync (kept export)", e);
+}
+
+/* Stream-ordered allocation from the pool. When the pool is full, kept exports are given back
+ * and the allocation tried once more. Returns 0, GKV_EOOM or GKV_EIO. */
 static int pool_alloc(cuda_backend_t *c, uint64_t size, cudaStream_t s, uint64_t *out)
 {
-    void *p = NULL;
-    cudaError_t e = cudaMallocFromPoolAsync(&p, size, c->pool, s);
-    if (e != cudaSuccess) {
-        if (e == cudaErrorMemoryAllocation) {
-            (void)cudaGetLastError(); /* out of memory is not sticky: clear it */
-            return GKV_EOOM;
+    for (int attempt = 0;; attempt++) {
+        void *p = NULL;
+        cudaError_t e = cudaMallocFromPoolAsync(&p, size, c->pool, s);
+        if (e == cudaSuccess) {
+            *out = (uint64_t)(uintptr_t)p;
+            return 0;
         }
-        return cuda_fail("cudaMallocFromPoolAsync", e);
+        if (e != cudaErrorMemoryAllocation)
+            return cuda_fail("cudaMallocFromPoolAsync", e);
+        (void)cudaGetLastError(); /* out of memory is not sticky: clear it */
+        if (attempt || gkv_keep_drain(c->keep) == 0)
+            return GKV_EOOM;
+        keep_stats(c);
+        /* Other streams reuse the freed blocks once the frees have run. */
+        if ((e = cudaStreamSynchronize(c->zc)) != cudaSuccess)
+            return cuda_fail("giving back kept exports", e);
     }
-    *out = (uint64_t)(uintptr_t)p;
-    return 0;
 }
 
 static int cuda_alloc(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *out)
@@ -64,6 +94,10 @@ static int cuda_alloc(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *o
     cuda_backend_t *c = (cuda_backend_t *)b;
     if (lane == GKV_LANE_BATCH && size <= GKV_SLAB_MAX)
         return gkv_slab_get(c->slab, size, &out->v);
+    if (gkv_keep_take(c->keep, size, &out->v)) {
+        keep_stats(c);
+        return 0;
+    }
     return pool_alloc(c, size, lane_stream(c, lane), &out->v);
 }
 
@@ -75,6 +109,11 @@ static void cuda_free(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, int lane)
         gkv_slab_put(c->slab, p.v, size);
         return;
     }
+    if (gkv_keep_freed(c->keep, p.v)) {
+        keep_stats(c);
+        return;
+    }
+    keep_stats(c); /* keeping it may have given back older ones */
     /* Nothing uses the memory any more (refcounts), so any stream will do. The CREATE stream
      * lets the next CREATE reuse this block in stream order instead of growing the pool;
      * lanes reuse it once the free has completed (the pool's default reuse policies). */
@@ -227,10 +266,19 @@ static int cuda_share(gkv_backend_t *b, int *fd, char *why, size_t cap)
     return 0;
 }
 
-static int cuda_export_ptr(gkv_backend_t *b, gkv_devptr_t p, uint8_t *out, size_t cap,
-                           size_t *len)
+static int cuda_export_ptr(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, uint8_t *out,
+                           size_t cap, size_t *len)
 {
-    (void)b;
+    cuda_backend_t *c = (cuda_backend_t *)b;
+    const uint8_t *known;
+    uint32_t known_len;
+    if (gkv_keep_export_data(c->keep, p.v, &known, &known_len)) {
+        if (cap < known_len)
+            return GKV_EIO;
+        memcpy(out, known, known_len);
+        *len = known_len;
+        return 0;
+    }
     struct cudaMemPoolPtrExportData data;
     if (cap < sizeof(data))
         return GKV_EIO;
@@ -239,22 +287,26 @@ static int cuda_export_ptr(gkv_backend_t *b, gkv_devptr_t p, uint8_t *out, size_
         return cuda_fail("cudaMemPoolExportPointer", e);
     memcpy(out, &data, sizeof(data));
     *len = sizeof(data);
+    (void)gkv_keep_exported(c->keep, p.v, size, out, (uint32_t)*len);
     return 0;
 }
 
 static int cuda_alloc_now(gkv_backend_t *b, uint64_t size, gkv_devptr_t *out)
 {
     cuda_backend_t *c = (cuda_backend_t *)b;
-    void *p = NULL;
-    cudaError_t e = cudaMallocFromPoolAsync(&p, size, c->pool, c->zc);
-    if (e == cudaErrorMemoryAllocation) {
-        (void)cudaGetLastError();
-        return GKV_EOOM;
+    if (gkv_keep_take(c->keep, size, &out->v)) {
+        keep_stats(c); /* its users are gone and its frees ran: usable at once */
+        return 0;
     }
+    uint64_t p;
+    int rc = pool_alloc(c, size, c->zc, &p);
+    if (rc)
+        return rc;
     /* Only allocations go on this stream, so the wait is for this allocation alone. */
-    if (e != cudaSuccess || (e = cudaStreamSynchronize(c->zc)) != cudaSuccess)
+    cudaError_t e = cudaStreamSynchronize(c->zc);
+    if (e != cudaSuccess)
         return cuda_fail("allocating a shared value", e);
-    out->v = (uint64_t)(uintptr_t)p;
+    out->v = p;
     return 0;
 }
 
@@ -268,6 +320,7 @@ static void cuda_close(gkv_backend_t *b)
     if (c->batch_ev)
         cudaEventDestroy(c->batch_ev);
     gkv_slab_free_all(c->slab); /* frees regions on zc: synchronised below */
+    gkv_keep_fini(c->keep);     /* the same */
     if (c->zc) {
         cudaStreamSynchronize(c->zc);
         cudaStreamDestroy(c->zc);
@@ -377,8 +430,10 @@ int gkv_backend_cuda_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, 
         snprintf(why, cap, "creating streams: %s", cudaGetErrorString(e));
         goto fail;
     }
+    c->base.capacity = cfg->limit ? cfg->limit : (uint64_t)free_b / 10 * 9;
     gkv_slab_backing_t backing = {slab_region_new, slab_region_free, c};
-    if (gkv_slab_alloc_init(&c->slab, &backing)) {
+    if (gkv_slab_alloc_init(&c->slab, &backing) ||
+        gkv_keep_init(&c->keep, c->base.capacity / KEEP_SHARE, keep_release, c)) {
         snprintf(why, cap, "out of host memory");
         goto fail;
     }
@@ -390,7 +445,6 @@ int gkv_backend_cuda_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, 
                 sizeof(c->base.gpu_uuid));
     snprintf(c->base.gpu_name, sizeof(c->base.gpu_name), "%.63s", prop.name);
     c->base.lanes = CUDA_LANES;
-    c->base.capacity = cfg->limit ? cfg->limit : (uint64_t)free_b / 10 * 9;
     c->base.device_total = total_b;
     if (c->base.capacity > free_b)
         GKV_WARN("cuda backend: maxmemory %llu exceeds the device's free memory %zu",

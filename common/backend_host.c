@@ -125,11 +125,12 @@ static int host_share(gkv_backend_t *b, int *fd, char *why, size_t cap)
     return 0;
 }
 
-static int host_export_ptr(gkv_backend_t *b, gkv_devptr_t p, uint8_t *out, size_t cap,
-                           size_t *len)
+static int host_export_ptr(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, uint8_t *out,
+                           size_t cap, size_t *len)
 {
     (void)b;
     (void)p;
+    (void)size;
     (void)out;
     (void)cap;
     *len = 0; /* the arena offset is all an importer needs */

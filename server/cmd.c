@@ -218,7 +218,7 @@ int gkv_cmd_set_commit(gkv_server_t *srv, uint64_t id, gkv_entry_t *e, unsigned 
 static int cmd_get(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
     gkv_entry_t *e;
-    uint64_t off, len;
+    uint64_t off = 0, len = 0;
     int rc = lookup_range(srv, req, rep, &e, &off, &len);
     if (rc)
         return rc;
@@ -513,6 +513,7 @@ static int cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
         "tcp_listen:%s\r\n"
         "# Clients\r\nconnected_clients:%" PRIu64 "\r\nmaxclients:%" PRIu64 "\r\n"
         "# Memory\r\nused_bytes:%" PRIu64 "\r\nmaxmemory:%" PRIu64 "\r\ndevice_total_bytes:%" PRIu64
+        "\r\nkept_export_bytes:%" PRIu64 "\r\nkept_export_reuses:%" PRIu64
         "\r\nindex_host_bytes:%zu\r\nmax_value_size:%" PRIu64 "\r\nmax_key_size:%" PRIu64 "\r\n"
         "# Stats\r\ntotal_connections_received:%" PRIu64 "\r\nrejected_connections:%" PRIu64
         "\r\ntotal_commands_processed:%" PRIu64 "\r\nprotocol_errors:%" PRIu64
@@ -527,7 +528,7 @@ static int cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
         gkv_server_uptime_s(srv), srv->be->name, srv->be->device, srv->be->gpu_name,
         srv->be->gpu_uuid, srv->cfg.socket_path, srv->tcp_bound[0] ? srv->tcp_bound : "off",
         srv->nconns, srv->cfg.maxclients, st->used, st->limit, srv->be->device_total,
-        gkv_index_memory(st->ix), srv->cfg.max_value, srv->cfg.max_key, ss->total_connections,
+        srv->be->kept_bytes, srv->be->kept_reuses, gkv_index_memory(st->ix), srv->cfg.max_value, srv->cfg.max_key, ss->total_connections,
         ss->rejected_connections, ss->total_commands, ss->protocol_errors, st->stats.hits,
         st->stats.misses, st->stats.sets, st->stats.dels, st->stats.oom_errors, ss->bytes_in,
         ss->bytes_out, srv->batch ? srv->batch->batches : 0, srv->batch ? srv->batch->pieces : 0,
@@ -568,7 +569,7 @@ static int write_export(gkv_server_t *srv, gkv_wr_t *w, gkv_entry_t *e)
     if (e->size && !(e->x && e->x->exported)) {
         uint8_t data[GKV_EXPORT_MAX];
         size_t len = 0;
-        int rc = srv->be->ops->export_ptr(srv->be, e->mem, data, sizeof(data), &len);
+        int rc = srv->be->ops->export_ptr(srv->be, e->mem, e->size, data, sizeof(data), &len);
         if (rc)
             return rc;
         if (!e->x && !(e->x = calloc(1, sizeof(gkv_extras_t))))
@@ -613,26 +614,44 @@ static int own_memory(gkv_server_t *srv, gkv_entry_t **e)
     return rc;
 }
 
+/* The MAP lease a MAP request offers for reuse (field lease), when this connection holds it;
+ * else NULL. */
+static gkv_lease_t *offered_lease(const gkv_request_t *req, gkv_reply_t *rep)
+{
+    if (!(req->has & GKV_HAS_LEASE))
+        return NULL;
+    gkv_lease_t *l = gkv_lease_find(rep->leases, req->lease);
+    return l && !l->writable ? l : NULL;
+}
+
 static int cmd_map(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
     gkv_entry_t *e;
-    uint64_t off, len;
+    uint64_t off = 0, len = 0;
     int rc = lookup_range(srv, req, rep, &e, &off, &len);
-    if (rc || (rc = lease_room(srv, rep, e->size)))
+    if (rc)
         return rc;
     if (srv->batch)
         gkv_batch_settle(srv->batch); /* the value may have been answered before it was copied */
     if ((rc = own_memory(srv, &e)))
         return rc;
+    /* A lease the client still holds on this very value is named again: no lease is added. */
+    gkv_lease_t *l = offered_lease(req, rep);
+    if (l && l->entry != e)
+        l = NULL;
+    if (!l && (rc = lease_room(srv, rep, e->size)))
+        return rc;
     gkv_wr_t *w = rep->wr;
     gkv_reply_ok(w, req->id);
     if ((rc = write_export(srv, w, e)))
         return rc;
-    gkv_lease_t *l;
-    gkv_store_ref(e);
-    if ((rc = gkv_lease_add(rep->leases, e, false, 0, &l))) {
-        gkv_store_unref(&srv->store, e);
-        return rc;
+    bool added = !l;
+    if (added) {
+        gkv_store_ref(e);
+        if ((rc = gkv_lease_add(rep->leases, e, false, 0, &l))) {
+            gkv_store_unref(&srv->store, e);
+            return rc;
+        }
     }
     gkv_wr_uint(w, GKV_F_LEASE, l->id);
     gkv_wr_uint(w, GKV_F_SIZE, e->size);
@@ -642,7 +661,7 @@ static int cmd_map(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep
     const uint8_t *meta = gkv_entry_meta(e, &meta_len);
     if (meta_len)
         gkv_wr_bin(w, GKV_F_META, meta, meta_len);
-    if ((rc = gkv_wr_end(w)))
+    if ((rc = gkv_wr_end(w)) && added)
         gkv_lease_drop(rep->leases, &srv->store, l);
     return rc;
 }
@@ -663,7 +682,7 @@ static int cmd_create(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *
         return rc;
     gkv_wr_t *w = rep->wr;
     gkv_reply_ok(w, req->id);
-    gkv_lease_t *l;
+    gkv_lease_t *l = NULL;
     if ((rc = write_export(srv, w, e)) ||
         (rc = gkv_lease_add(rep->leases, e, true, (unsigned)req->flags, &l))) {
         gkv_store_unref(&srv->store, e);
@@ -694,7 +713,7 @@ static int created_lease(const gkv_request_t *req, gkv_reply_t *rep, gkv_lease_t
 
 static int cmd_seal(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
-    gkv_lease_t *l;
+    gkv_lease_t *l = NULL;
     int rc = created_lease(req, rep, &l);
     if (rc)
         return rc;
@@ -713,7 +732,7 @@ static int cmd_seal(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
 
 static int cmd_abort(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
-    gkv_lease_t *l;
+    gkv_lease_t *l = NULL;
     int rc = created_lease(req, rep, &l);
     if (rc)
         return rc;

@@ -115,21 +115,31 @@ START_TEST(overwrite_under_a_lease)
 }
 END_TEST
 
+/* 10,000 MAP/RELEASE cycles (each ends its lease: import, cudaFree, RELEASE), then 10,000
+ * MAP/unmap cycles where gkv_unmap parks the lease and the next MAP renews it. */
 START_TEST(ten_thousand_map_release_cycles)
 {
     gkv_client_t *c;
     ck_assert_int_eq(gkv_client_connect(d.url, &c), 0);
     ck_assert_int_eq(helper("write", "zc/cyc", 1 << 20, 5), 0);
     gkv_mapping_t *m;
-    double t0 = now_s();
-    for (int i = 0; i < 10000; i++) {
-        ck_assert_int_eq(gkv_map(c, KEY("zc/cyc"), NULL, &m), 0);
-        ck_assert_ptr_nonnull(m->ptr);
-        ck_assert_int_eq(gkv_unmap(c, m), 0);
+    for (int parked = 0; parked < 2; parked++) {
+        double t0 = now_s();
+        uint64_t first = 0;
+        for (int i = 0; i < 10000; i++) {
+            ck_assert_int_eq(gkv_map(c, KEY("zc/cyc"), NULL, &m), 0);
+            ck_assert_ptr_nonnull(m->ptr);
+            if (i == 0)
+                first = m->lease;
+            ck_assert(parked ? m->lease == first : i == 0 || m->lease != first);
+            ck_assert_int_eq(parked ? gkv_unmap(c, m) : gkv_unmap_batch(c, &m, 1), 0);
+        }
+        fprintf(stderr, "10000 MAP+%s cycles: %.1f us each\n",
+                parked ? "unmap (lease parked, renewed)" : "RELEASE (import and free included)",
+                (now_s() - t0) / 10000 * 1e6);
+        ck_assert_uint_eq(info_u64(c, "leases"), 0);
     }
-    fprintf(stderr, "10000 MAP+RELEASE cycles: %.1f us each (import and free included)\n",
-            (now_s() - t0) / 10000 * 1e6);
-    ck_assert_uint_eq(info_u64(c, "leases"), 0);
+    ck_assert_int_eq(helper("check", "zc/cyc", 1 << 20, 5), 0);
     gkv_client_close(c);
 }
 END_TEST
@@ -237,6 +247,74 @@ START_TEST(small_values_in_batches_and_slabs)
 }
 END_TEST
 
+/* Connections of one process share the pool import and each value's import: the second
+ * mapping of a value is the same pointer, and closing one connection leaves the other's
+ * mapping readable (the pool handle is one per process: destroying it at the first close
+ * broke the other connection). */
+START_TEST(connections_of_one_process_share_imports)
+{
+    size_t n = 16u << 20;
+    ck_assert_int_eq(helper("write", "zc/two", n, 7), 0);
+    uint8_t *want = malloc(n);
+    zc_fill_host(want, n, 7);
+    uint64_t want_sum = gkv_checksum_host(want, n), sum;
+    free(want);
+    char why[256];
+    gkv_client_t *c1, *c2, *c3;
+    ck_assert_int_eq(gkv_client_connect(d.url, &c1), 0);
+    ck_assert_int_eq(gkv_client_connect(d.url, &c2), 0);
+    gkv_mapping_t *m1, *m2, *m3;
+    ck_assert_int_eq(gkv_map(c1, KEY("zc/two"), NULL, &m1), 0);
+    ck_assert_int_eq(gkv_map(c2, KEY("zc/two"), NULL, &m2), 0);
+    ck_assert_ptr_eq(m1->ptr, m2->ptr);
+    ck_assert_int_eq(gkv_unmap(c1, m1), 0);
+    gkv_client_close(c1);
+    ck_assert_int_eq(gkv_checksum_device(m2->ptr, n, &sum, why, sizeof(why)), 0);
+    ck_assert_uint_eq(sum, want_sum);
+    ck_assert_int_eq(gkv_client_connect(d.url, &c3), 0);
+    ck_assert_int_eq(gkv_map(c3, KEY("zc/two"), NULL, &m3), 0);
+    ck_assert_ptr_eq(m3->ptr, m2->ptr);
+    ck_assert_int_eq(gkv_unmap(c2, m2), 0);
+    gkv_client_close(c2);
+    ck_assert_int_eq(gkv_checksum_device(m3->ptr, n, &sum, why, sizeof(why)), 0);
+    ck_assert_uint_eq(sum, want_sum);
+    ck_assert_int_eq(gkv_unmap(c3, m3), 0);
+    gkv_client_close(c3);
+}
+END_TEST
+
+/* A value replaced by one of the same size through CREATE/SEAL reuses the allocation the old
+ * one freed (kept with its export data: no allocation, export or fresh import), and readers
+ * see the new bytes. */
+START_TEST(a_replaced_value_reuses_the_kept_allocation)
+{
+    size_t n = 64u << 20;
+    void *src;
+    ck_assert_int_eq(cudaMalloc(&src, n), cudaSuccess);
+    gkv_client_t *c;
+    ck_assert_int_eq(gkv_client_connect(d.url, &c), 0);
+    uint64_t reuses0 = info_u64(c, "kept_export_reuses");
+    uint8_t *want = malloc(n);
+    uint64_t sum;
+    char why[256];
+    for (uint64_t seed = 41; seed < 45; seed++) {
+        ck_assert_int_eq(zc_fill_device(src, n, seed), 0);
+        ck_assert_int_eq(gkv_set_from_device(c, KEY("zc/keep"), src, n, NULL), 0);
+        zc_fill_host(want, n, seed);
+        gkv_mapping_t *m;
+        ck_assert_int_eq(gkv_map(c, KEY("zc/keep"), NULL, &m), 0);
+        ck_assert_int_eq(gkv_checksum_device(m->ptr, n, &sum, why, sizeof(why)), 0);
+        ck_assert_uint_eq(sum, gkv_checksum_host(want, n));
+        ck_assert_int_eq(gkv_unmap(c, m), 0);
+    }
+    ck_assert_uint_ge(info_u64(c, "kept_export_reuses"), reuses0 + 2);
+    ck_assert_uint_le(info_u64(c, "kept_export_bytes"), 16ull << 30 >> 3);
+    gkv_client_close(c);
+    cudaFree(src);
+    free(want);
+}
+END_TEST
+
 START_TEST(device_copies_locally_and_over_tcp)
 {
     size_t n = 64u << 20;
@@ -284,6 +362,8 @@ int main(void)
     tcase_add_test(t, sigkill_of_a_mapping_client_frees_its_leases);
     tcase_add_test(t, device_copies_locally_and_over_tcp);
     tcase_add_test(t, small_values_in_batches_and_slabs);
+    tcase_add_test(t, connections_of_one_process_share_imports);
+    tcase_add_test(t, a_replaced_value_reuses_the_kept_allocation);
     suite_add_tcase(s, t);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); /* CUDA does not survive fork */

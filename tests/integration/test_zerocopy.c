@@ -228,6 +228,17 @@ START_TEST(lease_misuse_gets_errors_and_disturbs_nothing)
     ck_assert_int_eq(raw_op(b, GKV_OP_MAP, "mis/k", 0, &r, hdr), 0);
     uint64_t lb = r.lease;
     ck_assert_uint_ne(la, lb);
+    /* A MAP may offer a lease for reuse: only this connection's MAP lease on the same value is
+     * named again; another connection's lease or an unknown id gets a lease of its own. */
+    ck_assert_int_eq(raw_op(a, GKV_OP_MAP, "mis/k", la, &r, hdr), 0);
+    ck_assert_uint_eq(r.lease, la);
+    ck_assert_int_eq(raw_op(a, GKV_OP_MAP, "mis/k", lb, &r, hdr), 0);
+    ck_assert_uint_ne(r.lease, lb);
+    ck_assert_uint_ne(r.lease, la);
+    ck_assert_int_eq(raw_op(a, GKV_OP_RELEASE, NULL, r.lease, &r, hdr), 0);
+    ck_assert_int_eq(raw_op(a, GKV_OP_MAP, "mis/k", 987654321, &r, hdr), 0);
+    ck_assert_uint_ne(r.lease, 987654321);
+    ck_assert_int_eq(raw_op(a, GKV_OP_RELEASE, NULL, r.lease, &r, hdr), 0);
     ck_assert_int_eq(raw_op(a, GKV_OP_RELEASE, NULL, lb, &r, hdr), GKV_ENOLEASE); /* b's */
     ck_assert_int_eq(raw_op(a, GKV_OP_RELEASE, NULL, 987654321, &r, hdr), GKV_ENOLEASE);
     ck_assert_int_eq(raw_op(a, GKV_OP_SEAL, NULL, la, &r, hdr), GKV_EINVAL); /* a MAP lease */
@@ -261,6 +272,77 @@ START_TEST(lease_misuse_gets_errors_and_disturbs_nothing)
     ck_assert_int_eq(gkv_get(c, KEY("mis/k"), NULL, buf, sizeof(buf), &vi), 0);
     ck_assert_int_eq(memcmp(buf, "value", 5), 0);
     gkv_client_close(c);
+}
+END_TEST
+
+/* gkv_unmap keeps a small value's lease for the connection's next MAP of that key, which the
+ * server renews while the key has that value; it ends when the value changes, the key goes,
+ * another request is sent, or more than 8 are kept. */
+START_TEST(unmap_parks_small_leases_for_the_next_map)
+{
+    gkv_client_t *c = conn(d.url), *o = conn(d.url);
+    uint64_t base = info_u64(o, "leases");
+    gkv_mapping_t *m;
+    ck_assert_int_eq(gkv_set(o, KEY("park/a"), "first!", 6, NULL), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("park/a"), NULL, &m), 0);
+    uint64_t first = m->lease;
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    ck_assert_uint_eq(info_u64(o, "leases"), base + 1); /* parked: still a lease */
+    ck_assert_int_eq(gkv_map(c, KEY("park/a"), &(gkv_range_t){.offset = 2}, &m), 0);
+    ck_assert_uint_eq(m->lease, first); /* renewed */
+    ck_assert_uint_eq(m->length, 4);
+    ck_assert_int_eq(memcmp(m->ptr, "rst!", 4), 0);
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    /* The value changes: a new lease, the new bytes, and the parked one ended. */
+    ck_assert_int_eq(gkv_set(o, KEY("park/a"), "second", 6, NULL), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("park/a"), NULL, &m), 0);
+    ck_assert_uint_ne(m->lease, first);
+    ck_assert_int_eq(memcmp(m->ptr, "second", 6), 0);
+    ck_assert_uint_eq(info_u64(c, "leases"), base + 1);
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    ck_assert_uint_eq(info_u64(c, "leases"), base); /* another request ends parked leases */
+    /* The key goes: MAP fails and ends the parked lease. */
+    ck_assert_int_eq(gkv_map(c, KEY("park/a"), NULL, &m), 0);
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    const void *dk[] = {"park/a"};
+    size_t dl[] = {6};
+    ck_assert_int_eq(gkv_del(o, dk, dl, 1), 1);
+    ck_assert_int_eq(gkv_map(c, KEY("park/a"), NULL, &m), GKV_ENOTFOUND);
+    ck_assert_uint_eq(info_u64(c, "leases"), base);
+    /* At most 8 are kept: the oldest goes first. */
+    uint64_t ids[9];
+    char key[16];
+    for (int i = 0; i < 9; i++) {
+        snprintf(key, sizeof(key), "park/%d", i);
+        ck_assert_int_eq(gkv_set(o, key, strlen(key), "v", 1, NULL), 0);
+    }
+    for (int i = 0; i < 9; i++) {
+        snprintf(key, sizeof(key), "park/%d", i);
+        ck_assert_int_eq(gkv_map(c, key, strlen(key), NULL, &m), 0);
+        ids[i] = m->lease;
+        ck_assert_int_eq(gkv_unmap(c, m), 0);
+    }
+    ck_assert_uint_eq(info_u64(o, "leases"), base + 8);
+    ck_assert_int_eq(gkv_map(c, KEY("park/8"), NULL, &m), 0);
+    ck_assert_uint_eq(m->lease, ids[8]);
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("park/0"), NULL, &m), 0);
+    ck_assert_uint_ne(m->lease, ids[0]);
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    /* Values over 1 MiB are released at unmap. */
+    size_t big = (1u << 20) + 1;
+    char *buf = calloc(1, big);
+    ck_assert_int_eq(gkv_set(o, KEY("park/big"), buf, big, NULL), 0);
+    free(buf);
+    ck_assert_int_eq(gkv_map(c, KEY("park/big"), NULL, &m), 0);
+    uint64_t big_lease = m->lease;
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("park/big"), NULL, &m), 0);
+    ck_assert_uint_ne(m->lease, big_lease);
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    gkv_client_close(c);
+    ck_assert_uint_eq(info_u64(o, "leases"), base);
+    gkv_client_close(o);
 }
 END_TEST
 
@@ -488,6 +570,7 @@ int main(void)
     tcase_add_test(t, delete_and_overwrite_under_a_lease_keep_the_bytes);
     tcase_add_test(t, create_is_invisible_until_seal);
     tcase_add_test(t, lease_misuse_gets_errors_and_disturbs_nothing);
+    tcase_add_test(t, unmap_parks_small_leases_for_the_next_map);
     tcase_add_test(t, zero_copy_is_refused_over_tcp_and_where_not_granted);
     tcase_add_test(t, lease_caps_per_connection);
     tcase_add_test(t, thousands_of_unmaps_in_a_row_do_not_stall);

@@ -1,0 +1,185 @@
+/* keep.c: exported allocations and freed ones kept for reuse (keep.h). Every exported
+ * allocation has a record, found by address; a kept one is also on the age list (oldest first)
+ * and on its size's list (newest first, so a reuse takes the one touched last). */
+#include "keep.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+#include <utlist.h>
+
+#include "error.h"
+
+typedef struct rec {
+    uint64_t addr, size;
+    uint8_t data[GKV_EXPORT_MAX];
+    uint32_t len;
+    bool kept;
+    struct rec *age_prev, *age_next;   /* kept: the age list */
+    struct rec *size_prev, *size_next; /* kept: its size's list */
+    UT_hash_handle hh;                 /* by address */
+} rec_t;
+
+typedef struct {
+    uint64_t size;
+    rec_t *recs;
+    UT_hash_handle hh;
+} size_list_t;
+
+struct gkv_keep {
+    rec_t *by_addr;
+    size_list_t *by_size;
+    rec_t *age;
+    uint64_t cap, bytes, reuses;
+    gkv_keep_release_fn release;
+    void *ctx;
+};
+
+int gkv_keep_init(gkv_keep_t **out, uint64_t cap, gkv_keep_release_fn release, void *ctx)
+{
+    gkv_keep_t *k = calloc(1, sizeof(*k));
+    if (!k)
+        return GKV_ENOMEM;
+    k->cap = cap;
+    k->release = release;
+    k->ctx = ctx;
+    *out = k;
+    return 0;
+}
+
+/* Takes r off the kept lists (it stays in the address table). */
+static void unkeep(gkv_keep_t *k, rec_t *r)
+{
+    size_list_t *sl;
+    HASH_FIND(hh, k->by_size, &r->size, sizeof(r->size), sl);
+    DL_DELETE2(sl->recs, r, size_prev, size_next);
+    if (!sl->recs) {
+        HASH_DELETE(hh, k->by_size, sl);
+        free(sl);
+    }
+    DL_DELETE2(k->age, r, age_prev, age_next);
+    r->kept = false;
+    k->bytes -= r->size;
+}
+
+/* Gives r's memory back and forgets it. */
+static void give_back(gkv_keep_t *k, rec_t *r)
+{
+    if (r->kept)
+        unkeep(k, r);
+    HASH_DELETE(hh, k->by_addr, r);
+    k->release(k->ctx, r->addr, r->size);
+    free(r);
+}
+
+uint64_t gkv_keep_drain(gkv_keep_t *k)
+{
+    uint64_t n = k->bytes;
+    while (k->age)
+        give_back(k, k->age);
+    return n;
+}
+
+void gkv_keep_fini(gkv_keep_t *k)
+{
+    if (!k)
+        return;
+    gkv_keep_drain(k);
+    rec_t *r, *tmp;
+    HASH_ITER(hh, k->by_addr, r, tmp)
+    {
+        HASH_DELETE(hh, k->by_addr, r);
+        free(r);
+    }
+    free(k);
+}
+
+int gkv_keep_exported(gkv_keep_t *k, uint64_t addr, uint64_t size, const uint8_t *data,
+                      uint32_t len)
+{
+    if (len > GKV_EXPORT_MAX)
+        return GKV_EINVAL;
+    rec_t *r;
+    HASH_FIND(hh, k->by_addr, &addr, sizeof(addr), r);
+    if (!r) {
+        if (!(r = calloc(1, sizeof(*r))))
+            return GKV_ENOMEM;
+        r->addr = addr;
+        HASH_ADD(hh, k->by_addr, addr, sizeof(r->addr), r);
+    }
+    r->size = size;
+    memcpy(r->data, data, len);
+    r->len = len;
+    return 0;
+}
+
+bool gkv_keep_export_data(const gkv_keep_t *k, uint64_t addr, const uint8_t **data,
+                          uint32_t *len)
+{
+    rec_t *r;
+    HASH_FIND(hh, k->by_addr, &addr, sizeof(addr), r);
+    if (!r || r->kept)
+        return false;
+    *data = r->data;
+    *len = r->len;
+    return true;
+}
+
+/* The list of kept allocations of size bytes, made when missing; NULL without memory. */
+static size_list_t *size_list(gkv_keep_t *k, uint64_t size)
+{
+    size_list_t *sl;
+    HASH_FIND(hh, k->by_size, &size, sizeof(size), sl);
+    if (!sl && (sl = calloc(1, sizeof(*sl)))) {
+        sl->size = size;
+        HASH_ADD(hh, k->by_size, size, sizeof(sl->size), sl);
+    }
+    return sl;
+}
+
+bool gkv_keep_freed(gkv_keep_t *k, uint64_t addr)
+{
+    rec_t *r;
+    HASH_FIND(hh, k->by_addr, &addr, sizeof(addr), r);
+    if (!r)
+        return false;
+    size_list_t *sl = NULL;
+    if (r->size <= k->cap) {
+        while (k->bytes + r->size > k->cap)
+            give_back(k, k->age); /* the oldest */
+        sl = size_list(k, r->size);
+    }
+    if (!sl) { /* too large to keep (or no memory): the caller frees it */
+        HASH_DELETE(hh, k->by_addr, r);
+        free(r);
+        return false;
+    }
+    DL_PREPEND2(sl->recs, r, size_prev, size_next);
+    DL_APPEND2(k->age, r, age_prev, age_next);
+    r->kept = true;
+    k->bytes += r->size;
+    return true;
+}
+
+bool gkv_keep_take(gkv_keep_t *k, uint64_t size, uint64_t *addr)
+{
+    size_list_t *sl;
+    HASH_FIND(hh, k->by_size, &size, sizeof(size), sl);
+    if (!sl)
+        return false;
+    rec_t *r = sl->recs;
+    unkeep(k, r);
+    k->reuses++;
+    *addr = r->addr;
+    return true;
+}
+
+uint64_t gkv_keep_bytes(const gkv_keep_t *k)
+{
+    return k->bytes;
+}
+
+uint64_t gkv_keep_reuses(const gkv_keep_t *k)
+{
+    return k->reuses;
+}
