@@ -368,6 +368,63 @@ int main(void)
         CK(cudaFreeAsync(p, x.zc));
         CK(cudaStreamSynchronize(x.zc));
     }
+    /* 7. Two live allocations imported in turn (each import freed before the next): does the
+     *    importer keep more than the last mapping? */
+    for (int si = 1; si < 4; si++) {
+        size_t size = sizes[si];
+        struct cudaMemPoolPtrExportData da, db;
+        void *pa = ex_alloc(&x, size, &da, NULL), *pb = ex_alloc(&x, size, &db, NULL);
+        double ia[R], ib[R];
+        for (int i = 0; i < R; i++) {
+            ia[i] = ask(OP_IMPORT, 0, 0, &da).us;
+            ask(OP_FREE, 0, 0, NULL);
+            ib[i] = ask(OP_IMPORT, 0, 0, &db).us;
+            ask(OP_FREE, 0, 0, NULL);
+        }
+        printf("size %zu: two allocations imported in turn: import A median %.1f us, B median "
+               "%.1f us (first %.1f / %.1f)\n",
+               size, median(ia + 1, R - 1), median(ib + 1, R - 1), ia[0], ib[0]);
+        CK(cudaFreeAsync(pa, x.zc));
+        CK(cudaFreeAsync(pb, x.zc));
+        CK(cudaStreamSynchronize(x.zc));
+    }
+    /* 8. Three 1 GiB allocations imported in turn. */
+    {
+        struct cudaMemPoolPtrExportData d3[3];
+        void *p3[3];
+        double t3[3][R];
+        for (int j = 0; j < 3; j++)
+            p3[j] = ex_alloc(&x, 1u << 30, &d3[j], NULL);
+        for (int i = 0; i < R; i++)
+            for (int j = 0; j < 3; j++) {
+                t3[j][i] = ask(OP_IMPORT, 0, 0, &d3[j]).us;
+                ask(OP_FREE, 0, 0, NULL);
+            }
+        printf("1 GiB: three allocations imported in turn: medians %.1f / %.1f / %.1f us\n",
+               median(t3[0] + 1, R - 1), median(t3[1] + 1, R - 1), median(t3[2] + 1, R - 1));
+        for (int j = 0; j < 3; j++)
+            CK(cudaFreeAsync(p3[j], x.zc));
+        CK(cudaStreamSynchronize(x.zc));
+    }
+    /* 9. set_from_device's importer side: import, copy into it, free, and the next import. */
+    {
+        struct cudaMemPoolPtrExportData d9[2];
+        void *p9[2];
+        double ti[2 * R], tc[2 * R], tf[2 * R];
+        for (int j = 0; j < 2; j++)
+            p9[j] = ex_alloc(&x, 1u << 30, &d9[j], NULL);
+        for (int i = 0; i < 2 * R; i++) {
+            ti[i] = ask(OP_IMPORT, 0, 0, &d9[i % 2]).us;
+            tc[i] = ask(OP_COPY_IN, 0, 1u << 30, NULL).us;
+            tf[i] = ask(OP_FREE, 0, 0, NULL).us;
+        }
+        printf("1 GiB: import, copy into it, free, in turn over two allocations: import median "
+               "%.1f us, copy %.0f us, cudaFree %.1f us\n",
+               median(ti + 2, 2 * R - 2), median(tc + 2, 2 * R - 2), median(tf + 2, 2 * R - 2));
+        for (int j = 0; j < 2; j++)
+            CK(cudaFreeAsync(p9[j], x.zc));
+        CK(cudaStreamSynchronize(x.zc));
+    }
     /* 6. Many imports: per-import cost when N are alive at once, and the frees. */
     enum { N = 2000 };
     static void *ps[N];

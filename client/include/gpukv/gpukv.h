@@ -207,7 +207,8 @@ GKV_EXPORT void gkv_list_close(gkv_list_t *it);
  * why not. On the cuda backend a mapping is a CUDA device pointer into the daemon's memory
  * pool on the GPU named by gpu_uuid; on the host backend, a host pointer into its arena. The
  * library imports the pool (or maps the arena) once per connection and each value once per
- * connection, refcounted, and frees its import before it tells the server to end a lease. */
+ * process (shared by all its connections, refcounted, thread-safe), and frees its import
+ * before it tells the server to end a lease. */
 typedef struct {
     void *ptr;            /* the bytes; NULL when length is 0 */
     uint64_t length;      /* bytes at ptr */
@@ -228,9 +229,15 @@ typedef struct {
  * gkv_client_errmsg says why), GKV_ENOTFOUND, GKV_ERANGE, GKV_ELEASELIMIT, ... */
 GKV_EXPORT int gkv_map(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
                        gkv_mapping_t **out);
-/* Ends a mapping (frees the import, then releases the lease) and frees m. */
+/* Ends a mapping and frees m. The caller's GPU work reading m->ptr must have finished. For a
+ * value of up to 1 MiB the library keeps ("parks") the lease and the import for the next
+ * gkv_map of the same key on this connection, which the server then renews without a new
+ * lease or import while the key still has that value; at most 8 per connection, ended (import
+ * freed, then RELEASE) when evicted, when a MAP of the key finds another value or fails,
+ * before any other request on c, and at gkv_client_close. Until then the server counts them
+ * as leases and keeps their memory. Otherwise: frees the import, then releases the lease. */
 GKV_EXPORT int gkv_unmap(gkv_client_t *c, gkv_mapping_t *m);
-/* Ends n (1..4096) read mappings with one RELEASE round trip; frees them all. */
+/* Ends n (1..4096) read mappings with one RELEASE (never parked); frees them all. */
 GKV_EXPORT int gkv_unmap_batch(gkv_client_t *c, gkv_mapping_t **m, size_t n);
 /* Reserves an uninitialised value of size bytes, writable in place through (*out)->ptr and
  * invisible to readers until gkv_seal. opts: NX/XX (checked again at seal) and metadata. */
