@@ -232,6 +232,21 @@ static void *ex_alloc(exporter_t *x, size_t size, struct cudaMemPoolPtrExportDat
     return p;
 }
 
+/* set_from_device's pattern, n times: the exporter allocates a new value while the old (*p)
+ * lives, the child imports and frees the new one, then the old one is freed. */
+static void beside_old(exporter_t *x, size_t size, int n, void **p, double *alloc_us,
+                       double *import_us, double *free_us)
+{
+    for (int i = 0; i < n; i++) {
+        struct cudaMemPoolPtrExportData d;
+        void *q = ex_alloc(x, size, &d, &alloc_us[i]);
+        import_us[i] = ask(OP_IMPORT, 0, 0, &d).us;
+        free_us[i] = ask(OP_FREE, 0, 0, NULL).us;
+        CK(cudaFreeAsync(*p, x->zc));
+        *p = q;
+    }
+}
+
 int main(void)
 {
     int sv[2];
@@ -311,14 +326,7 @@ int main(void)
                size, median(tf, R), median(tm, R), median(ts, R), median(te, R), median(te2, R));
         /* 3. set_from_device's pattern: a new allocation while the old value lives, then the
          *    old one freed. */
-        for (int i = 0; i < R; i++) {
-            struct cudaMemPoolPtrExportData d2;
-            void *q = ex_alloc(&x, size, &d2, &a[i]);
-            imp[i] = ask(OP_IMPORT, 0, 0, &d2).us;
-            fr[i] = ask(OP_FREE, 0, 0, NULL).us;
-            CK(cudaFreeAsync(p, x.zc));
-            p = q;
-        }
+        beside_old(&x, size, R, &p, a, imp, fr);
         printf("size %zu: new allocation beside the old: alloc+export median %.1f us; import "
                "median %.1f us; cudaFree median %.1f us\n",
                size, median(a, R), median(imp, R), median(fr, R));
@@ -326,14 +334,7 @@ int main(void)
         struct cudaMemPoolPtrExportData dk;
         void *keep = ex_alloc(&x, size, &dk, NULL);
         ask(OP_IMPORT, 1, 0, &dk);
-        for (int i = 0; i < R; i++) {
-            struct cudaMemPoolPtrExportData d2;
-            void *q = ex_alloc(&x, size, &d2, &a[i]);
-            imp[i] = ask(OP_IMPORT, 0, 0, &d2).us;
-            fr[i] = ask(OP_FREE, 0, 0, NULL).us;
-            CK(cudaFreeAsync(p, x.zc));
-            p = q;
-        }
+        beside_old(&x, size, R, &p, a, imp, fr);
         ask(OP_FREE, 1, 0, NULL);
         CK(cudaFreeAsync(keep, x.zc));
         printf("size %zu: same, another import held: import median %.1f us; cudaFree median "

@@ -23,6 +23,8 @@ typedef struct {
 static int fill_mapping(gkv_client_t *c, mapping_t *m, void *base)
 {
     const gkv_response_t *r = &c->resp;
+    if (r->offset > r->size || r->length > r->size - r->offset)
+        return gkv__break(c, GKV_EPROTO);
     free(m->meta);
     m->meta = NULL;
     m->pub.meta = NULL;
@@ -48,16 +50,13 @@ static int fill_mapping(gkv_client_t *c, mapping_t *m, void *base)
 static int make_mapping(gkv_client_t *c, int writable, const void *key, size_t klen,
                         gkv_mapping_t **out)
 {
-    const gkv_response_t *r = &c->resp;
-    if (r->offset > r->size || r->length > r->size - r->offset)
-        return gkv__break(c, GKV_EPROTO);
     mapping_t *m = calloc(1, sizeof(*m) + klen);
     if (!m)
         return GKV_ENOMEM;
     memcpy(m->key, key, klen);
     m->klen = klen;
     void *base;
-    int rc = gkv__zc_import(c, r, &base, &m->imp, &m->pub.on_device, &m->pub.device);
+    int rc = gkv__zc_import(c, &c->resp, &base, &m->imp, &m->pub.on_device, &m->pub.device);
     if (rc) {
         free(m);
         return rc;
@@ -140,6 +139,13 @@ static gkv_mapping_t *unpark(gkv_client_t *c, int i)
     return m;
 }
 
+/* Ends the parked lease in slot i. */
+static int release_parked_at(gkv_client_t *c, int i)
+{
+    gkv_mapping_t *m = unpark(c, i);
+    return release(c, &m, 1);
+}
+
 int gkv__release_parked(gkv_client_t *c, bool send)
 {
     if (c->nparked == 0)
@@ -160,10 +166,8 @@ static int park(gkv_client_t *c, gkv_mapping_t *pub)
     int i = parked_index(c, m->key, m->klen), rc = 0;
     if (i < 0 && c->nparked == GKV_PARK_SLOTS)
         i = 0; /* the oldest */
-    if (i >= 0) {
-        gkv_mapping_t *old = unpark(c, i);
-        rc = release(c, &old, 1);
-    }
+    if (i >= 0)
+        rc = release_parked_at(c, i);
     c->parked[c->nparked++] = pub;
     return rc;
 }
@@ -180,18 +184,13 @@ int gkv_map(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *ra
     if (pi >= 0)
         gkv_wr_uint(&c->wr, GKV_F_LEASE, c->parked[pi]->lease);
     if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c))) {
-        if (pi >= 0 && !c->broken) {
-            gkv_mapping_t *old = unpark(c, pi);
-            release(c, &old, 1); /* e.g. the key is gone: its old value need not stay */
-        }
+        if (pi >= 0 && !c->broken)
+            release_parked_at(c, pi); /* e.g. the key is gone: its old value need not stay */
         return rc;
     }
     if (pi >= 0 && c->resp.lease == c->parked[pi]->lease) {
         /* Renewed: the parked mapping is this one, import and all. */
         mapping_t *m = (mapping_t *)c->parked[pi];
-        const gkv_response_t *r = &c->resp;
-        if (r->offset > r->size || r->length > r->size - r->offset)
-            return gkv__break(c, GKV_EPROTO);
         if ((rc = fill_mapping(c, m, m->base)))
             return rc;
         *out = unpark(c, pi);
@@ -200,8 +199,7 @@ int gkv_map(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *ra
     if ((rc = make_mapping(c, 0, key, klen, out)) && !c->broken)
         give_back(c, GKV_OP_RELEASE);
     if (pi >= 0) {
-        gkv_mapping_t *old = unpark(c, pi);
-        int urc = release(c, &old, 1);
+        int urc = release_parked_at(c, pi);
         rc = rc ? rc : urc;
     }
     return rc;

@@ -109,11 +109,10 @@ static void cuda_free(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, int lane)
         gkv_slab_put(c->slab, p.v, size);
         return;
     }
-    if (gkv_keep_freed(c->keep, p.v)) {
-        keep_stats(c);
+    bool kept = gkv_keep_freed(c->keep, p.v);
+    keep_stats(c); /* kept, or older ones given back to make room */
+    if (kept)
         return;
-    }
-    keep_stats(c); /* keeping it may have given back older ones */
     /* Nothing uses the memory any more (refcounts), so any stream will do. The CREATE stream
      * lets the next CREATE reuse this block in stream order instead of growing the pool;
      * lanes reuse it once the free has completed (the pool's default reuse policies). */

@@ -528,7 +528,8 @@ static int cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
         gkv_server_uptime_s(srv), srv->be->name, srv->be->device, srv->be->gpu_name,
         srv->be->gpu_uuid, srv->cfg.socket_path, srv->tcp_bound[0] ? srv->tcp_bound : "off",
         srv->nconns, srv->cfg.maxclients, st->used, st->limit, srv->be->device_total,
-        srv->be->kept_bytes, srv->be->kept_reuses, gkv_index_memory(st->ix), srv->cfg.max_value, srv->cfg.max_key, ss->total_connections,
+        srv->be->kept_bytes, srv->be->kept_reuses, gkv_index_memory(st->ix), srv->cfg.max_value,
+        srv->cfg.max_key, ss->total_connections,
         ss->rejected_connections, ss->total_commands, ss->protocol_errors, st->stats.hits,
         st->stats.misses, st->stats.sets, st->stats.dels, st->stats.oom_errors, ss->bytes_in,
         ss->bytes_out, srv->batch ? srv->batch->batches : 0, srv->batch ? srv->batch->pieces : 0,
@@ -614,14 +615,14 @@ static int own_memory(gkv_server_t *srv, gkv_entry_t **e)
     return rc;
 }
 
-/* The MAP lease a MAP request offers for reuse (field lease), when this connection holds it;
- * else NULL. */
-static gkv_lease_t *offered_lease(const gkv_request_t *req, gkv_reply_t *rep)
+/* The lease a MAP request offers for reuse (field lease) when it is this connection's MAP
+ * lease on e, the value this MAP returns; else NULL. */
+static gkv_lease_t *offered_lease(const gkv_request_t *req, gkv_reply_t *rep, gkv_entry_t *e)
 {
     if (!(req->has & GKV_HAS_LEASE))
         return NULL;
     gkv_lease_t *l = gkv_lease_find(rep->leases, req->lease);
-    return l && !l->writable ? l : NULL;
+    return l && !l->writable && l->entry == e ? l : NULL;
 }
 
 static int cmd_map(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
@@ -636,9 +637,7 @@ static int cmd_map(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep
     if ((rc = own_memory(srv, &e)))
         return rc;
     /* A lease the client still holds on this very value is named again: no lease is added. */
-    gkv_lease_t *l = offered_lease(req, rep);
-    if (l && l->entry != e)
-        l = NULL;
+    gkv_lease_t *l = offered_lease(req, rep, e);
     if (!l && (rc = lease_room(srv, rep, e->size)))
         return rc;
     gkv_wr_t *w = rep->wr;
