@@ -136,9 +136,11 @@ int gkv__drain(gkv_client_t *c, uint64_t len)
 
 void gkv__begin(gkv_client_t *c, unsigned op)
 {
-    /* Parked leases live only across MAPs: any other request ends them first, so what it
-     * sees (INFO's leases, a DEL's freed memory) is what the caller's unmaps left. */
-    if (c->nparked && op != GKV_OP_MAP && op != GKV_OP_RELEASE)
+    /* Parked leases live only across zero-copy requests: any other request ends them first,
+     * so what it sees (INFO's leases, a DEL's freed memory) is what the caller's unmaps and
+     * seals left. */
+    if (c->nparked && op != GKV_OP_MAP && op != GKV_OP_RELEASE && op != GKV_OP_CREATE &&
+        op != GKV_OP_SEAL && op != GKV_OP_ABORT)
         gkv__release_parked(c, true);
     gkv_wr_reset(&c->wr);
     gkv_wr_begin(&c->wr);

@@ -8,8 +8,10 @@
 #include "message.h"
 
 /* Parking (zerocopy.c): read mappings of values up to GKV_PARK_MAX_BYTES keep their lease after
- * gkv_unmap, at most GKV_PARK_SLOTS per connection. */
+ * gkv_unmap, and sealed values of any size after gkv_seal; at most GKV_PARK_SLOTS per
+ * connection and GKV_PARK_PER_KEY per key (a key's value and one older spare). */
 #define GKV_PARK_SLOTS 8
+#define GKV_PARK_PER_KEY 2
 #define GKV_PARK_MAX_BYTES (1u << 20)
 
 struct gkv_client {

@@ -118,16 +118,35 @@ static int release(gkv_client_t *c, gkv_mapping_t **ms, size_t n)
 
 /* Parking: gkv_unmap keeps the lease (and the import) of a small value, so that mapping the
  * same key again costs one round trip and no import: the next MAP of the key offers the lease,
- * and the server names it again when the key still has that value. A parked lease ends when
- * it is evicted (GKV_PARK_SLOTS per connection), when a MAP of its key finds another value or
- * fails, before any other request is sent, and at close. */
-static int parked_index(const gkv_client_t *c, const void *key, size_t klen)
+ * and the server names it again when the key still has that value. gkv_seal keeps the lease
+ * of what it sealed (any size) the same way; once a later seal replaces that value, the next
+ * CREATE of the key offers it, and the server writes the new value into the same memory, which
+ * this process has imported already (double buffering: a key's value and one spare). A
+ * parked lease ends when it is evicted (GKV_PARK_SLOTS per connection, GKV_PARK_PER_KEY per
+ * key), when a MAP of its key finds another value or fails, when a CREATE of its key fails,
+ * before any request other than MAP, RELEASE, CREATE, SEAL and ABORT, and at close. */
+static bool parked_is(const gkv_client_t *c, int i, const void *key, size_t klen)
 {
-    for (int i = 0; i < c->nparked; i++) {
-        const mapping_t *m = (const mapping_t *)c->parked[i];
-        if (m->klen == klen && memcmp(m->key, key, klen) == 0)
+    const mapping_t *m = (const mapping_t *)c->parked[i];
+    return m->klen == klen && memcmp(m->key, key, klen) == 0;
+}
+
+/* The newest parked lease of key (the likeliest to be its value now), or -1. */
+static int parked_newest(const gkv_client_t *c, const void *key, size_t klen)
+{
+    for (int i = c->nparked - 1; i >= 0; i--)
+        if (parked_is(c, i, key, klen))
             return i;
-    }
+    return -1;
+}
+
+/* The oldest parked lease of key on a value of `size` bytes (the likeliest to be replaced
+ * already), or -1. */
+static int parked_spare(const gkv_client_t *c, const void *key, size_t klen, uint64_t size)
+{
+    for (int i = 0; i < c->nparked; i++)
+        if (parked_is(c, i, key, klen) && c->parked[i]->value_size == size)
+            return i;
     return -1;
 }
 
@@ -146,6 +165,16 @@ static int release_parked_at(gkv_client_t *c, int i)
     return release(c, &m, 1);
 }
 
+/* Ends every parked lease of key. */
+static int release_parked_key(gkv_client_t *c, const void *key, size_t klen)
+{
+    int rc = 0;
+    for (int i = c->nparked - 1; i >= 0; i--)
+        if (parked_is(c, i, key, klen))
+            rc = release_parked_at(c, i) ? GKV_EIO : rc;
+    return rc;
+}
+
 int gkv__release_parked(gkv_client_t *c, bool send)
 {
     if (c->nparked == 0)
@@ -160,14 +189,19 @@ int gkv__release_parked(gkv_client_t *c, bool send)
     return rc;
 }
 
+/* Parks pub as its key's newest, ending the key's oldest past GKV_PARK_PER_KEY and the
+ * connection's oldest past GKV_PARK_SLOTS. */
 static int park(gkv_client_t *c, gkv_mapping_t *pub)
 {
     mapping_t *m = (mapping_t *)pub;
-    int i = parked_index(c, m->key, m->klen), rc = 0;
-    if (i < 0 && c->nparked == GKV_PARK_SLOTS)
-        i = 0; /* the oldest */
-    if (i >= 0)
-        rc = release_parked_at(c, i);
+    int rc = 0, same = 0, oldest = -1;
+    for (int i = 0; i < c->nparked; i++)
+        if (parked_is(c, i, m->key, m->klen) && same++ == 0)
+            oldest = i;
+    if (same >= GKV_PARK_PER_KEY)
+        rc = release_parked_at(c, oldest);
+    else if (c->nparked == GKV_PARK_SLOTS)
+        rc = release_parked_at(c, 0);
     c->parked[c->nparked++] = pub;
     return rc;
 }
@@ -178,7 +212,7 @@ int gkv_map(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *ra
     int rc = gkv__check_key(c, key, klen);
     if (rc)
         return rc;
-    int pi = parked_index(c, key, klen);
+    int pi = parked_newest(c, key, klen);
     gkv__begin(c, GKV_OP_MAP);
     gkv__put_key_range(c, key, klen, range);
     if (pi >= 0)
@@ -234,21 +268,36 @@ int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
         return rc;
     if (opts && opts->meta_len > GKV_MAX_META)
         return GKV_ETOOBIG;
+    int si = size ? parked_spare(c, key, klen, size) : -1;
     gkv__begin(c, GKV_OP_CREATE);
     gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
     gkv_wr_uint(&c->wr, GKV_F_SIZE, size);
     gkv__put_set_opts(c, opts);
-    if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
+    if (si >= 0)
+        gkv_wr_uint(&c->wr, GKV_F_LEASE, c->parked[si]->lease);
+    if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c))) {
+        if (!c->broken)
+            release_parked_key(c, key, klen); /* e.g. OOM: the spares' memory goes back */
         return rc;
+    }
+    if (si >= 0 && c->resp.lease == c->parked[si]->lease) {
+        /* Reused: the new value lives in the spare's memory, imported already. */
+        mapping_t *m = (mapping_t *)c->parked[si];
+        if ((rc = fill_mapping(c, m, m->base)))
+            return rc;
+        m->pub.writable = 1;
+        *out = unpark(c, si);
+        return 0;
+    }
     if ((rc = make_mapping(c, 1, key, klen, out)) && !c->broken)
         give_back(c, GKV_OP_ABORT);
     return rc;
 }
 
+/* Frees a created mapping's import, then ends its lease with op (ABORT, or SEAL without
+ * keeping the lease). */
 static int end_create(gkv_client_t *c, gkv_mapping_t *m, unsigned op)
 {
-    if (!m || !m->writable)
-        return GKV_EINVAL;
     uint64_t lease = m->lease;
     if (drop_mapping(c, m)) {
         /* Our import may still be alive: the value must not be published or freed. */
@@ -262,11 +311,32 @@ static int end_create(gkv_client_t *c, gkv_mapping_t *m, unsigned op)
 
 int gkv_seal(gkv_client_t *c, gkv_mapping_t *m)
 {
-    return end_create(c, m, GKV_OP_SEAL);
+    if (!m || !m->writable)
+        return GKV_EINVAL;
+    if (c->broken)
+        return end_create(c, m, GKV_OP_SEAL);
+    /* The lease is kept (as a MAP lease on the sealed value) and parked with the import: the
+     * server frees nothing under it, whether the seal succeeds or not. */
+    gkv__begin(c, GKV_OP_SEAL);
+    gkv_wr_uint(&c->wr, GKV_F_LEASE, m->lease);
+    gkv_wr_uint(&c->wr, GKV_F_FLAGS, GKV_SEAL_KEEP);
+    int rc = gkv__send(c, NULL, 0);
+    if (rc == 0)
+        rc = gkv__recv(c);
+    if (c->broken || rc == GKV_ENOLEASE || rc == GKV_EINVAL) {
+        /* No lease is held for it (or none can be named again): let go of the import. */
+        int drc = drop_mapping(c, m);
+        return rc ? rc : drc;
+    }
+    m->writable = 0;
+    int prc = park(c, m);
+    return rc ? rc : prc;
 }
 
 int gkv_abort(gkv_client_t *c, gkv_mapping_t *m)
 {
+    if (!m || !m->writable)
+        return GKV_EINVAL;
     return end_create(c, m, GKV_OP_ABORT);
 }
 

@@ -55,6 +55,10 @@ enum {
     GKV_F_ARENA_SIZE = 45,
 };
 
+/* SEAL's flags field (SET and CREATE use 1 and 2: NX, XX): keep the lease, as a MAP lease on
+ * the sealed value, instead of ending it. */
+#define GKV_SEAL_KEEP 4u
+
 /* Which optional fields a decoded request carried. */
 enum {
     GKV_HAS_KEY = 1u << 0,

@@ -665,33 +665,70 @@ static int cmd_map(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep
     return rc;
 }
 
+/* The lease a CREATE request offers for reuse (field lease), when its memory can take the new
+ * value: this connection's MAP lease on an older value of the same key and size that no key
+ * names any more and nothing else uses (refs == 1: only the lease, not the index, not another
+ * lease or transfer, so no other process has it imported). Else NULL: CREATE allocates. */
+static gkv_lease_t *reusable_lease(gkv_server_t *srv, const gkv_request_t *req,
+                                   gkv_reply_t *rep)
+{
+    if (!(req->has & GKV_HAS_LEASE) || req->size == 0)
+        return NULL;
+    gkv_lease_t *l = gkv_lease_find(rep->leases, req->lease);
+    if (!l || l->writable || l->entry->refs != 1 || l->entry->size != req->size)
+        return NULL;
+    size_t klen;
+    const uint8_t *key = gkv_store_key(&srv->store, l->entry, &klen);
+    if (klen != req->key.len || memcmp(key, req->key.p, klen) != 0)
+        return NULL;
+    return l;
+}
+
 static int cmd_create(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
     if (!(req->has & GKV_HAS_SIZE))
         return fail(rep, GKV_EINVAL, "CREATE needs a size");
     int rc = check_new_value(srv, req, req->size, rep);
-    if (rc || (rc = lease_room(srv, rep, req->size)))
-        return rc;
-    gkv_entry_t *e;
-    uint64_t t0 = uv_hrtime();
-    rc = new_entry(srv, req, req->size, -1, rep, &e);
-    GKV_DEBUG("CREATE of %" PRIu64 " bytes: allocation took %.1f us", req->size,
-              (double)(uv_hrtime() - t0) / 1e3);
     if (rc)
         return rc;
     gkv_wr_t *w = rep->wr;
-    gkv_reply_ok(w, req->id);
-    gkv_lease_t *l = NULL;
-    if ((rc = write_export(srv, w, e)) ||
-        (rc = gkv_lease_add(rep->leases, e, true, (unsigned)req->flags, &l))) {
-        gkv_store_unref(&srv->store, e);
-        return rc;
+    gkv_lease_t *l = reusable_lease(srv, req, rep);
+    bool reused = l != NULL;
+    if (reused) {
+        /* The offered lease becomes the writable one, on the same memory: no allocation, no
+         * new lease, and the client's import of it stays good. */
+        if ((rc = gkv_store_entry_renew(l->entry, req->meta.p, req->meta.len)))
+            return rc;
+        gkv_lease_rewrite(rep->leases, l, (unsigned)req->flags);
+        gkv_reply_ok(w, req->id);
+        if ((rc = write_export(srv, w, l->entry))) {
+            gkv_lease_keep(rep->leases, &srv->store, l, l->entry);
+            return rc;
+        }
+    } else {
+        if ((rc = lease_room(srv, rep, req->size)))
+            return rc;
+        gkv_entry_t *e;
+        uint64_t t0 = uv_hrtime();
+        rc = new_entry(srv, req, req->size, -1, rep, &e);
+        GKV_DEBUG("CREATE of %" PRIu64 " bytes: allocation took %.1f us", req->size,
+                  (double)(uv_hrtime() - t0) / 1e3);
+        if (rc)
+            return rc;
+        gkv_reply_ok(w, req->id);
+        if ((rc = write_export(srv, w, e)) ||
+            (rc = gkv_lease_add(rep->leases, e, true, (unsigned)req->flags, &l))) {
+            gkv_store_unref(&srv->store, e);
+            return rc;
+        }
     }
     gkv_wr_uint(w, GKV_F_LEASE, l->id);
-    gkv_wr_uint(w, GKV_F_SIZE, e->size);
+    gkv_wr_uint(w, GKV_F_SIZE, l->entry->size);
     gkv_wr_uint(w, GKV_F_OFFSET, 0);
-    gkv_wr_uint(w, GKV_F_LENGTH, e->size);
-    if ((rc = gkv_wr_end(w)))
+    gkv_wr_uint(w, GKV_F_LENGTH, l->entry->size);
+    if ((rc = gkv_wr_end(w)) && reused)
+        gkv_lease_keep(rep->leases, &srv->store, l, l->entry); /* still the client's spare */
+    else if (rc)
         gkv_lease_drop(rep->leases, &srv->store, l);
     return rc;
 }
@@ -716,9 +753,16 @@ static int cmd_seal(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
     int rc = created_lease(req, rep, &l);
     if (rc)
         return rc;
-    /* The lease ends either way: on NX/XX failure the new value is discarded. */
-    rc = gkv_store_publish(&srv->store, l->entry, l->flags, NULL);
-    gkv_lease_drop(rep->leases, &srv->store, l);
+    if (req->flags & ~(uint64_t)GKV_SEAL_KEEP)
+        return fail(rep, GKV_EINVAL, "unknown SEAL flags 0x%" PRIx64, req->flags);
+    gkv_entry_t *holder = NULL;
+    rc = gkv_store_publish(&srv->store, l->entry, l->flags, &holder);
+    /* On NX/XX failure the new value is discarded; with keep, the lease stays on it (a value
+     * no key names: the client's next CREATE of the key may reuse its memory). */
+    if (req->flags & GKV_SEAL_KEEP)
+        gkv_lease_keep(rep->leases, &srv->store, l, rc ? l->entry : holder);
+    else
+        gkv_lease_drop(rep->leases, &srv->store, l);
     if (rc == GKV_EEXISTS)
         return fail(rep, rc, "key exists (NX): the created value was discarded");
     if (rc == GKV_ENOTFOUND)

@@ -22,6 +22,7 @@ int gkv_lease_add(gkv_leases_t *ls, gkv_entry_t *e, bool writable, unsigned flag
     l->entry = e;
     l->writable = writable;
     l->flags = flags;
+    l->bytes = e->size;
     HASH_ADD(hh, ls->table, id, sizeof(uint64_t), l);
     ls->count++;
     ls->bytes += e->size;
@@ -43,12 +44,31 @@ void gkv_lease_drop(gkv_leases_t *ls, gkv_store_t *st, gkv_lease_t *l)
 {
     HASH_DELETE(hh, ls->table, l);
     ls->count--;
-    ls->bytes -= l->entry->size;
+    ls->bytes -= l->bytes;
     ls->totals->leases--;
-    ls->totals->bytes -= l->entry->size;
+    ls->totals->bytes -= l->bytes;
     ls->totals->creates -= l->writable;
     gkv_store_unref(st, l->entry);
     free(l);
+}
+
+void gkv_lease_keep(gkv_leases_t *ls, gkv_store_t *st, gkv_lease_t *l, gkv_entry_t *e)
+{
+    if (e != l->entry) {
+        gkv_store_ref(e);
+        gkv_store_unref(st, l->entry);
+        l->entry = e;
+    }
+    ls->totals->creates -= l->writable;
+    l->writable = false;
+    l->flags = 0;
+}
+
+void gkv_lease_rewrite(gkv_leases_t *ls, gkv_lease_t *l, unsigned flags)
+{
+    ls->totals->creates += !l->writable;
+    l->writable = true;
+    l->flags = flags;
 }
 
 void gkv_leases_fini(gkv_leases_t *ls, gkv_store_t *st)

@@ -16,6 +16,8 @@ typedef struct gkv_lease {
     bool writable;      /* CREATE: unpublished until SEAL */
     unsigned flags;     /* CREATE: GKV_SET_NX / GKV_SET_XX, checked at SEAL */
     bool marked;        /* RELEASE: already named in this batch */
+    uint64_t bytes;     /* what it counts in leased bytes: its value's size when it began
+                           (publishing may move another value into the entry) */
     UT_hash_handle hh;
 } gkv_lease_t;
 
@@ -43,5 +45,11 @@ int gkv_lease_add(gkv_leases_t *ls, gkv_entry_t *e, bool writable, unsigned flag
 gkv_lease_t *gkv_lease_find(gkv_leases_t *ls, uint64_t id);
 /* Ends one lease and drops its reference. */
 void gkv_lease_drop(gkv_leases_t *ls, gkv_store_t *st, gkv_lease_t *l);
+/* SEAL with keep: turns writable lease l into a MAP lease on e, the entry that now holds its
+ * value (l's own entry, or the key's entry the value moved into), keeping its id and count. */
+void gkv_lease_keep(gkv_leases_t *ls, gkv_store_t *st, gkv_lease_t *l, gkv_entry_t *e);
+/* CREATE reusing a MAP lease: l becomes writable (its entry was readied by
+ * gkv_store_entry_renew), keeping its id and count. */
+void gkv_lease_rewrite(gkv_leases_t *ls, gkv_lease_t *l, unsigned flags);
 
 #endif

@@ -66,6 +66,24 @@ int gkv_store_entry_new(gkv_store_t *st, const void *key, size_t klen, uint64_t 
     return 0;
 }
 
+int gkv_store_entry_renew(gkv_entry_t *e, const void *meta, uint32_t meta_len)
+{
+    if (!e->x && !meta_len)
+        return 0;
+    gkv_extras_t *x = realloc(e->x, sizeof(gkv_extras_t) + meta_len);
+    if (!x)
+        return GKV_ENOMEM;
+    if (!e->x) {
+        x->exported = NULL;
+        x->exported_len = 0;
+    }
+    if (meta_len)
+        memcpy(x->meta, meta, meta_len);
+    x->meta_len = meta_len;
+    e->x = x;
+    return 0;
+}
+
 void gkv_store_ref(gkv_entry_t *e)
 {
     e->refs++;

@@ -52,6 +52,11 @@ void gkv_store_fini(gkv_store_t *st);
  * the backend is full: nothing stored is touched) or GKV_ENOMEM. */
 int gkv_store_entry_new(gkv_store_t *st, const void *key, size_t klen, uint64_t size,
                         const void *meta, uint32_t meta_len, int lane, gkv_entry_t **out);
+/* Readies e, an older value of its key that is no longer linked and used by nothing but the
+ * caller's reference (refs == 1), to take a new value of the same size on the same memory
+ * (CREATE reusing a lease): its metadata becomes a copy of meta; memory, export data and
+ * accounting stay. Returns 0 or GKV_ENOMEM (e unchanged). */
+int gkv_store_entry_renew(gkv_entry_t *e, const void *meta, uint32_t meta_len);
 void gkv_store_ref(gkv_entry_t *e);
 /* Drops a reference; the last one frees the memory, the accounting and the entry. */
 void gkv_store_unref(gkv_store_t *st, gkv_entry_t *e);

@@ -275,6 +275,207 @@ START_TEST(lease_misuse_gets_errors_and_disturbs_nothing)
 }
 END_TEST
 
+/* One raw request with every field a zero-copy test needs (0: left out). */
+static int64_t raw_zc(int fd, unsigned op, const char *key, uint64_t size, uint64_t lease,
+                      uint64_t flags, gkv_response_t *r, uint8_t *hdr)
+{
+    gkv_wr_t w;
+    gkv_wr_init(&w);
+    gkv_wr_begin(&w);
+    gkv_wr_uint(&w, GKV_F_OP, op);
+    gkv_wr_uint(&w, GKV_F_ID, 9);
+    if (key)
+        gkv_wr_bin(&w, GKV_F_KEY, key, strlen(key));
+    if (size)
+        gkv_wr_uint(&w, GKV_F_SIZE, size);
+    if (lease)
+        gkv_wr_uint(&w, GKV_F_LEASE, lease);
+    if (flags)
+        gkv_wr_uint(&w, GKV_F_FLAGS, flags);
+    gkv_wr_end(&w);
+    int64_t st = raw_call(fd, &w, r, hdr);
+    gkv_wr_fini(&w);
+    return st;
+}
+
+/* SEAL with keep turns the CREATE lease into a MAP lease on the sealed value; a CREATE that
+ * offers a lease writes into its memory only when that lease is this connection's, on an
+ * older value of the same key and size that no key names and nothing else holds. */
+START_TEST(create_reuses_an_offered_lease_only_when_nothing_else_holds_it)
+{
+    static uint8_t hdr[65536];
+    gkv_response_t r;
+    gkv_client_t *c = conn(d.url);
+    uint64_t used0 = info_u64(c, "used_bytes");
+    int a = raw_zc_connect(), b = raw_zc_connect();
+    ck_assert_int_eq(raw_op(a, GKV_OP_HELLO, NULL, 0, &r, hdr), 0);
+    ck_assert_int_eq(raw_op(b, GKV_OP_HELLO, NULL, 0, &r, hdr), 0);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_CREATE, "re/k", 4096, 0, 0, &r, hdr), 0);
+    uint64_t l1 = r.lease, o1 = r.arena_offset;
+    ck_assert_int_eq(raw_zc(a, GKV_OP_SEAL, NULL, 0, l1, 8, &r, hdr), GKV_EINVAL); /* flags */
+    ck_assert_int_eq(raw_zc(a, GKV_OP_SEAL, NULL, 0, l1, GKV_SEAL_KEEP, &r, hdr), 0);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_SEAL, NULL, 0, l1, 0, &r, hdr), GKV_EINVAL); /* MAP now */
+    ck_assert_uint_eq(info_u64(c, "leases"), 1);
+    ck_assert_uint_eq(info_u64(c, "unsealed_creates"), 0);
+    /* l1's value is still the key's: not reusable. */
+    ck_assert_int_eq(raw_zc(a, GKV_OP_CREATE, "re/k", 4096, l1, 0, &r, hdr), 0);
+    uint64_t l2 = r.lease, o2 = r.arena_offset;
+    ck_assert_uint_ne(l2, l1);
+    ck_assert_uint_ne(o2, o1);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_SEAL, NULL, 0, l2, GKV_SEAL_KEEP, &r, hdr), 0);
+    ck_assert_uint_eq(info_u64(c, "used_bytes"), used0 + 2 * 4096); /* l1's value, unlinked */
+    /* Another size, another key, another connection's lease: CREATE allocates. */
+    ck_assert_int_eq(raw_zc(a, GKV_OP_CREATE, "re/k", 2048, l1, 0, &r, hdr), 0);
+    ck_assert_uint_ne(r.lease, l1);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_ABORT, NULL, 0, r.lease, 0, &r, hdr), 0);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_CREATE, "re/other", 4096, l1, 0, &r, hdr), 0);
+    ck_assert_uint_ne(r.lease, l1);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_ABORT, NULL, 0, r.lease, 0, &r, hdr), 0);
+    ck_assert_int_eq(raw_zc(b, GKV_OP_CREATE, "re/k", 4096, l1, 0, &r, hdr), 0);
+    ck_assert_uint_ne(r.lease, l1);
+    ck_assert_int_eq(raw_zc(b, GKV_OP_ABORT, NULL, 0, r.lease, 0, &r, hdr), 0);
+    /* Reused: the same lease, the same memory, nothing more allocated or leased. */
+    ck_assert_int_eq(raw_zc(a, GKV_OP_CREATE, "re/k", 4096, l1, 0, &r, hdr), 0);
+    ck_assert_uint_eq(r.lease, l1);
+    ck_assert_uint_eq(r.arena_offset, o1);
+    ck_assert_uint_eq(info_u64(c, "used_bytes"), used0 + 2 * 4096);
+    ck_assert_uint_eq(info_u64(c, "leases"), 2);
+    ck_assert_uint_eq(info_u64(c, "unsealed_creates"), 1);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_RELEASE, NULL, 0, l1, 0, &r, hdr), GKV_EINVAL);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_SEAL, NULL, 0, l1, GKV_SEAL_KEEP, &r, hdr), 0);
+    /* b maps the key (l1's value), then a replaces it: b still holds it, so it is not reused. */
+    ck_assert_int_eq(raw_zc(b, GKV_OP_MAP, "re/k", 0, 0, 0, &r, hdr), 0);
+    uint64_t lb = r.lease;
+    ck_assert_uint_eq(r.arena_offset, o1);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_CREATE, "re/k", 4096, l2, 0, &r, hdr), 0);
+    ck_assert_uint_eq(r.lease, l2);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_SEAL, NULL, 0, l2, GKV_SEAL_KEEP, &r, hdr), 0);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_CREATE, "re/k", 4096, l1, 0, &r, hdr), 0);
+    ck_assert_uint_ne(r.lease, l1);
+    ck_assert_uint_ne(r.arena_offset, o1);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_ABORT, NULL, 0, r.lease, 0, &r, hdr), 0);
+    ck_assert_int_eq(raw_zc(b, GKV_OP_RELEASE, NULL, 0, lb, 0, &r, hdr), 0);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_CREATE, "re/k", 4096, l1, 0, &r, hdr), 0);
+    ck_assert_uint_eq(r.lease, l1);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_ABORT, NULL, 0, l1, 0, &r, hdr), 0);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_RELEASE, NULL, 0, l1, 0, &r, hdr), GKV_ENOLEASE);
+    /* A SEAL with keep that fails NX keeps the lease, on the discarded value. */
+    ck_assert_int_eq(raw_zc(a, GKV_OP_CREATE, "re/nx", 4096, 0, GKV_SET_NX, &r, hdr), 0);
+    uint64_t l3 = r.lease;
+    ck_assert_int_eq(gkv_set(c, KEY("re/nx"), "won", 3, NULL), 0);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_SEAL, NULL, 0, l3, GKV_SEAL_KEEP, &r, hdr), GKV_EEXISTS);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_CREATE, "re/nx", 4096, l3, 0, &r, hdr), 0);
+    ck_assert_uint_eq(r.lease, l3);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_ABORT, NULL, 0, l3, 0, &r, hdr), 0);
+    ck_assert_uint_eq(info_u64(c, "leases"), 1);
+    ck_assert_uint_eq(info_u64(c, "leased_bytes"), 4096);
+    close(a);
+    close(b);
+    char buf[8];
+    gkv_value_info_t vi;
+    ck_assert_int_eq(gkv_get(c, KEY("re/nx"), NULL, buf, sizeof(buf), &vi), 0);
+    ck_assert_int_eq(memcmp(buf, "won", 3), 0);
+    gkv_client_close(c);
+}
+END_TEST
+
+/* A value sealed over a smaller or larger one moves into the key's entry: the lease's byte
+ * count must leave with the lease all the same. */
+START_TEST(leased_bytes_stay_exact_when_a_seal_moves_the_value)
+{
+    static uint8_t hdr[65536];
+    gkv_response_t r;
+    gkv_client_t *c = conn(d.url);
+    static char big[100000];
+    int a = raw_zc_connect();
+    ck_assert_int_eq(raw_op(a, GKV_OP_HELLO, NULL, 0, &r, hdr), 0);
+    for (int keep = 0; keep < 2; keep++) {
+        ck_assert_int_eq(gkv_set(c, KEY("acct/k"), big, sizeof(big), NULL), 0);
+        ck_assert_int_eq(raw_zc(a, GKV_OP_CREATE, "acct/k", 16, 0, 0, &r, hdr), 0);
+        uint64_t l = r.lease;
+        ck_assert_uint_eq(info_u64(c, "leased_bytes"), 16);
+        ck_assert_int_eq(raw_zc(a, GKV_OP_SEAL, NULL, 0, l, keep ? GKV_SEAL_KEEP : 0, &r, hdr),
+                         0);
+        ck_assert_uint_eq(info_u64(c, "leased_bytes"), keep ? 16 : 0);
+        if (keep)
+            ck_assert_int_eq(raw_zc(a, GKV_OP_RELEASE, NULL, 0, l, 0, &r, hdr), 0);
+        ck_assert_uint_eq(info_u64(c, "leased_bytes"), 0);
+        ck_assert_uint_eq(info_u64(c, "leases"), 0);
+    }
+    close(a);
+    gkv_client_close(c);
+}
+END_TEST
+
+/* The library: gkv_seal parks the sealed value's lease, and the next CREATE of the key writes
+ * into the older of the two values it keeps (double buffering), never into one that another
+ * connection maps. */
+START_TEST(seal_keeps_a_spare_that_the_next_create_reuses)
+{
+    gkv_client_t *c = conn(d.url), *o = conn(d.url);
+    uint64_t used0 = info_u64(o, "used_bytes"), base = info_u64(o, "leases");
+    enum { N = 4096 };
+    char buf[N], want[N];
+    gkv_value_info_t vi;
+    uint8_t *ptr[6];
+    uint64_t lease[6];
+    for (int i = 0; i < 6; i++) {
+        gkv_mapping_t *w;
+        ck_assert_int_eq(gkv_create(c, KEY("db/k"), N, NULL, &w), 0);
+        ptr[i] = w->ptr;
+        lease[i] = w->lease;
+        memset(w->ptr, 'a' + i, N);
+        ck_assert_int_eq(gkv_seal(c, w), 0);
+        ck_assert_int_eq(gkv_get(o, KEY("db/k"), NULL, buf, N, &vi), 0);
+        memset(want, 'a' + i, N);
+        ck_assert_int_eq(memcmp(buf, want, N), 0);
+        ck_assert_uint_eq(info_u64(o, "leases"), base + (i ? 2 : 1));
+        ck_assert_uint_eq(info_u64(o, "used_bytes"), used0 + (i ? 2 : 1) * N);
+    }
+    ck_assert_ptr_ne(ptr[1], ptr[0]);
+    for (int i = 2; i < 6; i++) {
+        ck_assert_ptr_eq(ptr[i], ptr[i - 2]);
+        ck_assert_uint_eq(lease[i], lease[i - 2]);
+    }
+    /* o maps the key's value; two seals later that value is the spare, but o holds it: the
+     * next CREATE gets new memory, and o's bytes stay. */
+    gkv_mapping_t *m, *w;
+    ck_assert_int_eq(gkv_map(o, KEY("db/k"), NULL, &m), 0); /* ptr[5]'s value, 'f' */
+    ck_assert_int_eq(gkv_create(c, KEY("db/k"), N, NULL, &w), 0);
+    ck_assert_ptr_eq(w->ptr, ptr[4]);
+    memset(w->ptr, 'x', N);
+    ck_assert_int_eq(gkv_seal(c, w), 0);
+    ck_assert_int_eq(gkv_create(c, KEY("db/k"), N, NULL, &w), 0);
+    ck_assert_ptr_ne(w->ptr, ptr[5]);
+    ck_assert_ptr_ne(w->ptr, ptr[4]);
+    memset(w->ptr, 'y', N);
+    ck_assert_int_eq(gkv_seal(c, w), 0);
+    memset(want, 'f', N);
+    ck_assert_int_eq(memcmp(m->ptr, want, N), 0);
+    ck_assert_int_eq(gkv_unmap(o, m), 0);
+    /* A failed CREATE of the key ends its parked leases (their memory goes back). */
+    ck_assert_int_eq(gkv_create(c, KEY("db/k"), 1ull << 50, NULL, &w), GKV_ETOOBIG);
+    ck_assert_uint_eq(info_u64(o, "leases"), base);
+    ck_assert_uint_eq(info_u64(o, "used_bytes"), used0 + N);
+    /* A seal that fails NX keeps the discarded value as the key's spare. */
+    gkv_set_opts_t nx = {.flags = GKV_SET_NX};
+    ck_assert_int_eq(gkv_create(c, KEY("db/nx"), N, &nx, &w), 0);
+    uint8_t *lost = w->ptr;
+    ck_assert_int_eq(gkv_set(o, KEY("db/nx"), "won", 3, NULL), 0);
+    ck_assert_int_eq(gkv_seal(c, w), GKV_EEXISTS);
+    ck_assert_int_eq(gkv_create(c, KEY("db/nx"), N, NULL, &w), 0);
+    ck_assert_ptr_eq(w->ptr, lost);
+    ck_assert_int_eq(gkv_abort(c, w), 0);
+    /* Any other request ends the parked leases. */
+    ck_assert_int_eq(gkv_get(c, KEY("db/k"), NULL, buf, N, &vi), 0);
+    memset(want, 'y', N);
+    ck_assert_int_eq(memcmp(buf, want, N), 0);
+    ck_assert_uint_eq(info_u64(o, "leases"), base);
+    gkv_client_close(c);
+    gkv_client_close(o);
+}
+END_TEST
+
 /* gkv_unmap keeps a small value's lease for the connection's next MAP of that key, which the
  * server renews while the key has that value; it ends when the value changes, the key goes,
  * another request is sent, or more than 8 are kept. */
@@ -570,6 +771,9 @@ int main(void)
     tcase_add_test(t, delete_and_overwrite_under_a_lease_keep_the_bytes);
     tcase_add_test(t, create_is_invisible_until_seal);
     tcase_add_test(t, lease_misuse_gets_errors_and_disturbs_nothing);
+    tcase_add_test(t, create_reuses_an_offered_lease_only_when_nothing_else_holds_it);
+    tcase_add_test(t, leased_bytes_stay_exact_when_a_seal_moves_the_value);
+    tcase_add_test(t, seal_keeps_a_spare_that_the_next_create_reuses);
     tcase_add_test(t, unmap_parks_small_leases_for_the_next_map);
     tcase_add_test(t, zero_copy_is_refused_over_tcp_and_where_not_granted);
     tcase_add_test(t, lease_caps_per_connection);
