@@ -26,3 +26,12 @@ for _ in $(seq 200); do "$build/client/gpukv" -s "$dir/s.sock" ping >/dev/null 2
 echo "zc_bench with gpukvd --busy-poll 200"
 "$build/bench/zc_bench" "unix:$dir/s.sock" | tee "$out/zc_bench_busy.md"
 kill -TERM $pid; wait $pid; echo "gpukvd exit $?"
+# Once more with a busy-poll window longer than a 1 GiB copy: is the time around the copy the
+# daemon waking from idle?
+"$build/server/gpukvd" --socket "$dir/s.sock" --backend cuda --maxmemory 8G --busy-poll 1000 \
+    2>>"$out/gpukvd-bench.log" &
+pid=$!
+for _ in $(seq 200); do "$build/client/gpukv" -s "$dir/s.sock" ping >/dev/null 2>&1 && break; sleep 0.05; done
+echo "zc_bench with gpukvd --busy-poll 1000"
+"$build/bench/zc_bench" "unix:$dir/s.sock" | tee "$out/zc_bench_busy1000.md"
+kill -TERM $pid; wait $pid; echo "gpukvd exit $?"

@@ -4,7 +4,8 @@
  *     it), p50/p99 of 10,000; the same ending the lease each time (MAP+RELEASE: import,
  *     cudaFree, RELEASE); and over 16 keys in turn (more than the 8 parking slots)
  *   - kernel read bandwidth of a mapped 1 GiB value vs the same read of a private buffer
- *   - gkv_set_from_device of 1 GiB vs a plain device-to-device cudaMemcpy of 1 GiB
+ *   - gkv_set_from_device of 1 GiB vs a plain device-to-device cudaMemcpy of 1 GiB, and where
+ *     the time around the copy goes (CREATE+SEAL alone, a PING after the daemon idled)
  * Usage: zc_bench URL   (a gpukvd with the cuda backend on its Unix socket)
  * Prints a Markdown table. */
 #include <cuda_runtime.h>
@@ -66,15 +67,16 @@ int main(int argc, char **argv)
     CHECK(zc_fill_device(priv, gib, 2));
     CHECK(gkv_set_from_device(c, "bench/small", 11, src, 4096, NULL));
 
-    /* Each alone first: 7 plain copies in a row, then 7 set_from_device of one key in a row. */
-    double alone_d2d[7], alone_sfd[7];
-    for (int i = 0; i < 7; i++) {
+    /* Each alone first: R plain copies in a row, then R set_from_device of one key in a row. */
+    enum { R = 15 };
+    double alone_d2d[R], alone_sfd[R];
+    for (int i = 0; i < R; i++) {
         double t0 = now_us();
         CHECK(cudaMemcpyAsync(priv, src, gib, cudaMemcpyDeviceToDevice, 0));
         CHECK(cudaStreamSynchronize(0));
         alone_d2d[i] = now_us() - t0;
     }
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < R; i++) {
         double t0 = now_us();
         CHECK(gkv_set_from_device(c, "bench/gib", 9, src, gib, NULL));
         alone_sfd[i] = now_us() - t0;
@@ -82,8 +84,8 @@ int main(int argc, char **argv)
 
     /* set_from_device 1 GiB vs a plain device-to-device copy (both waited for: cudaMemcpy
      * returns before a device-to-device copy ends), then the same steps one by one. */
-    double sfd[7], d2d[7], cr[7], cp[7], se[7];
-    for (int i = 0; i < 7; i++) {
+    double sfd[R], d2d[R], cr[R], cp[R], se[R];
+    for (int i = 0; i < R; i++) {
         double t0 = now_us();
         CHECK(gkv_set_from_device(c, "bench/gib", 9, src, gib, NULL));
         sfd[i] = now_us() - t0;
@@ -105,7 +107,27 @@ int main(int argc, char **argv)
         cp[i] = t2 - t1;
         se[i] = t3 - t2;
     }
-    double sfd_s = pct(sfd, 7, 0.5) / 1e6, d2d_s = pct(d2d, 7, 0.5) / 1e6;
+    double sfd_s = pct(sfd, R, 0.5) / 1e6, d2d_s = pct(d2d, R, 0.5) / 1e6;
+
+    /* Where the time around the copy goes: CREATE+SEAL of the same 1 GiB key with no copy
+     * between (the spare reused each time), and a PING after the client has spun for 0.5 ms
+     * (the daemon idle meanwhile, as during a copy). */
+    double cs[R], idle_ping[R];
+    for (int i = 0; i < R; i++) {
+        gkv_mapping_t *w;
+        double t0 = now_us();
+        CHECK(gkv_create(c, "bench/gib2", 10, gib, NULL, &w));
+        CHECK(gkv_seal(c, w));
+        cs[i] = now_us() - t0;
+    }
+    for (int i = 0; i < R; i++) {
+        double t0 = now_us();
+        while (now_us() - t0 < 500)
+            ;
+        t0 = now_us();
+        CHECK(gkv_ping(c));
+        idle_ping[i] = now_us() - t0;
+    }
 
     /* First MAP on a fresh connection. */
     double first[20];
@@ -231,18 +253,24 @@ int main(int argc, char **argv)
            (double)gib / mapped_s / 1e9, (double)gib / priv_s / 1e9, priv_s / mapped_s,
            priv_s / mapped2_s);
     printf("| gkv_set_from_device 1 GiB vs a plain D2D copy of 1 GiB (cudaMemcpyAsync + "
-           "cudaStreamSynchronize, as the library's copy), median of 7 | %.2f ms (%.0f GB/s) "
+           "cudaStreamSynchronize, as the library's copy), median of 15 | %.2f ms (%.0f GB/s) "
            "| %.2f ms (%.0f GB/s) | %.3f | >= 0.90 |\n",
            sfd_s * 1e3, (double)gib / sfd_s / 1e9, d2d_s * 1e3, (double)gib / d2d_s / 1e9,
            d2d_s / sfd_s);
-    printf("| — fastest of 7: set_from_device / plain copy | %.2f ms / %.2f ms | — | %.3f | — |\n",
-           pct(sfd, 7, 0) / 1e3, pct(d2d, 7, 0) / 1e3, pct(d2d, 7, 0) / pct(sfd, 7, 0));
-    printf("| the same, each alone (7 in a row), medians | %.2f ms | %.2f ms | %.3f | >= 0.90 |\n",
-           pct(alone_sfd, 7, 0.5) / 1e3, pct(alone_d2d, 7, 0.5) / 1e3,
-           pct(alone_d2d, 7, 0.5) / pct(alone_sfd, 7, 0.5));
+    printf("| — fastest of %d: set_from_device / plain copy | %.2f ms / %.2f ms | — | %.3f | — |\n",
+           R, pct(sfd, R, 0) / 1e3, pct(d2d, R, 0) / 1e3, pct(d2d, R, 0) / pct(sfd, R, 0));
+    printf("| the same, each alone (%d in a row), medians | %.2f ms | %.2f ms | %.3f | >= 0.90 |\n",
+           R, pct(alone_sfd, R, 0.5) / 1e3, pct(alone_d2d, R, 0.5) / 1e3,
+           pct(alone_d2d, R, 0.5) / pct(alone_sfd, R, 0.5));
     printf("| — CREATE 1 GiB / copy into the mapping / SEAL, medians | %.0f us / %.0f us / %.0f us "
            "| — | — | — |\n",
-           pct(cr, 7, 0.5), pct(cp, 7, 0.5), pct(se, 7, 0.5));
+           pct(cr, R, 0.5), pct(cp, R, 0.5), pct(se, R, 0.5));
+    printf("| — CREATE+SEAL of 1 GiB with no copy between (spare reused), median | %.0f us | — | — "
+           "| — |\n",
+           pct(cs, R, 0.5));
+    printf("| — PING after the client spun 0.5 ms (the daemon idle, as during a copy), median | "
+           "%.0f us | — | — | — |\n",
+           pct(idle_ping, R, 0.5));
     cudaFree(src);
     cudaFree(priv);
     gkv_client_close(c);

@@ -1,7 +1,7 @@
 /* test_gpu_zerocopy.c: zero-copy on the cuda backend between real processes: a helper (fork +
  * exec) writes a value with a kernel through CREATE/SEAL and another checks it with a kernel
  * through MAP; overwrite under a lease; 10,000 MAP/RELEASE cycles; a SIGKILLed mapping client;
- * the device copy helpers locally and over TCP. */
+ * double-buffered rewrites of a key; the device copy helpers locally and over TCP. */
 #include <check.h>
 #include <cuda_runtime.h>
 #include <gpukv/gpukv.h>
@@ -315,6 +315,66 @@ START_TEST(a_replaced_value_reuses_the_kept_allocation)
 }
 END_TEST
 
+/* CREATE/SEAL of one key double-buffers: from the third write on, CREATE writes into the
+ * value two seals back (its memory still imported here), and another process reads each new
+ * value right. A value another connection maps is never written into. */
+START_TEST(rewrites_of_a_key_reuse_the_spare_but_never_a_mapped_value)
+{
+    size_t n = 64u << 20;
+    gkv_client_t *c, *r;
+    ck_assert_int_eq(gkv_client_connect(d.url, &c), 0);
+    ck_assert_int_eq(gkv_client_connect(d.url, &r), 0);
+    uint8_t *want = malloc(n);
+    uint64_t sum;
+    char why[256];
+    void *ptr[6];
+    for (int i = 0; i < 6; i++) {
+        gkv_mapping_t *w;
+        ck_assert_int_eq(gkv_create(c, KEY("zc/db"), n, NULL, &w), 0);
+        ptr[i] = w->ptr;
+        ck_assert_int_eq(zc_fill_device(w->ptr, n, 60 + (uint64_t)i), 0);
+        ck_assert_int_eq(gkv_seal(c, w), 0);
+        ck_assert_int_eq(helper("check", "zc/db", n, 60 + (uint64_t)i), 0);
+    }
+    ck_assert_ptr_ne(ptr[1], ptr[0]);
+    for (int i = 2; i < 6; i++)
+        ck_assert_ptr_eq(ptr[i], ptr[i - 2]);
+    /* r maps the value (seed 65, at ptr[5]); two writes later it is the spare, but mapped. */
+    gkv_mapping_t *m, *w;
+    ck_assert_int_eq(gkv_map(r, KEY("zc/db"), NULL, &m), 0);
+    ck_assert_ptr_eq(m->ptr, ptr[5]); /* one import per process */
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(gkv_create(c, KEY("zc/db"), n, NULL, &w), 0);
+        ck_assert_ptr_ne(w->ptr, ptr[5]);
+        ck_assert_int_eq(zc_fill_device(w->ptr, n, 70 + (uint64_t)i), 0);
+        ck_assert_int_eq(gkv_seal(c, w), 0);
+    }
+    zc_fill_host(want, n, 65);
+    ck_assert_int_eq(gkv_checksum_device(m->ptr, n, &sum, why, sizeof(why)), 0);
+    ck_assert_uint_eq(sum, gkv_checksum_host(want, n));
+    ck_assert_int_eq(gkv_unmap(r, m), 0);
+    ck_assert_int_eq(helper("check", "zc/db", n, 71), 0);
+    /* set_from_device double-buffers the same way: each value read right by another process. */
+    void *src;
+    ck_assert_int_eq(cudaMalloc(&src, n), cudaSuccess);
+    for (uint64_t seed = 80; seed < 84; seed++) {
+        ck_assert_int_eq(zc_fill_device(src, n, seed), 0);
+        double t0 = now_s();
+        ck_assert_int_eq(gkv_set_from_device(c, KEY("zc/db"), src, n, NULL), 0);
+        fprintf(stderr, "set_from_device of 64 MiB: %.0f us\n", (now_s() - t0) * 1e6);
+        ck_assert_int_eq(helper("check", "zc/db", n, seed), 0);
+    }
+    cudaFree(src);
+    gkv_client_close(c); /* its parked leases end when the daemon sees the close */
+    double t0 = now_s();
+    while (info_u64(r, "leases") != 0 && now_s() - t0 < 1.0)
+        usleep(1000);
+    ck_assert_uint_eq(info_u64(r, "leases"), 0);
+    gkv_client_close(r);
+    free(want);
+}
+END_TEST
+
 START_TEST(device_copies_locally_and_over_tcp)
 {
     size_t n = 64u << 20;
@@ -364,6 +424,7 @@ int main(void)
     tcase_add_test(t, small_values_in_batches_and_slabs);
     tcase_add_test(t, connections_of_one_process_share_imports);
     tcase_add_test(t, a_replaced_value_reuses_the_kept_allocation);
+    tcase_add_test(t, rewrites_of_a_key_reuse_the_spare_but_never_a_mapped_value);
     suite_add_tcase(s, t);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); /* CUDA does not survive fork */
