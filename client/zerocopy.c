@@ -15,6 +15,9 @@ typedef struct {
     gkv_zc_import_t *imp;
     void *base; /* the value's first byte (ptr is base + offset) */
     uint8_t *meta;
+    bool own;         /* parked: the server said no one else holds it (a spare, ours alone) */
+    bool spare_write; /* writable: an own spare taken by gkv_create without a round trip;
+                         SEAL of its MAP lease publishes it */
     size_t klen;
     uint8_t key[]; /* for parking: the key it was mapped under */
 } mapping_t;
@@ -121,7 +124,9 @@ static int release(gkv_client_t *c, gkv_mapping_t **ms, size_t n)
  * and the server names it again when the key still has that value. gkv_seal keeps the lease
  * of what it sealed (any size) the same way; once a later seal replaces that value, the next
  * CREATE of the key offers it, and the server writes the new value into the same memory, which
- * this process has imported already (double buffering: a key's value and one spare). A
+ * this process has imported already (double buffering: a key's value and one spare). When the
+ * SEAL reply says the spare is this connection's alone (field spare), the next gkv_create of
+ * the key takes it without a round trip and gkv_seal publishes it: one round trip a write. A
  * parked lease ends when it is evicted (GKV_PARK_SLOTS per connection, GKV_PARK_PER_KEY per
  * key), when a MAP of its key finds another value or fails, when a CREATE of its key fails,
  * before any request other than MAP, RELEASE, CREATE, SEAL and ABORT, and at close. */
@@ -146,6 +151,16 @@ static int parked_spare(const gkv_client_t *c, const void *key, size_t klen, uin
 {
     for (int i = 0; i < c->nparked; i++)
         if (parked_is(c, i, key, klen) && c->parked[i]->value_size == size)
+            return i;
+    return -1;
+}
+
+/* A parked spare of key on a value of `size` bytes that is this connection's alone, or -1. */
+static int parked_own(const gkv_client_t *c, const void *key, size_t klen, uint64_t size)
+{
+    for (int i = 0; i < c->nparked; i++)
+        if (parked_is(c, i, key, klen) && c->parked[i]->value_size == size &&
+            ((const mapping_t *)c->parked[i])->own)
             return i;
     return -1;
 }
@@ -260,6 +275,31 @@ int gkv_unmap(gkv_client_t *c, gkv_mapping_t *m)
     return release(c, &m, 1);
 }
 
+/* Sets a spare taken for writing to show the value it will be: size bytes, opts' metadata. */
+static int take_spare(gkv_client_t *c, int i, uint64_t size, const gkv_set_opts_t *opts,
+                      gkv_mapping_t **out)
+{
+    mapping_t *m = (mapping_t *)c->parked[i];
+    uint8_t *meta = NULL;
+    if (opts && opts->meta_len && !(meta = malloc(opts->meta_len)))
+        return GKV_ENOMEM;
+    if (meta)
+        memcpy(meta, opts->meta, opts->meta_len);
+    unpark(c, i);
+    free(m->meta);
+    m->meta = meta;
+    m->pub.meta = meta;
+    m->pub.meta_len = meta ? opts->meta_len : 0;
+    m->pub.ptr = m->base;
+    m->pub.offset = 0;
+    m->pub.length = size;
+    m->pub.writable = 1;
+    m->own = false;
+    m->spare_write = true;
+    *out = &m->pub;
+    return 0;
+}
+
 int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
                const gkv_set_opts_t *opts, gkv_mapping_t **out)
 {
@@ -268,6 +308,11 @@ int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
         return rc;
     if (opts && opts->meta_len > GKV_MAX_META)
         return GKV_ETOOBIG;
+    /* A spare of our own takes the value at once (NX/XX are for the server to check now:
+     * CREATE, offering the spare). */
+    int oi = size && !(opts && opts->flags) ? parked_own(c, key, klen, size) : -1;
+    if (oi >= 0)
+        return take_spare(c, oi, size, opts, out);
     int si = size ? parked_spare(c, key, klen, size) : -1;
     gkv__begin(c, GKV_OP_CREATE);
     gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
@@ -286,6 +331,7 @@ int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
         if ((rc = fill_mapping(c, m, m->base)))
             return rc;
         m->pub.writable = 1;
+        m->own = false;
         *out = unpark(c, si);
         return 0;
     }
@@ -309,35 +355,58 @@ static int end_create(gkv_client_t *c, gkv_mapping_t *m, unsigned op)
     return rc ? rc : gkv__recv(c);
 }
 
-int gkv_seal(gkv_client_t *c, gkv_mapping_t *m)
+int gkv_seal(gkv_client_t *c, gkv_mapping_t *pub)
 {
-    if (!m || !m->writable)
+    mapping_t *m = (mapping_t *)pub;
+    if (!pub || !pub->writable)
         return GKV_EINVAL;
+    if (c->broken && m->spare_write) {
+        drop_mapping(c, pub);
+        return GKV_ECLOSED;
+    }
     if (c->broken)
-        return end_create(c, m, GKV_OP_SEAL);
+        return end_create(c, pub, GKV_OP_SEAL);
     /* The lease is kept (as a MAP lease on the sealed value) and parked with the import: the
-     * server frees nothing under it, whether the seal succeeds or not. */
+     * server frees nothing under it, whether the seal succeeds or not. The key's newest parked
+     * lease is most likely on the value this seal replaces: ask whether it is a spare then. */
+    int pi = parked_newest(c, m->key, m->klen);
+    uint64_t asked = pi >= 0 ? c->parked[pi]->lease : 0;
     gkv__begin(c, GKV_OP_SEAL);
-    gkv_wr_uint(&c->wr, GKV_F_LEASE, m->lease);
+    gkv_wr_uint(&c->wr, GKV_F_LEASE, pub->lease);
     gkv_wr_uint(&c->wr, GKV_F_FLAGS, GKV_SEAL_KEEP);
+    if (m->spare_write && pub->meta_len)
+        gkv_wr_bin(&c->wr, GKV_F_META, pub->meta, (uint32_t)pub->meta_len);
+    if (pi >= 0)
+        gkv_wr_uint(&c->wr, GKV_F_SPARE, asked);
     int rc = gkv__send(c, NULL, 0);
     if (rc == 0)
         rc = gkv__recv(c);
-    if (c->broken || rc == GKV_ENOLEASE || rc == GKV_EINVAL) {
+    if (c->broken || rc == GKV_ENOLEASE || (rc == GKV_EINVAL && !m->spare_write)) {
         /* No lease is held for it (or none can be named again): let go of the import. */
-        int drc = drop_mapping(c, m);
+        int drc = drop_mapping(c, pub);
         return rc ? rc : drc;
     }
-    m->writable = 0;
-    int prc = park(c, m);
+    if (rc == 0 && pi >= 0 && c->resp.spare == asked)
+        ((mapping_t *)c->parked[pi])->own = true;
+    pub->writable = 0;
+    m->spare_write = false;
+    int prc = park(c, pub);
     return rc ? rc : prc;
 }
 
-int gkv_abort(gkv_client_t *c, gkv_mapping_t *m)
+int gkv_abort(gkv_client_t *c, gkv_mapping_t *pub)
 {
-    if (!m || !m->writable)
+    mapping_t *m = (mapping_t *)pub;
+    if (!pub || !pub->writable)
         return GKV_EINVAL;
-    return end_create(c, m, GKV_OP_ABORT);
+    if (m->spare_write) {
+        /* The server never knew: it is a spare of ours again. */
+        pub->writable = 0;
+        m->spare_write = false;
+        m->own = true;
+        return park(c, pub);
+    }
+    return end_create(c, pub, GKV_OP_ABORT);
 }
 
 int gkv_set_from_device(gkv_client_t *c, const void *key, size_t klen, const void *dptr,

@@ -166,6 +166,10 @@ int gkv_req_decode(const uint8_t *hdr, size_t len, gkv_request_t *req, const cha
             rc = gkv_mpr_uint(&r, &req->lease);
             req->has |= GKV_HAS_LEASE;
             break;
+        case GKV_F_SPARE:
+            rc = gkv_mpr_uint(&r, &req->spare);
+            req->has |= GKV_HAS_SPARE;
+            break;
         case GKV_F_LEASES:
             rc = read_leases(&r, &req->leases, &req->nleases, why);
             req->has |= GKV_HAS_LEASES;
@@ -236,6 +240,7 @@ int gkv_resp_decode(const uint8_t *hdr, size_t len, gkv_response_t *resp)
         case GKV_F_DEVICE: rc = gkv_mpr_int(&r, &resp->device); break;
         case GKV_F_LENGTH: rc = gkv_mpr_uint(&r, &resp->length); break;
         case GKV_F_LEASE: rc = gkv_mpr_uint(&r, &resp->lease); break;
+        case GKV_F_SPARE: rc = gkv_mpr_uint(&r, &resp->spare); break;
         case GKV_F_ARENA_OFFSET: rc = gkv_mpr_uint(&r, &resp->arena_offset); break;
         case GKV_F_ARENA_SIZE: rc = gkv_mpr_uint(&r, &resp->arena_size); break;
         case GKV_F_EXPORT: rc = gkv_mpr_bin(&r, &resp->export_data); break;

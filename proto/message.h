@@ -53,6 +53,7 @@ enum {
     GKV_F_EXPORT = 43,
     GKV_F_ARENA_OFFSET = 44,
     GKV_F_ARENA_SIZE = 45,
+    GKV_F_SPARE = 46,
 };
 
 /* SEAL's flags field (SET and CREATE use 1 and 2: NX, XX): keep the lease, as a MAP lease on
@@ -74,6 +75,7 @@ enum {
     GKV_HAS_LEASES = 1u << 10,
     GKV_HAS_SIZE = 1u << 11,
     GKV_HAS_LEASE = 1u << 12,
+    GKV_HAS_SPARE = 1u << 13,
 };
 
 /* A decoded request. Every slice borrows from the header buffer given to gkv_req_decode and is
@@ -83,6 +85,7 @@ typedef struct {
     uint64_t zero_copy; /* HELLO: 1 asks for zero-copy on this connection */
     uint64_t size;      /* CREATE: the new value's size */
     uint64_t lease;     /* SEAL, ABORT, RELEASE of one lease */
+    uint64_t spare;     /* SEAL: a MAP lease to be told about (is it a spare now?) */
     uint32_t has; /* GKV_HAS_* */
     gkv_slice_t key, meta, prefix, cursor, delim;
     gkv_slice_t keys;  /* raw msgpack array of bin: iterate with gkv_req_keys_next */
@@ -112,7 +115,7 @@ int gkv_req_items_next(gkv_mpr_t *it, gkv_item_t *item);
  * results, gpus) stay raw: iterate them with gkv_mpr_* after gkv_mpr_array. */
 typedef struct {
     uint64_t id, payload_len, size, offset, count, bytes, version, max_key, max_value, max_meta;
-    uint64_t length, lease, arena_offset, arena_size;
+    uint64_t length, lease, arena_offset, arena_size, spare;
     int64_t status, device;
     gkv_slice_t message, meta, cursor, server, backend, zc, zc_why, export_data;
     gkv_slice_t entries, dirs, results, gpus;

@@ -665,17 +665,24 @@ static int cmd_map(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep
     return rc;
 }
 
-/* The lease a CREATE request offers for reuse (field lease), when its memory can take the new
- * value: this connection's MAP lease on an older value of the same key and size that no key
- * names any more and nothing else uses (refs == 1: only the lease, not the index, not another
- * lease or transfer, so no other process has it imported). Else NULL: CREATE allocates. */
+/* A spare: a MAP lease whose value no key names and nothing else holds (refs == 1: not the
+ * index, no other lease, no transfer). No process but the holder's has its memory imported,
+ * and none can get it again (MAP and GET find values through keys), so it stays the holder's
+ * alone: its memory may take a new value of its key (CREATE offering it, or SEAL of it). */
+static bool is_spare(const gkv_lease_t *l)
+{
+    return !l->writable && l->entry->refs == 1;
+}
+
+/* The lease a CREATE request offers for reuse (field lease), when it is this connection's
+ * spare of the same key and size; else NULL, and CREATE allocates. */
 static gkv_lease_t *reusable_lease(gkv_server_t *srv, const gkv_request_t *req,
                                    gkv_reply_t *rep)
 {
     if (!(req->has & GKV_HAS_LEASE) || req->size == 0)
         return NULL;
     gkv_lease_t *l = gkv_lease_find(rep->leases, req->lease);
-    if (!l || l->writable || l->entry->refs != 1 || l->entry->size != req->size)
+    if (!l || !is_spare(l) || l->entry->size != req->size)
         return NULL;
     size_t klen;
     const uint8_t *key = gkv_store_key(&srv->store, l->entry, &klen);
@@ -749,27 +756,47 @@ static int created_lease(const gkv_request_t *req, gkv_reply_t *rep, gkv_lease_t
 
 static int cmd_seal(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
-    gkv_lease_t *l = NULL;
-    int rc = created_lease(req, rep, &l);
-    if (rc)
-        return rc;
-    if (req->flags & ~(uint64_t)GKV_SEAL_KEEP)
+    if (!(req->has & GKV_HAS_LEASE))
+        return fail(rep, GKV_EINVAL, "needs a lease");
+    gkv_lease_t *l = gkv_lease_find(rep->leases, req->lease);
+    if (!l)
+        return fail(rep, GKV_ENOLEASE, "lease %" PRIu64 " is not held by this connection",
+                    req->lease);
+    if (!l->writable && !is_spare(l))
+        return fail(rep, GKV_EINVAL, "lease %" PRIu64 " is a MAP lease on a value others can "
+                    "reach: RELEASE it", req->lease);
+    if (req->flags & ~(uint64_t)(GKV_SEAL_KEEP | GKV_SET_NX | GKV_SET_XX))
         return fail(rep, GKV_EINVAL, "unknown SEAL flags 0x%" PRIx64, req->flags);
+    unsigned flags = l->flags | (unsigned)(req->flags & (GKV_SET_NX | GKV_SET_XX));
+    if ((flags & GKV_SET_NX) && (flags & GKV_SET_XX))
+        return fail(rep, GKV_EINVAL, "NX and XX exclude each other");
+    if (req->meta.len > GKV_MAX_META)
+        return fail(rep, GKV_ETOOBIG, "metadata of %u bytes exceeds %u", req->meta.len,
+                    GKV_MAX_META);
+    /* A spare's metadata is its old value's: the new value has SEAL's (none if absent). */
+    int rc = 0;
+    if (((req->has & GKV_HAS_META) || !l->writable) &&
+        (rc = gkv_store_entry_renew(l->entry, req->meta.p, req->meta.len)))
+        return rc;
     gkv_entry_t *holder = NULL;
-    rc = gkv_store_publish(&srv->store, l->entry, l->flags, &holder);
-    /* On NX/XX failure the new value is discarded; with keep, the lease stays on it (a value
-     * no key names: the client's next CREATE of the key may reuse its memory). */
+    rc = gkv_store_publish(&srv->store, l->entry, flags, &holder);
+    /* On NX/XX failure the new value is discarded; with keep, the lease stays on it (a spare:
+     * the client's next CREATE or SEAL of the key may reuse its memory). */
     if (req->flags & GKV_SEAL_KEEP)
         gkv_lease_keep(rep->leases, &srv->store, l, rc ? l->entry : holder);
     else
         gkv_lease_drop(rep->leases, &srv->store, l);
     if (rc == GKV_EEXISTS)
-        return fail(rep, rc, "key exists (NX): the created value was discarded");
+        return fail(rep, rc, "key exists (NX): the new value was discarded");
     if (rc == GKV_ENOTFOUND)
-        return fail(rep, rc, "key does not exist (XX): the created value was discarded");
+        return fail(rep, rc, "key does not exist (XX): the new value was discarded");
     if (rc)
         return rc;
     gkv_reply_ok(rep->wr, req->id);
+    /* Typically the lease on the value this seal replaced: is it a spare now? */
+    gkv_lease_t *s = req->has & GKV_HAS_SPARE ? gkv_lease_find(rep->leases, req->spare) : NULL;
+    if (s && is_spare(s))
+        gkv_wr_uint(rep->wr, GKV_F_SPARE, s->id);
     return gkv_wr_end(rep->wr);
 }
 

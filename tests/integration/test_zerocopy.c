@@ -379,6 +379,80 @@ START_TEST(create_reuses_an_offered_lease_only_when_nothing_else_holds_it)
 }
 END_TEST
 
+/* SEAL may name a lease (field spare) to be told whether it is a spare once the seal is done
+ * (a MAP lease on a value no key names and nothing else holds); SEAL of a spare publishes it
+ * with SEAL's metadata, without a CREATE. */
+START_TEST(seal_reports_spares_and_publishes_them)
+{
+    static uint8_t hdr[65536];
+    gkv_response_t r;
+    gkv_client_t *c = conn(d.url);
+    int a = raw_zc_connect(), b = raw_zc_connect();
+    ck_assert_int_eq(raw_op(a, GKV_OP_HELLO, NULL, 0, &r, hdr), 0);
+    ck_assert_int_eq(raw_op(b, GKV_OP_HELLO, NULL, 0, &r, hdr), 0);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_CREATE, "sp/k", 4096, 0, 0, &r, hdr), 0);
+    uint64_t l1 = r.lease, o1 = r.arena_offset;
+    ck_assert_int_eq(raw_zc(a, GKV_OP_SEAL, NULL, 0, l1, GKV_SEAL_KEEP, &r, hdr), 0);
+    ck_assert_uint_eq(r.spare, 0);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_CREATE, "sp/k", 4096, 0, 0, &r, hdr), 0);
+    uint64_t l2 = r.lease;
+    /* Sealing l2 replaces l1's value, which nothing else holds: a spare. */
+    gkv_wr_t w;
+    gkv_wr_init(&w);
+    gkv_wr_begin(&w);
+    gkv_wr_uint(&w, GKV_F_OP, GKV_OP_SEAL);
+    gkv_wr_uint(&w, GKV_F_LEASE, l2);
+    gkv_wr_uint(&w, GKV_F_FLAGS, GKV_SEAL_KEEP);
+    gkv_wr_uint(&w, GKV_F_SPARE, l1);
+    gkv_wr_end(&w);
+    ck_assert_int_eq(raw_call(a, &w, &r, hdr), 0);
+    ck_assert_uint_eq(r.spare, l1);
+    /* SEAL of the spare publishes it, with SEAL's metadata. */
+    gkv_wr_begin(&w);
+    gkv_wr_uint(&w, GKV_F_OP, GKV_OP_SEAL);
+    gkv_wr_uint(&w, GKV_F_LEASE, l1);
+    gkv_wr_uint(&w, GKV_F_FLAGS, GKV_SEAL_KEEP);
+    gkv_wr_bin(&w, GKV_F_META, "m2", 2);
+    gkv_wr_uint(&w, GKV_F_SPARE, l2);
+    gkv_wr_end(&w);
+    ck_assert_int_eq(raw_call(a, &w, &r, hdr), 0);
+    ck_assert_uint_eq(r.spare, l2);
+    ck_assert_int_eq(raw_zc(b, GKV_OP_MAP, "sp/k", 0, 0, 0, &r, hdr), 0);
+    uint64_t lb = r.lease;
+    ck_assert_uint_eq(r.arena_offset, o1);
+    ck_assert(r.has_meta && r.meta.len == 2 && memcmp(r.meta.p, "m2", 2) == 0);
+    /* b holds l1's value: sealing l2 over it reports no spare, and l1 cannot be sealed. */
+    gkv_wr_begin(&w);
+    gkv_wr_uint(&w, GKV_F_OP, GKV_OP_SEAL);
+    gkv_wr_uint(&w, GKV_F_LEASE, l2);
+    gkv_wr_uint(&w, GKV_F_FLAGS, GKV_SEAL_KEEP);
+    gkv_wr_uint(&w, GKV_F_SPARE, l1);
+    gkv_wr_end(&w);
+    ck_assert_int_eq(raw_call(a, &w, &r, hdr), 0);
+    ck_assert_uint_eq(r.spare, 0);
+    gkv_wr_fini(&w);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_SEAL, NULL, 0, l1, GKV_SEAL_KEEP, &r, hdr), GKV_EINVAL);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_SEAL, NULL, 0, l2, GKV_SEAL_KEEP, &r, hdr), GKV_EINVAL);
+    ck_assert_int_eq(raw_zc(b, GKV_OP_RELEASE, NULL, 0, lb, 0, &r, hdr), 0);
+    /* A spare's seal checks NX/XX like any: failing, it stays a spare (keep). */
+    ck_assert_int_eq(raw_zc(a, GKV_OP_SEAL, NULL, 0, l1, GKV_SEAL_KEEP | GKV_SET_NX, &r, hdr),
+                     GKV_EEXISTS);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_SEAL, NULL, 0, l1, GKV_SET_NX | GKV_SET_XX, &r, hdr),
+                     GKV_EINVAL);
+    /* Without keep the lease ends; the value has no metadata (SEAL gave none). */
+    ck_assert_int_eq(raw_zc(a, GKV_OP_SEAL, NULL, 0, l1, 0, &r, hdr), 0);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_RELEASE, NULL, 0, l1, 0, &r, hdr), GKV_ENOLEASE);
+    gkv_value_info_t vi;
+    char buf[4096];
+    ck_assert_int_eq(gkv_get(c, KEY("sp/k"), NULL, buf, sizeof(buf), &vi), 0);
+    ck_assert_uint_eq(vi.length, 4096);
+    ck_assert_uint_eq(vi.meta_len, 0);
+    close(a);
+    close(b);
+    gkv_client_close(c);
+}
+END_TEST
+
 /* A value sealed over a smaller or larger one moves into the key's entry: the lease's byte
  * count must leave with the lease all the same. */
 START_TEST(leased_bytes_stay_exact_when_a_seal_moves_the_value)
@@ -437,9 +511,33 @@ START_TEST(seal_keeps_a_spare_that_the_next_create_reuses)
         ck_assert_ptr_eq(ptr[i], ptr[i - 2]);
         ck_assert_uint_eq(lease[i], lease[i - 2]);
     }
+    /* The spare is ours alone (the seal said so): CREATE takes it with no request at all,
+     * and ABORT gives it back the same way; SEAL carries the metadata. */
+    uint64_t n0 = info_u64(o, "total_commands_processed");
+    uint64_t per_info = info_u64(o, "total_commands_processed") - n0;
+    n0 += per_info;
+    gkv_mapping_t *m, *w;
+    ck_assert_int_eq(gkv_create(c, KEY("db/k"), N, NULL, &w), 0);
+    ck_assert_ptr_eq(w->ptr, ptr[4]);
+    ck_assert_int_eq(gkv_abort(c, w), 0);
+    ck_assert_int_eq(gkv_create(c, KEY("db/k"), N, &(gkv_set_opts_t){.meta = "v7", .meta_len = 2},
+                                &w),
+                     0);
+    ck_assert_ptr_eq(w->ptr, ptr[4]);
+    ck_assert_uint_eq(info_u64(o, "total_commands_processed"), n0 + per_info);
+    memset(w->ptr, 'g', N);
+    ck_assert_int_eq(gkv_seal(c, w), 0);
+    ck_assert_int_eq(gkv_get(o, KEY("db/k"), NULL, buf, N, &vi), 0);
+    ck_assert(vi.meta_len == 2 && memcmp(vi.meta, "v7", 2) == 0);
+    ck_assert_int_eq(buf[0], 'g');
+    ck_assert_int_eq(gkv_create(c, KEY("db/k"), N, NULL, &w), 0); /* back to ptr[5] */
+    memset(w->ptr, 'f', N);
+    ck_assert_int_eq(gkv_seal(c, w), 0);
+    ck_assert_int_eq(gkv_get(o, KEY("db/k"), NULL, buf, N, &vi), 0);
+    ck_assert_uint_eq(vi.meta_len, 0);
+    ck_assert_int_eq(buf[0], 'f');
     /* o maps the key's value; two seals later that value is the spare, but o holds it: the
      * next CREATE gets new memory, and o's bytes stay. */
-    gkv_mapping_t *m, *w;
     ck_assert_int_eq(gkv_map(o, KEY("db/k"), NULL, &m), 0); /* ptr[5]'s value, 'f' */
     ck_assert_int_eq(gkv_create(c, KEY("db/k"), N, NULL, &w), 0);
     ck_assert_ptr_eq(w->ptr, ptr[4]);
@@ -772,6 +870,7 @@ int main(void)
     tcase_add_test(t, create_is_invisible_until_seal);
     tcase_add_test(t, lease_misuse_gets_errors_and_disturbs_nothing);
     tcase_add_test(t, create_reuses_an_offered_lease_only_when_nothing_else_holds_it);
+    tcase_add_test(t, seal_reports_spares_and_publishes_them);
     tcase_add_test(t, leased_bytes_stay_exact_when_a_seal_moves_the_value);
     tcase_add_test(t, seal_keeps_a_spare_that_the_next_create_reuses);
     tcase_add_test(t, unmap_parks_small_leases_for_the_next_map);
