@@ -120,6 +120,7 @@ int main(int argc, char **argv)
         CHECK(gkv_seal(c, w));
         cs[i] = now_us() - t0;
     }
+    double copy_ping[R];
     for (int i = 0; i < R; i++) {
         double t0 = now_us();
         while (now_us() - t0 < 500)
@@ -127,6 +128,11 @@ int main(int argc, char **argv)
         t0 = now_us();
         CHECK(gkv_ping(c));
         idle_ping[i] = now_us() - t0;
+        CHECK(cudaMemcpyAsync(priv, src, gib, cudaMemcpyDeviceToDevice, 0));
+        CHECK(cudaStreamSynchronize(0));
+        t0 = now_us();
+        CHECK(gkv_ping(c));
+        copy_ping[i] = now_us() - t0;
     }
 
     /* First MAP on a fresh connection. */
@@ -271,6 +277,9 @@ int main(int argc, char **argv)
     printf("| — PING after the client spun 0.5 ms (the daemon idle, as during a copy), median | "
            "%.0f us | — | — | — |\n",
            pct(idle_ping, R, 0.5));
+    printf("| — PING right after a 1 GiB copy of the client's own (the daemon idle), median | "
+           "%.0f us | — | — | — |\n",
+           pct(copy_ping, R, 0.5));
     cudaFree(src);
     cudaFree(priv);
     gkv_client_close(c);
