@@ -240,14 +240,21 @@ GKV_EXPORT int gkv_unmap(gkv_client_t *c, gkv_mapping_t *m);
 /* Ends n (1..4096) read mappings with one RELEASE (never parked); frees them all. */
 GKV_EXPORT int gkv_unmap_batch(gkv_client_t *c, gkv_mapping_t **m, size_t n);
 /* Reserves an uninitialised value of size bytes, writable in place through (*out)->ptr and
- * invisible to readers until gkv_seal. opts: NX/XX (checked again at seal) and metadata. */
+ * invisible to readers until gkv_seal. opts: NX/XX (checked again at seal) and metadata. When
+ * this connection rewrites a key it sealed before, the new value goes into the key's spare
+ * (see gkv_seal), without a request when the server has said the spare is this connection's
+ * alone and opts has no flags, else by offering it to the server with the CREATE. */
 GKV_EXPORT int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
                           const gkv_set_opts_t *opts, gkv_mapping_t **out);
 /* Publishes a created value atomically, replacing any older one, and frees m. The caller must
  * have finished its writes first: synchronise the stream or device that wrote through m->ptr
- * (cudaStreamSynchronize / cudaDeviceSynchronize) before calling this. */
+ * (cudaStreamSynchronize / cudaDeviceSynchronize) before calling this. The library keeps the
+ * sealed value's lease and import parked (any size; at most 2 per key and 8 per connection,
+ * ended like gkv_unmap's), so that once a later seal replaces it, and if no other client holds
+ * it, its memory takes the key's next value: a rewritten key costs two values of memory and one
+ * round trip per write. If the seal fails (NX/XX) the discarded value becomes the spare. */
 GKV_EXPORT int gkv_seal(gkv_client_t *c, gkv_mapping_t *m);
-/* Discards a created value and frees m. */
+/* Discards a created value and frees m (a spare taken by gkv_create goes back to being one). */
 GKV_EXPORT int gkv_abort(gkv_client_t *c, gkv_mapping_t *m);
 /* Stores len bytes of device memory dptr (borrowed). Locally: CREATE, a device-to-device copy,
  * SEAL. Otherwise through host memory. Needs a libgpukv built with CUDA (else GKV_ENOTSUP). */
