@@ -136,11 +136,12 @@ static bool parked_is(const gkv_client_t *c, int i, const void *key, size_t klen
     return m->klen == klen && memcmp(m->key, key, klen) == 0;
 }
 
-/* The newest parked lease of key (the likeliest to be its value now), or -1. */
+/* The newest parked lease of key that is not known to be a spare (the likeliest to be on its
+ * value now), or -1. */
 static int parked_newest(const gkv_client_t *c, const void *key, size_t klen)
 {
     for (int i = c->nparked - 1; i >= 0; i--)
-        if (parked_is(c, i, key, klen))
+        if (parked_is(c, i, key, klen) && !((const mapping_t *)c->parked[i])->own)
             return i;
     return -1;
 }

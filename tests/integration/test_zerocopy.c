@@ -516,10 +516,17 @@ START_TEST(seal_keeps_a_spare_that_the_next_create_reuses)
     uint64_t n0 = info_u64(o, "total_commands_processed");
     uint64_t per_info = info_u64(o, "total_commands_processed") - n0;
     n0 += per_info;
+    ck_assert_uint_eq(per_info, 1);
     gkv_mapping_t *m, *w;
     ck_assert_int_eq(gkv_create(c, KEY("db/k"), N, NULL, &w), 0);
     ck_assert_ptr_eq(w->ptr, ptr[4]);
     ck_assert_int_eq(gkv_abort(c, w), 0);
+    ck_assert_uint_eq(info_u64(o, "total_commands_processed"), n0 + per_info); /* none sent */
+    n0 += per_info + 1; /* that INFO and the MAP below */
+    /* A MAP of the key renews the lease on its value, not the spare (which stays one). */
+    ck_assert_int_eq(gkv_map(c, KEY("db/k"), NULL, &m), 0);
+    ck_assert_uint_eq(m->lease, lease[5]);
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
     ck_assert_int_eq(gkv_create(c, KEY("db/k"), N, &(gkv_set_opts_t){.meta = "v7", .meta_len = 2},
                                 &w),
                      0);
