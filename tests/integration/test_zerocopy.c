@@ -367,8 +367,10 @@ START_TEST(create_reuses_an_offered_lease_only_when_nothing_else_holds_it)
     ck_assert_int_eq(raw_zc(a, GKV_OP_CREATE, "re/nx", 4096, l3, 0, &r, hdr), 0);
     ck_assert_uint_eq(r.lease, l3);
     ck_assert_int_eq(raw_zc(a, GKV_OP_ABORT, NULL, 0, l3, 0, &r, hdr), 0);
-    ck_assert_uint_eq(info_u64(c, "leases"), 1);
+    ck_assert_uint_eq(info_u64(c, "leases"), 1); /* l2, on the key's value */
     ck_assert_uint_eq(info_u64(c, "leased_bytes"), 4096);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_RELEASE, NULL, 0, l2, 0, &r, hdr), 0);
+    ck_assert_uint_eq(info_u64(c, "leases"), 0); /* the next test starts from none */
     close(a);
     close(b);
     char buf[8];
@@ -447,6 +449,8 @@ START_TEST(seal_reports_spares_and_publishes_them)
     ck_assert_int_eq(gkv_get(c, KEY("sp/k"), NULL, buf, sizeof(buf), &vi), 0);
     ck_assert_uint_eq(vi.length, 4096);
     ck_assert_uint_eq(vi.meta_len, 0);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_RELEASE, NULL, 0, l2, 0, &r, hdr), 0);
+    ck_assert_uint_eq(info_u64(c, "leases"), 0); /* the next test starts from none */
     close(a);
     close(b);
     gkv_client_close(c);
@@ -646,7 +650,9 @@ START_TEST(unmap_parks_small_leases_for_the_next_map)
     ck_assert_int_eq(gkv_map(c, KEY("park/big"), NULL, &m), 0);
     ck_assert_uint_ne(m->lease, big_lease);
     ck_assert_int_eq(gkv_unmap(c, m), 0);
-    gkv_client_close(c);
+    gkv_client_close(c); /* its parked leases end when the daemon has seen the close */
+    for (int i = 0; i < 200 && info_u64(o, "leases") != base; i++)
+        usleep(5000);
     ck_assert_uint_eq(info_u64(o, "leases"), base);
     gkv_client_close(o);
 }
