@@ -564,6 +564,7 @@ START_TEST(seal_keeps_a_spare_that_the_next_create_reuses)
     ck_assert_int_eq(gkv_unmap(o, m), 0);
     /* A failed CREATE of the key ends its parked leases (their memory goes back). */
     ck_assert_int_eq(gkv_create(c, KEY("db/k"), 1ull << 50, NULL, &w), GKV_ETOOBIG);
+    ck_assert_int_eq(gkv_ping(c), 0); /* waits for the RELEASE sent without waiting */
     ck_assert_uint_eq(info_u64(o, "leases"), base);
     ck_assert_uint_eq(info_u64(o, "used_bytes"), used0 + N);
     /* A seal that fails NX keeps the discarded value as the key's spare. */
