@@ -152,6 +152,15 @@ static int cmd_ping(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
     return gkv_wr_end(rep->wr);
 }
 
+/* The request's metadata within GKV_MAX_META (SET, CREATE, SEAL). */
+static int check_meta(const gkv_request_t *req, gkv_reply_t *rep)
+{
+    if (req->meta.len > GKV_MAX_META)
+        return fail(rep, GKV_ETOOBIG, "metadata of %u bytes exceeds %u", req->meta.len,
+                    GKV_MAX_META);
+    return 0;
+}
+
 /* Checks a new value of `size` bytes for SET or CREATE: flags, size and metadata limits, and
  * NX/XX against the key's current state (checked again when the value is published: another
  * client may change the key meanwhile). */
@@ -165,9 +174,9 @@ static int check_new_value(gkv_server_t *srv, const gkv_request_t *req, uint64_t
     if (size > srv->cfg.max_value)
         return fail(rep, GKV_ETOOBIG, "value of %" PRIu64 " bytes exceeds max-value-size %" PRIu64,
                     size, srv->cfg.max_value);
-    if (req->meta.len > GKV_MAX_META)
-        return fail(rep, GKV_ETOOBIG, "metadata of %u bytes exceeds %u", req->meta.len,
-                    GKV_MAX_META);
+    int rc = check_meta(req, rep);
+    if (rc)
+        return rc;
     bool exists = gkv_index_get(srv->store.ix, req->key.p, req->key.len) != NULL;
     if ((req->flags & GKV_SET_NX) && exists)
         return fail(rep, GKV_EEXISTS, "key exists (NX)");
@@ -740,8 +749,8 @@ static int cmd_create(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *
     return rc;
 }
 
-/* The writable lease a SEAL or ABORT names. */
-static int created_lease(const gkv_request_t *req, gkv_reply_t *rep, gkv_lease_t **out)
+/* The lease a SEAL or ABORT names (field lease), held by this connection. */
+static int named_lease(const gkv_request_t *req, gkv_reply_t *rep, gkv_lease_t **out)
 {
     if (!(req->has & GKV_HAS_LEASE))
         return fail(rep, GKV_EINVAL, "needs a lease");
@@ -749,19 +758,15 @@ static int created_lease(const gkv_request_t *req, gkv_reply_t *rep, gkv_lease_t
     if (!*out)
         return fail(rep, GKV_ENOLEASE, "lease %" PRIu64 " is not held by this connection",
                     req->lease);
-    if (!(*out)->writable)
-        return fail(rep, GKV_EINVAL, "lease %" PRIu64 " is a MAP lease: RELEASE it", req->lease);
     return 0;
 }
 
 static int cmd_seal(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
-    if (!(req->has & GKV_HAS_LEASE))
-        return fail(rep, GKV_EINVAL, "needs a lease");
-    gkv_lease_t *l = gkv_lease_find(rep->leases, req->lease);
-    if (!l)
-        return fail(rep, GKV_ENOLEASE, "lease %" PRIu64 " is not held by this connection",
-                    req->lease);
+    gkv_lease_t *l = NULL;
+    int rc = named_lease(req, rep, &l);
+    if (rc)
+        return rc;
     if (!l->writable && !is_spare(l))
         return fail(rep, GKV_EINVAL, "lease %" PRIu64 " is a MAP lease on a value others can "
                     "reach: RELEASE it", req->lease);
@@ -770,11 +775,9 @@ static int cmd_seal(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
     unsigned flags = l->flags | (unsigned)(req->flags & (GKV_SET_NX | GKV_SET_XX));
     if ((flags & GKV_SET_NX) && (flags & GKV_SET_XX))
         return fail(rep, GKV_EINVAL, "NX and XX exclude each other");
-    if (req->meta.len > GKV_MAX_META)
-        return fail(rep, GKV_ETOOBIG, "metadata of %u bytes exceeds %u", req->meta.len,
-                    GKV_MAX_META);
+    if ((rc = check_meta(req, rep)))
+        return rc;
     /* A spare's metadata is its old value's: the new value has SEAL's (none if absent). */
-    int rc = 0;
     if (((req->has & GKV_HAS_META) || !l->writable) &&
         (rc = gkv_store_entry_renew(l->entry, req->meta.p, req->meta.len)))
         return rc;
@@ -803,9 +806,11 @@ static int cmd_seal(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
 static int cmd_abort(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
     gkv_lease_t *l = NULL;
-    int rc = created_lease(req, rep, &l);
+    int rc = named_lease(req, rep, &l);
     if (rc)
         return rc;
+    if (!l->writable)
+        return fail(rep, GKV_EINVAL, "lease %" PRIu64 " is a MAP lease: RELEASE it", req->lease);
     gkv_lease_drop(rep->leases, &srv->store, l);
     gkv_reply_ok(rep->wr, req->id);
     return gkv_wr_end(rep->wr);
