@@ -22,23 +22,31 @@ typedef struct {
     uint8_t key[]; /* for parking: the key it was mapped under */
 } mapping_t;
 
+/* Gives m a copy of len bytes of metadata at p (none when len is 0). Returns 0 or GKV_ENOMEM
+ * (m unchanged). */
+static int set_meta(mapping_t *m, const void *p, size_t len)
+{
+    uint8_t *meta = NULL;
+    if (len && !(meta = malloc(len)))
+        return GKV_ENOMEM;
+    if (len)
+        memcpy(meta, p, len);
+    free(m->meta);
+    m->meta = meta;
+    m->pub.meta = meta;
+    m->pub.meta_len = len;
+    return 0;
+}
+
 /* Points pub at the response's range of the value whose first byte is base. */
 static int fill_mapping(gkv_client_t *c, mapping_t *m, void *base)
 {
     const gkv_response_t *r = &c->resp;
     if (r->offset > r->size || r->length > r->size - r->offset)
         return gkv__break(c, GKV_EPROTO);
-    free(m->meta);
-    m->meta = NULL;
-    m->pub.meta = NULL;
-    m->pub.meta_len = 0;
-    if (r->has_meta && r->meta.len) {
-        if (!(m->meta = malloc(r->meta.len)))
-            return GKV_ENOMEM;
-        memcpy(m->meta, r->meta.p, r->meta.len);
-        m->pub.meta = m->meta;
-        m->pub.meta_len = r->meta.len;
-    }
+    int rc = set_meta(m, r->meta.p, r->has_meta ? r->meta.len : 0);
+    if (rc)
+        return rc;
     m->base = base;
     m->pub.ptr = r->length ? (uint8_t *)base + r->offset : NULL;
     m->pub.length = r->length;
@@ -147,21 +155,13 @@ static int parked_newest(const gkv_client_t *c, const void *key, size_t klen)
 }
 
 /* The oldest parked lease of key on a value of `size` bytes (the likeliest to be replaced
- * already), or -1. */
-static int parked_spare(const gkv_client_t *c, const void *key, size_t klen, uint64_t size)
-{
-    for (int i = 0; i < c->nparked; i++)
-        if (parked_is(c, i, key, klen) && c->parked[i]->value_size == size)
-            return i;
-    return -1;
-}
-
-/* A parked spare of key on a value of `size` bytes that is this connection's alone, or -1. */
-static int parked_own(const gkv_client_t *c, const void *key, size_t klen, uint64_t size)
+ * already), only among those known to be spares when own_only, or -1. */
+static int parked_sized(const gkv_client_t *c, const void *key, size_t klen, uint64_t size,
+                        bool own_only)
 {
     for (int i = 0; i < c->nparked; i++)
         if (parked_is(c, i, key, klen) && c->parked[i]->value_size == size &&
-            ((const mapping_t *)c->parked[i])->own)
+            (!own_only || ((const mapping_t *)c->parked[i])->own))
             return i;
     return -1;
 }
@@ -281,16 +281,10 @@ static int take_spare(gkv_client_t *c, int i, uint64_t size, const gkv_set_opts_
                       gkv_mapping_t **out)
 {
     mapping_t *m = (mapping_t *)c->parked[i];
-    uint8_t *meta = NULL;
-    if (opts && opts->meta_len && !(meta = malloc(opts->meta_len)))
-        return GKV_ENOMEM;
-    if (meta)
-        memcpy(meta, opts->meta, opts->meta_len);
+    int rc = set_meta(m, opts ? opts->meta : NULL, opts ? opts->meta_len : 0);
+    if (rc)
+        return rc;
     unpark(c, i);
-    free(m->meta);
-    m->meta = meta;
-    m->pub.meta = meta;
-    m->pub.meta_len = meta ? opts->meta_len : 0;
     m->pub.ptr = m->base;
     m->pub.offset = 0;
     m->pub.length = size;
@@ -311,10 +305,10 @@ int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
         return GKV_ETOOBIG;
     /* A spare of our own takes the value at once (NX/XX are for the server to check now:
      * CREATE, offering the spare). */
-    int oi = size && !(opts && opts->flags) ? parked_own(c, key, klen, size) : -1;
+    int oi = size && !(opts && opts->flags) ? parked_sized(c, key, klen, size, true) : -1;
     if (oi >= 0)
         return take_spare(c, oi, size, opts, out);
-    int si = size ? parked_spare(c, key, klen, size) : -1;
+    int si = size ? parked_sized(c, key, klen, size, false) : -1;
     gkv__begin(c, GKV_OP_CREATE);
     gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
     gkv_wr_uint(&c->wr, GKV_F_SIZE, size);
