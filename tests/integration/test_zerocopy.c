@@ -192,8 +192,13 @@ static int64_t raw_call(int fd, gkv_wr_t *w, gkv_response_t *r, uint8_t *hdr)
     return r->status;
 }
 
-static int64_t raw_op(int fd, unsigned op, const char *key, uint64_t lease, gkv_response_t *r,
-                      uint8_t *hdr)
+/* The fields of a raw request (0 or NULL: left out). */
+typedef struct {
+    const char *key, *meta;
+    uint64_t size, lease, flags, spare;
+} raw_fields_t;
+
+static int64_t raw_req(int fd, unsigned op, raw_fields_t f, gkv_response_t *r, uint8_t *hdr)
 {
     gkv_wr_t w;
     gkv_wr_init(&w);
@@ -202,16 +207,30 @@ static int64_t raw_op(int fd, unsigned op, const char *key, uint64_t lease, gkv_
     gkv_wr_uint(&w, GKV_F_ID, 7);
     if (op == GKV_OP_HELLO)
         gkv_wr_uint(&w, GKV_F_ZC, 1);
-    if (key)
-        gkv_wr_bin(&w, GKV_F_KEY, key, strlen(key));
-    if (op == GKV_OP_CREATE)
-        gkv_wr_uint(&w, GKV_F_SIZE, 16);
-    if (lease)
-        gkv_wr_uint(&w, GKV_F_LEASE, lease);
+    if (f.key)
+        gkv_wr_bin(&w, GKV_F_KEY, f.key, strlen(f.key));
+    if (f.size)
+        gkv_wr_uint(&w, GKV_F_SIZE, f.size);
+    if (f.lease)
+        gkv_wr_uint(&w, GKV_F_LEASE, f.lease);
+    if (f.flags)
+        gkv_wr_uint(&w, GKV_F_FLAGS, f.flags);
+    if (f.meta)
+        gkv_wr_bin(&w, GKV_F_META, f.meta, strlen(f.meta));
+    if (f.spare)
+        gkv_wr_uint(&w, GKV_F_SPARE, f.spare);
     gkv_wr_end(&w);
     int64_t st = raw_call(fd, &w, r, hdr);
     gkv_wr_fini(&w);
     return st;
+}
+
+/* HELLO, MAP, RELEASE, SEAL, ABORT of one lease, or CREATE of 16 bytes. */
+static int64_t raw_op(int fd, unsigned op, const char *key, uint64_t lease, gkv_response_t *r,
+                      uint8_t *hdr)
+{
+    raw_fields_t f = {.key = key, .lease = lease, .size = op == GKV_OP_CREATE ? 16 : 0};
+    return raw_req(fd, op, f, r, hdr);
 }
 
 START_TEST(lease_misuse_gets_errors_and_disturbs_nothing)
@@ -275,27 +294,12 @@ START_TEST(lease_misuse_gets_errors_and_disturbs_nothing)
 }
 END_TEST
 
-/* One raw request with every field a zero-copy test needs (0: left out). */
+/* A raw request with the fields the lease tests vary (0: left out). */
 static int64_t raw_zc(int fd, unsigned op, const char *key, uint64_t size, uint64_t lease,
                       uint64_t flags, gkv_response_t *r, uint8_t *hdr)
 {
-    gkv_wr_t w;
-    gkv_wr_init(&w);
-    gkv_wr_begin(&w);
-    gkv_wr_uint(&w, GKV_F_OP, op);
-    gkv_wr_uint(&w, GKV_F_ID, 9);
-    if (key)
-        gkv_wr_bin(&w, GKV_F_KEY, key, strlen(key));
-    if (size)
-        gkv_wr_uint(&w, GKV_F_SIZE, size);
-    if (lease)
-        gkv_wr_uint(&w, GKV_F_LEASE, lease);
-    if (flags)
-        gkv_wr_uint(&w, GKV_F_FLAGS, flags);
-    gkv_wr_end(&w);
-    int64_t st = raw_call(fd, &w, r, hdr);
-    gkv_wr_fini(&w);
-    return st;
+    raw_fields_t f = {.key = key, .size = size, .lease = lease, .flags = flags};
+    return raw_req(fd, op, f, r, hdr);
 }
 
 /* SEAL with keep turns the CREATE lease into a MAP lease on the sealed value; a CREATE that
@@ -399,40 +403,20 @@ START_TEST(seal_reports_spares_and_publishes_them)
     ck_assert_int_eq(raw_zc(a, GKV_OP_CREATE, "sp/k", 4096, 0, 0, &r, hdr), 0);
     uint64_t l2 = r.lease;
     /* Sealing l2 replaces l1's value, which nothing else holds: a spare. */
-    gkv_wr_t w;
-    gkv_wr_init(&w);
-    gkv_wr_begin(&w);
-    gkv_wr_uint(&w, GKV_F_OP, GKV_OP_SEAL);
-    gkv_wr_uint(&w, GKV_F_LEASE, l2);
-    gkv_wr_uint(&w, GKV_F_FLAGS, GKV_SEAL_KEEP);
-    gkv_wr_uint(&w, GKV_F_SPARE, l1);
-    gkv_wr_end(&w);
-    ck_assert_int_eq(raw_call(a, &w, &r, hdr), 0);
+    raw_fields_t seal2 = {.lease = l2, .flags = GKV_SEAL_KEEP, .spare = l1};
+    ck_assert_int_eq(raw_req(a, GKV_OP_SEAL, seal2, &r, hdr), 0);
     ck_assert_uint_eq(r.spare, l1);
     /* SEAL of the spare publishes it, with SEAL's metadata. */
-    gkv_wr_begin(&w);
-    gkv_wr_uint(&w, GKV_F_OP, GKV_OP_SEAL);
-    gkv_wr_uint(&w, GKV_F_LEASE, l1);
-    gkv_wr_uint(&w, GKV_F_FLAGS, GKV_SEAL_KEEP);
-    gkv_wr_bin(&w, GKV_F_META, "m2", 2);
-    gkv_wr_uint(&w, GKV_F_SPARE, l2);
-    gkv_wr_end(&w);
-    ck_assert_int_eq(raw_call(a, &w, &r, hdr), 0);
+    raw_fields_t seal1 = {.lease = l1, .flags = GKV_SEAL_KEEP, .meta = "m2", .spare = l2};
+    ck_assert_int_eq(raw_req(a, GKV_OP_SEAL, seal1, &r, hdr), 0);
     ck_assert_uint_eq(r.spare, l2);
     ck_assert_int_eq(raw_zc(b, GKV_OP_MAP, "sp/k", 0, 0, 0, &r, hdr), 0);
     uint64_t lb = r.lease;
     ck_assert_uint_eq(r.arena_offset, o1);
     ck_assert(r.has_meta && r.meta.len == 2 && memcmp(r.meta.p, "m2", 2) == 0);
     /* b holds l1's value: sealing l2 over it reports no spare, and l1 cannot be sealed. */
-    gkv_wr_begin(&w);
-    gkv_wr_uint(&w, GKV_F_OP, GKV_OP_SEAL);
-    gkv_wr_uint(&w, GKV_F_LEASE, l2);
-    gkv_wr_uint(&w, GKV_F_FLAGS, GKV_SEAL_KEEP);
-    gkv_wr_uint(&w, GKV_F_SPARE, l1);
-    gkv_wr_end(&w);
-    ck_assert_int_eq(raw_call(a, &w, &r, hdr), 0);
+    ck_assert_int_eq(raw_req(a, GKV_OP_SEAL, seal2, &r, hdr), 0);
     ck_assert_uint_eq(r.spare, 0);
-    gkv_wr_fini(&w);
     ck_assert_int_eq(raw_zc(a, GKV_OP_SEAL, NULL, 0, l1, GKV_SEAL_KEEP, &r, hdr), GKV_EINVAL);
     ck_assert_int_eq(raw_zc(a, GKV_OP_SEAL, NULL, 0, l2, GKV_SEAL_KEEP, &r, hdr), GKV_EINVAL);
     ck_assert_int_eq(raw_zc(b, GKV_OP_RELEASE, NULL, 0, lb, 0, &r, hdr), 0);
