@@ -11,27 +11,26 @@ cmake --build "$build" >"$out/build.log" 2>&1 || { grep -E "error" "$out/build.l
 (cd "$build" && ctest -L gpu -V >"$out/ctest-gpu.log" 2>&1; echo "ctest -L gpu exit $?")
 grep -E "^[0-9]+: (cuda:|large value|10000|100 GPU|[0-9]+%: Checks)|Test +#|tests passed" "$out/ctest-gpu.log"
 dir=$(mktemp -d /tmp/gkv-bench-XXXXXX)
-"$build/server/gpukvd" --socket "$dir/s.sock" --backend cuda --maxmemory 8G 2>"$out/gpukvd-bench.log" &
-pid=$!
-for _ in $(seq 200); do "$build/client/gpukv" -s "$dir/s.sock" ping >/dev/null 2>&1 && break; sleep 0.05; done
-echo "zc_bench on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), commit ${GKV_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
-"$build/bench/zc_bench" "unix:$dir/s.sock" | tee "$out/zc_bench.md"
+# bench_with LABEL OUTFILE [GPUKVD ARGS...]: zc_bench against a fresh gpukvd (cuda backend).
+bench_with() {
+    local label=$1 file=$2
+    shift 2
+    "$build/server/gpukvd" --socket "$dir/s.sock" --backend cuda --maxmemory 8G "$@" \
+        2>>"$out/gpukvd-bench.log" &
+    pid=$!
+    for _ in $(seq 200); do "$build/client/gpukv" -s "$dir/s.sock" ping >/dev/null 2>&1 && break; sleep 0.05; done
+    echo "$label"
+    "$build/bench/zc_bench" "unix:$dir/s.sock" | tee "$out/$file"
+}
+stop_daemon() { kill -TERM $pid; wait $pid; echo "gpukvd exit $?"; }
+: >"$out/gpukvd-bench.log"
+bench_with "zc_bench on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), commit ${GKV_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}" zc_bench.md
 "$build/client/gpukv" -s "$dir/s.sock" map bench/small
-kill -TERM $pid; wait $pid; echo "gpukvd exit $?"
+stop_daemon
 # The same with --busy-poll: the daemon polls instead of sleeping between requests.
-"$build/server/gpukvd" --socket "$dir/s.sock" --backend cuda --maxmemory 8G --busy-poll 200 \
-    2>>"$out/gpukvd-bench.log" &
-pid=$!
-for _ in $(seq 200); do "$build/client/gpukv" -s "$dir/s.sock" ping >/dev/null 2>&1 && break; sleep 0.05; done
-echo "zc_bench with gpukvd --busy-poll 200"
-"$build/bench/zc_bench" "unix:$dir/s.sock" | tee "$out/zc_bench_busy.md"
-kill -TERM $pid; wait $pid; echo "gpukvd exit $?"
+bench_with "zc_bench with gpukvd --busy-poll 200" zc_bench_busy.md --busy-poll 200
+stop_daemon
 # Once more with a busy-poll window longer than a 1 GiB copy: is the time around the copy the
 # daemon waking from idle?
-"$build/server/gpukvd" --socket "$dir/s.sock" --backend cuda --maxmemory 8G --busy-poll 1000 \
-    2>>"$out/gpukvd-bench.log" &
-pid=$!
-for _ in $(seq 200); do "$build/client/gpukv" -s "$dir/s.sock" ping >/dev/null 2>&1 && break; sleep 0.05; done
-echo "zc_bench with gpukvd --busy-poll 1000"
-"$build/bench/zc_bench" "unix:$dir/s.sock" | tee "$out/zc_bench_busy1000.md"
-kill -TERM $pid; wait $pid; echo "gpukvd exit $?"
+bench_with "zc_bench with gpukvd --busy-poll 1000" zc_bench_busy1000.md --busy-poll 1000
+stop_daemon
