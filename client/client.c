@@ -36,6 +36,8 @@ int gkv__send_raw(gkv_client_t *c, const void *p, size_t len)
         if (n < 0) {
             if (errno == EINTR)
                 continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) /* SO_SNDTIMEO ran out */
+                return gkv__break(c, GKV_ETIMEDOUT);
             /* Keep the socket open: the server may have said why it closed (hello). */
             c->broken = true;
             return GKV_ECLOSED;
@@ -44,6 +46,12 @@ int gkv__send_raw(gkv_client_t *c, const void *p, size_t len)
         len -= (size_t)n;
     }
     return 0;
+}
+
+/* What a failed or empty receive means: the peer closed, or SO_RCVTIMEO ran out. */
+static int recv_error(ssize_t n)
+{
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? GKV_ETIMEDOUT : GKV_ECLOSED;
 }
 
 /* Reads len bytes like gkv__recv_raw, keeping a descriptor passed with them (SCM_RIGHTS) in
@@ -60,7 +68,7 @@ static int recv_with_fd(gkv_client_t *c, void *buf, size_t len)
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
-            return gkv__break(c, GKV_ECLOSED);
+            return gkv__break(c, recv_error(n));
         for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
             if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
                 continue;
@@ -114,7 +122,7 @@ int gkv__recv_raw(gkv_client_t *c, void *buf, size_t len)
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
-            return gkv__break(c, GKV_ECLOSED);
+            return gkv__break(c, recv_error(n));
         b += n;
         len -= (size_t)n;
     }
@@ -318,23 +326,45 @@ static int hello(gkv_client_t *c)
     return 0;
 }
 
-static int dial_unix(const char *path)
+/* Sets both directions' timeouts of fd (0: none). Returns 0 or GKV_ESYS. */
+static int set_timeouts(int fd, uint32_t ms)
+{
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (suseconds_t)(ms % 1000) * 1000};
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0)
+        return GKV_ESYS;
+    return 0;
+}
+
+/* Connects a new socket to addr. SO_SNDTIMEO bounds connect() too. Returns the fd or a code. */
+static int dial(int family, int type, int proto, const struct sockaddr *addr, socklen_t len,
+                uint32_t timeout_ms)
+{
+    int fd = socket(family, type | SOCK_CLOEXEC, proto);
+    if (fd < 0)
+        return GKV_ESYS;
+    if (timeout_ms && set_timeouts(fd, timeout_ms) != 0) {
+        close(fd);
+        return GKV_ESYS;
+    }
+    if (connect(fd, addr, len) != 0) {
+        int timed_out = errno == EINPROGRESS || errno == EAGAIN;
+        close(fd);
+        return timed_out ? GKV_ETIMEDOUT : GKV_ECONNECT;
+    }
+    return fd;
+}
+
+static int dial_unix(const char *path, uint32_t timeout_ms)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof(sa.sun_path))
         return GKV_EINVAL;
     strcpy(sa.sun_path, path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return GKV_ESYS;
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-        close(fd);
-        return GKV_ECONNECT;
-    }
-    return fd;
+    return dial(AF_UNIX, SOCK_STREAM, 0, (struct sockaddr *)&sa, sizeof(sa), timeout_ms);
 }
 
-static int dial_tcp(const char *hostport)
+static int dial_tcp(const char *hostport, uint32_t timeout_ms)
 {
     char host[256];
     snprintf(host, sizeof(host), "%s", hostport);
@@ -353,15 +383,9 @@ static int dial_tcp(const char *hostport)
     if (getaddrinfo(h, port, &hints, &res) != 0)
         return GKV_ECONNECT;
     int fd = GKV_ECONNECT;
-    for (ai = res; ai; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-        if (fd < 0)
-            continue;
-        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
-            break;
-        close(fd);
-        fd = GKV_ECONNECT;
-    }
+    for (ai = res; ai && fd < 0; ai = ai->ai_next)
+        fd = dial(ai->ai_family, ai->ai_socktype, ai->ai_protocol, ai->ai_addr, ai->ai_addrlen,
+                  timeout_ms);
     freeaddrinfo(res);
     if (fd >= 0) {
         int one = 1;
@@ -371,6 +395,11 @@ static int dial_tcp(const char *hostport)
 }
 
 int gkv_client_connect(const char *url, gkv_client_t **out)
+{
+    return gkv_client_connect_timeout(url, 0, out);
+}
+
+int gkv_client_connect_timeout(const char *url, uint32_t timeout_ms, gkv_client_t **out)
 {
     char def[512];
     if (!url || !*url)
@@ -382,11 +411,11 @@ int gkv_client_connect(const char *url, gkv_client_t **out)
     }
     int fd;
     if (strncmp(url, "unix:", 5) == 0)
-        fd = dial_unix(url + 5);
+        fd = dial_unix(url + 5, timeout_ms);
     else if (strncmp(url, "tcp:", 4) == 0)
-        fd = dial_tcp(url + 4);
+        fd = dial_tcp(url + 4, timeout_ms);
     else if (url[0] == '/' || url[0] == '.')
-        fd = dial_unix(url);
+        fd = dial_unix(url, timeout_ms);
     else
         return GKV_EINVAL;
     if (fd < 0)
@@ -407,6 +436,13 @@ int gkv_client_connect(const char *url, gkv_client_t **out)
     }
     *out = c;
     return 0;
+}
+
+int gkv_client_set_timeout(gkv_client_t *c, uint32_t timeout_ms)
+{
+    if (c->fd < 0)
+        return GKV_ECLOSED;
+    return set_timeouts(c->fd, timeout_ms);
 }
 
 void gkv_client_close(gkv_client_t *c)

@@ -119,19 +119,39 @@ int gkv_get(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *ra
     return gkv__recv_raw(c, buf, (size_t)len);
 }
 
-int gkv_get_alloc(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
-                  void **out, gkv_value_info_t *info)
+int gkv_get_with(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
+                 gkv_alloc_fn fn, void *arg, gkv_value_info_t *info)
 {
+    if (!fn)
+        return GKV_EINVAL;
     int rc = get_begin(c, key, klen, range, info);
     if (rc)
         return rc;
     uint64_t len = c->resp.payload_len;
-    void *buf = len < SIZE_MAX ? malloc(len ? (size_t)len : 1) : NULL;
+    void *buf = fn(arg, 0, len);
     if (!buf) {
         rc = gkv__drain(c, len);
         return rc ? rc : GKV_ENOMEM;
     }
-    if ((rc = gkv__recv_raw(c, buf, (size_t)len))) {
+    return gkv__recv_raw(c, buf, (size_t)len);
+}
+
+/* gkv_alloc_fn for gkv_get_alloc: malloc, keeping the pointer in *arg so a failed receive can
+ * free it. */
+static void *alloc_heap(void *arg, size_t index, uint64_t len)
+{
+    (void)index;
+    void **out = arg;
+    *out = len < SIZE_MAX ? malloc(len ? (size_t)len : 1) : NULL;
+    return *out;
+}
+
+int gkv_get_alloc(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
+                  void **out, gkv_value_info_t *info)
+{
+    void *buf = NULL;
+    int rc = gkv_get_with(c, key, klen, range, alloc_heap, &buf, info);
+    if (rc) {
         free(buf);
         return rc;
     }
@@ -184,7 +204,9 @@ int gkv_get_to_fd(gkv_client_t *c, const void *key, size_t klen, const gkv_range
     return wrc;
 }
 
-int gkv_mget(gkv_client_t *c, gkv_mget_item_t *items, size_t n)
+/* Sends MGET for n items and reads the results: each item's status and len are set, and its
+ * bytes are read into its buf (or into what fn allocates, when fn is not NULL). */
+static int mget(gkv_client_t *c, gkv_mget_item_t *items, size_t n, gkv_alloc_fn fn, void *arg)
 {
     if (n == 0 || n > GKV_MAX_BATCH)
         return GKV_EINVAL;
@@ -223,20 +245,40 @@ int gkv_mget(gkv_client_t *c, gkv_mget_item_t *items, size_t n)
             return gkv__break(c, GKV_EPROTO);
         items[i].status = (int)status;
         items[i].len = len;
+        if (fn) {
+            items[i].buf = NULL;
+            items[i].cap = 0;
+        }
     }
     for (size_t i = 0; i < n; i++) {
-        if (items[i].status != 0 || items[i].len == 0)
+        if (items[i].status != 0)
             continue;
-        if (items[i].len > items[i].cap) {
-            rc = gkv__drain(c, items[i].len);
+        if (fn) {
+            items[i].buf = fn(arg, i, items[i].len);
+            items[i].cap = items[i].buf ? (size_t)items[i].len : 0;
+            if (!items[i].buf)
+                items[i].status = GKV_ENOMEM;
+        } else if (items[i].len > items[i].cap) {
             items[i].status = GKV_ENOSPACE;
-        } else {
-            rc = gkv__recv_raw(c, items[i].buf, (size_t)items[i].len);
         }
+        if (items[i].len == 0)
+            continue;
+        rc = items[i].status ? gkv__drain(c, items[i].len)
+                             : gkv__recv_raw(c, items[i].buf, (size_t)items[i].len);
         if (rc)
             return rc;
     }
     return 0;
+}
+
+int gkv_mget(gkv_client_t *c, gkv_mget_item_t *items, size_t n)
+{
+    return mget(c, items, n, NULL, NULL);
+}
+
+int gkv_mget_with(gkv_client_t *c, gkv_mget_item_t *items, size_t n, gkv_alloc_fn fn, void *arg)
+{
+    return fn ? mget(c, items, n, fn, arg) : GKV_EINVAL;
 }
 
 static int64_t keys_op(gkv_client_t *c, unsigned op, const void *const *keys, const size_t *klens,

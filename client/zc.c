@@ -6,9 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <uthash.h>
 
 #include "error.h"
+#include "hash.h"
+
+_Thread_local int gkv__hash_oom;
 
 struct gkv_zc_import {
     uint8_t key[GKV_ZC_EXPORT_MAX];
@@ -101,7 +103,13 @@ int gkv__zc_import(gkv_client_t *c, const gkv_response_t *r, void **base,
             free(im);
             return rc;
         }
+        gkv__hash_oom = 0;
         HASH_ADD(hh, z->imports, key, im->key_len, im);
+        if (gkv__hash_oom) {
+            gkv__cuda_unimport(im->value);
+            free(im);
+            return GKV_ENOMEM;
+        }
     }
     im->refs++;
     *imp = im;

@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <uthash.h>
 
 #include "error.h"
+#include "hash.h"
 #include "zc.h"
 
 /* An imported pool: one per server pool per process, whatever the number of connections. */
@@ -125,7 +125,14 @@ int gkv__cuda_import(gkv_zc_cuda_t *z, const void *data, size_t len, gkv_cuda_va
         } else {
             v->key = key;
             v->pool = z;
+            gkv__hash_oom = 0;
             HASH_ADD(hh, z->values, key, sizeof(key), v);
+            if (gkv__hash_oom) {
+                ON_DEVICE(z->device, cudaFree(v->ptr));
+                free(v);
+                v = NULL;
+                rc = GKV_ENOMEM;
+            }
         }
     }
     if (v) {

@@ -39,7 +39,8 @@ extern "C" {
     X(VERSION, 17, "protocol version not supported")                                               \
     X(NOSPACE, 18, "destination buffer too small")                                                 \
     X(NOLEASE, 19, "no such lease on this connection")                                             \
-    X(LEASELIMIT, 20, "too many leases or leased bytes on this connection")
+    X(LEASELIMIT, 20, "too many leases or leased bytes on this connection")                        \
+    X(TIMEDOUT, 21, "timed out waiting for the server")
 
 typedef enum {
     GKV_OK = 0,
@@ -76,6 +77,15 @@ typedef struct {
  * borrowed. On success *out is owned by the caller, who frees it with gkv_client_close.
  * Returns 0, GKV_ECONNECT, GKV_EINVAL (bad URL), GKV_EVERSION or GKV_ENOMEM. */
 GKV_EXPORT int gkv_client_connect(const char *url, gkv_client_t **out);
+/* Like gkv_client_connect, with every wait bounded (see gkv_client_set_timeout), connecting and
+ * HELLO included: a server that accepts but never answers gives GKV_ETIMEDOUT, not a hang. */
+GKV_EXPORT int gkv_client_connect_timeout(const char *url, uint32_t timeout_ms,
+                                          gkv_client_t **out);
+/* Bounds every wait of the calls on c: when sending or receiving makes no progress for
+ * timeout_ms milliseconds, the call returns GKV_ETIMEDOUT and the connection is closed (a late
+ * reply could not be told from the next one): later calls get GKV_ECLOSED. 0 waits forever (the
+ * default). A large transfer that keeps moving never times out. Returns 0 or GKV_ESYS. */
+GKV_EXPORT int gkv_client_set_timeout(gkv_client_t *c, uint32_t timeout_ms);
 /* Closes the connection and frees the client. NULL is allowed. */
 GKV_EXPORT void gkv_client_close(gkv_client_t *c);
 /* The HELLO answer; borrowed, valid until gkv_client_close. */
@@ -141,6 +151,19 @@ GKV_EXPORT int gkv_get(gkv_client_t *c, const void *key, size_t klen, const gkv_
  * with gkv_free (a zero-length value gives a non-NULL 1-byte buffer). */
 GKV_EXPORT int gkv_get_alloc(gkv_client_t *c, const void *key, size_t klen,
                              const gkv_range_t *range, void **out, gkv_value_info_t *info);
+/* Gives a call the memory for bytes it is about to receive, once their length is known: returns
+ * len writable bytes (len may be 0; then any non-NULL pointer), owned by the caller, or NULL to
+ * refuse them (the library then reads and drops the bytes, and that value fails with
+ * GKV_ENOMEM). index is the item's position for gkv_mget_with, 0 for gkv_get_with. Called from
+ * the calling thread, at most once per value, before any of its bytes is stored; it must not
+ * call libgpukv on the same client. */
+typedef void *(*gkv_alloc_fn)(void *arg, size_t index, uint64_t len);
+/* Like gkv_get, receiving into memory that fn (with arg, borrowed) allocates once the size is
+ * known: one round trip and no intermediate copy, for callers that own their buffers (a
+ * language binding, a pool). If fn is not called, nothing was allocated. */
+GKV_EXPORT int gkv_get_with(gkv_client_t *c, const void *key, size_t klen,
+                            const gkv_range_t *range, gkv_alloc_fn fn, void *arg,
+                            gkv_value_info_t *info);
 /* Like gkv_get, streaming the bytes to fd (borrowed, left open). */
 GKV_EXPORT int gkv_get_to_fd(gkv_client_t *c, const void *key, size_t klen,
                              const gkv_range_t *range, int fd, gkv_value_info_t *info);
@@ -162,6 +185,12 @@ typedef struct {
 /* Reads n items (1..4096) in one round trip. Returns 0 when the request itself succeeded, even
  * if some items failed: look at each item's status. */
 GKV_EXPORT int gkv_mget(gkv_client_t *c, gkv_mget_item_t *items, size_t n);
+
+/* Like gkv_mget for items whose sizes are not known in advance: for each item found, fn (with
+ * arg) allocates its bytes; the item's buf and cap are set to fn's result and the length (buf
+ * NULL and status GKV_ENOMEM where fn refused). Items' buf and cap are ignored on input. */
+GKV_EXPORT int gkv_mget_with(gkv_client_t *c, gkv_mget_item_t *items, size_t n, gkv_alloc_fn fn,
+                             void *arg);
 
 /* Counts how many of n keys (1..4096) exist; returns the count (>= 0) or a negative code.
  * keys[i]/klens[i] are borrowed. */
