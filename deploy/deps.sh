@@ -29,3 +29,26 @@ gkv_install_deps() {
 gkv_generator() {
     if command -v ninja >/dev/null; then echo Ninja; else echo "Unix Makefiles"; fi
 }
+
+# The Python package's needs: an interpreter that can make a virtual environment and build an
+# extension (venv and the C headers; Debian: python3-venv, python3-dev).
+gkv_python_ready() {
+    python3 - 2>/dev/null <<'PY'
+import ensurepip, os, sysconfig, venv
+assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))
+PY
+}
+
+# gkv_python_env DIR: a virtual environment in DIR with the gpukv package (built from this
+# checkout) and its test dependencies from PyPI. Returns non-zero if it cannot be made.
+gkv_python_env() {
+    local dir=$1 sudo=""
+    if ! gkv_python_ready; then
+        [ "$(id -u)" -ne 0 ] && sudo=sudo
+        echo "installing: python3-venv python3-dev"
+        $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
+            --no-install-recommends python3-venv python3-dev >/dev/null || return 1
+    fi
+    [ -x "$dir/bin/python" ] || python3 -m venv "$dir" || return 1
+    "$dir/bin/python" -m pip install -q --disable-pip-version-check "./client/python[test]"
+}

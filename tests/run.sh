@@ -8,8 +8,16 @@ cd "$root"
 . deploy/deps.sh
 gkv_install_deps
 build=${GKV_BUILD_DIR:-build-test}
+# The Python package, built from this checkout into a virtual environment (PyPI for zarr,
+# NumPy, pytest). Without one the Python tests report "skipped".
+python=
+if mkdir -p "$build" && gkv_python_env "$build/python"; then
+    python=$(cd "$build" && pwd)/python/bin/python
+else
+    echo "warning: no Python environment: the Python tests will be skipped" >&2
+fi
 cmake -S . -B "$build" -G "$(gkv_generator)" -DCMAKE_BUILD_TYPE=Debug -DGKV_SANITIZE=ON \
-    -DGKV_WERROR=ON -DGKV_BUILD_TESTS=ON
+    -DGKV_WERROR=ON -DGKV_BUILD_TESTS=ON -DGKV_PYTHON="$python"
 cmake --build "$build" -j "$(nproc)"
 # protect_shadow_gap=0: the CUDA runtime maps memory where ASan would keep its shadow gap.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-protect_shadow_gap=0:detect_leaks=1:abort_on_error=1}

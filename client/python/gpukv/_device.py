@@ -1,0 +1,101 @@
+"""Arrays from other libraries: where their bytes are, through the CUDA array interface
+(CuPy, PyTorch, Numba) or DLPack (any __dlpack__ producer)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from . import _gpukv
+
+KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
+
+
+@dataclass
+class DeviceMemory:
+    """Contiguous device memory of an array: its address, size and what keeps it alive."""
+
+    ptr: int
+    nbytes: int
+    stream: int | None  # a stream the producer asked us to wait for (CAI v3), or None
+    owner: Any  # the array, or the DeviceView that must be closed after use
+
+    def close(self) -> None:
+        if isinstance(self.owner, _gpukv.DeviceView):
+            self.owner.close()
+
+    def __enter__(self) -> DeviceMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def wait(self) -> None:
+        """Waits for the stream the producer named, so the bytes are complete."""
+        if self.stream not in (None, 0):
+            _gpukv.stream_synchronize(self.stream)
+
+
+def _capsule(obj: Any) -> Any:
+    """obj's DLPack capsule, versioned when the producer offers it (it can say read-only)."""
+    try:
+        return obj.__dlpack__(max_version=(1, 0))
+    except TypeError:  # a producer from before DLPack 1.0 takes no max_version
+        return obj.__dlpack__()
+
+
+def _cai_memory(obj: Any, cai: dict, writable: bool) -> DeviceMemory:
+    shape = tuple(cai["shape"])
+    typestr = cai["typestr"]
+    itemsize = int(typestr[2:])
+    n = math.prod(shape)
+    strides = cai.get("strides")
+    if strides is not None and n:
+        want = itemsize
+        for dim, stride in zip(reversed(shape), reversed(strides)):
+            if dim != 1 and stride != want:
+                raise ValueError("the array must be C-contiguous")
+            want *= dim
+    ptr, readonly = cai["data"]
+    if writable and readonly:
+        raise ValueError("the array is read-only")
+    stream = cai.get("stream") if cai.get("version", 0) >= 3 else None
+    return DeviceMemory(int(ptr or 0), n * itemsize, stream, obj)
+
+
+def device_memory(obj: Any, *, writable: bool = False) -> DeviceMemory | None:
+    """The CUDA device memory of obj (C-contiguous), or None when obj is not a device array.
+    Raises ValueError for a device array that is not contiguous (or is read-only when
+    writable is asked)."""
+    try:
+        cai = obj.__cuda_array_interface__
+    except AttributeError:
+        cai = None
+    except Exception:  # e.g. a CPU torch tensor raises something else
+        cai = None
+    if cai is not None:
+        return _cai_memory(obj, cai, writable)
+    dlpack_device = getattr(obj, "__dlpack_device__", None)
+    if dlpack_device is None or not hasattr(obj, "__dlpack__"):
+        return None
+    dev_type, _ = dlpack_device()
+    if dev_type not in (KDL_CUDA, KDL_CUDA_MANAGED):
+        return None
+    view = _gpukv.DeviceView(_capsule(obj))
+    if writable and view.readonly:
+        view.close()
+        raise ValueError("the array is read-only")
+    return DeviceMemory(view.ptr, view.nbytes, None, view)
+
+
+def host_view(obj: Any) -> Any | None:
+    """A buffer-protocol view of a DLPack producer's host memory (e.g. a CPU torch tensor), or
+    None. The caller closes it."""
+    dlpack_device = getattr(obj, "__dlpack_device__", None)
+    if dlpack_device is None or not hasattr(obj, "__dlpack__"):
+        return None
+    dev_type, _ = dlpack_device()
+    if dev_type not in (KDL_CPU, KDL_CUDA_HOST):
+        return None
+    return _gpukv.DeviceView(_capsule(obj))

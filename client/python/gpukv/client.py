@@ -1,0 +1,329 @@
+"""gpukv.Client: one connection to a gpukvd, and ClientPool for threads and asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple, TypeVar, Union
+
+from . import _gpukv
+from ._device import device_memory, host_view
+from ._errors import ConnectionError
+
+Key = Union[str, bytes, bytearray, memoryview]
+#: A byte range for mget: None (the whole value), a slice (``slice(start, stop)``, or
+#: ``slice(-n, None)`` for the last n bytes) or a tuple ``(offset, length, suffix)``.
+RangeLike = Union[None, slice, tuple]
+
+MAX_BATCH = _gpukv.MAX_BATCH
+T = TypeVar("T")
+
+
+class ListEntry(NamedTuple):
+    """One LIST result: a key (or, with a delimiter, a folded directory ending in it)."""
+
+    key: str
+    size: int
+    is_dir: bool
+
+
+def _decode(key: bytes) -> str:
+    # Keys are bytes on the wire; surrogateescape keeps any byte string round-trippable.
+    return key.decode("utf-8", "surrogateescape")
+
+
+def _range_tuple(r: RangeLike) -> tuple | None:
+    if r is None:
+        return None
+    if isinstance(r, slice):
+        if r.step not in (None, 1):
+            raise ValueError("a byte range has no step")
+        start, stop = r.start, r.stop
+        if start is not None and start < 0:
+            if stop is not None:
+                raise ValueError("a suffix range is slice(-n, None)")
+            return (None, None, -start)
+        if stop is not None and stop < 0:
+            raise ValueError("a range's stop must not be negative")
+        start = start or 0
+        return (start, None if stop is None else max(stop - start, 0), None)
+    if isinstance(r, tuple) and len(r) == 3:
+        return r
+    raise TypeError("a range is None, a slice or (offset, length, suffix)")
+
+
+def _chunks(seq: Sequence[T], n: int = MAX_BATCH) -> Iterator[Sequence[T]]:
+    for i in range(0, len(seq), n):
+        yield seq[i : i + n]
+
+
+def _parse_info(text: str) -> dict[str, dict[str, Any]]:
+    sections: dict[str, dict[str, Any]] = {}
+    current = sections.setdefault("", {})
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            current = sections.setdefault(line.lstrip("# ").lower(), {})
+            continue
+        name, sep, value = line.partition(":")
+        if not sep:
+            continue
+        parsed: Any = value
+        for conv in (int, float):
+            try:
+                parsed = conv(value)
+                break
+            except ValueError:
+                pass
+        current[name] = parsed
+    return {k: v for k, v in sections.items() if v}
+
+
+class Client(_gpukv.Client):
+    """A connection to gpukvd.
+
+    ``Client(url=None, *, timeout=None)``: url is ``unix:/path``, ``tcp:host:port`` or a socket
+    path; None means ``$GPUKV_URL``, else the default socket (as the CLI). ``timeout`` (seconds)
+    bounds every wait for the server; a server that stops answering then raises
+    ``gpukv.TimeoutError`` and the connection is closed. Without it a call waits as long as the
+    server takes; a server that dies makes calls raise ``gpukv.ConnectionClosed`` at once.
+
+    Keys are ``str`` (UTF-8) or bytes-like; values are bytes-like objects (bytes, bytearray,
+    memoryview, NumPy arrays: anything with the buffer protocol, C-contiguous), ``str`` (UTF-8),
+    or device arrays (CuPy, PyTorch CUDA tensors: anything with ``__cuda_array_interface__`` or
+    DLPack on a CUDA device). Reads return ``bytes`` unless they go to a buffer you pass.
+
+    Every blocking call releases the GIL. A client may be shared by threads (its calls are
+    serialised), but one client per thread is what runs in parallel; ``ClientPool`` hands them
+    out. Errors raise subclasses of ``gpukv.Error`` carrying the stable code.
+    """
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else self.server_info["backend"]
+        return f"<gpukv.Client {self.url} {state}>"
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a gpukv.Client is a live connection: connect again in the other process")
+
+    @property
+    def backend(self) -> str:
+        """The server's memory backend: "cuda" or "host"."""
+        return self.server_info["backend"]
+
+    @property
+    def zero_copy(self) -> str:
+        """The zero-copy mechanism granted to this connection, or "none"."""
+        return self.server_info["zero_copy"]
+
+    # -- values ------------------------------------------------------------------------------
+
+    def set(self, key: Key, value: Any, *, nx: bool = False, xx: bool = False,
+            meta: bytes | str | None = None) -> None:
+        """Stores value under key, replacing any older value atomically. ``nx``: only if the key
+        does not exist (else ``Exists``); ``xx``: only if it does (else ``NotFound``). ``meta``:
+        up to 4 KiB of opaque metadata stored with the value (e.g. dtype and shape). A device
+        array is stored from device memory (``set_from_device``)."""
+        if isinstance(value, (bytes, bytearray, memoryview, str)):
+            return super().set(key, value, nx=nx, xx=xx, meta=meta)
+        dev = device_memory(value)
+        if dev is not None:
+            with dev:
+                dev.wait()
+                return super()._set_from_device(key, dev.ptr, dev.nbytes, nx=nx, xx=xx, meta=meta)
+        try:
+            memoryview(value).release()  # the buffer protocol (NumPy, array, mmap, ...)
+        except TypeError:
+            view = host_view(value)  # e.g. a CPU torch tensor, through DLPack
+            if view is not None:
+                with view:
+                    return super().set(key, view, nx=nx, xx=xx, meta=meta)
+        return super().set(key, value, nx=nx, xx=xx, meta=meta)
+
+    def set_from_device(self, key: Key, array: Any, *, nx: bool = False, xx: bool = False,
+                        meta: bytes | str | None = None) -> None:
+        """Stores a CUDA array's bytes (C-contiguous; CUDA array interface or DLPack). On a local
+        connection with zero-copy: CREATE, one device-to-device copy, SEAL (no host bounce);
+        otherwise through host memory. Work pending on the stream the array names (CAI v3) is
+        waited for first; any other stream writing it must be synchronised by the caller."""
+        dev = device_memory(array)
+        if dev is None:
+            raise TypeError(f"not a CUDA device array: {type(array).__name__}")
+        with dev:
+            dev.wait()
+            super()._set_from_device(key, dev.ptr, dev.nbytes, nx=nx, xx=xx, meta=meta)
+
+    def get_to_device(self, key: Key, out: Any, *, offset: int | None = None,
+                      length: int | None = None, suffix: int | None = None) -> int:
+        """Reads key (or a range) into ``out``, a writable CUDA array (or a writable host
+        buffer), and returns the number of bytes stored. Locally: MAP, a device-to-device copy,
+        unmap. The copy has finished when this returns. ``NoSpace`` if the bytes do not fit."""
+        dev = device_memory(out, writable=True)
+        if dev is None:
+            return self.get_into(key, out, offset=offset, length=length, suffix=suffix)
+        with dev:
+            return super()._get_to_device(key, dev.ptr, dev.nbytes, offset=offset,
+                                          length=length, suffix=suffix)
+
+    def mget(self, keys: Sequence[Key], ranges: Sequence[RangeLike] | None = None
+             ) -> list[bytes | None]:
+        """Reads many values (or ranges) at once: a list with bytes for each key found and None
+        for each missing one. More than 4096 items take several requests."""
+        keys = list(keys)
+        if ranges is not None:
+            ranges = [_range_tuple(r) for r in ranges]
+            if len(ranges) != len(keys):
+                raise ValueError("ranges must be as long as keys")
+        out: list[bytes | None] = []
+        for i in range(0, len(keys), MAX_BATCH):
+            part = None if ranges is None else list(ranges[i : i + MAX_BATCH])
+            out.extend(self._mget(keys[i : i + MAX_BATCH], part))
+        return out
+
+    def exists(self, *keys: Key) -> int:
+        """How many of keys exist (a key named twice counts twice, as in Redis)."""
+        return sum(self._exists(list(part)) for part in _chunks(keys))
+
+    def delete(self, *keys: Key) -> int:
+        """Deletes keys; returns how many existed. A missing key is not an error."""
+        return sum(self._delete(list(part)) for part in _chunks(keys))
+
+    def getsize_prefix(self, prefix: Key = "") -> int:
+        """Total bytes of the values under a prefix ("" for everything)."""
+        return self._getsize_prefix(prefix)[0]
+
+    def count_prefix(self, prefix: Key = "") -> int:
+        """Number of keys under a prefix."""
+        return self._getsize_prefix(prefix)[1]
+
+    # -- listing -----------------------------------------------------------------------------
+
+    def list(self, prefix: Key = "", *, delimiter: str | None = None,
+             page: int = 1000) -> Iterator[ListEntry]:
+        """Iterates over the keys under prefix in byte order, a page of ``page`` keys per round
+        trip. With a delimiter (e.g. "/"), keys that continue past the next delimiter are folded
+        into one directory entry ("a/b/", is_dir True). Other calls on this client may come
+        between two steps."""
+        if delimiter is None:
+            d = 0
+        else:
+            db = delimiter.encode() if isinstance(delimiter, str) else bytes(delimiter)
+            if len(db) != 1:
+                raise ValueError("a delimiter is one byte")
+            d = db[0]
+        if not 1 <= page <= 10000:
+            raise ValueError("page must be 1..10000")
+        for key, size, is_dir in self._list(prefix, d, page):
+            yield ListEntry(_decode(key), size, is_dir)
+
+    def keys(self, prefix: Key = "") -> Iterator[str]:
+        """The keys under prefix, in byte order."""
+        for key, _, _ in self._list(prefix, 0, 1000):
+            yield _decode(key)
+
+    # -- server --------------------------------------------------------------------------------
+
+    def info(self, section: str | None = None) -> dict[str, Any]:
+        """INFO as a dict of name -> value (numbers converted). ``section`` ("server",
+        "memory", "clients", "stats", "keyspace", "leases") keeps one section."""
+        sections = _parse_info(self._info())
+        if section is not None:
+            return dict(sections.get(section.lower(), {}))
+        merged: dict[str, Any] = {}
+        for fields in sections.values():
+            merged.update(fields)
+        return merged
+
+
+class ClientPool:
+    """Clients for code that runs on many threads: asyncio (``await pool.run(fn, ...)`` runs
+    ``fn(client, ...)`` on a worker thread with a client of its own), executors, web servers.
+    Thread-safe. At most ``size`` connections; a borrower waits when all are busy. A client
+    whose connection broke is closed instead of going back to the pool."""
+
+    def __init__(self, url: str | None = None, *, size: int = 8,
+                 timeout: float | None = None) -> None:
+        if size < 1:
+            raise ValueError("size must be at least 1")
+        self.url, self.size, self.timeout = url, size, timeout
+        self._idle: list[Client] = []
+        self._count = 0
+        self._cond = threading.Condition()
+        self._closed = False
+
+    def _take(self) -> Client:
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise ConnectionError("the pool is closed")
+                if self._idle:
+                    return self._idle.pop()
+                if self._count < self.size:
+                    self._count += 1
+                    break
+                self._cond.wait()
+        try:
+            return Client(self.url, timeout=self.timeout)
+        except BaseException:
+            with self._cond:
+                self._count -= 1
+                self._cond.notify()
+            raise
+
+    def _give(self, c: Client, broken: bool) -> None:
+        with self._cond:
+            if broken or self._closed or c.closed:
+                self._count -= 1
+                c.close()
+            else:
+                self._idle.append(c)
+            self._cond.notify()
+
+    @contextlib.contextmanager
+    def client(self) -> Iterator[Client]:
+        """Borrows a client for the block."""
+        c = self._take()
+        broken = False
+        try:
+            yield c
+        except ConnectionError:
+            broken = True
+            raise
+        finally:
+            self._give(c, broken)
+
+    def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Runs ``fn(client, *args, **kwargs)`` with a borrowed client, on this thread."""
+        with self.client() as c:
+            return fn(c, *args, **kwargs)
+
+    async def run(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Runs ``fn(client, *args, **kwargs)`` on a worker thread (``asyncio.to_thread``) with
+        a borrowed client, so the event loop never blocks on the server."""
+        return await asyncio.to_thread(self.call, fn, *args, **kwargs)
+
+    def close(self) -> None:
+        """Closes idle clients now and busy ones when they come back."""
+        with self._cond:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._count -= len(idle)
+            self._cond.notify_all()
+        for c in idle:
+            c.close()
+
+    def __enter__(self) -> ClientPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+

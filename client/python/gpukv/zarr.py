@@ -1,0 +1,297 @@
+"""GpukvStore: a zarr v3 store (zarr-python 3.x) over gpukvd, so that processes share chunks
+kept in GPU memory: zarr's GpuMemoryStore as a service.
+
+    import zarr, gpukv.zarr
+    store = gpukv.zarr.GpukvStore("unix:/run/gpukv/gpukv.sock", root="datasets/a")
+    z = zarr.create_array(store, shape=(4096, 4096), chunks=(512, 512), dtype="f4")
+
+With zarr's GPU buffers (``zarr.config.enable_gpu()``) reads land in GPU memory and writes come
+from it without a host bounce on a local connection to a cuda-backend daemon (MAP and a device
+copy; CREATE, a device copy and SEAL). Otherwise bytes go through host memory.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+from zarr.abc.store import (
+    ByteRequest,
+    OffsetByteRequest,
+    RangeByteRequest,
+    Store,
+    SuffixByteRequest,
+)
+from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
+
+from ._errors import Exists, NotFound, NotSupported, RangeError
+from .client import Client, MAX_BATCH, _decode
+
+__all__ = ["GpukvStore"]
+
+
+def _range_kwargs(byte_range: ByteRequest | None) -> dict[str, int | None]:
+    """gpukv's offset/length/suffix for a zarr byte request (zarr's ranges end exclusive)."""
+    if byte_range is None:
+        return {}
+    if isinstance(byte_range, RangeByteRequest):
+        if byte_range.start < 0:
+            raise ValueError(f"negative start in {byte_range}")
+        return {"offset": byte_range.start, "length": max(byte_range.end - byte_range.start, 0)}
+    if isinstance(byte_range, OffsetByteRequest):
+        if byte_range.offset < 0:
+            raise ValueError(f"negative offset in {byte_range}")
+        return {"offset": byte_range.offset}
+    if isinstance(byte_range, SuffixByteRequest):
+        if byte_range.suffix < 0:
+            raise ValueError(f"negative suffix in {byte_range}")
+        return {"suffix": byte_range.suffix}
+    raise TypeError(f"Unexpected byte_range, got {byte_range}.")
+
+
+def _is_gpu(prototype: BufferPrototype) -> bool:
+    from zarr.core.buffer import gpu
+
+    return issubclass(prototype.buffer, gpu.Buffer)
+
+
+class GpukvStore(Store):
+    """A zarr v3 store whose keys live in a gpukvd, under ``root`` (a key prefix; "" for the
+    whole keyspace). ``url`` as for ``gpukv.Client`` (None: ``$GPUKV_URL`` or the default
+    socket). The store connects lazily, once per process, so it pickles (the other process
+    reconnects) and survives a fork. ``clear()`` deletes this root's keys only."""
+
+    supports_writes: bool = True
+    supports_deletes: bool = True
+    supports_listing: bool = True
+
+    def __init__(self, url: str | None = None, *, root: str = "", read_only: bool = False,
+                 timeout: float | None = None) -> None:
+        super().__init__(read_only=read_only)
+        if not isinstance(root, str):
+            raise TypeError("root must be a str")
+        root = root.strip("/")
+        if any(part in (".", "..") for part in root.split("/") if root):
+            raise ValueError(f"invalid root {root!r}")
+        self.url = url if url is not None else os.environ.get("GPUKV_URL") or None
+        self.root = root
+        self.timeout = timeout
+        self._c: Client | None = None
+        self._pid = 0
+        self._lock = threading.Lock()
+
+    # -- connection ------------------------------------------------------------------------
+
+    @property
+    def client(self) -> Client:
+        """This process's connection (made at first use)."""
+        c = self._c
+        if c is None or self._pid != os.getpid() or c.closed:
+            with self._lock:
+                c = self._c
+                if c is None or self._pid != os.getpid() or c.closed:
+                    c = Client(self.url, timeout=self.timeout)
+                    self._c, self._pid = c, os.getpid()
+        return c
+
+    async def _open(self) -> None:
+        self.client  # connect now: a wrong URL fails here
+        await super()._open()
+
+    def close(self) -> None:
+        super().close()
+        c, self._c = self._c, None
+        if c is not None and self._pid == os.getpid():
+            c.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"url": self.url, "root": self.root, "read_only": self._read_only,
+                "timeout": self.timeout}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["url"], root=state["root"], read_only=state["read_only"],
+                      timeout=state["timeout"])
+
+    def with_read_only(self, read_only: bool = False) -> GpukvStore:
+        return type(self)(self.url, root=self.root, read_only=read_only, timeout=self.timeout)
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, GpukvStore) and self.url == other.url
+                and self.root == other.root and self.read_only == other.read_only)
+
+    def __hash__(self) -> int:
+        return hash((self.url, self.root, self.read_only))
+
+    def __str__(self) -> str:
+        return f"gpukv://{self.url or '(default)'}/{self.root}"
+
+    def __repr__(self) -> str:
+        return f"GpukvStore({self.url!r}, root={self.root!r}, read_only={self.read_only})"
+
+    # -- keys ------------------------------------------------------------------------------
+
+    def _key(self, key: str) -> str:
+        return f"{self.root}/{key}" if self.root else key
+
+    def _prefix(self, prefix: str) -> str:
+        if not self.root:
+            return prefix
+        return f"{self.root}/{prefix}"
+
+    def _strip(self, key: str) -> str:
+        return key[len(self.root) + 1 :] if self.root else key
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def get_sync(self, key: str, *, prototype: BufferPrototype | None = None,
+                 byte_range: ByteRequest | None = None) -> Buffer | None:
+        if prototype is None:
+            prototype = default_buffer_prototype()
+        rng = _range_kwargs(byte_range)
+        k = self._key(key)
+        try:
+            if _is_gpu(prototype):
+                return self._get_gpu(k, rng, prototype)
+            return prototype.buffer.from_bytes(self.client.get(k, **rng))
+        except NotFound:
+            return None
+        except RangeError:
+            return prototype.buffer.from_bytes(b"")  # past the end: no bytes (as LocalStore)
+
+    def _get_gpu(self, k: str, rng: dict, prototype: BufferPrototype) -> Buffer:
+        import cupy as cp
+
+        c = self.client
+        empty = rng.get("length") == 0 or rng.get("suffix") == 0
+        if not empty and c.zero_copy == "cuda-pool-fd":
+            try:
+                m = c.map(k, **rng)
+            except NotSupported:
+                m = None  # e.g. this process cannot see the daemon's GPU: through host memory
+            if m is not None:
+                try:
+                    with cp.cuda.Device(m.device):
+                        out = cp.empty(m.nbytes, dtype=cp.uint8)
+                        if m.nbytes:
+                            stream = cp.cuda.get_current_stream()
+                            cp.cuda.runtime.memcpyAsync(out.data.ptr, m.ptr, m.nbytes,
+                                                        cp.cuda.runtime.memcpyDeviceToDevice,
+                                                        stream.ptr)
+                            stream.synchronize()  # the copy is done before the lease ends
+                finally:
+                    m.unmap()
+                return prototype.buffer.from_array_like(out)
+        return prototype.buffer.from_bytes(c.get(k, **rng))
+
+    async def get(self, key: str, prototype: BufferPrototype | None = None,
+                  byte_range: ByteRequest | None = None) -> Buffer | None:
+        if not self._is_open:
+            await self._open()
+        return self.get_sync(key, prototype=prototype, byte_range=byte_range)
+
+    async def get_partial_values(self, prototype: BufferPrototype,
+                                 key_ranges: Iterable[tuple[str, ByteRequest | None]]
+                                 ) -> list[Buffer | None]:
+        pairs = list(key_ranges)
+        if not pairs:
+            return []
+        if _is_gpu(prototype):
+            return [self.get_sync(k, prototype=prototype, byte_range=r) for k, r in pairs]
+        keys = [self._key(k) for k, _ in pairs]
+        ranges = []
+        for _, r in pairs:
+            kw = _range_kwargs(r)
+            ranges.append((kw.get("offset"), kw.get("length"), kw.get("suffix")))
+        try:
+            values = self.client.mget(keys, ranges)
+        except RangeError:
+            # A range past some value's end: read each on its own (those give no bytes).
+            return [self.get_sync(k, prototype=prototype, byte_range=r) for k, r in pairs]
+        return [None if v is None else prototype.buffer.from_bytes(v) for v in values]
+
+    async def exists(self, key: str) -> bool:
+        return self.client.exists(self._key(key)) == 1
+
+    async def getsize(self, key: str) -> int:
+        try:
+            return self.client.getsize(self._key(key))
+        except NotFound:
+            raise FileNotFoundError(key) from None
+
+    async def getsize_prefix(self, prefix: str) -> int:
+        return self.client.getsize_prefix(self._prefix(prefix))
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def _put(self, key: str, value: Buffer, nx: bool = False) -> None:
+        self._check_writable()
+        if not isinstance(value, Buffer):
+            raise TypeError(f"GpukvStore.set(): value must be a Buffer, not {type(value)}")
+        arr = value.as_array_like()
+        if hasattr(arr, "__cuda_array_interface__"):
+            self.client.set_from_device(self._key(key), arr, nx=nx)
+        else:
+            self.client.set(self._key(key), value.as_numpy_array(), nx=nx)
+
+    def set_sync(self, key: str, value: Buffer) -> None:
+        self._put(key, value)
+
+    async def set(self, key: str, value: Buffer) -> None:
+        if not self._is_open:
+            await self._open()
+        self._put(key, value)
+
+    async def set_if_not_exists(self, key: str, value: Buffer) -> None:
+        try:
+            self._put(key, value, nx=True)  # atomic: no race between a check and the write
+        except Exists:
+            pass
+
+    def delete_sync(self, key: str) -> None:
+        self._check_writable()
+        self.client.delete(self._key(key))
+
+    async def delete(self, key: str) -> None:
+        self.delete_sync(key)
+
+    async def delete_dir(self, prefix: str) -> None:
+        self._check_writable()
+        if prefix and not prefix.endswith("/"):
+            prefix += "/"
+        self._delete_prefix(self._prefix(prefix))
+
+    def _delete_prefix(self, full: str) -> None:
+        c = self.client
+        batch: list[bytes | str] = []
+        # Deleting behind a LIST cursor is safe: the walk continues after the cursor's key.
+        for key in c.keys(full):
+            batch.append(key)
+            if len(batch) == MAX_BATCH:
+                c.delete(*batch)
+                batch = []
+        if batch:
+            c.delete(*batch)
+
+    async def clear(self) -> None:
+        self._check_writable()
+        self._delete_prefix(self._prefix(""))
+
+    # -- listing ---------------------------------------------------------------------------
+
+    async def list(self) -> AsyncIterator[str]:
+        for key in self.client.keys(self._prefix("")):
+            yield self._strip(key)
+
+    async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        for key in self.client.keys(self._prefix(prefix)):
+            yield self._strip(key)
+
+    async def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        prefix = prefix.rstrip("/")
+        full = self._prefix(prefix + "/" if prefix else "")
+        n = len(full)
+        for e in self.client.list(full, delimiter="/"):
+            name = e.key[n:]
+            yield name[:-1] if e.is_dir else name

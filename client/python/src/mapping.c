@@ -1,0 +1,498 @@
+/* mapping.c: _gpukv.Mapping, a zero-copy mapping, and the views it hands out: the CUDA array
+ * interface, DLPack and (host memory) the buffer protocol. */
+#include "module.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dlpack.h"
+
+static void open_link(MappingObject *self)
+{
+    ClientObject *c = self->client;
+    self->prev = NULL;
+    self->next = c->open;
+    if (c->open)
+        c->open->prev = self;
+    c->open = self;
+}
+
+static void open_unlink(MappingObject *self)
+{
+    if (self->prev)
+        self->prev->next = self->next;
+    else if (self->client->open == self)
+        self->client->open = self->next;
+    if (self->next)
+        self->next->prev = self->prev;
+    self->prev = self->next = NULL;
+}
+
+PyObject *mapping_new(ClientObject *client, gkv_mapping_t *m, PyObject *key, bool writable)
+{
+    MappingObject *self = (MappingObject *)MappingType.tp_alloc(&MappingType, 0);
+    if (!self)
+        return NULL;
+    self->meta = m->meta ? PyBytes_FromStringAndSize(m->meta, (Py_ssize_t)m->meta_len)
+                         : Py_NewRef(Py_None);
+    if (!self->meta) {
+        Py_TYPE(self)->tp_free((PyObject *)self);
+        return NULL;
+    }
+    self->client = (ClientObject *)Py_NewRef(client);
+    self->key = Py_NewRef(key);
+    self->m = m;
+    self->writable = writable;
+    open_link(self);
+    return (PyObject *)self;
+}
+
+/* Takes the C mapping out of the object (it is ended by the caller). */
+static gkv_mapping_t *take(MappingObject *self)
+{
+    gkv_mapping_t *m = self->m;
+    self->m = NULL;
+    open_unlink(self);
+    return m;
+}
+
+void mapping_end_entered(MappingObject *self)
+{
+    if (!self->m)
+        return;
+    gkv_client_t *c = self->client->c;
+    bool abort = self->writable;
+    gkv_mapping_t *m = take(self);
+    Py_BEGIN_ALLOW_THREADS
+    (void)(abort ? gkv_abort(c, m) : gkv_unmap(c, m));
+    Py_END_ALLOW_THREADS
+}
+
+static void mapping_dealloc(MappingObject *self)
+{
+    ClientObject *c = self->client;
+    if (self->m) {
+        gkv_mapping_t *m = take(self);
+        /* In a forked child the connection is the parent's: the child leaves it alone. */
+        if (c->c && c->pid == getpid())
+            client_defer_end(c, m, self->writable ? END_ABORT : END_UNMAP);
+    }
+    bool viewed = self->viewed;
+    Py_XDECREF(self->key);
+    Py_XDECREF(self->meta);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+    if (viewed)
+        client_viewed_gone(c);
+    Py_DECREF(c);
+}
+
+/* 0 when the mapping can be used, else -1 with ValueError set. */
+static int check_open(MappingObject *self)
+{
+    if (!self->state)
+        return 0;
+    PyErr_Format(PyExc_ValueError, "the mapping was %s", self->state);
+    return -1;
+}
+
+static void mark_viewed(MappingObject *self)
+{
+    if (!self->viewed) {
+        self->viewed = true;
+        self->client->viewed_alive++;
+    }
+}
+
+static PyObject *mapping_unmap(MappingObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (self->writable) {
+        PyErr_SetString(PyExc_ValueError, "a created mapping ends with seal() or abort()");
+        return NULL;
+    }
+    if (self->state)
+        Py_RETURN_NONE;
+    self->state = "unmapped";
+    /* Views show this memory: the lease ends once they (and this object) are gone. */
+    if (self->viewed || !self->m)
+        Py_RETURN_NONE;
+    ClientObject *c = self->client;
+    if (client_enter(c) < 0)
+        return NULL;
+    gkv_mapping_t *m = take(self);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = gkv_unmap(c->c, m);
+    Py_END_ALLOW_THREADS
+    client_leave(c);
+    if (rc < 0)
+        return raise_client(c, rc);
+    Py_RETURN_NONE;
+}
+
+/* A CUDA stream argument as a handle: an int (cudaStream_t), or an object with cuda_stream
+ * (PyTorch), ptr (CuPy) or handle. */
+static int stream_handle(PyObject *stream, uintptr_t *out)
+{
+    PyObject *h = NULL;
+    if (PyLong_Check(stream)) {
+        h = Py_NewRef(stream);
+    } else {
+        const char *attrs[] = {"cuda_stream", "ptr", "handle"};
+        for (size_t i = 0; i < 3 && !h; i++) {
+            h = PyObject_GetAttrString(stream, attrs[i]);
+            if (!h)
+                PyErr_Clear();
+        }
+        if (!h || !PyLong_Check(h)) {
+            Py_XDECREF(h);
+            PyErr_Format(PyExc_TypeError,
+                         "stream must be an int (cudaStream_t) or a stream object, not %.100s",
+                         Py_TYPE(stream)->tp_name);
+            return -1;
+        }
+    }
+    unsigned long long v = PyLong_AsUnsignedLongLong(h);
+    Py_DECREF(h);
+    if (v == (unsigned long long)-1 && PyErr_Occurred())
+        return -1;
+    *out = (uintptr_t)v;
+    return 0;
+}
+
+static PyObject *mapping_seal(MappingObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"stream", NULL};
+    PyObject *stream = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$O:seal", names, &stream))
+        return NULL;
+    if (!self->writable) {
+        PyErr_SetString(PyExc_ValueError, "only a created mapping is sealed (this one is read)");
+        return NULL;
+    }
+    if (check_open(self) < 0)
+        return NULL;
+    ClientObject *c = self->client;
+    if (!self->m)
+        return raise_code(GKV_ECLOSED, "the client is closed");
+    /* The writes must be finished before the value becomes visible. */
+    if (self->m->on_device) {
+        bool none = PyLong_Check(stream) && PyLong_AsLong(stream) == -1;
+        if (PyErr_Occurred())
+            return NULL;
+        if (stream == Py_None) {
+            if (cuda_sync_device(self->m->device) < 0)
+                return NULL;
+        } else if (!none) {
+            uintptr_t h;
+            if (stream_handle(stream, &h) < 0 || cuda_sync_stream(h) < 0)
+                return NULL;
+        }
+    }
+    if (client_enter(c) < 0)
+        return NULL;
+    gkv_mapping_t *m = take(self);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = gkv_seal(c->c, m);
+    Py_END_ALLOW_THREADS
+    client_leave(c);
+    self->state = rc == 0 ? "sealed" : "discarded (its seal failed)";
+    if (rc < 0)
+        return raise_client(c, rc);
+    Py_RETURN_NONE;
+}
+
+static PyObject *mapping_abort(MappingObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (!self->writable) {
+        PyErr_SetString(PyExc_ValueError, "only a created mapping is aborted (this one is read)");
+        return NULL;
+    }
+    if (self->state && strcmp(self->state, "aborted") == 0)
+        Py_RETURN_NONE;
+    if (check_open(self) < 0)
+        return NULL;
+    self->state = "aborted";
+    ClientObject *c = self->client;
+    if (!self->m)
+        Py_RETURN_NONE;
+    if (client_enter(c) < 0)
+        return NULL;
+    gkv_mapping_t *m = take(self);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = gkv_abort(c->c, m);
+    Py_END_ALLOW_THREADS
+    client_leave(c);
+    if (rc < 0)
+        return raise_client(c, rc);
+    Py_RETURN_NONE;
+}
+
+static PyObject *mapping_enter(MappingObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (check_open(self) < 0)
+        return NULL;
+    return Py_NewRef(self);
+}
+
+static PyObject *mapping_exit(MappingObject *self, PyObject *args)
+{
+    PyObject *type = Py_None, *value = Py_None, *tb = Py_None;
+    if (!PyArg_UnpackTuple(args, "__exit__", 0, 3, &type, &value, &tb))
+        return NULL;
+    if (self->state)
+        Py_RETURN_FALSE; /* ended inside the block already */
+    PyObject *r;
+    if (!self->writable) {
+        r = mapping_unmap(self, NULL);
+    } else if (type == Py_None) {
+        PyObject *none = PyTuple_New(0);
+        r = none ? mapping_seal(self, none, NULL) : NULL;
+        Py_XDECREF(none);
+    } else {
+        /* An exception is on its way out: discard the value, without masking it. */
+        r = mapping_abort(self, NULL);
+        if (!r) {
+            PyErr_Clear();
+            r = Py_NewRef(Py_None);
+        }
+    }
+    if (!r)
+        return NULL;
+    Py_DECREF(r);
+    Py_RETURN_FALSE;
+}
+
+/* Getters: each raises ValueError once the mapping has ended. */
+#define GETTER(name, expr)                                                                         \
+    static PyObject *get_##name(MappingObject *self, void *closure)                                \
+    {                                                                                              \
+        (void)closure;                                                                             \
+        if (check_open(self) < 0)                                                                  \
+            return NULL;                                                                           \
+        if (!self->m)                                                                              \
+            return raise_code(GKV_ECLOSED, "the client is closed");                                \
+        const gkv_mapping_t *m = self->m;                                                          \
+        return expr;                                                                               \
+    }
+GETTER(ptr, PyLong_FromVoidPtr(m->ptr))
+GETTER(nbytes, PyLong_FromUnsignedLongLong(m->length))
+GETTER(offset, PyLong_FromUnsignedLongLong(m->offset))
+GETTER(size, PyLong_FromUnsignedLongLong(m->value_size))
+GETTER(device, PyLong_FromLong(m->device))
+GETTER(on_device, PyBool_FromLong(m->on_device))
+GETTER(gpu_uuid, PyUnicode_FromString(m->gpu_uuid ? m->gpu_uuid : ""))
+GETTER(lease, PyLong_FromUnsignedLongLong(m->lease))
+
+static PyObject *get_meta(MappingObject *self, void *closure)
+{
+    (void)closure;
+    if (check_open(self) < 0)
+        return NULL;
+    return Py_NewRef(self->meta);
+}
+
+static PyObject *get_key(MappingObject *self, void *closure)
+{
+    (void)closure;
+    return Py_NewRef(self->key);
+}
+
+static PyObject *get_writable(MappingObject *self, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(self->writable);
+}
+
+static PyObject *get_closed(MappingObject *self, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(self->state != NULL);
+}
+
+/* __cuda_array_interface__ (version 3): only on device memory, so that hasattr() tells. */
+static PyObject *get_cai(MappingObject *self, void *closure)
+{
+    (void)closure;
+    if (check_open(self) < 0)
+        return NULL;
+    if (!self->m)
+        return raise_code(GKV_ECLOSED, "the client is closed");
+    if (!self->m->on_device) {
+        PyErr_SetString(PyExc_AttributeError,
+                        "host memory has no __cuda_array_interface__: use the buffer protocol");
+        return NULL;
+    }
+    mark_viewed(self);
+    const gkv_mapping_t *m = self->m;
+    return Py_BuildValue("{s:(K),s:s,s:(NO),s:i,s:O}", "shape", (unsigned long long)m->length,
+                         "typestr", "|u1", "data", PyLong_FromVoidPtr(m->ptr),
+                         self->writable ? Py_False : Py_True, "version", 3, "strides", Py_None);
+}
+
+static PyObject *mapping_dlpack_device(MappingObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (check_open(self) < 0)
+        return NULL;
+    if (!self->m)
+        return raise_code(GKV_ECLOSED, "the client is closed");
+    return self->m->on_device ? Py_BuildValue("(ii)", kDLCUDA, self->m->device)
+                              : Py_BuildValue("(ii)", kDLCPU, 0);
+}
+
+static PyObject *mapping_dlpack(MappingObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"stream", "max_version", "dl_device", "copy", NULL};
+    PyObject *stream = Py_None, *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOO:__dlpack__", names, &stream, &max_version,
+                                     &dl_device, &copy))
+        return NULL;
+    if (check_open(self) < 0)
+        return NULL;
+    if (!self->m)
+        return raise_code(GKV_ECLOSED, "the client is closed");
+    const gkv_mapping_t *m = self->m;
+    if (copy == Py_True) {
+        PyErr_SetString(PyExc_BufferError, "a gpukv mapping is exported in place, never copied");
+        return NULL;
+    }
+    if (dl_device != Py_None) {
+        PyObject *mine = mapping_dlpack_device(self, NULL);
+        int same = mine ? PyObject_RichCompareBool(mine, dl_device, Py_EQ) : -1;
+        Py_XDECREF(mine);
+        if (same < 0)
+            return NULL;
+        if (!same) {
+            PyErr_SetString(PyExc_BufferError, "the mapping lives on another device");
+            return NULL;
+        }
+    }
+    /* The bytes are complete when MAP answers (a read mapping) or unspecified until written (a
+     * created one): there is no pending work to order on the consumer's stream. */
+    (void)stream;
+    bool versioned = false;
+    if (max_version != Py_None) {
+        if (!PyTuple_Check(max_version) || PyTuple_GET_SIZE(max_version) < 1) {
+            PyErr_SetString(PyExc_TypeError, "max_version must be a (major, minor) tuple");
+            return NULL;
+        }
+        long major = PyLong_AsLong(PyTuple_GET_ITEM(max_version, 0));
+        if (major == -1 && PyErr_Occurred())
+            return NULL;
+        versioned = major >= 1;
+    }
+    PyObject *cap = dlpack_capsule(self, m->ptr, m->length, versioned, !self->writable);
+    if (cap)
+        mark_viewed(self);
+    return cap;
+}
+
+static int mapping_getbuffer(MappingObject *self, Py_buffer *view, int flags)
+{
+    static char empty[1];
+    if (self->state || !self->m) {
+        PyErr_Format(PyExc_BufferError, "the mapping was %s",
+                     self->state ? self->state : "closed with its client");
+        return -1;
+    }
+    if (self->m->on_device) {
+        PyErr_SetString(PyExc_BufferError, "device memory: use __cuda_array_interface__ or "
+                                           "DLPack (cupy.asarray, torch.from_dlpack)");
+        return -1;
+    }
+    void *p = self->m->length ? self->m->ptr : empty;
+    if (PyBuffer_FillInfo(view, (PyObject *)self, p, (Py_ssize_t)self->m->length,
+                          !self->writable, flags) < 0)
+        return -1;
+    mark_viewed(self);
+    return 0;
+}
+
+static PyBufferProcs mapping_as_buffer = {(getbufferproc)mapping_getbuffer, NULL};
+
+static Py_ssize_t mapping_len(MappingObject *self)
+{
+    if (check_open(self) < 0)
+        return -1;
+    if (!self->m) {
+        raise_code(GKV_ECLOSED, "the client is closed");
+        return -1;
+    }
+    return (Py_ssize_t)self->m->length;
+}
+
+static PySequenceMethods mapping_as_sequence = {.sq_length = (lenfunc)mapping_len};
+
+static PyObject *mapping_repr(MappingObject *self)
+{
+    if (self->state || !self->m)
+        return PyUnicode_FromFormat("<gpukv.Mapping %R %s>", self->key,
+                                    self->state ? self->state : "closed");
+    const gkv_mapping_t *m = self->m;
+    char where[32];
+    if (m->on_device)
+        snprintf(where, sizeof(where), "cuda:%d", m->device);
+    else
+        snprintf(where, sizeof(where), "host");
+    return PyUnicode_FromFormat("<gpukv.Mapping %R %llu bytes at %llu of %llu on %s, %s, lease %llu>",
+                                self->key, (unsigned long long)m->length,
+                                (unsigned long long)m->offset, (unsigned long long)m->value_size,
+                                where, self->writable ? "writable" : "read-only",
+                                (unsigned long long)m->lease);
+}
+
+static PyMethodDef mapping_methods[] = {
+    {"unmap", (PyCFunction)mapping_unmap, METH_NOARGS,
+     "Ends a read mapping. The caller's GPU work reading it must be finished. If a view was "
+     "handed out (CUDA array interface, DLPack, buffer), the lease ends once the views and "
+     "this object are gone. Idempotent."},
+    {"seal", (PyCFunction)(void (*)(void))mapping_seal, METH_VARARGS | METH_KEYWORDS,
+     "seal(*, stream=None): publishes a created value atomically. The writes must be finished: "
+     "stream=None waits for the whole device, a stream (int handle, torch or CuPy stream) for "
+     "that stream, -1 for nothing (the caller synchronised)."},
+    {"abort", (PyCFunction)mapping_abort, METH_NOARGS, "Discards a created value."},
+    {"__enter__", (PyCFunction)mapping_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)mapping_exit, METH_VARARGS,
+     "Unmaps a read mapping; seals a created one, or aborts it when an exception leaves the "
+     "block."},
+    {"__dlpack__", (PyCFunction)(void (*)(void))mapping_dlpack, METH_VARARGS | METH_KEYWORDS,
+     "A DLPack capsule: a 1-D uint8 tensor over the mapped bytes (read-only for a read mapping "
+     "when the consumer takes versioned capsules)."},
+    {"__dlpack_device__", (PyCFunction)mapping_dlpack_device, METH_NOARGS,
+     "(2, device) for CUDA memory, (1, 0) for host memory."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef mapping_getset[] = {
+    {"ptr", (getter)get_ptr, NULL, "Address of the first mapped byte (device or host).", NULL},
+    {"nbytes", (getter)get_nbytes, NULL, "Bytes mapped.", NULL},
+    {"offset", (getter)get_offset, NULL, "Where the mapped bytes start within the value.", NULL},
+    {"size", (getter)get_size, NULL, "The whole value's size.", NULL},
+    {"device", (getter)get_device, NULL, "This process's CUDA ordinal, -1 for host memory.", NULL},
+    {"on_device", (getter)get_on_device, NULL, "True for CUDA device memory.", NULL},
+    {"gpu_uuid", (getter)get_gpu_uuid, NULL, "The GPU's UUID, '' on the host backend.", NULL},
+    {"lease", (getter)get_lease, NULL, "The server's lease id.", NULL},
+    {"meta", (getter)get_meta, NULL, "The value's metadata (bytes) or None.", NULL},
+    {"key", (getter)get_key, NULL, "The key (bytes).", NULL},
+    {"writable", (getter)get_writable, NULL, "True for a created mapping.", NULL},
+    {"closed", (getter)get_closed, NULL, "True once unmapped, sealed or aborted.", NULL},
+    {"__cuda_array_interface__", (getter)get_cai, NULL,
+     "CUDA array interface v3 (device memory only): a 1-D uint8 array.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject MappingType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "gpukv.Mapping",
+    .tp_basicsize = sizeof(MappingObject),
+    .tp_dealloc = (destructor)mapping_dealloc,
+    .tp_repr = (reprfunc)mapping_repr,
+    .tp_as_sequence = &mapping_as_sequence,
+    .tp_as_buffer = &mapping_as_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A value mapped in place (Client.map, Client.create); a context manager.",
+    .tp_methods = mapping_methods,
+    .tp_getset = mapping_getset,
+};

@@ -1,0 +1,399 @@
+"""gpukv.Client against a real gpukvd: every command, bad input, and a daemon that dies or
+stops answering."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import gpukv
+from gpukv import _gpukv
+
+
+def test_hello_and_ping(client, daemon):
+    assert client.ping() is True
+    info = client.server_info
+    assert info["protocol"] == 1
+    assert info["backend"] in ("host", "cuda")
+    assert info["max_meta"] == 4096
+    assert client.url == daemon.url
+    assert not client.closed
+    assert daemon.url in repr(client)
+
+
+def test_set_and_get_every_bytes_like_value(client):
+    values = {
+        "b": b"bytes",
+        "ba": bytearray(b"bytearray"),
+        "mv": memoryview(b"xmemoryviewx")[1:-1],
+        "np": np.arange(16, dtype=np.uint32),
+        "s": "str as utf-8: \u00e9",
+        "empty": b"",
+    }
+    for k, v in values.items():
+        client.set(k, v)
+    assert client.get("b") == b"bytes"
+    assert client.get("ba") == b"bytearray"
+    assert client.get("mv") == b"memoryview"
+    assert client.get("np") == np.arange(16, dtype=np.uint32).tobytes()
+    assert client.get("s") == "str as utf-8: \u00e9".encode()
+    assert client.get("empty") == b""
+    assert client.get(b"b") == b"bytes"  # bytes keys name the same key
+    big = os.urandom(3 << 20)
+    client.set("big", big)
+    assert client.get("big") == big
+
+
+def test_ranges(client):
+    client.set("r", b"abcdefghij")
+    assert client.get("r", offset=2, length=3) == b"cde"
+    assert client.get("r", offset=7) == b"hij"
+    assert client.get("r", suffix=4) == b"ghij"
+    assert client.get("r", suffix=40) == b"abcdefghij"
+    assert client.get("r", offset=8, length=100) == b"ij"
+    assert client.get("r", offset=10) == b""
+    # Asking for no bytes gets none, and still checks the key and the offset.
+    assert client.get("r", suffix=0) == b""
+    assert client.get("r", offset=3, length=0) == b""
+    with pytest.raises(gpukv.NotFound):
+        client.get("missing", suffix=0)
+    with pytest.raises(gpukv.RangeError):
+        client.get("r", offset=11, length=0)
+    with pytest.raises(gpukv.RangeError):
+        client.get("r", offset=11)
+    v = client.get_value("r", suffix=0)
+    assert (v.data, v.size, v.offset) == (b"", 10, 10)
+    with pytest.raises(ValueError):
+        client.get("r", offset=1, suffix=2)
+    with pytest.raises(ValueError):
+        client.get("r", offset=-1)
+    with pytest.raises(TypeError):
+        client.get("r", length="3")
+
+
+def test_get_value_metadata_and_get_into(client):
+    client.set("m", b"0123456789", meta=b"dtype=u1;shape=10")
+    v = client.get_value("m", offset=4, length=2)
+    assert v == (b"45", b"dtype=u1;shape=10", 10, 4)
+    assert (v.data, v.meta, v.size, v.offset) == (b"45", b"dtype=u1;shape=10", 10, 4)
+    client.set("nometa", b"x", meta="")
+    assert client.get_value("nometa").meta is None
+    buf = bytearray(16)
+    assert client.get_into("m", buf) == 10
+    assert bytes(buf[:10]) == b"0123456789"
+    arr = np.zeros(4, dtype=np.uint8)
+    assert client.get_into("m", arr, suffix=4) == 4
+    assert arr.tobytes() == b"6789"
+    with pytest.raises(gpukv.NoSpace) as e:
+        client.get_into("m", bytearray(4))
+    assert "10 bytes" in str(e.value)
+    with pytest.raises(TypeError):
+        client.get_into("m", b"read-only bytes")
+    assert client.ping()  # the connection is still in step
+
+
+def test_nx_xx_and_limits(client):
+    client.set("k", b"1")
+    with pytest.raises(gpukv.Exists) as e:
+        client.set("k", b"2", nx=True)
+    assert e.value.code == -3 and e.value.name == "EXISTS"
+    with pytest.raises(gpukv.NotFound):
+        client.set("new", b"2", xx=True)
+    client.set("new", b"3", nx=True)
+    client.set("new", b"4", xx=True)
+    assert client.get("new") == b"4"
+    with pytest.raises(ValueError):
+        client.set("k", b"x", nx=True, xx=True)
+    with pytest.raises(gpukv.TooBig):
+        client.set("k", b"x", meta=b"m" * 4097)
+    with pytest.raises(gpukv.TooBig):
+        client.set("k" * 5000, b"x")
+    assert client.get("k") == b"1"
+
+
+def test_bad_arguments_raise_before_any_request(client):
+    before = client.info("stats")["total_commands_processed"]
+    with pytest.raises(ValueError):
+        client.set("", b"x")
+    with pytest.raises(TypeError):
+        client.set(42, b"x")
+    with pytest.raises(TypeError):
+        client.set("k", 42)
+    with pytest.raises(TypeError):
+        client.set("k", object())
+    with pytest.raises(ValueError):
+        client.set("k", np.arange(10)[::2])  # not contiguous
+    with pytest.raises(TypeError):
+        client.get(None)
+    with pytest.raises(TypeError):
+        client.set_from_device("k", b"host bytes")
+    with pytest.raises(TypeError):
+        client.create("k", "12")
+    with pytest.raises(ValueError):
+        client.create("k", -1)
+    with pytest.raises(ValueError):
+        client.mget(["a"], [slice(0, 1, 2)])
+    with pytest.raises(ValueError):
+        list(client.list(delimiter="//"))
+    after = client.info("stats")["total_commands_processed"]
+    assert after == before + 1  # only the INFO itself
+
+
+def test_mget(client):
+    client.set("a", b"0123456789")
+    client.set("b", b"xyz")
+    got = client.mget(["a", "missing", "b"])
+    assert got == [b"0123456789", None, b"xyz"]
+    got = client.mget(["a", "a", "a", "a", "b"],
+                      [slice(2, 5), slice(-3, None), (None, None, 0), slice(4, 4), None])
+    assert got == [b"234", b"789", b"", b"", b"xyz"]
+    assert client.mget([]) == []
+    with pytest.raises(gpukv.RangeError):
+        client.mget(["b"], [slice(9, None)])
+    keys = [f"many/{i}" for i in range(5000)]
+    for k in keys[:10]:
+        client.set(k, k)
+    got = client.mget(keys)  # two requests
+    assert len(got) == 5000
+    assert got[:10] == [k.encode() for k in keys[:10]]
+    assert got[10:] == [None] * 4990
+
+
+def test_exists_delete_sizes(client):
+    for i in range(5):
+        client.set(f"d/{i}", b"x" * i)
+    assert client.exists("d/0", "d/1", "nope") == 2
+    assert client.exists("d/0", "d/0") == 2
+    assert client.getsize("d/4") == 4
+    assert client.getsize_prefix("d/") == 10
+    assert client.count_prefix("d/") == 5
+    assert client.getsize_prefix("") == 10
+    with pytest.raises(gpukv.NotFound):
+        client.getsize("nope")
+    assert client.delete("d/0", "nope") == 1
+    assert client.delete() == 0
+    many = [f"x/{i}" for i in range(4200)]
+    for k in many[:3]:
+        client.set(k, b"v")
+    assert client.exists(*many) == 3
+    assert client.delete(*many) == 3
+    client.flush()
+    assert client.count_prefix("") == 0
+
+
+def test_list(client):
+    for k in ["a/1", "a/2", "a/b/3", "a/b/4", "a/c/5", "b/6"]:
+        client.set(k, k)
+    entries = list(client.list("a/", page=2))
+    assert [e.key for e in entries] == ["a/1", "a/2", "a/b/3", "a/b/4", "a/c/5"]
+    assert entries[0] == gpukv.ListEntry("a/1", 3, False)
+    folded = list(client.list("a/", delimiter="/"))
+    assert [(e.key, e.is_dir) for e in folded] == [
+        ("a/1", False), ("a/2", False), ("a/b/", True), ("a/c/", True)]
+    assert list(client.keys("b")) == ["b/6"]
+    assert list(client.keys("zzz")) == []
+    # Keys that are not UTF-8 come back as str that names the same bytes again.
+    client.set(b"raw/\xff\xfe", b"v")
+    (k,) = list(client.keys("raw/"))
+    assert client.get(k) == b"v"
+    # Other calls may come between two steps of a listing.
+    it = client.list("a/", page=1)
+    assert next(it).key == "a/1"
+    client.set("a/0", b"late")
+    assert [e.key for e in it] == ["a/2", "a/b/3", "a/b/4", "a/c/5"]
+
+
+def test_info(client):
+    info = client.info()
+    assert info["backend"] in ("host", "cuda")
+    assert isinstance(info["connected_clients"], int)
+    mem = client.info("memory")
+    assert "used_bytes" in mem and "connected_clients" not in mem
+    assert client.info("nosuchsection") == {}
+
+
+def test_errors_cover_every_code():
+    seen = set()
+    for code, name, text in _gpukv.ERRORS:
+        cls = gpukv._errors.CLASSES[code]
+        assert cls.code == code
+        e = cls(text)
+        assert e.name == name and str(e) == text
+        assert issubclass(cls, gpukv.Error)
+        seen.add(code)
+    assert seen == set(gpukv._errors.CLASSES)
+    assert issubclass(gpukv.NotFound, KeyError)
+    assert issubclass(gpukv.ConnectionError, ConnectionError)
+    assert issubclass(gpukv.TimeoutError, TimeoutError)
+    assert issubclass(gpukv.InvalidArgument, ValueError)
+
+
+def test_closed_client_raises(daemon):
+    c = gpukv.Client(daemon.url)
+    c.close()
+    c.close()  # idempotent
+    assert c.closed
+    with pytest.raises(gpukv.ConnectionClosed):
+        c.ping()
+    with pytest.raises(gpukv.ConnectionClosed):
+        c.get("k")
+    with pytest.raises(gpukv.ConnectionClosed):
+        c.server_info
+    with gpukv.Client(daemon.url) as c2:
+        pass
+    assert c2.closed
+    with pytest.raises(TypeError):
+        pickle.dumps(gpukv.Client(daemon.url))
+
+
+def test_connect_errors():
+    t0 = time.monotonic()
+    with pytest.raises(gpukv.ConnectionError) as e:
+        gpukv.Client("unix:/nonexistent/gpukv.sock")
+    assert "unix:/nonexistent/gpukv.sock" in str(e.value)
+    with pytest.raises(gpukv.InvalidArgument):
+        gpukv.Client("http://example")
+    with pytest.raises(TypeError):
+        gpukv.Client(7)
+    with pytest.raises(ValueError):
+        gpukv.Client(timeout=-1)
+    assert time.monotonic() - t0 < 1
+
+
+def test_dead_daemon_raises_at_once(fresh_daemon):
+    d = fresh_daemon()
+    c = gpukv.Client(d.url)
+    c.set("k", b"v")
+    os.kill(d.pid, signal.SIGKILL)
+    d.proc.wait()
+    t0 = time.monotonic()
+    with pytest.raises(gpukv.ConnectionError):
+        c.get("k")
+    with pytest.raises(gpukv.ConnectionClosed):
+        c.ping()
+    assert time.monotonic() - t0 < 1
+    c.close()
+
+
+def test_stopped_daemon_times_out_and_the_gil_is_free_meanwhile(fresh_daemon):
+    d = fresh_daemon()
+    c = gpukv.Client(d.url, timeout=0.5)
+    c.set("k", b"v")
+    os.kill(d.pid, signal.SIGSTOP)
+    ticks = 0
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            c.get("k")
+        except BaseException as e:  # noqa: BLE001 - the test checks which
+            errors.append(e)
+        done.set()
+
+    t0 = time.monotonic()
+    th = threading.Thread(target=call)
+    th.start()
+    while not done.is_set():
+        ticks += 1  # this thread runs while the other waits for the server
+        time.sleep(0.001)
+    th.join()
+    elapsed = time.monotonic() - t0
+    assert isinstance(errors[0], gpukv.TimeoutError), errors
+    assert 0.4 < elapsed < 2
+    assert ticks > 50
+    with pytest.raises(gpukv.ConnectionClosed):
+        c.ping()
+    os.kill(d.pid, signal.SIGCONT)
+    c.close()
+
+
+def test_one_client_shared_by_threads(client):
+    errors: list[BaseException] = []
+
+    def work(t: int) -> None:
+        try:
+            for i in range(200):
+                k = f"t{t}/{i}"
+                client.set(k, k * 3)
+                assert client.get(k) == (k * 3).encode()
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    assert client.count_prefix("t") == 1600
+
+
+def test_a_forked_child_must_connect_again(client):
+    client.set("k", b"v")
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            client.get("k")
+        except gpukv.NotSupported:
+            code = 0
+        except BaseException:  # noqa: BLE001
+            code = 2
+        os.write(w, bytes([code]))
+        os._exit(0)
+    os.close(w)
+    got = os.read(r, 1)
+    os.waitpid(pid, 0)
+    assert got == b"\x00"
+    assert client.get("k") == b"v"  # the parent's connection is untouched
+
+
+def test_pool_threads_and_asyncio(daemon):
+    import asyncio
+
+    with gpukv.ClientPool(daemon.url, size=3) as pool:
+        errors: list[BaseException] = []
+
+        def work(t: int) -> None:
+            try:
+                for i in range(50):
+                    with pool.client() as c:
+                        c.set(f"p/{t}/{i}", b"v")
+            except BaseException as e:  # noqa: BLE001
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert not errors
+        assert pool._count <= 3
+
+        async def main() -> list:
+            sets = [pool.run(lambda c, i=i: c.set(f"a/{i}", str(i))) for i in range(20)]
+            await asyncio.gather(*sets)
+            return await asyncio.gather(*[pool.run(gpukv.Client.get, f"a/{i}") for i in range(20)])
+
+        assert asyncio.run(main()) == [str(i).encode() for i in range(20)]
+        assert pool.call(gpukv.Client.count_prefix, "p/") == 300
+    with pytest.raises(gpukv.ConnectionError):
+        pool.call(gpukv.Client.ping)
+
+
+def test_tcp_has_no_zero_copy(daemon):
+    with gpukv.Client(daemon.tcp_url) as c:
+        assert c.zero_copy == "none"
+        c.set("tcp", b"over tcp")
+        assert c.get("tcp") == b"over tcp"
+        with pytest.raises(gpukv.NotSupported) as e:
+            c.map("tcp")
+        assert "Unix socket" in str(e.value) or "unix" in str(e.value).lower()

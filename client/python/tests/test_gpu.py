@@ -1,0 +1,250 @@
+"""The CUDA paths on the GPU machine (GKV_TEST_BACKEND=cuda): CuPy and PyTorch views of mapped
+values, writes from device arrays, processes sharing values, and zarr with GPU buffers."""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import gpukv
+from conftest import BACKEND, leases, wait_for
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(BACKEND != "cuda", reason="needs the cuda backend (GKV_TEST_BACKEND=cuda)"),
+]
+
+
+@pytest.fixture
+def gc_client(daemon):
+    with gpukv.Client(daemon.url) as c:
+        if c.zero_copy != "cuda-pool-fd":
+            pytest.skip(f"no CUDA zero-copy: {c.server_info['zero_copy_why']}")
+        c.flush()
+        yield c
+
+
+def run_py(code: str, *args: str, env: dict | None = None, timeout: float = 120) -> str:
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args],
+                         capture_output=True, text=True, timeout=timeout,
+                         env={**os.environ, **(env or {})})
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_cupy_and_torch_view_the_value_in_place(gc_client):
+    cp = pytest.importorskip("cupy")
+    torch = pytest.importorskip("torch")
+    data = np.random.default_rng(1).integers(0, 256, 1 << 20, dtype=np.uint8)
+    gc_client.set("v", data, meta="dtype=u1")
+    with gc_client.map("v") as m:
+        assert m.on_device and m.device >= 0 and m.gpu_uuid.startswith("GPU-")
+        assert hasattr(m, "__cuda_array_interface__")
+        assert m.__dlpack_device__() == (2, m.device)
+        a = cp.asarray(m)
+        assert a.data.ptr == m.ptr and a.nbytes == m.nbytes
+        assert int(a.sum()) == int(data.sum())
+        t = torch.as_tensor(m, device="cuda")
+        assert t.data_ptr() == m.ptr
+        d = torch.from_dlpack(m)
+        assert d.data_ptr() == m.ptr and d.device.type == "cuda"
+        assert int(d.sum()) == int(data.sum())
+        assert cp.from_dlpack(m).data.ptr == m.ptr
+        with pytest.raises(BufferError):
+            memoryview(m)
+        del a, t, d
+    with gc_client.map("v", offset=1000, length=24) as m:
+        assert cp.asnumpy(cp.asarray(m)).tobytes() == data[1000:1024].tobytes()
+
+
+def test_create_and_seal_from_torch_and_cupy(gc_client):
+    torch = pytest.importorskip("torch")
+    cp = pytest.importorskip("cupy")
+    src = torch.arange(4096, dtype=torch.float32, device="cuda")
+    with gc_client.create("t", src.numel() * 4, meta="dtype=f4") as w:
+        assert w.writable
+        torch.from_dlpack(w).copy_(src.view(torch.uint8))
+    # seal() waited for the device before publishing.
+    assert gc_client.get("t") == src.cpu().numpy().tobytes()
+    assert gc_client.get_value("t").meta == b"dtype=f4"
+    w = gc_client.create("c", 1024)
+    cp.asarray(w)[:] = 7
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        cp.asarray(w)[:512] = 9
+    w.seal(stream=stream)  # waits for that stream only
+    assert gc_client.get("c") == b"\x09" * 512 + b"\x07" * 512
+    with pytest.raises(RuntimeError):
+        with gc_client.create("gone", 64) as w:
+            raise RuntimeError("producer failed")
+    assert gc_client.exists("gone") == 0
+    # Rewrites of a key reuse its spare: every version reads back right.
+    for i in range(10):
+        with gc_client.create("rw", 1 << 16) as w:
+            cp.asarray(w)[:] = i
+        assert gc_client.get("rw", suffix=4) == bytes([i]) * 4
+
+
+def test_device_arrays_in_and_out(gc_client):
+    cp = pytest.importorskip("cupy")
+    torch = pytest.importorskip("torch")
+    x = cp.random.random(1000).astype(cp.float32)
+    gc_client.set("x", x)
+    assert gc_client.get("x") == x.get().tobytes()
+    t = torch.randn(77, 3, device="cuda")
+    gc_client.set_from_device("t", t, meta=b"f4[77,3]")
+    assert gc_client.get("t") == t.cpu().numpy().tobytes()
+    out = cp.zeros(4000, dtype=cp.uint8)
+    assert gc_client.get_to_device("x", out) == 4000
+    assert out.get().tobytes() == x.get().tobytes()
+    part = torch.zeros(100, dtype=torch.uint8, device="cuda")
+    assert gc_client.get_to_device("x", part, offset=10, length=100) == 100
+    assert part.cpu().numpy().tobytes() == x.get().tobytes()[10:110]
+    assert gc_client.get_to_device("x", part, length=0) == 0
+    with pytest.raises(gpukv.NoSpace):
+        gc_client.get_to_device("x", cp.zeros(10, dtype=cp.uint8))
+    with pytest.raises(ValueError):
+        gc_client.set("bad", x[::2])  # not contiguous
+    with pytest.raises(gpukv.NotFound):
+        gc_client.get_to_device("nope", out)
+    big = cp.arange(64 << 20, dtype=cp.uint8)
+    gc_client.set("big", big)
+    back = cp.empty_like(big)
+    gc_client.get_to_device("big", back)
+    assert bool((back == big).all())
+
+
+def test_views_outlive_unmap(gc_client, daemon):
+    cp = pytest.importorskip("cupy")
+    gc_client.set("v", b"\x05" * 4096)
+    base = leases(daemon.url)
+    m = gc_client.map("v")
+    a = cp.asarray(m)
+    m.unmap()
+    with pytest.raises(ValueError):
+        m.ptr
+    gc_client.set("v", b"\x06" * 4096)  # overwrite: the view keeps the old value
+    gc_client.delete("v")
+    assert int(a.sum()) == 5 * 4096
+    assert leases(daemon.url) >= base + 1
+    del a, m
+    gc.collect()
+    gc_client.ping()
+    assert wait_for(lambda: leases(daemon.url) == base)
+
+
+def test_a_torch_writer_and_eight_cupy_readers_in_other_processes(gc_client, daemon):
+    pytest.importorskip("cupy")
+    pytest.importorskip("torch")
+    writer = """
+        import sys, torch, gpukv
+        c = gpukv.Client(sys.argv[1])
+        g = torch.Generator(device="cuda").manual_seed(7)
+        for i in range(16):
+            t = torch.randint(0, 256, (1 << 20,), dtype=torch.uint8, device="cuda", generator=g)
+            with c.create(f"shared/{i}", t.numel()) as w:
+                torch.from_dlpack(w).copy_(t)
+            print(int(t.sum()))
+    """
+    sums = [int(s) for s in run_py(writer, daemon.url).split()]
+    assert len(sums) == 16
+    reader = """
+        import sys, cupy, gpukv
+        c = gpukv.Client(sys.argv[1])
+        out = []
+        for i in range(16):
+            with c.map(f"shared/{i}") as m:
+                a = cupy.asarray(m)
+                assert a.data.ptr == m.ptr
+                out.append(int(a.sum()))
+                del a
+        print(" ".join(map(str, out)))
+    """
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(reader), daemon.url],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(8)]
+    for p in procs:
+        out, err = p.communicate(timeout=180)
+        assert p.returncode == 0, err
+        assert [int(s) for s in out.split()] == sums
+
+
+def test_sigkill_of_a_python_process_holding_mappings(gc_client, daemon):
+    pytest.importorskip("cupy")
+    for i in range(1000):
+        gc_client.set(f"k/{i}", b"v" * 256)
+    base = leases(daemon.url)
+    holder = """
+        import sys, cupy, gpukv
+        c = gpukv.Client(sys.argv[1])
+        keep = [cupy.asarray(c.map(f"k/{i}")) for i in range(1000)]
+        print("ready", flush=True)
+        sys.stdin.read()
+    """
+    p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(holder), daemon.url],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    assert leases(daemon.url) >= base + 1000
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    assert wait_for(lambda: leases(daemon.url) == base, timeout=5)
+    assert gc_client.get("k/999") == b"v" * 256
+
+
+def test_a_process_that_cannot_see_the_gpu_gets_a_reason(gc_client, daemon):
+    gc_client.set("v", b"visible")
+    code = """
+        import sys, gpukv
+        c = gpukv.Client(sys.argv[1])
+        assert c.get("v") == b"visible"
+        try:
+            c.map("v")
+        except gpukv.NotSupported as e:
+            print("NotSupported:", e)
+    """
+    out = run_py(code, daemon.url, env={"CUDA_VISIBLE_DEVICES": ""})
+    assert out.startswith("NotSupported:") and "GPU" in out
+
+
+def test_zarr_with_gpu_buffers_across_processes(gc_client, daemon, monkeypatch):
+    cp = pytest.importorskip("cupy")
+    zarr = pytest.importorskip("zarr")
+    from gpukv.zarr import GpukvStore
+
+    writer = """
+        import sys, cupy, zarr
+        from gpukv.zarr import GpukvStore
+        with zarr.config.enable_gpu():
+            z = zarr.create_array(GpukvStore(sys.argv[1], root="gz"), shape=(512, 512),
+                                  chunks=(128, 128), dtype="f4", compressors=None,
+                                  overwrite=True)
+            z[:] = cupy.arange(512 * 512, dtype="f4").reshape(512, 512)
+    """
+    run_py(writer, daemon.url)
+    calls = {"map": 0, "get": 0}
+    orig_map, orig_get = gpukv.Client.map, gpukv.Client.get
+
+    def counting_map(self, *a, **kw):
+        calls["map"] += 1
+        return orig_map(self, *a, **kw)
+
+    def counting_get(self, *a, **kw):
+        calls["get"] += 1
+        return orig_get(self, *a, **kw)
+
+    monkeypatch.setattr(gpukv.Client, "map", counting_map)
+    monkeypatch.setattr(gpukv.Client, "get", counting_get)
+    with zarr.config.enable_gpu():
+        z = zarr.open_array(GpukvStore(daemon.url, root="gz", read_only=True), mode="r")
+        got = z[:]
+    assert isinstance(got, cp.ndarray)
+    assert bool((got == cp.arange(512 * 512, dtype="f4").reshape(512, 512)).all())
+    assert calls["map"] >= 16  # every chunk through MAP and a device copy
+    assert calls["get"] <= 2   # only metadata through host memory

@@ -1,0 +1,213 @@
+"""Zero-copy through gpukv.Mapping on the host backend (the daemon's shared arena): views,
+lifetimes, create/seal/abort, misuse. The same code paths serve CUDA memory on the cuda
+backend (test_gpu.py)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import gpukv
+from conftest import BACKEND, leases, wait_for
+
+pytestmark = pytest.mark.skipif(BACKEND != "host", reason="host-memory views (cuda: test_gpu.py)")
+
+
+def test_map_shows_the_value_in_place(client):
+    client.set("v", b"0123456789", meta="dtype=u1")
+    with client.map("v") as m:
+        assert isinstance(m, gpukv.Mapping)
+        assert (m.nbytes, m.size, m.offset, len(m)) == (10, 10, 0, 10)
+        assert m.on_device is False and m.device == -1 and m.gpu_uuid == ""
+        assert m.meta == b"dtype=u1" and m.key == b"v" and not m.writable
+        assert m.ptr != 0 and m.lease > 0
+        assert bytes(m) == b"0123456789"
+        assert "10 bytes" in repr(m)
+    with client.map("v", offset=2, length=3) as m:
+        assert (bytes(m), m.offset, m.size) == (b"234", 2, 10)
+    with client.map("v", suffix=4) as m:
+        assert (bytes(m), m.offset) == (b"6789", 6)
+    with pytest.raises(ValueError):
+        client.map("v", length=0)
+    with pytest.raises(gpukv.NotFound):
+        client.map("nope")
+    with pytest.raises(gpukv.RangeError):
+        client.map("v", offset=11)
+
+
+def test_views_are_read_only_and_keep_the_memory(client, daemon):
+    client.set("v", b"abcdefgh")
+    base = leases(daemon.url)
+    m = client.map("v")
+    arr = np.asarray(m)
+    assert arr.dtype == np.uint8 and arr.tobytes() == b"abcdefgh"
+    assert not arr.flags.writeable
+    with pytest.raises(ValueError):
+        arr[0] = 1
+    mv = memoryview(m)
+    assert mv.readonly
+    with pytest.raises(TypeError):
+        mv[0] = 1
+    assert not hasattr(m, "__cuda_array_interface__")  # host memory
+    assert m.__dlpack_device__() == (1, 0)
+    dl = np.from_dlpack(m)
+    assert dl.tobytes() == b"abcdefgh"
+    m.unmap()
+    # The object is closed, but the views still show the value: the lease waits for them.
+    with pytest.raises(ValueError):
+        m.ptr
+    with pytest.raises(ValueError):
+        m.__dlpack__()
+    with pytest.raises(BufferError):
+        memoryview(m)
+    client.delete("v")
+    client.set("other", b"XXXXXXXX" * 1000)  # reuse of freed memory must not show through
+    assert arr.tobytes() == b"abcdefgh" and dl.tobytes() == b"abcdefgh"
+    assert bytes(mv) == b"abcdefgh"
+    assert leases(daemon.url) == base + 1
+    del arr, mv, dl, m
+    gc.collect()
+    client.ping()  # the deferred end runs at the client's next call
+    assert leases(daemon.url) == base
+
+
+def test_unmap_without_views_is_immediate_and_idempotent(client, daemon):
+    client.set("v", b"x" * 2_000_000)  # over 1 MiB: not parked by libgpukv
+    base = leases(daemon.url)
+    m = client.map("v")
+    assert leases(daemon.url) == base + 1
+    m.unmap()
+    m.unmap()
+    assert m.closed and "unmapped" in repr(m)
+    assert leases(daemon.url) == base
+    with pytest.raises(ValueError):
+        len(m)
+    with pytest.raises(ValueError):
+        m.seal()
+    with pytest.raises(ValueError):
+        m.__enter__()
+
+
+def test_a_forgotten_mapping_ends_with_its_object(client, daemon):
+    client.set("v", b"y" * 2_000_000)
+    base = leases(daemon.url)
+    client.map("v")  # dropped at once
+    client.ping()
+    assert leases(daemon.url) == base
+
+
+def test_create_seal_abort(client):
+    with client.create("w", 6, meta=b"made") as w:
+        assert w.writable and w.nbytes == 6
+        np.asarray(w)[:] = np.frombuffer(b"sealed", dtype=np.uint8)
+        assert client.exists("w") == 0  # invisible until sealed
+    assert w.closed and "sealed" in repr(w)
+    v = client.get_value("w")
+    assert (v.data, v.meta) == (b"sealed", b"made")
+    with pytest.raises(RuntimeError):
+        with client.create("w2", 3) as w2:
+            memoryview(w2)[:] = b"abc"
+            raise RuntimeError("the producer failed")
+    assert "aborted" in repr(w2)
+    assert client.exists("w2") == 0
+    w3 = client.create("w3", 2)
+    with pytest.raises(ValueError):
+        w3.unmap()
+    w3.abort()
+    w3.abort()  # idempotent
+    with pytest.raises(ValueError):
+        w3.seal()
+    m = client.map("w")
+    with pytest.raises(ValueError):
+        m.seal()
+    with pytest.raises(ValueError):
+        m.abort()
+    m.unmap()
+    client.set("w", b"exists")
+    with pytest.raises(gpukv.Exists):
+        client.create("w", 2, nx=True)
+    w4 = client.create("fresh", 2, nx=True)
+    client.set("fresh", b"zz")  # someone else wins the key meanwhile
+    memoryview(w4)[:] = b"me"
+    with pytest.raises(gpukv.Exists):
+        w4.seal()
+    assert "discarded" in repr(w4)
+    assert client.get("fresh") == b"zz"
+    with client.create("zero", 0) as z:
+        assert z.nbytes == 0 and bytes(z) == b""
+    assert client.get("zero") == b""
+
+
+def test_rewrites_of_a_key(client):
+    # libgpukv double-buffers a key this connection rewrites; every version reads back right.
+    for i in range(20):
+        with client.create("rw", 4096) as w:
+            np.asarray(w)[:] = i
+        assert client.get("rw") == bytes([i]) * 4096
+
+
+def test_close_waits_for_views(daemon):
+    c = gpukv.Client(daemon.url)
+    c.set("cv", b"still here")
+    arr = np.asarray(c.map("cv"))
+    plain = c.map("cv")
+    c.close()
+    assert plain.closed
+    with pytest.raises(ValueError):
+        plain.ptr
+    # The arena stays mapped for the view; reading it is safe after close.
+    assert arr.tobytes() == b"still here"
+    with gpukv.Client(daemon.url) as other:
+        before = other.info("clients")["connected_clients"]
+        del arr
+        gc.collect()
+        assert wait_for(lambda: other.info("clients")["connected_clients"] == before - 1)
+
+
+def test_zero_copy_misuse_over_tcp_and_without_zero_copy(daemon, fresh_daemon):
+    with gpukv.Client(daemon.tcp_url) as c:
+        with pytest.raises(gpukv.NotSupported):
+            c.create("k", 4)
+    plain = fresh_daemon("--host-zero-copy", "no")
+    with gpukv.Client(plain.url) as c:
+        assert c.zero_copy == "none"
+        c.set("k", b"v")
+        with pytest.raises(gpukv.NotSupported) as e:
+            c.map("k")
+        assert str(e.value)
+
+
+def test_leases_come_back_when_a_holder_is_killed(daemon):
+    with gpukv.Client(daemon.url) as c:
+        for i in range(1000):
+            c.set(f"kill/{i}", b"v" * 64)
+        base = leases(daemon.url)
+    holder = textwrap.dedent(f"""
+        import sys, numpy, gpukv
+        c = gpukv.Client({daemon.url!r})
+        views = [numpy.asarray(c.map(f"kill/{{i}}")) for i in range(1000)]
+        with gpukv.Client({daemon.url!r}) as probe:
+            print(probe.info("leases")["leases"], flush=True)
+        sys.stdin.read()
+    """)
+    p = subprocess.Popen([sys.executable, "-c", holder], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    held = int(p.stdout.readline())
+    assert held >= base + 1000
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    assert wait_for(lambda: leases(daemon.url) == base, timeout=2)
+
+
+def test_device_paths_with_host_buffers(client):
+    client.set("h", b"host")
+    out = bytearray(8)
+    assert client.get_to_device("h", out) == 4  # a host buffer: get_into
+    assert bytes(out[:4]) == b"host"

@@ -1,0 +1,162 @@
+"""GpukvStore against zarr's own store test suite (zarr.testing.store.StoreTests), on a real
+gpukvd, plus what the suite does not cover: roots, pickling into another process, arrays."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+zarr = pytest.importorskip("zarr")
+
+import gpukv  # noqa: E402
+from gpukv.zarr import GpukvStore  # noqa: E402
+from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest  # noqa: E402
+from zarr.core.buffer import cpu, default_buffer_prototype  # noqa: E402
+from zarr.testing.store import StoreTests  # noqa: E402
+
+
+class TestGpukvStore(StoreTests[GpukvStore, cpu.Buffer]):
+    store_cls = GpukvStore
+    buffer_cls = cpu.Buffer
+
+    @pytest.fixture
+    def store_kwargs(self, daemon):
+        # Each test starts from an empty keyspace under its own root.
+        with gpukv.Client(daemon.url) as c:
+            c.flush()
+        return {"url": daemon.url, "root": "t"}
+
+    @pytest.fixture
+    def raw(self, daemon):
+        with gpukv.Client(daemon.url) as c:
+            yield c
+
+    async def set(self, store, key, value):
+        with gpukv.Client(store.url) as c:
+            c.set(store._key(key), value.to_bytes())
+
+    async def get(self, store, key):
+        with gpukv.Client(store.url) as c:
+            return self.buffer_cls.from_bytes(c.get(store._key(key)))
+
+    def test_store_repr(self, store):
+        assert repr(store) == f"GpukvStore({store.url!r}, root='t', read_only=False)"
+        assert str(store).startswith("gpukv://")
+
+    def test_store_supports_writes(self, store):
+        assert store.supports_writes
+
+    def test_store_supports_listing(self, store):
+        assert store.supports_listing
+
+
+def _proto():
+    return default_buffer_prototype()
+
+
+async def test_roots_are_separate_and_clear_stays_in_its_root(daemon):
+    with gpukv.Client(daemon.url) as c:
+        c.flush()
+        c.set("outside", b"keep me")
+    a = await GpukvStore.open(daemon.url, root="a")
+    b = await GpukvStore.open(daemon.url, root="/a/b/")
+    assert b.root == "a/b"
+    await a.set("x", cpu.Buffer.from_bytes(b"1"))
+    await b.set("x", cpu.Buffer.from_bytes(b"2"))
+    assert (await a.get("x", _proto())).to_bytes() == b"1"
+    assert (await b.get("x", _proto())).to_bytes() == b"2"
+    assert sorted([k async for k in a.list()]) == ["b/x", "x"]
+    assert [k async for k in a.list_dir("")] == ["b", "x"]
+    await b.clear()
+    assert [k async for k in a.list()] == ["x"]
+    await a.clear()
+    with gpukv.Client(daemon.url) as c:
+        assert list(c.keys()) == ["outside"]
+    with pytest.raises(ValueError):
+        GpukvStore(daemon.url, root="a/../b")
+
+
+async def test_byte_requests_at_the_edges(daemon):
+    s = await GpukvStore.open(daemon.url, root="edge")
+    await s.set("k", cpu.Buffer.from_bytes(b"0123456789"))
+    cases = {
+        RangeByteRequest(2, 5): b"234",
+        RangeByteRequest(3, 3): b"",       # empty range
+        RangeByteRequest(8, 20): b"89",    # past the end: clamped
+        RangeByteRequest(12, 20): b"",     # starts past the end
+        OffsetByteRequest(10): b"",
+        OffsetByteRequest(11): b"",
+        SuffixByteRequest(0): b"",         # the last 0 bytes
+        SuffixByteRequest(3): b"789",
+        SuffixByteRequest(30): b"0123456789",
+    }
+    for rng, want in cases.items():
+        assert (await s.get("k", _proto(), rng)).to_bytes() == want, rng
+    assert await s.get("missing", _proto(), SuffixByteRequest(0)) is None
+    got = await s.get_partial_values(_proto(), [("k", r) for r in cases] + [("missing", None)])
+    assert [g.to_bytes() for g in got[:-1]] == list(cases.values())
+    assert got[-1] is None
+    with pytest.raises(ValueError):
+        await s.get("k", _proto(), RangeByteRequest(-1, 2))
+
+
+async def test_set_if_not_exists_is_atomic_and_read_only_refuses(daemon):
+    s = await GpukvStore.open(daemon.url, root="nx")
+    await s.set_if_not_exists("k", cpu.Buffer.from_bytes(b"first"))
+    await s.set_if_not_exists("k", cpu.Buffer.from_bytes(b"second"))
+    assert (await s.get("k", _proto())).to_bytes() == b"first"
+    ro = s.with_read_only(True)
+    for op in (ro.set("k", cpu.Buffer.from_bytes(b"x")), ro.delete("k"), ro.clear(),
+               ro.delete_dir(""), ro.set_if_not_exists("z", cpu.Buffer.from_bytes(b"x"))):
+        with pytest.raises(ValueError, match="read-only"):
+            await op
+    assert (await ro.get("k", _proto())).to_bytes() == b"first"
+    assert await ro.getsize("k") == 5
+    assert await ro.getsize_prefix("") == 5
+    with pytest.raises(FileNotFoundError):
+        await ro.getsize("nope")
+
+
+def test_pickled_store_reconnects_in_another_process(daemon):
+    s = GpukvStore(daemon.url, root="pk")
+    s.set_sync("k", cpu.Buffer.from_bytes(b"from the parent"))
+    blob = pickle.dumps(s)
+    code = textwrap.dedent("""
+        import pickle, sys
+        from zarr.core.buffer import cpu
+        s = pickle.loads(sys.stdin.buffer.read())
+        print(s.get_sync("k").to_bytes().decode())
+        s.set_sync("k2", cpu.Buffer.from_bytes(b"from the child"))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], input=blob, capture_output=True,
+                         check=True)
+    assert out.stdout.decode().strip() == "from the parent"
+    assert s.get_sync("k2").to_bytes() == b"from the child"
+    assert pickle.loads(blob) == s
+
+
+def test_a_zarr_array_written_by_one_process_is_read_by_another(daemon):
+    writer = textwrap.dedent(f"""
+        import numpy as np, zarr
+        from gpukv.zarr import GpukvStore
+        group = zarr.open_group(GpukvStore({daemon.url!r}, root="arrays"), mode="w")
+        z = group.create_array("shared", shape=(300, 200), chunks=(64, 64), dtype="f4",
+                               attributes={{"made_by": "writer"}})
+        z[:] = np.arange(300 * 200, dtype="f4").reshape(300, 200)
+    """)
+    subprocess.run([sys.executable, "-c", writer], check=True)
+    store = GpukvStore(daemon.url, root="arrays/shared", read_only=True)
+    z = zarr.open_array(store, mode="r")
+    assert z.shape == (300, 200) and z.attrs["made_by"] == "writer"
+    np.testing.assert_array_equal(z[:], np.arange(300 * 200, dtype="f4").reshape(300, 200))
+    np.testing.assert_array_equal(z[10:20, 190:], np.arange(300 * 200, dtype="f4")
+                                  .reshape(300, 200)[10:20, 190:])
+    assert z.nbytes_stored() > 0
+    # A group and its listing through the store.
+    g = zarr.open_group(GpukvStore(daemon.url, root="arrays"), mode="r")
+    assert "shared" in list(g.array_keys())
