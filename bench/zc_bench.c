@@ -7,7 +7,10 @@
  *   - gkv_set_from_device of 1 GiB vs a plain device-to-device cudaMemcpy of 1 GiB, and where
  *     the time around the copy goes (CREATE+SEAL alone, a PING after the daemon idled)
  * Usage: zc_bench URL   (a gpukvd with the cuda backend on its Unix socket)
- * Prints a Markdown table. */
+ * Prints a Markdown table. zc_bench URL --warm [KEY]: only the warm MAP+unmap of one value (KEY,
+ * which must exist; default bench/small, set to 4 KiB) and the PING round trip, 10,000 each
+ * after 1,000 warm-ups, as one line "warm_p50_us warm_p99_us ping_p50_us" (bench/py_bench.py
+ * puts it beside the Python binding's figures). */
 #include <cuda_runtime.h>
 #include <gpukv/gpukv.h>
 #include <stdio.h>
@@ -46,16 +49,51 @@ static double pct(double *v, int n, double p)
         }                                                                                          \
     } while (0)
 
+/* --warm: the warm MAP+unmap and PING round trips alone (see the top of the file). */
+static int warm_only(gkv_client_t *c, const char *key)
+{
+    enum { N = 10000 };
+    static double rt[N], ping[N];
+    gkv_mapping_t *m;
+    size_t klen = strlen(key);
+    for (int i = 0; i < 1000; i++) {
+        CHECK(gkv_map(c, key, klen, NULL, &m));
+        CHECK(gkv_unmap(c, m));
+        CHECK(gkv_ping(c));
+    }
+    for (int i = 0; i < N; i++) {
+        double t0 = now_us();
+        CHECK(gkv_map(c, key, klen, NULL, &m));
+        CHECK(gkv_unmap(c, m));
+        rt[i] = now_us() - t0;
+    }
+    for (int i = 0; i < N; i++) {
+        double t0 = now_us();
+        CHECK(gkv_ping(c));
+        ping[i] = now_us() - t0;
+    }
+    printf("%.2f %.2f %.2f\n", pct(rt, N, 0.5), pct(rt, N, 0.99), pct(ping, N, 0.5));
+    gkv_client_close(c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: zc_bench URL\n");
+    if (argc < 2 || (argc > 2 && strcmp(argv[2], "--warm") != 0) || argc > 4) {
+        fprintf(stderr, "usage: zc_bench URL [--warm [KEY]]\n");
         return 2;
     }
     const char *url = argv[1];
     const size_t gib = 1ull << 30;
     gkv_client_t *c;
     CHECK(gkv_client_connect(url, &c));
+    if (argc > 2) {
+        if (argc == 3) {
+            static char small[4096];
+            CHECK(gkv_set(c, "bench/small", 11, small, sizeof(small), NULL));
+        }
+        return warm_only(c, argc == 4 ? argv[3] : "bench/small");
+    }
     if (strcmp(gkv_client_info(c)->zero_copy, "cuda-pool-fd") != 0) {
         fprintf(stderr, "zc_bench: no cuda zero-copy: %s\n", gkv_client_info(c)->zero_copy_why);
         return 1;

@@ -109,21 +109,11 @@ class Client(_gpukv.Client):
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self.closed else self.server_info["backend"]
+        state = "closed" if self.closed else self.backend
         return f"<gpukv.Client {self.url} {state}>"
 
     def __reduce__(self) -> Any:
         raise TypeError("a gpukv.Client is a live connection: connect again in the other process")
-
-    @property
-    def backend(self) -> str:
-        """The server's memory backend: "cuda" or "host"."""
-        return self.server_info["backend"]
-
-    @property
-    def zero_copy(self) -> str:
-        """The zero-copy mechanism granted to this connection, or "none"."""
-        return self.server_info["zero_copy"]
 
     # -- values ------------------------------------------------------------------------------
 

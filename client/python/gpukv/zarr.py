@@ -5,9 +5,12 @@ kept in GPU memory: zarr's GpuMemoryStore as a service.
     store = gpukv.zarr.GpukvStore("unix:/run/gpukv/gpukv.sock", root="datasets/a")
     z = zarr.create_array(store, shape=(4096, 4096), chunks=(512, 512), dtype="f4")
 
-With zarr's GPU buffers (``zarr.config.enable_gpu()``) reads land in GPU memory and writes come
-from it without a host bounce on a local connection to a cuda-backend daemon (MAP and a device
-copy; CREATE, a device copy and SEAL). Otherwise bytes go through host memory.
+With zarr's GPU buffers (``zarr.config.enable_gpu()``) on a local connection to a cuda-backend
+daemon, a read is zero-copy: the chunk buffer zarr gets *is* the value's memory in the daemon's
+pool, mapped into this process (MAP; the lease ends when zarr drops the buffer, and the value
+stays unchanged until then whatever other clients do). Zarr's codecs never write into a buffer
+they read (they copy first, as they must for MemoryStore). A write goes from device memory too
+(CREATE, one device-to-device copy, SEAL). Otherwise bytes go through host memory.
 """
 
 from __future__ import annotations
@@ -26,10 +29,22 @@ from zarr.abc.store import (
 )
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
-from ._errors import Exists, NotFound, NotSupported, RangeError
+from ._errors import Exists, LeaseLimit, NotFound, NotSupported, RangeError
 from .client import Client, MAX_BATCH, _decode
 
 __all__ = ["GpukvStore"]
+
+# Bumped in a forked child: a store's connection is its process's own (os.getpid() per call
+# would be a system call).
+_fork_generation = 0
+
+
+def _forked() -> None:
+    global _fork_generation
+    _fork_generation += 1
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def _range_kwargs(byte_range: ByteRequest | None) -> dict[str, int | None]:
@@ -51,10 +66,16 @@ def _range_kwargs(byte_range: ByteRequest | None) -> dict[str, int | None]:
     raise TypeError(f"Unexpected byte_range, got {byte_range}.")
 
 
-def _is_gpu(prototype: BufferPrototype) -> bool:
-    from zarr.core.buffer import gpu
+_gpu_buffer: type | None = None
 
-    return issubclass(prototype.buffer, gpu.Buffer)
+
+def _is_gpu(prototype: BufferPrototype) -> bool:
+    global _gpu_buffer
+    if _gpu_buffer is None:
+        from zarr.core.buffer import gpu
+
+        _gpu_buffer = gpu.Buffer
+    return issubclass(prototype.buffer, _gpu_buffer)
 
 
 class GpukvStore(Store):
@@ -79,7 +100,7 @@ class GpukvStore(Store):
         self.root = root
         self.timeout = timeout
         self._c: Client | None = None
-        self._pid = 0
+        self._gen = -1
         self._lock = threading.Lock()
 
     # -- connection ------------------------------------------------------------------------
@@ -88,12 +109,12 @@ class GpukvStore(Store):
     def client(self) -> Client:
         """This process's connection (made at first use)."""
         c = self._c
-        if c is None or self._pid != os.getpid() or c.closed:
+        if c is None or self._gen != _fork_generation or c.closed:
             with self._lock:
                 c = self._c
-                if c is None or self._pid != os.getpid() or c.closed:
+                if c is None or self._gen != _fork_generation or c.closed:
                     c = Client(self.url, timeout=self.timeout)
-                    self._c, self._pid = c, os.getpid()
+                    self._c, self._gen = c, _fork_generation
         return c
 
     async def _open(self) -> None:
@@ -103,7 +124,7 @@ class GpukvStore(Store):
     def close(self) -> None:
         super().close()
         c, self._c = self._c, None
-        if c is not None and self._pid == os.getpid():
+        if c is not None and self._gen == _fork_generation:
             c.close()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -161,28 +182,22 @@ class GpukvStore(Store):
             return prototype.buffer.from_bytes(b"")  # past the end: no bytes (as LocalStore)
 
     def _get_gpu(self, k: str, rng: dict, prototype: BufferPrototype) -> Buffer:
-        import cupy as cp
-
         c = self.client
         empty = rng.get("length") == 0 or rng.get("suffix") == 0
         if not empty and c.zero_copy == "cuda-pool-fd":
+            import cupy as cp
+
             try:
                 m = c.map(k, **rng)
-            except NotSupported:
-                m = None  # e.g. this process cannot see the daemon's GPU: through host memory
+            except (NotSupported, LeaseLimit):
+                m = None  # this process cannot see the GPU, or holds too many: host memory
             if m is not None:
-                try:
-                    with cp.cuda.Device(m.device):
-                        out = cp.empty(m.nbytes, dtype=cp.uint8)
-                        if m.nbytes:
-                            stream = cp.cuda.get_current_stream()
-                            cp.cuda.runtime.memcpyAsync(out.data.ptr, m.ptr, m.nbytes,
-                                                        cp.cuda.runtime.memcpyDeviceToDevice,
-                                                        stream.ptr)
-                            stream.synchronize()  # the copy is done before the lease ends
-                finally:
+                if m.nbytes == 0:
                     m.unmap()
-                return prototype.buffer.from_array_like(out)
+                    return prototype.buffer.create_zero_length()
+                # A view of the mapped value: the array holds the mapping, whose lease ends when
+                # the array is gone (ended at this client's next call).
+                return prototype.buffer.from_array_like(cp.asarray(m))
         return prototype.buffer.from_bytes(c.get(k, **rng))
 
     async def get(self, key: str, prototype: BufferPrototype | None = None,

@@ -56,7 +56,7 @@ int client_enter(ClientObject *self)
         raise_closed();
         return -1;
     }
-    if (self->pid != getpid()) {
+    if (!CLIENT_OURS(self)) {
         raise_code(GKV_ENOTSUP, "this client was connected by another process (before a fork): "
                                 "connect again in this one");
         return -1;
@@ -124,7 +124,7 @@ static PyObject *client_new(PyTypeObject *type, PyObject *args, PyObject *kw)
         Py_DECREF(self);
         return PyErr_NoMemory();
     }
-    self->pid = getpid();
+    self->gen = fork_generation;
     return (PyObject *)self;
 }
 
@@ -204,7 +204,7 @@ static void client_dealloc(ClientObject *self)
     if (self->weakrefs)
         PyObject_ClearWeakRefs((PyObject *)self);
     /* No mapping or iterator is alive (each holds a reference to the client). */
-    if (self->c && self->pid == getpid()) {
+    if (self->c && CLIENT_OURS(self)) {
         PyThread_acquire_lock(self->lock, WAIT_LOCK);
         close_c(self);
         PyThread_release_lock(self->lock);
@@ -222,7 +222,7 @@ static PyObject *client_close(ClientObject *self, PyObject *noargs)
     (void)noargs;
     if (!self->c || self->closing)
         Py_RETURN_NONE;
-    if (self->pid != getpid()) {
+    if (!CLIENT_OURS(self)) {
         /* A forked child's copy: the parent still uses the connection. */
         self->closing = true;
         self->c = NULL;
@@ -456,12 +456,11 @@ static PyObject *get_bytes(ClientObject *self, PyObject *key, PyObject *off, PyO
     return sink.obj;
 }
 
-static char *range_names[] = {"key", "offset", "length", "suffix", NULL};
-
-static PyObject *client_get(ClientObject *self, PyObject *args, PyObject *kw)
+static PyObject *client_get(ClientObject *self, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames)
 {
-    PyObject *key, *off = Py_None, *len = Py_None, *suf = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOO:get", range_names, &key, &off, &len, &suf))
+    PyObject *key, *off, *len, *suf;
+    if (parse_key_range(args, nargs, kwnames, "get", &key, &off, &len, &suf) < 0)
         return NULL;
     gkv_value_info_t info;
     return get_bytes(self, key, off, len, suf, &info, NULL);
@@ -478,11 +477,11 @@ static PyStructSequence_Field value_fields[] = {
 static PyStructSequence_Desc value_desc = {"gpukv.Value", "A value read with its metadata.",
                                            value_fields, 4};
 
-static PyObject *client_get_value(ClientObject *self, PyObject *args, PyObject *kw)
+static PyObject *client_get_value(ClientObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames)
 {
-    PyObject *key, *off = Py_None, *len = Py_None, *suf = Py_None, *meta = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOO:get_value", range_names, &key, &off, &len,
-                                     &suf))
+    PyObject *key, *off, *len, *suf, *meta = NULL;
+    if (parse_key_range(args, nargs, kwnames, "get_value", &key, &off, &len, &suf) < 0)
         return NULL;
     gkv_value_info_t info;
     PyObject *data = get_bytes(self, key, off, len, suf, &info, &meta);
@@ -865,10 +864,20 @@ static PyObject *client_list(ClientObject *self, PyObject *args)
     return rc < 0 ? NULL : list_iter_new(self, it);
 }
 
-static PyObject *client_map(ClientObject *self, PyObject *args, PyObject *kw)
+/* The key for a Mapping's `key`: the caller's object when it cannot change (str, bytes), else
+ * a bytes copy. */
+static PyObject *key_object(PyObject *key, const key_arg_t *k)
 {
-    PyObject *key, *off = Py_None, *len = Py_None, *suf = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOO:map", range_names, &key, &off, &len, &suf))
+    if (PyUnicode_CheckExact(key) || PyBytes_CheckExact(key))
+        return Py_NewRef(key);
+    return PyBytes_FromStringAndSize(k->p, k->len);
+}
+
+static PyObject *client_map(ClientObject *self, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames)
+{
+    PyObject *key, *off, *len, *suf;
+    if (parse_key_range(args, nargs, kwnames, "map", &key, &off, &len, &suf) < 0)
         return NULL;
     gkv_range_t r;
     bool empty;
@@ -889,12 +898,11 @@ static PyObject *client_map(ClientObject *self, PyObject *args, PyObject *kw)
     }
     PyObject *out = NULL;
     if (rc == 0) {
-        PyObject *kb = PyBytes_FromStringAndSize(k.p, k.len);
+        PyObject *kb = key_object(key, &k);
         out = kb ? mapping_new(self, m, kb, false) : NULL;
         Py_XDECREF(kb);
-        if (!out) { /* the C mapping is ended at the next call */
+        if (!out) /* the C mapping is ended at the next call */
             client_defer_end(self, m, END_UNMAP);
-        }
     } else if (!PyErr_Occurred()) {
         raise_client(self, rc);
     }
@@ -939,7 +947,7 @@ static PyObject *client_create(ClientObject *self, PyObject *args, PyObject *kw)
     }
     PyObject *out = NULL;
     if (rc == 0) {
-        PyObject *kb = PyBytes_FromStringAndSize(k.p, k.len);
+        PyObject *kb = key_object(key, &k);
         out = kb ? mapping_new(self, m, kb, true) : NULL;
         Py_XDECREF(kb);
         if (!out)
@@ -963,6 +971,23 @@ static PyObject *client_get_closed(ClientObject *self, void *closure)
 {
     (void)closure;
     return PyBool_FromLong(!self->c || self->closing);
+}
+
+/* The HELLO strings most asked for, without building server_info's dict. */
+static PyObject *client_get_zero_copy(ClientObject *self, void *closure)
+{
+    (void)closure;
+    if (!self->c || self->closing)
+        return raise_closed();
+    return PyUnicode_FromString(gkv_client_info(self->c)->zero_copy);
+}
+
+static PyObject *client_get_backend(ClientObject *self, void *closure)
+{
+    (void)closure;
+    if (!self->c || self->closing)
+        return raise_closed();
+    return PyUnicode_FromString(gkv_client_info(self->c)->backend);
 }
 
 static PyObject *client_get_server_info(ClientObject *self, void *closure)
@@ -1011,10 +1036,10 @@ static PyMethodDef client_methods[] = {
      "UTF-8) under key, atomically."},
     {"_set_from_device", (PyCFunction)(void (*)(void))client_set_from_device,
      METH_VARARGS | METH_KEYWORDS, "Stores nbytes of device memory at ptr (gkv_set_from_device)."},
-    {"get", (PyCFunction)(void (*)(void))client_get, METH_VARARGS | METH_KEYWORDS,
+    {"get", (PyCFunction)(void (*)(void))client_get, METH_FASTCALL | METH_KEYWORDS,
      "get(key, *, offset=None, length=None, suffix=None) -> bytes: the value, or a byte range "
      "of it. Raises NotFound."},
-    {"get_value", (PyCFunction)(void (*)(void))client_get_value, METH_VARARGS | METH_KEYWORDS,
+    {"get_value", (PyCFunction)(void (*)(void))client_get_value, METH_FASTCALL | METH_KEYWORDS,
      "get_value(key, *, offset=None, length=None, suffix=None) -> Value(data, meta, size, "
      "offset)."},
     {"get_into", (PyCFunction)(void (*)(void))client_get_into, METH_VARARGS | METH_KEYWORDS,
@@ -1032,7 +1057,7 @@ static PyMethodDef client_methods[] = {
     {"flush", (PyCFunction)client_flush, METH_NOARGS, "Deletes every key of the server."},
     {"_info", (PyCFunction)client_info_text, METH_NOARGS, "INFO as text."},
     {"_list", (PyCFunction)client_list, METH_VARARGS, "A LIST iterator: (prefix, delim, page)."},
-    {"map", (PyCFunction)(void (*)(void))client_map, METH_VARARGS | METH_KEYWORDS,
+    {"map", (PyCFunction)(void (*)(void))client_map, METH_FASTCALL | METH_KEYWORDS,
      "map(key, *, offset=None, length=None, suffix=None) -> Mapping: leases the value (or a "
      "range) for reading in place (local connections only)."},
     {"create", (PyCFunction)(void (*)(void))client_create, METH_VARARGS | METH_KEYWORDS,
@@ -1048,6 +1073,11 @@ static PyGetSetDef client_getset[] = {
     {"closed", (getter)client_get_closed, NULL, "True once closed.", NULL},
     {"server_info", (getter)client_get_server_info, NULL,
      "What the server said in HELLO (a dict).", NULL},
+    {"zero_copy", (getter)client_get_zero_copy, NULL,
+     "The zero-copy mechanism granted to this connection (cuda-pool-fd, host-memfd), or none.",
+     NULL},
+    {"backend", (getter)client_get_backend, NULL, "The server's memory backend: cuda or host.",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -75,7 +75,7 @@ static void mapping_dealloc(MappingObject *self)
     if (self->m) {
         gkv_mapping_t *m = take(self);
         /* In a forked child the connection is the parent's: the child leaves it alone. */
-        if (c->c && c->pid == getpid())
+        if (c->c && CLIENT_OURS(c))
             client_defer_end(c, m, self->writable ? END_ABORT : END_UNMAP);
     }
     bool viewed = self->viewed;
@@ -327,9 +327,12 @@ static PyObject *get_cai(MappingObject *self, void *closure)
     }
     mark_viewed(self);
     const gkv_mapping_t *m = self->m;
+    /* GPU frameworks have no read-only arrays (PyTorch refuses one), so a read mapping is
+     * exported as writable memory: writing through it would change the value for every reader,
+     * which the documentation forbids. */
     return Py_BuildValue("{s:(K),s:s,s:(NO),s:i,s:O}", "shape", (unsigned long long)m->length,
-                         "typestr", "|u1", "data", PyLong_FromVoidPtr(m->ptr),
-                         self->writable ? Py_False : Py_True, "version", 3, "strides", Py_None);
+                         "typestr", "|u1", "data", PyLong_FromVoidPtr(m->ptr), Py_False,
+                         "version", 3, "strides", Py_None);
 }
 
 static PyObject *mapping_dlpack_device(MappingObject *self, PyObject *noargs)
@@ -384,7 +387,10 @@ static PyObject *mapping_dlpack(MappingObject *self, PyObject *args, PyObject *k
             return NULL;
         versioned = major >= 1;
     }
-    PyObject *cap = dlpack_capsule(self, m->ptr, m->length, versioned, !self->writable);
+    /* Read-only where the consumers can say so (host memory: NumPy); device memory as for the
+     * CUDA array interface above. */
+    PyObject *cap = dlpack_capsule(self, m->ptr, m->length, versioned,
+                                   !self->writable && !m->on_device);
     if (cap)
         mark_viewed(self);
     return cap;
@@ -459,8 +465,8 @@ static PyMethodDef mapping_methods[] = {
      "Unmaps a read mapping; seals a created one, or aborts it when an exception leaves the "
      "block."},
     {"__dlpack__", (PyCFunction)(void (*)(void))mapping_dlpack, METH_VARARGS | METH_KEYWORDS,
-     "A DLPack capsule: a 1-D uint8 tensor over the mapped bytes (read-only for a read mapping "
-     "when the consumer takes versioned capsules)."},
+     "A DLPack capsule: a 1-D uint8 tensor over the mapped bytes (host memory of a read "
+     "mapping is marked read-only when the consumer takes versioned capsules)."},
     {"__dlpack_device__", (PyCFunction)mapping_dlpack_device, METH_NOARGS,
      "(2, device) for CUDA memory, (1, 0) for host memory."},
     {NULL, NULL, 0, NULL},
@@ -476,11 +482,12 @@ static PyGetSetDef mapping_getset[] = {
     {"gpu_uuid", (getter)get_gpu_uuid, NULL, "The GPU's UUID, '' on the host backend.", NULL},
     {"lease", (getter)get_lease, NULL, "The server's lease id.", NULL},
     {"meta", (getter)get_meta, NULL, "The value's metadata (bytes) or None.", NULL},
-    {"key", (getter)get_key, NULL, "The key (bytes).", NULL},
+    {"key", (getter)get_key, NULL, "The key, as given (str or bytes).", NULL},
     {"writable", (getter)get_writable, NULL, "True for a created mapping.", NULL},
     {"closed", (getter)get_closed, NULL, "True once unmapped, sealed or aborted.", NULL},
     {"__cuda_array_interface__", (getter)get_cai, NULL,
-     "CUDA array interface v3 (device memory only): a 1-D uint8 array.", NULL},
+     "CUDA array interface v3 (device memory only): a 1-D uint8 array. GPU frameworks have no "
+     "read-only arrays: never write through a read mapping.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -1,8 +1,16 @@
 /* module.c: the _gpukv module: error translation, argument helpers and module functions. */
 #include "module.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+
+unsigned long fork_generation;
+
+static void forked_child(void)
+{
+    fork_generation++;
+}
 
 /* code (negative int) -> exception class, registered by gpukv/_errors.py at import. */
 static PyObject *error_classes;
@@ -116,6 +124,40 @@ static int get_count(PyObject *obj, const char *name, uint64_t *out)
         *out = (uint64_t)v;
     }
     return 1;
+}
+
+int parse_key_range(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                    const char *fname, PyObject **key, PyObject **off, PyObject **len,
+                    PyObject **suf)
+{
+    *key = nargs >= 1 ? args[0] : NULL;
+    *off = *len = *suf = Py_None;
+    if (nargs > 1) {
+        PyErr_Format(PyExc_TypeError, "%s() takes one positional argument (the key)", fname);
+        return -1;
+    }
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i), *v = args[nargs + i];
+        if (PyUnicode_CompareWithASCIIString(name, "offset") == 0)
+            *off = v;
+        else if (PyUnicode_CompareWithASCIIString(name, "length") == 0)
+            *len = v;
+        else if (PyUnicode_CompareWithASCIIString(name, "suffix") == 0)
+            *suf = v;
+        else if (PyUnicode_CompareWithASCIIString(name, "key") == 0 && !*key)
+            *key = v;
+        else {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R", fname,
+                         name);
+            return -1;
+        }
+    }
+    if (!*key) {
+        PyErr_Format(PyExc_TypeError, "%s() missing the key", fname);
+        return -1;
+    }
+    return 0;
 }
 
 int range_get(PyObject *offset, PyObject *length, PyObject *suffix, gkv_range_t *r, bool *empty)
@@ -243,6 +285,8 @@ static PyObject *error_table(void)
 
 PyMODINIT_FUNC PyInit__gpukv(void)
 {
+    if (pthread_atfork(NULL, NULL, forked_child) != 0)
+        return PyErr_NoMemory();
     PyTypeObject *types[] = {&ClientType, &MappingType, &ListIterType, &DeviceViewType};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
         if (PyType_Ready(types[i]) < 0)

@@ -27,7 +27,7 @@ typedef struct {
     PyObject_HEAD
     gkv_client_t *c;       /* NULL once closed at the C level */
     PyThread_type_lock lock;
-    pid_t pid;             /* the process that connected: a forked child must connect again */
+    unsigned long gen;     /* fork_generation when connected: a forked child connects again */
     bool closing;          /* close() was called: every call raises ConnectionClosed */
     PyObject *url;         /* str, as given (or the default) */
     /* Mappings whose end was deferred (dealloc of a mapping that was not ended, or that had
@@ -63,6 +63,18 @@ struct MappingObject {
 };
 
 extern PyTypeObject ClientType, MappingType, ListIterType, DeviceViewType;
+
+/* Bumped in every child after fork() (pthread_atfork): a client compares it with the value it
+ * connected under, which costs no system call (getpid() is one). */
+extern unsigned long fork_generation;
+/* True when the client belongs to this process (not inherited through fork). */
+#define CLIENT_OURS(cl) ((cl)->gen == fork_generation)
+
+/* Parses (key, *, offset=None, length=None, suffix=None) of a vectorcall method named fname.
+ * Returns 0 or -1 with TypeError set. */
+int parse_key_range(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                    const char *fname, PyObject **key, PyObject **off, PyObject **len,
+                    PyObject **suf);
 
 /* Raises the gpukv exception for code (negative GKV_E*), with message (NULL: the code's
  * sentence). Returns NULL for `return raise_code(...)`. */

@@ -26,7 +26,7 @@ def test_map_shows_the_value_in_place(client):
         assert isinstance(m, gpukv.Mapping)
         assert (m.nbytes, m.size, m.offset, len(m)) == (10, 10, 0, 10)
         assert m.on_device is False and m.device == -1 and m.gpu_uuid == ""
-        assert m.meta == b"dtype=u1" and m.key == b"v" and not m.writable
+        assert m.meta == b"dtype=u1" and m.key == "v" and not m.writable
         assert m.ptr != 0 and m.lease > 0
         assert bytes(m) == b"0123456789"
         assert "10 bytes" in repr(m)

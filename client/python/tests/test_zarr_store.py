@@ -160,3 +160,28 @@ def test_a_zarr_array_written_by_one_process_is_read_by_another(daemon):
     # A group and its listing through the store.
     g = zarr.open_group(GpukvStore(daemon.url, root="arrays"), mode="r")
     assert "shared" in list(g.array_keys())
+
+
+def test_a_forked_child_gets_its_own_connection(daemon):
+    import os
+
+    s = GpukvStore(daemon.url, root="fork")
+    s.set_sync("k", cpu.Buffer.from_bytes(b"parent"))
+    parent_client = s.client
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        ok = 0
+        try:
+            ok = s.get_sync("k").to_bytes() == b"parent" and s.client is not parent_client
+            s.set_sync("k2", cpu.Buffer.from_bytes(b"child"))
+        except BaseException:  # noqa: BLE001
+            ok = 0
+        os.write(w, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(w)
+    got = os.read(r, 1)
+    os.waitpid(pid, 0)
+    assert got == b"1"
+    assert s.client is parent_client
+    assert s.get_sync("k2").to_bytes() == b"child"

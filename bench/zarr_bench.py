@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""zarr_bench.py: a zarr v3 array written and read through GpukvStore, beside zarr's own stores.
+
+    zarr_bench.py URL [--size 1G] [--chunks 4M,64K] [--gpu] [--reads 5] [--profile]
+
+For each chunk size, a 1-D uint8 array of --size bytes (no compression: the store is measured,
+not a codec) is written then read whole through:
+  - MemoryStore (host buffers) and, with --gpu, GpuMemoryStore (GPU buffers), in-process;
+  - LocalStore on /dev/shm, in-process, host buffers (and GPU buffers with --gpu);
+  - GpukvStore on URL, host buffers (and GPU buffers with --gpu): written by this process and
+    read by a second process, which is what sharing chunks between processes means.
+Throughput is size / the median of --reads reads after one warm-up read (writes: the better of
+2); the last column is the read throughput over the in-process memory store with the same
+buffers (MemoryStore for host, GpuMemoryStore for GPU). Target: GPU reads through gpukv from
+another process >= 0.8x GpuMemoryStore. --profile: the reading process also times the steps of
+one GPU chunk read (MAP, the CuPy view, the store's get) per chunk size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import zarr
+
+from gpukv.zarr import GpukvStore
+
+
+def parse_size(s: str) -> int:
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(s[:-1]) * mult[s[-1].upper()] if s[-1].upper() in mult else int(s)
+
+
+def sync(gpu: bool) -> None:
+    if gpu:
+        import cupy as cp
+
+        cp.cuda.Device().synchronize()
+
+
+def timed(fn, reps: int, gpu: bool, warmup: int = 0, best: bool = False) -> float:
+    """The median (or the best) of reps timed calls of fn, after warmup untimed ones."""
+    times = []
+    for i in range(warmup + reps):
+        sync(gpu)
+        t0 = time.perf_counter()
+        fn()
+        sync(gpu)
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    return min(times) if best else sorted(times)[len(times) // 2]
+
+
+def make_store(kind: str, url: str, root: str, tmp: str):
+    if kind == "MemoryStore":
+        return zarr.storage.MemoryStore()
+    if kind == "GpuMemoryStore":
+        return zarr.storage.GpuMemoryStore()
+    if kind == "LocalStore":
+        return zarr.storage.LocalStore(os.path.join(tmp, root))
+    return GpukvStore(url, root=root)
+
+
+def read_in_child(url: str, root: str, gpu: bool, reps: int, size: int, profile: bool) -> float:
+    """Reads the array back in a second process; returns its median time."""
+    code = f"""
+import contextlib, json, time, zarr
+from gpukv.zarr import GpukvStore
+import gpukv
+gpu, reps = {gpu!r}, {reps!r}
+def sync():
+    if gpu:
+        import cupy as cp
+        cp.cuda.Device().synchronize()
+store = GpukvStore({url!r}, root={root!r}, read_only=True)
+z = zarr.open_array(store, mode="r")
+times = []
+with zarr.config.enable_gpu() if gpu else contextlib.nullcontext():
+    for i in range(reps + 1):
+        sync(); t0 = time.perf_counter(); out = z[:]; sync()
+        if i:
+            times.append(time.perf_counter() - t0)
+    tail = out[-1000:]
+    tail = tail.get() if gpu else tail
+assert tail.nbytes == 1000 and int(tail[-1]) == ({size} - 1) % 256, int(tail[-1])
+result = {{"median": sorted(times)[len(times) // 2]}}
+if {profile!r} and gpu:
+    import cupy as cp
+    from zarr.core.buffer import gpu as gbuf
+    proto = gbuf.buffer_prototype
+    c = store.client
+    key = next(iter(c.keys({root!r} + "/c/")))
+    n = 2000
+    def per(fn):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        sync()
+        return (time.perf_counter() - t0) / n * 1e6
+    result["profile"] = {{
+        "PING": per(c.ping),
+        "map+unmap": per(lambda: c.map(key).unmap()),
+        "map + cupy view, dropped": per(lambda: cp.asarray(c.map(key))),
+        "store.get_sync (GPU)": per(lambda: store.get_sync(key[len({root!r}) + 1:], prototype=proto)),
+    }}
+print(json.dumps(result))
+"""
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    if "profile" in res:
+        print(f"per-chunk steps, {root}: " + ", ".join(f"{k} {v:.1f} us"
+                                                      for k, v in res["profile"].items()))
+    return res["median"]
+
+
+def run(url: str, size: int, chunk: int, gpu: bool, reps: int, tmp: str,
+        profile: bool) -> list[dict]:
+    rows = []
+    host = np.arange(size, dtype=np.uint8)  # wraps at 256
+    dev = None
+    if gpu:
+        import cupy as cp
+
+        dev = cp.asarray(host)
+    configs = [("MemoryStore", False), ("LocalStore", False), ("GpukvStore", False)]
+    if gpu:
+        configs += [("GpuMemoryStore", True), ("LocalStore", True), ("GpukvStore", True)]
+    for kind, on_gpu in configs:
+        root = f"zb/{kind}/{'gpu' if on_gpu else 'host'}/{chunk}"
+        store = make_store(kind, url, root, tmp)
+        with zarr.config.enable_gpu() if on_gpu else contextlib.nullcontext():
+            z = zarr.create_array(store, shape=(size,), chunks=(chunk,), dtype="u1",
+                                  compressors=None, overwrite=True)
+            src = dev if on_gpu else host
+            w = timed(lambda: z.__setitem__(slice(None), src), 2, on_gpu, best=True)
+            if kind == "GpukvStore":
+                r = read_in_child(url, root, on_gpu, reps, size, profile)
+                where = "another process"
+            else:
+                r = timed(lambda: z[:], reps, on_gpu, warmup=1)
+                where = "in-process"
+                out = z[:]
+                tail = out[-1000:].get() if on_gpu else out[-1000:]
+                assert int(tail[-1]) == (size - 1) % 256
+        rows.append({"store": kind, "buffers": "GPU" if on_gpu else "host", "chunk": chunk,
+                     "write_gbs": size / w / 1e9, "read_gbs": size / r / 1e9, "read_from": where})
+        if kind == "GpukvStore":
+            asyncio.run(store.clear())
+        elif kind == "LocalStore":
+            shutil.rmtree(os.path.join(tmp, root), ignore_errors=True)
+        del store, z
+    return rows
+
+
+def human(n: int) -> str:
+    for unit, m in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= m and n % m == 0:
+            return f"{n // m} {unit}"
+    return str(n)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("url")
+    ap.add_argument("--size", default="1G")
+    ap.add_argument("--chunks", default="4M,64K")
+    ap.add_argument("--gpu", action="store_true")
+    ap.add_argument("--reads", type=int, default=5)
+    ap.add_argument("--profile", action="store_true")
+    a = ap.parse_args()
+    size = parse_size(a.size)
+    tmp = tempfile.mkdtemp(prefix="gkv-zarr-bench-", dir="/dev/shm")
+    rows = []
+    try:
+        for c in a.chunks.split(","):
+            rows += run(a.url, size, parse_size(c), a.gpu, a.reads, tmp, a.profile)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    ref = {(r["chunk"], r["buffers"]): r["read_gbs"] for r in rows
+           if r["store"] in ("MemoryStore", "GpuMemoryStore")}
+    print(f"zarr {zarr.__version__}, {human(size)} uint8 array, no compression; write: the better "
+          f"of 2, read: the median of {a.reads} after a warm-up read\n")
+    print("| store | buffers | chunk | write GB/s | read GB/s | read from | read vs in-process "
+          "memory store |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        ratio = r["read_gbs"] / ref[(r["chunk"], r["buffers"])]
+        print(f"| {r['store']} | {r['buffers']} | {human(r['chunk'])} | {r['write_gbs']:.2f} | "
+              f"{r['read_gbs']:.2f} | {r['read_from']} | {ratio:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
