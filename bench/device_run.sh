@@ -4,8 +4,8 @@
 # $OUT (or /tmp).
 #   source .device/env.sh && bench/device_run.sh
 # GKV_BENCH: "zc" (zc_bench, three daemon settings), "py" (the Python binding and zarr), "all"
-# (default), or "none" (tests only). Python packages the machine lacks (zarr and its needs)
-# travel as wheels in .whl/ (see ../shared/device/README.md).
+# (default), or "none" (tests only); GKV_TESTS=0 skips the tests. Python packages the machine
+# lacks (zarr and its needs) travel as wheels in .whl/ (see ../shared/device/README.md).
 set -uo pipefail
 out=${OUT:-/tmp}
 build=${GKV_BUILD_DIR:-/tmp/gkv-build}
@@ -28,8 +28,12 @@ export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
 cmake -S . -B "$build" -G Ninja -DGKV_WITH_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
     -DGKV_PYTHON="$python" >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 cmake --build "$build" >"$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" | head -30; exit 1; }
+if [ "${GKV_TESTS:-1}" = 0 ]; then
+    echo "GKV_TESTS=0: no tests"
+else
 (cd "$build" && ctest -L gpu -V >"$out/ctest-gpu.log" 2>&1; echo "ctest -L gpu exit $?")
 grep -E "^[0-9]+: (cuda:|large value|10000|100 GPU|[0-9]+%: Checks)|Test +#|tests passed|^[0-9]+: .*(passed|failed|skipped|error)" "$out/ctest-gpu.log"
+fi
 [ "$what" = none ] && exit 0
 
 dir=$(mktemp -d /tmp/gkv-bench-XXXXXX)

@@ -19,7 +19,8 @@ static PyObject *raise_closed(void)
     return raise_code(GKV_ECLOSED, "the client is closed");
 }
 
-/* Ends the queued mappings (lock held, GIL held; releases the GIL for the I/O). */
+/* Ends the queued mappings (lock held, GIL held; releases the GIL for the I/O): the read ones
+ * with gkv_unmap_batch (their imports freed, then one RELEASE), created ones with gkv_abort. */
 static void end_pending(ClientObject *self)
 {
     pending_end_t *list = self->pending;
@@ -28,15 +29,25 @@ static void end_pending(ClientObject *self)
         return;
     self->pending = NULL;
     self->npending = self->cap_pending = 0;
+    self->pending_bytes = 0;
     gkv_client_t *c = self->c;
     Py_BEGIN_ALLOW_THREADS
+    gkv_mapping_t *reads[64];
+    size_t nr = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         /* Errors cannot be reported to anyone here; the server ends leases at close anyway. */
-        if (list[i].op == END_ABORT)
+        if (list[i].op == END_ABORT) {
             (void)gkv_abort(c, list[i].m);
-        else
-            (void)gkv_unmap(c, list[i].m);
+            continue;
+        }
+        reads[nr++] = list[i].m;
+        if (nr == sizeof(reads) / sizeof(reads[0]) || i == n - 1) {
+            (void)gkv_unmap_batch(c, reads, nr);
+            nr = 0;
+        }
     }
+    if (nr)
+        (void)gkv_unmap_batch(c, reads, nr);
     PyMem_RawFree(list);
     Py_END_ALLOW_THREADS
 }
@@ -50,7 +61,7 @@ static void lock_nogil(ClientObject *self)
     }
 }
 
-int client_enter(ClientObject *self)
+static int enter(ClientObject *self, bool map)
 {
     if (!self->c || self->closing) {
         raise_closed();
@@ -67,8 +78,19 @@ int client_enter(ClientObject *self)
         raise_closed();
         return -1;
     }
-    end_pending(self);
+    if (!map || self->npending >= PENDING_MAX || self->pending_bytes >= PENDING_BYTES)
+        end_pending(self);
     return 0;
+}
+
+int client_enter(ClientObject *self)
+{
+    return enter(self, false);
+}
+
+int client_enter_map(ClientObject *self)
+{
+    return enter(self, true);
 }
 
 void client_leave(ClientObject *self)
@@ -87,6 +109,7 @@ int client_defer_end(ClientObject *self, gkv_mapping_t *m, int op)
         self->cap_pending = cap;
     }
     self->pending[self->npending++] = (pending_end_t){m, op};
+    self->pending_bytes += m->length;
     return 0;
 }
 
@@ -891,7 +914,7 @@ static PyObject *client_map(ClientObject *self, PyObject *const *args, Py_ssize_
     if (key_get(key, &k) < 0)
         return NULL;
     gkv_mapping_t *m = NULL;
-    int rc = client_enter(self);
+    int rc = client_enter_map(self);
     if (rc == 0) {
         NOGIL(rc, gkv_map(self->c, k.p, (size_t)k.len, &r, &m));
         client_leave(self);
@@ -940,7 +963,7 @@ static PyObject *client_create(ClientObject *self, PyObject *args, PyObject *kw)
         return NULL;
     }
     gkv_mapping_t *m = NULL;
-    int rc = client_enter(self);
+    int rc = client_enter_map(self);
     if (rc == 0) {
         NOGIL(rc, gkv_create(self->c, k.p, (size_t)k.len, (uint64_t)size, &o, &m));
         client_leave(self);

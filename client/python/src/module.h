@@ -31,10 +31,13 @@ typedef struct {
     bool closing;          /* close() was called: every call raises ConnectionClosed */
     PyObject *url;         /* str, as given (or the default) */
     /* Mappings whose end was deferred (dealloc of a mapping that was not ended, or that had
-     * handed out views): ended at the start of the next call, or at the C close. Touched only
-     * with the GIL held. */
+     * handed out views): ended together (read ones with one RELEASE, after freeing their
+     * imports: one device synchronisation for all) at the start of the next call other than
+     * map/create, by map/create once PENDING_MAX or PENDING_BYTES are waiting, and at the C
+     * close. Touched only with the GIL held. */
     pending_end_t *pending;
     Py_ssize_t npending, cap_pending;
+    uint64_t pending_bytes;
     /* Open mappings (their C mapping not ended yet), so that close() can end them. */
     MappingObject *open;
     /* Mapping objects alive that handed out a view: their memory must stay mapped, so the C
@@ -101,10 +104,16 @@ void key_release(key_arg_t *k);
  * caller returns no bytes. Returns 0 or -1 with ValueError/TypeError set. */
 int range_get(PyObject *offset, PyObject *length, PyObject *suffix, gkv_range_t *r, bool *empty);
 
+#define PENDING_MAX 32
+#define PENDING_BYTES (64u << 20)
+
 /* Starts a call on the client: raises when it is closed or was made in another process, takes
  * the lock (waiting without the GIL) and ends pending mappings. Returns 0 or -1 with an
- * exception set. Every successful enter is paired with client_leave. */
+ * exception set. Every successful enter is paired with client_leave. client_enter_map is the
+ * same for map and create, which leave pending ends to wait until enough are pending (a reader
+ * of many chunks then frees their imports and ends their leases in batches). */
 int client_enter(ClientObject *self);
+int client_enter_map(ClientObject *self);
 void client_leave(ClientObject *self);
 /* Queues the end of m (GIL held; never blocks). */
 int client_defer_end(ClientObject *self, gkv_mapping_t *m, int op);

@@ -211,3 +211,19 @@ def test_device_paths_with_host_buffers(client):
     out = bytearray(8)
     assert client.get_to_device("h", out) == 4  # a host buffer: get_into
     assert bytes(out[:4]) == b"host"
+
+
+def test_deferred_ends_come_in_batches(client, daemon):
+    for i in range(100):
+        client.set(f"b/{i}", bytes([i]) * 2_000_000)  # not parked by libgpukv
+    base = leases(daemon.url)
+    most = 0
+    for i in range(100):
+        view = np.asarray(client.map(f"b/{i}"))  # a view: the end waits for the object
+        assert view[0] == i
+        del view
+        most = max(most, leases(daemon.url) - base)
+    # map leaves them pending, at most 32 at a time; any other call ends them all.
+    assert 1 < most <= 33
+    client.ping()
+    assert leases(daemon.url) == base
