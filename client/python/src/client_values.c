@@ -1,0 +1,462 @@
+/* client_values.c: the Client calls that move a value's bytes: set (host bytes or device
+ * memory), get (into a new bytes object, a caller's buffer or device memory), mget. */
+#include "client.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int set_opts_get(PyObject *nx, PyObject *xx, PyObject *meta, gkv_set_opts_t *o,
+                 Py_buffer *meta_view, bool *has_meta)
+{
+    *o = (gkv_set_opts_t){0};
+    *has_meta = false;
+    int n = PyObject_IsTrue(nx), x = PyObject_IsTrue(xx);
+    if (n < 0 || x < 0)
+        return -1;
+    if (n && x) {
+        PyErr_SetString(PyExc_ValueError, "nx and xx exclude each other");
+        return -1;
+    }
+    o->flags = (n ? GKV_SET_NX : 0) | (x ? GKV_SET_XX : 0);
+    if (meta != Py_None) {
+        if (PyUnicode_Check(meta)) {
+            Py_ssize_t len;
+            const char *p = PyUnicode_AsUTF8AndSize(meta, &len);
+            if (!p)
+                return -1;
+            o->meta = p;
+            o->meta_len = (size_t)len;
+            return 0;
+        }
+        if (PyObject_GetBuffer(meta, meta_view, PyBUF_SIMPLE) != 0) {
+            PyErr_Format(PyExc_TypeError, "meta must be bytes-like or str, not %.100s",
+                         Py_TYPE(meta)->tp_name);
+            return -1;
+        }
+        *has_meta = true;
+        o->meta = meta_view->buf;
+        o->meta_len = (size_t)meta_view->len;
+    }
+    return 0;
+}
+
+PyObject *client_set(ClientObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"key", "value", "nx", "xx", "meta", NULL};
+    PyObject *key, *value, *nx = Py_False, *xx = Py_False, *meta = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOO:set", names, &key, &value, &nx, &xx,
+                                     &meta))
+        return NULL;
+    key_arg_t k;
+    Py_buffer v, mv;
+    bool has_meta, has_v = false;
+    gkv_set_opts_t o;
+    const char *vp;
+    Py_ssize_t vlen;
+    if (key_get(key, &k) < 0)
+        return NULL;
+    if (set_opts_get(nx, xx, meta, &o, &mv, &has_meta) < 0)
+        goto fail_key;
+    if (PyUnicode_Check(value)) {
+        if (!(vp = PyUnicode_AsUTF8AndSize(value, &vlen)))
+            goto fail_meta;
+    } else if (PyObject_CheckBuffer(value)) {
+        if (PyObject_GetBuffer(value, &v, PyBUF_C_CONTIGUOUS) != 0) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_ValueError, "value must be C-contiguous memory");
+            goto fail_meta;
+        }
+        has_v = true;
+        vp = v.buf;
+        vlen = v.len;
+    } else {
+        PyErr_Format(PyExc_TypeError,
+                     "value must be bytes-like, str or a device array, not %.100s",
+                     Py_TYPE(value)->tp_name);
+        goto fail_meta;
+    }
+    int rc = client_enter(self);
+    if (rc == 0) {
+        NOGIL(rc, gkv_set(self->c, k.p, (size_t)k.len, vp, (size_t)vlen, &o));
+        client_leave(self);
+        if (rc < 0)
+            raise_client(self, rc);
+    }
+    if (has_v)
+        PyBuffer_Release(&v);
+    if (has_meta)
+        PyBuffer_Release(&mv);
+    key_release(&k);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+fail_meta:
+    if (has_meta)
+        PyBuffer_Release(&mv);
+fail_key:
+    key_release(&k);
+    return NULL;
+}
+
+PyObject *client_set_from_device(ClientObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"key", "ptr", "nbytes", "nx", "xx", "meta", NULL};
+    PyObject *key, *nx = Py_False, *xx = Py_False, *meta = Py_None;
+    unsigned long long ptr, nbytes;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OKK|$OOO:_set_from_device", names, &key, &ptr,
+                                     &nbytes, &nx, &xx, &meta))
+        return NULL;
+    if (!ptr && nbytes) {
+        PyErr_SetString(PyExc_ValueError, "a NULL device pointer");
+        return NULL;
+    }
+    key_arg_t k;
+    Py_buffer mv;
+    bool has_meta;
+    gkv_set_opts_t o;
+    if (key_get(key, &k) < 0)
+        return NULL;
+    if (set_opts_get(nx, xx, meta, &o, &mv, &has_meta) < 0) {
+        key_release(&k);
+        return NULL;
+    }
+    int rc = client_enter(self);
+    if (rc == 0) {
+        NOGIL(rc, gkv_set_from_device(self->c, k.p, (size_t)k.len, (const void *)(uintptr_t)ptr,
+                                      (size_t)nbytes, &o));
+        client_leave(self);
+        if (rc < 0)
+            raise_client(self, rc);
+    }
+    if (has_meta)
+        PyBuffer_Release(&mv);
+    key_release(&k);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* gkv_alloc_fn: a bytes object of the value's size (taking the GIL for it), or a 1-byte
+ * scratch when the caller asked for no bytes. */
+typedef struct {
+    PyObject *obj;
+    bool empty;
+    char scratch[1];
+} bytes_sink_t;
+
+static void *alloc_bytes(void *arg, size_t index, uint64_t len)
+{
+    (void)index;
+    bytes_sink_t *s = arg;
+    if (s->empty)
+        return s->scratch;
+    if (len > (uint64_t)PY_SSIZE_T_MAX)
+        return NULL;
+    PyGILState_STATE g = PyGILState_Ensure();
+    s->obj = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)len);
+    void *p = s->obj ? PyBytes_AS_STRING(s->obj) : NULL;
+    if (!p)
+        PyErr_Clear(); /* reported as NoMemory by the caller */
+    PyGILState_Release(g);
+    return p;
+}
+
+/* GET key [range] into a new bytes object; *info gets what the server said. Returns the bytes
+ * (b"" when the range asked for none) or NULL with an exception. */
+static PyObject *get_bytes(ClientObject *self, PyObject *key, PyObject *off, PyObject *len,
+                           PyObject *suf, gkv_value_info_t *info, PyObject **meta)
+{
+    key_arg_t k;
+    gkv_range_t r;
+    bytes_sink_t sink = {0};
+    if (range_get(off, len, suf, &r, &sink.empty) < 0 || key_get(key, &k) < 0)
+        return NULL;
+    int rc = client_enter(self);
+    if (rc == 0) {
+        NOGIL(rc, gkv_get_with(self->c, k.p, (size_t)k.len, &r, alloc_bytes, &sink, info));
+        if (rc == 0 && meta) {
+            *meta = info->meta ? PyBytes_FromStringAndSize(info->meta, (Py_ssize_t)info->meta_len)
+                               : Py_NewRef(Py_None);
+            if (!*meta)
+                rc = GKV_ENOMEM;
+        }
+        client_leave(self);
+    }
+    key_release(&k);
+    if (rc < 0) {
+        Py_XDECREF(sink.obj);
+        if (!PyErr_Occurred())
+            raise_client(self, rc);
+        return NULL;
+    }
+    if (sink.empty) {
+        /* One byte was asked for to check the key and offset; none is returned, from where the
+         * caller's range starts. */
+        if (r.suffix)
+            info->offset = info->size;
+        info->length = 0;
+        return PyBytes_FromStringAndSize(NULL, 0);
+    }
+    return sink.obj;
+}
+
+PyObject *client_get(ClientObject *self, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames)
+{
+    PyObject *key, *off, *len, *suf;
+    if (parse_key_range(args, nargs, kwnames, "get", &key, &off, &len, &suf) < 0)
+        return NULL;
+    gkv_value_info_t info;
+    return get_bytes(self, key, off, len, suf, &info, NULL);
+}
+
+static PyTypeObject ValueType;
+static PyStructSequence_Field value_fields[] = {
+    {"data", "the bytes read"},
+    {"meta", "the value's metadata (bytes), or None"},
+    {"size", "the whole value's size"},
+    {"offset", "where data starts within the value"},
+    {NULL, NULL},
+};
+static PyStructSequence_Desc value_desc = {"gpukv.Value", "A value read with its metadata.",
+                                           value_fields, 4};
+
+PyObject *client_get_value(ClientObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames)
+{
+    PyObject *key, *off, *len, *suf, *meta = NULL;
+    if (parse_key_range(args, nargs, kwnames, "get_value", &key, &off, &len, &suf) < 0)
+        return NULL;
+    gkv_value_info_t info;
+    PyObject *data = get_bytes(self, key, off, len, suf, &info, &meta);
+    if (!data)
+        return NULL;
+    PyObject *v = PyStructSequence_New(&ValueType);
+    if (!v) {
+        Py_DECREF(data);
+        Py_DECREF(meta);
+        return NULL;
+    }
+    PyStructSequence_SET_ITEM(v, 0, data);
+    PyStructSequence_SET_ITEM(v, 1, meta);
+    PyStructSequence_SET_ITEM(v, 2, PyLong_FromUnsignedLongLong(info.size));
+    PyStructSequence_SET_ITEM(v, 3, PyLong_FromUnsignedLongLong(info.offset));
+    if (!PyStructSequence_GET_ITEM(v, 2) || !PyStructSequence_GET_ITEM(v, 3)) {
+        Py_DECREF(v);
+        return NULL;
+    }
+    return v;
+}
+
+PyObject *client_get_into(ClientObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"key", "buffer", "offset", "length", "suffix", NULL};
+    PyObject *key, *buffer, *off = Py_None, *len = Py_None, *suf = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOO:get_into", names, &key, &buffer, &off,
+                                     &len, &suf))
+        return NULL;
+    gkv_range_t r;
+    bool empty;
+    key_arg_t k;
+    Py_buffer b;
+    if (range_get(off, len, suf, &r, &empty) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(buffer, &b, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) != 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "buffer must be writable, C-contiguous memory, not %.100s",
+                     Py_TYPE(buffer)->tp_name);
+        return NULL;
+    }
+    if (key_get(key, &k) < 0) {
+        PyBuffer_Release(&b);
+        return NULL;
+    }
+    gkv_value_info_t info = {0};
+    char scratch[1];
+    int rc = client_enter(self);
+    if (rc == 0) {
+        NOGIL(rc, gkv_get(self->c, k.p, (size_t)k.len, &r, empty ? scratch : b.buf,
+                          empty ? sizeof(scratch) : (size_t)b.len, &info));
+        client_leave(self);
+        if (rc == GKV_ENOSPACE) {
+            char msg[160];
+            snprintf(msg, sizeof(msg), "%llu bytes do not fit in a buffer of %zd",
+                     (unsigned long long)info.length, b.len);
+            raise_code(rc, msg);
+        } else if (rc < 0) {
+            raise_client(self, rc);
+        }
+    }
+    PyBuffer_Release(&b);
+    key_release(&k);
+    if (rc < 0)
+        return NULL;
+    return PyLong_FromUnsignedLongLong(empty ? 0 : info.length);
+}
+
+PyObject *client_get_to_device(ClientObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"key", "ptr", "cap", "offset", "length", "suffix", NULL};
+    PyObject *key, *off = Py_None, *len = Py_None, *suf = Py_None;
+    unsigned long long ptr, cap;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OKK|$OOO:_get_to_device", names, &key, &ptr, &cap,
+                                     &off, &len, &suf))
+        return NULL;
+    gkv_range_t r;
+    bool empty;
+    key_arg_t k;
+    if (range_get(off, len, suf, &r, &empty) < 0 || key_get(key, &k) < 0)
+        return NULL;
+    gkv_value_info_t info = {0};
+    int rc = client_enter(self);
+    if (rc == 0) {
+        if (empty) {
+            /* Nothing to copy: check the key and the offset through host memory. */
+            bytes_sink_t sink = {.empty = true};
+            NOGIL(rc, gkv_get_with(self->c, k.p, (size_t)k.len, &r, alloc_bytes, &sink, &info));
+        } else {
+            NOGIL(rc, gkv_get_to_device(self->c, k.p, (size_t)k.len, &r,
+                                        (void *)(uintptr_t)ptr, (size_t)cap, &info));
+        }
+        client_leave(self);
+        if (rc == GKV_ENOSPACE) {
+            char msg[160];
+            snprintf(msg, sizeof(msg), "%llu bytes do not fit in a device buffer of %llu",
+                     (unsigned long long)info.length, cap);
+            raise_code(rc, msg);
+        } else if (rc < 0) {
+            raise_client(self, rc);
+        }
+    }
+    key_release(&k);
+    if (rc < 0)
+        return NULL;
+    return PyLong_FromUnsignedLongLong(empty ? 0 : info.length);
+}
+
+/* Allocation for _mget: a bytes object per found item (kept in objs[index]), a 1-byte scratch
+ * for items that asked for no bytes. */
+typedef struct {
+    PyObject **objs;
+    const bool *empty;
+    char scratch[1];
+} mget_sink_t;
+
+static void *alloc_item(void *arg, size_t index, uint64_t len)
+{
+    mget_sink_t *s = arg;
+    if (s->empty[index])
+        return s->scratch;
+    if (len > (uint64_t)PY_SSIZE_T_MAX)
+        return NULL;
+    PyGILState_STATE g = PyGILState_Ensure();
+    s->objs[index] = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)len);
+    void *p = s->objs[index] ? PyBytes_AS_STRING(s->objs[index]) : NULL;
+    if (!p)
+        PyErr_Clear();
+    PyGILState_Release(g);
+    return p;
+}
+
+/* _mget(keys, ranges): keys a list of at most 4096 keys; ranges None or a list of the same
+ * length whose items are None or (offset, length, suffix) with None for absent parts. Returns a
+ * list: bytes for each item found, None for each missing; any other item error raises. */
+PyObject *client_mget(ClientObject *self, PyObject *args)
+{
+    PyObject *keys, *ranges;
+    if (!PyArg_ParseTuple(args, "O!O:_mget", &PyList_Type, &keys, &ranges))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    if (n == 0)
+        return PyList_New(0);
+    if (n > 4096) {
+        PyErr_SetString(PyExc_ValueError, "at most 4096 items per request");
+        return NULL;
+    }
+    if (ranges != Py_None && (!PyList_Check(ranges) || PyList_GET_SIZE(ranges) != n)) {
+        PyErr_SetString(PyExc_ValueError, "ranges must be a list as long as keys");
+        return NULL;
+    }
+    gkv_mget_item_t *items = PyMem_Calloc((size_t)n, sizeof(*items));
+    key_arg_t *ks = PyMem_Calloc((size_t)n, sizeof(*ks));
+    bool *empty = PyMem_Calloc((size_t)n, sizeof(*empty));
+    PyObject **objs = PyMem_Calloc((size_t)n, sizeof(*objs));
+    PyObject *out = NULL;
+    Py_ssize_t got = 0;
+    int rc = 0;
+    if (!items || !ks || !empty || !objs) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; got < n; got++) {
+        if (key_get(PyList_GET_ITEM(keys, got), &ks[got]) < 0)
+            goto done;
+        items[got].key = ks[got].p;
+        items[got].klen = (size_t)ks[got].len;
+        items[got].range.length = GKV_TO_END;
+        PyObject *rg = ranges == Py_None ? Py_None : PyList_GET_ITEM(ranges, got);
+        if (rg != Py_None) {
+            if (!PyTuple_Check(rg) || PyTuple_GET_SIZE(rg) != 3) {
+                PyErr_SetString(PyExc_TypeError, "a range is None or (offset, length, suffix)");
+                got++;
+                goto done;
+            }
+            if (range_get(PyTuple_GET_ITEM(rg, 0), PyTuple_GET_ITEM(rg, 1),
+                          PyTuple_GET_ITEM(rg, 2), &items[got].range, &empty[got]) < 0) {
+                got++;
+                goto done;
+            }
+        }
+    }
+    mget_sink_t sink = {.objs = objs, .empty = empty};
+    if ((rc = client_enter(self)) < 0)
+        goto done;
+    NOGIL(rc, gkv_mget_with(self->c, items, (size_t)n, alloc_item, &sink));
+    client_leave(self);
+    if (rc < 0) {
+        raise_client(self, rc);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int st = items[i].status;
+        if (st < 0 && st != GKV_ENOTFOUND) {
+            char msg[200];
+            snprintf(msg, sizeof(msg), "item %zd: %s", i, gkv_strerror(st));
+            raise_code(st, msg);
+            goto done;
+        }
+    }
+    if (!(out = PyList_New(n)))
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o;
+        if (items[i].status == GKV_ENOTFOUND)
+            o = Py_NewRef(Py_None);
+        else if (empty[i])
+            o = PyBytes_FromStringAndSize(NULL, 0);
+        else
+            o = objs[i], objs[i] = NULL;
+        if (!o) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyList_SET_ITEM(out, i, o);
+    }
+done:
+    for (Py_ssize_t i = 0; i < got; i++)
+        key_release(&ks[i]);
+    for (Py_ssize_t i = 0; objs && i < n; i++)
+        Py_XDECREF(objs[i]);
+    PyMem_Free(items);
+    PyMem_Free(ks);
+    PyMem_Free(empty);
+    PyMem_Free(objs);
+    return out;
+}
+
+int value_type_ready(PyObject *module)
+{
+    if (PyStructSequence_InitType2(&ValueType, &value_desc) < 0)
+        return -1;
+    return PyModule_AddObjectRef(module, "Value", (PyObject *)&ValueType);
+}
