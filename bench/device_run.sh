@@ -4,7 +4,8 @@
 # $OUT (or /tmp).
 #   source .device/env.sh && bench/device_run.sh
 # GKV_BENCH: "zc" (zc_bench, three daemon settings), "py" (the Python binding and zarr), "all"
-# (default), or "none" (tests only); GKV_TESTS=0 skips the tests. Python packages the machine
+# (default), or "none" (tests only); GKV_TESTS=0 skips the tests; GKV_ZARR_ARGS adds arguments
+# to zarr_bench.py (e.g. --gpu-only). Python packages the machine
 # lacks (zarr and its needs) travel as wheels in .whl/ (see ../shared/device/README.md).
 set -uo pipefail
 out=${OUT:-/tmp}
@@ -74,6 +75,7 @@ if { [ "$what" = all ] || [ "$what" = py ]; } && [ -n "$python" ]; then
     stop_daemon
     start_daemon --maxmemory 16G
     echo "zarr_bench on $gpu, commit $commit"
-    "$python" bench/zarr_bench.py "unix:$dir/s.sock" --gpu --profile | tee "$out/zarr_bench.md"
+    "$python" bench/zarr_bench.py "unix:$dir/s.sock" --gpu --profile ${GKV_ZARR_ARGS:-} |
+        tee "$out/zarr_bench.md"
     stop_daemon
 fi

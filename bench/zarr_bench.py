@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """zarr_bench.py: a zarr v3 array written and read through GpukvStore, beside zarr's own stores.
 
-    zarr_bench.py URL [--size 1G] [--chunks 4M,64K] [--gpu] [--reads 5] [--rounds 3]
-                  [--profile]
+    zarr_bench.py URL [--size 1G] [--chunks 4M,64K] [--gpu [--gpu-only]] [--reads 5]
+                  [--rounds 3] [--profile]
 
 For each chunk size, a 1-D uint8 array of --size bytes (no compression: the store is measured,
 not a codec) is written then read whole through:
@@ -132,14 +132,15 @@ TARGET = (("GpuMemoryStore", True), ("GpukvStore", True))
 
 
 def run(url: str, size: int, chunk: int, gpu: bool, reps: int, tmp: str, profile: bool,
-        rounds: int) -> list[dict]:
+        rounds: int, gpu_only: bool = False) -> list[dict]:
     host = np.arange(size, dtype=np.uint8)  # wraps at 256
     dev = None
     if gpu:
         import cupy as cp
 
         dev = cp.asarray(host)
-    configs = [("MemoryStore", False), ("LocalStore", False), ("GpukvStore", False)]
+    configs = [] if gpu_only else [("MemoryStore", False), ("LocalStore", False),
+                                   ("GpukvStore", False)]
     if gpu:
         configs += [("GpuMemoryStore", True), ("LocalStore", True), ("GpukvStore", True)]
     arrays, writes, reads = {}, {}, {cfg: [] for cfg in configs}
@@ -205,13 +206,16 @@ def main() -> None:
     ap.add_argument("--reads", type=int, default=5)
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--gpu-only", action="store_true",
+                    help="only the GPU-buffer rows (with --gpu)")
     a = ap.parse_args()
     size = parse_size(a.size)
     tmp = tempfile.mkdtemp(prefix="gkv-zarr-bench-", dir="/dev/shm")
     rows = []
     try:
         for c in a.chunks.split(","):
-            rows += run(a.url, size, parse_size(c), a.gpu, a.reads, tmp, a.profile, a.rounds)
+            rows += run(a.url, size, parse_size(c), a.gpu, a.reads, tmp, a.profile, a.rounds,
+                        a.gpu_only)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     ref = {(r["chunk"], r["buffers"]): r["read_gbs"] for r in rows

@@ -151,6 +151,11 @@ void gkv__begin(gkv_client_t *c, unsigned op)
         op != GKV_OP_SEAL && op != GKV_OP_ABORT)
         gkv__release_parked(c, true);
     gkv_wr_reset(&c->wr);
+    gkv__begin_more(c, op);
+}
+
+void gkv__begin_more(gkv_client_t *c, unsigned op)
+{
     gkv_wr_begin(&c->wr);
     gkv_wr_uint(&c->wr, GKV_F_OP, op);
     gkv_wr_uint(&c->wr, GKV_F_ID, ++c->next_id);
@@ -187,14 +192,18 @@ void gkv__put_set_opts(gkv_client_t *c, const gkv_set_opts_t *opts)
         gkv_wr_bin(&c->wr, GKV_F_META, opts->meta, opts->meta_len);
 }
 
+int gkv__end_frame(gkv_client_t *c)
+{
+    int rc = gkv_wr_end(&c->wr);
+    return rc == 0 ? 0 : rc == GKV_ETOOBIG ? GKV_ETOOBIG : GKV_ENOMEM;
+}
+
 int gkv__send_frame(gkv_client_t *c)
 {
     if (c->broken)
         return GKV_ECLOSED;
-    int rc = gkv_wr_end(&c->wr);
-    if (rc)
-        return rc == GKV_ETOOBIG ? GKV_ETOOBIG : GKV_ENOMEM;
-    return gkv__send_raw(c, c->wr.sb.data, c->wr.sb.size);
+    int rc = gkv__end_frame(c);
+    return rc ? rc : gkv__send_raw(c, c->wr.sb.data, c->wr.sb.size);
 }
 
 int gkv__send(gkv_client_t *c, const void *payload, size_t len)

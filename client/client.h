@@ -43,6 +43,11 @@ struct gkv_client {
 
 /* Starts a request frame with op and a fresh id. */
 void gkv__begin(gkv_client_t *c, unsigned op);
+/* Starts another frame after the one being built (ended with gkv__end_frame), for requests
+ * pipelined in one send: gkv__send sends every frame in the buffer. */
+void gkv__begin_more(gkv_client_t *c, unsigned op);
+/* Ends the frame being built. Returns 0, GKV_ETOOBIG or GKV_ENOMEM. */
+int gkv__end_frame(gkv_client_t *c);
 /* Ends the frame and sends it, then payload (borrowed, may be NULL/0). Returns 0 or a code. */
 int gkv__send(gkv_client_t *c, const void *payload, size_t len);
 /* 0 when key is 1..max_key bytes, else GKV_EINVAL or GKV_ETOOBIG (no round trip). */
@@ -51,7 +56,8 @@ int gkv__check_key(const gkv_client_t *c, const void *key, size_t klen);
 void gkv__put_key_range(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range);
 /* Adds SET/CREATE options (flags, metadata) to the request being built; opts may be NULL. */
 void gkv__put_set_opts(gkv_client_t *c, const gkv_set_opts_t *opts);
-/* Sends the frame header only (payload_len must already be in it). */
+/* Ends the last frame and sends every frame built since gkv__begin (payload_len must already
+ * be in it; the payload, if any, follows with gkv__send_raw). */
 int gkv__send_frame(gkv_client_t *c);
 /* Sends raw bytes. */
 int gkv__send_raw(gkv_client_t *c, const void *p, size_t len);

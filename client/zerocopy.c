@@ -255,6 +255,92 @@ int gkv_map(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *ra
     return rc;
 }
 
+/* Ends leases granted but not usable here (n ids), waiting for the reply. */
+static void release_ids(gkv_client_t *c, const uint64_t *ids, size_t n)
+{
+    char why[sizeof(c->errmsg)];
+    memcpy(why, c->errmsg, sizeof(why));
+    gkv__begin(c, GKV_OP_RELEASE);
+    size_t pos = gkv_wr_array_begin(&c->wr, GKV_F_LEASES);
+    for (size_t i = 0; i < n; i++)
+        msgpack_pack_uint64(&c->wr.pk, ids[i]);
+    gkv_wr_array_end(&c->wr, pos, (uint32_t)n);
+    if (gkv__send(c, NULL, 0) == 0)
+        gkv__recv(c);
+    memcpy(c->errmsg, why, sizeof(why));
+}
+
+int gkv_map_many(gkv_client_t *c, gkv_map_item_t *items, size_t n)
+{
+    if (!items || n == 0 || n > GKV_MAX_BATCH)
+        return GKV_EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        int rc = gkv__check_key(c, items[i].key, items[i].klen);
+        if (rc)
+            return rc;
+        items[i].status = 0;
+        items[i].mapping = NULL;
+    }
+    uint64_t *refused = malloc(n * sizeof(*refused));
+    if (!refused)
+        return GKV_ENOMEM;
+    size_t nrefused = 0;
+    /* Every request in one buffer and one send; the server answers them in order. */
+    uint64_t first = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (i == 0) {
+            gkv__begin(c, GKV_OP_MAP);
+            first = c->next_id;
+        } else {
+            gkv__begin_more(c, GKV_OP_MAP);
+        }
+        gkv__put_key_range(c, items[i].key, items[i].klen, &items[i].range);
+        if (i + 1 < n)
+            rc = gkv__end_frame(c);
+    }
+    if (rc || (rc = gkv__send(c, NULL, 0))) {
+        free(refused);
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++) {
+        c->next_id = first + i; /* the id this reply carries */
+        int st = gkv__recv(c);
+        if (c->broken) {
+            rc = st ? st : GKV_ECLOSED;
+            break;
+        }
+        if (st < 0) {
+            items[i].status = st;
+            continue;
+        }
+        st = make_mapping(c, 0, items[i].key, items[i].klen, &items[i].mapping);
+        if (st) {
+            items[i].status = st;
+            if (c->broken) {
+                rc = st;
+                break;
+            }
+            /* Granted, but this process cannot use it: ended once every reply is read. */
+            refused[nrefused++] = c->resp.lease;
+        }
+    }
+    c->next_id = first + n - 1;
+    if (rc) {
+        /* The connection is gone, and its leases with it: let go of the imports. */
+        for (size_t i = 0; i < n; i++) {
+            if (items[i].mapping)
+                drop_mapping(c, items[i].mapping);
+            items[i].mapping = NULL;
+            items[i].status = rc;
+        }
+    } else if (nrefused) {
+        release_ids(c, refused, nrefused);
+    }
+    free(refused);
+    return rc;
+}
+
 int gkv_unmap_batch(gkv_client_t *c, gkv_mapping_t **ms, size_t n)
 {
     if (n == 0 || n > GKV_MAX_BATCH)

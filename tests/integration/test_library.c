@@ -1,6 +1,6 @@
 /* test_library.c: libgpukv behaviours beyond single commands, against a real gpukvd:
- * receiving into the caller's allocator (gkv_get_with, gkv_mget_with) and bounded waits
- * (gkv_client_connect_timeout, gkv_client_set_timeout). */
+ * receiving into the caller's allocator (gkv_get_with, gkv_mget_with), pipelined MAPs
+ * (gkv_map_many) and bounded waits (gkv_client_connect_timeout, gkv_client_set_timeout). */
 #include <check.h>
 #include <gpukv/gpukv.h>
 #include <pthread.h>
@@ -132,6 +132,96 @@ START_TEST(mget_with_allocates_each_found_item)
 }
 END_TEST
 
+/* Leases the server counts on every connection (INFO), through a connection of its own. */
+static uint64_t server_leases(const char *url)
+{
+    gkv_client_t *c = connect_or_fail(url);
+    char *info;
+    ck_assert_int_eq(gkv_info(c, &info), 0);
+    const char *p = strstr(info, "\nleases:");
+    ck_assert_ptr_nonnull(p);
+    uint64_t n = strtoull(p + 8, NULL, 10);
+    gkv_free(info);
+    gkv_client_close(c);
+    return n;
+}
+
+START_TEST(map_many_pipelines_maps_and_reports_each_item)
+{
+    static const char *const zc[] = {"--host-zero-copy", "yes", NULL};
+    gkv_daemon_t d;
+    ck_assert_int_eq(harness_start(&d, zc), 0);
+    gkv_client_t *c = connect_or_fail(d.url);
+    ck_assert_int_eq(gkv_set(c, KEY("p/a"), "0123456789", 10, NULL), 0);
+    ck_assert_int_eq(gkv_set(c, KEY("p/b"), "abc", 3, NULL), 0);
+    ck_assert_int_eq(gkv_set(c, KEY("p/empty"), "", 0, NULL), 0);
+    /* A RELEASE sent without waiting goes first: its reply comes before the MAP replies. */
+    gkv_mapping_t *pre;
+    ck_assert_int_eq(gkv_map(c, KEY("p/a"), NULL, &pre), 0);
+    ck_assert_int_eq(gkv_unmap_batch(c, &pre, 1), 0);
+    gkv_map_item_t items[6] = {
+        {.key = "p/a", .klen = 3},
+        {.key = "p/missing", .klen = 9},
+        {.key = "p/a", .klen = 3, .range = {.offset = 2, .length = 3}},
+        {.key = "p/b", .klen = 3, .range = {.suffix = 2}},
+        {.key = "p/b", .klen = 3, .range = {.offset = 4}},
+        {.key = "p/empty", .klen = 7},
+    };
+    ck_assert_int_eq(gkv_map_many(c, items, 6), 0);
+    ck_assert_int_eq(items[0].status, 0);
+    ck_assert_int_eq(memcmp(items[0].mapping->ptr, "0123456789", 10), 0);
+    ck_assert_int_eq(items[1].status, GKV_ENOTFOUND);
+    ck_assert_ptr_null(items[1].mapping);
+    ck_assert_int_eq(items[2].status, 0);
+    ck_assert_uint_eq(items[2].mapping->length, 3);
+    ck_assert_int_eq(memcmp(items[2].mapping->ptr, "234", 3), 0);
+    ck_assert_int_eq(memcmp(items[3].mapping->ptr, "bc", 2), 0);
+    ck_assert_int_eq(items[4].status, GKV_ERANGE);
+    ck_assert_int_eq(items[5].status, 0);
+    ck_assert_uint_eq(items[5].mapping->length, 0);
+    ck_assert_uint_eq(server_leases(d.url), 4);
+    /* The stream is in step: the next request gets its own reply. */
+    ck_assert_int_eq(gkv_ping(c), 0);
+    gkv_mapping_t *ms[4] = {items[0].mapping, items[2].mapping, items[3].mapping,
+                            items[5].mapping};
+    ck_assert_int_eq(gkv_unmap_batch(c, ms, 4), 0);
+    ck_assert_int_eq(gkv_ping(c), 0);
+    ck_assert_uint_eq(server_leases(d.url), 0);
+    /* A bad key refuses the whole call before anything is sent. */
+    gkv_map_item_t bad[2] = {{.key = "p/a", .klen = 3}, {.key = "", .klen = 0}};
+    ck_assert_int_eq(gkv_map_many(c, bad, 2), GKV_EINVAL);
+    ck_assert_int_eq(gkv_map_many(c, bad, 0), GKV_EINVAL);
+    /* Many at once, each mapped. */
+    enum { N = 1000 };
+    static gkv_map_item_t many[N];
+    static char keys[N][16];
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "p/m%04d", i);
+        ck_assert_int_eq(gkv_set(c, keys[i], strlen(keys[i]), keys[i], strlen(keys[i]), NULL), 0);
+        many[i] = (gkv_map_item_t){.key = keys[i], .klen = strlen(keys[i])};
+    }
+    ck_assert_int_eq(gkv_map_many(c, many, N), 0);
+    static gkv_mapping_t *all[N];
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(many[i].status, 0);
+        ck_assert_int_eq(memcmp(many[i].mapping->ptr, keys[i], strlen(keys[i])), 0);
+        all[i] = many[i].mapping;
+    }
+    ck_assert_uint_eq(server_leases(d.url), N);
+    ck_assert_int_eq(gkv_unmap_batch(c, all, N), 0);
+    ck_assert_int_eq(gkv_ping(c), 0);
+    ck_assert_uint_eq(server_leases(d.url), 0);
+    gkv_client_close(c);
+    /* Without zero-copy every item says why, and nothing is left leased. */
+    c = connect_or_fail(d.tcp_url);
+    ck_assert_int_eq(gkv_map_many(c, items, 2), 0);
+    ck_assert_int_eq(items[0].status, GKV_ENOTSUP);
+    ck_assert_int_eq(items[1].status, GKV_ENOTSUP);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
 static double ms_since(const struct timespec *t0)
 {
     struct timespec t;
@@ -207,6 +297,10 @@ static Suite *make_suite(void)
     tcase_add_unchecked_fixture(t, start_shared, stop_shared);
     tcase_add_loop_test(t, get_with_receives_into_the_callers_memory, 0, 4);
     tcase_add_loop_test(t, mget_with_allocates_each_found_item, 0, 4);
+    suite_add_tcase(s, t);
+    t = tcase_create("pipelined maps");
+    tcase_set_timeout(t, 60);
+    tcase_add_test(t, map_many_pipelines_maps_and_reports_each_item);
     suite_add_tcase(s, t);
     t = tcase_create("timeouts");
     tcase_set_timeout(t, 60);

@@ -258,6 +258,22 @@ typedef struct {
  * gkv_client_errmsg says why), GKV_ENOTFOUND, GKV_ERANGE, GKV_ELEASELIMIT, ... */
 GKV_EXPORT int gkv_map(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
                        gkv_mapping_t **out);
+/* One item of gkv_map_many. key is borrowed; the library fills status (0 or a negative code,
+ * e.g. GKV_ENOTFOUND, GKV_ERANGE, GKV_ENOTSUP when this process cannot use the value) and, when
+ * it is 0, mapping (owned by the caller: gkv_unmap or gkv_unmap_batch). */
+typedef struct {
+    const void *key;
+    size_t klen;
+    gkv_range_t range; /* zero for the whole value */
+    int status;
+    gkv_mapping_t *mapping;
+} gkv_map_item_t;
+/* Maps n (1..4096) keys with pipelined MAP requests: all of them go out before the first reply
+ * is read, so n leases cost about one round trip. Each item is a gkv_map of its own (no parked
+ * lease is offered for renewal). Returns 0 when the requests went through (look at each item's
+ * status) or a code for the whole call (a bad key, before anything is sent; a broken connection,
+ * and then no item is mapped). */
+GKV_EXPORT int gkv_map_many(gkv_client_t *c, gkv_map_item_t *items, size_t n);
 /* Ends a mapping and frees m. The caller's GPU work reading m->ptr must have finished. For a
  * value of up to 1 MiB the library keeps ("parks") the lease and the import for the next
  * gkv_map of the same key on this connection, which the server then renews without a new

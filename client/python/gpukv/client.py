@@ -10,7 +10,7 @@ from typing import Any, NamedTuple, TypeVar, Union
 
 from . import _gpukv
 from ._device import device_memory, host_view
-from ._errors import ConnectionError
+from ._errors import CLASSES, ConnectionError, NotFound
 
 Key = Union[str, bytes, bytearray, memoryview]
 #: A byte range for mget: None (the whole value), a slice (``slice(start, stop)``, or
@@ -19,6 +19,7 @@ RangeLike = Union[None, slice, tuple]
 
 MAX_BATCH = _gpukv.MAX_BATCH
 T = TypeVar("T")
+_TEXTS = {code: text for code, _, text in _gpukv.ERRORS}
 
 
 class ListEntry(NamedTuple):
@@ -177,6 +178,31 @@ class Client(_gpukv.Client):
         for i in range(0, len(keys), MAX_BATCH):
             part = None if ranges is None else list(ranges[i : i + MAX_BATCH])
             out.extend(self._mget(keys[i : i + MAX_BATCH], part))
+        return out
+
+    def map_many(self, keys: Sequence[Key], ranges: Sequence[RangeLike] | None = None
+                 ) -> list[_gpukv.Mapping | None]:
+        """Maps many keys (or ranges) with pipelined MAP requests: n mappings for about one
+        round trip. A list with a Mapping for each key found and None for each missing one; any
+        other error raises (the mappings already made are ended first)."""
+        keys = list(keys)
+        if ranges is not None:
+            ranges = [_range_tuple(r) for r in ranges]
+            if len(ranges) != len(keys):
+                raise ValueError("ranges must be as long as keys")
+        out: list[_gpukv.Mapping | None] = []
+        for i in range(0, len(keys), MAX_BATCH):
+            part = None if ranges is None else list(ranges[i : i + MAX_BATCH])
+            out.extend(self._map_many(keys[i : i + MAX_BATCH], part))
+        for i, r in enumerate(out):
+            if isinstance(r, int):
+                if r == NotFound.code:
+                    out[i] = None
+                    continue
+                for m in out:
+                    if isinstance(m, _gpukv.Mapping):
+                        m.unmap()
+                raise CLASSES[r](f"item {i}: {_TEXTS.get(r, 'unknown error')}")
         return out
 
     def exists(self, *keys: Key) -> int:

@@ -8,18 +8,22 @@ kept in GPU memory: zarr's GpuMemoryStore as a service.
 With zarr's GPU buffers (``zarr.config.enable_gpu()``) on a local connection to a cuda-backend
 daemon, a read is zero-copy: the chunk buffer zarr gets *is* the value's memory in the daemon's
 pool, mapped into this process (MAP; the lease ends when zarr drops the buffer, and the value
-stays unchanged until then whatever other clients do). Zarr's codecs never write into a buffer
-they read (they copy first, as they must for MemoryStore). A write goes from device memory too
-(CREATE, one device-to-device copy, SEAL). Otherwise bytes go through host memory.
+stays unchanged until then whatever other clients do); host buffers are read the same way from
+a host-backend daemon that shares its arena (``--host-zero-copy yes``). The reads zarr issues
+together are mapped with one pipelined round trip. Zarr's codecs never write into a buffer they
+read (they copy first, as they must for MemoryStore). A write of a GPU buffer goes from device
+memory (CREATE, one device-to-device copy, SEAL). Otherwise bytes go through the socket.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
+import numpy as np
 from zarr.abc.store import (
     ByteRequest,
     OffsetByteRequest,
@@ -29,8 +33,9 @@ from zarr.abc.store import (
 )
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
-from ._errors import Exists, LeaseLimit, NotFound, NotSupported, RangeError
-from .client import Client, MAX_BATCH, _decode
+from ._errors import Exists, NotFound, RangeError
+from ._gpukv import Mapping
+from .client import MAX_BATCH, Client
 
 __all__ = ["GpukvStore"]
 
@@ -64,6 +69,14 @@ def _range_kwargs(byte_range: ByteRequest | None) -> dict[str, int | None]:
             raise ValueError(f"negative suffix in {byte_range}")
         return {"suffix": byte_range.suffix}
     raise TypeError(f"Unexpected byte_range, got {byte_range}.")
+
+
+def _empty(rng: dict) -> bool:
+    return rng.get("length") == 0 or rng.get("suffix") == 0
+
+
+def _range_tuple(rng: dict) -> tuple | None:
+    return (rng.get("offset"), rng.get("length"), rng.get("suffix")) if rng else None
 
 
 _gpu_buffer: type | None = None
@@ -102,6 +115,7 @@ class GpukvStore(Store):
         self._c: Client | None = None
         self._gen = -1
         self._lock = threading.Lock()
+        self._batches: dict[asyncio.AbstractEventLoop, list] = {}
 
     # -- connection ------------------------------------------------------------------------
 
@@ -165,6 +179,44 @@ class GpukvStore(Store):
         return key[len(self.root) + 1 :] if self.root else key
 
     # -- reading ---------------------------------------------------------------------------
+    #
+    # On a local connection whose zero-copy reaches the memory the buffers live in (cuda for
+    # GPU buffers, the host arena for host buffers) a read is a view of the mapped value: no
+    # copy, and a lease that ends when zarr drops the buffer. The reads zarr issues together
+    # (async.concurrency of them) are mapped together: one gkv_map_many, one round trip.
+    # Otherwise the bytes come over the socket.
+
+    def _maps_into(self, prototype: BufferPrototype) -> bool:
+        zc = self.client.zero_copy
+        return zc == "cuda-pool-fd" if _is_gpu(prototype) else zc == "host-memfd"
+
+    def _over_socket(self, k: str, rng: dict, prototype: BufferPrototype) -> Buffer | None:
+        try:
+            return prototype.buffer.from_bytes(self.client.get(k, **rng))
+        except NotFound:
+            return None
+        except RangeError:
+            return prototype.buffer.from_bytes(b"")  # past the end: no bytes (as LocalStore)
+
+    def _from_mapping(self, k: str, rng: dict, prototype: BufferPrototype,
+                      m: Mapping | int) -> Buffer | None:
+        """A read's result from what _map_many gave for it: a mapping or an error code."""
+        if isinstance(m, int):
+            if m == NotFound.code:
+                return None
+            if m == RangeError.code:
+                return prototype.buffer.from_bytes(b"")
+            # This process cannot use the value (a GPU it cannot see, too many leases...):
+            # the bytes through the socket instead.
+            return self._over_socket(k, rng, prototype)
+        if m.nbytes == 0:
+            m.unmap()
+            return prototype.buffer.create_zero_length()
+        if _is_gpu(prototype):
+            import cupy as cp
+
+            return prototype.buffer.from_array_like(cp.asarray(m))
+        return prototype.buffer.from_array_like(np.asarray(m))  # read-only host view
 
     def get_sync(self, key: str, *, prototype: BufferPrototype | None = None,
                  byte_range: ByteRequest | None = None) -> Buffer | None:
@@ -172,39 +224,51 @@ class GpukvStore(Store):
             prototype = default_buffer_prototype()
         rng = _range_kwargs(byte_range)
         k = self._key(key)
-        try:
-            if _is_gpu(prototype):
-                return self._get_gpu(k, rng, prototype)
-            return prototype.buffer.from_bytes(self.client.get(k, **rng))
-        except NotFound:
-            return None
-        except RangeError:
-            return prototype.buffer.from_bytes(b"")  # past the end: no bytes (as LocalStore)
-
-    def _get_gpu(self, k: str, rng: dict, prototype: BufferPrototype) -> Buffer:
-        c = self.client
-        empty = rng.get("length") == 0 or rng.get("suffix") == 0
-        if not empty and c.zero_copy == "cuda-pool-fd":
-            import cupy as cp
-
-            try:
-                m = c.map(k, **rng)
-            except (NotSupported, LeaseLimit):
-                m = None  # this process cannot see the GPU, or holds too many: host memory
-            if m is not None:
-                if m.nbytes == 0:
-                    m.unmap()
-                    return prototype.buffer.create_zero_length()
-                # A view of the mapped value: the array holds the mapping, whose lease ends when
-                # the array is gone (ended at this client's next call).
-                return prototype.buffer.from_array_like(cp.asarray(m))
-        return prototype.buffer.from_bytes(c.get(k, **rng))
+        if _empty(rng) or not self._maps_into(prototype):
+            return self._over_socket(k, rng, prototype)
+        (m,) = self.client._map_many([k], [_range_tuple(rng)])
+        return self._from_mapping(k, rng, prototype, m)
 
     async def get(self, key: str, prototype: BufferPrototype | None = None,
                   byte_range: ByteRequest | None = None) -> Buffer | None:
         if not self._is_open:
             await self._open()
-        return self.get_sync(key, prototype=prototype, byte_range=byte_range)
+        if prototype is None:
+            prototype = default_buffer_prototype()
+        rng = _range_kwargs(byte_range)
+        k = self._key(key)
+        if _empty(rng) or not self._maps_into(prototype):
+            return self._over_socket(k, rng, prototype)
+        # Join the reads waiting in this event loop; the first one schedules the batch, which
+        # runs once every task already scheduled has had its turn.
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        batch = self._batches.get(loop)
+        if batch is None:
+            batch = self._batches[loop] = []
+            loop.call_soon(self._map_batch, loop)
+        batch.append((k, rng, prototype, fut))
+        return await fut
+
+    def _map_batch(self, loop: asyncio.AbstractEventLoop) -> None:
+        batch = self._batches.pop(loop, [])
+        for i in range(0, len(batch), MAX_BATCH):
+            part = batch[i : i + MAX_BATCH]
+            try:
+                maps = self.client._map_many([b[0] for b in part],
+                                             [_range_tuple(b[1]) for b in part])
+            except BaseException as e:  # noqa: BLE001 - handed to every waiting read
+                for *_, fut in part:
+                    if not fut.done():
+                        fut.set_exception(e)
+                continue
+            for (k, rng, prototype, fut), m in zip(part, maps):
+                if fut.done():  # cancelled: a mapping is ended with its object
+                    continue
+                try:
+                    fut.set_result(self._from_mapping(k, rng, prototype, m))
+                except BaseException as e:  # noqa: BLE001
+                    fut.set_exception(e)
 
     async def get_partial_values(self, prototype: BufferPrototype,
                                  key_ranges: Iterable[tuple[str, ByteRequest | None]]

@@ -45,5 +45,6 @@ PyObject *client_list(ClientObject *self, PyObject *args);
 PyObject *client_map(ClientObject *self, PyObject *const *args, Py_ssize_t nargs,
                      PyObject *kwnames);
 PyObject *client_create(ClientObject *self, PyObject *args, PyObject *kw);
+PyObject *client_map_many(ClientObject *self, PyObject *args);
 
 #endif

@@ -98,3 +98,92 @@ PyObject *client_create(ClientObject *self, PyObject *args, PyObject *kw)
     key_release(&k);
     return out;
 }
+
+/* _map_many(keys, ranges): pipelined MAPs (gkv_map_many) of at most 4096 keys; ranges None or a
+ * list as long as keys of None or (offset, length, suffix). Returns a list with a Mapping for
+ * each item mapped and the negative error code (an int) for each that was not. */
+PyObject *client_map_many(ClientObject *self, PyObject *args)
+{
+    PyObject *keys, *ranges;
+    if (!PyArg_ParseTuple(args, "O!O:_map_many", &PyList_Type, &keys, &ranges))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(keys), got = 0;
+    if (n == 0)
+        return PyList_New(0);
+    if (n > 4096) {
+        PyErr_SetString(PyExc_ValueError, "at most 4096 items per request");
+        return NULL;
+    }
+    if (ranges != Py_None && (!PyList_Check(ranges) || PyList_GET_SIZE(ranges) != n)) {
+        PyErr_SetString(PyExc_ValueError, "ranges must be a list as long as keys");
+        return NULL;
+    }
+    gkv_map_item_t *items = PyMem_Calloc((size_t)n, sizeof(*items));
+    key_arg_t *ks = PyMem_Calloc((size_t)n, sizeof(*ks));
+    PyObject *out = NULL;
+    if (!items || !ks) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; got < n; got++) {
+        PyObject *key = PyList_GET_ITEM(keys, got);
+        if (key_get(key, &ks[got]) < 0)
+            goto done;
+        items[got].key = ks[got].p;
+        items[got].klen = (size_t)ks[got].len;
+        items[got].range.length = GKV_TO_END;
+        PyObject *rg = ranges == Py_None ? Py_None : PyList_GET_ITEM(ranges, got);
+        if (rg != Py_None) {
+            bool empty;
+            if (!PyTuple_Check(rg) || PyTuple_GET_SIZE(rg) != 3) {
+                PyErr_SetString(PyExc_TypeError, "a range is None or (offset, length, suffix)");
+                got++;
+                goto done;
+            }
+            if (range_get(PyTuple_GET_ITEM(rg, 0), PyTuple_GET_ITEM(rg, 1),
+                          PyTuple_GET_ITEM(rg, 2), &items[got].range, &empty) < 0) {
+                got++;
+                goto done;
+            }
+            if (empty) {
+                PyErr_SetString(PyExc_ValueError, "an empty range cannot be mapped");
+                got++;
+                goto done;
+            }
+        }
+    }
+    int rc = client_enter_map(self);
+    if (rc < 0)
+        goto done;
+    NOGIL(rc, gkv_map_many(self->c, items, (size_t)n));
+    client_leave(self);
+    if (rc < 0) {
+        raise_client(self, rc);
+        goto done;
+    }
+    out = PyList_New(n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = NULL;
+        if (out && items[i].status == 0) {
+            PyObject *kb = key_object(PyList_GET_ITEM(keys, i), &ks[i]);
+            o = kb ? mapping_new(self, items[i].mapping, kb, false) : NULL;
+            Py_XDECREF(kb);
+        } else if (out) {
+            o = PyLong_FromLong(items[i].status);
+        }
+        if (!o) {
+            /* Whatever was mapped and not handed out ends at the next call. */
+            Py_CLEAR(out);
+            if (items[i].status == 0)
+                client_defer_end(self, items[i].mapping, END_UNMAP);
+            continue;
+        }
+        PyList_SET_ITEM(out, i, o);
+    }
+done:
+    for (Py_ssize_t i = 0; i < got; i++)
+        key_release(&ks[i]);
+    PyMem_Free(items);
+    PyMem_Free(ks);
+    return out;
+}

@@ -376,6 +376,8 @@ static PyMethodDef client_methods[] = {
     {"map", (PyCFunction)(void (*)(void))client_map, METH_FASTCALL | METH_KEYWORDS,
      "map(key, *, offset=None, length=None, suffix=None) -> Mapping: leases the value (or a "
      "range) for reading in place (local connections only)."},
+    {"_map_many", (PyCFunction)client_map_many, METH_VARARGS,
+     "Pipelined MAPs of at most 4096 keys: a Mapping or an error code for each."},
     {"create", (PyCFunction)(void (*)(void))client_create, METH_VARARGS | METH_KEYWORDS,
      "create(key, nbytes, *, nx=False, xx=False, meta=None) -> Mapping: a new value, writable "
      "in place and invisible until sealed (local connections only)."},

@@ -227,3 +227,36 @@ def test_deferred_ends_come_in_batches(client, daemon):
     assert 1 < most <= 33
     client.ping()
     assert leases(daemon.url) == base
+
+
+def test_map_many(client, daemon):
+    for i in range(10):
+        client.set(f"mm/{i}", bytes([i]) * (i + 1))
+    base = leases(daemon.url)
+    before = client.info("stats")["total_commands_processed"]
+    ms = client.map_many([f"mm/{i}" for i in range(10)] + ["mm/none"])
+    assert client.info("stats")["total_commands_processed"] == before + 11 + 1  # + the INFO
+    assert ms[-1] is None
+    assert [bytes(m) for m in ms[:-1]] == [bytes([i]) * (i + 1) for i in range(10)]
+    assert leases(daemon.url) == base + 10
+    for m in ms[:-1]:
+        m.unmap()
+    del ms, m  # bytes(m) took a view: each lease ends with its object
+    client.ping()
+    assert leases(daemon.url) == base
+    parts = client.map_many(["mm/9", "mm/9"], [slice(2, 5), slice(-1, None)])
+    assert [(m.nbytes, m.offset) for m in parts] == [(3, 2), (1, 9)]
+    for m in parts:
+        m.unmap()
+    with pytest.raises(gpukv.RangeError):
+        client.map_many(["mm/1", "mm/2"], [None, slice(50, None)])
+    client.ping()
+    assert leases(daemon.url) == base  # the one mapped before the error was ended
+    with pytest.raises(ValueError):
+        client.map_many(["mm/1"], [slice(1, 1)])
+    with pytest.raises(ValueError):
+        client.map_many(["", "mm/1"])
+    assert client.map_many([]) == []
+    with gpukv.Client(daemon.tcp_url) as tcp:
+        with pytest.raises(gpukv.NotSupported):
+            tcp.map_many(["mm/1"])

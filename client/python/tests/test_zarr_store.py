@@ -185,3 +185,40 @@ def test_a_forked_child_gets_its_own_connection(daemon):
     assert got == b"1"
     assert s.client is parent_client
     assert s.get_sync("k2").to_bytes() == b"child"
+
+
+async def test_reads_issued_together_are_mapped_together(daemon, monkeypatch):
+    import asyncio
+    import gc
+
+    from conftest import leases
+
+    s = await GpukvStore.open(daemon.url, root="batch")
+    if s.client.zero_copy != "host-memfd":
+        pytest.skip("needs a daemon that shares its arena (--host-zero-copy yes)")
+    for i in range(20):
+        await s.set(f"c/{i}", cpu.Buffer.from_bytes(bytes([i]) * 100))
+    base = leases(daemon.url)
+    calls = []
+    orig = gpukv.Client._map_many
+
+    def spy(self, keys, ranges):
+        calls.append(len(keys))
+        return orig(self, keys, ranges)
+
+    monkeypatch.setattr(gpukv.Client, "_map_many", spy)
+    reads = [s.get(f"c/{i}", _proto()) for i in range(20)]
+    reads += [s.get("missing", _proto()), s.get("c/0", _proto(), RangeByteRequest(200, 300)),
+              s.get("c/1", _proto(), SuffixByteRequest(10))]
+    got = await asyncio.gather(*reads)
+    assert calls == [23]  # one pipelined round trip for all of them
+    assert [g.to_bytes() for g in got[:20]] == [bytes([i]) * 100 for i in range(20)]
+    assert got[20] is None
+    assert got[21].to_bytes() == b""
+    assert got[22].to_bytes() == b"\x01" * 10
+    assert leases(daemon.url) == base + 21  # the buffers are views: their leases are held
+    del got, reads
+    await asyncio.sleep(0)  # asyncio keeps the awaited results until this task yields once
+    gc.collect()
+    s.client.ping()
+    assert leases(daemon.url) == base
