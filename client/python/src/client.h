@@ -14,6 +14,21 @@
         Py_END_ALLOW_THREADS                                                                       \
     } while (0)
 
+/* Runs expr, a libgpukv call on self->c that returns 0 (or a count) or a negative code, as one
+ * call on the client: entered with enter (client_enter or client_enter_map), the GIL released
+ * around expr, left. rc gets expr's result; whenever it is negative (entering failed, or expr)
+ * the exception is set. */
+#define CLIENT_CALL(enter, self, rc, expr)                                                         \
+    do {                                                                                           \
+        rc = enter(self);                                                                          \
+        if (rc == 0) {                                                                             \
+            NOGIL(rc, expr);                                                                       \
+            client_leave(self);                                                                    \
+            if (rc < 0)                                                                            \
+                raise_client(self, (int)rc);                                                       \
+        }                                                                                          \
+    } while (0)
+
 /* Raises ConnectionClosed ("the client is closed"); returns NULL. */
 PyObject *raise_closed(void);
 /* nx/xx/meta keywords into SET options; *meta_view (set when *has_meta) must be released. */

@@ -7,43 +7,36 @@
 /* EXISTS or DEL of a list of at most 4096 keys; returns the count. */
 static PyObject *keys_op(ClientObject *self, PyObject *keys, bool del)
 {
-    if (!PyList_Check(keys)) {
-        PyErr_SetString(PyExc_TypeError, "keys must be a list");
-        return NULL;
-    }
-    Py_ssize_t n = PyList_GET_SIZE(keys), got = 0;
-    if (n == 0)
-        return PyLong_FromLong(0);
-    if (n > 4096) {
-        PyErr_SetString(PyExc_ValueError, "at most 4096 keys per request");
-        return NULL;
-    }
-    key_arg_t *ks = PyMem_Calloc((size_t)n, sizeof(*ks));
-    const void **ps = PyMem_Calloc((size_t)n, sizeof(*ps));
-    size_t *lens = PyMem_Calloc((size_t)n, sizeof(*lens));
+    batch_arg_t b;
+    const void **ps = NULL;
+    size_t *lens = NULL;
     PyObject *out = NULL;
-    if (!ks || !ps || !lens) {
+    if (batch_get(keys, Py_None, &b) < 0)
+        goto done;
+    size_t n = (size_t)b.n;
+    if (n == 0) {
+        out = PyLong_FromLong(0);
+        goto done;
+    }
+    ps = PyMem_Calloc(n, sizeof(*ps));
+    lens = PyMem_Calloc(n, sizeof(*lens));
+    if (!ps || !lens) {
         PyErr_NoMemory();
         goto done;
     }
-    for (; got < n; got++) {
-        if (key_get(PyList_GET_ITEM(keys, got), &ks[got]) < 0)
-            goto done;
-        ps[got] = ks[got].p;
-        lens[got] = (size_t)ks[got].len;
+    for (size_t i = 0; i < n; i++) {
+        ps[i] = b.keys[i].p;
+        lens[i] = (size_t)b.keys[i].len;
     }
-    if (client_enter(self) < 0)
-        goto done;
     int64_t r;
-    NOGIL(r, del ? gkv_del(self->c, ps, lens, (size_t)n) : gkv_exists(self->c, ps, lens, (size_t)n));
-    client_leave(self);
-    out = r < 0 ? raise_client(self, (int)r) : PyLong_FromLongLong(r);
+    CLIENT_CALL(client_enter, self, r,
+                del ? gkv_del(self->c, ps, lens, n) : gkv_exists(self->c, ps, lens, n));
+    if (r >= 0)
+        out = PyLong_FromLongLong(r);
 done:
-    for (Py_ssize_t i = 0; i < got; i++)
-        key_release(&ks[i]);
-    PyMem_Free(ks);
     PyMem_Free(ps);
     PyMem_Free(lens);
+    batch_release(&b);
     return out;
 }
 
@@ -63,13 +56,8 @@ PyObject *client_getsize(ClientObject *self, PyObject *key)
     if (key_get(key, &k) < 0)
         return NULL;
     uint64_t size = 0;
-    int rc = client_enter(self);
-    if (rc == 0) {
-        NOGIL(rc, gkv_getsize(self->c, k.p, (size_t)k.len, &size));
-        client_leave(self);
-        if (rc < 0)
-            raise_client(self, rc);
-    }
+    int rc;
+    CLIENT_CALL(client_enter, self, rc, gkv_getsize(self->c, k.p, (size_t)k.len, &size));
     key_release(&k);
     return rc < 0 ? NULL : PyLong_FromUnsignedLongLong(size);
 }
@@ -92,13 +80,9 @@ PyObject *client_getsize_prefix(ClientObject *self, PyObject *prefix)
     if (prefix_get(prefix, &k) < 0)
         return NULL;
     uint64_t bytes = 0, count = 0;
-    int rc = client_enter(self);
-    if (rc == 0) {
-        NOGIL(rc, gkv_getsize_prefix(self->c, k.p, (size_t)k.len, &bytes, &count));
-        client_leave(self);
-        if (rc < 0)
-            raise_client(self, rc);
-    }
+    int rc;
+    CLIENT_CALL(client_enter, self, rc,
+                gkv_getsize_prefix(self->c, k.p, (size_t)k.len, &bytes, &count));
     key_release(&k);
     return rc < 0 ? NULL : Py_BuildValue("KK", (unsigned long long)bytes, (unsigned long long)count);
 }
@@ -106,27 +90,21 @@ PyObject *client_getsize_prefix(ClientObject *self, PyObject *prefix)
 PyObject *client_flush(ClientObject *self, PyObject *noargs)
 {
     (void)noargs;
-    if (client_enter(self) < 0)
-        return NULL;
     int rc;
-    NOGIL(rc, gkv_flush(self->c));
-    client_leave(self);
+    CLIENT_CALL(client_enter, self, rc, gkv_flush(self->c));
     if (rc < 0)
-        return raise_client(self, rc);
+        return NULL;
     Py_RETURN_NONE;
 }
 
 PyObject *client_info_text(ClientObject *self, PyObject *noargs)
 {
     (void)noargs;
-    if (client_enter(self) < 0)
-        return NULL;
     char *text = NULL;
     int rc;
-    NOGIL(rc, gkv_info(self->c, &text));
-    client_leave(self);
+    CLIENT_CALL(client_enter, self, rc, gkv_info(self->c, &text));
     if (rc < 0)
-        return raise_client(self, rc);
+        return NULL;
     PyObject *s = PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
     gkv_free(text);
     return s;
@@ -147,13 +125,9 @@ PyObject *client_list(ClientObject *self, PyObject *args)
     if (prefix_get(prefix, &k) < 0)
         return NULL;
     gkv_list_t *it = NULL;
-    int rc = client_enter(self);
-    if (rc == 0) {
-        NOGIL(rc, gkv_list_open(self->c, k.p, (size_t)k.len, delim, page, &it));
-        client_leave(self);
-        if (rc < 0)
-            raise_client(self, rc);
-    }
+    int rc;
+    CLIENT_CALL(client_enter, self, rc,
+                gkv_list_open(self->c, k.p, (size_t)k.len, delim, page, &it));
     key_release(&k);
     return rc < 0 ? NULL : list_iter_new(self, it);
 }

@@ -11,6 +11,19 @@ static PyObject *key_object(PyObject *key, const key_arg_t *k)
     return PyBytes_FromStringAndSize(k->p, k->len);
 }
 
+/* The Mapping object for m, which the library just returned for key (k its bytes). If it cannot
+ * be made, m is ended at the client's next call and NULL returned with the exception set. */
+static PyObject *wrap(ClientObject *self, gkv_mapping_t *m, PyObject *key, const key_arg_t *k,
+                      bool writable)
+{
+    PyObject *kb = key_object(key, k);
+    PyObject *out = kb ? mapping_new(self, m, kb, writable) : NULL;
+    Py_XDECREF(kb);
+    if (!out)
+        client_defer_end(self, m, writable ? END_ABORT : END_UNMAP);
+    return out;
+}
+
 PyObject *client_map(ClientObject *self, PyObject *const *args, Py_ssize_t nargs,
                             PyObject *kwnames)
 {
@@ -29,21 +42,9 @@ PyObject *client_map(ClientObject *self, PyObject *const *args, Py_ssize_t nargs
     if (key_get(key, &k) < 0)
         return NULL;
     gkv_mapping_t *m = NULL;
-    int rc = client_enter_map(self);
-    if (rc == 0) {
-        NOGIL(rc, gkv_map(self->c, k.p, (size_t)k.len, &r, &m));
-        client_leave(self);
-    }
-    PyObject *out = NULL;
-    if (rc == 0) {
-        PyObject *kb = key_object(key, &k);
-        out = kb ? mapping_new(self, m, kb, false) : NULL;
-        Py_XDECREF(kb);
-        if (!out) /* the C mapping is ended at the next call */
-            client_defer_end(self, m, END_UNMAP);
-    } else if (!PyErr_Occurred()) {
-        raise_client(self, rc);
-    }
+    int rc;
+    CLIENT_CALL(client_enter_map, self, rc, gkv_map(self->c, k.p, (size_t)k.len, &r, &m));
+    PyObject *out = rc == 0 ? wrap(self, m, key, &k, false) : NULL;
     key_release(&k);
     return out;
 }
@@ -78,21 +79,10 @@ PyObject *client_create(ClientObject *self, PyObject *args, PyObject *kw)
         return NULL;
     }
     gkv_mapping_t *m = NULL;
-    int rc = client_enter_map(self);
-    if (rc == 0) {
-        NOGIL(rc, gkv_create(self->c, k.p, (size_t)k.len, (uint64_t)size, &o, &m));
-        client_leave(self);
-    }
-    PyObject *out = NULL;
-    if (rc == 0) {
-        PyObject *kb = key_object(key, &k);
-        out = kb ? mapping_new(self, m, kb, true) : NULL;
-        Py_XDECREF(kb);
-        if (!out)
-            client_defer_end(self, m, END_ABORT);
-    } else if (!PyErr_Occurred()) {
-        raise_client(self, rc);
-    }
+    int rc;
+    CLIENT_CALL(client_enter_map, self, rc,
+                gkv_create(self->c, k.p, (size_t)k.len, (uint64_t)size, &o, &m));
+    PyObject *out = rc == 0 ? wrap(self, m, key, &k, true) : NULL;
     if (has_meta)
         PyBuffer_Release(&mv);
     key_release(&k);
@@ -107,83 +97,50 @@ PyObject *client_map_many(ClientObject *self, PyObject *args)
     PyObject *keys, *ranges;
     if (!PyArg_ParseTuple(args, "O!O:_map_many", &PyList_Type, &keys, &ranges))
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(keys), got = 0;
-    if (n == 0)
-        return PyList_New(0);
-    if (n > 4096) {
-        PyErr_SetString(PyExc_ValueError, "at most 4096 items per request");
-        return NULL;
-    }
-    if (ranges != Py_None && (!PyList_Check(ranges) || PyList_GET_SIZE(ranges) != n)) {
-        PyErr_SetString(PyExc_ValueError, "ranges must be a list as long as keys");
-        return NULL;
-    }
-    gkv_map_item_t *items = PyMem_Calloc((size_t)n, sizeof(*items));
-    key_arg_t *ks = PyMem_Calloc((size_t)n, sizeof(*ks));
+    batch_arg_t b;
+    gkv_map_item_t *items = NULL;
     PyObject *out = NULL;
-    if (!items || !ks) {
+    if (batch_get(keys, ranges, &b) < 0)
+        goto done;
+    Py_ssize_t n = b.n;
+    if (n == 0) {
+        out = PyList_New(0);
+        goto done;
+    }
+    if (!(items = PyMem_Calloc((size_t)n, sizeof(*items)))) {
         PyErr_NoMemory();
         goto done;
     }
-    for (; got < n; got++) {
-        PyObject *key = PyList_GET_ITEM(keys, got);
-        if (key_get(key, &ks[got]) < 0)
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (b.empty[i]) {
+            PyErr_SetString(PyExc_ValueError, "an empty range cannot be mapped");
             goto done;
-        items[got].key = ks[got].p;
-        items[got].klen = (size_t)ks[got].len;
-        items[got].range.length = GKV_TO_END;
-        PyObject *rg = ranges == Py_None ? Py_None : PyList_GET_ITEM(ranges, got);
-        if (rg != Py_None) {
-            bool empty;
-            if (!PyTuple_Check(rg) || PyTuple_GET_SIZE(rg) != 3) {
-                PyErr_SetString(PyExc_TypeError, "a range is None or (offset, length, suffix)");
-                got++;
-                goto done;
-            }
-            if (range_get(PyTuple_GET_ITEM(rg, 0), PyTuple_GET_ITEM(rg, 1),
-                          PyTuple_GET_ITEM(rg, 2), &items[got].range, &empty) < 0) {
-                got++;
-                goto done;
-            }
-            if (empty) {
-                PyErr_SetString(PyExc_ValueError, "an empty range cannot be mapped");
-                got++;
-                goto done;
-            }
         }
+        items[i] = (gkv_map_item_t){.key = b.keys[i].p, .klen = (size_t)b.keys[i].len,
+                                    .range = b.range[i]};
     }
-    int rc = client_enter_map(self);
+    int rc;
+    CLIENT_CALL(client_enter_map, self, rc, gkv_map_many(self->c, items, (size_t)n));
     if (rc < 0)
         goto done;
-    NOGIL(rc, gkv_map_many(self->c, items, (size_t)n));
-    client_leave(self);
-    if (rc < 0) {
-        raise_client(self, rc);
-        goto done;
-    }
     out = PyList_New(n);
     for (Py_ssize_t i = 0; i < n; i++) {
+        bool mapped = items[i].status == 0;
         PyObject *o = NULL;
-        if (out && items[i].status == 0) {
-            PyObject *kb = key_object(PyList_GET_ITEM(keys, i), &ks[i]);
-            o = kb ? mapping_new(self, items[i].mapping, kb, false) : NULL;
-            Py_XDECREF(kb);
-        } else if (out) {
+        if (out && mapped)
+            o = wrap(self, items[i].mapping, PyList_GET_ITEM(keys, i), &b.keys[i], false);
+        else if (out)
             o = PyLong_FromLong(items[i].status);
-        }
+        else if (mapped) /* the list failed: whatever was mapped ends at the next call */
+            client_defer_end(self, items[i].mapping, END_UNMAP);
         if (!o) {
-            /* Whatever was mapped and not handed out ends at the next call. */
             Py_CLEAR(out);
-            if (items[i].status == 0)
-                client_defer_end(self, items[i].mapping, END_UNMAP);
             continue;
         }
         PyList_SET_ITEM(out, i, o);
     }
 done:
-    for (Py_ssize_t i = 0; i < got; i++)
-        key_release(&ks[i]);
     PyMem_Free(items);
-    PyMem_Free(ks);
+    batch_release(&b);
     return out;
 }

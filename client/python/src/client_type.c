@@ -267,13 +267,10 @@ static PyObject *client_close(ClientObject *self, PyObject *noargs)
 static PyObject *client_ping(ClientObject *self, PyObject *noargs)
 {
     (void)noargs;
-    if (client_enter(self) < 0)
-        return NULL;
     int rc;
-    NOGIL(rc, gkv_ping(self->c));
-    client_leave(self);
+    CLIENT_CALL(client_enter, self, rc, gkv_ping(self->c));
     if (rc < 0)
-        return raise_client(self, rc);
+        return NULL;
     Py_RETURN_TRUE;
 }
 

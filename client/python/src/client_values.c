@@ -75,13 +75,8 @@ PyObject *client_set(ClientObject *self, PyObject *args, PyObject *kw)
                      Py_TYPE(value)->tp_name);
         goto fail_meta;
     }
-    int rc = client_enter(self);
-    if (rc == 0) {
-        NOGIL(rc, gkv_set(self->c, k.p, (size_t)k.len, vp, (size_t)vlen, &o));
-        client_leave(self);
-        if (rc < 0)
-            raise_client(self, rc);
-    }
+    int rc;
+    CLIENT_CALL(client_enter, self, rc, gkv_set(self->c, k.p, (size_t)k.len, vp, (size_t)vlen, &o));
     if (has_v)
         PyBuffer_Release(&v);
     if (has_meta)
@@ -120,14 +115,10 @@ PyObject *client_set_from_device(ClientObject *self, PyObject *args, PyObject *k
         key_release(&k);
         return NULL;
     }
-    int rc = client_enter(self);
-    if (rc == 0) {
-        NOGIL(rc, gkv_set_from_device(self->c, k.p, (size_t)k.len, (const void *)(uintptr_t)ptr,
-                                      (size_t)nbytes, &o));
-        client_leave(self);
-        if (rc < 0)
-            raise_client(self, rc);
-    }
+    int rc;
+    CLIENT_CALL(client_enter, self, rc,
+                gkv_set_from_device(self->c, k.p, (size_t)k.len, (const void *)(uintptr_t)ptr,
+                                    (size_t)nbytes, &o));
     if (has_meta)
         PyBuffer_Release(&mv);
     key_release(&k);
@@ -366,57 +357,30 @@ PyObject *client_mget(ClientObject *self, PyObject *args)
     PyObject *keys, *ranges;
     if (!PyArg_ParseTuple(args, "O!O:_mget", &PyList_Type, &keys, &ranges))
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(keys);
-    if (n == 0)
-        return PyList_New(0);
-    if (n > 4096) {
-        PyErr_SetString(PyExc_ValueError, "at most 4096 items per request");
-        return NULL;
+    batch_arg_t b;
+    gkv_mget_item_t *items = NULL;
+    PyObject **objs = NULL, *out = NULL;
+    if (batch_get(keys, ranges, &b) < 0)
+        goto done;
+    Py_ssize_t n = b.n;
+    if (n == 0) {
+        out = PyList_New(0);
+        goto done;
     }
-    if (ranges != Py_None && (!PyList_Check(ranges) || PyList_GET_SIZE(ranges) != n)) {
-        PyErr_SetString(PyExc_ValueError, "ranges must be a list as long as keys");
-        return NULL;
-    }
-    gkv_mget_item_t *items = PyMem_Calloc((size_t)n, sizeof(*items));
-    key_arg_t *ks = PyMem_Calloc((size_t)n, sizeof(*ks));
-    bool *empty = PyMem_Calloc((size_t)n, sizeof(*empty));
-    PyObject **objs = PyMem_Calloc((size_t)n, sizeof(*objs));
-    PyObject *out = NULL;
-    Py_ssize_t got = 0;
-    int rc = 0;
-    if (!items || !ks || !empty || !objs) {
+    items = PyMem_Calloc((size_t)n, sizeof(*items));
+    objs = PyMem_Calloc((size_t)n, sizeof(*objs));
+    if (!items || !objs) {
         PyErr_NoMemory();
         goto done;
     }
-    for (; got < n; got++) {
-        if (key_get(PyList_GET_ITEM(keys, got), &ks[got]) < 0)
-            goto done;
-        items[got].key = ks[got].p;
-        items[got].klen = (size_t)ks[got].len;
-        items[got].range.length = GKV_TO_END;
-        PyObject *rg = ranges == Py_None ? Py_None : PyList_GET_ITEM(ranges, got);
-        if (rg != Py_None) {
-            if (!PyTuple_Check(rg) || PyTuple_GET_SIZE(rg) != 3) {
-                PyErr_SetString(PyExc_TypeError, "a range is None or (offset, length, suffix)");
-                got++;
-                goto done;
-            }
-            if (range_get(PyTuple_GET_ITEM(rg, 0), PyTuple_GET_ITEM(rg, 1),
-                          PyTuple_GET_ITEM(rg, 2), &items[got].range, &empty[got]) < 0) {
-                got++;
-                goto done;
-            }
-        }
-    }
-    mget_sink_t sink = {.objs = objs, .empty = empty};
-    if ((rc = client_enter(self)) < 0)
+    for (Py_ssize_t i = 0; i < n; i++)
+        items[i] = (gkv_mget_item_t){.key = b.keys[i].p, .klen = (size_t)b.keys[i].len,
+                                     .range = b.range[i]};
+    mget_sink_t sink = {.objs = objs, .empty = b.empty};
+    int rc;
+    CLIENT_CALL(client_enter, self, rc, gkv_mget_with(self->c, items, (size_t)n, alloc_item, &sink));
+    if (rc < 0)
         goto done;
-    NOGIL(rc, gkv_mget_with(self->c, items, (size_t)n, alloc_item, &sink));
-    client_leave(self);
-    if (rc < 0) {
-        raise_client(self, rc);
-        goto done;
-    }
     for (Py_ssize_t i = 0; i < n; i++) {
         int st = items[i].status;
         if (st < 0 && st != GKV_ENOTFOUND) {
@@ -432,7 +396,7 @@ PyObject *client_mget(ClientObject *self, PyObject *args)
         PyObject *o;
         if (items[i].status == GKV_ENOTFOUND)
             o = Py_NewRef(Py_None);
-        else if (empty[i])
+        else if (b.empty[i])
             o = PyBytes_FromStringAndSize(NULL, 0);
         else
             o = objs[i], objs[i] = NULL;
@@ -443,14 +407,11 @@ PyObject *client_mget(ClientObject *self, PyObject *args)
         PyList_SET_ITEM(out, i, o);
     }
 done:
-    for (Py_ssize_t i = 0; i < got; i++)
-        key_release(&ks[i]);
-    for (Py_ssize_t i = 0; objs && i < n; i++)
+    for (Py_ssize_t i = 0; objs && i < b.n; i++)
         Py_XDECREF(objs[i]);
     PyMem_Free(items);
-    PyMem_Free(ks);
-    PyMem_Free(empty);
     PyMem_Free(objs);
+    batch_release(&b);
     return out;
 }
 

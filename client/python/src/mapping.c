@@ -1,6 +1,6 @@
 /* mapping.c: _gpukv.Mapping, a zero-copy mapping, and the views it hands out: the CUDA array
  * interface, DLPack and (host memory) the buffer protocol. */
-#include "module.h"
+#include "client.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -57,16 +57,33 @@ static gkv_mapping_t *take(MappingObject *self)
     return m;
 }
 
+/* Ends the C mapping now with end (gkv_unmap, gkv_seal or gkv_abort), as one call on the
+ * client. Returns 0, or a negative code with the exception set (if the client could not be
+ * entered, the mapping is left as it was). */
+static int end_now(MappingObject *self, int (*end)(gkv_client_t *, gkv_mapping_t *))
+{
+    ClientObject *c = self->client;
+    int rc = client_enter(c);
+    if (rc < 0)
+        return rc;
+    gkv_mapping_t *m = take(self);
+    NOGIL(rc, end(c->c, m));
+    client_leave(c);
+    if (rc < 0)
+        raise_client(c, rc);
+    return rc;
+}
+
 void mapping_end_entered(MappingObject *self)
 {
     if (!self->m)
         return;
     gkv_client_t *c = self->client->c;
-    bool abort = self->writable;
+    int (*end)(gkv_client_t *, gkv_mapping_t *) = self->writable ? gkv_abort : gkv_unmap;
     gkv_mapping_t *m = take(self);
-    Py_BEGIN_ALLOW_THREADS
-    (void)(abort ? gkv_abort(c, m) : gkv_unmap(c, m));
-    Py_END_ALLOW_THREADS
+    int rc;
+    NOGIL(rc, end(c, m));
+    (void)rc; /* the client is closing: nobody to tell */
 }
 
 static void mapping_dealloc(MappingObject *self)
@@ -117,16 +134,8 @@ static PyObject *mapping_unmap(MappingObject *self, PyObject *noargs)
     /* Views show this memory: the lease ends once they (and this object) are gone. */
     if (self->viewed || !self->m)
         Py_RETURN_NONE;
-    ClientObject *c = self->client;
-    if (client_enter(c) < 0)
+    if (end_now(self, gkv_unmap) < 0)
         return NULL;
-    gkv_mapping_t *m = take(self);
-    int rc;
-    Py_BEGIN_ALLOW_THREADS rc = gkv_unmap(c->c, m);
-    Py_END_ALLOW_THREADS
-    client_leave(c);
-    if (rc < 0)
-        return raise_client(c, rc);
     Py_RETURN_NONE;
 }
 
@@ -172,7 +181,6 @@ static PyObject *mapping_seal(MappingObject *self, PyObject *args, PyObject *kw)
     }
     if (check_open(self) < 0)
         return NULL;
-    ClientObject *c = self->client;
     if (!self->m)
         return raise_code(GKV_ECLOSED, "the client is closed");
     /* The writes must be finished before the value becomes visible. */
@@ -189,16 +197,11 @@ static PyObject *mapping_seal(MappingObject *self, PyObject *args, PyObject *kw)
                 return NULL;
         }
     }
-    if (client_enter(c) < 0)
-        return NULL;
-    gkv_mapping_t *m = take(self);
-    int rc;
-    Py_BEGIN_ALLOW_THREADS rc = gkv_seal(c->c, m);
-    Py_END_ALLOW_THREADS
-    client_leave(c);
-    self->state = rc == 0 ? "sealed" : "discarded (its seal failed)";
+    int rc = end_now(self, gkv_seal);
+    if (!self->m) /* the seal was sent: the mapping has ended either way */
+        self->state = rc == 0 ? "sealed" : "discarded (its seal failed)";
     if (rc < 0)
-        return raise_client(c, rc);
+        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -214,18 +217,10 @@ static PyObject *mapping_abort(MappingObject *self, PyObject *noargs)
     if (check_open(self) < 0)
         return NULL;
     self->state = "aborted";
-    ClientObject *c = self->client;
     if (!self->m)
         Py_RETURN_NONE;
-    if (client_enter(c) < 0)
+    if (end_now(self, gkv_abort) < 0)
         return NULL;
-    gkv_mapping_t *m = take(self);
-    int rc;
-    Py_BEGIN_ALLOW_THREADS rc = gkv_abort(c->c, m);
-    Py_END_ALLOW_THREADS
-    client_leave(c);
-    if (rc < 0)
-        return raise_client(c, rc);
     Py_RETURN_NONE;
 }
 

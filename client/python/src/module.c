@@ -193,6 +193,61 @@ int range_get(PyObject *offset, PyObject *length, PyObject *suffix, gkv_range_t 
     return 0;
 }
 
+int batch_get(PyObject *keys, PyObject *ranges, batch_arg_t *b)
+{
+    memset(b, 0, sizeof(*b));
+    if (!PyList_Check(keys)) {
+        PyErr_SetString(PyExc_TypeError, "keys must be a list");
+        return -1;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    if (n > 4096) {
+        PyErr_SetString(PyExc_ValueError, "at most 4096 items per request");
+        return -1;
+    }
+    if (ranges != Py_None && (!PyList_Check(ranges) || PyList_GET_SIZE(ranges) != n)) {
+        PyErr_SetString(PyExc_ValueError, "ranges must be a list as long as keys");
+        return -1;
+    }
+    b->n = n;
+    if (n == 0)
+        return 0;
+    b->keys = PyMem_Calloc((size_t)n, sizeof(*b->keys));
+    b->range = PyMem_Calloc((size_t)n, sizeof(*b->range));
+    b->empty = PyMem_Calloc((size_t)n, sizeof(*b->empty));
+    if (!b->keys || !b->range || !b->empty) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (key_get(PyList_GET_ITEM(keys, i), &b->keys[i]) < 0)
+            return -1;
+        b->got++;
+        b->range[i].length = GKV_TO_END;
+        PyObject *rg = ranges == Py_None ? Py_None : PyList_GET_ITEM(ranges, i);
+        if (rg == Py_None)
+            continue;
+        if (!PyTuple_Check(rg) || PyTuple_GET_SIZE(rg) != 3) {
+            PyErr_SetString(PyExc_TypeError, "a range is None or (offset, length, suffix)");
+            return -1;
+        }
+        if (range_get(PyTuple_GET_ITEM(rg, 0), PyTuple_GET_ITEM(rg, 1), PyTuple_GET_ITEM(rg, 2),
+                      &b->range[i], &b->empty[i]) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+void batch_release(batch_arg_t *b)
+{
+    for (Py_ssize_t i = 0; i < b->got; i++)
+        key_release(&b->keys[i]);
+    PyMem_Free(b->keys);
+    PyMem_Free(b->range);
+    PyMem_Free(b->empty);
+    memset(b, 0, sizeof(*b));
+}
+
 /* _register_errors(base, {code: class}) from gpukv/_errors.py. */
 static PyObject *register_errors(PyObject *mod, PyObject *args)
 {

@@ -107,6 +107,19 @@ int range_get(PyObject *offset, PyObject *length, PyObject *suffix, gkv_range_t 
 #define PENDING_MAX 32
 #define PENDING_BYTES (64u << 20)
 
+/* The arguments of a batch call: keys, a list of at most 4096 keys, and ranges, None or a list
+ * as long of None or (offset, length, suffix). keys[i], range[i] and empty[i] (see range_get)
+ * describe item i; release with batch_release, whatever batch_get returned. */
+typedef struct {
+    Py_ssize_t n, got; /* items, and how many keys are held */
+    key_arg_t *keys;
+    gkv_range_t *range;
+    bool *empty;
+} batch_arg_t;
+/* Returns 0, or -1 with TypeError/ValueError/MemoryError set. n is 0 for an empty list. */
+int batch_get(PyObject *keys, PyObject *ranges, batch_arg_t *b);
+void batch_release(batch_arg_t *b);
+
 /* Starts a call on the client: raises when it is closed or was made in another process, takes
  * the lock (waiting without the GIL) and ends pending mappings. Returns 0 or -1 with an
  * exception set. Every successful enter is paired with client_leave. client_enter_map is the
