@@ -37,6 +37,14 @@ class DeviceMemory:
             _gpukv.stream_synchronize(self.stream)
 
 
+def _dlpack_device_type(obj: Any) -> int | None:
+    """The DLPack device type obj's memory lives on, or None when it is no DLPack producer."""
+    dlpack_device = getattr(obj, "__dlpack_device__", None)
+    if dlpack_device is None or not hasattr(obj, "__dlpack__"):
+        return None
+    return dlpack_device()[0]
+
+
 def _capsule(obj: Any) -> Any:
     """obj's DLPack capsule, versioned when the producer offers it (it can say read-only)."""
     try:
@@ -70,17 +78,11 @@ def device_memory(obj: Any, *, writable: bool = False) -> DeviceMemory | None:
     writable is asked)."""
     try:
         cai = obj.__cuda_array_interface__
-    except AttributeError:
-        cai = None
-    except Exception:  # e.g. a CPU torch tensor raises something else
+    except Exception:  # AttributeError, or what a CPU torch tensor raises
         cai = None
     if cai is not None:
         return _cai_memory(obj, cai, writable)
-    dlpack_device = getattr(obj, "__dlpack_device__", None)
-    if dlpack_device is None or not hasattr(obj, "__dlpack__"):
-        return None
-    dev_type, _ = dlpack_device()
-    if dev_type not in (KDL_CUDA, KDL_CUDA_MANAGED):
+    if _dlpack_device_type(obj) not in (KDL_CUDA, KDL_CUDA_MANAGED):
         return None
     view = _gpukv.DeviceView(_capsule(obj))
     if writable and view.readonly:
@@ -92,10 +94,6 @@ def device_memory(obj: Any, *, writable: bool = False) -> DeviceMemory | None:
 def host_view(obj: Any) -> Any | None:
     """A buffer-protocol view of a DLPack producer's host memory (e.g. a CPU torch tensor), or
     None. The caller closes it."""
-    dlpack_device = getattr(obj, "__dlpack_device__", None)
-    if dlpack_device is None or not hasattr(obj, "__dlpack__"):
-        return None
-    dev_type, _ = dlpack_device()
-    if dev_type not in (KDL_CPU, KDL_CUDA_HOST):
+    if _dlpack_device_type(obj) not in (KDL_CPU, KDL_CUDA_HOST):
         return None
     return _gpukv.DeviceView(_capsule(obj))

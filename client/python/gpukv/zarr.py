@@ -218,13 +218,18 @@ class GpukvStore(Store):
             return prototype.buffer.from_array_like(cp.asarray(m))
         return prototype.buffer.from_array_like(np.asarray(m))  # read-only host view
 
-    def get_sync(self, key: str, *, prototype: BufferPrototype | None = None,
-                 byte_range: ByteRequest | None = None) -> Buffer | None:
+    def _plan(self, key: str, prototype: BufferPrototype | None,
+              byte_range: ByteRequest | None) -> tuple[str, dict, BufferPrototype, bool]:
+        """A read's full key, range and prototype, and whether it is to be a mapping."""
         if prototype is None:
             prototype = default_buffer_prototype()
         rng = _range_kwargs(byte_range)
-        k = self._key(key)
-        if _empty(rng) or not self._maps_into(prototype):
+        return self._key(key), rng, prototype, not _empty(rng) and self._maps_into(prototype)
+
+    def get_sync(self, key: str, *, prototype: BufferPrototype | None = None,
+                 byte_range: ByteRequest | None = None) -> Buffer | None:
+        k, rng, prototype, mapped = self._plan(key, prototype, byte_range)
+        if not mapped:
             return self._over_socket(k, rng, prototype)
         (m,) = self.client._map_many([k], [_range_tuple(rng)])
         return self._from_mapping(k, rng, prototype, m)
@@ -233,11 +238,8 @@ class GpukvStore(Store):
                   byte_range: ByteRequest | None = None) -> Buffer | None:
         if not self._is_open:
             await self._open()
-        if prototype is None:
-            prototype = default_buffer_prototype()
-        rng = _range_kwargs(byte_range)
-        k = self._key(key)
-        if _empty(rng) or not self._maps_into(prototype):
+        k, rng, prototype, mapped = self._plan(key, prototype, byte_range)
+        if not mapped:
             return self._over_socket(k, rng, prototype)
         # Join the reads waiting in this event loop; the first one schedules the batch, which
         # runs once every task already scheduled has had its turn.
