@@ -19,44 +19,10 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "check_client.h"
 #include "harness.h"
 #include "probe.h"
 #include "message.h"
-
-static gkv_daemon_t plain, staged;
-
-/* Two daemons shared by the command tests: the normal one, and one that moves host values
- * through staging buffers and asynchronous copies, the way the cuda backend always does. */
-static void start_shared(void)
-{
-    static const char *const staging[] = {"--force-staging", "yes", NULL};
-    ck_assert_int_eq(harness_start(&plain, NULL), 0);
-    ck_assert_int_eq(harness_start(&staged, staging), 0);
-}
-
-static void stop_shared(void)
-{
-    ck_assert_int_eq(harness_stop(&plain), 0);
-    ck_assert_int_eq(harness_stop(&staged), 0);
-}
-
-static const char *shared_url(int i)
-{
-    switch (i) {
-    case 0: return plain.url;
-    case 1: return plain.tcp_url;
-    case 2: return staged.url;
-    default: return staged.tcp_url;
-    }
-}
-
-static gkv_client_t *connect_or_fail(const char *url)
-{
-    gkv_client_t *c = NULL;
-    int rc = gkv_client_connect(url, &c);
-    ck_assert_msg(rc == 0, "connect %s: %s", url, gkv_strerror(rc));
-    return c;
-}
 
 #define KEY(s) (s), strlen(s)
 
@@ -273,7 +239,7 @@ START_TEST(large_value_streams_without_buffering)
 {
     const char *mb_env = getenv("GKV_TEST_BIG_MB");
     uint64_t mb = mb_env ? strtoull(mb_env, NULL, 10) : 4200;
-    gkv_daemon_t *d = _i == 0 ? &plain : &staged;
+    gkv_daemon_t *d = &shared[_i];
     if (_i == 1 && mb > 256)
         mb = 256; /* the staging daemon proves the path; the plain one carries the full size */
     uint64_t total = mb << 20;
@@ -389,7 +355,7 @@ START_TEST(two_hundred_concurrent_clients)
     static worker_t w[N];
     pthread_t t[N];
     for (int i = 0; i < N; i++) {
-        w[i] = (worker_t){.url = i % 2 ? plain.tcp_url : plain.url, .id = i};
+        w[i] = (worker_t){.url = i % 2 ? shared[0].tcp_url : shared[0].url, .id = i};
         ck_assert_int_eq(pthread_create(&t[i], NULL, worker, &w[i]), 0);
     }
     int errors = 0;
@@ -443,7 +409,7 @@ static int64_t read_status(int fd, uint64_t *id)
 
 static void expect_protocol_error_then_close(const void *bytes, size_t n)
 {
-    int fd = raw_connect(plain.sock);
+    int fd = raw_connect(shared[0].sock);
     ck_assert_int_eq(write(fd, bytes, n), (ssize_t)n);
     ck_assert_int_eq(read_status(fd, NULL), GKV_EPROTO);
     char c;
@@ -453,7 +419,7 @@ static void expect_protocol_error_then_close(const void *bytes, size_t n)
 
 START_TEST(garbage_gets_an_error_and_a_close_while_others_continue)
 {
-    gkv_client_t *good = connect_or_fail(plain.url);
+    gkv_client_t *good = connect_or_fail(shared[0].url);
     ck_assert_int_eq(gkv_set(good, KEY("keep"), "safe", 4, NULL), 0);
     static const char http[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
     expect_protocol_error_then_close(http, sizeof(http) - 1);
@@ -477,7 +443,7 @@ START_TEST(garbage_gets_an_error_and_a_close_while_others_continue)
     gkv_wr_uint(&w, GKV_F_OP, GKV_OP_PING);
     gkv_wr_uint(&w, GKV_F_ID, 2);
     gkv_wr_end(&w);
-    int fd = raw_connect(plain.sock);
+    int fd = raw_connect(shared[0].sock);
     ck_assert_int_eq(write(fd, w.sb.data, w.sb.size), (ssize_t)w.sb.size);
     uint64_t id;
     ck_assert_int_eq(read_status(fd, &id), GKV_EUNKNOWNCMD);
@@ -506,7 +472,7 @@ START_TEST(pipelined_requests_answer_in_order)
             gkv_wr_bin(&w, GKV_F_KEY, "absent", 6);
         gkv_wr_end(&w);
     }
-    int fd = raw_connect(plain.sock);
+    int fd = raw_connect(shared[0].sock);
     ck_assert_int_eq(write(fd, w.sb.data, w.sb.size), (ssize_t)w.sb.size);
     for (uint64_t i = 1; i <= 300; i++) {
         uint64_t id;

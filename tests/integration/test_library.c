@@ -13,42 +13,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check_client.h"
 #include "harness.h"
 
 #define KEY(s) (s), strlen(s)
-
-static gkv_daemon_t plain, staged;
-
-static void start_shared(void)
-{
-    static const char *const staging[] = {"--force-staging", "yes", NULL};
-    ck_assert_int_eq(harness_start(&plain, NULL), 0);
-    ck_assert_int_eq(harness_start(&staged, staging), 0);
-}
-
-static void stop_shared(void)
-{
-    ck_assert_int_eq(harness_stop(&plain), 0);
-    ck_assert_int_eq(harness_stop(&staged), 0);
-}
-
-static const char *shared_url(int i)
-{
-    switch (i) {
-    case 0: return plain.url;
-    case 1: return plain.tcp_url;
-    case 2: return staged.url;
-    default: return staged.tcp_url;
-    }
-}
-
-static gkv_client_t *connect_or_fail(const char *url)
-{
-    gkv_client_t *c = NULL;
-    int rc = gkv_client_connect(url, &c);
-    ck_assert_msg(rc == 0, "connect %s: %s", url, gkv_strerror(rc));
-    return c;
-}
 
 /* An allocator that records what it was asked for and refuses one index on request. */
 typedef struct {

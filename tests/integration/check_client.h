@@ -1,0 +1,39 @@
+/* check_client.h: what the Check suites of the integration tests share beside the harness. */
+#ifndef GKV_TESTS_CHECK_CLIENT_H
+#define GKV_TESTS_CHECK_CLIENT_H
+
+#include <check.h>
+#include <gpukv/gpukv.h>
+
+#include "harness.h"
+
+/* Connects to url or fails the test, naming the error. The caller closes the client. */
+static inline gkv_client_t *connect_or_fail(const char *url)
+{
+    gkv_client_t *c = NULL;
+    int rc = gkv_client_connect(url, &c);
+    ck_assert_msg(rc == 0, "connect %s: %s", url, gkv_strerror(rc));
+    return c;
+}
+
+/* The daemon pair the command tests of a program share (harness_start_pair: [0] plain,
+ * [1] staged), and its Check fixtures. */
+static gkv_daemon_t shared[2];
+
+static inline void start_shared(void)
+{
+    ck_assert_int_eq(harness_start_pair(shared), 0);
+}
+
+static inline void stop_shared(void)
+{
+    ck_assert_int_eq(harness_stop_pair(shared), 0);
+}
+
+/* i = 0..3: the plain daemon's Unix and TCP URLs, then the staged one's. */
+static inline const char *shared_url(int i)
+{
+    return harness_pair_url(shared, i);
+}
+
+#endif
