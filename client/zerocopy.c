@@ -92,17 +92,32 @@ static int drop_mapping(gkv_client_t *c, gkv_mapping_t *pub)
     return rc;
 }
 
-/* A lease the server granted but this process cannot use is given back at once. */
-static void give_back(gkv_client_t *c, unsigned op)
+/* Leases the server granted but this process cannot use are given back at once with op
+ * (RELEASE, or ABORT of one CREATE lease), waiting for the reply; c->errmsg keeps saying why
+ * they could not be used. */
+static void give_back(gkv_client_t *c, unsigned op, const uint64_t *ids, size_t n)
 {
-    uint64_t lease = c->resp.lease;
     char why[sizeof(c->errmsg)];
     memcpy(why, c->errmsg, sizeof(why));
     gkv__begin(c, op);
-    gkv_wr_uint(&c->wr, GKV_F_LEASE, lease);
+    if (n == 1) {
+        gkv_wr_uint(&c->wr, GKV_F_LEASE, ids[0]);
+    } else {
+        size_t pos = gkv_wr_array_begin(&c->wr, GKV_F_LEASES);
+        for (size_t i = 0; i < n; i++)
+            msgpack_pack_uint64(&c->wr.pk, ids[i]);
+        gkv_wr_array_end(&c->wr, pos, (uint32_t)n);
+    }
     if (gkv__send(c, NULL, 0) == 0)
         gkv__recv(c);
     memcpy(c->errmsg, why, sizeof(why));
+}
+
+/* The lease of the response just read, given back with op. */
+static void give_back_granted(gkv_client_t *c, unsigned op)
+{
+    uint64_t lease = c->resp.lease;
+    give_back(c, op, &lease, 1);
 }
 
 /* Ends n read mappings: frees their imports, then sends one RELEASE without waiting for its
@@ -247,27 +262,12 @@ int gkv_map(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *ra
         return 0;
     }
     if ((rc = make_mapping(c, 0, key, klen, out)) && !c->broken)
-        give_back(c, GKV_OP_RELEASE);
+        give_back_granted(c, GKV_OP_RELEASE);
     if (pi >= 0) {
         int urc = release_parked_at(c, pi);
         rc = rc ? rc : urc;
     }
     return rc;
-}
-
-/* Ends leases granted but not usable here (n ids), waiting for the reply. */
-static void release_ids(gkv_client_t *c, const uint64_t *ids, size_t n)
-{
-    char why[sizeof(c->errmsg)];
-    memcpy(why, c->errmsg, sizeof(why));
-    gkv__begin(c, GKV_OP_RELEASE);
-    size_t pos = gkv_wr_array_begin(&c->wr, GKV_F_LEASES);
-    for (size_t i = 0; i < n; i++)
-        msgpack_pack_uint64(&c->wr.pk, ids[i]);
-    gkv_wr_array_end(&c->wr, pos, (uint32_t)n);
-    if (gkv__send(c, NULL, 0) == 0)
-        gkv__recv(c);
-    memcpy(c->errmsg, why, sizeof(why));
 }
 
 int gkv_map_many(gkv_client_t *c, gkv_map_item_t *items, size_t n)
@@ -335,7 +335,7 @@ int gkv_map_many(gkv_client_t *c, gkv_map_item_t *items, size_t n)
             items[i].status = rc;
         }
     } else if (nrefused) {
-        release_ids(c, refused, nrefused);
+        give_back(c, GKV_OP_RELEASE, refused, nrefused);
     }
     free(refused);
     return rc;
@@ -417,7 +417,7 @@ int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
         return 0;
     }
     if ((rc = make_mapping(c, 1, key, klen, out)) && !c->broken)
-        give_back(c, GKV_OP_ABORT);
+        give_back_granted(c, GKV_OP_ABORT);
     return rc;
 }
 
