@@ -169,12 +169,9 @@ static int stream_handle(PyObject *stream, uintptr_t *out)
     return 0;
 }
 
-static PyObject *mapping_seal(MappingObject *self, PyObject *args, PyObject *kw)
+/* seal() once its arguments are parsed (also __exit__'s). */
+static PyObject *seal(MappingObject *self, PyObject *stream)
 {
-    static char *names[] = {"stream", NULL};
-    PyObject *stream = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$O:seal", names, &stream))
-        return NULL;
     if (!self->writable) {
         PyErr_SetString(PyExc_ValueError, "only a created mapping is sealed (this one is read)");
         return NULL;
@@ -203,6 +200,15 @@ static PyObject *mapping_seal(MappingObject *self, PyObject *args, PyObject *kw)
     if (rc < 0)
         return NULL;
     Py_RETURN_NONE;
+}
+
+static PyObject *mapping_seal(MappingObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"stream", NULL};
+    PyObject *stream = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$O:seal", names, &stream))
+        return NULL;
+    return seal(self, stream);
 }
 
 static PyObject *mapping_abort(MappingObject *self, PyObject *noargs)
@@ -243,9 +249,7 @@ static PyObject *mapping_exit(MappingObject *self, PyObject *args)
     if (!self->writable) {
         r = mapping_unmap(self, NULL);
     } else if (type == Py_None) {
-        PyObject *none = PyTuple_New(0);
-        r = none ? mapping_seal(self, none, NULL) : NULL;
-        Py_XDECREF(none);
+        r = seal(self, Py_None);
     } else {
         /* An exception is on its way out: discard the value, without masking it. */
         r = mapping_abort(self, NULL);
