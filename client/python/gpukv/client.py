@@ -55,6 +55,22 @@ def _range_tuple(r: RangeLike) -> tuple | None:
     raise TypeError("a range is None, a slice or (offset, length, suffix)")
 
 
+def _in_batches(call: Callable[[list, list | None], list], keys: Sequence[Key],
+                ranges: Sequence[RangeLike] | None) -> list:
+    """call(keys, ranges) (_mget or _map_many) over at most MAX_BATCH items at a time, with
+    ranges normalised; the results concatenated."""
+    keys = list(keys)
+    if ranges is not None:
+        ranges = [_range_tuple(r) for r in ranges]
+        if len(ranges) != len(keys):
+            raise ValueError("ranges must be as long as keys")
+    out: list = []
+    for i in range(0, len(keys), MAX_BATCH):
+        part = None if ranges is None else list(ranges[i : i + MAX_BATCH])
+        out.extend(call(keys[i : i + MAX_BATCH], part))
+    return out
+
+
 def _chunks(seq: Sequence[T], n: int = MAX_BATCH) -> Iterator[Sequence[T]]:
     for i in range(0, len(seq), n):
         yield seq[i : i + n]
@@ -169,31 +185,14 @@ class Client(_gpukv.Client):
              ) -> list[bytes | None]:
         """Reads many values (or ranges) at once: a list with bytes for each key found and None
         for each missing one. More than 4096 items take several requests."""
-        keys = list(keys)
-        if ranges is not None:
-            ranges = [_range_tuple(r) for r in ranges]
-            if len(ranges) != len(keys):
-                raise ValueError("ranges must be as long as keys")
-        out: list[bytes | None] = []
-        for i in range(0, len(keys), MAX_BATCH):
-            part = None if ranges is None else list(ranges[i : i + MAX_BATCH])
-            out.extend(self._mget(keys[i : i + MAX_BATCH], part))
-        return out
+        return _in_batches(self._mget, keys, ranges)
 
     def map_many(self, keys: Sequence[Key], ranges: Sequence[RangeLike] | None = None
                  ) -> list[_gpukv.Mapping | None]:
         """Maps many keys (or ranges) with pipelined MAP requests: n mappings for about one
         round trip. A list with a Mapping for each key found and None for each missing one; any
         other error raises (the mappings already made are ended first)."""
-        keys = list(keys)
-        if ranges is not None:
-            ranges = [_range_tuple(r) for r in ranges]
-            if len(ranges) != len(keys):
-                raise ValueError("ranges must be as long as keys")
-        out: list[_gpukv.Mapping | None] = []
-        for i in range(0, len(keys), MAX_BATCH):
-            part = None if ranges is None else list(ranges[i : i + MAX_BATCH])
-            out.extend(self._map_many(keys[i : i + MAX_BATCH], part))
+        out = _in_batches(self._map_many, keys, ranges)
         for i, r in enumerate(out):
             if isinstance(r, int):
                 if r == NotFound.code:
