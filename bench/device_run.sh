@@ -5,8 +5,8 @@
 #   source .device/env.sh && bench/device_run.sh
 # GKV_BENCH: "zc" (zc_bench, three daemon settings), "py" (the Python binding and zarr), "all"
 # (default), or "none" (tests only); GKV_TESTS=0 skips the tests; GKV_ZARR_ARGS adds arguments
-# to zarr_bench.py (e.g. --gpu-only). Python packages the machine
-# lacks (zarr and its needs) travel as wheels in .whl/ (see ../shared/device/README.md).
+# to zarr_bench.py (e.g. --gpu-only). Python packages the machine lacks (zarr and its needs)
+# travel as wheels in .whl/ (see ../shared/device/README.md).
 set -uo pipefail
 out=${OUT:-/tmp}
 build=${GKV_BUILD_DIR:-/tmp/gkv-build}
@@ -32,8 +32,8 @@ cmake --build "$build" >"$out/build.log" 2>&1 || { grep -E "error" "$out/build.l
 if [ "${GKV_TESTS:-1}" = 0 ]; then
     echo "GKV_TESTS=0: no tests"
 else
-(cd "$build" && ctest -L gpu -V >"$out/ctest-gpu.log" 2>&1; echo "ctest -L gpu exit $?")
-grep -E "^[0-9]+: (cuda:|large value|10000|100 GPU|[0-9]+%: Checks)|Test +#|tests passed|^[0-9]+: .*(passed|failed|skipped|error)" "$out/ctest-gpu.log"
+    (cd "$build" && ctest -L gpu -V >"$out/ctest-gpu.log" 2>&1; echo "ctest -L gpu exit $?")
+    grep -E "^[0-9]+: (cuda:|large value|10000|100 GPU|[0-9]+%: Checks)|Test +#|tests passed|^[0-9]+: .*(passed|failed|skipped|error)" "$out/ctest-gpu.log"
 fi
 [ "$what" = none ] && exit 0
 

@@ -17,12 +17,17 @@ gkv_install_deps() {
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
+    gkv_apt_install "${missing[@]}"
+}
+
+# gkv_apt_install PACKAGE...: installs Debian packages (as root, or through sudo).
+gkv_apt_install() {
     local sudo=""
     [ "$(id -u)" -ne 0 ] && sudo=sudo
-    echo "installing: ${missing[*]}"
+    echo "installing: $*"
     $sudo apt-get update -qq &&
         DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-            "${missing[@]}" >/dev/null
+            "$@" >/dev/null
 }
 
 # The generator: ninja when present, else make.
@@ -42,13 +47,8 @@ PY
 # gkv_python_env DIR: a virtual environment in DIR with the gpukv package (built from this
 # checkout) and its test dependencies from PyPI. Returns non-zero if it cannot be made.
 gkv_python_env() {
-    local dir=$1 sudo=""
-    if ! gkv_python_ready; then
-        [ "$(id -u)" -ne 0 ] && sudo=sudo
-        echo "installing: python3-venv python3-dev"
-        $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
-            --no-install-recommends python3-venv python3-dev >/dev/null || return 1
-    fi
+    local dir=$1
+    gkv_python_ready || gkv_apt_install python3-venv python3-dev || return 1
     [ -x "$dir/bin/python" ] || python3 -m venv "$dir" || return 1
     "$dir/bin/python" -m pip install -q --disable-pip-version-check "./client/python[test]"
 }
