@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "hostport.h"
 #include "message.h"
 
 /* Options. */
@@ -203,14 +204,12 @@ static int dial(const char *url)
     }
     if (strncmp(url, "tcp:", 4) != 0)
         return -1;
-    char host[256];
-    snprintf(host, sizeof(host), "%s", url + 4);
-    char *colon = strrchr(host, ':');
-    if (!colon)
+    char buf[256];
+    const char *host, *port;
+    if (gkv_hostport_split(url + 4, buf, sizeof(buf), &host, &port))
         return -1;
-    *colon = 0;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res;
-    if (getaddrinfo(host, colon + 1, &hints, &res))
+    if (getaddrinfo(host, port, &hints, &res))
         return -1;
     int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) != 0) {

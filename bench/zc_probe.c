@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fdpass.h"
+
 enum { OP_IMPORT, OP_FREE, OP_FREE_ASYNC, OP_FREE_ASYNC_NOSYNC, OP_COPY_IN, OP_REIMPORT_POOL,
        OP_IMPORT_TWICE, OP_QUIT };
 
@@ -61,35 +63,17 @@ static double median(double *v, int n)
 
 static void send_fd(int sock, int fd)
 {
-    char byte = 0, ctl[CMSG_SPACE(sizeof(int))];
-    struct iovec iov = {&byte, 1};
-    struct msghdr mh = {0};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = ctl;
-    mh.msg_controllen = sizeof(ctl);
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-    if (sendmsg(sock, &mh, 0) != 1)
+    char byte = 0;
+    if (gkv_fd_send(sock, &byte, 1, fd) != 1)
         exit(1);
 }
 
 static int recv_fd(int sock)
 {
-    char byte, ctl[CMSG_SPACE(sizeof(int))];
-    struct iovec iov = {&byte, 1};
-    struct msghdr mh = {0};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = ctl;
-    mh.msg_controllen = sizeof(ctl);
-    if (recvmsg(sock, &mh, 0) != 1)
+    char byte;
+    int fd = -1;
+    if (gkv_fd_recv(sock, &byte, 1, &fd) != 1 || fd < 0)
         exit(1);
-    int fd;
-    memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof(int));
     return fd;
 }
 

@@ -15,6 +15,8 @@
 
 #include "commands.h"
 #include "error.h"
+#include "fdpass.h"
+#include "hostport.h"
 #include "zc.h"
 
 int gkv__break(gkv_client_t *c, int code)
@@ -60,28 +62,9 @@ static int recv_with_fd(gkv_client_t *c, void *buf, size_t len)
 {
     uint8_t *b = buf;
     while (len) {
-        char cbuf[CMSG_SPACE(sizeof(int) * 4)];
-        struct iovec iov = {b, len};
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-                             .msg_controllen = sizeof(cbuf)};
-        ssize_t n = recvmsg(c->fd, &msg, MSG_CMSG_CLOEXEC);
-        if (n < 0 && errno == EINTR)
-            continue;
+        ssize_t n = gkv_fd_recv(c->fd, b, len, &c->zc_fd);
         if (n <= 0)
             return gkv__break(c, recv_error(n));
-        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
-            if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-                continue;
-            size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-            for (size_t i = 0; i < nfd; i++) {
-                int fd;
-                memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-                if (c->zc_fd < 0)
-                    c->zc_fd = fd;
-                else
-                    close(fd);
-            }
-        }
         b += n;
         len -= (size_t)n;
     }
@@ -375,19 +358,10 @@ static int dial_unix(const char *path, uint32_t timeout_ms)
 
 static int dial_tcp(const char *hostport, uint32_t timeout_ms)
 {
-    char host[256];
-    snprintf(host, sizeof(host), "%s", hostport);
-    char *colon = strrchr(host, ':');
-    if (!colon || !colon[1])
+    char buf[256];
+    const char *h, *port;
+    if (gkv_hostport_split(hostport, buf, sizeof(buf), &h, &port))
         return GKV_EINVAL;
-    *colon = 0;
-    const char *port = colon + 1;
-    char *h = host;
-    size_t hl = strlen(h);
-    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
-        h[hl - 1] = 0;
-        h++;
-    }
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res, *ai;
     if (getaddrinfo(h, port, &hints, &res) != 0)
         return GKV_ECONNECT;

@@ -13,7 +13,7 @@
 _Thread_local int gkv__hash_oom;
 
 struct gkv_zc_import {
-    uint8_t key[GKV_ZC_EXPORT_MAX];
+    uint8_t key[GKV_EXPORT_MAX];
     size_t key_len;
     void *ptr;
     uint32_t refs;         /* mappings on this connection */
@@ -89,7 +89,7 @@ int gkv__zc_import(gkv_client_t *c, const gkv_response_t *r, void **base,
         *base = z->arena + r->arena_offset;
         return 0;
     }
-    if (r->export_data.len == 0 || r->export_data.len > GKV_ZC_EXPORT_MAX)
+    if (r->export_data.len == 0 || r->export_data.len > GKV_EXPORT_MAX)
         return gkv__break(c, GKV_EPROTO);
     gkv_zc_import_t *im = NULL;
     HASH_FIND(hh, z->imports, r->export_data.p, r->export_data.len, im);

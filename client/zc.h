@@ -3,10 +3,8 @@
 #ifndef GKV_CLIENT_ZC_H
 #define GKV_CLIENT_ZC_H
 
+#include "backend.h" /* GKV_EXPORT_MAX */
 #include "client.h"
-
-/* Largest per-value export blob (cudaMemPoolPtrExportData is 64 bytes). */
-#define GKV_ZC_EXPORT_MAX 64
 
 /* What one connection holds of an imported value: every mapping of it on this connection
  * (refcounted), and one reference on the process-wide import. */

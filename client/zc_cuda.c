@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "gpu_uuid.h"
 #include "hash.h"
 #include "zc.h"
 
@@ -42,13 +43,6 @@ static gkv_zc_cuda_t *pools;
             cudaSetDevice(prev_);                                                                  \
     } while (0)
 
-static void format_uuid(const unsigned char *u, char *buf, size_t cap)
-{
-    snprintf(buf, cap,
-             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
-             u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
-             u[15]);
-}
 
 int gkv__cuda_attach(int fd, const char *uuid, gkv_zc_cuda_t **out, int *device, char *why,
                      size_t cap)
@@ -64,7 +58,7 @@ int gkv__cuda_attach(int fd, const char *uuid, gkv_zc_cuda_t **out, int *device,
         char u[48];
         if (cudaGetDeviceProperties(&p, i) != cudaSuccess)
             continue;
-        format_uuid((const unsigned char *)p.uuid.bytes, u, sizeof(u));
+        gkv_gpu_uuid_format((const unsigned char *)p.uuid.bytes, u, sizeof(u));
         if (strcmp(u, uuid) == 0)
             dev = i;
     }

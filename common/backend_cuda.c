@@ -10,6 +10,7 @@
 #include "backend.h"
 #include "backend_cuda_batch.h"
 #include "error.h"
+#include "gpu_uuid.h"
 #include "keep.h"
 #include "log.h"
 #include "slab.h"
@@ -353,13 +354,6 @@ static const gkv_backend_ops_t cuda_ops = {
     .close = cuda_close,
 };
 
-static void format_uuid(const unsigned char *u, char *buf, size_t cap)
-{
-    snprintf(buf, cap,
-             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
-             u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
-             u[15]);
-}
 
 int gkv_backend_cuda_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, char *why,
                           size_t cap)
@@ -440,7 +434,7 @@ int gkv_backend_cuda_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, 
     c->base.zc_mechanism = "cuda-pool-fd";
     c->base.name = "cuda";
     c->base.device = dev;
-    format_uuid((const unsigned char *)prop.uuid.bytes, c->base.gpu_uuid,
+    gkv_gpu_uuid_format((const unsigned char *)prop.uuid.bytes, c->base.gpu_uuid,
                 sizeof(c->base.gpu_uuid));
     snprintf(c->base.gpu_name, sizeof(c->base.gpu_name), "%.63s", prop.name);
     c->base.lanes = CUDA_LANES;

@@ -5,10 +5,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "error.h"
+#include "fdpass.h"
 #include "log.h"
 
 #define IN_INITIAL (64u << 10)
@@ -519,22 +519,9 @@ static void protocol_error(gkv_conn_t *c, const char *why)
 static void send_with_fd(gkv_conn_t *c, int fd)
 {
     uv_os_fd_t sock;
-    char cbuf[CMSG_SPACE(sizeof(int))];
-    memset(cbuf, 0, sizeof(cbuf));
-    struct iovec iov = {c->out.sb.data, c->out.sb.size};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-                         .msg_controllen = sizeof(cbuf)};
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
     ssize_t n = -1;
-    if (c->out_pending == 0 && uv_fileno(&c->h.handle, &sock) == 0) {
-        do
-            n = sendmsg(sock, &msg, MSG_NOSIGNAL);
-        while (n < 0 && errno == EINTR);
-    }
+    if (c->out_pending == 0 && uv_fileno(&c->h.handle, &sock) == 0)
+        n = gkv_fd_send(sock, c->out.sb.data, c->out.sb.size, fd);
     close(fd);
     if (n <= 0) {
         GKV_WARN("conn %llu: passing the shared-memory fd failed: %s", (unsigned long long)c->id,

@@ -14,6 +14,7 @@
 
 #include "conn.h"
 #include "error.h"
+#include "hostport.h"
 #include "log.h"
 #include "size.h"
 
@@ -230,25 +231,16 @@ static int listen_unix(gkv_server_t *s, char *err, size_t cap)
 
 static int listen_tcp(gkv_server_t *s, char *err, size_t cap)
 {
-    char host[256];
-    snprintf(host, sizeof(host), "%s", s->cfg.listen);
-    char *colon = strrchr(host, ':');
-    *colon = 0;
-    const char *port_s = colon + 1, *h = host;
-    char *end;
-    long port = strtol(port_s, &end, 10);
-    if (!*port_s || *end || port < 0 || port > 65535) {
-        snprintf(err, cap, "listen: bad port '%s'", port_s);
+    char buf[256];
+    const char *h, *port_s;
+    if (gkv_hostport_split(s->cfg.listen, buf, sizeof(buf), &h, &port_s)) {
+        snprintf(err, cap, "listen: '%s' is not HOST:PORT with a port 0..65535", s->cfg.listen);
         return GKV_EINVAL;
     }
-    size_t hl = strlen(h);
-    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
-        host[hl - 1] = 0;
-        h = host + 1;
-    }
+    int port = atoi(port_s);
     struct sockaddr_storage sa;
-    if (uv_ip4_addr(h, (int)port, (struct sockaddr_in *)&sa) != 0 &&
-        uv_ip6_addr(h, (int)port, (struct sockaddr_in6 *)&sa) != 0) {
+    if (uv_ip4_addr(h, port, (struct sockaddr_in *)&sa) != 0 &&
+        uv_ip6_addr(h, port, (struct sockaddr_in6 *)&sa) != 0) {
         snprintf(err, cap, "listen: '%s' is not an IPv4 or IPv6 address", h);
         return GKV_EINVAL;
     }

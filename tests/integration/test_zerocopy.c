@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "fdpass.h"
 #include "harness.h"
 #include "message.h"
 
@@ -833,17 +834,7 @@ START_TEST(descriptors_sent_by_clients_are_not_kept)
     gkv_wr_end(&w);
     for (int i = 0; i < 20; i++) {
         int passed = dup(1);
-        char cbuf[CMSG_SPACE(sizeof(int))];
-        memset(cbuf, 0, sizeof(cbuf));
-        struct iovec iov = {w.sb.data, w.sb.size};
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-                             .msg_controllen = sizeof(cbuf)};
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &passed, sizeof(int));
-        ck_assert_int_eq(sendmsg(fd, &msg, 0), (ssize_t)w.sb.size);
+        ck_assert_int_eq(gkv_fd_send(fd, w.sb.data, w.sb.size, passed), (ssize_t)w.sb.size);
         close(passed);
         uint8_t resp[64];
         ck_assert_int_gt(recv(fd, resp, sizeof(resp), 0), 0);
