@@ -11,8 +11,8 @@ ssize_t gkv_fd_send(int sock, const void *buf, size_t len, int fd)
     char cbuf[CMSG_SPACE(sizeof(int))];
     memset(cbuf, 0, sizeof(cbuf));
     struct iovec iov = {(void *)buf, len};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-                         .msg_controllen = sizeof(cbuf)};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
     struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;
@@ -31,8 +31,8 @@ ssize_t gkv_fd_recv(int sock, void *buf, size_t len, int *fd)
      * with MSG_CTRUNC while still counted against nothing. */
     char cbuf[CMSG_SPACE(sizeof(int) * 4)];
     struct iovec iov = {buf, len};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-                         .msg_controllen = sizeof(cbuf)};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
     ssize_t n;
     do
         n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);

@@ -6,8 +6,7 @@
 
 #include "error.h"
 
-int gkv_hostport_split(const char *s, char *buf, size_t cap, const char **host,
-                       const char **port)
+int gkv_hostport_split(const char *s, char *buf, size_t cap, const char **host, const char **port)
 {
     size_t len = strlen(s);
     if (len >= cap)

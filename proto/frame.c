@@ -26,9 +26,9 @@ int gkv_frame_check_len(uint32_t len, uint32_t max)
 const char *gkv_op_name(unsigned op)
 {
     switch (op) {
-#define GKV_OP_NAME(name, num, str, flags, help)                                                   \
+#define GKV_OP_NAME(NAME, name, num, flags, help)                                                   \
     case num:                                                                                      \
-        return str;
+        return #name;
         GKV_COMMAND_LIST(GKV_OP_NAME)
 #undef GKV_OP_NAME
     default:

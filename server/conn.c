@@ -389,7 +389,7 @@ static void start_send(gkv_conn_t *c, gkv_reply_t *rep)
 
 static void recv_commit(gkv_conn_t *c)
 {
-    gkv_cmd_set_commit(c->srv, c->req_id, c->recv, c->recv_flags, &c->out, NULL);
+    c->recv_cmd->on_payload(c->srv, c->req_id, c->recv, c->recv_flags, &c->out, NULL);
     gkv_store_unref(&c->srv->store, c->recv);
     c->recv = NULL;
     c->state = CONN_HEADER;
@@ -413,7 +413,7 @@ static bool recv_batched(gkv_conn_t *c)
     }
     memcpy(dst, c->in + c->in_pos, size);
     c->in_pos += size;
-    if (gkv_cmd_set_commit(srv, c->req_id, e, c->recv_flags, &c->out, &holder) == 0)
+    if (c->recv_cmd->on_payload(srv, c->req_id, e, c->recv_flags, &c->out, &holder) == 0)
         gkv_batch_in_commit(srv->batch, holder);
     gkv_store_unref(&srv->store, e);
     c->recv = NULL;
@@ -540,9 +540,7 @@ static void send_with_fd(gkv_conn_t *c, int fd)
 static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
 {
     gkv_reply_t rep;
-    memset(&rep, 0, sizeof(rep));
-    rep.wr = &c->out;
-    rep.id = req->id;
+    gkv_reply_init(&rep, &c->out, req->id, &c->leases);
     rep.local = c->local;
     /* A small SET's value is written by a copy batch: allocate it in the batches' order. */
     rep.lane = c->srv->batch && req->payload_len && req->payload_len <= GKV_BATCH_VALUE_MAX
@@ -550,8 +548,6 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
                    : c->lane;
     rep.first = c->requests++ == 0;
     rep.zc = c->zc;
-    rep.leases = &c->leases;
-    rep.fd = -1;
     int rc = gkv_dispatch(c->srv, req, &rep);
     if (rep.fd >= 0) {
         if (rc == 0)
@@ -568,6 +564,7 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
     }
     if (rep.recv) {
         c->recv = rep.recv;
+        c->recv_cmd = rep.cmd;
         c->recv_flags = rep.recv_flags;
         c->recv_got = 0;
         c->req_id = req->id;

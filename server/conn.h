@@ -50,8 +50,10 @@ struct gkv_conn {
     gkv_waiter_t waiter;
     void *stage;
     size_t stage_fill;
-    /* SET in progress: payload goes into recv (one reference), then commits under its key. */
+    /* A payload in progress (SET): it goes into recv (one reference), then recv_cmd's
+     * on_payload finishes the command. */
     gkv_entry_t *recv;
+    const gkv_command_t *recv_cmd;
     uint64_t recv_got, req_id;
     unsigned recv_flags;
     uint64_t discard_left;

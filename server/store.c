@@ -181,3 +181,47 @@ void gkv_store_flush(gkv_store_t *st)
 {
     gkv_index_clear(st->ix, drop_link, st);
 }
+
+int gkv_store_export(gkv_store_t *st, gkv_entry_t *e, const uint8_t **data, uint32_t *len)
+{
+    static const uint8_t none[1];
+    if (e->size && !(e->x && e->x->exported)) {
+        uint8_t buf[GKV_EXPORT_MAX];
+        size_t n = 0;
+        int rc = st->be->ops->export_ptr(st->be, e->mem, e->size, buf, sizeof(buf), &n);
+        if (rc)
+            return rc;
+        if (!e->x && !(e->x = calloc(1, sizeof(gkv_extras_t))))
+            return GKV_ENOMEM;
+        e->x->exported = malloc(n ? n : 1);
+        if (!e->x->exported)
+            return GKV_ENOMEM;
+        memcpy(e->x->exported, buf, n);
+        e->x->exported_len = (uint32_t)n;
+    }
+    bool have = e->x && e->x->exported;
+    *data = have ? e->x->exported : none;
+    *len = have ? e->x->exported_len : 0;
+    return 0;
+}
+
+int gkv_store_unshare(gkv_store_t *st, gkv_entry_t **e)
+{
+    gkv_backend_t *be = st->be;
+    if (!(*e)->size || be->ops->exportable(be, (*e)->mem))
+        return 0;
+    size_t klen;
+    uint32_t meta_len;
+    const uint8_t *key = gkv_store_key(st, *e, &klen);
+    const uint8_t *meta = gkv_entry_meta(*e, &meta_len);
+    gkv_entry_t *n, *holder = NULL;
+    int rc = gkv_store_entry_new(st, key, klen, (*e)->size, meta, meta_len, -1, &n);
+    if (rc)
+        return rc;
+    if (!(rc = be->ops->copy_now(be, n->mem, (*e)->mem, (*e)->size)))
+        rc = gkv_store_publish(st, n, 0, &holder);
+    gkv_store_unref(st, n);
+    if (!rc)
+        *e = holder;
+    return rc;
+}

@@ -80,4 +80,16 @@ int gkv_store_del(gkv_store_t *st, const void *key, size_t klen);
 /* Unlinks every key. */
 void gkv_store_flush(gkv_store_t *st);
 
+/* Zero-copy. */
+/* What another process needs to import e's value: the backend's export data (empty on the host
+ * backend, where the arena offset is enough). *data is borrowed and valid while e lives. It costs
+ * a driver call on the cuda backend, so it is made once per entry. Returns 0, GKV_EIO or
+ * GKV_ENOMEM. */
+int gkv_store_export(gkv_store_t *st, gkv_entry_t *e, const uint8_t **data, uint32_t *len);
+/* Makes *e's memory its own: a small value carved from a slab shares its allocation with other
+ * values, which another process must not reach, so before its first MAP it moves (a device copy)
+ * to memory of its own and is published under its key like an overwrite with the same bytes.
+ * *e becomes the entry holding it (borrowed). Returns 0, GKV_EOOM, GKV_ENOMEM or GKV_EIO. */
+int gkv_store_unshare(gkv_store_t *st, gkv_entry_t **e);
+
 #endif

@@ -32,7 +32,7 @@ static void usage(FILE *f)
                "  map KEY [--offset N] [--length N] [--suffix N]   (zero-copy, local only)\n"
                "  info\n"
                "  flush --yes\n\nprotocol commands (proto/PROTOCOL.md):\n");
-#define GKV_HELP_ROW(name, num, str, flags, help) fprintf(f, "  %-8s %s\n", str, help);
+#define GKV_HELP_ROW(NAME, name, num, flags, help) fprintf(f, "  %-8s %s\n", #name, help);
     GKV_COMMAND_LIST(GKV_HELP_ROW)
 #undef GKV_HELP_ROW
 }

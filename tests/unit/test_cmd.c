@@ -32,9 +32,7 @@ static void teardown(void)
 /* Builds a request header with the given fields, decodes it, dispatches it. */
 static int run(gkv_reply_t *rep, gkv_request_t *req)
 {
-    memset(rep, 0, sizeof(*rep));
-    rep->wr = &wr;
-    rep->id = req->id;
+    gkv_reply_init(rep, &wr, req->id, NULL);
     gkv_wr_reset(&wr);
     return gkv_dispatch(&srv, req, rep);
 }
@@ -71,7 +69,7 @@ static int put(const char *key, const char *value, unsigned flags)
     if (q.payload_len)
         memcpy(srv.be->ops->host_view(srv.be, rep.recv->mem), value, q.payload_len);
     gkv_wr_reset(&wr);
-    gkv_cmd_set_commit(&srv, q.id, rep.recv, flags, &wr, NULL);
+    rep.cmd->on_payload(&srv, q.id, rep.recv, flags, &wr, NULL);
     gkv_store_unref(&srv.store, rep.recv);
     return (int)last_response().status;
 }
@@ -225,11 +223,31 @@ START_TEST(list_pages_and_directories)
 }
 END_TEST
 
+/* The table names a handler for every command of the list, and a continuation for exactly the
+ * commands that take a payload. */
+START_TEST(table_covers_the_command_list)
+{
+    unsigned n = 0;
+    for (unsigned op = 1; op < GKV_OP_MAX; op++) {
+        const gkv_command_t *cmd = gkv_command_lookup(op);
+        ck_assert_ptr_nonnull(cmd);
+        ck_assert_str_eq(cmd->name, gkv_op_name(op));
+        ck_assert_ptr_nonnull(cmd->run);
+        ck_assert_int_eq(cmd->on_payload != NULL, (cmd->flags & GKV_CMD_PAYLOAD) != 0);
+        n++;
+    }
+    ck_assert_uint_eq(n, 16);
+    ck_assert_ptr_null(gkv_command_lookup(0));
+    ck_assert_ptr_null(gkv_command_lookup(GKV_OP_MAX));
+}
+END_TEST
+
 Suite *make_suite(void)
 {
     Suite *s = suite_create("cmd");
     TCase *t = tcase_create("handlers");
     tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_test(t, table_covers_the_command_list);
     tcase_add_test(t, set_get_ranges);
     tcase_add_test(t, nx_xx_and_missing_keys);
     tcase_add_test(t, generic_checks);

@@ -1,0 +1,117 @@
+/* cmd_admin.c: the connection and the server: HELLO, PING, FLUSH, INFO. */
+#include "handlers.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "version.h"
+
+int gkv_cmd_hello(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    if (req->version && req->version != GKV_PROTOCOL_VERSION)
+        return gkv_reply_fail(rep, GKV_EVERSION,
+                              "protocol version %" PRIu64 " not supported (server: %d)",
+                              req->version, GKV_PROTOCOL_VERSION);
+    gkv_wr_t *w = rep->wr;
+    gkv_reply_ok(w, req->id);
+    gkv_wr_uint(w, GKV_F_VERSION, GKV_PROTOCOL_VERSION);
+    gkv_wr_str(w, GKV_F_SERVER, GKV_VERSION_STRING);
+    gkv_wr_str(w, GKV_F_BACKEND, srv->be->name);
+    gkv_wr_int(w, GKV_F_DEVICE, srv->be->device);
+    size_t pos = gkv_wr_array_begin(w, GKV_F_GPUS);
+    uint32_t n = 0;
+    if (srv->be->gpu_uuid[0]) {
+        size_t l = strlen(srv->be->gpu_uuid);
+        msgpack_pack_str(&w->pk, l);
+        msgpack_pack_str_body(&w->pk, srv->be->gpu_uuid, l);
+        n++;
+    }
+    gkv_wr_array_end(w, pos, n);
+    char why[192] = "";
+    if (!rep->local)
+        snprintf(why, sizeof(why), "zero-copy needs a Unix socket connection on the same machine");
+    else if (!req->zero_copy)
+        snprintf(why, sizeof(why), "not asked for (HELLO zero_copy = 1)");
+    else if (!rep->first)
+        snprintf(why, sizeof(why), "zero-copy must be asked for in the connection's first request");
+    else if (srv->be->host_visible && !srv->cfg.host_zero_copy)
+        snprintf(why, sizeof(why),
+                 "the host backend would share its whole arena; start gpukvd "
+                 "with --host-zero-copy yes to allow it");
+    else if (srv->be->ops->share(srv->be, &rep->fd, why, sizeof(why)) != 0)
+        rep->fd = -1;
+    gkv_wr_str(w, GKV_F_ZC, rep->fd >= 0 ? srv->be->zc_mechanism : "none");
+    gkv_wr_str(w, GKV_F_ZC_WHY, why);
+    if (rep->fd >= 0 && srv->be->host_visible)
+        gkv_wr_uint(w, GKV_F_ARENA_SIZE, srv->be->capacity);
+    gkv_wr_uint(w, GKV_F_MAX_KEY, srv->cfg.max_key);
+    gkv_wr_uint(w, GKV_F_MAX_VALUE, srv->cfg.max_value);
+    gkv_wr_uint(w, GKV_F_MAX_META, GKV_MAX_META);
+    gkv_wr_uint(w, GKV_F_MAX_HEADER, GKV_MAX_HEADER);
+    return gkv_wr_end(w);
+}
+
+int gkv_cmd_ping(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    (void)srv;
+    gkv_reply_ok(rep->wr, req->id);
+    return gkv_wr_end(rep->wr);
+}
+
+int gkv_cmd_flush(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    uint64_t count = gkv_index_count(srv->store.ix);
+    gkv_store_flush(&srv->store);
+    return gkv_reply_count(rep, req->id, count);
+}
+
+int gkv_cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    char text[4096];
+    const gkv_store_t *st = &srv->store;
+    const gkv_server_stats_t *ss = &srv->stats;
+    int n = snprintf(
+        text, sizeof(text),
+        "# Server\r\nversion:%s\r\nprotocol:%d\r\npid:%d\r\nuptime_seconds:%" PRIu64
+        "\r\nbackend:%s\r\ndevice:%d\r\ngpu_name:%s\r\ngpu_uuid:%s\r\nunix_socket:%s\r\n"
+        "tcp_listen:%s\r\n"
+        "# Clients\r\nconnected_clients:%" PRIu64 "\r\nmaxclients:%" PRIu64 "\r\n"
+        "# Memory\r\nused_bytes:%" PRIu64 "\r\nmaxmemory:%" PRIu64 "\r\ndevice_total_bytes:%" PRIu64
+        "\r\nkept_export_bytes:%" PRIu64 "\r\nkept_export_reuses:%" PRIu64
+        "\r\nindex_host_bytes:%zu\r\nmax_value_size:%" PRIu64 "\r\nmax_key_size:%" PRIu64 "\r\n"
+        "# Stats\r\ntotal_connections_received:%" PRIu64 "\r\nrejected_connections:%" PRIu64
+        "\r\ntotal_commands_processed:%" PRIu64 "\r\nprotocol_errors:%" PRIu64
+        "\r\nkeyspace_hits:%" PRIu64 "\r\nkeyspace_misses:%" PRIu64 "\r\nsets:%" PRIu64
+        "\r\ndeletes:%" PRIu64 "\r\noom_errors:%" PRIu64 "\r\nbytes_in:%" PRIu64
+        "\r\nbytes_out:%" PRIu64 "\r\ncopy_batches:%" PRIu64 "\r\nbatched_copies:%" PRIu64 "\r\n"
+        "# Keyspace\r\nkeys:%zu\r\nentries_alive:%" PRIu64 "\r\n"
+        "# Leases\r\nzero_copy:%s\r\nleases:%" PRIu64 "\r\nleased_bytes:%" PRIu64
+        "\r\nunsealed_creates:%" PRIu64 "\r\nmax_leases:%" PRIu64 "\r\nmax_leased_bytes:%" PRIu64
+        "\r\n",
+        GKV_VERSION_STRING, GKV_PROTOCOL_VERSION, (int)getpid(), gkv_server_uptime_s(srv),
+        srv->be->name, srv->be->device, srv->be->gpu_name, srv->be->gpu_uuid, srv->cfg.socket_path,
+        srv->tcp_bound[0] ? srv->tcp_bound : "off", srv->nconns, srv->cfg.maxclients, st->used,
+        st->limit, srv->be->device_total, srv->be->kept_bytes, srv->be->kept_reuses,
+        gkv_index_memory(st->ix), srv->cfg.max_value, srv->cfg.max_key, ss->total_connections,
+        ss->rejected_connections, ss->total_commands, ss->protocol_errors, st->stats.hits,
+        st->stats.misses, st->stats.sets, st->stats.dels, st->stats.oom_errors, ss->bytes_in,
+        ss->bytes_out, srv->batch ? srv->batch->batches : 0, srv->batch ? srv->batch->pieces : 0,
+        gkv_index_count(st->ix), st->entries,
+        srv->be->host_visible && !srv->cfg.host_zero_copy ? "off" : srv->be->zc_mechanism,
+        srv->lease_totals.leases, srv->lease_totals.bytes, srv->lease_totals.creates,
+        srv->cfg.max_leases, srv->cfg.max_leased_bytes);
+    if (n < 0 || (size_t)n >= sizeof(text))
+        return GKV_ENOMEM;
+    gkv_wr_t *w = rep->wr;
+    gkv_reply_ok(w, req->id);
+    gkv_wr_uint(w, GKV_F_PAYLOAD, (uint64_t)n);
+    int rc = gkv_wr_end(w);
+    if (rc)
+        return rc;
+    if (msgpack_sbuffer_write(&w->sb, text, (size_t)n))
+        return GKV_ENOMEM;
+    return 0;
+}

@@ -1,0 +1,208 @@
+/* cmd_keys.c: the keyspace: EXISTS, DEL, LIST (prefix, directories, cursor), GETSIZE. */
+#include "handlers.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+/* Calls fn on each key of a KEYS array, or on the single KEY field. */
+static int each_key(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep,
+                    int (*fn)(gkv_server_t *, gkv_slice_t), uint64_t *count)
+{
+    gkv_slice_t k;
+    *count = 0;
+    if (req->has & GKV_HAS_KEYS) {
+        if (req->nkeys == 0)
+            return gkv_reply_fail(rep, GKV_EINVAL, "keys array is empty");
+        if (req->nkeys > GKV_MAX_BATCH)
+            return gkv_reply_fail(rep, GKV_ETOOBIG, "%u keys exceed the batch limit %u", req->nkeys,
+                                  GKV_MAX_BATCH);
+        gkv_mpr_t it;
+        uint32_t n;
+        for (int pass = 0; pass < 2; pass++) { /* check every key before acting on any */
+            gkv_mpr_init(&it, req->keys.p, req->keys.len);
+            gkv_mpr_array(&it, &n);
+            for (uint32_t i = 0; i < n; i++) {
+                gkv_req_keys_next(&it, &k);
+                if (pass == 0) {
+                    int rc = gkv_cmd_check_key(srv, k, rep);
+                    if (rc)
+                        return rc;
+                } else {
+                    *count += (uint64_t)fn(srv, k);
+                }
+            }
+        }
+        return 0;
+    }
+    if (!(req->has & GKV_HAS_KEY))
+        return gkv_reply_fail(rep, GKV_EINVAL, "needs a key or a keys array");
+    int rc = gkv_cmd_check_key(srv, req->key, rep);
+    if (rc)
+        return rc;
+    *count = (uint64_t)fn(srv, req->key);
+    return 0;
+}
+
+static int key_exists(gkv_server_t *srv, gkv_slice_t k)
+{
+    return gkv_index_get(srv->store.ix, k.p, k.len) != NULL;
+}
+
+static int key_delete(gkv_server_t *srv, gkv_slice_t k)
+{
+    return gkv_store_del(&srv->store, k.p, k.len);
+}
+
+int gkv_cmd_exists(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    uint64_t count;
+    int rc = each_key(srv, req, rep, key_exists, &count);
+    return rc ? rc : gkv_reply_count(rep, req->id, count);
+}
+
+int gkv_cmd_del(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    uint64_t count;
+    int rc = each_key(srv, req, rep, key_delete, &count);
+    return rc ? rc : gkv_reply_count(rep, req->id, count);
+}
+
+static bool has_prefix(const uint8_t *k, size_t klen, gkv_slice_t prefix)
+{
+    return klen >= prefix.len && memcmp(k, prefix.p, prefix.len) == 0;
+}
+
+/* The smallest key greater than every key starting with s (s has len bytes, buf holds len):
+ * drop trailing 0xff bytes and add one to the last byte. Returns the new length, 0 if none. */
+static size_t prefix_successor(const uint8_t *s, size_t len, uint8_t *buf)
+{
+    memcpy(buf, s, len);
+    while (len && buf[len - 1] == 0xff)
+        len--;
+    if (len)
+        buf[len - 1]++;
+    return len;
+}
+
+int gkv_cmd_list(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    gkv_slice_t prefix = req->prefix;
+    if (!(req->has & GKV_HAS_PREFIX))
+        prefix = (gkv_slice_t){(const uint8_t *)"", 0};
+    if (prefix.len > srv->cfg.max_key || req->cursor.len > srv->cfg.max_key)
+        return gkv_reply_fail(rep, GKV_ETOOBIG, "prefix or cursor longer than max-key-size");
+    if ((req->has & GKV_HAS_DELIM) && req->delim.len > 1)
+        return gkv_reply_fail(rep, GKV_EINVAL, "the delimiter is a single byte");
+    int delim = (req->has & GKV_HAS_DELIM) && req->delim.len == 1 ? req->delim.p[0] : -1;
+    uint64_t limit = req->limit ? req->limit : 1000;
+    if (limit > GKV_MAX_LIST)
+        return gkv_reply_fail(rep, GKV_ETOOBIG, "limit %" PRIu64 " exceeds %u", limit,
+                              GKV_MAX_LIST);
+    uint8_t *succ = malloc(srv->cfg.max_key + 1);
+    if (!succ)
+        return GKV_ENOMEM;
+    const gkv_inode_t *n;
+    if (req->cursor.len) {
+        bool dir_cursor = delim >= 0 && req->cursor.p[req->cursor.len - 1] == delim;
+        if (dir_cursor) {
+            size_t sl = prefix_successor(req->cursor.p, req->cursor.len, succ);
+            n = sl ? gkv_index_seek(srv->store.ix, succ, sl) : NULL;
+        } else {
+            n = gkv_index_seek(srv->store.ix, req->cursor.p, req->cursor.len);
+            size_t kl;
+            const uint8_t *k = n ? gkv_inode_key(n, &kl) : NULL;
+            if (k && kl == req->cursor.len && memcmp(k, req->cursor.p, kl) == 0)
+                n = gkv_index_next(n);
+        }
+    } else {
+        n = gkv_index_seek(srv->store.ix, prefix.p, prefix.len);
+    }
+    gkv_wr_t *w = rep->wr;
+    gkv_reply_ok(w, req->id);
+    size_t epos = gkv_wr_array_begin(w, GKV_F_ENTRIES);
+    uint32_t nentries = 0, ndirs = 0;
+    /* Directories are collected in a second array; remember them in the first pass. */
+    msgpack_sbuffer dirs;
+    msgpack_packer dpk;
+    msgpack_sbuffer_init(&dirs);
+    msgpack_packer_init(&dpk, &dirs, msgpack_sbuffer_write);
+    const uint8_t *last = NULL;
+    size_t last_len = 0;
+    bool more = false;
+    while (n) {
+        size_t kl;
+        const uint8_t *k = gkv_inode_key(n, &kl);
+        if (!has_prefix(k, kl, prefix))
+            break;
+        if (nentries + ndirs == limit || gkv_wr_frame_size(w) + dirs.size > GKV_MAX_HEADER / 2) {
+            more = true;
+            break;
+        }
+        const uint8_t *d = delim >= 0 ? memchr(k + prefix.len, delim, kl - prefix.len) : NULL;
+        if (d) {
+            size_t dl = (size_t)(d - k) + 1;
+            msgpack_pack_bin(&dpk, dl);
+            msgpack_pack_bin_body(&dpk, k, dl);
+            ndirs++;
+            last = k;
+            last_len = dl;
+            size_t sl = prefix_successor(k, dl, succ);
+            n = sl ? gkv_index_seek(srv->store.ix, succ, sl) : NULL;
+            continue;
+        }
+        gkv_entry_t *e = gkv_inode_val(srv->store.ix, n);
+        msgpack_pack_array(&w->pk, 2);
+        msgpack_pack_bin(&w->pk, kl);
+        msgpack_pack_bin_body(&w->pk, k, kl);
+        msgpack_pack_uint64(&w->pk, e->size);
+        nentries++;
+        last = k;
+        last_len = kl;
+        n = gkv_index_next(n);
+    }
+    gkv_wr_array_end(w, epos, nentries);
+    size_t dpos = gkv_wr_array_begin(w, GKV_F_DIRS);
+    if (msgpack_sbuffer_write(&w->sb, dirs.data, dirs.size))
+        w->failed = true;
+    gkv_wr_array_end(w, dpos, ndirs);
+    if (more)
+        gkv_wr_bin(w, GKV_F_CURSOR, last, last_len);
+    msgpack_sbuffer_destroy(&dirs);
+    free(succ);
+    return gkv_wr_end(w);
+}
+
+int gkv_cmd_getsize(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    gkv_wr_t *w = rep->wr;
+    if (req->has & GKV_HAS_KEY) {
+        int rc = gkv_cmd_check_key(srv, req->key, rep);
+        if (rc)
+            return rc;
+        gkv_entry_t *e = gkv_index_get(srv->store.ix, req->key.p, req->key.len);
+        if (!e)
+            return GKV_ENOTFOUND;
+        gkv_reply_ok(w, req->id);
+        gkv_wr_uint(w, GKV_F_SIZE, e->size);
+        return gkv_wr_end(w);
+    }
+    if (!(req->has & GKV_HAS_PREFIX))
+        return gkv_reply_fail(rep, GKV_EINVAL, "GETSIZE needs a key or a prefix");
+    uint64_t bytes = 0, count = 0;
+    for (const gkv_inode_t *n = gkv_index_seek(srv->store.ix, req->prefix.p, req->prefix.len); n;
+         n = gkv_index_next(n)) {
+        size_t kl;
+        const uint8_t *k = gkv_inode_key(n, &kl);
+        if (!has_prefix(k, kl, req->prefix))
+            break;
+        bytes += ((gkv_entry_t *)gkv_inode_val(srv->store.ix, n))->size;
+        count++;
+    }
+    gkv_reply_ok(w, req->id);
+    gkv_wr_uint(w, GKV_F_BYTES, bytes);
+    gkv_wr_uint(w, GKV_F_COUNT, count);
+    return gkv_wr_end(w);
+}

@@ -1,0 +1,279 @@
+/* cmd_lease.c: zero-copy leases: MAP and RELEASE (reading), CREATE, SEAL and ABORT (writing in
+ * place). */
+#include "handlers.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "log.h"
+
+static int lease_room(gkv_server_t *srv, gkv_reply_t *rep, uint64_t size)
+{
+    if (rep->leases->count >= srv->cfg.max_leases)
+        return gkv_reply_fail(rep, GKV_ELEASELIMIT,
+                              "this connection holds %" PRIu64 " leases (max-leases)",
+                              rep->leases->count);
+    if (size > srv->cfg.max_leased_bytes - rep->leases->bytes)
+        return gkv_reply_fail(rep, GKV_ELEASELIMIT,
+                              "this connection has %" PRIu64 " bytes under lease; "
+                              "%" PRIu64 " more exceed max-leased-bytes",
+                              rep->leases->bytes, size);
+    return 0;
+}
+
+/* Writes what an importer needs to reach e: export data or arena offset, and the device. */
+static int write_export(gkv_server_t *srv, gkv_wr_t *w, gkv_entry_t *e)
+{
+    const uint8_t *data;
+    uint32_t len;
+    int rc = gkv_store_export(&srv->store, e, &data, &len);
+    if (rc)
+        return rc;
+    gkv_wr_bin(w, GKV_F_EXPORT, data, len);
+    if (srv->be->host_visible)
+        gkv_wr_uint(w, GKV_F_ARENA_OFFSET, e->size ? e->mem.v : 0);
+    gkv_wr_int(w, GKV_F_DEVICE, srv->be->device);
+    return 0;
+}
+
+/* The lease a MAP request offers for reuse (field lease) when it is this connection's MAP
+ * lease on e, the value this MAP returns; else NULL. */
+static gkv_lease_t *offered_lease(const gkv_request_t *req, gkv_reply_t *rep, gkv_entry_t *e)
+{
+    if (!(req->has & GKV_HAS_LEASE))
+        return NULL;
+    gkv_lease_t *l = gkv_lease_find(rep->leases, req->lease);
+    return l && !l->writable && l->entry == e ? l : NULL;
+}
+
+int gkv_cmd_map(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    gkv_entry_t *e;
+    uint64_t off = 0, len = 0;
+    int rc = gkv_cmd_lookup_range(srv, req, rep, &e, &off, &len);
+    if (rc)
+        return rc;
+    if (srv->batch)
+        gkv_batch_settle(srv->batch); /* the value may have been answered before it was copied */
+    if ((rc = gkv_store_unshare(&srv->store, &e)))
+        return rc;
+    /* A lease the client still holds on this very value is named again: no lease is added. */
+    gkv_lease_t *l = offered_lease(req, rep, e);
+    if (!l && (rc = lease_room(srv, rep, e->size)))
+        return rc;
+    gkv_wr_t *w = rep->wr;
+    gkv_reply_ok(w, req->id);
+    if ((rc = write_export(srv, w, e)))
+        return rc;
+    bool added = !l;
+    if (added) {
+        gkv_store_ref(e);
+        if ((rc = gkv_lease_add(rep->leases, e, false, 0, &l))) {
+            gkv_store_unref(&srv->store, e);
+            return rc;
+        }
+    }
+    gkv_wr_uint(w, GKV_F_LEASE, l->id);
+    gkv_wr_uint(w, GKV_F_SIZE, e->size);
+    gkv_wr_uint(w, GKV_F_OFFSET, off);
+    gkv_wr_uint(w, GKV_F_LENGTH, len);
+    uint32_t meta_len;
+    const uint8_t *meta = gkv_entry_meta(e, &meta_len);
+    if (meta_len)
+        gkv_wr_bin(w, GKV_F_META, meta, meta_len);
+    if ((rc = gkv_wr_end(w)) && added)
+        gkv_lease_drop(rep->leases, &srv->store, l);
+    return rc;
+}
+
+/* A spare: a MAP lease whose value no key names and nothing else holds (refs == 1: not the
+ * index, no other lease, no transfer). No process but the holder's has its memory imported,
+ * and none can get it again (MAP and GET find values through keys), so it stays the holder's
+ * alone: its memory may take a new value of its key (CREATE offering it, or SEAL of it). */
+static bool is_spare(const gkv_lease_t *l)
+{
+    return !l->writable && l->entry->refs == 1;
+}
+
+/* The lease a CREATE request offers for reuse (field lease), when it is this connection's
+ * spare of the same key and size; else NULL, and CREATE allocates. */
+static gkv_lease_t *reusable_lease(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    if (!(req->has & GKV_HAS_LEASE) || req->size == 0)
+        return NULL;
+    gkv_lease_t *l = gkv_lease_find(rep->leases, req->lease);
+    if (!l || !is_spare(l) || l->entry->size != req->size)
+        return NULL;
+    size_t klen;
+    const uint8_t *key = gkv_store_key(&srv->store, l->entry, &klen);
+    if (klen != req->key.len || memcmp(key, req->key.p, klen) != 0)
+        return NULL;
+    return l;
+}
+
+int gkv_cmd_create(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    if (!(req->has & GKV_HAS_SIZE))
+        return gkv_reply_fail(rep, GKV_EINVAL, "CREATE needs a size");
+    int rc = gkv_cmd_check_new_value(srv, req, req->size, rep);
+    if (rc)
+        return rc;
+    gkv_wr_t *w = rep->wr;
+    gkv_lease_t *l = reusable_lease(srv, req, rep);
+    bool reused = l != NULL;
+    if (reused) {
+        /* The offered lease becomes the writable one, on the same memory: no allocation, no
+         * new lease, and the client's import of it stays good. */
+        if ((rc = gkv_store_entry_renew(l->entry, req->meta.p, req->meta.len)))
+            return rc;
+        gkv_lease_rewrite(rep->leases, l, (unsigned)req->flags);
+        gkv_reply_ok(w, req->id);
+        if ((rc = write_export(srv, w, l->entry))) {
+            gkv_lease_keep(rep->leases, &srv->store, l, l->entry);
+            return rc;
+        }
+    } else {
+        if ((rc = lease_room(srv, rep, req->size)))
+            return rc;
+        gkv_entry_t *e;
+        uint64_t t0 = uv_hrtime();
+        rc = gkv_cmd_new_entry(srv, req, req->size, -1, rep, &e);
+        GKV_DEBUG("CREATE of %" PRIu64 " bytes: allocation took %.1f us", req->size,
+                  (double)(uv_hrtime() - t0) / 1e3);
+        if (rc)
+            return rc;
+        gkv_reply_ok(w, req->id);
+        if ((rc = write_export(srv, w, e)) ||
+            (rc = gkv_lease_add(rep->leases, e, true, (unsigned)req->flags, &l))) {
+            gkv_store_unref(&srv->store, e);
+            return rc;
+        }
+    }
+    gkv_wr_uint(w, GKV_F_LEASE, l->id);
+    gkv_wr_uint(w, GKV_F_SIZE, l->entry->size);
+    gkv_wr_uint(w, GKV_F_OFFSET, 0);
+    gkv_wr_uint(w, GKV_F_LENGTH, l->entry->size);
+    if ((rc = gkv_wr_end(w)) && reused)
+        gkv_lease_keep(rep->leases, &srv->store, l, l->entry); /* still the client's spare */
+    else if (rc)
+        gkv_lease_drop(rep->leases, &srv->store, l);
+    return rc;
+}
+
+/* The lease a SEAL or ABORT names (field lease), held by this connection. */
+static int named_lease(const gkv_request_t *req, gkv_reply_t *rep, gkv_lease_t **out)
+{
+    if (!(req->has & GKV_HAS_LEASE))
+        return gkv_reply_fail(rep, GKV_EINVAL, "needs a lease");
+    *out = gkv_lease_find(rep->leases, req->lease);
+    if (!*out)
+        return gkv_reply_fail(rep, GKV_ENOLEASE, "lease %" PRIu64 " is not held by this connection",
+                              req->lease);
+    return 0;
+}
+
+int gkv_cmd_seal(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    gkv_lease_t *l = NULL;
+    int rc = named_lease(req, rep, &l);
+    if (rc)
+        return rc;
+    if (!l->writable && !is_spare(l))
+        return gkv_reply_fail(rep, GKV_EINVAL,
+                              "lease %" PRIu64 " is a MAP lease on a value others can "
+                              "reach: RELEASE it",
+                              req->lease);
+    if (req->flags & ~(uint64_t)(GKV_SEAL_KEEP | GKV_SET_NX | GKV_SET_XX))
+        return gkv_reply_fail(rep, GKV_EINVAL, "unknown SEAL flags 0x%" PRIx64, req->flags);
+    unsigned flags = l->flags | (unsigned)(req->flags & (GKV_SET_NX | GKV_SET_XX));
+    if ((flags & GKV_SET_NX) && (flags & GKV_SET_XX))
+        return gkv_reply_fail(rep, GKV_EINVAL, "NX and XX exclude each other");
+    if ((rc = gkv_cmd_check_meta(req, rep)))
+        return rc;
+    /* A spare's metadata is its old value's: the new value has SEAL's (none if absent). */
+    if (((req->has & GKV_HAS_META) || !l->writable) &&
+        (rc = gkv_store_entry_renew(l->entry, req->meta.p, req->meta.len)))
+        return rc;
+    gkv_entry_t *holder = NULL;
+    rc = gkv_store_publish(&srv->store, l->entry, flags, &holder);
+    /* On NX/XX failure the new value is discarded; with keep, the lease stays on it (a spare:
+     * the client's next CREATE or SEAL of the key may reuse its memory). */
+    if (req->flags & GKV_SEAL_KEEP)
+        gkv_lease_keep(rep->leases, &srv->store, l, rc ? l->entry : holder);
+    else
+        gkv_lease_drop(rep->leases, &srv->store, l);
+    if (rc == GKV_EEXISTS)
+        return gkv_reply_fail(rep, rc, "key exists (NX): the new value was discarded");
+    if (rc == GKV_ENOTFOUND)
+        return gkv_reply_fail(rep, rc, "key does not exist (XX): the new value was discarded");
+    if (rc)
+        return rc;
+    gkv_reply_ok(rep->wr, req->id);
+    /* Typically the lease on the value this seal replaced: is it a spare now? */
+    gkv_lease_t *s = req->has & GKV_HAS_SPARE ? gkv_lease_find(rep->leases, req->spare) : NULL;
+    if (s && is_spare(s))
+        gkv_wr_uint(rep->wr, GKV_F_SPARE, s->id);
+    return gkv_wr_end(rep->wr);
+}
+
+int gkv_cmd_abort(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    gkv_lease_t *l = NULL;
+    int rc = named_lease(req, rep, &l);
+    if (rc)
+        return rc;
+    if (!l->writable)
+        return gkv_reply_fail(rep, GKV_EINVAL, "lease %" PRIu64 " is a MAP lease: RELEASE it",
+                              req->lease);
+    gkv_lease_drop(rep->leases, &srv->store, l);
+    gkv_reply_ok(rep->wr, req->id);
+    return gkv_wr_end(rep->wr);
+}
+
+int gkv_cmd_release(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    bool batch = req->has & GKV_HAS_LEASES;
+    if (batch && (req->nleases == 0 || req->nleases > GKV_MAX_BATCH))
+        return gkv_reply_fail(rep, GKV_EINVAL, "RELEASE takes 1..%u leases", GKV_MAX_BATCH);
+    if (!batch && !(req->has & GKV_HAS_LEASE))
+        return gkv_reply_fail(rep, GKV_EINVAL, "RELEASE needs a lease or a leases array");
+    uint32_t n = batch ? req->nleases : 1, nfound = 0;
+    gkv_lease_t **found = malloc(sizeof(*found) * n);
+    if (!found)
+        return GKV_ENOMEM;
+    gkv_mpr_t it;
+    uint64_t id = req->lease;
+    if (batch) {
+        gkv_mpr_init(&it, req->leases.p, req->leases.len);
+        gkv_mpr_array(&it, &n);
+    }
+    /* Check every id before ending any lease, so that a bad batch changes nothing. */
+    int rc = 0;
+    for (uint32_t i = 0; i < n && !rc; i++) {
+        if (batch)
+            gkv_mpr_uint(&it, &id);
+        gkv_lease_t *l = gkv_lease_find(rep->leases, id);
+        if (!l)
+            rc = gkv_reply_fail(rep, GKV_ENOLEASE,
+                                "lease %" PRIu64 " is not held by this connection", id);
+        else if (l->writable)
+            rc = gkv_reply_fail(rep, GKV_EINVAL,
+                                "lease %" PRIu64 " is a CREATE lease: SEAL or ABORT it", id);
+        else if (l->marked)
+            rc = gkv_reply_fail(rep, GKV_ENOLEASE, "lease %" PRIu64 " is named twice", id);
+        else {
+            l->marked = true;
+            found[nfound++] = l;
+        }
+    }
+    for (uint32_t i = 0; i < nfound; i++) {
+        if (rc)
+            found[i]->marked = false;
+        else
+            gkv_lease_drop(rep->leases, &srv->store, found[i]);
+    }
+    free(found);
+    return rc ? rc : gkv_reply_count(rep, req->id, n);
+}

@@ -1,0 +1,153 @@
+/* reply.c: building replies, and the checks and lookups handlers share (reply.h). */
+#include "reply.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+void gkv_reply_init(gkv_reply_t *rep, gkv_wr_t *wr, uint64_t id, gkv_leases_t *leases)
+{
+    memset(rep, 0, sizeof(*rep));
+    rep->wr = wr;
+    rep->id = id;
+    rep->leases = leases;
+    rep->fd = -1;
+}
+
+int gkv_reply_fail(gkv_reply_t *rep, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rep->msgbuf, sizeof(rep->msgbuf), fmt, ap);
+    va_end(ap);
+    rep->msg = rep->msgbuf;
+    return code;
+}
+
+void gkv_reply_error(gkv_wr_t *wr, uint64_t id, int code, const char *msg)
+{
+    gkv_wr_begin(wr);
+    gkv_wr_uint(wr, GKV_F_ID, id);
+    gkv_wr_int(wr, GKV_F_STATUS, code);
+    gkv_wr_str(wr, GKV_F_MESSAGE, msg ? msg : gkv_strerror(code));
+    gkv_wr_end(wr);
+}
+
+void gkv_reply_ok(gkv_wr_t *wr, uint64_t id)
+{
+    gkv_wr_begin(wr);
+    gkv_wr_uint(wr, GKV_F_ID, id);
+    gkv_wr_int(wr, GKV_F_STATUS, 0);
+}
+
+void gkv_reply_release(gkv_server_t *srv, gkv_reply_t *rep)
+{
+    for (uint32_t i = 0; i < rep->nsegs; i++)
+        gkv_store_unref(&srv->store, rep->segs[i].entry);
+    if (rep->segs != &rep->one)
+        free(rep->segs);
+    rep->segs = NULL;
+    rep->nsegs = 0;
+    if (rep->recv)
+        gkv_store_unref(&srv->store, rep->recv);
+    rep->recv = NULL;
+}
+
+int gkv_reply_count(gkv_reply_t *rep, uint64_t id, uint64_t count)
+{
+    gkv_reply_ok(rep->wr, id);
+    gkv_wr_uint(rep->wr, GKV_F_COUNT, count);
+    return gkv_wr_end(rep->wr);
+}
+
+void gkv_reply_add_segment(gkv_reply_t *rep, gkv_entry_t *e, uint64_t off, uint64_t len)
+{
+    gkv_store_ref(e);
+    rep->segs[rep->nsegs++] = (gkv_segment_t){e, off, len};
+}
+
+int gkv_cmd_check_key(gkv_server_t *srv, gkv_slice_t key, gkv_reply_t *rep)
+{
+    if (key.len == 0)
+        return gkv_reply_fail(rep, GKV_EINVAL, "keys must be at least 1 byte");
+    if (key.len > srv->cfg.max_key)
+        return gkv_reply_fail(rep, GKV_ETOOBIG, "key of %u bytes exceeds max-key-size %" PRIu64,
+                              key.len, srv->cfg.max_key);
+    return 0;
+}
+
+int gkv_range_resolve(uint64_t size, uint64_t offset, uint64_t length, uint64_t suffix,
+                      uint64_t *off, uint64_t *len)
+{
+    if (suffix) {
+        *len = suffix < size ? suffix : size;
+        *off = size - *len;
+        return 0;
+    }
+    if (offset > size)
+        return GKV_ERANGE;
+    uint64_t rest = size - offset;
+    *off = offset;
+    *len = (length == 0 || length > rest) ? rest : length;
+    return 0;
+}
+
+int gkv_cmd_lookup_range(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep,
+                         gkv_entry_t **e, uint64_t *off, uint64_t *len)
+{
+    *e = gkv_store_get(&srv->store, req->key.p, req->key.len);
+    if (!*e)
+        return GKV_ENOTFOUND;
+    if (gkv_range_resolve((*e)->size, req->offset, req->length, req->suffix, off, len))
+        return gkv_reply_fail(rep, GKV_ERANGE,
+                              "offset %" PRIu64 " is past the end of a %" PRIu64 "-byte value",
+                              req->offset, (*e)->size);
+    return 0;
+}
+
+int gkv_cmd_check_meta(const gkv_request_t *req, gkv_reply_t *rep)
+{
+    if (req->meta.len > GKV_MAX_META)
+        return gkv_reply_fail(rep, GKV_ETOOBIG, "metadata of %u bytes exceeds %u", req->meta.len,
+                              GKV_MAX_META);
+    return 0;
+}
+
+int gkv_cmd_check_new_value(gkv_server_t *srv, const gkv_request_t *req, uint64_t size,
+                            gkv_reply_t *rep)
+{
+    if (req->flags & ~(uint64_t)(GKV_SET_NX | GKV_SET_XX))
+        return gkv_reply_fail(rep, GKV_EINVAL, "unknown flags 0x%" PRIx64, req->flags);
+    if ((req->flags & GKV_SET_NX) && (req->flags & GKV_SET_XX))
+        return gkv_reply_fail(rep, GKV_EINVAL, "NX and XX exclude each other");
+    if (size > srv->cfg.max_value)
+        return gkv_reply_fail(rep, GKV_ETOOBIG,
+                              "value of %" PRIu64 " bytes exceeds max-value-size %" PRIu64, size,
+                              srv->cfg.max_value);
+    int rc = gkv_cmd_check_meta(req, rep);
+    if (rc)
+        return rc;
+    bool exists = gkv_index_get(srv->store.ix, req->key.p, req->key.len) != NULL;
+    if ((req->flags & GKV_SET_NX) && exists)
+        return gkv_reply_fail(rep, GKV_EEXISTS, "key exists (NX)");
+    if ((req->flags & GKV_SET_XX) && !exists)
+        return gkv_reply_fail(rep, GKV_ENOTFOUND, "key does not exist (XX)");
+    return 0;
+}
+
+int gkv_cmd_new_entry(gkv_server_t *srv, const gkv_request_t *req, uint64_t size, int lane,
+                      gkv_reply_t *rep, gkv_entry_t **out)
+{
+    int rc = gkv_store_entry_new(&srv->store, req->key.p, req->key.len, size, req->meta.p,
+                                 req->meta.len, lane, out);
+    if (rc == GKV_EOOM)
+        return gkv_reply_fail(rep, rc,
+                              "value of %" PRIu64 " bytes does not fit: %" PRIu64 " of %" PRIu64
+                              " bytes used",
+                              size, srv->store.used, srv->store.limit);
+    return rc;
+}

@@ -1,0 +1,78 @@
+/* reply.h: what a handler fills (the reply frame, values to stream, a payload to receive) and
+ * the checks and lookups the handlers share. Nothing here touches a socket. */
+#ifndef GKV_SERVER_REPLY_H
+#define GKV_SERVER_REPLY_H
+
+#include "message.h"
+#include "server.h"
+#include "store.h"
+
+struct gkv_command;
+
+/* A byte range of an entry to send after the reply header; holds one reference on entry. */
+typedef struct {
+    gkv_entry_t *entry;
+    uint64_t off, len;
+} gkv_segment_t;
+
+typedef struct {
+    gkv_wr_t *wr; /* borrowed: where the reply frame goes */
+    uint64_t id;
+    bool local;           /* the connection is a Unix socket */
+    int lane;             /* the connection's copy lane: its values are allocated there too */
+    bool first;           /* this is the connection's first request */
+    bool zc;              /* zero-copy was granted on this connection */
+    gkv_leases_t *leases; /* the connection's leases */
+    const struct gkv_command *cmd; /* set by gkv_dispatch: the command being run */
+    int fd;                        /* HELLO: the shared-memory fd to pass with the reply, or -1 */
+    const char *msg;               /* message for an error return (static or msgbuf) */
+    char msgbuf[192];
+    /* Payload to stream after the header, in order: segs points at one or at a heap array. */
+    gkv_segment_t one;
+    gkv_segment_t *segs;
+    uint32_t nsegs;
+    /* A payload to receive into recv (one reference); cmd->on_payload finishes the command. */
+    gkv_entry_t *recv;
+    unsigned recv_flags;
+} gkv_reply_t;
+
+/* Sets rep up for one request of a connection (wr and leases borrowed; fd -1). */
+void gkv_reply_init(gkv_reply_t *rep, gkv_wr_t *wr, uint64_t id, gkv_leases_t *leases);
+/* Writes an error frame {id, status, message}. msg is borrowed (NULL: the code's text). */
+void gkv_reply_error(gkv_wr_t *wr, uint64_t id, int code, const char *msg);
+/* Starts a success frame {id, status 0}; the caller adds fields and calls gkv_wr_end. */
+void gkv_reply_ok(gkv_wr_t *wr, uint64_t id);
+/* Writes a success frame {id, status 0, count}. Returns gkv_wr_end's code. */
+int gkv_reply_count(gkv_reply_t *rep, uint64_t id, uint64_t count);
+/* Sets the error message of rep (printf format) and returns code, for `return fail(...)`. */
+int gkv_reply_fail(gkv_reply_t *rep, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Appends a segment of e (taking a reference) to rep's segments, which have room for it. */
+void gkv_reply_add_segment(gkv_reply_t *rep, gkv_entry_t *e, uint64_t off, uint64_t len);
+/* Drops the references and memory rep holds (segments, recv). */
+void gkv_reply_release(gkv_server_t *srv, gkv_reply_t *rep);
+
+/* 0 when key is 1..max-key-size bytes, else the error (message in rep). */
+int gkv_cmd_check_key(gkv_server_t *srv, gkv_slice_t key, gkv_reply_t *rep);
+/* Turns a requested range into (off, len) within a value of size bytes. A suffix takes the last
+ * bytes; otherwise length 0 means "to the end" and a length past the end is clamped. Returns 0
+ * or GKV_ERANGE (offset past the end). */
+int gkv_range_resolve(uint64_t size, uint64_t offset, uint64_t length, uint64_t suffix,
+                      uint64_t *off, uint64_t *len);
+/* The entry under the request's key (*e borrowed) and the byte range it asks for (GET, MAP).
+ * Returns 0, GKV_ENOTFOUND or GKV_ERANGE. */
+int gkv_cmd_lookup_range(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep,
+                         gkv_entry_t **e, uint64_t *off, uint64_t *len);
+/* The request's metadata within GKV_MAX_META (SET, CREATE, SEAL). */
+int gkv_cmd_check_meta(const gkv_request_t *req, gkv_reply_t *rep);
+/* Checks a new value of `size` bytes for SET or CREATE: flags, size and metadata limits, and
+ * NX/XX against the key's current state (checked again when the value is published: another
+ * client may change the key meanwhile). */
+int gkv_cmd_check_new_value(gkv_server_t *srv, const gkv_request_t *req, uint64_t size,
+                            gkv_reply_t *rep);
+/* Makes the entry for a new value of the request's key (lane -1: usable by another process at
+ * once, for CREATE), with OOM explained. *out holds the caller's reference. */
+int gkv_cmd_new_entry(gkv_server_t *srv, const gkv_request_t *req, uint64_t size, int lane,
+                      gkv_reply_t *rep, gkv_entry_t **out);
+
+#endif
