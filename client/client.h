@@ -1,4 +1,5 @@
-/* client.h: libgpukv internals shared by its source files (not installed). */
+/* client.h: libgpukv internals shared by its source files (not installed): the connection,
+ * and the frame I/O of transport.c that every call is built on. */
 #ifndef GKV_CLIENT_CLIENT_H
 #define GKV_CLIENT_CLIENT_H
 
@@ -7,12 +8,12 @@
 
 #include "message.h"
 
-/* Parking (zerocopy.c): read mappings of values up to GKV_PARK_MAX_BYTES keep their lease after
- * gkv_unmap, and sealed values of any size after gkv_seal; at most GKV_PARK_SLOTS per
- * connection and GKV_PARK_PER_KEY per key (a key's value and one older spare). */
-#define GKV_PARK_SLOTS 8
-#define GKV_PARK_PER_KEY 2
-#define GKV_PARK_MAX_BYTES (1u << 20)
+/* The lease cache (mapping.c): read leases of values up to GKV_CACHE_MAX_BYTES after gkv_unmap,
+ * of sealed values of any size after gkv_seal, and spares; at most GKV_CACHE_SLOTS per
+ * connection and GKV_CACHE_PER_KEY per key (a key's value and its spare). */
+#define GKV_CACHE_SLOTS 8
+#define GKV_CACHE_PER_KEY 2
+#define GKV_CACHE_MAX_BYTES (1u << 20)
 
 struct gkv_client {
     int fd;
@@ -34,11 +35,11 @@ struct gkv_client {
     uint64_t deferred_id;  /* the id of the oldest of them; the others follow it */
     int zc_fd;
     uint64_t arena_size;
-    struct gkv_zc *zc; /* attached lazily at the first mapping */
-    /* Leases kept after gkv_unmap for the next MAP of the same key (zerocopy.c), oldest
-     * first. */
-    gkv_mapping_t *parked[GKV_PARK_SLOTS];
-    int nparked;
+    struct gkv_attach *attach; /* the server's pool or arena, attached at the first mapping */
+    struct mapping *mappings;  /* every live mapping of this connection (mapping.c) */
+    /* The lease cache, oldest first (mapping.c). */
+    gkv_mapping_t *cached[GKV_CACHE_SLOTS];
+    int ncached;
 };
 
 /* Starts a request frame with op and a fresh id. */
@@ -71,9 +72,13 @@ int gkv__settle(gkv_client_t *c);
 int gkv__recv_raw(gkv_client_t *c, void *buf, size_t len);
 /* Reads and drops len payload bytes. */
 int gkv__drain(gkv_client_t *c, uint64_t len);
-/* Ends the parked leases: frees their imports, then sends one RELEASE (send) or leaves them
- * to the connection's close (!send). Returns 0 or a code. */
-int gkv__release_parked(gkv_client_t *c, bool send);
+/* Ends the leases of the lease cache: frees their imports, then sends one RELEASE. Every call
+ * that is not a mapping call runs it first, so that what its request sees (INFO's leases, the
+ * memory a DEL frees) is what the caller's unmaps and seals left. Returns 0 or a code. */
+int gkv__cache_flush(gkv_client_t *c);
+/* At close: frees every mapping of c still alive (cached or the caller's: their pointers become
+ * invalid) and detaches from the server's memory. The socket's end ends the leases. */
+void gkv__mappings_close(gkv_client_t *c);
 /* Marks the connection unusable and returns code. */
 int gkv__break(gkv_client_t *c, int code);
 

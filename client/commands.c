@@ -13,6 +13,7 @@
 
 int gkv_ping(gkv_client_t *c)
 {
+    gkv__cache_flush(c);
     gkv__begin(c, GKV_OP_PING);
     int rc = gkv__send(c, NULL, 0);
     return rc ? rc : gkv__recv(c);
@@ -26,6 +27,7 @@ static int set_begin(gkv_client_t *c, const void *key, size_t klen, uint64_t len
         return rc;
     if (opts && opts->meta_len > GKV_MAX_META)
         return GKV_ETOOBIG;
+    gkv__cache_flush(c);
     gkv__begin(c, GKV_OP_SET);
     gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
     gkv_wr_uint(&c->wr, GKV_F_PAYLOAD, len);
@@ -81,6 +83,7 @@ static int get_begin(gkv_client_t *c, const void *key, size_t klen, const gkv_ra
     int rc = gkv__check_key(c, key, klen);
     if (rc)
         return rc;
+    gkv__cache_flush(c);
     gkv__begin(c, GKV_OP_GET);
     gkv__put_key_range(c, key, klen, range);
     if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
@@ -215,6 +218,7 @@ static int mget(gkv_client_t *c, gkv_mget_item_t *items, size_t n, gkv_alloc_fn 
         if (rc)
             return rc;
     }
+    gkv__cache_flush(c);
     gkv__begin(c, GKV_OP_MGET);
     size_t pos = gkv_wr_array_begin(&c->wr, GKV_F_ITEMS);
     for (size_t i = 0; i < n; i++) {
@@ -291,6 +295,7 @@ static int64_t keys_op(gkv_client_t *c, unsigned op, const void *const *keys, co
         if (rc)
             return rc;
     }
+    gkv__cache_flush(c);
     gkv__begin(c, op);
     size_t pos = gkv_wr_array_begin(&c->wr, GKV_F_KEYS);
     for (size_t i = 0; i < n; i++) {
@@ -319,6 +324,7 @@ int gkv_getsize(gkv_client_t *c, const void *key, size_t klen, uint64_t *size)
     int rc = gkv__check_key(c, key, klen);
     if (rc)
         return rc;
+    gkv__cache_flush(c);
     gkv__begin(c, GKV_OP_GETSIZE);
     gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
     if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
@@ -330,6 +336,7 @@ int gkv_getsize(gkv_client_t *c, const void *key, size_t klen, uint64_t *size)
 int gkv_getsize_prefix(gkv_client_t *c, const void *prefix, size_t plen, uint64_t *bytes,
                        uint64_t *count)
 {
+    gkv__cache_flush(c);
     gkv__begin(c, GKV_OP_GETSIZE);
     gkv_wr_bin(&c->wr, GKV_F_PREFIX, plen ? prefix : "", plen);
     int rc;
@@ -343,6 +350,7 @@ int gkv_getsize_prefix(gkv_client_t *c, const void *prefix, size_t plen, uint64_
 
 int gkv_flush(gkv_client_t *c)
 {
+    gkv__cache_flush(c);
     gkv__begin(c, GKV_OP_FLUSH);
     int rc = gkv__send(c, NULL, 0);
     return rc ? rc : gkv__recv(c);
@@ -350,6 +358,7 @@ int gkv_flush(gkv_client_t *c)
 
 int gkv_info(gkv_client_t *c, char **text)
 {
+    gkv__cache_flush(c);
     gkv__begin(c, GKV_OP_INFO);
     int rc;
     if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))

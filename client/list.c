@@ -53,6 +53,7 @@ static int next_dir(gkv_list_t *it)
 static int fetch(gkv_list_t *it)
 {
     gkv_client_t *c = it->c;
+    gkv__cache_flush(c);
     gkv__begin(c, GKV_OP_LIST);
     gkv_wr_bin(&c->wr, GKV_F_PREFIX, it->plen ? (const void *)it->prefix : "", it->plen);
     if (it->delim >= 0) {

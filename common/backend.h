@@ -101,7 +101,7 @@ struct gkv_backend {
     const char *zc_mechanism; /* "cuda-pool-fd" or "host-memfd" */
     uint64_t capacity;     /* bytes this backend may hand out (the memory limit) */
     uint64_t device_total; /* total memory of the device (or RAM) */
-    uint64_t kept_bytes;   /* freed exported allocations kept for reuse (cuda; keep.h) */
+    uint64_t kept_bytes;   /* freed exported allocations kept for reuse (cuda; exports.h) */
     uint64_t kept_reuses;  /* allocations served from them so far */
 };
 

@@ -11,7 +11,7 @@
 #include "backend_cuda_batch.h"
 #include "error.h"
 #include "gpu_uuid.h"
-#include "keep.h"
+#include "exports.h"
 #include "log.h"
 #include "slab.h"
 
@@ -32,12 +32,12 @@ typedef struct {
      * host memory per value. */
     gkv_slab_t *slab;
     /* Exported allocations: their export data, and freed ones kept for the next allocation of
-     * the same size (keep.h says why). */
-    gkv_keep_t *keep;
+     * the same size (exports.h says why). */
+    gkv_exports_t *exports;
 } cuda_backend_t;
 
 /* Up to this share of the memory limit stays allocated in kept exports. */
-#define KEEP_SHARE 8
+#define EXPORTS_SHARE 8
 
 static cudaStream_t lane_stream(cuda_backend_t *c, int lane)
 {
@@ -51,14 +51,14 @@ static int cuda_fail(const char *what, cudaError_t e)
     return e == cudaErrorMemoryAllocation ? GKV_EOOM : GKV_EIO;
 }
 
-static void keep_stats(cuda_backend_t *c)
+static void exports_stats(cuda_backend_t *c)
 {
-    c->base.kept_bytes = gkv_keep_bytes(c->keep);
-    c->base.kept_reuses = gkv_keep_reuses(c->keep);
+    c->base.kept_bytes = gkv_exports_bytes(c->exports);
+    c->base.kept_reuses = gkv_exports_reuses(c->exports);
 }
 
-/* Gives back a kept export for good (keep.h's release). */
-static void keep_release(void *ctx, uint64_t addr, uint64_t size)
+/* Gives back a kept export for good (exports.h's release). */
+static void exports_release(void *ctx, uint64_t addr, uint64_t size)
 {
     (void)size;
     cuda_backend_t *c = ctx;
@@ -81,9 +81,9 @@ static int pool_alloc(cuda_backend_t *c, uint64_t size, cudaStream_t s, uint64_t
         if (e != cudaErrorMemoryAllocation)
             return cuda_fail("cudaMallocFromPoolAsync", e);
         (void)cudaGetLastError(); /* out of memory is not sticky: clear it */
-        if (attempt || gkv_keep_drain(c->keep) == 0)
+        if (attempt || gkv_exports_drain(c->exports) == 0)
             return GKV_EOOM;
-        keep_stats(c);
+        exports_stats(c);
         /* Other streams reuse the freed blocks once the frees have run. */
         if ((e = cudaStreamSynchronize(c->zc)) != cudaSuccess)
             return cuda_fail("giving back kept exports", e);
@@ -95,8 +95,8 @@ static int cuda_alloc(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *o
     cuda_backend_t *c = (cuda_backend_t *)b;
     if (lane == GKV_LANE_BATCH && size <= GKV_SLAB_MAX)
         return gkv_slab_get(c->slab, size, &out->v);
-    if (gkv_keep_take(c->keep, size, &out->v)) {
-        keep_stats(c);
+    if (gkv_exports_take(c->exports, size, &out->v)) {
+        exports_stats(c);
         return 0;
     }
     return pool_alloc(c, size, lane_stream(c, lane), &out->v);
@@ -110,8 +110,8 @@ static void cuda_free(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, int lane)
         gkv_slab_put(c->slab, p.v, size);
         return;
     }
-    bool kept = gkv_keep_freed(c->keep, p.v);
-    keep_stats(c); /* kept, or older ones given back to make room */
+    bool kept = gkv_exports_freed(c->exports, p.v);
+    exports_stats(c); /* kept, or older ones given back to make room */
     if (kept)
         return;
     /* Nothing uses the memory any more (refcounts), so any stream will do. The CREATE stream
@@ -272,7 +272,7 @@ static int cuda_export_ptr(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, uint
     cuda_backend_t *c = (cuda_backend_t *)b;
     const uint8_t *known;
     uint32_t known_len;
-    if (gkv_keep_export_data(c->keep, p.v, &known, &known_len)) {
+    if (gkv_exports_find(c->exports, p.v, &known, &known_len)) {
         if (cap < known_len)
             return GKV_EIO;
         memcpy(out, known, known_len);
@@ -287,15 +287,15 @@ static int cuda_export_ptr(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, uint
         return cuda_fail("cudaMemPoolExportPointer", e);
     memcpy(out, &data, sizeof(data));
     *len = sizeof(data);
-    (void)gkv_keep_exported(c->keep, p.v, size, out, (uint32_t)*len);
+    (void)gkv_exports_add(c->exports, p.v, size, out, (uint32_t)*len);
     return 0;
 }
 
 static int cuda_alloc_now(gkv_backend_t *b, uint64_t size, gkv_devptr_t *out)
 {
     cuda_backend_t *c = (cuda_backend_t *)b;
-    if (gkv_keep_take(c->keep, size, &out->v)) {
-        keep_stats(c); /* its users are gone and its frees ran: usable at once */
+    if (gkv_exports_take(c->exports, size, &out->v)) {
+        exports_stats(c); /* its users are gone and its frees ran: usable at once */
         return 0;
     }
     uint64_t p;
@@ -320,7 +320,7 @@ static void cuda_close(gkv_backend_t *b)
     if (c->batch_ev)
         cudaEventDestroy(c->batch_ev);
     gkv_slab_free_all(c->slab); /* frees regions on zc: synchronised below */
-    gkv_keep_fini(c->keep);     /* the same */
+    gkv_exports_fini(c->exports);     /* the same */
     if (c->zc) {
         cudaStreamSynchronize(c->zc);
         cudaStreamDestroy(c->zc);
@@ -426,7 +426,7 @@ int gkv_backend_cuda_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, 
     c->base.capacity = cfg->limit ? cfg->limit : (uint64_t)free_b / 10 * 9;
     gkv_slab_backing_t backing = {slab_region_new, slab_region_free, c};
     if (gkv_slab_alloc_init(&c->slab, &backing) ||
-        gkv_keep_init(&c->keep, c->base.capacity / KEEP_SHARE, keep_release, c)) {
+        gkv_exports_init(&c->exports, c->base.capacity / EXPORTS_SHARE, exports_release, c)) {
         snprintf(why, cap, "out of host memory");
         goto fail;
     }

@@ -26,9 +26,9 @@ static int lease_room(gkv_server_t *srv, gkv_reply_t *rep, uint64_t size)
 /* Writes what an importer needs to reach e: export data or arena offset, and the device. */
 static int write_export(gkv_server_t *srv, gkv_wr_t *w, gkv_entry_t *e)
 {
-    const uint8_t *data;
+    uint8_t data[GKV_EXPORT_MAX];
     uint32_t len;
-    int rc = gkv_store_export(&srv->store, e, &data, &len);
+    int rc = gkv_store_export(&srv->store, e, data, sizeof(data), &len);
     if (rc)
         return rc;
     gkv_wr_bin(w, GKV_F_EXPORT, data, len);
@@ -88,76 +88,35 @@ int gkv_cmd_map(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     return rc;
 }
 
-/* A spare: a MAP lease whose value no key names and nothing else holds (refs == 1: not the
- * index, no other lease, no transfer). No process but the holder's has its memory imported,
- * and none can get it again (MAP and GET find values through keys), so it stays the holder's
- * alone: its memory may take a new value of its key (CREATE offering it, or SEAL of it). */
-static bool is_spare(const gkv_lease_t *l)
-{
-    return !l->writable && l->entry->refs == 1;
-}
-
-/* The lease a CREATE request offers for reuse (field lease), when it is this connection's
- * spare of the same key and size; else NULL, and CREATE allocates. */
-static gkv_lease_t *reusable_lease(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
-{
-    if (!(req->has & GKV_HAS_LEASE) || req->size == 0)
-        return NULL;
-    gkv_lease_t *l = gkv_lease_find(rep->leases, req->lease);
-    if (!l || !is_spare(l) || l->entry->size != req->size)
-        return NULL;
-    size_t klen;
-    const uint8_t *key = gkv_store_key(&srv->store, l->entry, &klen);
-    if (klen != req->key.len || memcmp(key, req->key.p, klen) != 0)
-        return NULL;
-    return l;
-}
-
 int gkv_cmd_create(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
     if (!(req->has & GKV_HAS_SIZE))
         return gkv_reply_fail(rep, GKV_EINVAL, "CREATE needs a size");
+    /* A `lease` offered for reuse (protocol 1's spares) is ignored: spares are writable leases
+     * now, taken by the client without a CREATE. */
     int rc = gkv_cmd_check_new_value(srv, req, req->size, rep);
+    if (rc || (rc = lease_room(srv, rep, req->size)))
+        return rc;
+    gkv_entry_t *e;
+    uint64_t t0 = uv_hrtime();
+    rc = gkv_cmd_new_entry(srv, req, req->size, -1, rep, &e);
+    GKV_DEBUG("CREATE of %" PRIu64 " bytes: allocation took %.1f us", req->size,
+              (double)(uv_hrtime() - t0) / 1e3);
     if (rc)
         return rc;
     gkv_wr_t *w = rep->wr;
-    gkv_lease_t *l = reusable_lease(srv, req, rep);
-    bool reused = l != NULL;
-    if (reused) {
-        /* The offered lease becomes the writable one, on the same memory: no allocation, no
-         * new lease, and the client's import of it stays good. */
-        if ((rc = gkv_store_entry_renew(l->entry, req->meta.p, req->meta.len)))
-            return rc;
-        gkv_lease_rewrite(rep->leases, l, (unsigned)req->flags);
-        gkv_reply_ok(w, req->id);
-        if ((rc = write_export(srv, w, l->entry))) {
-            gkv_lease_keep(rep->leases, &srv->store, l, l->entry);
-            return rc;
-        }
-    } else {
-        if ((rc = lease_room(srv, rep, req->size)))
-            return rc;
-        gkv_entry_t *e;
-        uint64_t t0 = uv_hrtime();
-        rc = gkv_cmd_new_entry(srv, req, req->size, -1, rep, &e);
-        GKV_DEBUG("CREATE of %" PRIu64 " bytes: allocation took %.1f us", req->size,
-                  (double)(uv_hrtime() - t0) / 1e3);
-        if (rc)
-            return rc;
-        gkv_reply_ok(w, req->id);
-        if ((rc = write_export(srv, w, e)) ||
-            (rc = gkv_lease_add(rep->leases, e, true, (unsigned)req->flags, &l))) {
-            gkv_store_unref(&srv->store, e);
-            return rc;
-        }
+    gkv_lease_t *l;
+    gkv_reply_ok(w, req->id);
+    if ((rc = write_export(srv, w, e)) ||
+        (rc = gkv_lease_add(rep->leases, e, true, (unsigned)req->flags, &l))) {
+        gkv_store_unref(&srv->store, e);
+        return rc;
     }
     gkv_wr_uint(w, GKV_F_LEASE, l->id);
-    gkv_wr_uint(w, GKV_F_SIZE, l->entry->size);
+    gkv_wr_uint(w, GKV_F_SIZE, e->size);
     gkv_wr_uint(w, GKV_F_OFFSET, 0);
-    gkv_wr_uint(w, GKV_F_LENGTH, l->entry->size);
-    if ((rc = gkv_wr_end(w)) && reused)
-        gkv_lease_keep(rep->leases, &srv->store, l, l->entry); /* still the client's spare */
-    else if (rc)
+    gkv_wr_uint(w, GKV_F_LENGTH, e->size);
+    if ((rc = gkv_wr_end(w)))
         gkv_lease_drop(rep->leases, &srv->store, l);
     return rc;
 }
@@ -174,16 +133,34 @@ static int named_lease(const gkv_request_t *req, gkv_reply_t *rep, gkv_lease_t *
     return 0;
 }
 
+/* Makes the read lease the SEAL names in `spare` (typically this connection's lease on the value
+ * the seal just replaced) a spare when its value is of the same key and nothing else holds it:
+ * no key names it and no other lease or transfer uses it (refs == 1), so no other process has
+ * it imported and none can reach it again. Its memory may then take the key's next value,
+ * written in place by this connection, whose import of it stays good. Returns the lease or NULL. */
+static gkv_lease_t *make_spare(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep,
+                               const uint8_t *key, size_t klen)
+{
+    gkv_lease_t *s = req->has & GKV_HAS_SPARE ? gkv_lease_find(rep->leases, req->spare) : NULL;
+    if (!s || s->writable || s->entry->refs != 1 || !s->entry->size)
+        return NULL;
+    size_t slen;
+    const uint8_t *skey = gkv_store_key(&srv->store, s->entry, &slen);
+    if (slen != klen || memcmp(skey, key, klen) != 0 ||
+        gkv_store_entry_renew(s->entry, NULL, 0) != 0)
+        return NULL;
+    gkv_lease_to_write(rep->leases, s);
+    return s;
+}
+
 int gkv_cmd_seal(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
     gkv_lease_t *l = NULL;
     int rc = named_lease(req, rep, &l);
     if (rc)
         return rc;
-    if (!l->writable && !is_spare(l))
-        return gkv_reply_fail(rep, GKV_EINVAL,
-                              "lease %" PRIu64 " is a MAP lease on a value others can "
-                              "reach: RELEASE it",
+    if (!l->writable)
+        return gkv_reply_fail(rep, GKV_EINVAL, "lease %" PRIu64 " is a MAP lease: RELEASE it",
                               req->lease);
     if (req->flags & ~(uint64_t)(GKV_SEAL_KEEP | GKV_SET_NX | GKV_SET_XX))
         return gkv_reply_fail(rep, GKV_EINVAL, "unknown SEAL flags 0x%" PRIx64, req->flags);
@@ -192,18 +169,19 @@ int gkv_cmd_seal(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         return gkv_reply_fail(rep, GKV_EINVAL, "NX and XX exclude each other");
     if ((rc = gkv_cmd_check_meta(req, rep)))
         return rc;
-    /* A spare's metadata is its old value's: the new value has SEAL's (none if absent). */
-    if (((req->has & GKV_HAS_META) || !l->writable) &&
+    if ((req->has & GKV_HAS_META) &&
         (rc = gkv_store_entry_renew(l->entry, req->meta.p, req->meta.len)))
         return rc;
     gkv_entry_t *holder = NULL;
     rc = gkv_store_publish(&srv->store, l->entry, flags, &holder);
-    /* On NX/XX failure the new value is discarded; with keep, the lease stays on it (a spare:
-     * the client's next CREATE or SEAL of the key may reuse its memory). */
-    if (req->flags & GKV_SEAL_KEEP)
-        gkv_lease_keep(rep->leases, &srv->store, l, rc ? l->entry : holder);
-    else
+    /* With keep, the lease goes on: on the published value as a read lease, or (NX/XX refused
+     * it) still writable on the discarded one, which is then a spare with no flags. */
+    if (!(req->flags & GKV_SEAL_KEEP))
         gkv_lease_drop(rep->leases, &srv->store, l);
+    else if (rc == 0)
+        gkv_lease_to_read(rep->leases, &srv->store, l, holder);
+    else
+        l->flags = 0;
     if (rc == GKV_EEXISTS)
         return gkv_reply_fail(rep, rc, "key exists (NX): the new value was discarded");
     if (rc == GKV_ENOTFOUND)
@@ -211,9 +189,10 @@ int gkv_cmd_seal(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     if (rc)
         return rc;
     gkv_reply_ok(rep->wr, req->id);
-    /* Typically the lease on the value this seal replaced: is it a spare now? */
-    gkv_lease_t *s = req->has & GKV_HAS_SPARE ? gkv_lease_find(rep->leases, req->spare) : NULL;
-    if (s && is_spare(s))
+    size_t klen;
+    const uint8_t *key = gkv_store_key(&srv->store, holder, &klen);
+    gkv_lease_t *s = make_spare(srv, req, rep, key, klen);
+    if (s)
         gkv_wr_uint(rep->wr, GKV_F_SPARE, s->id);
     return gkv_wr_end(rep->wr);
 }
@@ -258,9 +237,6 @@ int gkv_cmd_release(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
         if (!l)
             rc = gkv_reply_fail(rep, GKV_ENOLEASE,
                                 "lease %" PRIu64 " is not held by this connection", id);
-        else if (l->writable)
-            rc = gkv_reply_fail(rep, GKV_EINVAL,
-                                "lease %" PRIu64 " is a CREATE lease: SEAL or ABORT it", id);
         else if (l->marked)
             rc = gkv_reply_fail(rep, GKV_ENOLEASE, "lease %" PRIu64 " is named twice", id);
         else {

@@ -52,7 +52,7 @@ void gkv_lease_drop(gkv_leases_t *ls, gkv_store_t *st, gkv_lease_t *l)
     free(l);
 }
 
-void gkv_lease_keep(gkv_leases_t *ls, gkv_store_t *st, gkv_lease_t *l, gkv_entry_t *e)
+void gkv_lease_to_read(gkv_leases_t *ls, gkv_store_t *st, gkv_lease_t *l, gkv_entry_t *e)
 {
     if (e != l->entry) {
         gkv_store_ref(e);
@@ -64,11 +64,11 @@ void gkv_lease_keep(gkv_leases_t *ls, gkv_store_t *st, gkv_lease_t *l, gkv_entry
     l->flags = 0;
 }
 
-void gkv_lease_rewrite(gkv_leases_t *ls, gkv_lease_t *l, unsigned flags)
+void gkv_lease_to_write(gkv_leases_t *ls, gkv_lease_t *l)
 {
     ls->totals->creates += !l->writable;
     l->writable = true;
-    l->flags = flags;
+    l->flags = 0;
 }
 
 void gkv_leases_fini(gkv_leases_t *ls, gkv_store_t *st)

@@ -1,6 +1,7 @@
 /* lease.h: zero-copy leases of one connection. A lease holds a reference on an entry, so the
- * entry's memory outlives deletes, overwrites and FLUSH until the lease ends. A writable lease
- * (CREATE) holds an unpublished entry, published under its key at SEAL. */
+ * entry's memory outlives deletes, overwrites and FLUSH until the lease ends. A read lease (MAP)
+ * never sees its bytes change. A writable lease (CREATE, or a spare: docs/zero-copy.md) holds an
+ * unpublished entry that only this connection can reach, published under its key at SEAL. */
 #ifndef GKV_SERVER_LEASE_H
 #define GKV_SERVER_LEASE_H
 
@@ -14,7 +15,7 @@ typedef struct gkv_lease {
     uint64_t id;
     gkv_entry_t *entry; /* one reference */
     bool writable;      /* CREATE: unpublished until SEAL */
-    unsigned flags;     /* CREATE: GKV_SET_NX / GKV_SET_XX, checked at SEAL */
+    unsigned flags;     /* writable: GKV_SET_NX / GKV_SET_XX of its CREATE, checked at SEAL */
     bool marked;        /* RELEASE: already named in this batch */
     uint64_t bytes;     /* what it counts in leased bytes: its value's size when it began
                            (publishing may move another value into the entry) */
@@ -45,11 +46,11 @@ int gkv_lease_add(gkv_leases_t *ls, gkv_entry_t *e, bool writable, unsigned flag
 gkv_lease_t *gkv_lease_find(gkv_leases_t *ls, uint64_t id);
 /* Ends one lease and drops its reference. */
 void gkv_lease_drop(gkv_leases_t *ls, gkv_store_t *st, gkv_lease_t *l);
-/* SEAL with keep: turns writable lease l into a MAP lease on e, the entry that now holds its
+/* SEAL with keep: turns writable lease l into a read lease on e, the entry that now holds its
  * value (l's own entry, or the key's entry the value moved into), keeping its id and count. */
-void gkv_lease_keep(gkv_leases_t *ls, gkv_store_t *st, gkv_lease_t *l, gkv_entry_t *e);
-/* CREATE reusing a MAP lease: l becomes writable (its entry was readied by
- * gkv_store_entry_renew), keeping its id and count. */
-void gkv_lease_rewrite(gkv_leases_t *ls, gkv_lease_t *l, unsigned flags);
+void gkv_lease_to_read(gkv_leases_t *ls, gkv_store_t *st, gkv_lease_t *l, gkv_entry_t *e);
+/* Makes read lease l a spare: writable, no NX/XX, keeping its id and count. Only for a lease
+ * whose entry no key names and nothing else holds (its entry readied by gkv_store_entry_renew). */
+void gkv_lease_to_write(gkv_leases_t *ls, gkv_lease_t *l);
 
 #endif

@@ -68,18 +68,14 @@ int gkv_store_entry_new(gkv_store_t *st, const void *key, size_t klen, uint64_t 
 
 int gkv_store_entry_renew(gkv_entry_t *e, const void *meta, uint32_t meta_len)
 {
-    if (!e->x && !meta_len)
-        return 0;
-    gkv_extras_t *x = realloc(e->x, sizeof(gkv_extras_t) + meta_len);
-    if (!x)
-        return GKV_ENOMEM;
-    if (!e->x) {
-        x->exported = NULL;
-        x->exported_len = 0;
-    }
-    if (meta_len)
+    gkv_extras_t *x = NULL;
+    if (meta_len) {
+        if (!(x = malloc(sizeof(*x) + meta_len)))
+            return GKV_ENOMEM;
         memcpy(x->meta, meta, meta_len);
-    x->meta_len = meta_len;
+        x->meta_len = meta_len;
+    }
+    free(e->x);
     e->x = x;
     return 0;
 }
@@ -97,8 +93,6 @@ void gkv_store_unref(gkv_store_t *st, gkv_entry_t *e)
         st->be->ops->free(st->be, e->mem, e->size, 0);
     st->used -= e->size;
     st->entries--;
-    if (e->x)
-        free(e->x->exported);
     free(e->x);
     gkv_inode_free(st->ix, e);
 }
@@ -182,27 +176,13 @@ void gkv_store_flush(gkv_store_t *st)
     gkv_index_clear(st->ix, drop_link, st);
 }
 
-int gkv_store_export(gkv_store_t *st, gkv_entry_t *e, const uint8_t **data, uint32_t *len)
+int gkv_store_export(gkv_store_t *st, const gkv_entry_t *e, uint8_t *buf, size_t cap,
+                     uint32_t *len)
 {
-    static const uint8_t none[1];
-    if (e->size && !(e->x && e->x->exported)) {
-        uint8_t buf[GKV_EXPORT_MAX];
-        size_t n = 0;
-        int rc = st->be->ops->export_ptr(st->be, e->mem, e->size, buf, sizeof(buf), &n);
-        if (rc)
-            return rc;
-        if (!e->x && !(e->x = calloc(1, sizeof(gkv_extras_t))))
-            return GKV_ENOMEM;
-        e->x->exported = malloc(n ? n : 1);
-        if (!e->x->exported)
-            return GKV_ENOMEM;
-        memcpy(e->x->exported, buf, n);
-        e->x->exported_len = (uint32_t)n;
-    }
-    bool have = e->x && e->x->exported;
-    *data = have ? e->x->exported : none;
-    *len = have ? e->x->exported_len : 0;
-    return 0;
+    size_t n = 0;
+    int rc = e->size ? st->be->ops->export_ptr(st->be, e->mem, e->size, buf, cap, &n) : 0;
+    *len = (uint32_t)n;
+    return rc;
 }
 
 int gkv_store_unshare(gkv_store_t *st, gkv_entry_t **e)

@@ -12,10 +12,9 @@
 #include "backend.h"
 #include "index.h"
 
-/* What few entries have: metadata, and the backend's export data once the value was mapped. */
+/* What few entries have: metadata. (Export data is the backend's to remember: backend.h.) */
 typedef struct {
-    uint8_t *exported; /* owned, made at the first MAP or CREATE */
-    uint32_t exported_len, meta_len;
+    uint32_t meta_len;
     uint8_t meta[];
 } gkv_extras_t;
 
@@ -24,7 +23,7 @@ typedef struct gkv_entry {
     uint32_t reserved;
     uint64_t size;
     gkv_devptr_t mem; /* unset when size is 0 */
-    gkv_extras_t *x;  /* owned, NULL when there is neither metadata nor export data */
+    gkv_extras_t *x;  /* owned, NULL without metadata */
 } gkv_entry_t;
 
 typedef struct {
@@ -52,10 +51,10 @@ void gkv_store_fini(gkv_store_t *st);
  * the backend is full: nothing stored is touched) or GKV_ENOMEM. */
 int gkv_store_entry_new(gkv_store_t *st, const void *key, size_t klen, uint64_t size,
                         const void *meta, uint32_t meta_len, int lane, gkv_entry_t **out);
-/* Readies e, an older value of its key that is no longer linked and used by nothing but the
- * caller's reference (refs == 1), to take a new value of the same size on the same memory
- * (CREATE reusing a lease): its metadata becomes a copy of meta; memory, export data and
- * accounting stay. Returns 0 or GKV_ENOMEM (e unchanged). */
+/* Gives e a copy of meta (borrowed; none when meta_len is 0) in place of its metadata: SEAL's
+ * metadata, or none for a spare (an older value of its key, no longer linked and held by one
+ * lease alone, that will take the key's next value on the same memory). Memory and accounting
+ * stay. Returns 0 or GKV_ENOMEM (e unchanged). */
 int gkv_store_entry_renew(gkv_entry_t *e, const void *meta, uint32_t meta_len);
 void gkv_store_ref(gkv_entry_t *e);
 /* Drops a reference; the last one frees the memory, the accounting and the entry. */
@@ -81,11 +80,12 @@ int gkv_store_del(gkv_store_t *st, const void *key, size_t klen);
 void gkv_store_flush(gkv_store_t *st);
 
 /* Zero-copy. */
-/* What another process needs to import e's value: the backend's export data (empty on the host
- * backend, where the arena offset is enough). *data is borrowed and valid while e lives. It costs
- * a driver call on the cuda backend, so it is made once per entry. Returns 0, GKV_EIO or
- * GKV_ENOMEM. */
-int gkv_store_export(gkv_store_t *st, gkv_entry_t *e, const uint8_t **data, uint32_t *len);
+/* What another process needs to import e's value, copied into buf (cap bytes, the caller's):
+ * the backend's export data, *len = 0 when there is none (the host backend, where the arena
+ * offset is enough, or a value of 0 bytes). The backend remembers export data per allocation,
+ * so only the first export of an allocation costs a driver call. Returns 0 or GKV_EIO. */
+int gkv_store_export(gkv_store_t *st, const gkv_entry_t *e, uint8_t *buf, size_t cap,
+                     uint32_t *len);
 /* Makes *e's memory its own: a small value carved from a slab shares its allocation with other
  * values, which another process must not reach, so before its first MAP it moves (a device copy)
  * to memory of its own and is published under its key like an overwrite with the same bytes.

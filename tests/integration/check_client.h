@@ -4,6 +4,9 @@
 
 #include <check.h>
 #include <gpukv/gpukv.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "harness.h"
 
@@ -14,6 +17,19 @@ static inline gkv_client_t *connect_or_fail(const char *url)
     int rc = gkv_client_connect(url, &c);
     ck_assert_msg(rc == 0, "connect %s: %s", url, gkv_strerror(rc));
     return c;
+}
+
+/* One INFO field as a number, or the test fails. */
+static inline uint64_t info_u64(gkv_client_t *c, const char *name)
+{
+    char *text, pat[64];
+    ck_assert_int_eq(gkv_info(c, &text), 0);
+    snprintf(pat, sizeof(pat), "\n%s:", name);
+    const char *p = strstr(text, pat);
+    ck_assert_msg(p != NULL, "INFO has no %s", name);
+    uint64_t v = strtoull(p + strlen(pat), NULL, 10);
+    gkv_free(text);
+    return v;
 }
 
 /* The daemon pair the command tests of a program share (harness_start_pair: [0] plain,

@@ -22,6 +22,7 @@
 #include "check_client.h"
 #include "harness.h"
 #include "probe.h"
+#include "raw_frame.h"
 #include "message.h"
 
 #define KEY(s) (s), strlen(s)
@@ -368,17 +369,6 @@ START_TEST(two_hundred_concurrent_clients)
     ck_assert_int_eq(errors, 0);
 }
 END_TEST
-
-static int raw_connect(const char *sock)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    ck_assert_uint_lt(strlen(sock), sizeof(sa.sun_path));
-    memcpy(sa.sun_path, sock, strlen(sock) + 1);
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    return fd;
-}
 
 static void read_exact(int fd, void *buf, size_t n)
 {

@@ -1,55 +1,56 @@
-/* keep.h: exported allocations, their export data, and freed ones kept for reuse.
+/* exports.h: exported allocations, their export data, and freed ones kept for reuse.
  *
  * Exporting a pool pointer to another process costs a driver call that grows with the
  * allocation (on the H200: 12 us at 4 KiB, 22 us at 64 MiB, 315 us at 1 GiB; bench/zc_probe),
  * while a process imports an allocation it has imported before in about a microsecond. So the
- * cuda backend remembers the export data of every allocation it exported and, when one is
- * freed, keeps it (up to a byte cap, oldest given back first) for the next allocation of exactly
- * its size: a value replaced by one of the same size (set_from_device in a loop, fixed-size
- * chunks and tensors) then costs no allocation, no export and no fresh import.
+ * cuda backend remembers the export data of every allocation it exported (this table is the one
+ * record of it: the store keeps none) and, when one is freed, holds it (up to a byte cap, oldest
+ * given back first) for the next allocation of exactly its size: a value replaced by one of the
+ * same size through SET (fixed-size chunks and tensors, read through MAP) then costs no
+ * allocation and no export. docs/zero-copy.md places this among the other reuse layers.
  * CUDA-free and not thread-safe; addresses are opaque numbers here. */
-#ifndef GKV_COMMON_KEEP_H
-#define GKV_COMMON_KEEP_H
+#ifndef GKV_COMMON_EXPORTS_H
+#define GKV_COMMON_EXPORTS_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "backend.h"
 
-typedef struct gkv_keep gkv_keep_t;
+typedef struct gkv_exports gkv_exports_t;
 
 /* Gives memory back for good (the backend's free). */
-typedef void (*gkv_keep_release_fn)(void *ctx, uint64_t addr, uint64_t size);
+typedef void (*gkv_exports_release_fn)(void *ctx, uint64_t addr, uint64_t size);
 
 /* An empty table keeping at most cap bytes of freed allocations; release (with ctx) gives
- * back what it stops keeping. *out is the caller's: gkv_keep_fini. Returns 0 or GKV_ENOMEM. */
-int gkv_keep_init(gkv_keep_t **out, uint64_t cap, gkv_keep_release_fn release, void *ctx);
+ * back what it stops keeping. *out is the caller's: gkv_exports_fini. Returns 0 or GKV_ENOMEM. */
+int gkv_exports_init(gkv_exports_t **out, uint64_t cap, gkv_exports_release_fn release, void *ctx);
 /* Gives back everything kept and frees the table; records of live allocations are dropped
  * (their memory is the caller's). NULL is allowed. */
-void gkv_keep_fini(gkv_keep_t *k);
+void gkv_exports_fini(gkv_exports_t *k);
 
 /* Remembers the export data (len <= GKV_EXPORT_MAX bytes) of the live allocation at addr.
  * Returns 0 or GKV_ENOMEM (then nothing is remembered: harmless). */
-int gkv_keep_exported(gkv_keep_t *k, uint64_t addr, uint64_t size, const uint8_t *data,
+int gkv_exports_add(gkv_exports_t *k, uint64_t addr, uint64_t size, const uint8_t *data,
                       uint32_t len);
 /* The remembered export data of the live allocation at addr: true with *data (valid while the
  * allocation lives) and *len, or false. */
-bool gkv_keep_export_data(const gkv_keep_t *k, uint64_t addr, const uint8_t **data,
+bool gkv_exports_find(const gkv_exports_t *k, uint64_t addr, const uint8_t **data,
                           uint32_t *len);
 
 /* The allocation at addr is freed. Returns true when it was exported and is now kept (the
  * caller must not free it); false when the caller frees it as usual. Keeping it may give back
  * older kept allocations to stay under the cap. */
-bool gkv_keep_freed(gkv_keep_t *k, uint64_t addr);
+bool gkv_exports_freed(gkv_exports_t *k, uint64_t addr);
 /* A kept allocation of exactly size bytes, live again (its export data still remembered):
  * true with *addr, or false. */
-bool gkv_keep_take(gkv_keep_t *k, uint64_t size, uint64_t *addr);
+bool gkv_exports_take(gkv_exports_t *k, uint64_t size, uint64_t *addr);
 /* Gives back every kept allocation (before an allocation is retried after OOM). Returns how
  * many bytes it gave back. */
-uint64_t gkv_keep_drain(gkv_keep_t *k);
+uint64_t gkv_exports_drain(gkv_exports_t *k);
 
 /* Bytes kept now; allocations served from what was kept, so far. */
-uint64_t gkv_keep_bytes(const gkv_keep_t *k);
-uint64_t gkv_keep_reuses(const gkv_keep_t *k);
+uint64_t gkv_exports_bytes(const gkv_exports_t *k);
+uint64_t gkv_exports_reuses(const gkv_exports_t *k);
 
 #endif

@@ -1,10 +1,10 @@
-/* zc_nocuda.c: the CUDA half of zero-copy in a libgpukv built without CUDA. */
+/* import_nocuda.c: the CUDA half of zero-copy in a libgpukv built without CUDA. */
 #include <stdio.h>
 
 #include "error.h"
-#include "zc.h"
+#include "import.h"
 
-int gkv__cuda_attach(int fd, const char *uuid, gkv_zc_cuda_t **out, int *device, char *why,
+int gkv__cuda_attach(int fd, const char *uuid, gkv_cuda_pool_t **out, int *device, char *why,
                      size_t cap)
 {
     (void)fd;
@@ -15,7 +15,7 @@ int gkv__cuda_attach(int fd, const char *uuid, gkv_zc_cuda_t **out, int *device,
     return GKV_ENOTSUP;
 }
 
-int gkv__cuda_import(gkv_zc_cuda_t *z, const void *data, size_t len, gkv_cuda_value_t **out,
+int gkv__cuda_import(gkv_cuda_pool_t *z, const void *data, size_t len, gkv_import_t **out,
                      void **ptr)
 {
     (void)z;
@@ -26,13 +26,13 @@ int gkv__cuda_import(gkv_zc_cuda_t *z, const void *data, size_t len, gkv_cuda_va
     return GKV_ENOTSUP;
 }
 
-int gkv__cuda_unimport(gkv_cuda_value_t *v)
+int gkv__cuda_unimport(gkv_import_t *v)
 {
     (void)v;
     return GKV_ENOTSUP;
 }
 
-void gkv__cuda_detach(gkv_zc_cuda_t *z)
+void gkv__cuda_detach(gkv_cuda_pool_t *z)
 {
     (void)z;
 }

@@ -1,7 +1,7 @@
-/* keep.c: exported allocations and freed ones kept for reuse (keep.h). Every exported
+/* exports.c: exported allocations and freed ones kept for reuse (exports.h). Every exported
  * allocation has a record, found by address; a kept one is also on the age list (oldest first)
  * and on its size's list (newest first, so a reuse takes the one touched last). */
-#include "keep.h"
+#include "exports.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -26,18 +26,18 @@ typedef struct {
     UT_hash_handle hh;
 } size_list_t;
 
-struct gkv_keep {
+struct gkv_exports {
     rec_t *by_addr;
     size_list_t *by_size;
     rec_t *age;
     uint64_t cap, bytes, reuses;
-    gkv_keep_release_fn release;
+    gkv_exports_release_fn release;
     void *ctx;
 };
 
-int gkv_keep_init(gkv_keep_t **out, uint64_t cap, gkv_keep_release_fn release, void *ctx)
+int gkv_exports_init(gkv_exports_t **out, uint64_t cap, gkv_exports_release_fn release, void *ctx)
 {
-    gkv_keep_t *k = calloc(1, sizeof(*k));
+    gkv_exports_t *k = calloc(1, sizeof(*k));
     if (!k)
         return GKV_ENOMEM;
     k->cap = cap;
@@ -48,7 +48,7 @@ int gkv_keep_init(gkv_keep_t **out, uint64_t cap, gkv_keep_release_fn release, v
 }
 
 /* Takes r off the kept lists (it stays in the address table). */
-static void unkeep(gkv_keep_t *k, rec_t *r)
+static void unhold(gkv_exports_t *k, rec_t *r)
 {
     size_list_t *sl;
     HASH_FIND(hh, k->by_size, &r->size, sizeof(r->size), sl);
@@ -63,16 +63,16 @@ static void unkeep(gkv_keep_t *k, rec_t *r)
 }
 
 /* Gives r's memory back and forgets it. */
-static void give_back(gkv_keep_t *k, rec_t *r)
+static void give_back(gkv_exports_t *k, rec_t *r)
 {
     if (r->kept)
-        unkeep(k, r);
+        unhold(k, r);
     HASH_DELETE(hh, k->by_addr, r);
     k->release(k->ctx, r->addr, r->size);
     free(r);
 }
 
-uint64_t gkv_keep_drain(gkv_keep_t *k)
+uint64_t gkv_exports_drain(gkv_exports_t *k)
 {
     uint64_t n = k->bytes;
     while (k->age)
@@ -80,11 +80,11 @@ uint64_t gkv_keep_drain(gkv_keep_t *k)
     return n;
 }
 
-void gkv_keep_fini(gkv_keep_t *k)
+void gkv_exports_fini(gkv_exports_t *k)
 {
     if (!k)
         return;
-    gkv_keep_drain(k);
+    gkv_exports_drain(k);
     rec_t *r, *tmp;
     HASH_ITER(hh, k->by_addr, r, tmp)
     {
@@ -94,7 +94,7 @@ void gkv_keep_fini(gkv_keep_t *k)
     free(k);
 }
 
-int gkv_keep_exported(gkv_keep_t *k, uint64_t addr, uint64_t size, const uint8_t *data,
+int gkv_exports_add(gkv_exports_t *k, uint64_t addr, uint64_t size, const uint8_t *data,
                       uint32_t len)
 {
     if (len > GKV_EXPORT_MAX)
@@ -113,7 +113,7 @@ int gkv_keep_exported(gkv_keep_t *k, uint64_t addr, uint64_t size, const uint8_t
     return 0;
 }
 
-bool gkv_keep_export_data(const gkv_keep_t *k, uint64_t addr, const uint8_t **data,
+bool gkv_exports_find(const gkv_exports_t *k, uint64_t addr, const uint8_t **data,
                           uint32_t *len)
 {
     rec_t *r;
@@ -126,7 +126,7 @@ bool gkv_keep_export_data(const gkv_keep_t *k, uint64_t addr, const uint8_t **da
 }
 
 /* The list of kept allocations of size bytes, made when missing; NULL without memory. */
-static size_list_t *size_list(gkv_keep_t *k, uint64_t size)
+static size_list_t *size_list(gkv_exports_t *k, uint64_t size)
 {
     size_list_t *sl;
     HASH_FIND(hh, k->by_size, &size, sizeof(size), sl);
@@ -137,7 +137,7 @@ static size_list_t *size_list(gkv_keep_t *k, uint64_t size)
     return sl;
 }
 
-bool gkv_keep_freed(gkv_keep_t *k, uint64_t addr)
+bool gkv_exports_freed(gkv_exports_t *k, uint64_t addr)
 {
     rec_t *r;
     HASH_FIND(hh, k->by_addr, &addr, sizeof(addr), r);
@@ -161,25 +161,25 @@ bool gkv_keep_freed(gkv_keep_t *k, uint64_t addr)
     return true;
 }
 
-bool gkv_keep_take(gkv_keep_t *k, uint64_t size, uint64_t *addr)
+bool gkv_exports_take(gkv_exports_t *k, uint64_t size, uint64_t *addr)
 {
     size_list_t *sl;
     HASH_FIND(hh, k->by_size, &size, sizeof(size), sl);
     if (!sl)
         return false;
     rec_t *r = sl->recs;
-    unkeep(k, r);
+    unhold(k, r);
     k->reuses++;
     *addr = r->addr;
     return true;
 }
 
-uint64_t gkv_keep_bytes(const gkv_keep_t *k)
+uint64_t gkv_exports_bytes(const gkv_exports_t *k)
 {
     return k->bytes;
 }
 
-uint64_t gkv_keep_reuses(const gkv_keep_t *k)
+uint64_t gkv_exports_reuses(const gkv_exports_t *k)
 {
     return k->reuses;
 }

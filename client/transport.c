@@ -1,23 +1,18 @@
-/* client.c: connecting, HELLO, and the blocking frame I/O of libgpukv. */
+/* transport.c: libgpukv's blocking frame I/O: building requests, sending them, reading
+ * replies (and the descriptor HELLO's reply carries). */
 #include "client.h"
 
 #include <errno.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "commands.h"
 #include "error.h"
 #include "fdpass.h"
-#include "hostport.h"
-#include "zc.h"
 
 int gkv__break(gkv_client_t *c, int code)
 {
@@ -127,12 +122,6 @@ int gkv__drain(gkv_client_t *c, uint64_t len)
 
 void gkv__begin(gkv_client_t *c, unsigned op)
 {
-    /* Parked leases live only across zero-copy requests: any other request ends them first,
-     * so what it sees (INFO's leases, a DEL's freed memory) is what the caller's unmaps and
-     * seals left. */
-    if (c->nparked && op != GKV_OP_MAP && op != GKV_OP_RELEASE && op != GKV_OP_CREATE &&
-        op != GKV_OP_SEAL && op != GKV_OP_ABORT)
-        gkv__release_parked(c, true);
     gkv_wr_reset(&c->wr);
     gkv__begin_more(c, op);
 }
@@ -260,207 +249,3 @@ static int recv_one(gkv_client_t *c)
     return 0;
 }
 
-static void copy_slice(char *dst, size_t cap, gkv_slice_t s)
-{
-    snprintf(dst, cap, "%.*s", (int)s.len, (const char *)s.p);
-}
-
-static int hello(gkv_client_t *c)
-{
-    gkv__begin(c, GKV_OP_HELLO);
-    gkv_wr_uint(&c->wr, GKV_F_VERSION, GKV_PROTOCOL_VERSION);
-    if (c->local)
-        gkv_wr_uint(&c->wr, GKV_F_ZC, 1);
-    int rc = gkv__send(c, NULL, 0);
-    if (rc == GKV_ECLOSED && c->fd >= 0) {
-        /* A server refusing the connection (max clients) writes its reason and closes,
-         * possibly before our HELLO arrives: read the reason if it is there. */
-        c->broken = false;
-        int why = gkv__recv(c);
-        return why < 0 && why != GKV_ECLOSED && why != GKV_EPROTO ? why : rc;
-    }
-    if (rc || (rc = gkv__recv(c)))
-        return rc;
-    gkv_response_t *r = &c->resp;
-    gkv_server_info_t *in = &c->info;
-    copy_slice(c->s_server, sizeof(c->s_server), r->server);
-    copy_slice(c->s_backend, sizeof(c->s_backend), r->backend);
-    copy_slice(c->s_zc, sizeof(c->s_zc), r->zc);
-    copy_slice(c->s_zc_why, sizeof(c->s_zc_why), r->zc_why);
-    c->s_uuid[0] = 0;
-    if (r->gpus.len) {
-        gkv_mpr_t it;
-        uint32_t n;
-        gkv_slice_t s;
-        gkv_mpr_init(&it, r->gpus.p, r->gpus.len);
-        if (gkv_mpr_array(&it, &n) == 0 && n && gkv_mpr_bin(&it, &s) == 0)
-            copy_slice(c->s_uuid, sizeof(c->s_uuid), s);
-    }
-    in->protocol = (uint32_t)r->version;
-    in->server = c->s_server;
-    in->backend = c->s_backend;
-    in->device = (int)r->device;
-    in->gpu_uuid = c->s_uuid;
-    in->zero_copy = c->s_zc;
-    in->zero_copy_why = c->s_zc_why;
-    in->max_key = r->max_key;
-    in->max_value = r->max_value;
-    in->max_meta = r->max_meta;
-    c->arena_size = r->arena_size;
-    /* A descriptor without a granted mechanism (or the reverse) is not trusted. */
-    if ((c->zc_fd >= 0) != (strcmp(c->s_zc, "none") != 0)) {
-        if (c->zc_fd >= 0)
-            close(c->zc_fd);
-        c->zc_fd = -1;
-        snprintf(c->s_zc, sizeof(c->s_zc), "none");
-        snprintf(c->s_zc_why, sizeof(c->s_zc_why), "the server did not pass its memory");
-    }
-    return 0;
-}
-
-/* Sets both directions' timeouts of fd (0: none). Returns 0 or GKV_ESYS. */
-static int set_timeouts(int fd, uint32_t ms)
-{
-    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (suseconds_t)(ms % 1000) * 1000};
-    if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0)
-        return GKV_ESYS;
-    return 0;
-}
-
-/* Connects a new socket to addr. SO_SNDTIMEO bounds connect() too. Returns the fd or a code. */
-static int dial(int family, int type, int proto, const struct sockaddr *addr, socklen_t len,
-                uint32_t timeout_ms)
-{
-    int fd = socket(family, type | SOCK_CLOEXEC, proto);
-    if (fd < 0)
-        return GKV_ESYS;
-    if (timeout_ms && set_timeouts(fd, timeout_ms) != 0) {
-        close(fd);
-        return GKV_ESYS;
-    }
-    if (connect(fd, addr, len) != 0) {
-        int timed_out = errno == EINPROGRESS || errno == EAGAIN;
-        close(fd);
-        return timed_out ? GKV_ETIMEDOUT : GKV_ECONNECT;
-    }
-    return fd;
-}
-
-static int dial_unix(const char *path, uint32_t timeout_ms)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof(sa.sun_path))
-        return GKV_EINVAL;
-    strcpy(sa.sun_path, path);
-    return dial(AF_UNIX, SOCK_STREAM, 0, (struct sockaddr *)&sa, sizeof(sa), timeout_ms);
-}
-
-static int dial_tcp(const char *hostport, uint32_t timeout_ms)
-{
-    char buf[256];
-    const char *h, *port;
-    if (gkv_hostport_split(hostport, buf, sizeof(buf), &h, &port))
-        return GKV_EINVAL;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res, *ai;
-    if (getaddrinfo(h, port, &hints, &res) != 0)
-        return GKV_ECONNECT;
-    int fd = GKV_ECONNECT;
-    for (ai = res; ai && fd < 0; ai = ai->ai_next)
-        fd = dial(ai->ai_family, ai->ai_socktype, ai->ai_protocol, ai->ai_addr, ai->ai_addrlen,
-                  timeout_ms);
-    freeaddrinfo(res);
-    if (fd >= 0) {
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    }
-    return fd;
-}
-
-int gkv_client_connect(const char *url, gkv_client_t **out)
-{
-    return gkv_client_connect_timeout(url, 0, out);
-}
-
-int gkv_client_connect_timeout(const char *url, uint32_t timeout_ms, gkv_client_t **out)
-{
-    char def[512];
-    if (!url || !*url)
-        url = getenv("GPUKV_URL");
-    if (!url || !*url) {
-        if (gkv_default_socket(def, sizeof(def)) < 0)
-            return GKV_EINVAL;
-        url = def;
-    }
-    int fd;
-    if (strncmp(url, "unix:", 5) == 0)
-        fd = dial_unix(url + 5, timeout_ms);
-    else if (strncmp(url, "tcp:", 4) == 0)
-        fd = dial_tcp(url + 4, timeout_ms);
-    else if (url[0] == '/' || url[0] == '.')
-        fd = dial_unix(url, timeout_ms);
-    else
-        return GKV_EINVAL;
-    if (fd < 0)
-        return fd;
-    gkv_client_t *c = calloc(1, sizeof(*c));
-    if (!c) {
-        close(fd);
-        return GKV_ENOMEM;
-    }
-    c->fd = fd;
-    c->zc_fd = -1;
-    c->local = strncmp(url, "tcp:", 4) != 0;
-    gkv_wr_init(&c->wr);
-    int rc = hello(c);
-    if (rc) {
-        gkv_client_close(c);
-        return rc == GKV_ECLOSED ? GKV_ECONNECT : rc;
-    }
-    *out = c;
-    return 0;
-}
-
-int gkv_client_set_timeout(gkv_client_t *c, uint32_t timeout_ms)
-{
-    if (c->fd < 0)
-        return GKV_ECLOSED;
-    return set_timeouts(c->fd, timeout_ms);
-}
-
-void gkv_client_close(gkv_client_t *c)
-{
-    if (!c)
-        return;
-    gkv__release_parked(c, false); /* closing the socket ends the leases */
-    gkv__zc_detach(c);
-    if (c->zc_fd >= 0)
-        close(c->zc_fd);
-    if (c->fd >= 0)
-        close(c->fd);
-    gkv_wr_fini(&c->wr);
-    free(c->hdr);
-    free(c->meta);
-    free(c);
-}
-
-const gkv_server_info_t *gkv_client_info(const gkv_client_t *c)
-{
-    return &c->info;
-}
-
-const char *gkv_client_errmsg(const gkv_client_t *c)
-{
-    return c->errmsg;
-}
-
-void gkv_client_set_progress(gkv_client_t *c, gkv_progress_fn fn, void *arg)
-{
-    c->progress = fn;
-    c->progress_arg = arg;
-}
-
-void gkv_free(void *p)
-{
-    free(p);
-}

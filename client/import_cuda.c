@@ -1,4 +1,5 @@
-/* zc_cuda.c: importing the daemon's CUDA memory pool and its values. */
+/* import_cuda.c: importing the daemon's CUDA memory pool and its values: the process's one
+ * registry of imports (import.h). */
 #include <cuda_runtime.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -8,29 +9,29 @@
 #include "error.h"
 #include "gpu_uuid.h"
 #include "hash.h"
-#include "zc.h"
+#include "import.h"
 
 /* An imported pool: one per server pool per process, whatever the number of connections. */
-struct gkv_zc_cuda {
+struct gkv_cuda_pool {
     cudaMemPool_t pool;
     int device;
     unsigned refs;           /* connections attached */
-    gkv_cuda_value_t *values; /* imported from it, by export data */
-    struct gkv_zc_cuda *next;
+    gkv_import_t *values; /* imported from it, by export data */
+    struct gkv_cuda_pool *next;
 };
 
-struct gkv_cuda_value {
+struct gkv_import {
     struct cudaMemPoolPtrExportData key;
     void *ptr;
-    unsigned refs; /* connections holding it */
-    gkv_zc_cuda_t *pool;
+    unsigned refs; /* mappings holding it, on any connection */
+    gkv_cuda_pool_t *pool;
     UT_hash_handle hh;
 };
 
 /* The registry: every pool and value this process imported. Connections of one process may be
  * used from different threads. */
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static gkv_zc_cuda_t *pools;
+static gkv_cuda_pool_t *pools;
 
 /* Runs with `device` current and restores the caller's device afterwards. */
 #define ON_DEVICE(dev, stmt)                                                                       \
@@ -44,7 +45,7 @@ static gkv_zc_cuda_t *pools;
     } while (0)
 
 
-int gkv__cuda_attach(int fd, const char *uuid, gkv_zc_cuda_t **out, int *device, char *why,
+int gkv__cuda_attach(int fd, const char *uuid, gkv_cuda_pool_t **out, int *device, char *why,
                      size_t cap)
 {
     int n = 0, dev = -1;
@@ -76,7 +77,7 @@ int gkv__cuda_attach(int fd, const char *uuid, gkv_zc_cuda_t **out, int *device,
         return GKV_ENOTSUP;
     }
     pthread_mutex_lock(&registry_lock);
-    gkv_zc_cuda_t *z = pools;
+    gkv_cuda_pool_t *z = pools;
     while (z && z->pool != pool)
         z = z->next;
     if (!z && (z = calloc(1, sizeof(*z)))) {
@@ -97,7 +98,7 @@ int gkv__cuda_attach(int fd, const char *uuid, gkv_zc_cuda_t **out, int *device,
     return 0;
 }
 
-int gkv__cuda_import(gkv_zc_cuda_t *z, const void *data, size_t len, gkv_cuda_value_t **out,
+int gkv__cuda_import(gkv_cuda_pool_t *z, const void *data, size_t len, gkv_import_t **out,
                      void **ptr)
 {
     struct cudaMemPoolPtrExportData key;
@@ -106,7 +107,7 @@ int gkv__cuda_import(gkv_zc_cuda_t *z, const void *data, size_t len, gkv_cuda_va
     memcpy(&key, data, sizeof(key));
     int rc = 0;
     pthread_mutex_lock(&registry_lock);
-    gkv_cuda_value_t *v = NULL;
+    gkv_import_t *v = NULL;
     HASH_FIND(hh, z->values, &key, sizeof(key), v);
     if (!v) {
         cudaError_t e = cudaErrorMemoryAllocation;
@@ -138,12 +139,12 @@ int gkv__cuda_import(gkv_zc_cuda_t *z, const void *data, size_t len, gkv_cuda_va
     return rc;
 }
 
-int gkv__cuda_unimport(gkv_cuda_value_t *v)
+int gkv__cuda_unimport(gkv_import_t *v)
 {
     cudaError_t e = cudaSuccess;
     pthread_mutex_lock(&registry_lock);
     if (--v->refs == 0) {
-        gkv_zc_cuda_t *z = v->pool;
+        gkv_cuda_pool_t *z = v->pool;
         HASH_DELETE(hh, z->values, v);
         /* The importer's free must come before the server may free the memory (the caller's
          * lease ends after this returns): cudaFree waits for the device, so kernels still
@@ -155,13 +156,13 @@ int gkv__cuda_unimport(gkv_cuda_value_t *v)
     return e == cudaSuccess ? 0 : GKV_EIO;
 }
 
-void gkv__cuda_detach(gkv_zc_cuda_t *z)
+void gkv__cuda_detach(gkv_cuda_pool_t *z)
 {
     if (!z)
         return;
     pthread_mutex_lock(&registry_lock);
     if (--z->refs == 0 && !z->values) {
-        gkv_zc_cuda_t **pp = &pools;
+        gkv_cuda_pool_t **pp = &pools;
         while (*pp != z)
             pp = &(*pp)->next;
         *pp = z->next;

@@ -1,0 +1,44 @@
+/* import.h: libgpukv's half of zero-copy (not installed): reaching the daemon's memory through
+ * the descriptor it passed with HELLO (the cuda pool or the host arena, attached once per
+ * connection) and importing values into this process (once per process, shared by every
+ * mapping of every connection: one registry under one lock). */
+#ifndef GKV_CLIENT_IMPORT_H
+#define GKV_CLIENT_IMPORT_H
+
+#include "backend.h" /* GKV_EXPORT_MAX */
+#include "client.h"
+
+/* One value imported into this process, refcounted by the mappings that use it. */
+typedef struct gkv_import gkv_import_t;
+
+/* Makes the value a MAP or CREATE response r describes reachable. Attaches c to the server's
+ * pool or arena at the first call. On success *base is the value's first byte in this process,
+ * *imp the reference to give back with gkv__import_put (NULL when nothing was imported: the
+ * host arena, or an empty value), *on_device and *device say where it lives. Returns 0,
+ * GKV_ENOTSUP (c->errmsg says why), GKV_ENOMEM, GKV_EIO, or GKV_EPROTO (c is then broken). */
+int gkv__import_get(gkv_client_t *c, const gkv_response_t *r, void **base, gkv_import_t **imp,
+                    int *on_device, int *device);
+/* Drops a reference from gkv__import_get (NULL allowed); the last frees the import, which must
+ * happen before the lease that covers it ends. Returns 0, or GKV_EIO when freeing failed. */
+int gkv__import_put(gkv_import_t *imp);
+/* Detaches c from the server's pool or arena (after every mapping of c was dropped). */
+void gkv__import_detach(gkv_client_t *c);
+
+/* The CUDA half (import_cuda.c, or import_nocuda.c in builds without CUDA). */
+typedef struct gkv_cuda_pool gkv_cuda_pool_t;
+/* Imports the pool behind fd on the GPU named uuid, or takes another reference on the same pool
+ * imported by an earlier connection of this process; *device is this process's ordinal of it. */
+int gkv__cuda_attach(int fd, const char *uuid, gkv_cuda_pool_t **out, int *device, char *why,
+                     size_t cap);
+/* Takes a reference on the value named by its export data (len bytes), importing it when no
+ * mapping of this process holds it. *ptr is its first byte. */
+int gkv__cuda_import(gkv_cuda_pool_t *z, const void *data, size_t len, gkv_import_t **out,
+                     void **ptr);
+/* Drops a reference; the last frees the import. Returns 0 or GKV_EIO. */
+int gkv__cuda_unimport(gkv_import_t *v);
+/* Drops the connection's reference on the pool; the last destroys the pool's import. */
+void gkv__cuda_detach(gkv_cuda_pool_t *z);
+/* cudaMemcpy with the direction inferred from the pointers; GKV_EIO or GKV_ENOTSUP on failure. */
+int gkv__cuda_copy(void *dst, const void *src, size_t len);
+
+#endif

@@ -1,0 +1,479 @@
+/* mapping.c: the zero-copy calls (MAP/RELEASE, CREATE/SEAL/ABORT) and the connection's lease
+ * cache. docs/zero-copy.md tells the whole reuse model; libgpukv's part of it is here:
+ *
+ * The lease cache keeps, per connection, up to GKV_CACHE_SLOTS leases with their imports after
+ * the caller is done with them:
+ * - read leases: of values up to GKV_CACHE_MAX_BYTES after gkv_unmap, so that the next MAP of the
+ *   key offers the lease and the server names it again while the key still has that value (one
+ *   round trip, no import); and of what gkv_seal published (any size), which the next seal of the
+ *   key names as `spare`;
+ * - spares: writable leases the server made of such a read lease once the value was replaced
+ *   and nothing else held it (SEAL's reply says so). gkv_create of the same key and size takes
+ *   one without a request and writes into memory this process has imported already; so a key
+ *   rewritten in a loop costs one round trip (SEAL) and two values of memory.
+ * At most GKV_CACHE_PER_KEY entries per key. The cache ends its leases (imports freed first,
+ * then one RELEASE, which also discards spares) on eviction, when a MAP or CREATE of the key
+ * fails, before any request that is not a mapping call (gkv__cache_flush), and at close.
+ * gkv_abort ends a writable lease the same way (RELEASE discards an unsealed value). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "commands.h"
+#include "error.h"
+#include "import.h"
+
+/* A mapping and what the library keeps beside it. */
+typedef struct mapping {
+    gkv_mapping_t pub; /* first: the caller's pointer is this */
+    gkv_import_t *imp;
+    void *base;      /* the value's first byte (ptr is base + offset) */
+    uint8_t *meta;
+    unsigned flags;  /* a spare taken by gkv_create: its NX/XX, sent with the SEAL */
+    struct mapping *prev, *next; /* the connection's live mappings (freed at close) */
+    size_t klen;
+    uint8_t key[];   /* the key it was mapped under */
+} mapping_t;
+
+static void link_mapping(gkv_client_t *c, mapping_t *m)
+{
+    m->prev = NULL;
+    m->next = c->mappings;
+    if (c->mappings)
+        c->mappings->prev = m;
+    c->mappings = m;
+}
+
+/* Gives m a copy of len bytes of metadata at p (none when len is 0). Returns 0 or GKV_ENOMEM
+ * (m unchanged). */
+static int set_meta(mapping_t *m, const void *p, size_t len)
+{
+    uint8_t *meta = NULL;
+    if (len && !(meta = malloc(len)))
+        return GKV_ENOMEM;
+    if (len)
+        memcpy(meta, p, len);
+    free(m->meta);
+    m->meta = meta;
+    m->pub.meta = meta;
+    m->pub.meta_len = len;
+    return 0;
+}
+
+/* Points pub at the response's range of the value whose first byte is base. */
+static int fill_mapping(gkv_client_t *c, mapping_t *m, void *base)
+{
+    const gkv_response_t *r = &c->resp;
+    if (r->offset > r->size || r->length > r->size - r->offset)
+        return gkv__break(c, GKV_EPROTO);
+    int rc = set_meta(m, r->meta.p, r->has_meta ? r->meta.len : 0);
+    if (rc)
+        return rc;
+    m->base = base;
+    m->pub.ptr = r->length ? (uint8_t *)base + r->offset : NULL;
+    m->pub.length = r->length;
+    m->pub.offset = r->offset;
+    m->pub.value_size = r->size;
+    m->pub.gpu_uuid = c->info.gpu_uuid;
+    m->pub.lease = r->lease;
+    return 0;
+}
+
+/* Builds a mapping from a MAP or CREATE response. */
+static int make_mapping(gkv_client_t *c, int writable, const void *key, size_t klen,
+                        gkv_mapping_t **out)
+{
+    mapping_t *m = calloc(1, sizeof(*m) + klen);
+    if (!m)
+        return GKV_ENOMEM;
+    memcpy(m->key, key, klen);
+    m->klen = klen;
+    void *base;
+    int rc = gkv__import_get(c, &c->resp, &base, &m->imp, &m->pub.on_device, &m->pub.device);
+    if (rc) {
+        free(m);
+        return rc;
+    }
+    if ((rc = fill_mapping(c, m, base))) {
+        gkv__import_put(m->imp);
+        free(m);
+        return rc;
+    }
+    m->pub.writable = writable;
+    link_mapping(c, m);
+    *out = &m->pub;
+    return 0;
+}
+
+/* Frees the import and the mapping (not the lease). Returns 0 or GKV_EIO. */
+static int drop_mapping(gkv_client_t *c, gkv_mapping_t *pub)
+{
+    mapping_t *m = (mapping_t *)pub;
+    if (m->prev)
+        m->prev->next = m->next;
+    else
+        c->mappings = m->next;
+    if (m->next)
+        m->next->prev = m->prev;
+    int rc = gkv__import_put(m->imp);
+    free(m->meta);
+    free(m);
+    return rc;
+}
+
+void gkv__mappings_close(gkv_client_t *c)
+{
+    c->ncached = 0; /* closing the socket ends the leases */
+    while (c->mappings)
+        drop_mapping(c, &c->mappings->pub);
+    gkv__import_detach(c);
+}
+
+/* Ends leases given by id with op (RELEASE, or ABORT of one CREATE lease) and waits for the
+ * reply: for leases the server granted that this process cannot use. c->errmsg keeps saying why
+ * they could not be used. */
+static void give_back(gkv_client_t *c, unsigned op, const uint64_t *ids, size_t n)
+{
+    char why[sizeof(c->errmsg)];
+    memcpy(why, c->errmsg, sizeof(why));
+    gkv__begin(c, op);
+    if (n == 1) {
+        gkv_wr_uint(&c->wr, GKV_F_LEASE, ids[0]);
+    } else {
+        size_t pos = gkv_wr_array_begin(&c->wr, GKV_F_LEASES);
+        for (size_t i = 0; i < n; i++)
+            msgpack_pack_uint64(&c->wr.pk, ids[i]);
+        gkv_wr_array_end(&c->wr, pos, (uint32_t)n);
+    }
+    if (gkv__send(c, NULL, 0) == 0)
+        gkv__recv(c);
+    memcpy(c->errmsg, why, sizeof(why));
+}
+
+/* Ends n mappings (read ones, or spares from the cache): frees their imports, then sends one
+ * RELEASE without waiting for its reply (gkv__recv reads it before the next one: the server
+ * handles requests in order, so the leases have ended before anything this client sends next). */
+static int release(gkv_client_t *c, gkv_mapping_t **ms, size_t n)
+{
+    gkv__begin(c, GKV_OP_RELEASE);
+    size_t pos = gkv_wr_array_begin(&c->wr, GKV_F_LEASES);
+    int freed = 0;
+    for (size_t i = 0; i < n; i++) {
+        msgpack_pack_uint64(&c->wr.pk, ms[i]->lease);
+        /* Our import goes first: the server may free the memory once the lease ends. */
+        freed = drop_mapping(c, ms[i]) ? GKV_EIO : freed;
+    }
+    gkv_wr_array_end(&c->wr, pos, (uint32_t)n);
+    int rc = gkv__send(c, NULL, 0);
+    if (rc == 0 && c->deferred == 0)
+        c->deferred_id = c->next_id;
+    if (rc == 0 && ++c->deferred >= 64)
+        rc = gkv__settle(c); /* unread replies would fill the socket and stall both sides */
+    return rc ? rc : freed;
+}
+
+/* The lease cache, oldest first. */
+
+static bool cached_is(const gkv_client_t *c, int i, const void *key, size_t klen)
+{
+    const mapping_t *m = (const mapping_t *)c->cached[i];
+    return m->klen == klen && memcmp(m->key, key, klen) == 0;
+}
+
+/* The newest cached read lease of key (the likeliest to be on its value now), or -1. */
+static int cached_read(const gkv_client_t *c, const void *key, size_t klen)
+{
+    for (int i = c->ncached - 1; i >= 0; i--)
+        if (cached_is(c, i, key, klen) && !c->cached[i]->writable)
+            return i;
+    return -1;
+}
+
+/* A cached spare of key for a value of size bytes, or -1. */
+static int cached_spare(const gkv_client_t *c, const void *key, size_t klen, uint64_t size)
+{
+    for (int i = 0; i < c->ncached; i++)
+        if (cached_is(c, i, key, klen) && c->cached[i]->writable &&
+            c->cached[i]->value_size == size)
+            return i;
+    return -1;
+}
+
+static gkv_mapping_t *uncache(gkv_client_t *c, int i)
+{
+    gkv_mapping_t *m = c->cached[i];
+    memmove(&c->cached[i], &c->cached[i + 1], (size_t)(c->ncached - i - 1) * sizeof(*c->cached));
+    c->ncached--;
+    return m;
+}
+
+/* Ends the cached lease in slot i. */
+static int end_cached(gkv_client_t *c, int i)
+{
+    gkv_mapping_t *m = uncache(c, i);
+    return release(c, &m, 1);
+}
+
+/* Ends every cached lease of key. */
+static int end_cached_key(gkv_client_t *c, const void *key, size_t klen)
+{
+    int rc = 0;
+    for (int i = c->ncached - 1; i >= 0; i--)
+        if (cached_is(c, i, key, klen))
+            rc = end_cached(c, i) ? GKV_EIO : rc;
+    return rc;
+}
+
+int gkv__cache_flush(gkv_client_t *c)
+{
+    if (c->ncached == 0 || c->broken)
+        return 0;
+    int n = c->ncached;
+    c->ncached = 0;
+    return release(c, c->cached, (size_t)n);
+}
+
+/* Caches pub as its key's newest, ending the key's oldest past GKV_CACHE_PER_KEY and the
+ * connection's oldest past GKV_CACHE_SLOTS. */
+static int cache(gkv_client_t *c, gkv_mapping_t *pub)
+{
+    mapping_t *m = (mapping_t *)pub;
+    int rc = 0, same = 0, oldest = -1;
+    for (int i = 0; i < c->ncached; i++)
+        if (cached_is(c, i, m->key, m->klen) && same++ == 0)
+            oldest = i;
+    if (same >= GKV_CACHE_PER_KEY)
+        rc = end_cached(c, oldest);
+    else if (c->ncached == GKV_CACHE_SLOTS)
+        rc = end_cached(c, 0);
+    c->cached[c->ncached++] = pub;
+    return rc;
+}
+
+int gkv_map(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
+            gkv_mapping_t **out)
+{
+    int rc = gkv__check_key(c, key, klen);
+    if (rc)
+        return rc;
+    int ci = cached_read(c, key, klen);
+    gkv__begin(c, GKV_OP_MAP);
+    gkv__put_key_range(c, key, klen, range);
+    if (ci >= 0)
+        gkv_wr_uint(&c->wr, GKV_F_LEASE, c->cached[ci]->lease);
+    if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c))) {
+        if (ci >= 0 && !c->broken)
+            end_cached(c, ci); /* e.g. the key is gone: its old value need not stay */
+        return rc;
+    }
+    if (ci >= 0 && c->resp.lease == c->cached[ci]->lease) {
+        /* Renewed: the cached mapping is this one, import and all. */
+        mapping_t *m = (mapping_t *)c->cached[ci];
+        if ((rc = fill_mapping(c, m, m->base)))
+            return rc;
+        *out = uncache(c, ci);
+        return 0;
+    }
+    if ((rc = make_mapping(c, 0, key, klen, out)) && !c->broken) {
+        uint64_t lease = c->resp.lease;
+        give_back(c, GKV_OP_RELEASE, &lease, 1);
+    }
+    if (ci >= 0) {
+        int urc = end_cached(c, ci);
+        rc = rc ? rc : urc;
+    }
+    return rc;
+}
+
+/* Sends n MAP requests in one buffer and one send; the server answers them in order. Returns 0
+ * with *first the first request's id, or a code (nothing sent). */
+static int send_maps(gkv_client_t *c, const gkv_map_item_t *items, size_t n, uint64_t *first)
+{
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (i == 0) {
+            gkv__begin(c, GKV_OP_MAP);
+            *first = c->next_id;
+        } else {
+            gkv__begin_more(c, GKV_OP_MAP);
+        }
+        gkv__put_key_range(c, items[i].key, items[i].klen, &items[i].range);
+        if (i + 1 < n)
+            rc = gkv__end_frame(c);
+    }
+    return rc ? rc : gkv__send(c, NULL, 0);
+}
+
+int gkv_map_many(gkv_client_t *c, gkv_map_item_t *items, size_t n)
+{
+    if (!items || n == 0 || n > GKV_MAX_BATCH)
+        return GKV_EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        int rc = gkv__check_key(c, items[i].key, items[i].klen);
+        if (rc)
+            return rc;
+        items[i].status = 0;
+        items[i].mapping = NULL;
+    }
+    uint64_t *refused = malloc(n * sizeof(*refused));
+    if (!refused)
+        return GKV_ENOMEM;
+    size_t nrefused = 0;
+    uint64_t first = 0;
+    int rc = send_maps(c, items, n, &first);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        c->next_id = first + i; /* the id this reply carries */
+        int st = gkv__recv(c);
+        if (c->broken) {
+            rc = st ? st : GKV_ECLOSED;
+            break;
+        }
+        if (st == 0 && (st = make_mapping(c, 0, items[i].key, items[i].klen,
+                                          &items[i].mapping)) != 0) {
+            if (c->broken) {
+                rc = st;
+                break;
+            }
+            /* Granted, but this process cannot use it: ended once every reply is read. */
+            refused[nrefused++] = c->resp.lease;
+        }
+        items[i].status = st;
+    }
+    if (first)
+        c->next_id = first + n - 1;
+    if (rc) {
+        /* The connection is gone, and its leases with it: let go of the imports. */
+        for (size_t i = 0; i < n; i++) {
+            if (items[i].mapping)
+                drop_mapping(c, items[i].mapping);
+            items[i].mapping = NULL;
+            items[i].status = rc;
+        }
+    } else if (nrefused) {
+        give_back(c, GKV_OP_RELEASE, refused, nrefused);
+    }
+    free(refused);
+    return rc;
+}
+
+int gkv_unmap_batch(gkv_client_t *c, gkv_mapping_t **ms, size_t n)
+{
+    if (n == 0 || n > GKV_MAX_BATCH)
+        return GKV_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (!ms[i] || ms[i]->writable)
+            return GKV_EINVAL;
+    return release(c, ms, n);
+}
+
+int gkv_unmap(gkv_client_t *c, gkv_mapping_t *m)
+{
+    if (!m)
+        return 0;
+    if (m->writable)
+        return GKV_EINVAL;
+    if (m->value_size <= GKV_CACHE_MAX_BYTES && !c->broken)
+        return cache(c, m);
+    return release(c, &m, 1);
+}
+
+/* Takes the cached spare in slot i for a value of size bytes with opts (no request: the server
+ * made it writable and this connection's alone). */
+static int take_spare(gkv_client_t *c, int i, uint64_t size, const gkv_set_opts_t *opts,
+                      gkv_mapping_t **out)
+{
+    mapping_t *m = (mapping_t *)c->cached[i];
+    int rc = set_meta(m, opts ? opts->meta : NULL, opts ? opts->meta_len : 0);
+    if (rc)
+        return rc;
+    uncache(c, i);
+    m->pub.ptr = m->base;
+    m->pub.offset = 0;
+    m->pub.length = size;
+    m->flags = opts ? opts->flags : 0;
+    *out = &m->pub;
+    return 0;
+}
+
+int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
+               const gkv_set_opts_t *opts, gkv_mapping_t **out)
+{
+    int rc = gkv__check_key(c, key, klen);
+    if (rc)
+        return rc;
+    if (opts && opts->meta_len > GKV_MAX_META)
+        return GKV_ETOOBIG;
+    if (opts && (opts->flags & ~(unsigned)(GKV_SET_NX | GKV_SET_XX)))
+        return GKV_EINVAL;
+    int si = size ? cached_spare(c, key, klen, size) : -1;
+    if (si >= 0)
+        return take_spare(c, si, size, opts, out);
+    gkv__begin(c, GKV_OP_CREATE);
+    gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
+    gkv_wr_uint(&c->wr, GKV_F_SIZE, size);
+    gkv__put_set_opts(c, opts);
+    if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c))) {
+        if (!c->broken)
+            end_cached_key(c, key, klen); /* e.g. OOM: the key's cached memory goes back */
+        return rc;
+    }
+    if ((rc = make_mapping(c, 1, key, klen, out)) && !c->broken) {
+        uint64_t lease = c->resp.lease;
+        give_back(c, GKV_OP_ABORT, &lease, 1);
+    }
+    return rc;
+}
+
+int gkv_seal(gkv_client_t *c, gkv_mapping_t *pub)
+{
+    mapping_t *m = (mapping_t *)pub;
+    if (!pub || !pub->writable)
+        return GKV_EINVAL;
+    if (c->broken) {
+        drop_mapping(c, pub); /* the connection's end ended the lease */
+        return GKV_ECLOSED;
+    }
+    /* The lease is kept and cached with the import: as a read lease on the sealed value, or
+     * (NX/XX refused it) as a spare on the discarded one; the server frees nothing under it.
+     * The key's newest cached read lease is most likely on the value this seal replaces: the
+     * server makes it a spare when nothing else holds it. */
+    int ci = cached_read(c, m->key, m->klen);
+    uint64_t asked = ci >= 0 ? c->cached[ci]->lease : 0;
+    gkv__begin(c, GKV_OP_SEAL);
+    gkv_wr_uint(&c->wr, GKV_F_LEASE, pub->lease);
+    gkv_wr_uint(&c->wr, GKV_F_FLAGS, GKV_SEAL_KEEP | m->flags);
+    if (pub->meta_len)
+        gkv_wr_bin(&c->wr, GKV_F_META, pub->meta, (uint32_t)pub->meta_len);
+    if (ci >= 0)
+        gkv_wr_uint(&c->wr, GKV_F_SPARE, asked);
+    int rc = gkv__send(c, NULL, 0);
+    if (rc == 0)
+        rc = gkv__recv(c);
+    if (c->broken || rc == GKV_ENOLEASE) {
+        int drc = drop_mapping(c, pub); /* no lease is held for it */
+        return rc ? rc : drc;
+    }
+    if (rc && rc != GKV_EEXISTS && rc != GKV_ENOTFOUND) {
+        release(c, &pub, 1); /* refused (checked here first, so unexpected): end the lease */
+        return rc;
+    }
+    if (rc == 0 && ci >= 0 && c->resp.spare == asked) {
+        c->cached[ci]->writable = 1;
+        set_meta((mapping_t *)c->cached[ci], NULL, 0);
+    }
+    m->flags = 0;
+    pub->writable = rc != 0; /* NX/XX: the discarded value is a spare now */
+    int crc = cache(c, pub);
+    return rc ? rc : crc;
+}
+
+int gkv_abort(gkv_client_t *c, gkv_mapping_t *pub)
+{
+    if (!pub || !pub->writable)
+        return GKV_EINVAL;
+    if (c->broken) {
+        drop_mapping(c, pub);
+        return GKV_ECLOSED;
+    }
+    return release(c, &pub, 1); /* RELEASE of a writable lease discards its value */
+}

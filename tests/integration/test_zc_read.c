@@ -1,0 +1,307 @@
+/* test_zc_read.c: zero-copy reading against a real gpukvd (host backend, arena shared): MAP
+ * and RELEASE, bytes that stay under a lease, the lease cache, misuse, caps. */
+#include <check.h>
+#include <gpukv/gpukv.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "zc_daemon.h"
+
+START_TEST(map_reads_in_place_and_release_ends_the_lease)
+{
+    gkv_client_t *c = conn(d.url);
+    ck_assert_str_eq(gkv_client_info(c)->zero_copy, "host-memfd");
+    ck_assert_int_eq(
+        gkv_set(c, KEY("m/a"), "0123456789", 10, &(gkv_set_opts_t){.meta = "f4", .meta_len = 2}),
+        0);
+    gkv_mapping_t *m;
+    ck_assert_int_eq(gkv_map(c, KEY("m/a"), NULL, &m), 0);
+    ck_assert_int_eq(m->on_device, 0);
+    ck_assert_int_eq(m->device, -1);
+    ck_assert_uint_eq(m->length, 10);
+    ck_assert_int_eq(memcmp(m->ptr, "0123456789", 10), 0);
+    ck_assert_uint_eq(m->meta_len, 2);
+    ck_assert_uint_eq(info_u64(c, "leases"), 1);
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    ck_assert_uint_eq(info_u64(c, "leases"), 0);
+    gkv_mapping_t *r;
+    ck_assert_int_eq(gkv_map(c, KEY("m/a"), &(gkv_range_t){.offset = 2, .length = 3}, &r), 0);
+    ck_assert_uint_eq(r->offset, 2);
+    ck_assert_uint_eq(r->length, 3);
+    ck_assert_int_eq(memcmp(r->ptr, "234", 3), 0);
+    gkv_mapping_t *s;
+    ck_assert_int_eq(gkv_map(c, KEY("m/a"), &(gkv_range_t){.suffix = 2}, &s), 0);
+    ck_assert_int_eq(memcmp(s->ptr, "89", 2), 0);
+    gkv_mapping_t *both[] = {r, s};
+    ck_assert_int_eq(gkv_unmap_batch(c, both, 2), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("absent"), NULL, &m), GKV_ENOTFOUND);
+    ck_assert_int_eq(gkv_set(c, KEY("m/empty"), "", 0, NULL), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("m/empty"), NULL, &m), 0);
+    ck_assert_uint_eq(m->length, 0);
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    gkv_client_close(c);
+}
+END_TEST
+
+START_TEST(delete_and_overwrite_under_a_lease_keep_the_bytes)
+{
+    gkv_client_t *c = conn(d.url), *other = conn(d.url);
+    size_t len = 1 << 20;
+    char *v1 = malloc(len), *v2 = malloc(len);
+    harness_fill(v1, len, 1);
+    harness_fill(v2, len, 2);
+    ck_assert_int_eq(gkv_set(c, KEY("o/k"), v1, len, NULL), 0);
+    uint64_t used0 = info_u64(c, "used_bytes");
+    gkv_mapping_t *m;
+    ck_assert_int_eq(gkv_map(c, KEY("o/k"), NULL, &m), 0);
+    ck_assert_int_eq(gkv_set(other, KEY("o/k"), v2, len, NULL), 0); /* overwrite */
+    char *got = malloc(len);
+    gkv_value_info_t vi;
+    ck_assert_int_eq(gkv_get(other, KEY("o/k"), NULL, got, len, &vi), 0);
+    ck_assert_int_eq(memcmp(got, v2, len), 0);    /* new readers see the new value */
+    ck_assert_int_eq(memcmp(m->ptr, v1, len), 0); /* the holder still sees the old one */
+    ck_assert_uint_eq(info_u64(c, "used_bytes"), used0 + len);
+    const void *k[] = {"o/k"};
+    size_t kl[] = {3};
+    ck_assert_int_eq(gkv_del(other, k, kl, 1), 1);
+    ck_assert_int_eq(gkv_flush(other), 0);
+    ck_assert_int_eq(memcmp(m->ptr, v1, len), 0);
+    ck_assert_uint_eq(info_u64(c, "keys"), 0);
+    ck_assert_uint_eq(info_u64(c, "used_bytes"), len); /* only the leased, unlinked value */
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    ck_assert_uint_eq(info_u64(c, "used_bytes"), 0);
+    free(v1);
+    free(v2);
+    free(got);
+    gkv_client_close(c);
+    gkv_client_close(other);
+}
+END_TEST
+
+START_TEST(lease_misuse_gets_errors_and_disturbs_nothing)
+{
+    static uint8_t hdr[65536];
+    gkv_response_t r;
+    gkv_client_t *c = conn(d.url);
+    ck_assert_int_eq(gkv_set(c, KEY("mis/k"), "value", 5, NULL), 0);
+    int a = raw_zc_connect(), b = raw_zc_connect();
+    ck_assert_int_eq(raw_op(a, GKV_OP_HELLO, NULL, 0, &r, hdr), 0);
+    ck_assert_int_eq(raw_op(b, GKV_OP_HELLO, NULL, 0, &r, hdr), 0);
+    ck_assert_int_eq(raw_op(a, GKV_OP_MAP, "mis/k", 0, &r, hdr), 0);
+    uint64_t la = r.lease;
+    ck_assert_int_eq(raw_op(b, GKV_OP_MAP, "mis/k", 0, &r, hdr), 0);
+    uint64_t lb = r.lease;
+    ck_assert_uint_ne(la, lb);
+    /* A MAP may offer a lease for reuse: only this connection's MAP lease on the same value is
+     * named again; another connection's lease or an unknown id gets a lease of its own. */
+    ck_assert_int_eq(raw_op(a, GKV_OP_MAP, "mis/k", la, &r, hdr), 0);
+    ck_assert_uint_eq(r.lease, la);
+    ck_assert_int_eq(raw_op(a, GKV_OP_MAP, "mis/k", lb, &r, hdr), 0);
+    ck_assert_uint_ne(r.lease, lb);
+    ck_assert_uint_ne(r.lease, la);
+    ck_assert_int_eq(raw_op(a, GKV_OP_RELEASE, NULL, r.lease, &r, hdr), 0);
+    ck_assert_int_eq(raw_op(a, GKV_OP_MAP, "mis/k", 987654321, &r, hdr), 0);
+    ck_assert_uint_ne(r.lease, 987654321);
+    ck_assert_int_eq(raw_op(a, GKV_OP_RELEASE, NULL, r.lease, &r, hdr), 0);
+    ck_assert_int_eq(raw_op(a, GKV_OP_RELEASE, NULL, lb, &r, hdr), GKV_ENOLEASE); /* b's */
+    ck_assert_int_eq(raw_op(a, GKV_OP_RELEASE, NULL, 987654321, &r, hdr), GKV_ENOLEASE);
+    ck_assert_int_eq(raw_op(a, GKV_OP_SEAL, NULL, la, &r, hdr), GKV_EINVAL); /* a MAP lease */
+    ck_assert_int_eq(raw_op(a, GKV_OP_RELEASE, NULL, la, &r, hdr), 0);
+    ck_assert_int_eq(raw_op(a, GKV_OP_RELEASE, NULL, la, &r, hdr), GKV_ENOLEASE); /* double */
+    ck_assert_int_eq(raw_op(a, GKV_OP_CREATE, "mis/new", 0, &r, hdr), 0);
+    uint64_t lc = r.lease;
+    ck_assert_int_eq(raw_op(b, GKV_OP_SEAL, NULL, lc, &r, hdr), GKV_ENOLEASE);
+    ck_assert_int_eq(raw_op(b, GKV_OP_ABORT, NULL, lc, &r, hdr), GKV_ENOLEASE);
+    ck_assert_uint_eq(info_u64(c, "leases"), 2); /* b's MAP and a's CREATE, untouched */
+    ck_assert_int_eq(raw_op(a, GKV_OP_SEAL, NULL, lc, &r, hdr), 0);
+    ck_assert_int_eq(raw_op(a, GKV_OP_SEAL, NULL, lc, &r, hdr), GKV_ENOLEASE);
+    /* A batch with one bad id releases nothing. */
+    gkv_wr_t w;
+    gkv_wr_init(&w);
+    gkv_wr_begin(&w);
+    gkv_wr_uint(&w, GKV_F_OP, GKV_OP_RELEASE);
+    size_t pos = gkv_wr_array_begin(&w, GKV_F_LEASES);
+    msgpack_pack_uint64(&w.pk, lb);
+    msgpack_pack_uint64(&w.pk, lb);
+    gkv_wr_array_end(&w, pos, 2);
+    gkv_wr_end(&w);
+    ck_assert_int_eq(raw_call(b, &w, &r, hdr, 65536), GKV_ENOLEASE);
+    ck_assert_uint_eq(info_u64(c, "leases"), 1);
+    gkv_wr_fini(&w);
+    close(a);
+    close(b);
+    char buf[8];
+    gkv_value_info_t vi;
+    ck_assert_int_eq(gkv_get(c, KEY("mis/k"), NULL, buf, sizeof(buf), &vi), 0);
+    ck_assert_int_eq(memcmp(buf, "value", 5), 0);
+    gkv_client_close(c);
+}
+END_TEST
+
+/* gkv_unmap keeps a small value's lease for the connection's next MAP of that key, which the
+ * server renews while the key has that value; it ends when the value changes, the key goes,
+ * another request is sent, or more than 8 are kept. */
+START_TEST(unmap_caches_small_leases_for_the_next_map)
+{
+    gkv_client_t *c = conn(d.url), *o = conn(d.url);
+    uint64_t base = info_u64(o, "leases");
+    gkv_mapping_t *m;
+    ck_assert_int_eq(gkv_set(o, KEY("park/a"), "first!", 6, NULL), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("park/a"), NULL, &m), 0);
+    uint64_t first = m->lease;
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    ck_assert_uint_eq(info_u64(o, "leases"), base + 1); /* parked: still a lease */
+    ck_assert_int_eq(gkv_map(c, KEY("park/a"), &(gkv_range_t){.offset = 2}, &m), 0);
+    ck_assert_uint_eq(m->lease, first); /* renewed */
+    ck_assert_uint_eq(m->length, 4);
+    ck_assert_int_eq(memcmp(m->ptr, "rst!", 4), 0);
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    /* The value changes: a new lease, the new bytes, and the parked one ended. */
+    ck_assert_int_eq(gkv_set(o, KEY("park/a"), "second", 6, NULL), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("park/a"), NULL, &m), 0);
+    ck_assert_uint_ne(m->lease, first);
+    ck_assert_int_eq(memcmp(m->ptr, "second", 6), 0);
+    ck_assert_uint_eq(info_u64(c, "leases"), base + 1);
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    ck_assert_uint_eq(info_u64(c, "leases"), base); /* another request ends parked leases */
+    /* The key goes: MAP fails and ends the parked lease. */
+    ck_assert_int_eq(gkv_map(c, KEY("park/a"), NULL, &m), 0);
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    const void *dk[] = {"park/a"};
+    size_t dl[] = {6};
+    ck_assert_int_eq(gkv_del(o, dk, dl, 1), 1);
+    ck_assert_int_eq(gkv_map(c, KEY("park/a"), NULL, &m), GKV_ENOTFOUND);
+    ck_assert_uint_eq(info_u64(c, "leases"), base);
+    /* At most 8 are kept: the oldest goes first. */
+    uint64_t ids[9];
+    char key[16];
+    for (int i = 0; i < 9; i++) {
+        snprintf(key, sizeof(key), "park/%d", i);
+        ck_assert_int_eq(gkv_set(o, key, strlen(key), "v", 1, NULL), 0);
+    }
+    for (int i = 0; i < 9; i++) {
+        snprintf(key, sizeof(key), "park/%d", i);
+        ck_assert_int_eq(gkv_map(c, key, strlen(key), NULL, &m), 0);
+        ids[i] = m->lease;
+        ck_assert_int_eq(gkv_unmap(c, m), 0);
+    }
+    ck_assert_uint_eq(info_u64(o, "leases"), base + 8);
+    ck_assert_int_eq(gkv_map(c, KEY("park/8"), NULL, &m), 0);
+    ck_assert_uint_eq(m->lease, ids[8]);
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("park/0"), NULL, &m), 0);
+    ck_assert_uint_ne(m->lease, ids[0]);
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    /* Values over 1 MiB are released at unmap. */
+    size_t big = (1u << 20) + 1;
+    char *buf = calloc(1, big);
+    ck_assert_int_eq(gkv_set(o, KEY("park/big"), buf, big, NULL), 0);
+    free(buf);
+    ck_assert_int_eq(gkv_map(c, KEY("park/big"), NULL, &m), 0);
+    uint64_t big_lease = m->lease;
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("park/big"), NULL, &m), 0);
+    ck_assert_uint_ne(m->lease, big_lease);
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    gkv_client_close(c); /* its parked leases end when the daemon has seen the close */
+    for (int i = 0; i < 200 && info_u64(o, "leases") != base; i++)
+        usleep(5000);
+    ck_assert_uint_eq(info_u64(o, "leases"), base);
+    gkv_client_close(o);
+}
+END_TEST
+
+START_TEST(zero_copy_is_refused_over_tcp_and_where_not_granted)
+{
+    gkv_client_t *t = conn(d.tcp_url);
+    ck_assert_str_eq(gkv_client_info(t)->zero_copy, "none");
+    ck_assert(strstr(gkv_client_info(t)->zero_copy_why, "Unix socket") != NULL);
+    ck_assert_int_eq(gkv_set(t, KEY("tcp/k"), "v", 1, NULL), 0);
+    gkv_mapping_t *m;
+    ck_assert_int_eq(gkv_map(t, KEY("tcp/k"), NULL, &m), GKV_ENOTSUP);
+    ck_assert_int_eq(gkv_create(t, KEY("tcp/n"), 8, NULL, &m), GKV_ENOTSUP);
+    ck_assert(strstr(gkv_client_errmsg(t), "zero-copy") != NULL);
+    gkv_client_close(t);
+    /* A host-backend daemon shares its arena only when told to. */
+    gkv_daemon_t closed;
+    ck_assert_int_eq(harness_start(&closed, NULL), 0);
+    gkv_client_t *c = conn(closed.url);
+    ck_assert_str_eq(gkv_client_info(c)->zero_copy, "none");
+    ck_assert(strstr(gkv_client_info(c)->zero_copy_why, "--host-zero-copy") != NULL);
+    ck_assert_int_eq(gkv_set(c, KEY("k"), "v", 1, NULL), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("k"), NULL, &m), GKV_ENOTSUP);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&closed), 0);
+}
+END_TEST
+
+START_TEST(lease_caps_per_connection)
+{
+    static const char *const args[] = {
+        "--host-zero-copy", "yes", "--max-leases", "5", "--max-leased-bytes", "1M", NULL};
+    gkv_daemon_t capped;
+    ck_assert_int_eq(harness_start(&capped, args), 0);
+    gkv_client_t *c = conn(capped.url);
+    static char big[600 << 10];
+    ck_assert_int_eq(gkv_set(c, KEY("small"), "s", 1, NULL), 0);
+    ck_assert_int_eq(gkv_set(c, KEY("big"), big, sizeof(big), NULL), 0);
+    gkv_mapping_t *m[6];
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(gkv_map(c, KEY("small"), NULL, &m[i]), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("small"), NULL, &m[5]), GKV_ELEASELIMIT);
+    ck_assert_int_eq(gkv_unmap_batch(c, m, 5), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("big"), NULL, &m[0]), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("big"), NULL, &m[1]), GKV_ELEASELIMIT); /* 1.2 MB > 1 MiB */
+    gkv_client_t *other = conn(capped.url); /* caps are per connection */
+    ck_assert_int_eq(gkv_map(other, KEY("big"), NULL, &m[1]), 0);
+    ck_assert_int_eq(gkv_unmap(other, m[1]), 0);
+    ck_assert_int_eq(gkv_unmap(c, m[0]), 0);
+    gkv_client_close(other);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&capped), 0);
+}
+END_TEST
+
+START_TEST(thousands_of_unmaps_in_a_row_do_not_stall)
+{
+    enum { N = 4000 };
+    gkv_client_t *c = conn(d.url);
+    ck_assert_int_eq(gkv_set(c, KEY("u/k"), "v", 1, NULL), 0);
+    static gkv_mapping_t *m[N];
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(gkv_map(c, KEY("u/k"), NULL, &m[i]), 0);
+    /* Each RELEASE is sent without waiting for its reply. */
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(gkv_unmap(c, m[i]), 0);
+    ck_assert_uint_eq(info_u64(c, "leases"), 0);
+    gkv_client_close(c);
+}
+END_TEST
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    Suite *s = suite_create("zc_read");
+    TCase *t = tcase_create("host backend");
+    tcase_add_unchecked_fixture(t, start, stop);
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, map_reads_in_place_and_release_ends_the_lease);
+    tcase_add_test(t, delete_and_overwrite_under_a_lease_keep_the_bytes);
+    tcase_add_test(t, lease_misuse_gets_errors_and_disturbs_nothing);
+    tcase_add_test(t, unmap_caches_small_leases_for_the_next_map);
+    tcase_add_test(t, zero_copy_is_refused_over_tcp_and_where_not_granted);
+    tcase_add_test(t, lease_caps_per_connection);
+    tcase_add_test(t, thousands_of_unmaps_in_a_row_do_not_stall);
+    suite_add_tcase(s, t);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,285 @@
+/* test_zc_write.c: zero-copy writing against a real gpukvd (host backend, arena shared):
+ * CREATE, SEAL and ABORT, spares and rewriting a key in place. */
+#include <check.h>
+#include <gpukv/gpukv.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "zc_daemon.h"
+
+START_TEST(create_is_invisible_until_seal)
+{
+    gkv_client_t *c = conn(d.url), *reader = conn(d.url);
+    gkv_mapping_t *w;
+    ck_assert_int_eq(gkv_create(c, KEY("c/new"), 4096, NULL, &w), 0);
+    ck_assert_int_eq(w->writable, 1);
+    memset(w->ptr, 'x', 4096);
+    char buf[4096];
+    gkv_value_info_t vi;
+    ck_assert_int_eq(gkv_get(reader, KEY("c/new"), NULL, buf, sizeof(buf), &vi), GKV_ENOTFOUND);
+    const void *k[] = {"c/new"};
+    size_t kl[] = {5};
+    ck_assert_int_eq(gkv_exists(reader, k, kl, 1), 0);
+    ck_assert_uint_eq(info_u64(c, "unsealed_creates"), 1);
+    ck_assert_int_eq(gkv_seal(c, w), 0);
+    ck_assert_int_eq(gkv_get(reader, KEY("c/new"), NULL, buf, sizeof(buf), &vi), 0);
+    ck_assert_uint_eq(vi.length, 4096);
+    ck_assert_int_eq(buf[0], 'x');
+    ck_assert_int_eq(buf[4095], 'x');
+    /* Seal replaces an older value atomically; abort leaves the old one. */
+    ck_assert_int_eq(gkv_create(c, KEY("c/new"), 3, NULL, &w), 0);
+    memcpy(w->ptr, "abc", 3);
+    ck_assert_int_eq(gkv_abort(c, w), 0);
+    ck_assert_int_eq(gkv_get(reader, KEY("c/new"), NULL, buf, sizeof(buf), &vi), 0);
+    ck_assert_uint_eq(vi.length, 4096);
+    gkv_set_opts_t so = {.meta = "shape=3", .meta_len = 7};
+    ck_assert_int_eq(gkv_create(c, KEY("c/new"), 3, &so, &w), 0);
+    memcpy(w->ptr, "abc", 3);
+    ck_assert_int_eq(gkv_seal(c, w), 0);
+    ck_assert_int_eq(gkv_get(reader, KEY("c/new"), NULL, buf, sizeof(buf), &vi), 0);
+    ck_assert_uint_eq(vi.length, 3);
+    ck_assert_int_eq(memcmp(vi.meta, "shape=3", 7), 0);
+    /* NX is checked at CREATE and again at SEAL. */
+    gkv_set_opts_t nx = {.flags = GKV_SET_NX};
+    ck_assert_int_eq(gkv_create(c, KEY("c/new"), 3, &nx, &w), GKV_EEXISTS);
+    ck_assert_int_eq(gkv_create(c, KEY("c/race"), 3, &nx, &w), 0);
+    ck_assert_int_eq(gkv_set(reader, KEY("c/race"), "won", 3, NULL), 0);
+    ck_assert_int_eq(gkv_seal(c, w), GKV_EEXISTS);
+    ck_assert_int_eq(gkv_get(reader, KEY("c/race"), NULL, buf, sizeof(buf), &vi), 0);
+    ck_assert_int_eq(memcmp(buf, "won", 3), 0);
+    ck_assert_uint_eq(info_u64(c, "unsealed_creates"), 0);
+    ck_assert_int_eq(gkv_create(c, KEY("c/huge"), 1ull << 50, NULL, &w), GKV_ETOOBIG);
+    gkv_client_close(c);
+    gkv_client_close(reader);
+}
+END_TEST
+
+/* SEAL with keep turns the CREATE lease into a read lease on the sealed value. A SEAL that names
+ * (field spare) this connection's read lease on the value it replaces makes that lease a spare
+ * when nothing else holds the value: writable again, on the same memory, for the key's next
+ * value, which its own SEAL publishes. */
+START_TEST(seal_makes_the_replaced_value_a_writable_spare)
+{
+    static uint8_t hdr[65536];
+    gkv_response_t r;
+    gkv_client_t *c = conn(d.url);
+    uint64_t used0 = info_u64(c, "used_bytes");
+    int a = raw_zc_connect(), b = raw_zc_connect();
+    ck_assert_int_eq(raw_op(a, GKV_OP_HELLO, NULL, 0, &r, hdr), 0);
+    ck_assert_int_eq(raw_op(b, GKV_OP_HELLO, NULL, 0, &r, hdr), 0);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_CREATE, "sp/k", 4096, 0, 0, &r, hdr), 0);
+    uint64_t l1 = r.lease, o1 = r.arena_offset;
+    ck_assert_int_eq(raw_zc(a, GKV_OP_SEAL, NULL, 0, l1, 8, &r, hdr), GKV_EINVAL); /* flags */
+    ck_assert_int_eq(raw_zc(a, GKV_OP_SEAL, NULL, 0, l1, GKV_SEAL_KEEP, &r, hdr), 0);
+    ck_assert_uint_eq(r.spare, 0);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_SEAL, NULL, 0, l1, GKV_SEAL_KEEP, &r, hdr), GKV_EINVAL);
+    ck_assert_uint_eq(info_u64(c, "leases"), 1);
+    ck_assert_uint_eq(info_u64(c, "unsealed_creates"), 0);
+    /* A CREATE's lease field (protocol 1 offered a spare that way) is ignored: it allocates. */
+    ck_assert_int_eq(raw_zc(a, GKV_OP_CREATE, "sp/k", 4096, l1, 0, &r, hdr), 0);
+    uint64_t l2 = r.lease;
+    ck_assert_uint_ne(l2, l1);
+    ck_assert_uint_ne(r.arena_offset, o1);
+    /* Sealing l2 replaces l1's value, which nothing else holds: l1 becomes a spare. */
+    raw_fields_t seal2 = {.lease = l2, .flags = GKV_SEAL_KEEP, .spare = l1};
+    ck_assert_int_eq(raw_req(a, GKV_OP_SEAL, seal2, &r, hdr), 0);
+    ck_assert_uint_eq(r.spare, l1);
+    ck_assert_uint_eq(info_u64(c, "used_bytes"), used0 + 2 * 4096);
+    ck_assert_uint_eq(info_u64(c, "unsealed_creates"), 1);
+    /* The spare takes the next value in place and its SEAL publishes it with SEAL's metadata;
+     * naming l2 makes l2 the next spare. */
+    raw_fields_t seal1 = {.lease = l1, .flags = GKV_SEAL_KEEP, .meta = "m2", .spare = l2};
+    ck_assert_int_eq(raw_req(a, GKV_OP_SEAL, seal1, &r, hdr), 0);
+    ck_assert_uint_eq(r.spare, l2);
+    ck_assert_int_eq(raw_zc(b, GKV_OP_MAP, "sp/k", 0, 0, 0, &r, hdr), 0);
+    uint64_t lb = r.lease;
+    ck_assert_uint_eq(r.arena_offset, o1);
+    ck_assert(r.has_meta && r.meta.len == 2 && memcmp(r.meta.p, "m2", 2) == 0);
+    /* b holds l1's value: sealing l2 over it makes no spare of l1, which stays a read lease. */
+    ck_assert_int_eq(raw_req(a, GKV_OP_SEAL, seal2, &r, hdr), 0);
+    ck_assert_uint_eq(r.spare, 0);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_SEAL, NULL, 0, l1, GKV_SEAL_KEEP, &r, hdr), GKV_EINVAL);
+    ck_assert_int_eq(raw_zc(b, GKV_OP_RELEASE, NULL, 0, lb, 0, &r, hdr), 0);
+    /* Another key's seal, or another connection's, never makes a spare of l1. */
+    ck_assert_int_eq(raw_zc(a, GKV_OP_CREATE, "sp/other", 4096, 0, 0, &r, hdr), 0);
+    raw_fields_t other = {.lease = r.lease, .spare = l1};
+    ck_assert_int_eq(raw_req(a, GKV_OP_SEAL, other, &r, hdr), 0);
+    ck_assert_uint_eq(r.spare, 0);
+    ck_assert_int_eq(raw_zc(b, GKV_OP_CREATE, "sp/k", 4096, 0, 0, &r, hdr), 0);
+    raw_fields_t theirs = {.lease = r.lease, .spare = l1};
+    ck_assert_int_eq(raw_req(b, GKV_OP_SEAL, theirs, &r, hdr), 0);
+    ck_assert_uint_eq(r.spare, 0);
+    /* A seal refused by NX keeps its lease writable (keep): a spare, sealed later with XX. */
+    ck_assert_int_eq(raw_zc(a, GKV_OP_CREATE, "sp/nx", 4096, 0, GKV_SET_NX, &r, hdr), 0);
+    uint64_t l3 = r.lease;
+    ck_assert_int_eq(gkv_set(c, KEY("sp/nx"), "won", 3, NULL), 0);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_SEAL, NULL, 0, l3, GKV_SEAL_KEEP, &r, hdr), GKV_EEXISTS);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_SEAL, NULL, 0, l3, GKV_SET_NX | GKV_SET_XX, &r, hdr),
+                     GKV_EINVAL);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_SEAL, NULL, 0, l3, GKV_SET_XX, &r, hdr), 0);
+    gkv_value_info_t vi;
+    char buf[4096];
+    ck_assert_int_eq(gkv_get(c, KEY("sp/nx"), NULL, buf, sizeof(buf), &vi), 0);
+    ck_assert_uint_eq(vi.length, 4096);
+    /* RELEASE ends a writable lease too, discarding its value. */
+    ck_assert_int_eq(raw_zc(a, GKV_OP_CREATE, "sp/gone", 16, 0, 0, &r, hdr), 0);
+    ck_assert_int_eq(raw_zc(a, GKV_OP_RELEASE, NULL, 0, r.lease, 0, &r, hdr), 0);
+    const void *k[] = {"sp/gone"};
+    size_t kl[] = {7};
+    ck_assert_int_eq(gkv_exists(c, k, kl, 1), 0);
+    close(a);
+    close(b);
+    wait_leases(c, 0); /* the next test starts from none */
+    gkv_client_close(c);
+}
+END_TEST
+
+/* A value sealed over a smaller or larger one moves into the key's entry: the lease's byte
+ * count must leave with the lease all the same. */
+START_TEST(leased_bytes_stay_exact_when_a_seal_moves_the_value)
+{
+    static uint8_t hdr[65536];
+    gkv_response_t r;
+    gkv_client_t *c = conn(d.url);
+    static char big[100000];
+    int a = raw_zc_connect();
+    ck_assert_int_eq(raw_op(a, GKV_OP_HELLO, NULL, 0, &r, hdr), 0);
+    for (int keep = 0; keep < 2; keep++) {
+        ck_assert_int_eq(gkv_set(c, KEY("acct/k"), big, sizeof(big), NULL), 0);
+        ck_assert_int_eq(raw_zc(a, GKV_OP_CREATE, "acct/k", 16, 0, 0, &r, hdr), 0);
+        uint64_t l = r.lease;
+        ck_assert_uint_eq(info_u64(c, "leased_bytes"), 16);
+        ck_assert_int_eq(raw_zc(a, GKV_OP_SEAL, NULL, 0, l, keep ? GKV_SEAL_KEEP : 0, &r, hdr), 0);
+        ck_assert_uint_eq(info_u64(c, "leased_bytes"), keep ? 16 : 0);
+        if (keep)
+            ck_assert_int_eq(raw_zc(a, GKV_OP_RELEASE, NULL, 0, l, 0, &r, hdr), 0);
+        ck_assert_uint_eq(info_u64(c, "leased_bytes"), 0);
+        ck_assert_uint_eq(info_u64(c, "leases"), 0);
+    }
+    close(a);
+    gkv_client_close(c);
+}
+END_TEST
+
+/* The library: gkv_seal caches the sealed value's lease, and the next CREATE of the key writes
+ * into the older of the two values it keeps (double buffering), never into one that another
+ * connection maps. */
+START_TEST(rewrites_go_into_the_spare_in_one_round_trip)
+{
+    gkv_client_t *c = conn(d.url), *o = conn(d.url);
+    uint64_t used0 = info_u64(o, "used_bytes"), base = info_u64(o, "leases");
+    enum { N = 4096 };
+    char buf[N], want[N];
+    gkv_value_info_t vi;
+    uint8_t *ptr[6];
+    uint64_t lease[6];
+    for (int i = 0; i < 6; i++) {
+        gkv_mapping_t *w;
+        ck_assert_int_eq(gkv_create(c, KEY("db/k"), N, NULL, &w), 0);
+        ptr[i] = w->ptr;
+        lease[i] = w->lease;
+        memset(w->ptr, 'a' + i, N);
+        ck_assert_int_eq(gkv_seal(c, w), 0);
+        ck_assert_int_eq(gkv_get(o, KEY("db/k"), NULL, buf, N, &vi), 0);
+        memset(want, 'a' + i, N);
+        ck_assert_int_eq(memcmp(buf, want, N), 0);
+        ck_assert_uint_eq(info_u64(o, "leases"), base + (i ? 2 : 1));
+        ck_assert_uint_eq(info_u64(o, "used_bytes"), used0 + (i ? 2 : 1) * N);
+    }
+    ck_assert_ptr_ne(ptr[1], ptr[0]);
+    for (int i = 2; i < 6; i++) {
+        ck_assert_ptr_eq(ptr[i], ptr[i - 2]);
+        ck_assert_uint_eq(lease[i], lease[i - 2]);
+    }
+    /* The spare is writable already: gkv_create takes it with no request at all; SEAL carries
+     * the metadata. */
+    uint64_t n0 = info_u64(o, "total_commands_processed");
+    uint64_t per_info = info_u64(o, "total_commands_processed") - n0;
+    n0 += per_info;
+    ck_assert_uint_eq(per_info, 1);
+    gkv_mapping_t *m, *w;
+    ck_assert_int_eq(
+        gkv_create(c, KEY("db/k"), N, &(gkv_set_opts_t){.meta = "v7", .meta_len = 2}, &w), 0);
+    ck_assert_ptr_eq(w->ptr, ptr[4]);
+    ck_assert_uint_eq(info_u64(o, "total_commands_processed"), n0 + per_info); /* none sent */
+    memset(w->ptr, 'g', N);
+    ck_assert_int_eq(gkv_seal(c, w), 0);
+    ck_assert_int_eq(gkv_get(o, KEY("db/k"), NULL, buf, N, &vi), 0);
+    ck_assert(vi.meta_len == 2 && memcmp(vi.meta, "v7", 2) == 0);
+    ck_assert_int_eq(buf[0], 'g');
+    /* A MAP of the key renews the lease on its value, not the spare (which stays one). */
+    ck_assert_int_eq(gkv_map(c, KEY("db/k"), NULL, &m), 0);
+    ck_assert_uint_eq(m->lease, lease[4]);
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    ck_assert_int_eq(gkv_create(c, KEY("db/k"), N, NULL, &w), 0); /* back to ptr[5] */
+    ck_assert_ptr_eq(w->ptr, ptr[5]);
+    memset(w->ptr, 'f', N);
+    ck_assert_int_eq(gkv_seal(c, w), 0);
+    ck_assert_int_eq(gkv_get(o, KEY("db/k"), NULL, buf, N, &vi), 0);
+    ck_assert_uint_eq(vi.meta_len, 0);
+    ck_assert_int_eq(buf[0], 'f');
+    /* o maps the key's value; two seals later that value is the spare, but o holds it: the
+     * next CREATE gets new memory, and o's bytes stay. */
+    ck_assert_int_eq(gkv_map(o, KEY("db/k"), NULL, &m), 0); /* ptr[5]'s value, 'f' */
+    ck_assert_int_eq(gkv_create(c, KEY("db/k"), N, NULL, &w), 0);
+    ck_assert_ptr_eq(w->ptr, ptr[4]);
+    memset(w->ptr, 'x', N);
+    ck_assert_int_eq(gkv_seal(c, w), 0);
+    ck_assert_int_eq(gkv_create(c, KEY("db/k"), N, NULL, &w), 0);
+    ck_assert_ptr_ne(w->ptr, ptr[5]);
+    ck_assert_ptr_ne(w->ptr, ptr[4]);
+    memset(w->ptr, 'y', N);
+    ck_assert_int_eq(gkv_seal(c, w), 0);
+    memset(want, 'f', N);
+    ck_assert_int_eq(memcmp(m->ptr, want, N), 0);
+    ck_assert_int_eq(gkv_unmap(o, m), 0);
+    /* A failed CREATE of the key ends its parked leases (their memory goes back). */
+    ck_assert_int_eq(gkv_create(c, KEY("db/k"), 1ull << 50, NULL, &w), GKV_ETOOBIG);
+    ck_assert_int_eq(gkv_ping(c), 0); /* waits for the RELEASE sent without waiting */
+    ck_assert_uint_eq(info_u64(o, "leases"), base);
+    ck_assert_uint_eq(info_u64(o, "used_bytes"), used0 + N);
+    /* A seal that fails NX keeps the discarded value as the key's spare; abort discards it. */
+    gkv_set_opts_t nx = {.flags = GKV_SET_NX};
+    ck_assert_int_eq(gkv_create(c, KEY("db/nx"), N, &nx, &w), 0);
+    uint8_t *lost = w->ptr;
+    ck_assert_int_eq(gkv_set(o, KEY("db/nx"), "won", 3, NULL), 0);
+    ck_assert_int_eq(gkv_seal(c, w), GKV_EEXISTS);
+    ck_assert_int_eq(gkv_create(c, KEY("db/nx"), N, NULL, &w), 0);
+    ck_assert_ptr_eq(w->ptr, lost);
+    ck_assert_int_eq(gkv_abort(c, w), 0);
+    ck_assert_int_eq(gkv_ping(c), 0); /* reads the reply of the RELEASE abort sent */
+    ck_assert_uint_eq(info_u64(o, "unsealed_creates"), 0);
+    /* Any other request ends the parked leases. */
+    ck_assert_int_eq(gkv_get(c, KEY("db/k"), NULL, buf, N, &vi), 0);
+    memset(want, 'y', N);
+    ck_assert_int_eq(memcmp(buf, want, N), 0);
+    ck_assert_uint_eq(info_u64(o, "leases"), base);
+    gkv_client_close(c);
+    gkv_client_close(o);
+}
+END_TEST
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    Suite *s = suite_create("zc_write");
+    TCase *t = tcase_create("host backend");
+    tcase_add_unchecked_fixture(t, start, stop);
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, create_is_invisible_until_seal);
+    tcase_add_test(t, seal_makes_the_replaced_value_a_writable_spare);
+    tcase_add_test(t, leased_bytes_stay_exact_when_a_seal_moves_the_value);
+    tcase_add_test(t, rewrites_go_into_the_spare_in_one_round_trip);
+    suite_add_tcase(s, t);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
