@@ -86,7 +86,8 @@ GKV_EXPORT int gkv_client_connect_timeout(const char *url, uint32_t timeout_ms,
  * reply could not be told from the next one): later calls get GKV_ECLOSED. 0 waits forever (the
  * default). A large transfer that keeps moving never times out. Returns 0 or GKV_ESYS. */
 GKV_EXPORT int gkv_client_set_timeout(gkv_client_t *c, uint32_t timeout_ms);
-/* Closes the connection and frees the client. NULL is allowed. */
+/* Closes the connection and frees the client, and every mapping of it still open (their
+ * pointers become invalid: unmap, seal or abort them first). NULL is allowed. */
 GKV_EXPORT void gkv_client_close(gkv_client_t *c);
 /* The HELLO answer; borrowed, valid until gkv_client_close. */
 GKV_EXPORT const gkv_server_info_t *gkv_client_info(const gkv_client_t *c);
@@ -269,37 +270,37 @@ typedef struct {
     gkv_mapping_t *mapping;
 } gkv_map_item_t;
 /* Maps n (1..4096) keys with pipelined MAP requests: all of them go out before the first reply
- * is read, so n leases cost about one round trip. Each item is a gkv_map of its own (no parked
+ * is read, so n leases cost about one round trip. Each item is a gkv_map of its own (no cached
  * lease is offered for renewal). Returns 0 when the requests went through (look at each item's
  * status) or a code for the whole call (a bad key, before anything is sent; a broken connection,
  * and then no item is mapped). */
 GKV_EXPORT int gkv_map_many(gkv_client_t *c, gkv_map_item_t *items, size_t n);
 /* Ends a mapping and frees m. The caller's GPU work reading m->ptr must have finished. For a
- * value of up to 1 MiB the library keeps ("parks") the lease and the import for the next
- * gkv_map of the same key on this connection, which the server then renews without a new
- * lease or import while the key still has that value; at most 8 per connection, ended (import
- * freed, then RELEASE) when evicted, when a MAP of the key finds another value or fails,
- * before any other request on c, and at gkv_client_close. Until then the server counts them
- * as leases and keeps their memory. Otherwise: frees the import, then releases the lease. */
+ * value of up to 1 MiB the library keeps the lease and the import in the connection's lease
+ * cache for the next gkv_map of the same key, which the server then renews without a new lease
+ * or import while the key still has that value. The cache holds at most 8 leases per connection
+ * and 2 per key; they end (import freed, then RELEASE) when evicted, when a MAP or CREATE of the
+ * key fails, before any request on c that is not a mapping call, and at gkv_client_close. Until
+ * then the server counts them as leases and keeps their memory. Otherwise: frees the import,
+ * then releases the lease. docs/zero-copy.md tells the whole model. */
 GKV_EXPORT int gkv_unmap(gkv_client_t *c, gkv_mapping_t *m);
-/* Ends n (1..4096) read mappings with one RELEASE (never parked); frees them all. */
+/* Ends n (1..4096) read mappings with one RELEASE (never cached); frees them all. */
 GKV_EXPORT int gkv_unmap_batch(gkv_client_t *c, gkv_mapping_t **m, size_t n);
 /* Reserves an uninitialised value of size bytes, writable in place through (*out)->ptr and
- * invisible to readers until gkv_seal. opts: NX/XX (checked again at seal) and metadata. When
- * this connection rewrites a key it sealed before, the new value goes into the key's spare
- * (see gkv_seal), without a request when the server has said the spare is this connection's
- * alone and opts has no flags, else by offering it to the server with the CREATE. */
+ * invisible to readers until gkv_seal. opts: NX/XX (checked at seal, and at CREATE when one is
+ * sent) and metadata. When the cache holds the key's spare of this size (see gkv_seal), the
+ * value goes into it without a request. */
 GKV_EXPORT int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
                           const gkv_set_opts_t *opts, gkv_mapping_t **out);
 /* Publishes a created value atomically, replacing any older one, and frees m. The caller must
  * have finished its writes first: synchronise the stream or device that wrote through m->ptr
  * (cudaStreamSynchronize / cudaDeviceSynchronize) before calling this. The library keeps the
- * sealed value's lease and import parked (any size; at most 2 per key and 8 per connection,
- * ended like gkv_unmap's), so that once a later seal replaces it, and if no other client holds
- * it, its memory takes the key's next value: a rewritten key costs two values of memory and one
- * round trip per write. If the seal fails (NX/XX) the discarded value becomes the spare. */
+ * sealed value's lease and import in the lease cache (any size), and asks the server to make
+ * its lease on the value this seal replaced a spare: writable, on memory this process has
+ * imported, for the key's next value. So a rewritten key costs two values of memory and one
+ * round trip per write. If the seal fails NX/XX, the discarded value becomes the spare. */
 GKV_EXPORT int gkv_seal(gkv_client_t *c, gkv_mapping_t *m);
-/* Discards a created value and frees m (a spare taken by gkv_create goes back to being one). */
+/* Discards a created value (its lease ends with a RELEASE sent without waiting) and frees m. */
 GKV_EXPORT int gkv_abort(gkv_client_t *c, gkv_mapping_t *m);
 /* Stores len bytes of device memory dptr (borrowed). Locally: CREATE, a device-to-device copy,
  * SEAL. Otherwise through host memory. Needs a libgpukv built with CUDA (else GKV_ENOTSUP). */
