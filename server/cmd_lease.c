@@ -121,7 +121,7 @@ int gkv_cmd_create(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep
     return rc;
 }
 
-/* The lease a SEAL or ABORT names (field lease), held by this connection. */
+/* The writable lease a SEAL or ABORT names (field lease), held by this connection. */
 static int named_lease(const gkv_request_t *req, gkv_reply_t *rep, gkv_lease_t **out)
 {
     if (!(req->has & GKV_HAS_LEASE))
@@ -129,6 +129,9 @@ static int named_lease(const gkv_request_t *req, gkv_reply_t *rep, gkv_lease_t *
     *out = gkv_lease_find(rep->leases, req->lease);
     if (!*out)
         return gkv_reply_fail(rep, GKV_ENOLEASE, "lease %" PRIu64 " is not held by this connection",
+                              req->lease);
+    if (!(*out)->writable)
+        return gkv_reply_fail(rep, GKV_EINVAL, "lease %" PRIu64 " is a MAP lease: RELEASE it",
                               req->lease);
     return 0;
 }
@@ -159,9 +162,6 @@ int gkv_cmd_seal(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     int rc = named_lease(req, rep, &l);
     if (rc)
         return rc;
-    if (!l->writable)
-        return gkv_reply_fail(rep, GKV_EINVAL, "lease %" PRIu64 " is a MAP lease: RELEASE it",
-                              req->lease);
     if (req->flags & ~(uint64_t)(GKV_SEAL_KEEP | GKV_SET_NX | GKV_SET_XX))
         return gkv_reply_fail(rep, GKV_EINVAL, "unknown SEAL flags 0x%" PRIx64, req->flags);
     unsigned flags = l->flags | (unsigned)(req->flags & (GKV_SET_NX | GKV_SET_XX));
@@ -203,9 +203,6 @@ int gkv_cmd_abort(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     int rc = named_lease(req, rep, &l);
     if (rc)
         return rc;
-    if (!l->writable)
-        return gkv_reply_fail(rep, GKV_EINVAL, "lease %" PRIu64 " is a MAP lease: RELEASE it",
-                              req->lease);
     gkv_lease_drop(rep->leases, &srv->store, l);
     gkv_reply_ok(rep->wr, req->id);
     return gkv_wr_end(rep->wr);
