@@ -57,6 +57,10 @@ int gkv__check_key(const gkv_client_t *c, const void *key, size_t klen);
 void gkv__put_key_range(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range);
 /* Adds SET/CREATE options (flags, metadata) to the request being built; opts may be NULL. */
 void gkv__put_set_opts(gkv_client_t *c, const gkv_set_opts_t *opts);
+/* Checks key and opts, then sends the header of a SET of len payload bytes (the payload follows
+ * with gkv__send_raw, then gkv__recv reads the reply). Returns 0 or a code. */
+int gkv__set_begin(gkv_client_t *c, const void *key, size_t klen, uint64_t len,
+                   const gkv_set_opts_t *opts);
 /* Ends the last frame and sends every frame built since gkv__begin (payload_len must already
  * be in it; the payload, if any, follows with gkv__send_raw). */
 int gkv__send_frame(gkv_client_t *c);

@@ -19,8 +19,8 @@ int gkv_ping(gkv_client_t *c)
     return rc ? rc : gkv__recv(c);
 }
 
-static int set_begin(gkv_client_t *c, const void *key, size_t klen, uint64_t len,
-                     const gkv_set_opts_t *opts)
+int gkv__set_begin(gkv_client_t *c, const void *key, size_t klen, uint64_t len,
+                   const gkv_set_opts_t *opts)
 {
     int rc = gkv__check_key(c, key, klen);
     if (rc)
@@ -38,7 +38,7 @@ static int set_begin(gkv_client_t *c, const void *key, size_t klen, uint64_t len
 int gkv_set(gkv_client_t *c, const void *key, size_t klen, const void *value, size_t len,
             const gkv_set_opts_t *opts)
 {
-    int rc = set_begin(c, key, klen, len, opts);
+    int rc = gkv__set_begin(c, key, klen, len, opts);
     if (rc == 0 && len)
         rc = gkv__send_raw(c, value, len);
     return rc ? rc : gkv__recv(c);
@@ -47,7 +47,7 @@ int gkv_set(gkv_client_t *c, const void *key, size_t klen, const void *value, si
 int gkv_set_from_fd(gkv_client_t *c, const void *key, size_t klen, int fd, uint64_t len,
                     const gkv_set_opts_t *opts)
 {
-    int rc = set_begin(c, key, klen, len, opts);
+    int rc = gkv__set_begin(c, key, klen, len, opts);
     if (rc)
         return rc;
     uint8_t *buf = malloc(FD_CHUNK);

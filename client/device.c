@@ -9,8 +9,8 @@
 
 #define DEV_CHUNK (8u << 20)
 
-int gkv_set_from_device(gkv_client_t *c, const void *key, size_t klen, const void *dptr,
-                        size_t len, const gkv_set_opts_t *opts)
+int gkv_set_from_device(gkv_client_t *c, const void *key, size_t klen, const void *dptr, size_t len,
+                        const gkv_set_opts_t *opts)
 {
     gkv_mapping_t *m;
     if (c->zc_fd >= 0) {
@@ -32,12 +32,7 @@ int gkv_set_from_device(gkv_client_t *c, const void *key, size_t klen, const voi
         free(buf);
         return rc;
     }
-    gkv__cache_flush(c);
-    gkv__begin(c, GKV_OP_SET);
-    gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
-    gkv_wr_uint(&c->wr, GKV_F_PAYLOAD, len);
-    gkv__put_set_opts(c, opts);
-    rc = gkv__send_frame(c);
+    rc = gkv__set_begin(c, key, klen, len, opts);
     for (size_t off = 0; rc == 0 && off < len; off += DEV_CHUNK) {
         size_t n = len - off < DEV_CHUNK ? len - off : DEV_CHUNK;
         if (off && gkv__cuda_copy(buf, (const uint8_t *)dptr + off, n)) {
