@@ -540,7 +540,7 @@ static void send_with_fd(gkv_conn_t *c, int fd)
 static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
 {
     gkv_reply_t rep;
-    gkv_reply_init(&rep, &c->out, req->id, &c->leases);
+    gkv_reply_init(&rep, &c->out, &c->leases);
     rep.local = c->local;
     /* A small SET's value is written by a copy batch: allocate it in the batches' order. */
     rep.lane = c->srv->batch && req->payload_len && req->payload_len <= GKV_BATCH_VALUE_MAX

@@ -9,11 +9,10 @@
 
 #include "error.h"
 
-void gkv_reply_init(gkv_reply_t *rep, gkv_wr_t *wr, uint64_t id, gkv_leases_t *leases)
+void gkv_reply_init(gkv_reply_t *rep, gkv_wr_t *wr, gkv_leases_t *leases)
 {
     memset(rep, 0, sizeof(*rep));
     rep->wr = wr;
-    rep->id = id;
     rep->leases = leases;
     rep->fd = -1;
 }

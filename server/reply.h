@@ -37,7 +37,7 @@ typedef struct {
 } gkv_reply_t;
 
 /* Sets rep up for one request of a connection (wr and leases borrowed; fd -1). */
-void gkv_reply_init(gkv_reply_t *rep, gkv_wr_t *wr, uint64_t id, gkv_leases_t *leases);
+void gkv_reply_init(gkv_reply_t *rep, gkv_wr_t *wr, gkv_leases_t *leases);
 /* Writes an error frame {id, status, message}. msg is borrowed (NULL: the code's text). */
 void gkv_reply_error(gkv_wr_t *wr, uint64_t id, int code, const char *msg);
 /* Starts a success frame {id, status 0}; the caller adds fields and calls gkv_wr_end. */

@@ -32,7 +32,7 @@ static void teardown(void)
 /* Builds a request header with the given fields, decodes it, dispatches it. */
 static int run(gkv_reply_t *rep, gkv_request_t *req)
 {
-    gkv_reply_init(rep, &wr, req->id, NULL);
+    gkv_reply_init(rep, &wr, NULL);
     gkv_wr_reset(&wr);
     return gkv_dispatch(&srv, req, rep);
 }
