@@ -152,18 +152,10 @@ END_TEST
 
 int main(void)
 {
-    signal(SIGPIPE, SIG_IGN);
-    Suite *s = suite_create("zc_clients");
-    TCase *t = tcase_create("host backend");
-    tcase_add_unchecked_fixture(t, start, stop);
-    tcase_set_timeout(t, 120);
-    tcase_add_test(t, killed_client_gives_back_leases_and_creates);
-    tcase_add_test(t, hundred_clients_killed_at_once);
-    tcase_add_test(t, descriptors_sent_by_clients_are_not_kept);
-    suite_add_tcase(s, t);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    const TTest *const tests[] = {
+        killed_client_gives_back_leases_and_creates,
+        hundred_clients_killed_at_once,
+        descriptors_sent_by_clients_are_not_kept,
+    };
+    return zc_run_suite("zc_clients", tests, sizeof(tests) / sizeof(tests[0]));
 }

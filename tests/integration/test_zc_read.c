@@ -286,22 +286,14 @@ END_TEST
 
 int main(void)
 {
-    signal(SIGPIPE, SIG_IGN);
-    Suite *s = suite_create("zc_read");
-    TCase *t = tcase_create("host backend");
-    tcase_add_unchecked_fixture(t, start, stop);
-    tcase_set_timeout(t, 120);
-    tcase_add_test(t, map_reads_in_place_and_release_ends_the_lease);
-    tcase_add_test(t, delete_and_overwrite_under_a_lease_keep_the_bytes);
-    tcase_add_test(t, lease_misuse_gets_errors_and_disturbs_nothing);
-    tcase_add_test(t, unmap_caches_small_leases_for_the_next_map);
-    tcase_add_test(t, zero_copy_is_refused_over_tcp_and_where_not_granted);
-    tcase_add_test(t, lease_caps_per_connection);
-    tcase_add_test(t, thousands_of_unmaps_in_a_row_do_not_stall);
-    suite_add_tcase(s, t);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    const TTest *const tests[] = {
+        map_reads_in_place_and_release_ends_the_lease,
+        delete_and_overwrite_under_a_lease_keep_the_bytes,
+        lease_misuse_gets_errors_and_disturbs_nothing,
+        unmap_caches_small_leases_for_the_next_map,
+        zero_copy_is_refused_over_tcp_and_where_not_granted,
+        lease_caps_per_connection,
+        thousands_of_unmaps_in_a_row_do_not_stall,
+    };
+    return zc_run_suite("zc_read", tests, sizeof(tests) / sizeof(tests[0]));
 }

@@ -267,19 +267,11 @@ END_TEST
 
 int main(void)
 {
-    signal(SIGPIPE, SIG_IGN);
-    Suite *s = suite_create("zc_write");
-    TCase *t = tcase_create("host backend");
-    tcase_add_unchecked_fixture(t, start, stop);
-    tcase_set_timeout(t, 120);
-    tcase_add_test(t, create_is_invisible_until_seal);
-    tcase_add_test(t, seal_makes_the_replaced_value_a_writable_spare);
-    tcase_add_test(t, leased_bytes_stay_exact_when_a_seal_moves_the_value);
-    tcase_add_test(t, rewrites_go_into_the_spare_in_one_round_trip);
-    suite_add_tcase(s, t);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    const TTest *const tests[] = {
+        create_is_invisible_until_seal,
+        seal_makes_the_replaced_value_a_writable_spare,
+        leased_bytes_stay_exact_when_a_seal_moves_the_value,
+        rewrites_go_into_the_spare_in_one_round_trip,
+    };
+    return zc_run_suite("zc_write", tests, sizeof(tests) / sizeof(tests[0]));
 }

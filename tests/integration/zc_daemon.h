@@ -3,6 +3,9 @@
 #ifndef GKV_TESTS_ZC_DAEMON_H
 #define GKV_TESTS_ZC_DAEMON_H
 
+#include <signal.h>
+#include <stdlib.h>
+
 #include "check_client.h"
 #include "raw_frame.h"
 
@@ -57,6 +60,25 @@ static inline void wait_leases(gkv_client_t *c, uint64_t leases)
     for (int i = 0; i < 200 && info_u64(c, "leases") != leases; i++)
         usleep(5000);
     ck_assert_uint_eq(info_u64(c, "leases"), leases);
+}
+
+/* Runs the n tests of a zero-copy suite against one daemon (started and stopped around them).
+ * Returns the process's exit status. */
+static inline int zc_run_suite(const char *name, const TTest *const *tests, size_t n)
+{
+    signal(SIGPIPE, SIG_IGN);
+    Suite *s = suite_create(name);
+    TCase *t = tcase_create("host backend");
+    tcase_add_unchecked_fixture(t, start, stop);
+    tcase_set_timeout(t, 120);
+    for (size_t i = 0; i < n; i++)
+        tcase_add_test(t, tests[i]);
+    suite_add_tcase(s, t);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
 #endif
