@@ -32,6 +32,9 @@ typedef struct gkv_backend gkv_backend_t;
 /* The copy lane of batched small copies (copy_batch): alloc with this lane puts the allocation
  * in the batches' stream order. */
 #define GKV_LANE_BATCH (-2)
+/* The lane of memory handed to other processes (CREATE, and MAP's copy of a value carved from a
+ * slab): alloc and copy_shared queue there, and fence_shared says when that work has run. */
+#define GKV_LANE_SHARED (-1)
 
 /* One small copy of a batch: len bytes between value memory at dev and the batch buffer at
  * host_off. Laid out for the device: a batch's pieces live in its (pinned) buffer. */
@@ -63,8 +66,7 @@ typedef struct {
      * (done will be called) or a negative code (done will not be called). */
     int (*copy_batch)(gkv_backend_t *b, void *buf, const gkv_piece_t *in, uint32_t nin,
                       const gkv_piece_t *out, uint32_t nout, gkv_copy_t *op);
-    /* Blocks until the copies of every batch started so far have reached value memory, so
-     * that another process may read it (done callbacks may still be on their way). */
+    /* Blocks until every batch started so far has run: only for shutting down. */
     void (*batch_wait)(gkv_backend_t *b);
     /* Host staging buffers suited to copies (pinned on the cuda backend). NULL on failure. */
     void *(*staging_alloc)(gkv_backend_t *b, size_t size);
@@ -81,11 +83,16 @@ typedef struct {
     /* False when the memory at p is shared with other values (carved from a slab) and so must
      * not be handed to another process; export_ptr then does not apply. */
     int (*exportable)(gkv_backend_t *b, gkv_devptr_t p);
-    /* Copies len bytes between values, finished when it returns. Returns 0 or GKV_EIO. */
-    int (*copy_now)(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src, uint64_t len);
-    /* Like alloc, but the memory is usable by another process as soon as this returns (cuda:
-     * allocated on a stream of its own, which is then waited for: no other work is on it). */
-    int (*alloc_now)(gkv_backend_t *b, uint64_t size, gkv_devptr_t *out);
+    /* Queues a copy of len bytes between values on the shared lane, after every batch started
+     * before (src may have been written by one). It has run once a later fence_shared reports.
+     * Returns 0 or GKV_EIO. */
+    int (*copy_shared)(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src, uint64_t len);
+    /* Calls op->done once the work queued on the shared lane so far (allocations, copies) has
+     * run, and with after_batches every batch started so far too: memory allocated or written
+     * there is then usable by another process. Never blocks. Returns 0 (done will be called,
+     * perhaps before this returns), 1 (nothing is pending: done will not be called) or a
+     * negative code (done will not be called). */
+    int (*fence_shared)(gkv_backend_t *b, int after_batches, gkv_copy_t *op);
     /* Waits for every copy, frees everything and b itself. */
     void (*close)(gkv_backend_t *b);
 } gkv_backend_ops_t;

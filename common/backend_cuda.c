@@ -3,6 +3,7 @@
  * cudaMalloc nor cudaFree ever sits on the request path. Copies run on a few non-blocking
  * streams ("lanes") and report completion through cudaLaunchHostFunc, never by synchronising. */
 #include <cuda_runtime.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,12 @@ typedef struct {
     gkv_backend_t base;
     cudaMemPool_t pool;
     cudaStream_t lanes[CUDA_LANES];
-    cudaStream_t zc; /* allocations handed to other processes, waited for at once */
+    /* The shared lane (GKV_LANE_SHARED): allocations and copies handed to other processes.
+     * shared_work counts what was queued there, shared_fenced its value at the last fence;
+     * fences_done (set by the fences' callbacks) trails fences until they have all run. */
+    cudaStream_t shared;
+    uint64_t shared_work, shared_fenced, fences, shared_batches;
+    _Atomic uint64_t fences_done;
     /* Batched small copies: their stream, an event recorded after each batch, how many batches
      * were started, and up to which batch each lane already waits. */
     cudaStream_t batch;
@@ -41,6 +47,8 @@ typedef struct {
 
 static cudaStream_t lane_stream(cuda_backend_t *c, int lane)
 {
+    if (lane == GKV_LANE_SHARED)
+        return c->shared;
     return lane == GKV_LANE_BATCH ? c->batch : c->lanes[lane % CUDA_LANES];
 }
 
@@ -62,7 +70,7 @@ static void exports_release(void *ctx, uint64_t addr, uint64_t size)
 {
     (void)size;
     cuda_backend_t *c = ctx;
-    cudaError_t e = cudaFreeAsync((void *)(uintptr_t)addr, c->zc);
+    cudaError_t e = cudaFreeAsync((void *)(uintptr_t)addr, c->shared);
     if (e != cudaSuccess)
         cuda_fail("cudaFreeAsync (kept export)", e);
 }
@@ -85,7 +93,7 @@ static int pool_alloc(cuda_backend_t *c, uint64_t size, cudaStream_t s, uint64_t
             return GKV_EOOM;
         exports_stats(c);
         /* Other streams reuse the freed blocks once the frees have run. */
-        if ((e = cudaStreamSynchronize(c->zc)) != cudaSuccess)
+        if ((e = cudaStreamSynchronize(c->shared)) != cudaSuccess)
             return cuda_fail("giving back kept exports", e);
     }
 }
@@ -99,6 +107,8 @@ static int cuda_alloc(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *o
         exports_stats(c);
         return 0;
     }
+    if (lane == GKV_LANE_SHARED)
+        c->shared_work++;
     return pool_alloc(c, size, lane_stream(c, lane), &out->v);
 }
 
@@ -117,7 +127,7 @@ static void cuda_free(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, int lane)
     /* Nothing uses the memory any more (refcounts), so any stream will do. The CREATE stream
      * lets the next CREATE reuse this block in stream order instead of growing the pool;
      * lanes reuse it once the free has completed (the pool's default reuse policies). */
-    cudaError_t e = cudaFreeAsync((void *)(uintptr_t)p.v, c->zc);
+    cudaError_t e = cudaFreeAsync((void *)(uintptr_t)p.v, c->shared);
     if (e != cudaSuccess)
         cuda_fail("cudaFreeAsync", e);
 }
@@ -213,7 +223,7 @@ static void slab_region_free(void *ctx, uint64_t base, uint64_t size)
 {
     cuda_backend_t *c = ctx;
     (void)size;
-    cudaError_t e = cudaFreeAsync((void *)(uintptr_t)base, c->zc);
+    cudaError_t e = cudaFreeAsync((void *)(uintptr_t)base, c->shared);
     if (e != cudaSuccess)
         cuda_fail("cudaFreeAsync (slab region)", e);
 }
@@ -223,13 +233,68 @@ static int cuda_exportable(gkv_backend_t *b, gkv_devptr_t p)
     return !gkv_slab_owns(((cuda_backend_t *)b)->slab, p.v);
 }
 
-static int cuda_copy_now(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src, uint64_t len)
+/* Makes the shared lane wait for every batch started so far (one of them may write what the
+ * shared lane reads or hands out). */
+static int shared_after_batches(cuda_backend_t *c)
+{
+    if (c->shared_batches == c->batches)
+        return 0;
+    cudaError_t e = cudaStreamWaitEvent(c->shared, c->batch_ev, 0);
+    if (e != cudaSuccess)
+        return cuda_fail("cudaStreamWaitEvent (shared lane)", e);
+    c->shared_batches = c->batches;
+    c->shared_work++;
+    return 0;
+}
+
+static int cuda_copy_shared(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src, uint64_t len)
 {
     cuda_backend_t *c = (cuda_backend_t *)b;
+    int rc = shared_after_batches(c);
+    if (rc)
+        return rc;
     cudaError_t e = cudaMemcpyAsync((void *)(uintptr_t)dst.v, (const void *)(uintptr_t)src.v, len,
-                                    cudaMemcpyDeviceToDevice, c->zc);
-    if (e != cudaSuccess || (e = cudaStreamSynchronize(c->zc)) != cudaSuccess)
+                                    cudaMemcpyDeviceToDevice, c->shared);
+    if (e != cudaSuccess)
         return cuda_fail("copying a value on the device", e);
+    c->shared_work++;
+    return 0;
+}
+
+typedef struct {
+    cuda_backend_t *c;
+    gkv_copy_t *op;
+} fence_t;
+
+static void CUDART_CB fence_finished(void *arg)
+{
+    fence_t *f = arg;
+    gkv_copy_t *op = f->op;
+    atomic_fetch_add(&f->c->fences_done, 1);
+    free(f);
+    op->done(op, 0);
+}
+
+static int cuda_fence_shared(gkv_backend_t *b, int after_batches, gkv_copy_t *op)
+{
+    cuda_backend_t *c = (cuda_backend_t *)b;
+    int rc = after_batches ? shared_after_batches(c) : 0;
+    if (rc)
+        return rc;
+    /* Nothing queued since the last fence, and that fence has run: nothing to wait for. */
+    if (c->shared_fenced == c->shared_work && atomic_load(&c->fences_done) == c->fences)
+        return 1;
+    fence_t *f = malloc(sizeof(*f));
+    if (!f)
+        return GKV_ENOMEM;
+    *f = (fence_t){c, op};
+    cudaError_t e = cudaLaunchHostFunc(c->shared, fence_finished, f);
+    if (e != cudaSuccess) {
+        free(f);
+        return cuda_fail("cudaLaunchHostFunc (shared lane)", e);
+    }
+    c->shared_fenced = c->shared_work;
+    c->fences++;
     return 0;
 }
 
@@ -291,25 +356,6 @@ static int cuda_export_ptr(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, uint
     return 0;
 }
 
-static int cuda_alloc_now(gkv_backend_t *b, uint64_t size, gkv_devptr_t *out)
-{
-    cuda_backend_t *c = (cuda_backend_t *)b;
-    if (gkv_exports_take(c->exports, size, &out->v)) {
-        exports_stats(c); /* its users are gone and its frees ran: usable at once */
-        return 0;
-    }
-    uint64_t p;
-    int rc = pool_alloc(c, size, c->zc, &p);
-    if (rc)
-        return rc;
-    /* Only allocations go on this stream, so the wait is for this allocation alone. */
-    cudaError_t e = cudaStreamSynchronize(c->zc);
-    if (e != cudaSuccess)
-        return cuda_fail("allocating a shared value", e);
-    out->v = p;
-    return 0;
-}
-
 static void cuda_close(gkv_backend_t *b)
 {
     cuda_backend_t *c = (cuda_backend_t *)b;
@@ -321,9 +367,9 @@ static void cuda_close(gkv_backend_t *b)
         cudaEventDestroy(c->batch_ev);
     gkv_slab_free_all(c->slab); /* frees regions on zc: synchronised below */
     gkv_exports_fini(c->exports);     /* the same */
-    if (c->zc) {
-        cudaStreamSynchronize(c->zc);
-        cudaStreamDestroy(c->zc);
+    if (c->shared) {
+        cudaStreamSynchronize(c->shared);
+        cudaStreamDestroy(c->shared);
     }
     for (int i = 0; i < CUDA_LANES; i++) {
         if (c->lanes[i]) {
@@ -345,12 +391,12 @@ static const gkv_backend_ops_t cuda_ops = {
     .copy_batch = cuda_copy_batch,
     .batch_wait = cuda_batch_wait,
     .exportable = cuda_exportable,
-    .copy_now = cuda_copy_now,
+    .copy_shared = cuda_copy_shared,
+    .fence_shared = cuda_fence_shared,
     .staging_alloc = cuda_staging_alloc,
     .staging_free = cuda_staging_free,
     .share = cuda_share,
     .export_ptr = cuda_export_ptr,
-    .alloc_now = cuda_alloc_now,
     .close = cuda_close,
 };
 
@@ -417,7 +463,7 @@ int gkv_backend_cuda_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, 
             goto fail;
         }
     }
-    if ((e = cudaStreamCreateWithFlags(&c->zc, cudaStreamNonBlocking)) != cudaSuccess ||
+    if ((e = cudaStreamCreateWithFlags(&c->shared, cudaStreamNonBlocking)) != cudaSuccess ||
         (e = cudaStreamCreateWithFlags(&c->batch, cudaStreamNonBlocking)) != cudaSuccess ||
         (e = cudaEventCreateWithFlags(&c->batch_ev, cudaEventDisableTiming)) != cudaSuccess) {
         snprintf(why, cap, "creating streams: %s", cudaGetErrorString(e));

@@ -69,8 +69,7 @@ static int host_copy_out(gkv_backend_t *b, void *dst, gkv_devptr_t src, uint64_t
     return 0;
 }
 
-/* The same batches the cuda backend runs, done at once: the daemon's test flag --force-staging
- * sends small values through them on machines without a GPU. */
+/* The same batches the cuda backend runs, done at once. */
 static int host_copy_batch(gkv_backend_t *b, void *buf, const gkv_piece_t *in, uint32_t nin,
                            const gkv_piece_t *out, uint32_t nout, gkv_copy_t *op)
 {
@@ -95,9 +94,19 @@ static int host_exportable(gkv_backend_t *b, gkv_devptr_t p)
     return 1;
 }
 
-static int host_copy_now(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src, uint64_t len)
+static int host_copy_shared(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src, uint64_t len)
 {
     memmove(host_view(b, dst), host_view(b, src), len);
+    return 0;
+}
+
+/* Everything is done by the time a call returns; still reported through done, so that the
+ * daemon takes the path it takes on the cuda backend. */
+static int host_fence_shared(gkv_backend_t *b, int after_batches, gkv_copy_t *op)
+{
+    (void)b;
+    (void)after_batches;
+    op->done(op, 0);
     return 0;
 }
 
@@ -137,11 +146,6 @@ static int host_export_ptr(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, uint
     return 0;
 }
 
-static int host_alloc_now(gkv_backend_t *b, uint64_t size, gkv_devptr_t *out)
-{
-    return host_alloc(b, size, 0, out);
-}
-
 static void host_close(gkv_backend_t *b)
 {
     host_backend_t *h = (host_backend_t *)b;
@@ -160,12 +164,12 @@ static const gkv_backend_ops_t host_ops = {
     .copy_batch = host_copy_batch,
     .batch_wait = host_batch_wait,
     .exportable = host_exportable,
-    .copy_now = host_copy_now,
+    .copy_shared = host_copy_shared,
+    .fence_shared = host_fence_shared,
     .staging_alloc = host_staging_alloc,
     .staging_free = host_staging_free,
     .share = host_share,
     .export_ptr = host_export_ptr,
-    .alloc_now = host_alloc_now,
     .close = host_close,
 };
 

@@ -217,14 +217,13 @@ void gkv_batch_start_writes(gkv_batcher_t *b)
         start_open(b);
 }
 
-void gkv_batch_settle(gkv_batcher_t *b)
+bool gkv_batch_writes_pending(gkv_batcher_t *b)
 {
     gkv_batch_start_writes(b);
     for (int i = 0; i < GKV_BATCH_BUFS; i++) {
         gkv_batch_buf_t *bb = &b->bufs[i];
-        if (bb->busy && bb->nin && !atomic_load(&bb->finished)) {
-            b->be->ops->batch_wait(b->be);
-            return;
-        }
+        if (bb->busy && bb->nin && !atomic_load(&bb->finished))
+            return true;
     }
+    return false;
 }

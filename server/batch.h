@@ -1,9 +1,10 @@
-/* batch.h: small-value copies gathered per loop iteration, for backends the host cannot see
- * (cuda; and the host backend under --force-staging). The bytes that one iteration's requests
+/* batch.h: small-value copies gathered per loop iteration (the host backend runs the same
+ * batches, done at once). The bytes that one iteration's requests
  * move, small SET payloads in and small GET replies out, go into one pinned buffer and move with
  * one backend call and one completion, where a copy per request would cost a driver call and a
  * completion each. A SET is answered as soon as its bytes are in the batch: later batches run
- * after it, lane copies wait for it (backend), and MAP calls gkv_batch_settle first. */
+ * after it, lane copies wait for it (backend), and a MAP's reply waits for it
+ * (gkv_batch_writes_pending). */
 #ifndef GKV_SERVER_BATCH_H
 #define GKV_SERVER_BATCH_H
 
@@ -85,8 +86,9 @@ void gkv_batch_in_commit(gkv_batcher_t *b, gkv_entry_t *e);
 void gkv_batch_cancel(gkv_batcher_t *b, gkv_waiter_t *w);
 /* Starts the open batch now if it has writes: before a copy outside batches reads a value. */
 void gkv_batch_start_writes(gkv_batcher_t *b);
-/* Starts the open batch and waits until every value written so far is in value memory: before
- * another process may read it (MAP). Blocks the loop for one batch at most. */
-void gkv_batch_settle(gkv_batcher_t *b);
+/* Starts the open batch if it has writes; true when a started batch with writes has not yet
+ * finished. A MAP then has its reply wait for the batches (backend fence_shared): the value may
+ * have been answered before it was copied. */
+bool gkv_batch_writes_pending(gkv_batcher_t *b);
 
 #endif

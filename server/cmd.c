@@ -37,7 +37,7 @@ int gkv_dispatch(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         rc = gkv_reply_fail(rep, GKV_EUNKNOWNCMD, "unknown command %" PRIu64, req->op);
     else if (req->payload_len && !(cmd->flags & GKV_CMD_PAYLOAD))
         rc = gkv_reply_fail(rep, GKV_EINVAL, "%s takes no payload", cmd->name);
-    else if ((cmd->flags & GKV_CMD_LOCAL) && !rep->zc)
+    else if ((cmd->flags & GKV_CMD_LOCAL) && !rep->zero_copy)
         rc = gkv_reply_fail(rep, GKV_ENOTSUP,
                             "%s needs zero-copy: a Unix socket connection whose first "
                             "request was HELLO with zero_copy = 1 (see its zero_copy_why)",

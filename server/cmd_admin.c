@@ -98,7 +98,7 @@ int gkv_cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         gkv_index_memory(st->ix), srv->cfg.max_value, srv->cfg.max_key, ss->total_connections,
         ss->rejected_connections, ss->total_commands, ss->protocol_errors, st->stats.hits,
         st->stats.misses, st->stats.sets, st->stats.dels, st->stats.oom_errors, ss->bytes_in,
-        ss->bytes_out, srv->batch ? srv->batch->batches : 0, srv->batch ? srv->batch->pieces : 0,
+        ss->bytes_out, srv->batcher.batches, srv->batcher.pieces,
         gkv_index_count(st->ix), st->entries,
         srv->be->host_visible && !srv->cfg.host_zero_copy ? "off" : srv->be->zc_mechanism,
         srv->lease_totals.leases, srv->lease_totals.bytes, srv->lease_totals.creates,

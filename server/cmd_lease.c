@@ -55,10 +55,18 @@ int gkv_cmd_map(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     int rc = gkv_cmd_lookup_range(srv, req, rep, &e, &off, &len);
     if (rc)
         return rc;
-    if (srv->batch)
-        gkv_batch_settle(srv->batch); /* the value may have been answered before it was copied */
-    if ((rc = gkv_store_unshare(&srv->store, &e)))
-        return rc;
+    /* The value may have been answered before a batch copied it: the reply waits for that. */
+    rep->fence_batches = gkv_batch_writes_pending(&srv->batcher);
+    rep->fence = rep->fence_batches;
+    if (!gkv_store_exportable(&srv->store, e)) {
+        gkv_entry_t *copy;
+        if ((rc = gkv_store_unshare_begin(&srv->store, e, &copy)))
+            return rc;
+        gkv_store_ref(e);
+        rep->unshared_from = e;
+        rep->unshared_to = e = copy;
+        rep->fence = true;
+    }
     /* A lease the client still holds on this very value is named again: no lease is added. */
     gkv_lease_t *l = offered_lease(req, rep, e);
     if (!l && (rc = lease_room(srv, rep, e->size)))
@@ -99,7 +107,7 @@ int gkv_cmd_create(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep
         return rc;
     gkv_entry_t *e;
     uint64_t t0 = uv_hrtime();
-    rc = gkv_cmd_new_entry(srv, req, req->size, -1, rep, &e);
+    rc = gkv_cmd_new_entry(srv, req, req->size, GKV_LANE_SHARED, rep, &e);
     GKV_DEBUG("CREATE of %" PRIu64 " bytes: allocation took %.1f us", req->size,
               (double)(uv_hrtime() - t0) / 1e3);
     if (rc)
@@ -116,6 +124,7 @@ int gkv_cmd_create(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep
     gkv_wr_uint(w, GKV_F_SIZE, e->size);
     gkv_wr_uint(w, GKV_F_OFFSET, 0);
     gkv_wr_uint(w, GKV_F_LENGTH, e->size);
+    rep->fence = true; /* the memory is another process's once its allocation has run */
     if ((rc = gkv_wr_end(w)))
         gkv_lease_drop(rep->leases, &srv->store, l);
     return rc;

@@ -119,8 +119,6 @@ int gkv_config_set(gkv_config_t *cfg, const char *key, const char *value, char *
             snprintf(err, cap, "busy-poll: expected 0..1000000 microseconds, got '%s'", value);
             return GKV_EINVAL;
         }
-    } else if (strcmp(key, "force-staging") == 0) {
-        cfg->force_staging = strcmp(value, "yes") == 0 || strcmp(value, "1") == 0;
     } else {
         snprintf(err, cap, "unknown setting '%s'", key);
         return GKV_EINVAL;
@@ -193,7 +191,7 @@ int gkv_config_parse_args(gkv_config_t *cfg, int argc, char **argv, char *err, s
         {"backend", required_argument, 0, 0},    {"device", required_argument, 0, 0},
         {"maxmemory", required_argument, 0, 0},  {"max-value-size", required_argument, 0, 0},
         {"max-key-size", required_argument, 0, 0}, {"maxclients", required_argument, 0, 0},
-        {"log-level", required_argument, 0, 0},  {"force-staging", required_argument, 0, 0},
+        {"log-level", required_argument, 0, 0},
         {"max-leases", required_argument, 0, 0}, {"max-leased-bytes", required_argument, 0, 0},
         {"host-zero-copy", required_argument, 0, 0}, {"busy-poll", required_argument, 0, 0},
         {"config", required_argument, 0, 'c'},   {"help", no_argument, 0, 'h'},

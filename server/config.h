@@ -19,7 +19,6 @@ typedef struct {
     uint64_t max_key;       /* 1..65535 */
     uint64_t maxclients;
     int log_level;
-    bool force_staging;     /* test only: move host-backend values through staging buffers */
     uint64_t max_leases;       /* per connection */
     uint64_t max_leased_bytes; /* per connection; 0: maxmemory */
     bool host_zero_copy;       /* let local clients map the whole host arena */

@@ -1,5 +1,7 @@
-/* conn.h: one client connection: reads frames, runs handlers, streams values between the
- * socket and backend memory, and writes replies in order. */
+/* conn.h: one client connection: reads frames and runs handlers (conn.c), moves values between
+ * the socket and backend memory and writes replies in order (conn_transfer.c). Every value moves
+ * through the backend's copies, on every backend: staging buffers for large ones, copy batches
+ * for small ones. */
 #ifndef GKV_SERVER_CONN_H
 #define GKV_SERVER_CONN_H
 
@@ -13,7 +15,7 @@ typedef enum {
     CONN_HEADER,  /* waiting for / parsing request headers */
     CONN_PAYLOAD, /* receiving a SET payload into an entry */
     CONN_DISCARD, /* skipping the payload of a refused request */
-    CONN_SEND,    /* streaming values out through a staging buffer */
+    CONN_SEND,    /* sending values out through a staging buffer */
 } gkv_conn_state_t;
 
 struct gkv_conn {
@@ -29,12 +31,14 @@ struct gkv_conn {
     uint64_t id;
     int lane;
     bool local, reading, closing, close_started, graceful, copy_busy, waiting_stage;
-    bool zc;                 /* zero-copy granted: the shared-memory fd was passed */
+    bool zero_copy;          /* zero-copy granted: the shared-memory fd was passed */
     bool waiting_batch;      /* a small SET waits for room in a copy batch */
+    bool fencing;            /* copy is a fence_shared a reply waits for */
     gkv_waiter_t bwaiter;
-    /* GET replies in the reply buffer whose bytes a copy batch has yet to fill: nothing is
-     * written to the socket until they are all in. */
-    uint32_t holes;
+    /* Replies held back in the reply buffer: GET replies whose bytes a copy batch has yet to
+     * bring, a reply that waits for a fence. Nothing is written while any is held. */
+    uint32_t held;
+    gkv_entry_t *unshared_from, *unshared_to; /* the fence's MAP copy (reply.h) */
     uint64_t requests;       /* requests handled so far */
     gkv_leases_t leases;
     gkv_conn_state_t state;
@@ -44,7 +48,7 @@ struct gkv_conn {
     /* Replies produced since the last write, and bytes handed to libuv not yet written. */
     gkv_wr_t out;
     size_t out_pending;
-    /* The one backend copy this connection may have in flight. */
+    /* The one backend copy (or fence) this connection may have in flight. */
     gkv_copy_t copy;
     int copy_status;
     gkv_waiter_t waiter;
@@ -78,5 +82,26 @@ void gkv_conn_copy_finished(gkv_conn_t *c);
 /* A copy batch brought len bytes (borrowed for the call) for the reply-buffer offset tag of
  * connection sink; a gkv_batch_deliver_fn. */
 void gkv_conn_batch_deliver(void *sink, uint64_t tag, const void *bytes, uint32_t len, int status);
+
+/* Between conn.c and conn_transfer.c. */
+/* Handles what input and state allow, then writes replies and starts or stops reading. */
+void gkv_conn_drive(gkv_conn_t *c);
+/* Goes on after the last held reply was released: close, send or drive. */
+void gkv_conn_resume(gkv_conn_t *c);
+/* Closes once nothing is in flight or held. */
+void gkv_conn_finish_close(gkv_conn_t *c);
+/* Writes the replies produced so far unless one is held. */
+void gkv_conn_flush(gkv_conn_t *c);
+/* Sends rep's segments after the reply header: in a copy batch or through staging. */
+void gkv_conn_send(gkv_conn_t *c, gkv_reply_t *rep);
+/* CONN_SEND: copies the next chunk out, or finishes the send. */
+void gkv_conn_send_step(gkv_conn_t *c);
+/* CONN_PAYLOAD: moves input into the value. True when it can go on, false when it must wait
+ * for input, a staging buffer, room in a batch or a copy. */
+bool gkv_conn_recv_step(gkv_conn_t *c);
+/* The copy in flight (not a fence) finished without error. */
+void gkv_conn_chunk_copied(gkv_conn_t *c);
+/* Gives the staging buffer back, if c holds one. */
+void gkv_conn_release_stage(gkv_conn_t *c);
 
 #endif

@@ -54,6 +54,12 @@ void gkv_reply_release(gkv_server_t *srv, gkv_reply_t *rep)
     if (rep->recv)
         gkv_store_unref(&srv->store, rep->recv);
     rep->recv = NULL;
+    if (rep->unshared_from) {
+        gkv_store_unref(&srv->store, rep->unshared_from);
+        gkv_store_unref(&srv->store, rep->unshared_to);
+    }
+    rep->unshared_from = rep->unshared_to = NULL;
+    rep->fence = rep->fence_batches = false;
 }
 
 int gkv_reply_count(gkv_reply_t *rep, uint64_t id, uint64_t count)

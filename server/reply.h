@@ -21,7 +21,7 @@ typedef struct {
     bool local;           /* the connection is a Unix socket */
     int lane;             /* the connection's copy lane: its values are allocated there too */
     bool first;           /* this is the connection's first request */
-    bool zc;              /* zero-copy was granted on this connection */
+    bool zero_copy;       /* zero-copy was granted on this connection */
     gkv_leases_t *leases; /* the connection's leases */
     const struct gkv_command *cmd; /* set by gkv_dispatch: the command being run */
     int fd;                        /* HELLO: the shared-memory fd to pass with the reply, or -1 */
@@ -34,6 +34,13 @@ typedef struct {
     /* A payload to receive into recv (one reference); cmd->on_payload finishes the command. */
     gkv_entry_t *recv;
     unsigned recv_flags;
+    /* The reply goes out only once the backend's shared lane has run (fence_shared): memory a
+     * CREATE allocated, or a MAP's copy of a value, is then usable by another process. With
+     * fence_batches the batches started so far are waited for too (MAP). */
+    bool fence, fence_batches;
+    /* MAP of a value carved from a slab: after the fence, gkv_store_unshare_end(unshared_from,
+     * unshared_to). One reference on each. */
+    gkv_entry_t *unshared_from, *unshared_to;
 } gkv_reply_t;
 
 /* Sets rep up for one request of a connection (wr and leases borrowed; fd -1). */
@@ -49,7 +56,7 @@ int gkv_reply_fail(gkv_reply_t *rep, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Appends a segment of e (taking a reference) to rep's segments, which have room for it. */
 void gkv_reply_add_segment(gkv_reply_t *rep, gkv_entry_t *e, uint64_t off, uint64_t len);
-/* Drops the references and memory rep holds (segments, recv). */
+/* Drops the references and memory rep holds (segments, recv, unshared). */
 void gkv_reply_release(gkv_server_t *srv, gkv_reply_t *rep);
 
 /* 0 when key is 1..max-key-size bytes, else the error (message in rep). */
@@ -70,8 +77,8 @@ int gkv_cmd_check_meta(const gkv_request_t *req, gkv_reply_t *rep);
  * client may change the key meanwhile). */
 int gkv_cmd_check_new_value(gkv_server_t *srv, const gkv_request_t *req, uint64_t size,
                             gkv_reply_t *rep);
-/* Makes the entry for a new value of the request's key (lane -1: usable by another process at
- * once, for CREATE), with OOM explained. *out holds the caller's reference. */
+/* Makes the entry for a new value of the request's key (lane GKV_LANE_SHARED for CREATE), with
+ * OOM explained. *out holds the caller's reference. */
 int gkv_cmd_new_entry(gkv_server_t *srv, const gkv_request_t *req, uint64_t size, int lane,
                       gkv_reply_t *rep, gkv_entry_t **out);
 

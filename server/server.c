@@ -91,8 +91,7 @@ static void maybe_finish(gkv_server_t *s)
     if (!s->shutting_down || s->nconns)
         return;
     if (!uv_is_closing((uv_handle_t *)&s->wake)) {
-        if (s->batch)
-            gkv_batcher_close(s->batch);
+        gkv_batcher_close(&s->batcher);
         uv_close((uv_handle_t *)&s->spin, NULL);
         uv_close((uv_handle_t *)&s->wake, NULL);
         uv_close((uv_handle_t *)&s->sigterm, NULL);
@@ -296,26 +295,21 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
         s->cfg.max_value = s->cfg.maxmemory;
     if (!s->cfg.max_leased_bytes)
         s->cfg.max_leased_bytes = s->cfg.maxmemory;
-    s->staging_only = cfg->force_staging || !s->be->host_visible;
     char limit[32];
     gkv_size_format(s->cfg.maxmemory, limit, sizeof(limit));
-    GKV_INFO("backend %s (%s%s%s), maxmemory %s%s", s->be->name, s->be->gpu_name,
-             s->be->gpu_uuid[0] ? " " : "", s->be->gpu_uuid, limit,
-             s->staging_only ? ", values move through staging buffers" : "");
+    GKV_INFO("backend %s (%s%s%s), maxmemory %s", s->be->name, s->be->gpu_name,
+             s->be->gpu_uuid[0] ? " " : "", s->be->gpu_uuid, limit);
     if ((rc = gkv_store_init(&s->store, s->be, s->cfg.maxmemory))) {
         snprintf(err, cap, "out of host memory");
         goto fail_backend;
     }
     gkv_staging_init(&s->staging, s->be);
-    if (s->staging_only) {
-        if (gkv_batcher_init(&s->batcher, s->be, &s->store, loop, gkv_conn_batch_deliver)) {
-            snprintf(err, cap, "out of pinned host memory for copy batches");
-            gkv_staging_fini(&s->staging);
-            gkv_store_fini(&s->store);
-            rc = GKV_ENOMEM;
-            goto fail_backend;
-        }
-        s->batch = &s->batcher;
+    if (gkv_batcher_init(&s->batcher, s->be, &s->store, loop, gkv_conn_batch_deliver)) {
+        snprintf(err, cap, "out of pinned host memory for copy batches");
+        gkv_staging_fini(&s->staging);
+        gkv_store_fini(&s->store);
+        rc = GKV_ENOMEM;
+        goto fail_backend;
     }
     pthread_mutex_init(&s->done_lock, NULL);
     uv_async_init(loop, &s->wake, on_wake);
@@ -341,14 +335,12 @@ fail_handles:
         close_quietly((uv_handle_t *)&s->tcp_listener);
     close_quietly((uv_handle_t *)&s->wake);
     close_quietly((uv_handle_t *)&s->spin);
-    if (s->batch)
-        gkv_batcher_close(s->batch);
+    gkv_batcher_close(&s->batcher);
     close_quietly((uv_handle_t *)&s->sigterm);
     close_quietly((uv_handle_t *)&s->sigint);
     close_quietly((uv_handle_t *)&s->shutdown_timer);
     uv_run(loop, UV_RUN_DEFAULT);
-    if (s->batch)
-        gkv_batcher_fini(s->batch);
+    gkv_batcher_fini(&s->batcher);
     gkv_store_fini(&s->store);
     gkv_staging_fini(&s->staging);
     pthread_mutex_destroy(&s->done_lock);
@@ -359,8 +351,7 @@ fail_backend:
 
 void gkv_server_fini(gkv_server_t *s)
 {
-    if (s->batch)
-        gkv_batcher_fini(s->batch);
+    gkv_batcher_fini(&s->batcher);
     gkv_store_fini(&s->store);
     gkv_staging_fini(&s->staging);
     s->be->ops->close(s->be);

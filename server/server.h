@@ -26,9 +26,7 @@ typedef struct gkv_server {
     gkv_backend_t *be;       /* owned */
     gkv_store_t store;
     gkv_staging_t staging;
-    bool staging_only;       /* move values through staging even when the host can see them */
-    gkv_batcher_t batcher;
-    gkv_batcher_t *batch;    /* &batcher when small values move in batches (staging_only), or NULL */
+    gkv_batcher_t batcher;   /* small values move in batches */
     uv_pipe_t unix_listener;
     uv_tcp_t tcp_listener;
     bool unix_open, tcp_open, shutting_down;

@@ -48,8 +48,7 @@ int gkv_store_entry_new(gkv_store_t *st, const void *key, size_t klen, uint64_t 
         e->x->meta_len = meta_len;
     }
     if (size) {
-        int rc = lane == -1 ? st->be->ops->alloc_now(st->be, size, &e->mem)
-                            : st->be->ops->alloc(st->be, size, lane, &e->mem);
+        int rc = st->be->ops->alloc(st->be, size, lane, &e->mem);
         if (rc) {
             if (rc == GKV_EOOM)
                 st->stats.oom_errors++;
@@ -185,23 +184,43 @@ int gkv_store_export(gkv_store_t *st, const gkv_entry_t *e, uint8_t *buf, size_t
     return rc;
 }
 
-int gkv_store_unshare(gkv_store_t *st, gkv_entry_t **e)
+bool gkv_store_exportable(const gkv_store_t *st, const gkv_entry_t *e)
 {
-    gkv_backend_t *be = st->be;
-    if (!(*e)->size || be->ops->exportable(be, (*e)->mem))
-        return 0;
+    return !e->size || st->be->ops->exportable(st->be, e->mem);
+}
+
+int gkv_store_unshare_begin(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t **copy)
+{
     size_t klen;
     uint32_t meta_len;
-    const uint8_t *key = gkv_store_key(st, *e, &klen);
-    const uint8_t *meta = gkv_entry_meta(*e, &meta_len);
-    gkv_entry_t *n, *holder = NULL;
-    int rc = gkv_store_entry_new(st, key, klen, (*e)->size, meta, meta_len, -1, &n);
+    const uint8_t *key = gkv_store_key(st, e, &klen);
+    const uint8_t *meta = gkv_entry_meta(e, &meta_len);
+    gkv_entry_t *n;
+    int rc = gkv_store_entry_new(st, key, klen, e->size, meta, meta_len, GKV_LANE_SHARED, &n);
     if (rc)
         return rc;
-    if (!(rc = be->ops->copy_now(be, n->mem, (*e)->mem, (*e)->size)))
-        rc = gkv_store_publish(st, n, 0, &holder);
-    gkv_store_unref(st, n);
-    if (!rc)
-        *e = holder;
-    return rc;
+    if ((rc = st->be->ops->copy_shared(st->be, n->mem, e->mem, e->size))) {
+        gkv_store_unref(st, n);
+        return rc;
+    }
+    *copy = n;
+    return 0;
+}
+
+void gkv_store_unshare_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *copy)
+{
+    size_t klen;
+    const uint8_t *key = gkv_store_key(st, e, &klen);
+    if (gkv_index_get(st->ix, key, klen) != e)
+        return;
+    /* Linked as it is, never moved into e in place (publish's shortcut): the caller's lease
+     * holds copy's memory, which another process has been told about. */
+    void *old;
+    gkv_store_ref(copy);
+    if (gkv_index_link(st->ix, copy, &old)) {
+        copy->refs--; /* out of memory: the key keeps e and the next MAP copies again */
+        return;
+    }
+    if (old)
+        gkv_store_unref(st, old);
 }

@@ -46,8 +46,8 @@ int gkv_store_init(gkv_store_t *st, gkv_backend_t *be, uint64_t limit);
 void gkv_store_fini(gkv_store_t *st);
 
 /* Makes an unpublished entry for key (copied) of size bytes (accounted at once) with a copy of
- * meta (borrowed), allocated on copy lane `lane`, or with lane -1 usable by another process at
- * once (CREATE). *out holds one reference, the caller's. Returns 0, GKV_EOOM (over the limit or
+ * meta (borrowed), allocated on copy lane `lane` (GKV_LANE_SHARED for memory handed to another
+ * process, usable once the backend's fence_shared has reported). *out holds one reference, the caller's. Returns 0, GKV_EOOM (over the limit or
  * the backend is full: nothing stored is touched) or GKV_ENOMEM. */
 int gkv_store_entry_new(gkv_store_t *st, const void *key, size_t klen, uint64_t size,
                         const void *meta, uint32_t meta_len, int lane, gkv_entry_t **out);
@@ -86,10 +86,17 @@ void gkv_store_flush(gkv_store_t *st);
  * so only the first export of an allocation costs a driver call. Returns 0 or GKV_EIO. */
 int gkv_store_export(gkv_store_t *st, const gkv_entry_t *e, uint8_t *buf, size_t cap,
                      uint32_t *len);
-/* Makes *e's memory its own: a small value carved from a slab shares its allocation with other
- * values, which another process must not reach, so before its first MAP it moves (a device copy)
- * to memory of its own and is published under its key like an overwrite with the same bytes.
- * *e becomes the entry holding it (borrowed). Returns 0, GKV_EOOM, GKV_ENOMEM or GKV_EIO. */
-int gkv_store_unshare(gkv_store_t *st, gkv_entry_t **e);
+/* True when e's memory may be handed to another process: a small value carved from a slab
+ * shares its allocation with other values, which no other process may reach. */
+bool gkv_store_exportable(const gkv_store_t *st, const gkv_entry_t *e);
+/* Starts moving e's value (not exportable) to memory of its own for a MAP: *copy (the caller's
+ * reference) gets a new unpublished entry of the same key, size and metadata whose bytes are
+ * being copied on the shared lane; they are there once the backend's fence_shared reports.
+ * Then gkv_store_unshare_end publishes it. Returns 0, GKV_EOOM, GKV_ENOMEM or GKV_EIO. */
+int gkv_store_unshare_begin(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t **copy);
+/* After the copy has run: copy takes e's place under the key if the key still names e (like an
+ * overwrite with the same bytes; later MAPs need no copy), else it is left alone, the key having
+ * moved on. The caller keeps its references. */
+void gkv_store_unshare_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *copy);
 
 #endif

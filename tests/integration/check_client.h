@@ -32,24 +32,23 @@ static inline uint64_t info_u64(gkv_client_t *c, const char *name)
     return v;
 }
 
-/* The daemon pair the command tests of a program share (harness_start_pair: [0] plain,
- * [1] staged), and its Check fixtures. */
-static gkv_daemon_t shared[2];
+/* The daemon the command tests of a program share, and its Check fixtures. */
+static gkv_daemon_t shared;
 
 static inline void start_shared(void)
 {
-    ck_assert_int_eq(harness_start_pair(shared), 0);
+    ck_assert_int_eq(harness_start(&shared, NULL), 0);
 }
 
 static inline void stop_shared(void)
 {
-    ck_assert_int_eq(harness_stop_pair(shared), 0);
+    ck_assert_int_eq(harness_stop(&shared), 0);
 }
 
-/* i = 0..3: the plain daemon's Unix and TCP URLs, then the staged one's. */
+/* i = 0, 1: the shared daemon's Unix socket URL, then its TCP URL. */
 static inline const char *shared_url(int i)
 {
-    return harness_pair_url(shared, i);
+    return harness_url(&shared, i);
 }
 
 #endif

@@ -94,28 +94,9 @@ int harness_start(gkv_daemon_t *d, const char *const *extra)
     return harness_start_at(d, dir, sock, extra);
 }
 
-int harness_start_pair(gkv_daemon_t pair[2])
+const char *harness_url(const gkv_daemon_t *d, int i)
 {
-    static const char *const staging[] = {"--force-staging", "yes", NULL};
-    if (harness_start(&pair[0], NULL) != 0)
-        return -1;
-    if (harness_start(&pair[1], staging) != 0) {
-        harness_stop(&pair[0]);
-        return -1;
-    }
-    return 0;
-}
-
-int harness_stop_pair(gkv_daemon_t pair[2])
-{
-    int a = harness_stop(&pair[0]), b = harness_stop(&pair[1]);
-    return a || b ? -1 : 0;
-}
-
-const char *harness_pair_url(const gkv_daemon_t pair[2], int i)
-{
-    const gkv_daemon_t *d = &pair[i / 2 % 2];
-    return i % 2 ? d->tcp_url : d->url;
+    return i ? d->tcp_url : d->url;
 }
 
 int harness_stop(gkv_daemon_t *d)

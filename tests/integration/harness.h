@@ -27,14 +27,8 @@ int harness_start_at(gkv_daemon_t *d, const char *dir, const char *sock, const c
 int harness_stop(gkv_daemon_t *d);
 /* Kills the daemon with SIGKILL and reaps it. */
 void harness_kill(gkv_daemon_t *d);
-/* The two daemons a program's command tests share: pair[0] plain, pair[1] moving host values
- * through staging buffers and asynchronous copies the way the cuda backend does
- * (--force-staging yes). Returns 0 once both answer, else -1. */
-int harness_start_pair(gkv_daemon_t pair[2]);
-/* Stops both (SIGTERM); returns 0 when both exited 0. */
-int harness_stop_pair(gkv_daemon_t pair[2]);
-/* i = 0..3: pair[0]'s Unix socket and TCP URLs, then pair[1]'s. */
-const char *harness_pair_url(const gkv_daemon_t pair[2], int i);
+/* i = 0, 1: d's Unix socket URL, then its TCP URL. */
+const char *harness_url(const gkv_daemon_t *d, int i);
 /* RssAnon of the daemon in KiB (from /proc/PID/status), or -1. */
 long harness_rss_anon_kb(const gkv_daemon_t *d);
 /* FNV-1a 64 (word-wise) of a buffer, continued from h (start with HARNESS_FNV_INIT). */

@@ -1,0 +1,294 @@
+/* conn_transfer.c: a connection's bytes: replies written in order, values sent out and SET
+ * payloads received. Values up to GKV_BATCH_VALUE_MAX move in copy batches (batch.h); larger
+ * ones chunk by chunk through one staging buffer, each chunk a backend copy. Every backend takes
+ * this one path: the host backend's copies are memcpys that report at once. */
+#include "conn.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "log.h"
+
+/* One uv_write: replies (owned bytes) or a staging chunk. */
+typedef struct {
+    uv_write_t req;
+    gkv_conn_t *c;
+    char *owned;
+    bool chunk;
+    size_t bytes;
+    uv_buf_t buf;
+} out_req_t;
+
+#define OUT_LOW (1u << 20) /* reading resumes when queued output falls to this */
+
+void gkv_conn_release_stage(gkv_conn_t *c)
+{
+    if (!c->stage)
+        return;
+    void *p = c->stage;
+    c->stage = NULL;
+    c->stage_fill = 0;
+    gkv_staging_put(&c->srv->staging, p); /* may wake another connection: do it last */
+}
+
+static void on_write(uv_write_t *req, int status)
+{
+    out_req_t *r = (out_req_t *)req;
+    gkv_conn_t *c = r->c;
+    c->out_pending -= r->bytes;
+    if (status == 0)
+        c->srv->stats.bytes_out += r->bytes;
+    free(r->owned);
+    bool chunk = r->chunk;
+    free(r);
+    if (c->closing)
+        return;
+    if (status < 0) {
+        GKV_DEBUG("conn %llu: write failed: %s", (unsigned long long)c->id, uv_strerror(status));
+        gkv_conn_close(c, false);
+        return;
+    }
+    if (chunk) {
+        c->seg_pos += c->chunk;
+        gkv_conn_send_step(c);
+    } else if (!c->reading && c->out_pending <= OUT_LOW) {
+        gkv_conn_drive(c);
+    }
+}
+
+/* Queues len bytes at base for writing (owned: freed once written); on failure closes the
+ * connection. */
+static void submit(gkv_conn_t *c, char *base, size_t len, char *owned, bool chunk)
+{
+    out_req_t *r = calloc(1, sizeof(*r));
+    if (!r) {
+        free(owned);
+        gkv_conn_close(c, false);
+        return;
+    }
+    r->c = c;
+    r->owned = owned;
+    r->chunk = chunk;
+    r->bytes = len;
+    r->buf = uv_buf_init(base, (unsigned)len);
+    c->out_pending += len;
+    if (uv_write(&r->req, &c->h.stream, &r->buf, 1, on_write)) {
+        c->out_pending -= len;
+        free(r->owned);
+        free(r);
+        gkv_conn_close(c, false);
+    }
+}
+
+void gkv_conn_flush(gkv_conn_t *c)
+{
+    if (c->held)
+        return;
+    if (c->out.failed) {
+        GKV_ERROR("conn %llu: out of memory building replies", (unsigned long long)c->id);
+        gkv_wr_reset(&c->out);
+        gkv_conn_close(c, false);
+        return;
+    }
+    if (c->out.sb.size == 0)
+        return;
+    size_t n = c->out.sb.size;
+    char *bytes = msgpack_sbuffer_release(&c->out.sb);
+    submit(c, bytes, n, bytes, false);
+}
+
+/* Gets a staging buffer or queues for one. False when the caller must wait (or c closes). */
+static bool take_stage(gkv_conn_t *c)
+{
+    c->stage = gkv_staging_get(&c->srv->staging, &c->waiter);
+    if (c->stage)
+        return true;
+    if (c->waiter.queued) {
+        c->waiting_stage = true;
+        return false;
+    }
+    GKV_ERROR("conn %llu: no staging buffer could be allocated", (unsigned long long)c->id);
+    gkv_conn_close(c, false);
+    return false;
+}
+
+/* Starts the copy whose completion gkv_conn_copy_finished handles; on failure closes c. */
+static void start_copy(gkv_conn_t *c, int rc)
+{
+    if (rc) {
+        c->copy_busy = false;
+        gkv_conn_close(c, false);
+    }
+}
+
+void gkv_conn_send_step(gkv_conn_t *c)
+{
+    gkv_server_t *srv = c->srv;
+    while (c->seg_i < c->nsegs && c->seg_pos == c->segs[c->seg_i].len) {
+        gkv_store_unref(&srv->store, c->segs[c->seg_i].entry);
+        c->seg_i++;
+        c->seg_pos = 0;
+    }
+    if (c->seg_i == c->nsegs) {
+        if (c->segs != &c->one)
+            free(c->segs);
+        c->segs = NULL;
+        c->nsegs = c->seg_i = 0;
+        c->state = CONN_HEADER;
+        gkv_conn_release_stage(c);
+        gkv_conn_drive(c);
+        return;
+    }
+    if (c->held)
+        return; /* replies before this one are held; gkv_conn_resume comes back here */
+    gkv_conn_flush(c);
+    if (!c->stage && !take_stage(c))
+        return;
+    gkv_batch_start_writes(&srv->batcher); /* the lane copy waits for them in the backend */
+    gkv_segment_t *s = &c->segs[c->seg_i];
+    uint64_t left = s->len - c->seg_pos;
+    c->chunk = left < GKV_STAGING_CHUNK ? (size_t)left : GKV_STAGING_CHUNK;
+    c->copy_busy = true;
+    start_copy(c, srv->be->ops->copy_out(srv->be, c->stage, s->entry->mem, s->off + c->seg_pos,
+                                         c->chunk, c->lane, &c->copy));
+}
+
+/* Small replies: the reply buffer keeps room for the bytes, which the next copy batch brings.
+ * False when the batch is full. */
+static bool send_batched(gkv_conn_t *c, gkv_reply_t *rep, uint64_t total)
+{
+    static const char zeros[GKV_BATCH_VALUE_MAX];
+    gkv_batcher_t *b = &c->srv->batcher;
+    if (total > GKV_BATCH_VALUE_MAX || !gkv_batch_out_room(b, rep->nsegs, total))
+        return false;
+    uint64_t at = c->out.sb.size;
+    if (msgpack_sbuffer_write(&c->out.sb, zeros, (size_t)total))
+        c->out.failed = true; /* the connection closes once the batch is done */
+    for (uint32_t i = 0; i < rep->nsegs; i++) {
+        gkv_segment_t *s = &rep->segs[i];
+        gkv_batch_out(b, s->entry, s->off, (uint32_t)s->len, c, at); /* takes the reference */
+        at += s->len;
+        c->held++;
+    }
+    if (rep->segs != &rep->one)
+        free(rep->segs);
+    rep->segs = NULL;
+    rep->nsegs = 0;
+    return true;
+}
+
+void gkv_conn_batch_deliver(void *sink, uint64_t tag, const void *bytes, uint32_t len, int status)
+{
+    gkv_conn_t *c = sink;
+    if (status)
+        c->out.failed = true; /* a reply without its bytes must not go out: close instead */
+    else if (!c->out.failed && tag + len <= c->out.sb.size)
+        memcpy(c->out.sb.data + tag, bytes, len);
+    if (--c->held == 0)
+        gkv_conn_resume(c);
+}
+
+void gkv_conn_send(gkv_conn_t *c, gkv_reply_t *rep)
+{
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < rep->nsegs; i++)
+        total += rep->segs[i].len;
+    if (send_batched(c, rep, total))
+        return;
+    if (rep->segs == &rep->one) {
+        c->one = rep->one;
+        c->segs = &c->one;
+    } else {
+        c->segs = rep->segs;
+    }
+    c->nsegs = rep->nsegs;
+    c->seg_i = 0;
+    c->seg_pos = 0;
+    rep->segs = NULL;
+    rep->nsegs = 0;
+    c->state = CONN_SEND;
+    gkv_conn_send_step(c);
+}
+
+void gkv_conn_chunk_copied(gkv_conn_t *c)
+{
+    if (c->state == CONN_SEND) {
+        submit(c, c->stage, c->chunk, NULL, true);
+        return;
+    }
+    c->recv_got += c->stage_fill;
+    c->stage_fill = 0;
+    gkv_conn_drive(c);
+}
+
+/* SET payload. */
+
+static void recv_commit(gkv_conn_t *c)
+{
+    c->recv_cmd->on_payload(c->srv, c->req_id, c->recv, c->recv_flags, &c->out, NULL);
+    gkv_store_unref(&c->srv->store, c->recv);
+    c->recv = NULL;
+    c->state = CONN_HEADER;
+    gkv_conn_release_stage(c);
+}
+
+/* A small SET: once the whole payload is in, its bytes go into the copy batch and the value is
+ * published and answered at once; the batch copies it before anything else can read it
+ * (batch.h). Returns like gkv_conn_recv_step. */
+static bool recv_batched(gkv_conn_t *c)
+{
+    gkv_server_t *srv = c->srv;
+    gkv_entry_t *e = c->recv, *holder = NULL;
+    uint32_t size = (uint32_t)e->size;
+    if (c->in_len - c->in_pos < size)
+        return false; /* the input buffer (64 KiB at least) holds a whole small payload */
+    void *dst = gkv_batch_in_reserve(&srv->batcher, size, &c->bwaiter);
+    if (!dst) {
+        c->waiting_batch = true;
+        return false;
+    }
+    memcpy(dst, c->in + c->in_pos, size);
+    c->in_pos += size;
+    if (c->recv_cmd->on_payload(srv, c->req_id, e, c->recv_flags, &c->out, &holder) == 0)
+        gkv_batch_in_commit(&srv->batcher, holder);
+    gkv_store_unref(&srv->store, e);
+    c->recv = NULL;
+    c->state = CONN_HEADER;
+    return true;
+}
+
+bool gkv_conn_recv_step(gkv_conn_t *c)
+{
+    gkv_server_t *srv = c->srv;
+    gkv_entry_t *e = c->recv;
+    if (e->size <= GKV_BATCH_VALUE_MAX)
+        return recv_batched(c);
+    uint64_t pending = e->size - c->recv_got - c->stage_fill;
+    size_t avail = c->in_len - c->in_pos;
+    size_t n = avail < pending ? avail : (size_t)pending;
+    if (pending && !avail)
+        return false;
+    if (pending) {
+        if (!c->stage && !take_stage(c))
+            return false;
+        size_t room = GKV_STAGING_CHUNK - c->stage_fill;
+        if (n > room)
+            n = room;
+        memcpy((uint8_t *)c->stage + c->stage_fill, c->in + c->in_pos, n);
+        c->stage_fill += n;
+        c->in_pos += n;
+        pending -= n;
+    }
+    if (c->stage_fill == GKV_STAGING_CHUNK || (!pending && c->stage_fill)) {
+        c->copy_busy = true;
+        start_copy(c, srv->be->ops->copy_in(srv->be, e->mem, c->recv_got, c->stage,
+                                            c->stage_fill, c->lane, &c->copy));
+        return false;
+    }
+    if (!pending) {
+        recv_commit(c);
+        return true;
+    }
+    return true;
+}
