@@ -4,75 +4,7 @@
 #include <string.h>
 
 #include "check_main.h"
-#include "cmd.h"
-#include "commands.h"
-
-static gkv_server_t srv;
-static gkv_wr_t wr;
-
-static void setup(void)
-{
-    memset(&srv, 0, sizeof(srv));
-    gkv_backend_config_t bc = {GKV_BACKEND_HOST, 0, 1 << 20};
-    char why[256];
-    ck_assert_int_eq(gkv_backend_open(&bc, &srv.be, why, sizeof(why)), 0);
-    gkv_config_defaults(&srv.cfg);
-    srv.cfg.maxmemory = srv.cfg.max_value = 1 << 20;
-    ck_assert_int_eq(gkv_store_init(&srv.store, srv.be, 1 << 20), 0);
-    gkv_wr_init(&wr);
-}
-
-static void teardown(void)
-{
-    gkv_wr_fini(&wr);
-    gkv_store_fini(&srv.store);
-    srv.be->ops->close(srv.be);
-}
-
-/* Builds a request header with the given fields, decodes it, dispatches it. */
-static int run(gkv_reply_t *rep, gkv_request_t *req)
-{
-    gkv_reply_init(rep, &wr, NULL);
-    gkv_wr_reset(&wr);
-    return gkv_dispatch(&srv, req, rep);
-}
-
-static gkv_response_t last_response(void)
-{
-    gkv_response_t r;
-    uint32_t len = gkv_frame_get_len((const uint8_t *)wr.sb.data);
-    ck_assert_int_eq(gkv_resp_decode((const uint8_t *)wr.sb.data + 4, len, &r), 0);
-    return r;
-}
-
-static gkv_request_t req_key(unsigned op, const char *key)
-{
-    gkv_request_t q;
-    memset(&q, 0, sizeof(q));
-    q.op = op;
-    q.id = 5;
-    q.key = (gkv_slice_t){(const uint8_t *)key, (uint32_t)strlen(key)};
-    q.has = GKV_HAS_KEY;
-    return q;
-}
-
-/* A SET as the connection performs it: dispatch, fill the entry in place, commit. */
-static int put(const char *key, const char *value, unsigned flags)
-{
-    gkv_request_t q = req_key(GKV_OP_SET, key);
-    q.payload_len = strlen(value);
-    q.flags = flags;
-    gkv_reply_t rep;
-    int rc = run(&rep, &q);
-    if (rc)
-        return rc;
-    if (q.payload_len)
-        memcpy(srv.be->ops->host_view(srv.be, rep.recv->mem), value, q.payload_len);
-    gkv_wr_reset(&wr);
-    rep.cmd->on_payload(&srv, q.id, rep.recv, flags, &wr, NULL);
-    gkv_store_unref(&srv.store, rep.recv);
-    return (int)last_response().status;
-}
+#include "cmd_fixture.h"
 
 START_TEST(set_get_ranges)
 {
