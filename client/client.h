@@ -25,7 +25,7 @@ struct gkv_client {
     gkv_response_t resp;   /* decoded from hdr */
     char errmsg[256];
     gkv_server_info_t info;
-    char s_server[32], s_backend[16], s_uuid[48], s_zc[32], s_zc_why[160];
+    char s_server[32], s_backend[16], s_uuid[48], s_zero_copy[32], s_zero_copy_why[160];
     uint8_t *meta;         /* copy of the last value's metadata */
     gkv_progress_fn progress;
     void *progress_arg;
@@ -33,7 +33,7 @@ struct gkv_client {
     bool local;
     uint32_t deferred;     /* replies to read and drop before the next one (RELEASE) */
     uint64_t deferred_id;  /* the id of the oldest of them; the others follow it */
-    int zc_fd;
+    int shared_fd;
     uint64_t arena_size;
     struct gkv_attach *attach; /* the server's pool or arena, attached at the first mapping */
     struct mapping *mappings;  /* every live mapping of this connection (mapping.c) */
@@ -71,7 +71,7 @@ int gkv__send_raw(gkv_client_t *c, const void *p, size_t len);
 int gkv__recv(gkv_client_t *c);
 /* Reads the replies of requests sent without waiting (RELEASE). Returns 0 or a transport
  * code. */
-int gkv__settle(gkv_client_t *c);
+int gkv__read_deferred(gkv_client_t *c);
 /* Reads exactly len payload bytes into buf. */
 int gkv__recv_raw(gkv_client_t *c, void *buf, size_t len);
 /* Reads and drops len payload bytes. */

@@ -40,15 +40,15 @@ static int hello(gkv_client_t *c)
     gkv_server_info_t *in = &c->info;
     copy_slice(c->s_server, sizeof(c->s_server), r->server);
     copy_slice(c->s_backend, sizeof(c->s_backend), r->backend);
-    copy_slice(c->s_zc, sizeof(c->s_zc), r->zc);
-    copy_slice(c->s_zc_why, sizeof(c->s_zc_why), r->zc_why);
+    copy_slice(c->s_zero_copy, sizeof(c->s_zero_copy), r->zc);
+    copy_slice(c->s_zero_copy_why, sizeof(c->s_zero_copy_why), r->zc_why);
     c->s_uuid[0] = 0;
     if (r->gpus.len) {
-        gkv_mpr_t it;
+        gkv_reader_t it;
         uint32_t n;
         gkv_slice_t s;
-        gkv_mpr_init(&it, r->gpus.p, r->gpus.len);
-        if (gkv_mpr_array(&it, &n) == 0 && n && gkv_mpr_bin(&it, &s) == 0)
+        gkv_read_init(&it, r->gpus.p, r->gpus.len);
+        if (gkv_read_array(&it, &n) == 0 && n && gkv_read_bin(&it, &s) == 0)
             copy_slice(c->s_uuid, sizeof(c->s_uuid), s);
     }
     in->protocol = (uint32_t)r->version;
@@ -56,19 +56,19 @@ static int hello(gkv_client_t *c)
     in->backend = c->s_backend;
     in->device = (int)r->device;
     in->gpu_uuid = c->s_uuid;
-    in->zero_copy = c->s_zc;
-    in->zero_copy_why = c->s_zc_why;
+    in->zero_copy = c->s_zero_copy;
+    in->zero_copy_why = c->s_zero_copy_why;
     in->max_key = r->max_key;
     in->max_value = r->max_value;
     in->max_meta = r->max_meta;
     c->arena_size = r->arena_size;
     /* A descriptor without a granted mechanism (or the reverse) is not trusted. */
-    if ((c->zc_fd >= 0) != (strcmp(c->s_zc, "none") != 0)) {
-        if (c->zc_fd >= 0)
-            close(c->zc_fd);
-        c->zc_fd = -1;
-        snprintf(c->s_zc, sizeof(c->s_zc), "none");
-        snprintf(c->s_zc_why, sizeof(c->s_zc_why), "the server did not pass its memory");
+    if ((c->shared_fd >= 0) != (strcmp(c->s_zero_copy, "none") != 0)) {
+        if (c->shared_fd >= 0)
+            close(c->shared_fd);
+        c->shared_fd = -1;
+        snprintf(c->s_zero_copy, sizeof(c->s_zero_copy), "none");
+        snprintf(c->s_zero_copy_why, sizeof(c->s_zero_copy_why), "the server did not pass its memory");
     }
     return 0;
 }
@@ -164,7 +164,7 @@ int gkv_client_connect_timeout(const char *url, uint32_t timeout_ms, gkv_client_
         return GKV_ENOMEM;
     }
     c->fd = fd;
-    c->zc_fd = -1;
+    c->shared_fd = -1;
     c->local = strncmp(url, "tcp:", 4) != 0;
     gkv_wr_init(&c->wr);
     int rc = hello(c);
@@ -188,8 +188,8 @@ void gkv_client_close(gkv_client_t *c)
     if (!c)
         return;
     gkv__mappings_close(c);
-    if (c->zc_fd >= 0)
-        close(c->zc_fd);
+    if (c->shared_fd >= 0)
+        close(c->shared_fd);
     if (c->fd >= 0)
         close(c->fd);
     gkv_wr_fini(&c->wr);

@@ -23,7 +23,7 @@ static int attach(gkv_client_t *c)
 {
     if (c->attach)
         return 0;
-    if (c->zc_fd < 0) {
+    if (c->shared_fd < 0) {
         snprintf(c->errmsg, sizeof(c->errmsg), "no zero-copy on this connection: %s",
                  c->info.zero_copy_why);
         return GKV_ENOTSUP;
@@ -33,7 +33,7 @@ static int attach(gkv_client_t *c)
         return GKV_ENOMEM;
     if (strcmp(c->info.zero_copy, "host-memfd") == 0) {
         a->arena_size = (size_t)c->arena_size;
-        a->arena = mmap(NULL, a->arena_size, PROT_READ | PROT_WRITE, MAP_SHARED, c->zc_fd, 0);
+        a->arena = mmap(NULL, a->arena_size, PROT_READ | PROT_WRITE, MAP_SHARED, c->shared_fd, 0);
         if (a->arena == MAP_FAILED) {
             snprintf(c->errmsg, sizeof(c->errmsg), "mapping the server's arena failed");
             free(a);
@@ -41,7 +41,7 @@ static int attach(gkv_client_t *c)
         }
         a->device = -1;
     } else if (strcmp(c->info.zero_copy, "cuda-pool-fd") == 0) {
-        int rc = gkv__cuda_attach(c->zc_fd, c->info.gpu_uuid, &a->pool, &a->device, c->errmsg,
+        int rc = gkv__cuda_attach(c->shared_fd, c->info.gpu_uuid, &a->pool, &a->device, c->errmsg,
                                   sizeof(c->errmsg));
         if (rc) {
             free(a);

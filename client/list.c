@@ -16,7 +16,7 @@ struct gkv_list {
     size_t cursor_len;
     bool have_cursor, last_page;
     uint8_t *hdr; /* this page's response header (a copy) */
-    gkv_mpr_t entries, dirs;
+    gkv_reader_t entries, dirs;
     uint32_t nentries, ndirs;
     /* Lookahead of each array, so the smaller key is returned first. */
     bool e_ok, d_ok;
@@ -31,8 +31,8 @@ static int next_entry(gkv_list_t *it)
     if (!it->nentries)
         return 0;
     it->nentries--;
-    if (gkv_mpr_array(&it->entries, &two) || two != 2 || gkv_mpr_bin(&it->entries, &it->e_key) ||
-        gkv_mpr_uint(&it->entries, &it->e_size))
+    if (gkv_read_array(&it->entries, &two) || two != 2 || gkv_read_bin(&it->entries, &it->e_key) ||
+        gkv_read_uint(&it->entries, &it->e_size))
         return GKV_EPROTO;
     it->e_ok = true;
     return 0;
@@ -44,7 +44,7 @@ static int next_dir(gkv_list_t *it)
     if (!it->ndirs)
         return 0;
     it->ndirs--;
-    if (gkv_mpr_bin(&it->dirs, &it->d_key))
+    if (gkv_read_bin(&it->dirs, &it->d_key))
         return GKV_EPROTO;
     it->d_ok = true;
     return 0;
@@ -74,13 +74,13 @@ static int fetch(gkv_list_t *it)
         return GKV_ENOMEM;
     uint8_t *p = it->hdr;
     memcpy(p, c->resp.entries.p, c->resp.entries.len);
-    gkv_mpr_init(&it->entries, p, c->resp.entries.len);
+    gkv_read_init(&it->entries, p, c->resp.entries.len);
     p += c->resp.entries.len;
     memcpy(p, c->resp.dirs.p, c->resp.dirs.len);
-    gkv_mpr_init(&it->dirs, p, c->resp.dirs.len);
+    gkv_read_init(&it->dirs, p, c->resp.dirs.len);
     it->nentries = it->ndirs = 0;
-    if ((c->resp.entries.len && gkv_mpr_array(&it->entries, &it->nentries)) ||
-        (c->resp.dirs.len && gkv_mpr_array(&it->dirs, &it->ndirs)))
+    if ((c->resp.entries.len && gkv_read_array(&it->entries, &it->nentries)) ||
+        (c->resp.dirs.len && gkv_read_array(&it->dirs, &it->ndirs)))
         return GKV_EPROTO;
     it->last_page = !c->resp.has_cursor;
     if (c->resp.has_cursor) {

@@ -132,7 +132,7 @@ void gkv__mappings_close(gkv_client_t *c)
 /* Ends leases given by id with op (RELEASE, or ABORT of one CREATE lease) and waits for the
  * reply: for leases the server granted that this process cannot use. c->errmsg keeps saying why
  * they could not be used. */
-static void give_back(gkv_client_t *c, unsigned op, const uint64_t *ids, size_t n)
+static void send_lease_ends(gkv_client_t *c, unsigned op, const uint64_t *ids, size_t n)
 {
     char why[sizeof(c->errmsg)];
     memcpy(why, c->errmsg, sizeof(why));
@@ -168,7 +168,7 @@ static int release(gkv_client_t *c, gkv_mapping_t **ms, size_t n)
     if (rc == 0 && c->deferred == 0)
         c->deferred_id = c->next_id;
     if (rc == 0 && ++c->deferred >= 64)
-        rc = gkv__settle(c); /* unread replies would fill the socket and stall both sides */
+        rc = gkv__read_deferred(c); /* unread replies would fill the socket and stall both sides */
     return rc ? rc : freed;
 }
 
@@ -276,7 +276,7 @@ int gkv_map(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *ra
     }
     if ((rc = make_mapping(c, 0, key, klen, out)) && !c->broken) {
         uint64_t lease = c->resp.lease;
-        give_back(c, GKV_OP_RELEASE, &lease, 1);
+        send_lease_ends(c, GKV_OP_RELEASE, &lease, 1);
     }
     if (ci >= 0) {
         int urc = end_cached(c, ci);
@@ -350,7 +350,7 @@ int gkv_map_many(gkv_client_t *c, gkv_map_item_t *items, size_t n)
             items[i].status = rc;
         }
     } else if (nrefused) {
-        give_back(c, GKV_OP_RELEASE, refused, nrefused);
+        send_lease_ends(c, GKV_OP_RELEASE, refused, nrefused);
     }
     free(refused);
     return rc;
@@ -419,7 +419,7 @@ int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
     }
     if ((rc = make_mapping(c, 1, key, klen, out)) && !c->broken) {
         uint64_t lease = c->resp.lease;
-        give_back(c, GKV_OP_ABORT, &lease, 1);
+        send_lease_ends(c, GKV_OP_ABORT, &lease, 1);
     }
     return rc;
 }

@@ -52,12 +52,12 @@ static int recv_error(ssize_t n)
 }
 
 /* Reads len bytes like gkv__recv_raw, keeping a descriptor passed with them (SCM_RIGHTS) in
- * c->zc_fd. Any further descriptor is closed: a client takes at most one. */
+ * c->shared_fd. Any further descriptor is closed: a client takes at most one. */
 static int recv_with_fd(gkv_client_t *c, void *buf, size_t len)
 {
     uint8_t *b = buf;
     while (len) {
-        ssize_t n = gkv_fd_recv(c->fd, b, len, &c->zc_fd);
+        ssize_t n = gkv_fd_recv(c->fd, b, len, &c->shared_fd);
         if (n <= 0)
             return gkv__break(c, recv_error(n));
         b += n;
@@ -188,7 +188,7 @@ int gkv__send(gkv_client_t *c, const void *payload, size_t len)
 
 static int recv_one(gkv_client_t *c);
 
-int gkv__settle(gkv_client_t *c)
+int gkv__read_deferred(gkv_client_t *c)
 {
     /* Replies to requests sent without waiting (RELEASE) come first, in order. */
     while (c->deferred) {
@@ -206,7 +206,7 @@ int gkv__settle(gkv_client_t *c)
 
 int gkv__recv(gkv_client_t *c)
 {
-    int rc = gkv__settle(c);
+    int rc = gkv__read_deferred(c);
     return rc ? rc : recv_one(c);
 }
 

@@ -105,7 +105,7 @@ struct gkv_backend {
     char gpu_name[64];     /* device name or "host" */
     int lanes;             /* independent copy queues (CUDA streams) */
     int host_visible;      /* host_view works: the daemon can read and write values directly */
-    const char *zc_mechanism; /* "cuda-pool-fd" or "host-memfd" */
+    const char *share_mechanism; /* "cuda-pool-fd" or "host-memfd" */
     uint64_t capacity;     /* bytes this backend may hand out (the memory limit) */
     uint64_t device_total; /* total memory of the device (or RAM) */
     uint64_t kept_bytes;   /* freed exported allocations kept for reuse (cuda; exports.h) */

@@ -365,7 +365,7 @@ static void cuda_close(gkv_backend_t *b)
     }
     if (c->batch_ev)
         cudaEventDestroy(c->batch_ev);
-    gkv_slab_free_all(c->slab); /* frees regions on zc: synchronised below */
+    gkv_slab_free_all(c->slab); /* frees regions on the shared lane: synchronised below */
     gkv_exports_fini(c->exports);     /* the same */
     if (c->shared) {
         cudaStreamSynchronize(c->shared);
@@ -477,7 +477,7 @@ int gkv_backend_cuda_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, 
         goto fail;
     }
     c->base.ops = &cuda_ops;
-    c->base.zc_mechanism = "cuda-pool-fd";
+    c->base.share_mechanism = "cuda-pool-fd";
     c->base.name = "cuda";
     c->base.device = dev;
     gkv_gpu_uuid_format((const unsigned char *)prop.uuid.bytes, c->base.gpu_uuid,

@@ -221,7 +221,7 @@ int gkv_backend_host_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, 
     snprintf(h->base.gpu_name, sizeof(h->base.gpu_name), "host");
     h->base.lanes = 1;
     h->base.host_visible = 1;
-    h->base.zc_mechanism = "host-memfd";
+    h->base.share_mechanism = "host-memfd";
     h->base.capacity = limit;
     h->base.device_total = ram;
     *out = &h->base;

@@ -63,7 +63,7 @@ static void unhold(gkv_exports_t *k, rec_t *r)
 }
 
 /* Gives r's memory back and forgets it. */
-static void give_back(gkv_exports_t *k, rec_t *r)
+static void release_rec(gkv_exports_t *k, rec_t *r)
 {
     if (r->kept)
         unhold(k, r);
@@ -76,7 +76,7 @@ uint64_t gkv_exports_drain(gkv_exports_t *k)
 {
     uint64_t n = k->bytes;
     while (k->age)
-        give_back(k, k->age);
+        release_rec(k, k->age);
     return n;
 }
 
@@ -146,7 +146,7 @@ bool gkv_exports_freed(gkv_exports_t *k, uint64_t addr)
     size_list_t *sl = NULL;
     if (r->size <= k->cap) {
         while (k->bytes + r->size > k->cap)
-            give_back(k, k->age); /* the oldest */
+            release_rec(k, k->age); /* the oldest */
         sl = size_list(k, r->size);
     }
     if (!sl) { /* too large to keep (or no memory): the caller frees it */

@@ -4,16 +4,16 @@
 #include <gpukv/gpukv.h>
 #include <string.h>
 
-static int read_keys(gkv_mpr_t *r, gkv_slice_t *raw, uint32_t *n, const char **why)
+static int read_keys(gkv_reader_t *r, gkv_slice_t *raw, uint32_t *n, const char **why)
 {
     const uint8_t *start = r->p;
     gkv_slice_t k;
-    if (gkv_mpr_array(r, n)) {
+    if (gkv_read_array(r, n)) {
         *why = "keys is not an array";
         return GKV_EPROTO;
     }
     for (uint32_t i = 0; i < *n; i++) {
-        if (gkv_mpr_bin(r, &k)) {
+        if (gkv_read_bin(r, &k)) {
             *why = "keys holds something other than byte strings";
             return GKV_EPROTO;
         }
@@ -23,31 +23,31 @@ static int read_keys(gkv_mpr_t *r, gkv_slice_t *raw, uint32_t *n, const char **w
     return 0;
 }
 
-int gkv_req_items_next(gkv_mpr_t *it, gkv_item_t *item)
+int gkv_req_items_next(gkv_reader_t *it, gkv_item_t *item)
 {
     uint32_t n;
-    if (gkv_mpr_array(it, &n) || n != 4 || gkv_mpr_bin(it, &item->key) ||
-        gkv_mpr_uint(it, &item->offset) || gkv_mpr_uint(it, &item->length) ||
-        gkv_mpr_uint(it, &item->suffix))
+    if (gkv_read_array(it, &n) || n != 4 || gkv_read_bin(it, &item->key) ||
+        gkv_read_uint(it, &item->offset) || gkv_read_uint(it, &item->length) ||
+        gkv_read_uint(it, &item->suffix))
         return GKV_EPROTO;
     return 0;
 }
 
-int gkv_req_keys_next(gkv_mpr_t *it, gkv_slice_t *key)
+int gkv_req_keys_next(gkv_reader_t *it, gkv_slice_t *key)
 {
-    return gkv_mpr_bin(it, key);
+    return gkv_read_bin(it, key);
 }
 
-static int read_leases(gkv_mpr_t *r, gkv_slice_t *raw, uint32_t *n, const char **why)
+static int read_leases(gkv_reader_t *r, gkv_slice_t *raw, uint32_t *n, const char **why)
 {
     const uint8_t *start = r->p;
     uint64_t id;
-    if (gkv_mpr_array(r, n)) {
+    if (gkv_read_array(r, n)) {
         *why = "leases is not an array";
         return GKV_EPROTO;
     }
     for (uint32_t i = 0; i < *n; i++) {
-        if (gkv_mpr_uint(r, &id)) {
+        if (gkv_read_uint(r, &id)) {
             *why = "leases holds something other than lease ids";
             return GKV_EPROTO;
         }
@@ -57,11 +57,11 @@ static int read_leases(gkv_mpr_t *r, gkv_slice_t *raw, uint32_t *n, const char *
     return 0;
 }
 
-static int read_items(gkv_mpr_t *r, gkv_slice_t *raw, uint32_t *n, const char **why)
+static int read_items(gkv_reader_t *r, gkv_slice_t *raw, uint32_t *n, const char **why)
 {
     const uint8_t *start = r->p;
     gkv_item_t item;
-    if (gkv_mpr_array(r, n)) {
+    if (gkv_read_array(r, n)) {
         *why = "items is not an array";
         return GKV_EPROTO;
     }
@@ -78,55 +78,55 @@ static int read_items(gkv_mpr_t *r, gkv_slice_t *raw, uint32_t *n, const char **
 
 int gkv_req_decode(const uint8_t *hdr, size_t len, gkv_request_t *req, const char **why)
 {
-    gkv_mpr_t r;
+    gkv_reader_t r;
     uint32_t n;
     memset(req, 0, sizeof(*req));
     req->limit = 0;
-    gkv_mpr_init(&r, hdr, len);
+    gkv_read_init(&r, hdr, len);
     *why = "header is not a map";
-    if (gkv_mpr_map(&r, &n))
+    if (gkv_read_map(&r, &n))
         return GKV_EPROTO;
     bool have_op = false;
     for (uint32_t i = 0; i < n; i++) {
         uint64_t field;
         int rc = 0;
-        if (gkv_mpr_uint(&r, &field)) {
+        if (gkv_read_uint(&r, &field)) {
             *why = "a field id is not a non-negative integer";
             return GKV_EPROTO;
         }
         *why = "a field has the wrong type";
         switch (field) {
         case GKV_F_OP:
-            rc = gkv_mpr_uint(&r, &req->op);
+            rc = gkv_read_uint(&r, &req->op);
             have_op = true;
             break;
         case GKV_F_ID:
-            rc = gkv_mpr_uint(&r, &req->id);
+            rc = gkv_read_uint(&r, &req->id);
             break;
         case GKV_F_KEY:
-            rc = gkv_mpr_bin(&r, &req->key);
+            rc = gkv_read_bin(&r, &req->key);
             req->has |= GKV_HAS_KEY;
             break;
         case GKV_F_PAYLOAD:
-            rc = gkv_mpr_uint(&r, &req->payload_len);
+            rc = gkv_read_uint(&r, &req->payload_len);
             break;
         case GKV_F_FLAGS:
-            rc = gkv_mpr_uint(&r, &req->flags);
+            rc = gkv_read_uint(&r, &req->flags);
             break;
         case GKV_F_OFFSET:
-            rc = gkv_mpr_uint(&r, &req->offset);
+            rc = gkv_read_uint(&r, &req->offset);
             req->has |= GKV_HAS_OFFSET;
             break;
         case GKV_F_LENGTH:
-            rc = gkv_mpr_uint(&r, &req->length);
+            rc = gkv_read_uint(&r, &req->length);
             req->has |= GKV_HAS_LENGTH;
             break;
         case GKV_F_SUFFIX:
-            rc = gkv_mpr_uint(&r, &req->suffix);
+            rc = gkv_read_uint(&r, &req->suffix);
             req->has |= GKV_HAS_SUFFIX;
             break;
         case GKV_F_META:
-            rc = gkv_mpr_bin(&r, &req->meta);
+            rc = gkv_read_bin(&r, &req->meta);
             req->has |= GKV_HAS_META;
             break;
         case GKV_F_KEYS:
@@ -138,36 +138,36 @@ int gkv_req_decode(const uint8_t *hdr, size_t len, gkv_request_t *req, const cha
             req->has |= GKV_HAS_ITEMS;
             break;
         case GKV_F_PREFIX:
-            rc = gkv_mpr_bin(&r, &req->prefix);
+            rc = gkv_read_bin(&r, &req->prefix);
             req->has |= GKV_HAS_PREFIX;
             break;
         case GKV_F_DELIM:
-            rc = gkv_mpr_bin(&r, &req->delim);
+            rc = gkv_read_bin(&r, &req->delim);
             req->has |= GKV_HAS_DELIM;
             break;
         case GKV_F_CURSOR:
-            rc = gkv_mpr_bin(&r, &req->cursor);
+            rc = gkv_read_bin(&r, &req->cursor);
             req->has |= GKV_HAS_CURSOR;
             break;
         case GKV_F_LIMIT:
-            rc = gkv_mpr_uint(&r, &req->limit);
+            rc = gkv_read_uint(&r, &req->limit);
             break;
         case GKV_F_VERSION:
-            rc = gkv_mpr_uint(&r, &req->version);
+            rc = gkv_read_uint(&r, &req->version);
             break;
         case GKV_F_ZC:
-            rc = gkv_mpr_uint(&r, &req->zero_copy);
+            rc = gkv_read_uint(&r, &req->zero_copy);
             break;
         case GKV_F_SIZE:
-            rc = gkv_mpr_uint(&r, &req->size);
+            rc = gkv_read_uint(&r, &req->size);
             req->has |= GKV_HAS_SIZE;
             break;
         case GKV_F_LEASE:
-            rc = gkv_mpr_uint(&r, &req->lease);
+            rc = gkv_read_uint(&r, &req->lease);
             req->has |= GKV_HAS_LEASE;
             break;
         case GKV_F_SPARE:
-            rc = gkv_mpr_uint(&r, &req->spare);
+            rc = gkv_read_uint(&r, &req->spare);
             req->has |= GKV_HAS_SPARE;
             break;
         case GKV_F_LEASES:
@@ -176,7 +176,7 @@ int gkv_req_decode(const uint8_t *hdr, size_t len, gkv_request_t *req, const cha
             break;
         default:
             /* Unknown fields are skipped so that newer clients can add optional ones. */
-            rc = gkv_mpr_skip(&r);
+            rc = gkv_read_skip(&r);
             *why = "an unknown field holds malformed msgpack";
             break;
         }
@@ -187,7 +187,7 @@ int gkv_req_decode(const uint8_t *hdr, size_t len, gkv_request_t *req, const cha
         *why = "header has no op field";
         return GKV_EPROTO;
     }
-    if (gkv_mpr_left(&r) != 0) {
+    if (gkv_read_left(&r) != 0) {
         *why = "trailing bytes after the header map";
         return GKV_EPROTO;
     }
@@ -196,14 +196,14 @@ int gkv_req_decode(const uint8_t *hdr, size_t len, gkv_request_t *req, const cha
 }
 
 /* Reads a field that must be an array, keeping its raw bytes. */
-static int raw_array(gkv_mpr_t *r, gkv_slice_t *raw)
+static int raw_array(gkv_reader_t *r, gkv_slice_t *raw)
 {
     const uint8_t *start = r->p;
     uint32_t n;
-    if (gkv_mpr_array(r, &n))
+    if (gkv_read_array(r, &n))
         return GKV_EPROTO;
     r->p = start;
-    if (gkv_mpr_skip(r))
+    if (gkv_read_skip(r))
         return GKV_EPROTO;
     raw->p = start;
     raw->len = (uint32_t)(r->p - start);
@@ -212,60 +212,60 @@ static int raw_array(gkv_mpr_t *r, gkv_slice_t *raw)
 
 int gkv_resp_decode(const uint8_t *hdr, size_t len, gkv_response_t *resp)
 {
-    gkv_mpr_t r;
+    gkv_reader_t r;
     uint32_t n;
     memset(resp, 0, sizeof(*resp));
     resp->device = -1;
-    gkv_mpr_init(&r, hdr, len);
-    if (gkv_mpr_map(&r, &n))
+    gkv_read_init(&r, hdr, len);
+    if (gkv_read_map(&r, &n))
         return GKV_EPROTO;
     for (uint32_t i = 0; i < n; i++) {
         uint64_t f;
         int rc;
-        if (gkv_mpr_uint(&r, &f))
+        if (gkv_read_uint(&r, &f))
             return GKV_EPROTO;
         switch (f) {
-        case GKV_F_ID: rc = gkv_mpr_uint(&r, &resp->id); break;
-        case GKV_F_STATUS: rc = gkv_mpr_int(&r, &resp->status); break;
-        case GKV_F_MESSAGE: rc = gkv_mpr_bin(&r, &resp->message); break;
-        case GKV_F_PAYLOAD: rc = gkv_mpr_uint(&r, &resp->payload_len); break;
-        case GKV_F_SIZE: rc = gkv_mpr_uint(&r, &resp->size); break;
-        case GKV_F_OFFSET: rc = gkv_mpr_uint(&r, &resp->offset); break;
-        case GKV_F_COUNT: rc = gkv_mpr_uint(&r, &resp->count); break;
-        case GKV_F_BYTES: rc = gkv_mpr_uint(&r, &resp->bytes); break;
-        case GKV_F_VERSION: rc = gkv_mpr_uint(&r, &resp->version); break;
-        case GKV_F_MAX_KEY: rc = gkv_mpr_uint(&r, &resp->max_key); break;
-        case GKV_F_MAX_VALUE: rc = gkv_mpr_uint(&r, &resp->max_value); break;
-        case GKV_F_MAX_META: rc = gkv_mpr_uint(&r, &resp->max_meta); break;
-        case GKV_F_DEVICE: rc = gkv_mpr_int(&r, &resp->device); break;
-        case GKV_F_LENGTH: rc = gkv_mpr_uint(&r, &resp->length); break;
-        case GKV_F_LEASE: rc = gkv_mpr_uint(&r, &resp->lease); break;
-        case GKV_F_SPARE: rc = gkv_mpr_uint(&r, &resp->spare); break;
-        case GKV_F_ARENA_OFFSET: rc = gkv_mpr_uint(&r, &resp->arena_offset); break;
-        case GKV_F_ARENA_SIZE: rc = gkv_mpr_uint(&r, &resp->arena_size); break;
-        case GKV_F_EXPORT: rc = gkv_mpr_bin(&r, &resp->export_data); break;
+        case GKV_F_ID: rc = gkv_read_uint(&r, &resp->id); break;
+        case GKV_F_STATUS: rc = gkv_read_int(&r, &resp->status); break;
+        case GKV_F_MESSAGE: rc = gkv_read_bin(&r, &resp->message); break;
+        case GKV_F_PAYLOAD: rc = gkv_read_uint(&r, &resp->payload_len); break;
+        case GKV_F_SIZE: rc = gkv_read_uint(&r, &resp->size); break;
+        case GKV_F_OFFSET: rc = gkv_read_uint(&r, &resp->offset); break;
+        case GKV_F_COUNT: rc = gkv_read_uint(&r, &resp->count); break;
+        case GKV_F_BYTES: rc = gkv_read_uint(&r, &resp->bytes); break;
+        case GKV_F_VERSION: rc = gkv_read_uint(&r, &resp->version); break;
+        case GKV_F_MAX_KEY: rc = gkv_read_uint(&r, &resp->max_key); break;
+        case GKV_F_MAX_VALUE: rc = gkv_read_uint(&r, &resp->max_value); break;
+        case GKV_F_MAX_META: rc = gkv_read_uint(&r, &resp->max_meta); break;
+        case GKV_F_DEVICE: rc = gkv_read_int(&r, &resp->device); break;
+        case GKV_F_LENGTH: rc = gkv_read_uint(&r, &resp->length); break;
+        case GKV_F_LEASE: rc = gkv_read_uint(&r, &resp->lease); break;
+        case GKV_F_SPARE: rc = gkv_read_uint(&r, &resp->spare); break;
+        case GKV_F_ARENA_OFFSET: rc = gkv_read_uint(&r, &resp->arena_offset); break;
+        case GKV_F_ARENA_SIZE: rc = gkv_read_uint(&r, &resp->arena_size); break;
+        case GKV_F_EXPORT: rc = gkv_read_bin(&r, &resp->export_data); break;
         case GKV_F_META:
-            rc = gkv_mpr_bin(&r, &resp->meta);
+            rc = gkv_read_bin(&r, &resp->meta);
             resp->has_meta = true;
             break;
         case GKV_F_CURSOR:
-            rc = gkv_mpr_bin(&r, &resp->cursor);
+            rc = gkv_read_bin(&r, &resp->cursor);
             resp->has_cursor = true;
             break;
-        case GKV_F_SERVER: rc = gkv_mpr_bin(&r, &resp->server); break;
-        case GKV_F_BACKEND: rc = gkv_mpr_bin(&r, &resp->backend); break;
-        case GKV_F_ZC: rc = gkv_mpr_bin(&r, &resp->zc); break;
-        case GKV_F_ZC_WHY: rc = gkv_mpr_bin(&r, &resp->zc_why); break;
+        case GKV_F_SERVER: rc = gkv_read_bin(&r, &resp->server); break;
+        case GKV_F_BACKEND: rc = gkv_read_bin(&r, &resp->backend); break;
+        case GKV_F_ZC: rc = gkv_read_bin(&r, &resp->zc); break;
+        case GKV_F_ZC_WHY: rc = gkv_read_bin(&r, &resp->zc_why); break;
         case GKV_F_ENTRIES: rc = raw_array(&r, &resp->entries); break;
         case GKV_F_DIRS: rc = raw_array(&r, &resp->dirs); break;
         case GKV_F_RESULTS: rc = raw_array(&r, &resp->results); break;
         case GKV_F_GPUS: rc = raw_array(&r, &resp->gpus); break;
-        default: rc = gkv_mpr_skip(&r); break;
+        default: rc = gkv_read_skip(&r); break;
         }
         if (rc)
             return GKV_EPROTO;
     }
-    return gkv_mpr_left(&r) ? GKV_EPROTO : 0;
+    return gkv_read_left(&r) ? GKV_EPROTO : 0;
 }
 
 /* Writer. */

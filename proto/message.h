@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "frame.h"
-#include "mpr.h"
+#include "reader.h"
 
 /* Header field ids (msgpack map keys). Stable: they are the wire format. */
 enum {
@@ -101,18 +101,18 @@ typedef struct {
  * GKV_EPROTO, with *why (static text) saying what was wrong. */
 int gkv_req_decode(const uint8_t *hdr, size_t len, gkv_request_t *req, const char **why);
 
-/* Iterates a validated keys array: start with gkv_mpr_init(it, keys.p, keys.len) and call
- * gkv_mpr_array once, then this n times. */
-int gkv_req_keys_next(gkv_mpr_t *it, gkv_slice_t *key);
+/* Iterates a validated keys array: start with gkv_read_init(it, keys.p, keys.len) and call
+ * gkv_read_array once, then this n times. */
+int gkv_req_keys_next(gkv_reader_t *it, gkv_slice_t *key);
 /* Iterates a validated items array the same way. */
 typedef struct {
     gkv_slice_t key;
     uint64_t offset, length, suffix;
 } gkv_item_t;
-int gkv_req_items_next(gkv_mpr_t *it, gkv_item_t *item);
+int gkv_req_items_next(gkv_reader_t *it, gkv_item_t *item);
 
 /* A decoded response header. Slices borrow from the header buffer. Arrays (entries, dirs,
- * results, gpus) stay raw: iterate them with gkv_mpr_* after gkv_mpr_array. */
+ * results, gpus) stay raw: iterate them with gkv_read_* after gkv_read_array. */
 typedef struct {
     uint64_t id, payload_len, size, offset, count, bytes, version, max_key, max_value, max_meta;
     uint64_t length, lease, arena_offset, arena_size, spare;

@@ -26,7 +26,7 @@ static void batch_finished_any_thread(gkv_copy_t *op, int status)
 
 /* Drops bb's references and, when deliver, hands out its out pieces (status: what the copy
  * reported). bb must still count as busy: deliveries may fill other buffers. */
-static void settle_buf(gkv_batcher_t *b, gkv_batch_buf_t *bb, int status, bool deliver)
+static void finish_buf(gkv_batcher_t *b, gkv_batch_buf_t *bb, int status, bool deliver)
 {
     for (uint32_t i = 0; i < bb->nout; i++) {
         gkv_batch_ref_t *r = &bb->out_refs[i];
@@ -83,7 +83,7 @@ static void on_wake(uv_async_t *a)
             break;
         if (bb->status)
             GKV_ERROR("batch copy failed: %s", gkv_strerror(bb->status));
-        settle_buf(b, bb, bb->status, true);
+        finish_buf(b, bb, bb->status, true);
         bb->busy = false;
         if (b->open < 0)
             b->open = b->next_done;
@@ -147,7 +147,7 @@ void gkv_batcher_fini(gkv_batcher_t *b)
         /* A completion may still be on its way from the backend's thread. */
         while (bb->busy && !atomic_load(&bb->finished))
             nanosleep(&(struct timespec){0, 100000}, NULL);
-        settle_buf(b, bb, GKV_EIO, false); /* no connection is left to deliver to */
+        finish_buf(b, bb, GKV_EIO, false); /* no connection is left to deliver to */
         b->be->ops->staging_free(b->be, bb->buf, BUF_SIZE);
         bb->buf = NULL;
     }

@@ -43,7 +43,7 @@ int gkv_cmd_hello(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
                  "with --host-zero-copy yes to allow it");
     else if (srv->be->ops->share(srv->be, &rep->fd, why, sizeof(why)) != 0)
         rep->fd = -1;
-    gkv_wr_str(w, GKV_F_ZC, rep->fd >= 0 ? srv->be->zc_mechanism : "none");
+    gkv_wr_str(w, GKV_F_ZC, rep->fd >= 0 ? srv->be->share_mechanism : "none");
     gkv_wr_str(w, GKV_F_ZC_WHY, why);
     if (rep->fd >= 0 && srv->be->host_visible)
         gkv_wr_uint(w, GKV_F_ARENA_SIZE, srv->be->capacity);
@@ -100,7 +100,7 @@ int gkv_cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         st->stats.misses, st->stats.sets, st->stats.dels, st->stats.oom_errors, ss->bytes_in,
         ss->bytes_out, srv->batcher.batches, srv->batcher.pieces,
         gkv_index_count(st->ix), st->entries,
-        srv->be->host_visible && !srv->cfg.host_zero_copy ? "off" : srv->be->zc_mechanism,
+        srv->be->host_visible && !srv->cfg.host_zero_copy ? "off" : srv->be->share_mechanism,
         srv->lease_totals.leases, srv->lease_totals.bytes, srv->lease_totals.creates,
         srv->cfg.max_leases, srv->cfg.max_leased_bytes);
     if (n < 0 || (size_t)n >= sizeof(text))

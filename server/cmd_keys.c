@@ -19,11 +19,11 @@ static int each_key(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
         if (req->nkeys > GKV_MAX_BATCH)
             return gkv_reply_fail(rep, GKV_ETOOBIG, "%u keys exceed the batch limit %u", req->nkeys,
                                   GKV_MAX_BATCH);
-        gkv_mpr_t it;
+        gkv_reader_t it;
         uint32_t n;
         for (int pass = 0; pass < 2; pass++) { /* check every key before acting on any */
-            gkv_mpr_init(&it, req->keys.p, req->keys.len);
-            gkv_mpr_array(&it, &n);
+            gkv_read_init(&it, req->keys.p, req->keys.len);
+            gkv_read_array(&it, &n);
             for (uint32_t i = 0; i < n; i++) {
                 gkv_req_keys_next(&it, &k);
                 if (pass == 0) {

@@ -228,17 +228,17 @@ int gkv_cmd_release(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
     gkv_lease_t **found = malloc(sizeof(*found) * n);
     if (!found)
         return GKV_ENOMEM;
-    gkv_mpr_t it;
+    gkv_reader_t it;
     uint64_t id = req->lease;
     if (batch) {
-        gkv_mpr_init(&it, req->leases.p, req->leases.len);
-        gkv_mpr_array(&it, &n);
+        gkv_read_init(&it, req->leases.p, req->leases.len);
+        gkv_read_array(&it, &n);
     }
     /* Check every id before ending any lease, so that a bad batch changes nothing. */
     int rc = 0;
     for (uint32_t i = 0; i < n && !rc; i++) {
         if (batch)
-            gkv_mpr_uint(&it, &id);
+            gkv_read_uint(&it, &id);
         gkv_lease_t *l = gkv_lease_find(rep->leases, id);
         if (!l)
             rc = gkv_reply_fail(rep, GKV_ENOLEASE,

@@ -65,11 +65,11 @@ int gkv_cmd_mget(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     if (req->nitems > GKV_MAX_BATCH)
         return gkv_reply_fail(rep, GKV_ETOOBIG, "MGET of %u items exceeds %u", req->nitems,
                               GKV_MAX_BATCH);
-    gkv_mpr_t it;
+    gkv_reader_t it;
     gkv_item_t item;
     uint32_t n;
-    gkv_mpr_init(&it, req->items.p, req->items.len);
-    gkv_mpr_array(&it, &n);
+    gkv_read_init(&it, req->items.p, req->items.len);
+    gkv_read_array(&it, &n);
     for (uint32_t i = 0; i < n; i++) {
         gkv_req_items_next(&it, &item);
         int rc = gkv_cmd_check_key(srv, item.key, rep);
@@ -83,8 +83,8 @@ int gkv_cmd_mget(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     gkv_reply_ok(w, req->id);
     size_t pos = gkv_wr_array_begin(w, GKV_F_RESULTS);
     uint64_t total = 0;
-    gkv_mpr_init(&it, req->items.p, req->items.len);
-    gkv_mpr_array(&it, &n);
+    gkv_read_init(&it, req->items.p, req->items.len);
+    gkv_read_array(&it, &n);
     for (uint32_t i = 0; i < n; i++) {
         gkv_req_items_next(&it, &item);
         gkv_entry_t *e = gkv_store_get(&srv->store, item.key.p, item.key.len);

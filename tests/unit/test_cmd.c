@@ -136,13 +136,13 @@ START_TEST(list_pages_and_directories)
     ck_assert_int_eq(run(&rep, &q), 0);
     r = last_response();
     ck_assert(!r.has_cursor);
-    gkv_mpr_t it;
+    gkv_reader_t it;
     uint32_t n;
-    gkv_mpr_init(&it, r.entries.p, r.entries.len);
-    gkv_mpr_array(&it, &n);
+    gkv_read_init(&it, r.entries.p, r.entries.len);
+    gkv_read_array(&it, &n);
     ck_assert_uint_eq(n, 1); /* d/c */
-    gkv_mpr_init(&it, r.dirs.p, r.dirs.len);
-    gkv_mpr_array(&it, &n);
+    gkv_read_init(&it, r.dirs.p, r.dirs.len);
+    gkv_read_array(&it, &n);
     ck_assert_uint_eq(n, 1); /* d/e/ */
     memset(&q, 0, sizeof(q));
     q.op = GKV_OP_GETSIZE;

@@ -81,11 +81,11 @@ START_TEST(batch_requests_round_trip)
     const char *why;
     ck_assert_int_eq(gkv_req_decode(h, len, &req, &why), 0);
     ck_assert_uint_eq(req.nitems, 3);
-    gkv_mpr_t it;
+    gkv_reader_t it;
     uint32_t n;
     gkv_item_t item;
-    gkv_mpr_init(&it, req.items.p, req.items.len);
-    ck_assert_int_eq(gkv_mpr_array(&it, &n), 0);
+    gkv_read_init(&it, req.items.p, req.items.len);
+    ck_assert_int_eq(gkv_read_array(&it, &n), 0);
     for (uint32_t i = 0; i < n; i++) {
         ck_assert_int_eq(gkv_req_items_next(&it, &item), 0);
         ck_assert_uint_eq(item.offset, i);
@@ -217,16 +217,16 @@ START_TEST(responses_decode_arrays_raw)
     ck_assert_int_eq(gkv_resp_decode(h, len, &r), 0);
     ck_assert_uint_eq(r.id, 9);
     ck_assert(r.has_cursor);
-    gkv_mpr_t it;
+    gkv_reader_t it;
     uint32_t n, two;
     gkv_slice_t k;
     uint64_t size;
-    gkv_mpr_init(&it, r.entries.p, r.entries.len);
-    ck_assert_int_eq(gkv_mpr_array(&it, &n), 0);
+    gkv_read_init(&it, r.entries.p, r.entries.len);
+    ck_assert_int_eq(gkv_read_array(&it, &n), 0);
     ck_assert_uint_eq(n, 1);
-    ck_assert_int_eq(gkv_mpr_array(&it, &two), 0);
-    ck_assert_int_eq(gkv_mpr_bin(&it, &k), 0);
-    ck_assert_int_eq(gkv_mpr_uint(&it, &size), 0);
+    ck_assert_int_eq(gkv_read_array(&it, &two), 0);
+    ck_assert_int_eq(gkv_read_bin(&it, &k), 0);
+    ck_assert_int_eq(gkv_read_uint(&it, &size), 0);
     ck_assert_uint_eq(size, 42);
     ck_assert_int_eq(gkv_resp_decode(h, len - 1, &r), GKV_EPROTO);
     gkv_wr_fini(&w);

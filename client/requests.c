@@ -1,4 +1,4 @@
-/* commands.c: one libgpukv call per command. Each sends one request and reads its response,
+/* requests.c: one libgpukv call per command. Each sends one request and reads its response,
  * so the connection is always back in sync when a call returns (or it is marked broken). */
 #include <errno.h>
 #include <stdlib.h>
@@ -235,17 +235,17 @@ static int mget(gkv_client_t *c, gkv_mget_item_t *items, size_t n, gkv_alloc_fn 
     if (rc || (rc = gkv__recv(c)))
         return rc;
     /* Parse every result before reading payload: c->hdr stays untouched meanwhile. */
-    gkv_mpr_t it;
+    gkv_reader_t it;
     uint32_t count;
-    gkv_mpr_init(&it, c->resp.results.p, c->resp.results.len);
-    if (gkv_mpr_array(&it, &count) || count != n)
+    gkv_read_init(&it, c->resp.results.p, c->resp.results.len);
+    if (gkv_read_array(&it, &count) || count != n)
         return gkv__break(c, GKV_EPROTO);
     for (size_t i = 0; i < n; i++) {
         uint32_t three;
         int64_t status;
         uint64_t len, size;
-        if (gkv_mpr_array(&it, &three) || three != 3 || gkv_mpr_int(&it, &status) ||
-            gkv_mpr_uint(&it, &len) || gkv_mpr_uint(&it, &size))
+        if (gkv_read_array(&it, &three) || three != 3 || gkv_read_int(&it, &status) ||
+            gkv_read_uint(&it, &len) || gkv_read_uint(&it, &size))
             return gkv__break(c, GKV_EPROTO);
         items[i].status = (int)status;
         items[i].len = len;

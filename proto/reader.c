@@ -1,25 +1,25 @@
-/* mpr.c: bounded msgpack reading (the format: github.com/msgpack/msgpack/blob/master/spec.md). */
-#include "mpr.h"
+/* reader.c: bounded msgpack reading (the format: github.com/msgpack/msgpack/blob/master/spec.md). */
+#include "reader.h"
 
 #include <gpukv/gpukv.h>
 
 #include "frame.h"
 
-void gkv_mpr_init(gkv_mpr_t *r, const void *buf, size_t len)
+void gkv_read_init(gkv_reader_t *r, const void *buf, size_t len)
 {
     r->p = buf;
     r->end = r->p + len;
 }
 
-size_t gkv_mpr_left(const gkv_mpr_t *r)
+size_t gkv_read_left(const gkv_reader_t *r)
 {
     return (size_t)(r->end - r->p);
 }
 
 /* Reads an n-byte big-endian number after the type byte, if the bytes are there. */
-static int be(const gkv_mpr_t *r, size_t at, int n, uint64_t *v)
+static int be(const gkv_reader_t *r, size_t at, int n, uint64_t *v)
 {
-    if (gkv_mpr_left(r) < at + (size_t)n)
+    if (gkv_read_left(r) < at + (size_t)n)
         return GKV_EPROTO;
     uint64_t x = 0;
     for (int i = 0; i < n; i++)
@@ -29,7 +29,7 @@ static int be(const gkv_mpr_t *r, size_t at, int n, uint64_t *v)
 }
 
 /* Container header: count and header size; each element needs at least one byte. */
-static int container(gkv_mpr_t *r, int is_map, uint32_t *n)
+static int container(gkv_reader_t *r, int is_map, uint32_t *n)
 {
     if (r->p >= r->end)
         return GKV_EPROTO;
@@ -53,24 +53,24 @@ static int container(gkv_mpr_t *r, int is_map, uint32_t *n)
     } else {
         return GKV_EPROTO;
     }
-    if (count * (is_map ? 2 : 1) > gkv_mpr_left(r) - hdr)
+    if (count * (is_map ? 2 : 1) > gkv_read_left(r) - hdr)
         return GKV_EPROTO;
     r->p += hdr;
     *n = (uint32_t)count;
     return 0;
 }
 
-int gkv_mpr_map(gkv_mpr_t *r, uint32_t *n)
+int gkv_read_map(gkv_reader_t *r, uint32_t *n)
 {
     return container(r, 1, n);
 }
 
-int gkv_mpr_array(gkv_mpr_t *r, uint32_t *n)
+int gkv_read_array(gkv_reader_t *r, uint32_t *n)
 {
     return container(r, 0, n);
 }
 
-int gkv_mpr_int(gkv_mpr_t *r, int64_t *v)
+int gkv_read_int(gkv_reader_t *r, int64_t *v)
 {
     if (r->p >= r->end)
         return GKV_EPROTO;
@@ -108,7 +108,7 @@ int gkv_mpr_int(gkv_mpr_t *r, int64_t *v)
     return 0;
 }
 
-int gkv_mpr_uint(gkv_mpr_t *r, uint64_t *v)
+int gkv_read_uint(gkv_reader_t *r, uint64_t *v)
 {
     if (r->p < r->end && r->p[0] == 0xcf) {
         uint64_t x;
@@ -120,7 +120,7 @@ int gkv_mpr_uint(gkv_mpr_t *r, uint64_t *v)
     }
     const uint8_t *save = r->p;
     int64_t s;
-    if (gkv_mpr_int(r, &s))
+    if (gkv_read_int(r, &s))
         return GKV_EPROTO;
     if (s < 0) {
         r->p = save;
@@ -130,7 +130,7 @@ int gkv_mpr_uint(gkv_mpr_t *r, uint64_t *v)
     return 0;
 }
 
-int gkv_mpr_bin(gkv_mpr_t *r, gkv_slice_t *s)
+int gkv_read_bin(gkv_reader_t *r, gkv_slice_t *s)
 {
     if (r->p >= r->end)
         return GKV_EPROTO;
@@ -155,7 +155,7 @@ int gkv_mpr_bin(gkv_mpr_t *r, gkv_slice_t *s)
     } else {
         return GKV_EPROTO;
     }
-    if (len > gkv_mpr_left(r) - hdr)
+    if (len > gkv_read_left(r) - hdr)
         return GKV_EPROTO;
     s->p = r->p + hdr;
     s->len = (uint32_t)len;
@@ -163,7 +163,7 @@ int gkv_mpr_bin(gkv_mpr_t *r, gkv_slice_t *s)
     return 0;
 }
 
-int gkv_mpr_nil(gkv_mpr_t *r)
+int gkv_read_nil(gkv_reader_t *r)
 {
     if (r->p >= r->end || r->p[0] != 0xc0)
         return GKV_EPROTO;
@@ -171,7 +171,7 @@ int gkv_mpr_nil(gkv_mpr_t *r)
     return 0;
 }
 
-static int skip(gkv_mpr_t *r, int depth)
+static int skip(gkv_reader_t *r, int depth)
 {
     if (depth > GKV_MAX_DEPTH || r->p >= r->end)
         return GKV_EPROTO;
@@ -180,17 +180,17 @@ static int skip(gkv_mpr_t *r, int depth)
     int64_t i;
     uint32_t n;
     if (t <= 0x7f || t >= 0xe0 || (t >= 0xcc && t <= 0xd3))
-        return t == 0xcf ? gkv_mpr_uint(r, &(uint64_t){0}) : gkv_mpr_int(r, &i);
+        return t == 0xcf ? gkv_read_uint(r, &(uint64_t){0}) : gkv_read_int(r, &i);
     if (t == 0xc0 || t == 0xc2 || t == 0xc3) {
         r->p++;
         return 0;
     }
     if ((t & 0xe0) == 0xa0 || t == 0xc4 || t == 0xc5 || t == 0xc6 || t == 0xd9 || t == 0xda ||
         t == 0xdb)
-        return gkv_mpr_bin(r, &s);
+        return gkv_read_bin(r, &s);
     if (t == 0xca || t == 0xcb) { /* float32/64 */
         size_t n2 = t == 0xca ? 5 : 9;
-        if (gkv_mpr_left(r) < n2)
+        if (gkv_read_left(r) < n2)
             return GKV_EPROTO;
         r->p += n2;
         return 0;
@@ -208,7 +208,7 @@ static int skip(gkv_mpr_t *r, int depth)
     return 0;
 }
 
-int gkv_mpr_skip(gkv_mpr_t *r)
+int gkv_read_skip(gkv_reader_t *r)
 {
     const uint8_t *save = r->p;
     int rc = skip(r, 0);
