@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# interleave.sh: before/after of two built trees on the same machine, rounds interleaved
+# (A B A B ...) so that drift of the machine lands on both: S1 (64 B, 50 connections, P=1, unix)
+# and S3 (one client, one request at a time, 4 KiB to 16 MiB), the compare.sh workloads whose
+# single runs swing most. Prints one CSV line per round and row, then medians per tree.
+#   bench/interleave.sh BUILD_A BUILD_B [ROUNDS] [BACKEND]
+# The builds are CMake trees with gpukvd and gpukv-bench (e.g. those compare.sh leaves).
+set -uo pipefail
+a=$1 b=$2 rounds=${3:-3} backend=${4:-cuda}
+dir=$(mktemp -d /tmp/gkv-interleave-XXXXXX)
+pid=
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"; }
+trap cleanup EXIT
+csv=$dir/all.csv
+: >"$csv"
+
+one_tree() { # label build
+    local label=$1 build=$2
+    "$build/server/gpukvd" --socket "$dir/s.sock" --backend "$backend" --maxmemory 8G \
+        --log-level warn 2>>"$dir/gpukvd.log" &
+    pid=$!
+    for _ in $(seq 400); do "$build/client/gpukv" -s "$dir/s.sock" ping >/dev/null 2>&1 && break; sleep 0.025; done
+    local B=$build/bench/gpukv-bench url=unix:$dir/s.sock out
+    for op in SET GET; do
+        r=1:0; [ $op = GET ] && r=0:1
+        out=$("$B" --csv --target gpukv --url "$url" --clients 50 --threads 2 --pipeline 1 --size 64 \
+            --keys 100000 --ratio $r --seconds 3 2>/dev/null | head -1)
+        echo "$label,S1 $op 64 B ops/s,$(echo "$out" | cut -d, -f1)" | tee -a "$csv"
+    done
+    for size in 4096 65536 1048576 16777216; do
+        reqs=$((2000000000 / size)); [ $reqs -gt 20000 ] && reqs=20000
+        for op in SET GET; do
+            r=1:0 pf=--no-prefill; [ $op = GET ] && { r=0:1; pf=; }
+            out=$("$B" --csv --target gpukv --url "$url" --clients 1 --threads 1 --size $size --keys 1 \
+                --ratio $r --requests $reqs --warmup 0 $pf 2>/dev/null | head -1)
+            echo "$label,S3 $op $size B median us,$(echo "$out" | cut -d, -f2)" | tee -a "$csv"
+        done
+    done
+    kill -TERM $pid; wait $pid 2>/dev/null; pid=
+}
+
+for i in $(seq "$rounds"); do
+    one_tree A "$a"
+    one_tree B "$b"
+done
+echo "medians (A = $a, B = $b):"
+python3 - "$csv" <<'EOF'
+import csv, statistics, sys
+rows = {}
+for label, name, v in csv.reader(open(sys.argv[1])):
+    rows.setdefault(name, {}).setdefault(label, []).append(float(v or 0))
+for name, d in rows.items():
+    ma, mb = statistics.median(d.get("A", [0])), statistics.median(d.get("B", [0]))
+    print(f"{name}: A {ma:.1f}  B {mb:.1f}  B/A {mb / ma if ma else float('nan'):.3f}")
+EOF
