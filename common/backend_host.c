@@ -195,7 +195,7 @@ int gkv_backend_host_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, 
     h->map = MAP_FAILED;
     int rc = GKV_ESYS;
     /* The memfd is sparse: pages exist only once a value is written into them. */
-    h->fd = memfd_create("gpukv-arena", MFD_CLOEXEC);
+    h->fd = memfd_create("gpukv-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (h->fd < 0) {
         snprintf(why, cap, "memfd_create failed: %s", strerror(errno));
         goto fail;
@@ -203,6 +203,12 @@ int gkv_backend_host_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, 
     if (ftruncate(h->fd, (off_t)limit) != 0) {
         snprintf(why, cap, "sizing the arena to %llu bytes failed: %s",
                  (unsigned long long)limit, strerror(errno));
+        goto fail;
+    }
+    /* Zero-copy clients get this descriptor: sealed, none can resize it (a shrunk memfd would
+     * kill the daemon with SIGBUS on its next copy), nor add seals of their own. */
+    if (fcntl(h->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        snprintf(why, cap, "sealing the arena's memfd failed: %s", strerror(errno));
         goto fail;
     }
     h->map = mmap(NULL, limit, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, h->fd, 0);

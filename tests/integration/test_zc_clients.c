@@ -150,12 +150,48 @@ START_TEST(descriptors_sent_by_clients_are_not_kept)
 }
 END_TEST
 
+/* Issue 12, failure 1: a zero-copy client that shrinks the arena's memfd it was passed must not
+ * crash the daemon (SIGBUS on its next copy): the memfd is sealed against resizing. */
+START_TEST(a_client_cannot_resize_the_shared_arena)
+{
+    gkv_client_t *c = conn(d.url);
+    static char big[1 << 20];
+    memset(big, 'b', sizeof(big));
+    ck_assert_int_eq(gkv_set(c, KEY("resize/big"), big, sizeof(big), NULL), 0);
+    int fd = raw_zc_connect(), arena = -1;
+    gkv_wr_t w;
+    gkv_wr_init(&w);
+    gkv_wr_begin(&w);
+    gkv_wr_uint(&w, GKV_F_OP, GKV_OP_HELLO);
+    gkv_wr_uint(&w, GKV_F_ID, 1);
+    gkv_wr_uint(&w, GKV_F_ZC, 1);
+    gkv_wr_end(&w);
+    ck_assert_int_eq(write(fd, w.sb.data, w.sb.size), (ssize_t)w.sb.size);
+    gkv_wr_fini(&w);
+    uint8_t resp[4096];
+    ck_assert_int_gt(gkv_fd_recv(fd, resp, sizeof(resp), &arena), 0);
+    ck_assert_int_ge(arena, 0);
+    ck_assert_int_ne(ftruncate(arena, 0), 0);
+    ck_assert_int_ne(ftruncate(arena, (off_t)1 << 40), 0);
+    close(arena);
+    close(fd);
+    static char back[1 << 20];
+    gkv_value_info_t vi;
+    ck_assert_int_eq(gkv_get(c, KEY("resize/big"), NULL, back, sizeof(back), &vi), 0);
+    ck_assert_int_eq(memcmp(back, big, sizeof(big)), 0);
+    ck_assert_int_eq(gkv_set(c, KEY("resize/small"), "s", 1, NULL), 0);
+    ck_assert_int_eq(gkv_ping(c), 0);
+    gkv_client_close(c);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
         killed_client_gives_back_leases_and_creates,
         hundred_clients_killed_at_once,
         descriptors_sent_by_clients_are_not_kept,
+        a_client_cannot_resize_the_shared_arena,
     };
     return zc_run_suite("zc_clients", tests, sizeof(tests) / sizeof(tests[0]));
 }
