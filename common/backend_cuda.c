@@ -261,6 +261,17 @@ static int cuda_copy_shared(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src
     return 0;
 }
 
+/* On the GPU, in stream order: the loop only queues it (H100: about 0.4 ms per GiB). */
+static int cuda_zero_shared(gkv_backend_t *b, gkv_devptr_t p, uint64_t size)
+{
+    cuda_backend_t *c = (cuda_backend_t *)b;
+    cudaError_t e = cudaMemsetAsync((void *)(uintptr_t)p.v, 0, size, c->shared);
+    if (e != cudaSuccess)
+        return cuda_fail("cudaMemsetAsync (clearing a new value)", e);
+    c->shared_work++;
+    return 0;
+}
+
 typedef struct {
     cuda_backend_t *c;
     gkv_copy_t *op;
@@ -392,6 +403,7 @@ static const gkv_backend_ops_t cuda_ops = {
     .batch_wait = cuda_batch_wait,
     .exportable = cuda_exportable,
     .copy_shared = cuda_copy_shared,
+    .zero_shared = cuda_zero_shared,
     .fence_shared = cuda_fence_shared,
     .staging_alloc = cuda_staging_alloc,
     .staging_free = cuda_staging_free,

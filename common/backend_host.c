@@ -100,6 +100,24 @@ static int host_copy_shared(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src
     return 0;
 }
 
+/* Whole pages inside the value are given back to the kernel (they read as zeros and are faulted
+ * in fresh when written: no page-sized memset on the loop); the partial pages at either end, which
+ * other values may share, are cleared by hand. */
+static int host_zero_shared(gkv_backend_t *b, gkv_devptr_t p, uint64_t size)
+{
+    host_backend_t *h = (host_backend_t *)b;
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t lo = (p.v + page - 1) / page * page, hi = (p.v + size) / page * page;
+    if (hi > lo && fallocate(h->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)lo,
+                             (off_t)(hi - lo)) == 0) {
+        memset(h->map + p.v, 0, lo - p.v);
+        memset(h->map + hi, 0, p.v + size - hi);
+    } else {
+        memset(h->map + p.v, 0, size);
+    }
+    return 0;
+}
+
 /* Everything is done by the time a call returns; still reported through done, so that the
  * daemon takes the path it takes on the cuda backend. */
 static int host_fence_shared(gkv_backend_t *b, int after_batches, gkv_copy_t *op)
@@ -165,6 +183,7 @@ static const gkv_backend_ops_t host_ops = {
     .batch_wait = host_batch_wait,
     .exportable = host_exportable,
     .copy_shared = host_copy_shared,
+    .zero_shared = host_zero_shared,
     .fence_shared = host_fence_shared,
     .staging_alloc = host_staging_alloc,
     .staging_free = host_staging_free,

@@ -112,6 +112,12 @@ int gkv_cmd_create(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep
               (double)(uv_hrtime() - t0) / 1e3);
     if (rc)
         return rc;
+    /* The memory may have held another key's value: it is cleared before the reply goes out
+     * (stream-ordered on the GPU, waited for by the reply's fence). */
+    if ((rc = gkv_store_clear(&srv->store, e))) {
+        gkv_store_unref(&srv->store, e);
+        return rc;
+    }
     gkv_wr_t *w = rep->wr;
     gkv_lease_t *l;
     gkv_reply_ok(w, req->id);

@@ -184,6 +184,11 @@ int gkv_store_export(gkv_store_t *st, const gkv_entry_t *e, uint8_t *buf, size_t
     return rc;
 }
 
+int gkv_store_clear(gkv_store_t *st, gkv_entry_t *e)
+{
+    return e->size ? st->be->ops->zero_shared(st->be, e->mem, e->size) : 0;
+}
+
 bool gkv_store_exportable(const gkv_store_t *st, const gkv_entry_t *e)
 {
     return !e->size || st->be->ops->exportable(st->be, e->mem);

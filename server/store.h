@@ -80,6 +80,9 @@ int gkv_store_del(gkv_store_t *st, const void *key, size_t klen);
 void gkv_store_flush(gkv_store_t *st);
 
 /* Zero-copy. */
+/* Queues clearing e's memory on the shared lane (fence_shared says when it is done): a CREATE's
+ * new value never shows what the memory held before. Returns 0 or GKV_EIO. */
+int gkv_store_clear(gkv_store_t *st, gkv_entry_t *e);
 /* What another process needs to import e's value, copied into buf (cap bytes, the caller's):
  * the backend's export data, *len = 0 when there is none (the host backend, where the arena
  * offset is enough, or a value of 0 bytes). The backend remembers export data per allocation,

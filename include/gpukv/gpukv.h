@@ -286,10 +286,11 @@ GKV_EXPORT int gkv_map_many(gkv_client_t *c, gkv_map_item_t *items, size_t n);
 GKV_EXPORT int gkv_unmap(gkv_client_t *c, gkv_mapping_t *m);
 /* Ends n (1..4096) read mappings with one RELEASE (never cached); frees them all. */
 GKV_EXPORT int gkv_unmap_batch(gkv_client_t *c, gkv_mapping_t **m, size_t n);
-/* Reserves an uninitialised value of size bytes, writable in place through (*out)->ptr and
- * invisible to readers until gkv_seal. opts: NX/XX (checked at seal, and at CREATE when one is
- * sent) and metadata. When the cache holds the key's spare of this size (see gkv_seal), the
- * value goes into it without a request. */
+/* Reserves a value of size bytes, writable in place through (*out)->ptr and invisible to
+ * readers until gkv_seal. opts: NX/XX (checked at seal, and at CREATE when one is sent) and
+ * metadata. A new value reads as zeros (never another value's bytes). When the cache holds the
+ * key's spare of this size (see gkv_seal), the value goes into it without a request; it then
+ * holds the key's older value, which this process had mapped. */
 GKV_EXPORT int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
                           const gkv_set_opts_t *opts, gkv_mapping_t **out);
 /* Publishes a created value atomically, replacing any older one, and frees m. The caller must

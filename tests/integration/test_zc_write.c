@@ -265,6 +265,34 @@ START_TEST(rewrites_go_into_the_spare_in_one_round_trip)
 }
 END_TEST
 
+/* Issue 12, failure 7: memory a CREATE hands out never shows an earlier value of another key
+ * (here a deleted secret of the same size, whose memory the arena hands out again). Sizes from
+ * under a page to several pages, so that both the zeroed edges and whole pages are covered. */
+START_TEST(create_never_shows_a_deleted_value)
+{
+    gkv_client_t *c = conn(d.url);
+    static const size_t sizes[] = {100, 4096, 3 * 4096 + 200};
+    static char secret[3 * 4096 + 200];
+    memset(secret, 'S', sizeof(secret));
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        size_t n = sizes[i];
+        ck_assert_int_eq(gkv_set(c, KEY("secret"), secret, n, NULL), 0);
+        const void *k[] = {"secret"};
+        size_t kl[] = {6};
+        ck_assert_int_eq(gkv_del(c, k, kl, 1), 1);
+        gkv_mapping_t *m;
+        ck_assert_int_eq(gkv_create(c, KEY("fresh"), n, NULL, &m), 0);
+        const unsigned char *p = m->ptr;
+        size_t nonzero = 0;
+        for (size_t j = 0; j < n; j++)
+            nonzero += p[j] != 0;
+        ck_assert_msg(nonzero == 0, "%zu of %zu bytes of a fresh CREATE are not zero", nonzero, n);
+        ck_assert_int_eq(gkv_abort(c, m), 0);
+    }
+    gkv_client_close(c);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
@@ -272,6 +300,7 @@ int main(void)
         seal_makes_the_replaced_value_a_writable_spare,
         leased_bytes_stay_exact_when_a_seal_moves_the_value,
         rewrites_go_into_the_spare_in_one_round_trip,
+        create_never_shows_a_deleted_value,
     };
     return zc_run_suite("zc_write", tests, sizeof(tests) / sizeof(tests[0]));
 }
