@@ -113,8 +113,9 @@ static bool take_stage(gkv_conn_t *c)
     return false;
 }
 
-/* Starts the copy whose completion gkv_conn_copy_finished handles; on failure closes c. */
-static void start_copy(gkv_conn_t *c, int rc)
+/* After starting a backend copy (copy_busy set before the call: its completion may be queued
+ * before the call returns): rc is what the start returned; on failure closes c. */
+static void copy_started(gkv_conn_t *c, int rc)
 {
     if (rc) {
         c->copy_busy = false;
@@ -150,8 +151,8 @@ void gkv_conn_send_step(gkv_conn_t *c)
     uint64_t left = s->len - c->seg_pos;
     c->chunk = left < GKV_STAGING_CHUNK ? (size_t)left : GKV_STAGING_CHUNK;
     c->copy_busy = true;
-    start_copy(c, srv->be->ops->copy_out(srv->be, c->stage, s->entry->mem, s->off + c->seg_pos,
-                                         c->chunk, c->lane, &c->copy));
+    copy_started(c, srv->be->ops->copy_out(srv->be, c->stage, s->entry->mem,
+                                           s->off + c->seg_pos, c->chunk, c->lane, &c->copy));
 }
 
 /* Small replies: the reply buffer keeps room for the bytes, which the next copy batch brings.
@@ -282,8 +283,8 @@ bool gkv_conn_recv_step(gkv_conn_t *c)
     }
     if (c->stage_fill == GKV_STAGING_CHUNK || (!pending && c->stage_fill)) {
         c->copy_busy = true;
-        start_copy(c, srv->be->ops->copy_in(srv->be, e->mem, c->recv_got, c->stage,
-                                            c->stage_fill, c->lane, &c->copy));
+        copy_started(c, srv->be->ops->copy_in(srv->be, e->mem, c->recv_got, c->stage,
+                                              c->stage_fill, c->lane, &c->copy));
         return false;
     }
     if (!pending) {

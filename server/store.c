@@ -107,6 +107,21 @@ const uint8_t *gkv_entry_meta(const gkv_entry_t *e, uint32_t *len)
     return *len ? e->x->meta : NULL;
 }
 
+/* Links e under its key with the index's reference, dropping the index's reference on the entry
+ * it replaces. Returns 0 or GKV_ENOMEM (nothing changed). */
+static int link_entry(gkv_store_t *st, gkv_entry_t *e)
+{
+    void *old;
+    gkv_store_ref(e);
+    if (gkv_index_link(st->ix, e, &old)) {
+        e->refs--;
+        return GKV_ENOMEM;
+    }
+    if (old)
+        gkv_store_unref(st, old);
+    return 0;
+}
+
 int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags, gkv_entry_t **holder)
 {
     size_t klen;
@@ -138,14 +153,8 @@ int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags, gkv_entry
         st->stats.sets++;
         return 0;
     }
-    void *old;
-    gkv_store_ref(e);
-    if (gkv_index_link(st->ix, e, &old)) {
-        e->refs--;
+    if (link_entry(st, e))
         return GKV_ENOMEM;
-    }
-    if (old)
-        gkv_store_unref(st, old);
     st->stats.sets++;
     return 0;
 }
@@ -220,12 +229,5 @@ void gkv_store_unshare_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *copy)
         return;
     /* Linked as it is, never moved into e in place (publish's shortcut): the caller's lease
      * holds copy's memory, which another process has been told about. */
-    void *old;
-    gkv_store_ref(copy);
-    if (gkv_index_link(st->ix, copy, &old)) {
-        copy->refs--; /* out of memory: the key keeps e and the next MAP copies again */
-        return;
-    }
-    if (old)
-        gkv_store_unref(st, old);
+    (void)link_entry(st, copy); /* out of memory: the key keeps e; the next MAP copies again */
 }

@@ -47,8 +47,9 @@ void gkv_store_fini(gkv_store_t *st);
 
 /* Makes an unpublished entry for key (copied) of size bytes (accounted at once) with a copy of
  * meta (borrowed), allocated on copy lane `lane` (GKV_LANE_SHARED for memory handed to another
- * process, usable once the backend's fence_shared has reported). *out holds one reference, the caller's. Returns 0, GKV_EOOM (over the limit or
- * the backend is full: nothing stored is touched) or GKV_ENOMEM. */
+ * process, usable once the backend's fence_shared has reported). *out holds one reference,
+ * the caller's. Returns 0, GKV_EOOM (over the limit or the backend is full: nothing stored is
+ * touched) or GKV_ENOMEM. */
 int gkv_store_entry_new(gkv_store_t *st, const void *key, size_t klen, uint64_t size,
                         const void *meta, uint32_t meta_len, int lane, gkv_entry_t **out);
 /* Gives e a copy of meta (borrowed; none when meta_len is 0) in place of its metadata: SEAL's
