@@ -1,17 +1,208 @@
-/* config.c: flags, config file and defaults for gpukvd. */
+/* config.c: flags, config file and defaults for gpukvd. Every setting is one row of a table
+ * (name, parser, field, reloadable, help) from which flags, the config file, --help and SIGHUP
+ * reloads all work. */
 #include "config.h"
 
 #include <getopt.h>
 #include <ini.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "duration.h"
 #include "error.h"
 #include "log.h"
 #include "size.h"
 #include "version.h"
 
+typedef struct setting setting_t;
+struct setting {
+    const char *name;
+    /* Parses text into the field at cfg + off; 0 or -1 (the caller says what was expected). */
+    int (*parse)(const setting_t *s, gkv_config_t *cfg, const char *text);
+    size_t off, len;   /* the field */
+    uint64_t min, max; /* numbers */
+    bool reload;       /* SIGHUP applies a new value */
+    const char *arg;   /* the flag's argument in --help, and what an error says was expected */
+    const char *help;
+};
+
+#define FIELD(f) offsetof(gkv_config_t, f), sizeof(((gkv_config_t *)0)->f)
+
+static void *field(const setting_t *s, gkv_config_t *cfg)
+{
+    return (char *)cfg + s->off;
+}
+
+static int parse_uint(const setting_t *s, gkv_config_t *cfg, const char *v)
+{
+    char *end;
+    if (!*v || *v == '-')
+        return -1;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (*end || n < s->min || n > s->max)
+        return -1;
+    if (s->len == sizeof(int))
+        *(int *)field(s, cfg) = (int)n;
+    else
+        *(uint64_t *)field(s, cfg) = n;
+    return 0;
+}
+
+static int parse_size(const setting_t *s, gkv_config_t *cfg, const char *v)
+{
+    uint64_t n;
+    if (gkv_size_parse(v, &n) || n < s->min || n > s->max)
+        return -1;
+    *(uint64_t *)field(s, cfg) = n;
+    return 0;
+}
+
+static int parse_ms(const setting_t *s, gkv_config_t *cfg, const char *v)
+{
+    uint64_t ms;
+    if (gkv_duration_parse(v, &ms) || ms < s->min || ms > s->max)
+        return -1;
+    *(uint64_t *)field(s, cfg) = ms;
+    return 0;
+}
+
+static int parse_bool(const setting_t *s, gkv_config_t *cfg, const char *v)
+{
+    if (strcmp(v, "yes") != 0 && strcmp(v, "no") != 0)
+        return -1;
+    *(bool *)field(s, cfg) = v[0] == 'y';
+    return 0;
+}
+
+/* A path: 1..max bytes (0 allowed when min is 0: "none"). */
+static int parse_path(const setting_t *s, gkv_config_t *cfg, const char *v)
+{
+    size_t n = strlen(v);
+    if (n < s->min || n > s->max || n >= s->len)
+        return -1;
+    memcpy(field(s, cfg), v, n + 1);
+    return 0;
+}
+
+static int parse_listen(const setting_t *s, gkv_config_t *cfg, const char *v)
+{
+    if (strlen(v) >= s->len || (*v && !strrchr(v, ':')))
+        return -1;
+    memcpy(field(s, cfg), v, strlen(v) + 1);
+    return 0;
+}
+
+static int parse_backend(const setting_t *s, gkv_config_t *cfg, const char *v)
+{
+    (void)s;
+    if (strcmp(v, "auto") == 0)
+        cfg->backend = GKV_BACKEND_AUTO;
+    else if (strcmp(v, "cuda") == 0)
+        cfg->backend = GKV_BACKEND_CUDA;
+    else if (strcmp(v, "host") == 0)
+        cfg->backend = GKV_BACKEND_HOST;
+    else
+        return -1;
+    return 0;
+}
+
+static int parse_level(const setting_t *s, gkv_config_t *cfg, const char *v)
+{
+    (void)s;
+    int level = gkv_log_parse_level(v);
+    if (level < 0)
+        return -1;
+    cfg->log_level = level;
+    return 0;
+}
+
+/* A comma-separated list of up to GKV_ALLOW_MAX ids; "" for none. The count follows the array
+ * in gkv_config_t's order (allow_uids, allow_gids, n_allow_uids, n_allow_gids). */
+static int parse_ids(const setting_t *s, gkv_config_t *cfg, const char *v)
+{
+    uint32_t ids[GKV_ALLOW_MAX], n = 0;
+    while (*v) {
+        char *end;
+        if (*v < '0' || *v > '9' || n == GKV_ALLOW_MAX)
+            return -1;
+        unsigned long long id = strtoull(v, &end, 10);
+        if (id > UINT32_MAX - 1 || (*end && *end != ','))
+            return -1;
+        ids[n++] = (uint32_t)id;
+        v = *end ? end + 1 : end;
+    }
+    bool uids = s->off == offsetof(gkv_config_t, allow_uids);
+    memcpy(uids ? cfg->allow_uids : cfg->allow_gids, ids, n * sizeof(ids[0]));
+    *(uids ? &cfg->n_allow_uids : &cfg->n_allow_gids) = n;
+    return 0;
+}
+
+#define SZ_MAX UINT64_MAX
+static const setting_t settings[] = {
+    {"socket", parse_path, FIELD(socket_path), 1, 107, false, "PATH",
+     "Unix socket (default: /run/gpukv/gpukv.sock for root, else\n"
+     "$XDG_RUNTIME_DIR/gpukv/gpukv.sock, else /tmp/gpukv-$UID/gpukv.sock)"},
+    {"listen", parse_listen, FIELD(listen), 0, 0, false, "HOST:PORT",
+     "also listen on TCP (port 0 picks a free port); off by default. A non-loopback\n"
+     "address needs --auth-token-file (or --insecure-listen yes)"},
+    {"backend", parse_backend, FIELD(backend), 0, 0, false, "auto|cuda|host",
+     "where values live (auto: cuda when a GPU is usable)"},
+    {"device", parse_uint, FIELD(device), 0, 1023, false, "N", "CUDA device ordinal (default 0)"},
+    {"maxmemory", parse_size, FIELD(maxmemory), 1, SZ_MAX, false, "SIZE",
+     "value memory limit, e.g. 8G (default: 90% of free GPU memory or RAM)"},
+    {"max-value-size", parse_size, FIELD(max_value), 1, SZ_MAX, false, "SIZE",
+     "largest value (default: maxmemory)"},
+    {"max-key-size", parse_size, FIELD(max_key), 1, 65535, false, "N",
+     "longest key in bytes (default 1024, at most 65535)"},
+    {"maxmemory-keys", parse_size, FIELD(maxmemory_keys), 1, SZ_MAX, true, "SIZE",
+     "host memory for keys, metadata and the index (default: a quarter of RAM)"},
+    {"maxclients", parse_uint, FIELD(maxclients), 1, 1000000, true, "N",
+     "most simultaneous clients (default 10000)"},
+    {"log-level", parse_level, FIELD(log_level), 0, 0, true, "error|warn|info|debug",
+     "what is logged (default info)"},
+    {"log-file", parse_path, FIELD(log_file), 0, PATH_MAX - 1, false, "PATH",
+     "append the log to PATH, reopened on SIGHUP (default: stderr)"},
+    {"max-leases", parse_uint, FIELD(max_leases), 1, 1000000, true, "N",
+     "zero-copy leases per connection (default 4096)"},
+    {"max-leased-bytes", parse_size, FIELD(max_leased_bytes), 1, SZ_MAX, true, "SIZE",
+     "bytes under lease per connection (default: maxmemory)"},
+    {"host-zero-copy", parse_bool, FIELD(host_zero_copy), 0, 0, false, "yes|no",
+     "host backend: let local clients map the whole arena (no)"},
+    {"busy-poll", parse_uint, FIELD(busy_poll_us), 0, 1000000, true, "USEC",
+     "after input, poll without sleeping for USEC microseconds: lower\n"
+     "latency for a CPU core kept busy meanwhile (default 0: off)"},
+    {"frame-timeout", parse_ms, FIELD(frame_timeout_ms), 0, 86400000, true, "TIME",
+     "a request's header must arrive within TIME of its first byte, and a\n"
+     "payload may not stall longer (default 30s; 0: off)"},
+    {"idle-timeout", parse_ms, FIELD(idle_timeout_ms), 0, 86400000 * 30ull, true, "TIME",
+     "close connections idle this long that hold no lease (default 0: off)"},
+    {"write-timeout", parse_ms, FIELD(write_timeout_ms), 0, 86400000, true, "TIME",
+     "close a connection whose client takes none of its output for TIME\n"
+     "(default 60s; 0: off)"},
+    {"output-buffer-limit", parse_size, FIELD(output_limit), 65536, 1ull << 30, true, "SIZE",
+     "stop reading a client's requests while this much output waits for it (4M)"},
+    {"shutdown-grace", parse_ms, FIELD(shutdown_grace_ms), 0, 3600000, true, "TIME",
+     "SIGTERM: requests in flight get this long, then connections are closed (5s)"},
+    {"auth-token-file", parse_path, FIELD(auth_token_file), 0, PATH_MAX - 1, true, "PATH",
+     "clients must present the token in this file (reread on SIGHUP)"},
+    {"allow-uid", parse_ids, FIELD(allow_uids), 0, 0, true, "UID,...",
+     "Unix socket: only these users (and --allow-gid groups) may connect"},
+    {"allow-gid", parse_ids, FIELD(allow_gids), 0, 0, true, "GID,...",
+     "Unix socket: only members of these primary groups (and --allow-uid users)"},
+    {"insecure-listen", parse_bool, FIELD(insecure_listen), 0, 0, false, "yes|no",
+     "allow --listen on a non-loopback address without a token (no)"},
+};
+#define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
+
+static const setting_t *find(const char *name)
+{
+    for (size_t i = 0; i < NSETTINGS; i++)
+        if (strcmp(settings[i].name, name) == 0)
+            return &settings[i];
+    return NULL;
+}
 
 void gkv_config_defaults(gkv_config_t *cfg)
 {
@@ -23,107 +214,52 @@ void gkv_config_defaults(gkv_config_t *cfg)
     cfg->maxclients = 10000;
     cfg->max_leases = 4096;
     cfg->log_level = GKV_LOG_INFO;
-}
-
-static int parse_uint(const char *v, uint64_t min, uint64_t max, uint64_t *out)
-{
-    char *end;
-    if (!*v || *v == '-')
-        return GKV_EINVAL;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (*end || n < min || n > max)
-        return GKV_EINVAL;
-    *out = n;
-    return 0;
+    cfg->frame_timeout_ms = 30000;
+    cfg->write_timeout_ms = 60000;
+    cfg->output_limit = 4u << 20;
+    cfg->shutdown_grace_ms = 5000;
 }
 
 int gkv_config_set(gkv_config_t *cfg, const char *key, const char *value, char *err, size_t cap)
 {
-    uint64_t n;
-    if (strcmp(key, "socket") == 0) {
-        if (!*value || strlen(value) >= 108) {
-            snprintf(err, cap, "socket: path must be 1..107 bytes (a Unix socket limit)");
-            return GKV_EINVAL;
-        }
-        snprintf(cfg->socket_path, sizeof(cfg->socket_path), "%s", value);
-    } else if (strcmp(key, "listen") == 0) {
-        if (strlen(value) >= sizeof(cfg->listen) || (*value && !strrchr(value, ':'))) {
-            snprintf(err, cap, "listen: expected HOST:PORT, got '%s'", value);
-            return GKV_EINVAL;
-        }
-        snprintf(cfg->listen, sizeof(cfg->listen), "%s", value);
-    } else if (strcmp(key, "backend") == 0) {
-        if (strcmp(value, "auto") == 0)
-            cfg->backend = GKV_BACKEND_AUTO;
-        else if (strcmp(value, "cuda") == 0)
-            cfg->backend = GKV_BACKEND_CUDA;
-        else if (strcmp(value, "host") == 0)
-            cfg->backend = GKV_BACKEND_HOST;
-        else {
-            snprintf(err, cap, "backend: expected auto, cuda or host, got '%s'", value);
-            return GKV_EINVAL;
-        }
-    } else if (strcmp(key, "device") == 0) {
-        if (parse_uint(value, 0, 1023, &n)) {
-            snprintf(err, cap, "device: expected a GPU ordinal, got '%s'", value);
-            return GKV_EINVAL;
-        }
-        cfg->device = (int)n;
-    } else if (strcmp(key, "maxmemory") == 0 || strcmp(key, "max-value-size") == 0) {
-        if (gkv_size_parse(value, &n) || n == 0) {
-            snprintf(err, cap, "%s: expected a size like 512M or 4G, got '%s'", key, value);
-            return GKV_EINVAL;
-        }
-        if (strcmp(key, "maxmemory") == 0)
-            cfg->maxmemory = n;
-        else
-            cfg->max_value = n;
-    } else if (strcmp(key, "max-key-size") == 0) {
-        if (gkv_size_parse(value, &n) || n == 0 || n > 65535) {
-            snprintf(err, cap, "max-key-size: expected 1..65535 bytes, got '%s'", value);
-            return GKV_EINVAL;
-        }
-        cfg->max_key = n;
-    } else if (strcmp(key, "maxclients") == 0) {
-        if (parse_uint(value, 1, 1000000, &n)) {
-            snprintf(err, cap, "maxclients: expected 1..1000000, got '%s'", value);
-            return GKV_EINVAL;
-        }
-        cfg->maxclients = n;
-    } else if (strcmp(key, "log-level") == 0) {
-        int level = gkv_log_parse_level(value);
-        if (level < 0) {
-            snprintf(err, cap, "log-level: expected error, warn, info or debug, got '%s'", value);
-            return GKV_EINVAL;
-        }
-        cfg->log_level = level;
-    } else if (strcmp(key, "max-leases") == 0) {
-        if (parse_uint(value, 1, 1000000, &cfg->max_leases)) {
-            snprintf(err, cap, "max-leases: expected 1..1000000, got '%s'", value);
-            return GKV_EINVAL;
-        }
-    } else if (strcmp(key, "max-leased-bytes") == 0) {
-        if (gkv_size_parse(value, &n) || n == 0) {
-            snprintf(err, cap, "max-leased-bytes: expected a size like 8G, got '%s'", value);
-            return GKV_EINVAL;
-        }
-        cfg->max_leased_bytes = n;
-    } else if (strcmp(key, "host-zero-copy") == 0) {
-        if (strcmp(value, "yes") != 0 && strcmp(value, "no") != 0) {
-            snprintf(err, cap, "host-zero-copy: expected yes or no, got '%s'", value);
-            return GKV_EINVAL;
-        }
-        cfg->host_zero_copy = value[0] == 'y';
-    } else if (strcmp(key, "busy-poll") == 0) {
-        if (parse_uint(value, 0, 1000000, &cfg->busy_poll_us)) {
-            snprintf(err, cap, "busy-poll: expected 0..1000000 microseconds, got '%s'", value);
-            return GKV_EINVAL;
-        }
-    } else {
+    const setting_t *s = find(key);
+    if (!s) {
         snprintf(err, cap, "unknown setting '%s'", key);
         return GKV_EINVAL;
     }
+    if (s->parse(s, cfg, value)) {
+        snprintf(err, cap, "%s: expected %s, got '%s'", key, s->arg, value);
+        return GKV_EINVAL;
+    }
     return 0;
+}
+
+bool gkv_config_reloadable(const char *key)
+{
+    const setting_t *s = find(key);
+    return s && s->reload;
+}
+
+int gkv_config_apply_reloadable(gkv_config_t *live, const gkv_config_t *next)
+{
+    int changed = 0;
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const setting_t *s = &settings[i];
+        const char *a = (const char *)live + s->off, *b = (const char *)next + s->off;
+        size_t len = s->len;
+        if (s->parse == parse_ids) /* the counts, which follow both arrays */
+            len = offsetof(gkv_config_t, n_allow_gids) + sizeof(live->n_allow_gids) - s->off;
+        if (memcmp(a, b, len) == 0)
+            continue;
+        if (!s->reload) {
+            GKV_WARN("config: %s changed; it takes effect after a restart", s->name);
+            continue;
+        }
+        memcpy((char *)live + s->off, b, len);
+        GKV_INFO("config: %s reloaded", s->name);
+        changed++;
+    }
+    return changed;
 }
 
 typedef struct {
@@ -164,39 +300,44 @@ int gkv_config_load(gkv_config_t *cfg, const char *path, char *err, size_t cap)
     return 0;
 }
 
-static const char usage[] =
-    "usage: gpukvd [options]\n"
-    "  --socket PATH         Unix socket (default: /run/gpukv/gpukv.sock for root, else\n"
-    "                        $XDG_RUNTIME_DIR/gpukv/gpukv.sock, else /tmp/gpukv-$UID/gpukv.sock)\n"
-    "  --listen HOST:PORT    also listen on TCP (port 0 picks a free port); off by default\n"
-    "  --backend auto|cuda|host   where values live (auto: cuda when a GPU is usable)\n"
-    "  --device N            CUDA device ordinal (default 0)\n"
-    "  --maxmemory SIZE      value memory limit, e.g. 8G (default: 90% of free GPU memory or RAM)\n"
-    "  --max-value-size SIZE largest value (default: maxmemory)\n"
-    "  --max-key-size N      longest key in bytes (default 1024, at most 65535)\n"
-    "  --maxclients N        most simultaneous clients (default 10000)\n"
-    "  --log-level LEVEL     error, warn, info or debug (default info)\n"
-    "  --max-leases N        zero-copy leases per connection (default 4096)\n"
-    "  --max-leased-bytes SIZE  bytes under lease per connection (default: maxmemory)\n"
-    "  --host-zero-copy yes|no  host backend: let local clients map the whole arena (no)\n"
-    "  --busy-poll USEC      after input, poll without sleeping for USEC microseconds: lower\n"
-    "                        latency for a CPU core kept busy meanwhile (default 0: off)\n"
-    "  --config FILE         read the same keys (\"maxmemory = 8G\") from FILE; flags win\n"
-    "  --version, --help\n";
+/* --help, from the table: each setting's flag and argument, then its help indented. */
+static void print_usage(FILE *f)
+{
+    fputs("usage: gpukvd [options]\n", f);
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const setting_t *s = &settings[i];
+        char flag[64];
+        snprintf(flag, sizeof(flag), "--%s %s", s->name, s->arg);
+        fprintf(f, "  %-24s", flag);
+        if (strlen(flag) >= 24)
+            fprintf(f, "\n  %-24s", "");
+        for (const char *p = s->help; *p; p++) {
+            fputc(*p, f);
+            if (*p == '\n')
+                fprintf(f, "  %-24s", "");
+        }
+        fputc('\n', f);
+    }
+    fputs("  --config FILE           read the same keys (\"maxmemory = 8G\") from FILE; flags win\n"
+          "  --version, --help\n"
+          "SIGHUP reopens --log-file and applies new values (from the config file) of:\n ",
+          f);
+    int n = 0;
+    for (size_t i = 0; i < NSETTINGS; i++)
+        if (settings[i].reload)
+            fprintf(f, "%s %s", n++ && n % 7 == 1 ? "\n " : "", settings[i].name);
+    fputc('\n', f);
+}
 
 int gkv_config_parse_args(gkv_config_t *cfg, int argc, char **argv, char *err, size_t cap)
 {
-    static const struct option opts[] = {
-        {"socket", required_argument, 0, 0},     {"listen", required_argument, 0, 0},
-        {"backend", required_argument, 0, 0},    {"device", required_argument, 0, 0},
-        {"maxmemory", required_argument, 0, 0},  {"max-value-size", required_argument, 0, 0},
-        {"max-key-size", required_argument, 0, 0}, {"maxclients", required_argument, 0, 0},
-        {"log-level", required_argument, 0, 0},
-        {"max-leases", required_argument, 0, 0}, {"max-leased-bytes", required_argument, 0, 0},
-        {"host-zero-copy", required_argument, 0, 0}, {"busy-poll", required_argument, 0, 0},
-        {"config", required_argument, 0, 'c'},   {"help", no_argument, 0, 'h'},
-        {"version", no_argument, 0, 'v'},        {0, 0, 0, 0},
-    };
+    struct option opts[NSETTINGS + 4];
+    for (size_t i = 0; i < NSETTINGS; i++)
+        opts[i] = (struct option){settings[i].name, required_argument, 0, 0};
+    opts[NSETTINGS] = (struct option){"config", required_argument, 0, 'c'};
+    opts[NSETTINGS + 1] = (struct option){"help", no_argument, 0, 'h'};
+    opts[NSETTINGS + 2] = (struct option){"version", no_argument, 0, 'v'};
+    opts[NSETTINGS + 3] = (struct option){0, 0, 0, 0};
     /* The config file first, so that flags override it whatever their order. */
     for (int i = 1; i < argc; i++) {
         const char *file = NULL;
@@ -222,7 +363,7 @@ int gkv_config_parse_args(gkv_config_t *cfg, int argc, char **argv, char *err, s
         case 'c':
             break;
         case 'h':
-            fputs(usage, stdout);
+            print_usage(stdout);
             return 1;
         case 'v':
             printf("gpukvd %s (protocol 1)\n", GKV_VERSION_STRING);

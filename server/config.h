@@ -9,28 +9,48 @@
 
 #include "backend.h"
 
+#define GKV_ALLOW_MAX 16 /* uids (and gids) one --allow-uid (--allow-gid) may list */
+
 typedef struct {
     char socket_path[PATH_MAX]; /* Unix socket; always listened on */
     char listen[256];           /* "HOST:PORT" for TCP, "" for none */
     gkv_backend_kind_t backend;
     int device;
-    uint64_t maxmemory;     /* 0: 90% of the GPU's free memory (or RAM) at start */
-    uint64_t max_value;     /* 0: maxmemory */
-    uint64_t max_key;       /* 1..65535 */
+    uint64_t maxmemory; /* 0: 90% of the GPU's free memory (or RAM) at start */
+    uint64_t max_value; /* 0: maxmemory */
+    uint64_t max_key;   /* 1..65535 */
     uint64_t maxclients;
     int log_level;
     uint64_t max_leases;       /* per connection */
     uint64_t max_leased_bytes; /* per connection; 0: maxmemory */
     bool host_zero_copy;       /* let local clients map the whole host arena */
     uint64_t busy_poll_us;     /* keep polling this long after the last input; 0: sleep at once */
+    /* Bounds on what one client can hold (service.md). Times in ms, 0: off. */
+    uint64_t frame_timeout_ms;  /* a started frame must be complete, a payload keep moving */
+    uint64_t idle_timeout_ms;   /* a connection with nothing in flight and no lease */
+    uint64_t write_timeout_ms;  /* queued output that the client does not take */
+    uint64_t output_limit;      /* queued output above which requests are no longer read */
+    uint64_t shutdown_grace_ms; /* SIGTERM: how long requests in flight may take */
+    uint64_t maxmemory_keys;    /* host bytes for keys, metadata and the index; 0: RAM / 4 */
+    /* Access. */
+    char auth_token_file[PATH_MAX]; /* "" for none */
+    bool insecure_listen;           /* allow a non-loopback --listen without a token */
+    uint32_t allow_uids[GKV_ALLOW_MAX], allow_gids[GKV_ALLOW_MAX];
+    uint32_t n_allow_uids, n_allow_gids;
+    char log_file[PATH_MAX]; /* "" for stderr; reopened on SIGHUP */
 } gkv_config_t;
 
 /* Fills cfg with the defaults; the socket path follows the user (see gkv_default_socket). */
 void gkv_config_defaults(gkv_config_t *cfg);
-/* Sets one key ("socket", "listen", "backend", "device", "maxmemory", "max-value-size",
- * "max-key-size", "maxclients", "log-level") from its text. Returns 0 or GKV_EINVAL with a
- * sentence in err (cap bytes). */
+/* Sets one key (a flag's name without the dashes, see --help) from its text. Returns 0 or
+ * GKV_EINVAL with a sentence in err (cap bytes). */
 int gkv_config_set(gkv_config_t *cfg, const char *key, const char *value, char *err, size_t cap);
+/* True when a new value of key takes effect on SIGHUP; false for the keys that need a restart
+ * and for unknown keys. */
+bool gkv_config_reloadable(const char *key);
+/* SIGHUP: copies the reloadable settings of next (both borrowed) into live and logs each other
+ * setting whose value differs ("takes effect after a restart"). Returns how many changed. */
+int gkv_config_apply_reloadable(gkv_config_t *live, const gkv_config_t *next);
 /* Loads a file of "key = value" lines (# or ; comments, an optional [gpukvd] section). */
 int gkv_config_load(gkv_config_t *cfg, const char *path, char *err, size_t cap);
 /* Applies argv: --config FILE first, then every other flag over it. Returns 0, 1 when --help or

@@ -76,6 +76,55 @@ START_TEST(bad_flags_are_errors_with_a_reason)
 }
 END_TEST
 
+START_TEST(service_bounds_and_access)
+{
+    gkv_config_t cfg;
+    char err[256];
+    ck_assert_int_eq(parse(&cfg, err, 1), 0);
+    ck_assert_uint_eq(cfg.frame_timeout_ms, 30000);
+    ck_assert_uint_eq(cfg.write_timeout_ms, 60000);
+    ck_assert_uint_eq(cfg.idle_timeout_ms, 0);
+    ck_assert_uint_eq(cfg.shutdown_grace_ms, 5000);
+    ck_assert_int_eq(parse(&cfg, err, 7, "--frame-timeout=250ms", "--idle-timeout", "2m",
+                           "--allow-uid", "0,1000", "--allow-gid="),
+                     0);
+    ck_assert_uint_eq(cfg.frame_timeout_ms, 250);
+    ck_assert_uint_eq(cfg.idle_timeout_ms, 120000);
+    ck_assert_uint_eq(cfg.n_allow_uids, 2);
+    ck_assert_uint_eq(cfg.allow_uids[1], 1000);
+    ck_assert_uint_eq(cfg.n_allow_gids, 0);
+    ck_assert_int_eq(parse(&cfg, err, 3, "--frame-timeout", "1.5s"), GKV_EINVAL);
+    ck_assert(strstr(err, "frame-timeout") != NULL);
+    ck_assert_int_eq(parse(&cfg, err, 3, "--allow-uid", "0,,1"), GKV_EINVAL);
+    ck_assert_int_eq(parse(&cfg, err, 3, "--allow-uid", "root"), GKV_EINVAL);
+    ck_assert_int_eq(
+        parse(&cfg, err, 3, "--allow-uid", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17"),
+        GKV_EINVAL);
+    ck_assert_int_eq(parse(&cfg, err, 3, "--insecure-listen", "maybe"), GKV_EINVAL);
+}
+END_TEST
+
+START_TEST(sighup_applies_only_reloadable_settings)
+{
+    gkv_config_t live, next;
+    char err[256];
+    ck_assert_int_eq(parse(&live, err, 5, "--maxclients", "5", "--backend", "host"), 0);
+    ck_assert_int_eq(parse(&next, err, 9, "--maxclients", "7", "--backend", "cuda", "--allow-uid",
+                           "42", "--idle-timeout", "9s"),
+                     0);
+    ck_assert(gkv_config_reloadable("maxclients"));
+    ck_assert(!gkv_config_reloadable("backend"));
+    ck_assert(!gkv_config_reloadable("no-such-key"));
+    ck_assert_int_eq(gkv_config_apply_reloadable(&live, &next), 3);
+    ck_assert_uint_eq(live.maxclients, 7);
+    ck_assert_uint_eq(live.idle_timeout_ms, 9000);
+    ck_assert_uint_eq(live.n_allow_uids, 1);
+    ck_assert_uint_eq(live.allow_uids[0], 42);
+    ck_assert_int_eq(live.backend, GKV_BACKEND_HOST); /* needs a restart */
+    ck_assert_int_eq(gkv_config_apply_reloadable(&live, &next), 0);
+}
+END_TEST
+
 START_TEST(config_file_then_flags)
 {
     char path[] = "/tmp/gkv-conf-XXXXXX";
@@ -108,6 +157,8 @@ Suite *make_suite(void)
     tcase_add_test(t, defaults);
     tcase_add_test(t, flags);
     tcase_add_test(t, bad_flags_are_errors_with_a_reason);
+    tcase_add_test(t, service_bounds_and_access);
+    tcase_add_test(t, sighup_applies_only_reloadable_settings);
     suite_add_tcase(s, t);
     t = tcase_create("file");
     tcase_add_test(t, config_file_then_flags);

@@ -1,8 +1,9 @@
-/* test_size.c: sizes written by people, and SipHash's reference vector. */
+/* test_size.c: sizes and durations written by people, and SipHash's reference vector. */
 #include <gpukv/gpukv.h>
 #include <string.h>
 
 #include "check_main.h"
+#include "duration.h"
 #include "hash.h"
 #include "size.h"
 
@@ -10,13 +11,21 @@ static const struct {
     const char *text;
     uint64_t value;
 } good[] = {
-    {"0", 0},           {"17", 17},           {"1K", 1024},          {"1k", 1024},
-    {"4M", 4u << 20},   {"4MB", 4u << 20},    {"4MiB", 4u << 20},    {"2G", 2ull << 30},
-    {"3T", 3ull << 40}, {"100B", 100},        {"18446744073709551615", UINT64_MAX},
+    {"0", 0},
+    {"17", 17},
+    {"1K", 1024},
+    {"1k", 1024},
+    {"4M", 4u << 20},
+    {"4MB", 4u << 20},
+    {"4MiB", 4u << 20},
+    {"2G", 2ull << 30},
+    {"3T", 3ull << 40},
+    {"100B", 100},
+    {"18446744073709551615", UINT64_MAX},
 };
 
-static const char *const bad[] = {"",   "-1",  "1.5G", " 1G", "1G ", "G",
-                                  "1X", "1GG", "1Bx",  "99999999999999999999",
+static const char *const bad[] = {"",          "-1", "1.5G", " 1G", "1G ",
+                                  "G",         "1X", "1GG",  "1Bx", "99999999999999999999",
                                   "16777216T", "1 G"};
 
 START_TEST(parses_good_sizes)
@@ -45,6 +54,40 @@ START_TEST(formats_sizes)
 }
 END_TEST
 
+static const struct {
+    const char *text;
+    uint64_t ms;
+} good_durations[] = {
+    {"0", 0}, {"30", 30000}, {"30s", 30000}, {"250ms", 250}, {"2m", 120000}, {"1h", 3600000},
+};
+
+static const char *const bad_durations[] = {"",
+                                            "-1",
+                                            "1.5s",
+                                            " 1s",
+                                            "1s ",
+                                            "s",
+                                            "1x",
+                                            "1sec",
+                                            "99999999999999999999",
+                                            "18446744073709551615h"};
+
+START_TEST(parses_good_durations)
+{
+    uint64_t v = 99;
+    ck_assert_int_eq(gkv_duration_parse(good_durations[_i].text, &v), 0);
+    ck_assert_uint_eq(v, good_durations[_i].ms);
+}
+END_TEST
+
+START_TEST(refuses_bad_durations)
+{
+    uint64_t v = 99;
+    ck_assert_int_eq(gkv_duration_parse(bad_durations[_i], &v), GKV_EINVAL);
+    ck_assert_uint_eq(v, 99);
+}
+END_TEST
+
 START_TEST(siphash_reference_vectors)
 {
     /* From the SipHash paper's appendix: key 00..0f, messages 00..(n-1). */
@@ -65,6 +108,10 @@ Suite *make_suite(void)
     tcase_add_loop_test(t, parses_good_sizes, 0, sizeof(good) / sizeof(good[0]));
     tcase_add_loop_test(t, refuses_bad_sizes, 0, sizeof(bad) / sizeof(bad[0]));
     tcase_add_test(t, formats_sizes);
+    tcase_add_loop_test(t, parses_good_durations, 0,
+                        sizeof(good_durations) / sizeof(good_durations[0]));
+    tcase_add_loop_test(t, refuses_bad_durations, 0,
+                        sizeof(bad_durations) / sizeof(bad_durations[0]));
     suite_add_tcase(s, t);
     t = tcase_create("hash");
     tcase_add_test(t, siphash_reference_vectors);

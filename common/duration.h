@@ -1,0 +1,12 @@
+/* duration.h: spans of time written by people ("30s", "500ms", "2m") to milliseconds. */
+#ifndef GKV_COMMON_DURATION_H
+#define GKV_COMMON_DURATION_H
+
+#include <stdint.h>
+
+/* Parses a decimal integer with an optional unit: ms, s, m or h (none: seconds). s is
+ * borrowed. Returns 0 and *ms, or GKV_EINVAL for anything else: signs, spaces, fractions,
+ * overflow, unknown units, empty strings. */
+int gkv_duration_parse(const char *s, uint64_t *ms);
+
+#endif
