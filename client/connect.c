@@ -14,19 +14,48 @@
 #include "commands.h"
 #include "error.h"
 #include "hostport.h"
+#include "token.h"
 
 static void copy_slice(char *dst, size_t cap, gkv_slice_t s)
 {
     snprintf(dst, cap, "%.*s", (int)s.len, (const char *)s.p);
 }
 
+/* The token HELLO carries: $GPUKV_TOKEN, else the file $GPUKV_TOKEN_FILE names, else none
+ * (*len = 0). Returns 0 or GKV_EINVAL with c->errmsg saying why. */
+static int find_token(gkv_client_t *c, char *buf, size_t *len)
+{
+    const char *t = getenv("GPUKV_TOKEN"), *file = getenv("GPUKV_TOKEN_FILE");
+    *len = 0;
+    if (t && *t) {
+        *len = strlen(t);
+        if (*len > GKV_TOKEN_MAX) {
+            snprintf(c->errmsg, sizeof(c->errmsg), "GPUKV_TOKEN is longer than %d bytes",
+                     GKV_TOKEN_MAX);
+            return GKV_EINVAL;
+        }
+        memcpy(buf, t, *len);
+    } else if (file && *file && gkv_token_load(file, buf, len, c->errmsg, sizeof(c->errmsg)) != 0) {
+        return GKV_EINVAL;
+    }
+    return 0;
+}
+
 static int hello(gkv_client_t *c)
 {
+    char token[GKV_TOKEN_MAX + 1];
+    size_t tlen;
+    int rc = find_token(c, token, &tlen);
+    if (rc)
+        return rc;
     gkv__begin(c, GKV_OP_HELLO);
     gkv_wr_uint(&c->wr, GKV_F_VERSION, GKV_PROTOCOL_VERSION);
     if (c->local)
         gkv_wr_uint(&c->wr, GKV_F_ZC, 1);
-    int rc = gkv__send(c, NULL, 0);
+    if (tlen)
+        gkv_wr_bin(&c->wr, GKV_F_TOKEN, token, tlen);
+    explicit_bzero(token, sizeof(token));
+    rc = gkv__send(c, NULL, 0);
     if (rc == GKV_ECLOSED && c->fd >= 0) {
         /* A server refusing the connection (max clients) writes its reason and closes,
          * possibly before our HELLO arrives: read the reason if it is there. */

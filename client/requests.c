@@ -336,15 +336,39 @@ int gkv_getsize(gkv_client_t *c, const void *key, size_t klen, uint64_t *size)
 int gkv_getsize_prefix(gkv_client_t *c, const void *prefix, size_t plen, uint64_t *bytes,
                        uint64_t *count)
 {
-    gkv__cache_flush(c);
-    gkv__begin(c, GKV_OP_GETSIZE);
-    gkv_wr_bin(&c->wr, GKV_F_PREFIX, plen ? prefix : "", plen);
+    /* The server counts a bounded number of keys per request and hands back a cursor: the sums
+     * are those of consecutive walks, not of one instant (like LIST's pages). */
+    uint64_t b = 0, n = 0;
+    uint8_t *cursor = NULL;
+    size_t cursor_len = 0;
     int rc;
-    if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
+    gkv__cache_flush(c);
+    for (;;) {
+        gkv__begin(c, GKV_OP_GETSIZE);
+        gkv_wr_bin(&c->wr, GKV_F_PREFIX, plen ? prefix : "", plen);
+        if (cursor_len)
+            gkv_wr_bin(&c->wr, GKV_F_CURSOR, cursor, cursor_len);
+        if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
+            break;
+        b += c->resp.bytes;
+        n += c->resp.count;
+        if (!c->resp.has_cursor || c->resp.cursor.len == 0)
+            break;
+        uint8_t *next = realloc(cursor, c->resp.cursor.len);
+        if (!next) {
+            rc = GKV_ENOMEM;
+            break;
+        }
+        cursor = next;
+        cursor_len = c->resp.cursor.len;
+        memcpy(cursor, c->resp.cursor.p, cursor_len);
+    }
+    free(cursor);
+    if (rc)
         return rc;
-    *bytes = c->resp.bytes;
+    *bytes = b;
     if (count)
-        *count = c->resp.count;
+        *count = n;
     return 0;
 }
 

@@ -6,12 +6,13 @@
 #include <stdint.h>
 
 #define GKV_PROTOCOL_VERSION 1
-#define GKV_FRAME_PREFIX 4            /* big-endian header length */
-#define GKV_MAX_HEADER (1u << 20)     /* largest msgpack header, request or response */
-#define GKV_MAX_META 4096u            /* largest metadata blob */
-#define GKV_MAX_BATCH 4096u           /* most keys in DEL/EXISTS, items in MGET */
-#define GKV_MAX_LIST 10000u           /* most entries in one LIST page */
-#define GKV_MAX_DEPTH 8               /* deepest msgpack nesting accepted */
+#define GKV_FRAME_PREFIX 4        /* big-endian header length */
+#define GKV_MAX_HEADER (1u << 20) /* largest msgpack header, request or response */
+#define GKV_MAX_META 4096u        /* largest metadata blob */
+#define GKV_MAX_BATCH 4096u       /* most keys in DEL/EXISTS, items in MGET */
+#define GKV_MAX_LIST 10000u       /* most entries in one LIST page */
+#define GKV_SIZE_WALK 2048u       /* most keys one GETSIZE of a prefix counts */
+#define GKV_MAX_DEPTH 8           /* deepest msgpack nesting accepted */
 
 /* Reads the 4-byte length prefix at p (borrowed, 4 bytes). */
 uint32_t gkv_frame_get_len(const uint8_t *p);

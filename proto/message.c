@@ -170,6 +170,9 @@ int gkv_req_decode(const uint8_t *hdr, size_t len, gkv_request_t *req, const cha
             rc = gkv_read_uint(&r, &req->spare);
             req->has |= GKV_HAS_SPARE;
             break;
+        case GKV_F_TOKEN:
+            rc = gkv_read_bin(&r, &req->token);
+            break;
         case GKV_F_LEASES:
             rc = read_leases(&r, &req->leases, &req->nleases, why);
             req->has |= GKV_HAS_LEASES;

@@ -54,6 +54,7 @@ enum {
     GKV_F_ARENA_OFFSET = 44,
     GKV_F_ARENA_SIZE = 45,
     GKV_F_SPARE = 46,
+    GKV_F_TOKEN = 47,
 };
 
 /* SEAL's flags field (SET and CREATE use 1 and 2: NX, XX): keep the lease, as a MAP lease on
@@ -86,7 +87,8 @@ typedef struct {
     uint64_t size;      /* CREATE: the new value's size */
     uint64_t lease;     /* SEAL, ABORT, RELEASE of one lease */
     uint64_t spare;     /* SEAL: a MAP lease to be told about (is it a spare now?) */
-    uint32_t has; /* GKV_HAS_* */
+    gkv_slice_t token;  /* HELLO: the authentication token (--auth-token-file) */
+    uint32_t has;       /* GKV_HAS_* */
     gkv_slice_t key, meta, prefix, cursor, delim;
     gkv_slice_t keys;  /* raw msgpack array of bin: iterate with gkv_req_keys_next */
     uint32_t nkeys;

@@ -35,6 +35,10 @@ int gkv_dispatch(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     rep->cmd = cmd;
     if (!cmd)
         rc = gkv_reply_fail(rep, GKV_EUNKNOWNCMD, "unknown command %" PRIu64, req->op);
+    else if (!rep->authed && req->op != GKV_OP_HELLO && req->op != GKV_OP_PING)
+        rc = gkv_reply_fail(rep, GKV_EAUTH,
+                            "authentication required: send HELLO with the token first "
+                            "(GPUKV_TOKEN or GPUKV_TOKEN_FILE)");
     else if (req->payload_len && !(cmd->flags & GKV_CMD_PAYLOAD))
         rc = gkv_reply_fail(rep, GKV_EINVAL, "%s takes no payload", cmd->name);
     else if ((cmd->flags & GKV_CMD_LOCAL) && !rep->zero_copy)

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "token.h"
 #include "version.h"
 
 int gkv_cmd_hello(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
@@ -15,6 +16,15 @@ int gkv_cmd_hello(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         return gkv_reply_fail(rep, GKV_EVERSION,
                               "protocol version %" PRIu64 " not supported (server: %d)",
                               req->version, GKV_PROTOCOL_VERSION);
+    if (srv->token_len) {
+        if (!gkv_token_equal(req->token.p, req->token.len, srv->token, srv->token_len)) {
+            rep->auth_failed = true;
+            srv->stats.auth_failures++;
+            return gkv_reply_fail(rep, GKV_EAUTH,
+                                  req->token.len ? "wrong token" : "this server needs a token");
+        }
+        rep->auth_ok = true;
+    }
     gkv_wr_t *w = rep->wr;
     gkv_reply_ok(w, req->id);
     gkv_wr_uint(w, GKV_F_VERSION, GKV_PROTOCOL_VERSION);
@@ -105,6 +115,20 @@ int gkv_cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         srv->cfg.max_leases, srv->cfg.max_leased_bytes);
     if (n < 0 || (size_t)n >= sizeof(text))
         return GKV_ENOMEM;
+    int m = snprintf(
+        text + n, sizeof(text) - (size_t)n,
+        "# Limits\r\nframe_timeouts:%" PRIu64 "\r\nidle_timeouts:%" PRIu64
+        "\r\nwrite_timeouts:%" PRIu64 "\r\nframe_timeout_ms:%" PRIu64 "\r\nidle_timeout_ms:%" PRIu64
+        "\r\nwrite_timeout_ms:%" PRIu64 "\r\noutput_buffer_limit:%" PRIu64 "\r\nkey_memory:%" PRIu64
+        "\r\nmaxmemory_keys:%" PRIu64 "\r\nstaging_yields:%" PRIu64 "\r\nauth_failures:%" PRIu64
+        "\r\nrejected_peers:%" PRIu64 "\r\nauth_required:%s\r\n",
+        ss->frame_timeouts, ss->idle_timeouts, ss->write_timeouts, srv->cfg.frame_timeout_ms,
+        srv->cfg.idle_timeout_ms, srv->cfg.write_timeout_ms, srv->cfg.output_limit,
+        gkv_store_host_memory(st), st->host_limit, ss->staging_yields, ss->auth_failures,
+        ss->rejected_peers, srv->token_len ? "yes" : "no");
+    if (m < 0 || (size_t)m >= sizeof(text) - (size_t)n)
+        return GKV_ENOMEM;
+    n += m;
     gkv_wr_t *w = rep->wr;
     gkv_reply_ok(w, req->id);
     gkv_wr_uint(w, GKV_F_PAYLOAD, (uint64_t)n);

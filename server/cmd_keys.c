@@ -75,6 +75,13 @@ static bool has_prefix(const uint8_t *k, size_t klen, gkv_slice_t prefix)
     return klen >= prefix.len && memcmp(k, prefix.p, prefix.len) == 0;
 }
 
+static bool has_prefix_node(const gkv_inode_t *n, gkv_slice_t prefix)
+{
+    size_t kl;
+    const uint8_t *k = gkv_inode_key(n, &kl);
+    return has_prefix(k, kl, prefix);
+}
+
 /* The smallest key greater than every key starting with s (s has len bytes, buf holds len):
  * drop trailing 0xff bytes and add one to the last byte. Returns the new length, 0 if none. */
 static size_t prefix_successor(const uint8_t *s, size_t len, uint8_t *buf)
@@ -191,18 +198,42 @@ int gkv_cmd_getsize(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
     }
     if (!(req->has & GKV_HAS_PREFIX))
         return gkv_reply_fail(rep, GKV_EINVAL, "GETSIZE needs a key or a prefix");
+    if (req->prefix.len > srv->cfg.max_key || req->cursor.len > srv->cfg.max_key)
+        return gkv_reply_fail(rep, GKV_ETOOBIG, "prefix or cursor longer than max-key-size");
     uint64_t bytes = 0, count = 0;
-    for (const gkv_inode_t *n = gkv_index_seek(srv->store.ix, req->prefix.p, req->prefix.len); n;
-         n = gkv_index_next(n)) {
+    const gkv_inode_t *n = NULL, *last = NULL;
+    if (req->prefix.len == 0 && req->cursor.len == 0) {
+        /* Every key: the store keeps the sums. */
+        bytes = srv->store.linked_bytes;
+        count = gkv_index_count(srv->store.ix);
+    } else if (req->cursor.len) {
+        n = gkv_index_seek(srv->store.ix, req->cursor.p, req->cursor.len);
         size_t kl;
-        const uint8_t *k = gkv_inode_key(n, &kl);
-        if (!has_prefix(k, kl, req->prefix))
+        const uint8_t *k = n ? gkv_inode_key(n, &kl) : NULL;
+        if (k && kl == req->cursor.len && memcmp(k, req->cursor.p, kl) == 0)
+            n = gkv_index_next(n);
+    } else {
+        n = gkv_index_seek(srv->store.ix, req->prefix.p, req->prefix.len);
+    }
+    /* At most GKV_SIZE_WALK keys per request, so that one request never holds the loop for
+     * long; the cursor (the last key counted) lets the client go on. */
+    bool more = false;
+    for (uint32_t walked = 0; n && has_prefix_node(n, req->prefix); n = gkv_index_next(n)) {
+        if (walked++ == GKV_SIZE_WALK) {
+            more = true;
             break;
+        }
         bytes += ((gkv_entry_t *)gkv_inode_val(srv->store.ix, n))->size;
         count++;
+        last = n;
     }
     gkv_reply_ok(w, req->id);
     gkv_wr_uint(w, GKV_F_BYTES, bytes);
     gkv_wr_uint(w, GKV_F_COUNT, count);
+    if (more) {
+        size_t kl;
+        const uint8_t *k = gkv_inode_key(last, &kl);
+        gkv_wr_bin(w, GKV_F_CURSOR, k, kl);
+    }
     return gkv_wr_end(w);
 }

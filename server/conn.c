@@ -4,8 +4,10 @@
 #include "conn.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -13,9 +15,9 @@
 #include "log.h"
 
 #define IN_INITIAL (64u << 10)
-#define OUT_HIGH (4u << 20) /* stop reading requests while this much output is queued */
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void refuse_pending(gkv_conn_t *c);
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
 static void on_closed(uv_handle_t *h)
@@ -30,6 +32,7 @@ static void on_closed(uv_handle_t *h)
         gkv_store_unref(&srv->store, c->segs[i].entry);
     if (c->segs && c->segs != &c->one)
         free(c->segs);
+    free(c->tail);
     free(c->in);
     gkv_wr_fini(&c->out);
     /* c left the staging queue when it began to close, so the buffer can only wake others. */
@@ -42,7 +45,8 @@ static void on_shutdown(uv_shutdown_t *req, int status)
 {
     (void)status;
     gkv_conn_t *c = req->data;
-    uv_close(&c->h.handle, on_closed);
+    if (!uv_is_closing(&c->h.handle)) /* an abort may have closed it meanwhile */
+        uv_close(&c->h.handle, on_closed);
 }
 
 void gkv_conn_finish_close(gkv_conn_t *c)
@@ -74,10 +78,34 @@ void gkv_conn_close(gkv_conn_t *c, bool graceful)
     gkv_conn_finish_close(c);
 }
 
+void gkv_conn_abort(gkv_conn_t *c)
+{
+    gkv_conn_close(c, false);
+    c->graceful = false;
+    if (c->close_started && !uv_is_closing(&c->h.handle))
+        uv_close(&c->h.handle, on_closed); /* pending writes and the shutdown are cancelled */
+}
+
+void gkv_conn_stop_now(gkv_conn_t *c)
+{
+    if (!c->closing && c->state == CONN_PAYLOAD && !c->held && !c->out_pending) {
+        /* One try, without waiting: the client may not be reading. */
+        gkv_reply_error(&c->out, c->req_id, GKV_ESHUTDOWN,
+                        "the server is shutting down; the value was not stored");
+        uv_buf_t b = uv_buf_init(c->out.sb.data, (unsigned)c->out.sb.size);
+        if (!c->out.failed)
+            uv_try_write(&c->h.stream, &b, 1);
+        gkv_wr_reset(&c->out);
+    }
+    gkv_conn_abort(c);
+}
+
 void gkv_conn_stop(gkv_conn_t *c)
 {
-    if (c->state == CONN_HEADER && !c->copy_busy)
+    if (c->state == CONN_HEADER && !c->copy_busy && !c->closing) {
+        refuse_pending(c);
         gkv_conn_close(c, true);
+    }
     /* Otherwise drive() closes it when the request in flight is done. */
 }
 
@@ -204,6 +232,20 @@ static void send_with_fd(gkv_conn_t *c, int fd)
     c->out.sb.size -= (size_t)n;
 }
 
+/* A wrong token: the reply waits longer the more failures came lately (250 ms to 5 s, released
+ * by the sweep), then the connection closes; guessing costs a connection and time each. */
+static void hold_failed_auth(gkv_conn_t *c)
+{
+    gkv_server_t *srv = c->srv;
+    uint64_t delay = 250 * (1 + srv->auth_recent);
+    srv->auth_recent++;
+    c->auth_hold_until = uv_now(srv->loop) + (delay < 5000 ? delay : 5000);
+    c->held++;
+    GKV_WARN("conn %llu: authentication failed (%llu lately)", (unsigned long long)c->id,
+             (unsigned long long)srv->auth_recent);
+    gkv_conn_close(c, true);
+}
+
 static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
 {
     gkv_reply_t rep;
@@ -214,7 +256,12 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
                                                                           : c->lane;
     rep.first = c->requests++ == 0;
     rep.zero_copy = c->zero_copy;
+    rep.authed = c->authed;
     int rc = gkv_dispatch(c->srv, req, &rep);
+    if (rep.auth_ok)
+        c->authed = true;
+    if (rep.auth_failed)
+        hold_failed_auth(c);
     if (rep.fd >= 0) {
         if (rc == 0)
             send_with_fd(c, rep.fd);
@@ -225,6 +272,8 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
         if (req->payload_len) {
             c->discard_left = req->payload_len;
             c->state = CONN_DISCARD;
+            c->frame_since = uv_now(c->srv->loop);
+            c->frame_bytes = 0;
         }
         return;
     }
@@ -235,6 +284,8 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
         c->recv_got = 0;
         c->req_id = req->id;
         c->state = CONN_PAYLOAD;
+        c->frame_since = uv_now(c->srv->loop);
+        c->frame_bytes = 0;
         return;
     }
     if (rep.fence)
@@ -257,19 +308,26 @@ static int parse_one(gkv_conn_t *c)
         protocol_error(c, "header length is 0 or over the 1 MiB limit");
         return -1;
     }
+    if (!c->authed && len > GKV_PREAUTH_HEADER) {
+        protocol_error(c, "headers over 16 KiB need authentication first");
+        return -1;
+    }
     size_t need = GKV_FRAME_PREFIX + (size_t)len;
     if (avail < need) {
-        if (need > c->in_cap) { /* bounded by GKV_MAX_HEADER, checked above */
+        /* The buffer grows with the bytes that came (at most twice them), not with the length
+         * the prefix declares: a client that announces 1 MiB and sends little costs little. */
+        if (need > c->in_cap && avail >= c->in_cap / 2) { /* need <= GKV_MAX_HEADER + 4 */
             memmove(c->in, c->in + c->in_pos, avail);
             c->in_len = avail;
             c->in_pos = 0;
-            uint8_t *bigger = realloc(c->in, need);
+            size_t cap = c->in_cap * 2 < need ? c->in_cap * 2 : need;
+            uint8_t *bigger = realloc(c->in, cap);
             if (!bigger) {
                 gkv_conn_close(c, false);
                 return -1;
             }
             c->in = bigger;
-            c->in_cap = need;
+            c->in_cap = cap;
         }
         return 0;
     }
@@ -284,12 +342,39 @@ static int parse_one(gkv_conn_t *c)
     return c->closing ? -1 : 1;
 }
 
+/* Requests are not read while the client leaves this much output untaken (--output-limit). */
+static bool output_full(const gkv_conn_t *c)
+{
+    uint64_t limit = c->srv->cfg.output_limit;
+    return c->out_pending > limit || c->out.sb.size > limit;
+}
+
+/* The server is stopping: every complete request still in the input is answered SHUTDOWN, up
+ * to the first that carries a payload (what follows it cannot be told apart). */
+static void refuse_pending(gkv_conn_t *c)
+{
+    for (;;) {
+        size_t avail = c->in_len - c->in_pos;
+        if (avail < GKV_FRAME_PREFIX)
+            return;
+        uint32_t len = gkv_frame_get_len(c->in + c->in_pos);
+        gkv_request_t req;
+        const char *why;
+        if (gkv_frame_check_len(len, GKV_MAX_HEADER) || avail < GKV_FRAME_PREFIX + (size_t)len ||
+            gkv_req_decode(c->in + c->in_pos + GKV_FRAME_PREFIX, len, &req, &why))
+            return;
+        c->in_pos += GKV_FRAME_PREFIX + (size_t)len;
+        gkv_reply_error(&c->out, req.id, GKV_ESHUTDOWN, "the server is shutting down");
+        if (req.payload_len)
+            return;
+    }
+}
+
 static void update_reading(gkv_conn_t *c)
 {
     bool want = !c->closing && !c->copy_busy && !c->waiting_stage && !c->waiting_batch &&
-                c->state != CONN_SEND &&
-                (c->state != CONN_HEADER ||
-                 (c->out_pending <= OUT_HIGH && c->out.sb.size <= OUT_HIGH)) &&
+                !c->yielded && c->state != CONN_SEND &&
+                (c->state != CONN_HEADER || !output_full(c)) &&
                 !(c->state == CONN_HEADER && c->srv->shutting_down);
     if (want && !c->reading) {
         if (uv_read_start(&c->h.stream, on_alloc, on_read) == 0)
@@ -302,6 +387,9 @@ static void update_reading(gkv_conn_t *c)
 
 void gkv_conn_drive(gkv_conn_t *c)
 {
+    if (c->yielded)
+        return; /* the server drives it again in its turn */
+    unsigned frames = 0;
     while (!c->closing && !c->copy_busy && !c->waiting_stage && !c->waiting_batch) {
         if (c->state == CONN_SEND)
             break;
@@ -318,20 +406,33 @@ void gkv_conn_drive(gkv_conn_t *c)
             if (c->discard_left)
                 break;
             c->state = CONN_HEADER;
+            c->frame_since = 0;
             continue;
         }
         if (c->srv->shutting_down) {
+            refuse_pending(c);
             gkv_conn_close(c, true);
             return;
         }
-        if (c->out_pending > OUT_HIGH || c->out.sb.size > OUT_HIGH || parse_one(c) <= 0)
+        if (output_full(c))
             break;
+        if (frames == GKV_FRAMES_PER_TURN) {
+            gkv_server_yield(c->srv, c);
+            break;
+        }
+        if (parse_one(c) <= 0)
+            break;
+        frames++;
     }
     if (c->closing)
         return;
     /* A staging buffer is not held while waiting on the client. */
     if (c->state == CONN_PAYLOAD && c->stage && !c->stage_fill && !c->copy_busy)
         gkv_conn_release_stage(c);
+    if (c->state == CONN_HEADER && c->in_pos == c->in_len)
+        c->frame_since = 0;
+    else if (c->state == CONN_HEADER && !c->frame_since)
+        c->frame_since = uv_now(c->srv->loop); /* a header began: --frame-timeout runs */
     if (c->in_pos == c->in_len) {
         c->in_pos = c->in_len = 0;
         if (c->in_cap > IN_INITIAL) {
@@ -371,6 +472,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread > 0) {
         c->in_len += (size_t)nread;
+        c->frame_bytes += (uint64_t)nread;
+        c->active_at = uv_now(c->srv->loop);
         c->srv->stats.bytes_in += (uint64_t)nread;
         gkv_server_input(c->srv);
     }
@@ -387,6 +490,37 @@ static void copy_done_any_thread(gkv_copy_t *op, int status)
     srv->done_head = c;
     pthread_mutex_unlock(&srv->done_lock);
     uv_async_send(&srv->wake);
+}
+
+static bool listed(const uint32_t *ids, uint32_t n, uint32_t id)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (ids[i] == id)
+            return true;
+    return false;
+}
+
+/* --allow-uid / --allow-gid: the Unix peer's credentials (SO_PEERCRED), checked before it can
+ * send anything, so no descriptor ever reaches a process that is not allowed. The daemon's own
+ * user is always allowed. */
+static bool peer_allowed(gkv_conn_t *c, char *why, size_t cap)
+{
+    const gkv_config_t *cfg = &c->srv->cfg;
+    if (!cfg->n_allow_uids && !cfg->n_allow_gids)
+        return true;
+    uv_os_fd_t fd;
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    if (uv_fileno(&c->h.handle, &fd) || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len)) {
+        snprintf(why, cap, "the peer's credentials cannot be read");
+        return false;
+    }
+    if (cred.uid == getuid() || listed(cfg->allow_uids, cfg->n_allow_uids, cred.uid) ||
+        listed(cfg->allow_gids, cfg->n_allow_gids, cred.gid))
+        return true;
+    snprintf(why, cap, "uid %u (gid %u) is not in --allow-uid or --allow-gid", (unsigned)cred.uid,
+             (unsigned)cred.gid);
+    return false;
 }
 
 int gkv_conn_accept(gkv_server_t *srv, uv_stream_t *listener, bool local)
@@ -422,6 +556,7 @@ int gkv_conn_accept(gkv_server_t *srv, uv_stream_t *listener, bool local)
         return GKV_ESYS;
     }
     c->in_cap = IN_INITIAL;
+    c->active_at = uv_now(srv->loop);
     if (!local)
         uv_tcp_nodelay(&c->h.tcp, 1);
     if (srv->nconns > srv->cfg.maxclients) {
@@ -430,6 +565,15 @@ int gkv_conn_accept(gkv_server_t *srv, uv_stream_t *listener, bool local)
         gkv_conn_close(c, true);
         return GKV_EBUSY;
     }
+    char why[128];
+    if (local && !peer_allowed(c, why, sizeof(why))) {
+        srv->stats.rejected_peers++;
+        GKV_WARN("conn %llu: refused: %s", (unsigned long long)c->id, why);
+        gkv_reply_error(&c->out, 0, GKV_EAUTH, why);
+        gkv_conn_close(c, true);
+        return GKV_EAUTH;
+    }
+    c->authed = srv->token_len == 0;
     gkv_conn_drive(c);
     return 0;
 }

@@ -11,6 +11,12 @@
 #include "cmd.h"
 #include "server.h"
 
+/* Largest request header accepted before authentication. */
+#define GKV_PREAUTH_HEADER (16u << 10)
+
+/* Most requests one connection handles before the loop serves the others again. */
+#define GKV_FRAMES_PER_TURN 16
+
 typedef enum {
     CONN_HEADER,  /* waiting for / parsing request headers */
     CONN_PAYLOAD, /* receiving a SET payload into an entry */
@@ -28,18 +34,27 @@ struct gkv_conn {
     gkv_server_t *srv;
     gkv_conn_t *prev, *next; /* the server's list */
     gkv_conn_t *done_next;   /* the server's copy-completion queue */
+    gkv_conn_t *yield_next;  /* the server's yielded list, while yielded */
     uint64_t id;
     int lane;
     bool local, reading, closing, close_started, graceful, copy_busy, waiting_stage;
-    bool zero_copy;          /* zero-copy granted: the shared-memory fd was passed */
-    bool waiting_batch;      /* a small SET waits for room in a copy batch */
-    bool fencing;            /* copy is a fence_shared a reply waits for */
+    bool zero_copy;     /* zero-copy granted: the shared-memory fd was passed */
+    bool yielded;       /* handled its share of frames this turn (server.h) */
+    bool authed;        /* every command allowed: no token configured, or HELLO had it */
+    bool waiting_batch; /* a small SET waits for room in a copy batch */
+    bool fencing;       /* copy is a fence_shared a reply waits for */
     gkv_waiter_t bwaiter;
     /* Replies held back in the reply buffer: GET replies whose bytes a copy batch has yet to
      * bring, a reply that waits for a fence. Nothing is written while any is held. */
     uint32_t held;
     gkv_entry_t *unshared_from, *unshared_to; /* the fence's MAP copy (reply.h) */
-    uint64_t requests;       /* requests handled so far */
+    uint64_t requests;                        /* requests handled so far */
+    /* Deadlines (conn_limits.c), in uv_now milliseconds. */
+    uint64_t frame_since;     /* the frame in progress began (or last kept moving); 0: none */
+    uint64_t frame_bytes;     /* input bytes since frame_since */
+    uint64_t active_at;       /* last input or output */
+    uint64_t write_since;     /* queued output last moved */
+    uint64_t auth_hold_until; /* a failed HELLO's reply is held until then, then c closes */
     gkv_leases_t leases;
     gkv_conn_state_t state;
     /* Input: bytes [in_pos, in_len) of in are unprocessed. */
@@ -61,12 +76,18 @@ struct gkv_conn {
     uint64_t recv_got, req_id;
     unsigned recv_flags;
     uint64_t discard_left;
-    /* Values being sent through staging: segments (references held), position, chunk size. */
+    /* Values being sent through staging: segments (references held), position, chunk size.
+     * A chunk goes to the socket with uv_try_write; what the socket cannot take at once goes
+     * out in pieces through tail, a small copy, so that libuv never holds the staging buffer
+     * and a client that stops reading can be made to give it back (gkv_conn_yield_stage). */
     gkv_segment_t one;
     gkv_segment_t *segs;
     uint32_t nsegs, seg_i;
     uint64_t seg_pos;
-    size_t chunk;
+    size_t chunk, sent; /* the chunk in stage, and how much of it went out */
+    bool chunk_ready;   /* stage holds a copied chunk not yet all sent */
+    bool tail_busy;     /* tail is being written */
+    uint8_t *tail;      /* GKV_SEND_TAIL bytes, allocated on first use */
     uv_shutdown_t shutdown_req;
 };
 
@@ -75,8 +96,17 @@ struct gkv_conn {
 int gkv_conn_accept(gkv_server_t *srv, uv_stream_t *listener, bool local);
 /* Closes c: graceful waits for queued replies to be written. Freed in the close callback. */
 void gkv_conn_close(gkv_conn_t *c, bool graceful);
+/* Closes c without waiting for its queued output: at once, or when its backend copy in
+ * flight completes. Also ends a graceful close that waits on a client that does not read. */
+void gkv_conn_abort(gkv_conn_t *c);
 /* The server is stopping: close c once its request in flight is answered. */
 void gkv_conn_stop(gkv_conn_t *c);
+/* The server is stopping and its grace period is over: a SET still receiving gets a SHUTDOWN
+ * error, then c is aborted. */
+void gkv_conn_stop_now(gkv_conn_t *c);
+/* Checks c's deadlines at now (uv_now): a frame that stalls, an idle connection, output the
+ * client does not take (conn_limits.c). */
+void gkv_conn_sweep(gkv_conn_t *c, uint64_t now);
 /* Runs on the loop thread after c's backend copy reported completion. */
 void gkv_conn_copy_finished(gkv_conn_t *c);
 /* A copy batch brought len bytes (borrowed for the call) for the reply-buffer offset tag of
@@ -103,5 +133,8 @@ bool gkv_conn_recv_step(gkv_conn_t *c);
 void gkv_conn_chunk_copied(gkv_conn_t *c);
 /* Gives the staging buffer back, if c holds one. */
 void gkv_conn_release_stage(gkv_conn_t *c);
+/* Others wait for staging and c's client has stalled: c gives its buffer back (a send goes on
+ * from where the socket stopped, a partly filled payload chunk is copied in first). */
+void gkv_conn_yield_stage(gkv_conn_t *c);
 
 #endif

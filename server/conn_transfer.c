@@ -10,17 +10,19 @@
 #include "error.h"
 #include "log.h"
 
-/* One uv_write: replies (owned bytes) or a staging chunk. */
+/* One uv_write: replies (owned bytes) or a piece of a chunk copied into c->tail. */
 typedef struct {
     uv_write_t req;
     gkv_conn_t *c;
     char *owned;
-    bool chunk;
+    bool tail;
     size_t bytes;
     uv_buf_t buf;
 } out_req_t;
 
-#define OUT_LOW (1u << 20) /* reading resumes when queued output falls to this */
+#define GKV_SEND_TAIL (16u << 10)
+
+static void push_chunk(gkv_conn_t *c);
 
 void gkv_conn_release_stage(gkv_conn_t *c)
 {
@@ -37,11 +39,14 @@ static void on_write(uv_write_t *req, int status)
     out_req_t *r = (out_req_t *)req;
     gkv_conn_t *c = r->c;
     c->out_pending -= r->bytes;
+    c->write_since = c->active_at = uv_now(c->srv->loop);
     if (status == 0)
         c->srv->stats.bytes_out += r->bytes;
     free(r->owned);
-    bool chunk = r->chunk;
+    bool tail = r->tail;
     free(r);
+    if (tail)
+        c->tail_busy = false;
     if (c->closing)
         return;
     if (status < 0) {
@@ -49,17 +54,19 @@ static void on_write(uv_write_t *req, int status)
         gkv_conn_close(c, false);
         return;
     }
-    if (chunk) {
-        c->seg_pos += c->chunk;
-        gkv_conn_send_step(c);
-    } else if (!c->reading && c->out_pending <= OUT_LOW) {
+    if (tail && c->state == CONN_SEND && !c->copy_busy) {
+        if (c->chunk_ready)
+            push_chunk(c);
+        else
+            gkv_conn_send_step(c); /* the chunk went out, or the buffer was given back */
+    } else if (!c->reading && c->out_pending <= c->srv->cfg.output_limit / 4) {
         gkv_conn_drive(c);
     }
 }
 
 /* Queues len bytes at base for writing (owned: freed once written); on failure closes the
  * connection. */
-static void submit(gkv_conn_t *c, char *base, size_t len, char *owned, bool chunk)
+static void submit(gkv_conn_t *c, char *base, size_t len, char *owned, bool tail)
 {
     out_req_t *r = calloc(1, sizeof(*r));
     if (!r) {
@@ -69,9 +76,11 @@ static void submit(gkv_conn_t *c, char *base, size_t len, char *owned, bool chun
     }
     r->c = c;
     r->owned = owned;
-    r->chunk = chunk;
+    r->tail = tail;
     r->bytes = len;
     r->buf = uv_buf_init(base, (unsigned)len);
+    if (!c->out_pending)
+        c->write_since = uv_now(c->srv->loop);
     c->out_pending += len;
     if (uv_write(&r->req, &c->h.stream, &r->buf, 1, on_write)) {
         c->out_pending -= len;
@@ -131,6 +140,8 @@ void gkv_conn_send_step(gkv_conn_t *c)
         c->seg_i++;
         c->seg_pos = 0;
     }
+    if (c->tail_busy)
+        return; /* on_write comes back when the piece before is out */
     if (c->seg_i == c->nsegs) {
         if (c->segs != &c->one)
             free(c->segs);
@@ -150,6 +161,7 @@ void gkv_conn_send_step(gkv_conn_t *c)
     gkv_segment_t *s = &c->segs[c->seg_i];
     uint64_t left = s->len - c->seg_pos;
     c->chunk = left < GKV_STAGING_CHUNK ? (size_t)left : GKV_STAGING_CHUNK;
+    c->sent = 0;
     c->copy_busy = true;
     copy_started(c, srv->be->ops->copy_out(srv->be, c->stage, s->entry->mem,
                                            s->off + c->seg_pos, c->chunk, c->lane, &c->copy));
@@ -212,10 +224,66 @@ void gkv_conn_send(gkv_conn_t *c, gkv_reply_t *rep)
     gkv_conn_send_step(c);
 }
 
+/* Hands the copied chunk to the socket: as much as it takes now, then one piece at a time
+ * through tail. Goes on with the next chunk once all of it went out. */
+static void push_chunk(gkv_conn_t *c)
+{
+    uint8_t *stage = c->stage;
+    while (c->sent < c->chunk && !c->tail_busy) {
+        uv_buf_t b = uv_buf_init((char *)stage + c->sent, (unsigned)(c->chunk - c->sent));
+        int n = uv_try_write(&c->h.stream, &b, 1);
+        if (n > 0) {
+            c->sent += (size_t)n;
+            c->srv->stats.bytes_out += (uint64_t)n;
+            c->write_since = c->active_at = uv_now(c->srv->loop);
+            continue;
+        }
+        if (n != UV_EAGAIN && n != 0) {
+            GKV_DEBUG("conn %llu: write failed: %s", (unsigned long long)c->id, uv_strerror(n));
+            gkv_conn_close(c, false);
+            return;
+        }
+        if (!c->tail && !(c->tail = malloc(GKV_SEND_TAIL))) {
+            gkv_conn_close(c, false);
+            return;
+        }
+        size_t t = c->chunk - c->sent < GKV_SEND_TAIL ? c->chunk - c->sent : GKV_SEND_TAIL;
+        memcpy(c->tail, stage + c->sent, t);
+        c->sent += t;
+        c->tail_busy = true;
+        submit(c, (char *)c->tail, t, NULL, true);
+    }
+    if (c->sent < c->chunk || c->closing)
+        return; /* on_write comes back */
+    c->chunk_ready = false;
+    c->seg_pos += c->chunk;
+    c->chunk = c->sent = 0;
+    gkv_conn_send_step(c);
+}
+
+void gkv_conn_yield_stage(gkv_conn_t *c)
+{
+    if (!c->stage || c->copy_busy || c->closing)
+        return;
+    if (c->state == CONN_SEND && c->tail_busy) {
+        /* The socket is full: what was not sent yet is copied out again later. */
+        c->seg_pos += c->sent;
+        c->chunk = c->sent = 0;
+        c->chunk_ready = false;
+        gkv_conn_release_stage(c);
+    } else if (c->state == CONN_PAYLOAD && c->stage_fill) {
+        /* The bytes that came go into the value now; drive() then gives the buffer back. */
+        c->copy_busy = true;
+        copy_started(c, c->srv->be->ops->copy_in(c->srv->be, c->recv->mem, c->recv_got, c->stage,
+                                                 c->stage_fill, c->lane, &c->copy));
+    }
+}
+
 void gkv_conn_chunk_copied(gkv_conn_t *c)
 {
     if (c->state == CONN_SEND) {
-        submit(c, c->stage, c->chunk, NULL, true);
+        c->chunk_ready = true;
+        push_chunk(c);
         return;
     }
     c->recv_got += c->stage_fill;
@@ -231,6 +299,7 @@ static void recv_commit(gkv_conn_t *c)
     gkv_store_unref(&c->srv->store, c->recv);
     c->recv = NULL;
     c->state = CONN_HEADER;
+    c->frame_since = 0;
     gkv_conn_release_stage(c);
 }
 
@@ -256,6 +325,7 @@ static bool recv_batched(gkv_conn_t *c)
     gkv_store_unref(&srv->store, e);
     c->recv = NULL;
     c->state = CONN_HEADER;
+    c->frame_since = 0;
     return true;
 }
 

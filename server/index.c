@@ -305,6 +305,11 @@ size_t gkv_index_memory(const gkv_index_t *ix)
     return ix->node_bytes + (ix->mask + 1) * sizeof(*ix->slots);
 }
 
+size_t gkv_index_table_memory(const gkv_index_t *ix)
+{
+    return (ix->mask + 1) * sizeof(*ix->slots);
+}
+
 const gkv_inode_t *gkv_index_seek(const gkv_index_t *ix, const void *key, size_t len)
 {
     gkv_inode_t *pred[MAX_LEVEL];

@@ -39,6 +39,8 @@ void *gkv_index_unlink(gkv_index_t *ix, const void *key, size_t len);
 size_t gkv_index_count(const gkv_index_t *ix);
 /* Host bytes the index uses: linked nodes (with their data) and the table. */
 size_t gkv_index_memory(const gkv_index_t *ix);
+/* Host bytes of the hash table alone. */
+size_t gkv_index_table_memory(const gkv_index_t *ix);
 
 /* Ordered walk. Nodes are borrowed and stay linked until their key is deleted or replaced. */
 /* The first linked node whose key is >= key in byte order, or NULL. */

@@ -29,6 +29,8 @@ int main(int argc, char **argv)
         GKV_ERROR("cannot start: %s", err);
         return 1;
     }
+    srv.argc = argc; /* SIGHUP parses them again */
+    srv.argv = argv;
     GKV_INFO("ready");
     uv_run(loop, UV_RUN_DEFAULT);
     gkv_server_fini(&srv);

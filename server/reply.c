@@ -154,5 +154,11 @@ int gkv_cmd_new_entry(gkv_server_t *srv, const gkv_request_t *req, uint64_t size
                               "value of %" PRIu64 " bytes does not fit: %" PRIu64 " of %" PRIu64
                               " bytes used",
                               size, srv->store.used, srv->store.limit);
+    if (rc == GKV_ENOMEM &&
+        !gkv_store_host_room(&srv->store, req->key.len, (uint32_t)req->meta.len))
+        return gkv_reply_fail(rep, rc,
+                              "keys and metadata are over --maxmemory-keys: %" PRIu64 " of %" PRIu64
+                              " host bytes used",
+                              gkv_store_host_memory(&srv->store), srv->store.host_limit);
     return rc;
 }

@@ -18,11 +18,13 @@ typedef struct {
 typedef struct {
     gkv_wr_t *wr; /* borrowed: where the reply frame goes */
     uint64_t id;
-    bool local;           /* the connection is a Unix socket */
-    int lane;             /* the connection's copy lane: its values are allocated there too */
-    bool first;           /* this is the connection's first request */
-    bool zero_copy;       /* zero-copy was granted on this connection */
-    gkv_leases_t *leases; /* the connection's leases */
+    bool local;                /* the connection is a Unix socket */
+    int lane;                  /* the connection's copy lane: its values are allocated there too */
+    bool first;                /* this is the connection's first request */
+    bool zero_copy;            /* zero-copy was granted on this connection */
+    bool authed;               /* in: the connection may run every command (auth.md) */
+    bool auth_ok, auth_failed; /* out (HELLO): the token was right, or wrong or missing */
+    gkv_leases_t *leases;      /* the connection's leases */
     const struct gkv_command *cmd; /* set by gkv_dispatch: the command being run */
     int fd;                        /* HELLO: the shared-memory fd to pass with the reply, or -1 */
     const char *msg;               /* message for an error return (static or msgbuf) */

@@ -18,7 +18,7 @@
 #include "log.h"
 #include "size.h"
 
-#define SHUTDOWN_GRACE_MS 5000
+#define SWEEP_MS 250 /* how often deadlines are checked */
 
 static uint64_t now_ms(void)
 {
@@ -69,6 +69,39 @@ void gkv_server_input(gkv_server_t *s)
         uv_idle_start(&s->spin, on_spin);
 }
 
+static void on_turns(uv_idle_t *h)
+{
+    gkv_server_t *s = h->data;
+    gkv_conn_t *list = s->yielded;
+    s->yielded = NULL;
+    uv_idle_stop(h);
+    /* In the order they yielded; each may yield again onto the fresh list. */
+    gkv_conn_t *rev = NULL;
+    while (list) {
+        gkv_conn_t *next = list->yield_next;
+        list->yield_next = rev;
+        rev = list;
+        list = next;
+    }
+    while (rev) {
+        gkv_conn_t *c = rev;
+        rev = c->yield_next;
+        c->yield_next = NULL;
+        c->yielded = false;
+        if (!c->closing)
+            gkv_conn_drive(c);
+    }
+}
+
+void gkv_server_yield(gkv_server_t *s, gkv_conn_t *c)
+{
+    c->yielded = true;
+    c->yield_next = s->yielded;
+    s->yielded = c;
+    if (!uv_is_active((uv_handle_t *)&s->turns))
+        uv_idle_start(&s->turns, on_turns);
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
     gkv_server_t *s = h->data;
@@ -79,10 +112,26 @@ static void on_signal(uv_signal_t *h, int signum)
 static void on_grace_timeout(uv_timer_t *t)
 {
     gkv_server_t *s = t->data;
-    GKV_WARN("%llu connections still open after %d ms; closing them",
-             (unsigned long long)s->nconns, SHUTDOWN_GRACE_MS);
+    GKV_WARN("%llu connections still open after %llu ms; closing them",
+             (unsigned long long)s->nconns, (unsigned long long)s->cfg.shutdown_grace_ms);
     for (gkv_conn_t *c = s->conns; c; c = c->next)
-        gkv_conn_close(c, false);
+        gkv_conn_stop_now(c);
+}
+
+static void on_sweep(uv_timer_t *t)
+{
+    gkv_server_t *s = t->data;
+    uint64_t now = uv_now(s->loop);
+    if (now >= s->auth_decay_at) {
+        s->auth_recent /= 2;
+        s->auth_decay_at = now + 10000;
+    }
+    gkv_conn_t *c = s->conns;
+    while (c) {
+        gkv_conn_t *next = c->next; /* c leaves the list only in its close callback */
+        gkv_conn_sweep(c, now);
+        c = next;
+    }
 }
 
 /* Once every connection is gone, closing the remaining handles lets uv_run return. */
@@ -93,11 +142,36 @@ static void maybe_finish(gkv_server_t *s)
     if (!uv_is_closing((uv_handle_t *)&s->wake)) {
         gkv_batcher_close(&s->batcher);
         uv_close((uv_handle_t *)&s->spin, NULL);
+        uv_close((uv_handle_t *)&s->turns, NULL);
         uv_close((uv_handle_t *)&s->wake, NULL);
         uv_close((uv_handle_t *)&s->sigterm, NULL);
         uv_close((uv_handle_t *)&s->sigint, NULL);
+        uv_close((uv_handle_t *)&s->sighup, NULL);
         uv_close((uv_handle_t *)&s->shutdown_timer, NULL);
+        uv_close((uv_handle_t *)&s->sweep, NULL);
+        /* A second SIGTERM while the store is torn down must not kill it half-way. */
+        signal(SIGTERM, SIG_IGN);
     }
+}
+
+void gkv_server_resolve(const gkv_server_t *s, gkv_config_t *cfg)
+{
+    if (!cfg->maxmemory)
+        cfg->maxmemory = s->cfg.maxmemory ? s->cfg.maxmemory : s->be->capacity;
+    if (!cfg->max_value || cfg->max_value > cfg->maxmemory)
+        cfg->max_value = cfg->maxmemory;
+    if (!cfg->max_leased_bytes)
+        cfg->max_leased_bytes = cfg->maxmemory;
+    if (!cfg->maxmemory_keys) {
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        cfg->maxmemory_keys = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 4 : 0;
+    }
+}
+
+static void on_sighup(uv_signal_t *h, int signum)
+{
+    (void)signum;
+    gkv_server_reload(h->data);
 }
 
 uint64_t gkv_server_uptime_s(const gkv_server_t *s)
@@ -107,6 +181,11 @@ uint64_t gkv_server_uptime_s(const gkv_server_t *s)
 
 void gkv_server_conn_closed(gkv_server_t *s, gkv_conn_t *c)
 {
+    for (gkv_conn_t **p = &s->yielded; c->yielded && *p; p = &(*p)->yield_next)
+        if (*p == c) {
+            *p = c->yield_next;
+            break;
+        }
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -131,7 +210,7 @@ void gkv_server_stop(gkv_server_t *s)
         uv_close((uv_handle_t *)&s->tcp_listener, NULL);
         s->tcp_open = false;
     }
-    uv_timer_start(&s->shutdown_timer, on_grace_timeout, SHUTDOWN_GRACE_MS, 0);
+    uv_timer_start(&s->shutdown_timer, on_grace_timeout, s->cfg.shutdown_grace_ms, 0);
     gkv_conn_t *c = s->conns;
     while (c) {
         gkv_conn_t *next = c->next; /* c may leave the list only in its close callback */
@@ -228,6 +307,14 @@ static int listen_unix(gkv_server_t *s, char *err, size_t cap)
     return 0;
 }
 
+static bool loopback(const struct sockaddr_storage *sa)
+{
+    if (sa->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+}
+
 static int listen_tcp(gkv_server_t *s, char *err, size_t cap)
 {
     char buf[256];
@@ -242,6 +329,19 @@ static int listen_tcp(gkv_server_t *s, char *err, size_t cap)
         uv_ip6_addr(h, port, (struct sockaddr_in6 *)&sa) != 0) {
         snprintf(err, cap, "listen: '%s' is not an IPv4 or IPv6 address", h);
         return GKV_EINVAL;
+    }
+    if (!loopback(&sa) && !s->token_len) {
+        if (!s->cfg.insecure_listen) {
+            snprintf(err, cap,
+                     "listen: %s is reachable from other machines and no --auth-token-file is "
+                     "set: anyone could read, write and flush; give a token, listen on "
+                     "127.0.0.1, or pass --insecure-listen yes",
+                     s->cfg.listen);
+            return GKV_EINVAL;
+        }
+        GKV_WARN("listening on %s without authentication (--insecure-listen): anyone who can "
+                 "reach it can read, write and flush every value",
+                 s->cfg.listen);
     }
     uv_tcp_init(s->loop, &s->tcp_listener);
     s->tcp_listener.data = s;
@@ -285,16 +385,23 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
     s->started_ms = now_ms();
     gkv_log_set_level(cfg->log_level);
     signal(SIGPIPE, SIG_IGN);
+    if (cfg->log_file[0]) {
+        if (gkv_log_reopen(cfg->log_file)) {
+            snprintf(err, cap, "cannot open the log file %s: %s", cfg->log_file, strerror(errno));
+            return GKV_EINVAL;
+        }
+        unsetenv("JOURNAL_STREAM"); /* lines go to the file, not to journald */
+    }
+    if (cfg->auth_token_file[0] &&
+        gkv_token_load(cfg->auth_token_file, s->token, &s->token_len, err, cap))
+        return GKV_EINVAL;
     gkv_backend_config_t bc = {cfg->backend, cfg->device, cfg->maxmemory};
     int rc = gkv_backend_open(&bc, &s->be, err, cap);
     if (rc)
         return rc;
     if (!s->cfg.maxmemory)
         s->cfg.maxmemory = s->be->capacity;
-    if (!s->cfg.max_value || s->cfg.max_value > s->cfg.maxmemory)
-        s->cfg.max_value = s->cfg.maxmemory;
-    if (!s->cfg.max_leased_bytes)
-        s->cfg.max_leased_bytes = s->cfg.maxmemory;
+    gkv_server_resolve(s, &s->cfg);
     char limit[32];
     gkv_size_format(s->cfg.maxmemory, limit, sizeof(limit));
     GKV_INFO("backend %s (%s%s%s), maxmemory %s", s->be->name, s->be->gpu_name,
@@ -303,6 +410,7 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
         snprintf(err, cap, "out of host memory");
         goto fail_backend;
     }
+    s->store.host_limit = s->cfg.maxmemory_keys;
     gkv_staging_init(&s->staging, s->be);
     if (gkv_batcher_init(&s->batcher, s->be, &s->store, loop, gkv_conn_batch_deliver)) {
         snprintf(err, cap, "out of pinned host memory for copy batches");
@@ -316,13 +424,20 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
     s->wake.data = s;
     uv_idle_init(loop, &s->spin);
     s->spin.data = s;
+    uv_idle_init(loop, &s->turns);
+    s->turns.data = s;
     uv_signal_init(loop, &s->sigterm);
     uv_signal_init(loop, &s->sigint);
-    s->sigterm.data = s->sigint.data = s;
+    uv_signal_init(loop, &s->sighup);
+    s->sigterm.data = s->sigint.data = s->sighup.data = s;
+    uv_signal_start(&s->sighup, on_sighup, SIGHUP);
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_signal_start(&s->sigint, on_signal, SIGINT);
     uv_timer_init(loop, &s->shutdown_timer);
     s->shutdown_timer.data = s;
+    uv_timer_init(loop, &s->sweep);
+    s->sweep.data = s;
+    uv_timer_start(&s->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
     if ((rc = listen_unix(s, err, cap)) || (cfg->listen[0] && (rc = listen_tcp(s, err, cap))))
         goto fail_handles;
     return 0;
@@ -335,10 +450,13 @@ fail_handles:
         close_quietly((uv_handle_t *)&s->tcp_listener);
     close_quietly((uv_handle_t *)&s->wake);
     close_quietly((uv_handle_t *)&s->spin);
+    close_quietly((uv_handle_t *)&s->turns);
     gkv_batcher_close(&s->batcher);
     close_quietly((uv_handle_t *)&s->sigterm);
     close_quietly((uv_handle_t *)&s->sigint);
+    close_quietly((uv_handle_t *)&s->sighup);
     close_quietly((uv_handle_t *)&s->shutdown_timer);
+    close_quietly((uv_handle_t *)&s->sweep);
     uv_run(loop, UV_RUN_DEFAULT);
     gkv_batcher_fini(&s->batcher);
     gkv_store_fini(&s->store);

@@ -12,12 +12,17 @@
 #include "lease.h"
 #include "staging.h"
 #include "store.h"
+#include "token.h"
 
 typedef struct gkv_conn gkv_conn_t;
 
 typedef struct {
     uint64_t total_connections, rejected_connections, total_commands, protocol_errors;
     uint64_t bytes_in, bytes_out;
+    uint64_t frame_timeouts, idle_timeouts, write_timeouts; /* connections closed for each */
+    uint64_t staging_yields; /* staging buffers taken from stalled clients for waiting ones */
+    uint64_t auth_failures;  /* HELLOs with a wrong or missing token */
+    uint64_t rejected_peers; /* Unix connections refused by --allow-uid / --allow-gid */
 } gkv_server_stats_t;
 
 typedef struct gkv_server {
@@ -30,10 +35,13 @@ typedef struct gkv_server {
     uv_pipe_t unix_listener;
     uv_tcp_t tcp_listener;
     bool unix_open, tcp_open, shutting_down;
-    char tcp_bound[128];     /* "host:port" actually bound, or "" */
-    uv_signal_t sigterm, sigint;
+    char tcp_bound[128]; /* "host:port" actually bound, or "" */
+    uv_signal_t sigterm, sigint, sighup;
+    int argc; /* the command line, parsed again on SIGHUP (gkv_server_reload) */
+    char **argv;
     uv_timer_t shutdown_timer;
-    uv_async_t wake;         /* copy completions from other threads */
+    uv_timer_t sweep; /* checks every connection's deadlines (conn_limits.c) */
+    uv_async_t wake;  /* copy completions from other threads */
     pthread_mutex_t done_lock;
     gkv_conn_t *done_head;   /* connections whose copy finished, under done_lock */
     gkv_conn_t *conns;       /* every open connection */
@@ -43,6 +51,15 @@ typedef struct gkv_server {
     gkv_lease_totals_t lease_totals;
     uv_idle_t spin;          /* --busy-poll: while active the loop polls without sleeping */
     uint64_t spin_until_ns;
+    /* Connections that handled GKV_FRAMES_PER_TURN frames and yielded to the others: driven
+     * again from an idle callback, after the loop has polled every socket once more. */
+    uv_idle_t turns;
+    gkv_conn_t *yielded;
+    /* --auth-token-file: the token (token_len 0: none), and recent failures, which slow the
+     * next ones down (halved every 10 s). */
+    char token[GKV_TOKEN_MAX + 1];
+    size_t token_len;
+    uint64_t auth_recent, auth_decay_at;
 } gkv_server_t;
 
 /* Opens the backend, the store and the listeners. cfg is copied; loop is borrowed and must
@@ -51,10 +68,18 @@ typedef struct gkv_server {
 int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, char *err,
                     size_t cap);
 /* Starts a graceful stop: no new connections, connections close once their request in flight
- * is answered (at most 5 s), then the loop runs out. Idempotent. */
+ * is answered (at most --shutdown-grace), then the loop runs out. Idempotent. */
 void gkv_server_stop(gkv_server_t *s);
 /* Frees what gkv_server_init made, after the loop has run out. */
 void gkv_server_fini(gkv_server_t *s);
+
+/* Fills the settings of cfg whose 0 means "derived": max-value-size, max-leased-bytes (from
+ * maxmemory), maxmemory-keys (a quarter of RAM). */
+void gkv_server_resolve(const gkv_server_t *s, gkv_config_t *cfg);
+/* SIGHUP: reopens --log-file, parses the command line (and its --config file) again and applies
+ * the reloadable settings; the others are logged as needing a restart (reload.c). A bad config
+ * is logged and changes nothing. */
+void gkv_server_reload(gkv_server_t *s);
 
 /* Seconds since gkv_server_init. */
 uint64_t gkv_server_uptime_s(const gkv_server_t *s);
@@ -64,5 +89,7 @@ void gkv_server_input(gkv_server_t *s);
 
 /* Called by connections as they come and go (conn.c). */
 void gkv_server_conn_closed(gkv_server_t *s, gkv_conn_t *c);
+/* c handled its share of frames: it goes on in a later loop iteration (c->yielded set). */
+void gkv_server_yield(gkv_server_t *s, gkv_conn_t *c);
 
 #endif

@@ -28,6 +28,35 @@ void gkv_store_fini(gkv_store_t *st)
     st->ix = NULL;
 }
 
+/* What an entry costs in host memory: itself and its index node (links estimated), the key,
+ * the metadata with its header, each with an allocator's overhead. A function of lengths alone,
+ * so that the entry's release subtracts exactly what its making added. */
+static uint64_t host_cost(size_t klen, uint32_t meta_len)
+{
+    uint64_t c = sizeof(gkv_entry_t) + 64 + klen;
+    if (meta_len)
+        c += sizeof(gkv_extras_t) + meta_len + 16;
+    return c;
+}
+
+static size_t entry_klen(const gkv_store_t *st, const gkv_entry_t *e)
+{
+    size_t klen;
+    gkv_store_key(st, e, &klen);
+    return klen;
+}
+
+uint64_t gkv_store_host_memory(const gkv_store_t *st)
+{
+    return st->host_bytes + gkv_index_table_memory(st->ix);
+}
+
+bool gkv_store_host_room(const gkv_store_t *st, size_t klen, uint32_t meta_len)
+{
+    return !st->host_limit ||
+           gkv_store_host_memory(st) + host_cost(klen, meta_len) <= st->host_limit;
+}
+
 int gkv_store_entry_new(gkv_store_t *st, const void *key, size_t klen, uint64_t size,
                         const void *meta, uint32_t meta_len, int lane, gkv_entry_t **out)
 {
@@ -35,6 +64,8 @@ int gkv_store_entry_new(gkv_store_t *st, const void *key, size_t klen, uint64_t 
         st->stats.oom_errors++;
         return GKV_EOOM;
     }
+    if (!gkv_store_host_room(st, klen, meta_len))
+        return GKV_ENOMEM;
     gkv_entry_t *e = gkv_inode_new(st->ix, key, klen);
     if (!e)
         return GKV_ENOMEM;
@@ -60,14 +91,21 @@ int gkv_store_entry_new(gkv_store_t *st, const void *key, size_t klen, uint64_t 
     e->size = size;
     e->refs = 1;
     st->used += size;
+    st->host_bytes += host_cost(klen, meta_len);
     st->entries++;
     *out = e;
     return 0;
 }
 
-int gkv_store_entry_renew(gkv_entry_t *e, const void *meta, uint32_t meta_len)
+int gkv_store_entry_renew(gkv_store_t *st, gkv_entry_t *e, const void *meta, uint32_t meta_len)
 {
     gkv_extras_t *x = NULL;
+    size_t klen = entry_klen(st, e);
+    uint64_t before = host_cost(klen, e->x ? e->x->meta_len : 0);
+    uint64_t after = host_cost(klen, meta_len);
+    if (after > before && st->host_limit &&
+        gkv_store_host_memory(st) + (after - before) > st->host_limit)
+        return GKV_ENOMEM;
     if (meta_len) {
         if (!(x = malloc(sizeof(*x) + meta_len)))
             return GKV_ENOMEM;
@@ -76,6 +114,7 @@ int gkv_store_entry_renew(gkv_entry_t *e, const void *meta, uint32_t meta_len)
     }
     free(e->x);
     e->x = x;
+    st->host_bytes += after - before; /* modular: a smaller cost subtracts */
     return 0;
 }
 
@@ -91,6 +130,7 @@ void gkv_store_unref(gkv_store_t *st, gkv_entry_t *e)
     if (e->size)
         st->be->ops->free(st->be, e->mem, e->size, 0);
     st->used -= e->size;
+    st->host_bytes -= host_cost(entry_klen(st, e), e->x ? e->x->meta_len : 0);
     st->entries--;
     free(e->x);
     gkv_inode_free(st->ix, e);
@@ -117,8 +157,11 @@ static int link_entry(gkv_store_t *st, gkv_entry_t *e)
         e->refs--;
         return GKV_ENOMEM;
     }
-    if (old)
+    st->linked_bytes += e->size;
+    if (old) {
+        st->linked_bytes -= ((gkv_entry_t *)old)->size;
         gkv_store_unref(st, old);
+    }
     return 0;
 }
 
@@ -142,6 +185,7 @@ int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags, gkv_entry
         uint64_t size = cur->size;
         gkv_devptr_t mem = cur->mem;
         gkv_extras_t *x = cur->x;
+        st->linked_bytes += e->size - size;
         cur->size = e->size;
         cur->mem = e->mem;
         cur->x = e->x;
@@ -175,6 +219,7 @@ int gkv_store_del(gkv_store_t *st, const void *key, size_t klen)
     if (!e)
         return 0;
     st->stats.dels++;
+    st->linked_bytes -= e->size;
     gkv_store_unref(st, e);
     return 1;
 }
@@ -182,6 +227,7 @@ int gkv_store_del(gkv_store_t *st, const void *key, size_t klen)
 void gkv_store_flush(gkv_store_t *st)
 {
     gkv_index_clear(st->ix, drop_link, st);
+    st->linked_bytes = 0;
 }
 
 int gkv_store_export(gkv_store_t *st, const gkv_entry_t *e, uint8_t *buf, size_t cap,

@@ -32,10 +32,16 @@ typedef struct {
 
 typedef struct {
     gkv_index_t *ix;
-    gkv_backend_t *be; /* borrowed */
-    uint64_t used;     /* bytes of values, published or being written */
-    uint64_t limit;    /* --maxmemory */
-    uint64_t entries;  /* entries alive, published or not */
+    gkv_backend_t *be;     /* borrowed */
+    uint64_t used;         /* bytes of values, published or being written */
+    uint64_t limit;        /* --maxmemory */
+    uint64_t entries;      /* entries alive, published or not */
+    uint64_t linked_bytes; /* sizes of the values linked under keys: GETSIZE of all keys */
+    /* Host memory of keys and metadata: what entries alive cost (an estimate per entry from
+     * its key and metadata lengths, so that freeing subtracts what adding added) and the
+     * index's table, against host_limit (--maxmemory-keys; 0: none). */
+    uint64_t host_bytes;
+    uint64_t host_limit;
     gkv_store_stats_t stats;
 } gkv_store_t;
 
@@ -49,14 +55,19 @@ void gkv_store_fini(gkv_store_t *st);
  * meta (borrowed), allocated on copy lane `lane` (GKV_LANE_SHARED for memory handed to another
  * process, usable once the backend's fence_shared has reported). *out holds one reference,
  * the caller's. Returns 0, GKV_EOOM (over the limit or the backend is full: nothing stored is
- * touched) or GKV_ENOMEM. */
+ * touched) or GKV_ENOMEM (host memory, or keys and metadata over host_limit: see
+ * gkv_store_host_room). */
 int gkv_store_entry_new(gkv_store_t *st, const void *key, size_t klen, uint64_t size,
                         const void *meta, uint32_t meta_len, int lane, gkv_entry_t **out);
 /* Gives e a copy of meta (borrowed; none when meta_len is 0) in place of its metadata: SEAL's
  * metadata, or none for a spare (an older value of its key, no longer linked and held by one
- * lease alone, that will take the key's next value on the same memory). Memory and accounting
- * stay. Returns 0 or GKV_ENOMEM (e unchanged). */
-int gkv_store_entry_renew(gkv_entry_t *e, const void *meta, uint32_t meta_len);
+ * lease alone, that will take the key's next value on the same memory). Value memory stays.
+ * Returns 0 or GKV_ENOMEM (no host memory, or over host_limit: e unchanged). */
+int gkv_store_entry_renew(gkv_store_t *st, gkv_entry_t *e, const void *meta, uint32_t meta_len);
+/* True when an entry with a klen-byte key and meta_len bytes of metadata fits host_limit. */
+bool gkv_store_host_room(const gkv_store_t *st, size_t klen, uint32_t meta_len);
+/* Host bytes of keys, metadata and the index (INFO key_memory). */
+uint64_t gkv_store_host_memory(const gkv_store_t *st);
 void gkv_store_ref(gkv_entry_t *e);
 /* Drops a reference; the last one frees the memory, the accounting and the entry. */
 void gkv_store_unref(gkv_store_t *st, gkv_entry_t *e);

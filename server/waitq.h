@@ -4,6 +4,7 @@
 #define GKV_SERVER_WAITQ_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 typedef struct gkv_waiter {
     /* Called on the loop thread when the resource may be available again: ask again. */
@@ -20,6 +21,11 @@ typedef struct {
 void gkv_waitq_push(gkv_waitq_t *q, gkv_waiter_t *w);
 /* Takes the oldest waiter out, or returns NULL when none waits. */
 gkv_waiter_t *gkv_waitq_pop(gkv_waitq_t *q);
+/* True when someone waits. */
+static inline bool gkv_waitq_busy(const gkv_waitq_t *q)
+{
+    return q->head != NULL;
+}
 /* Takes w out if it is queued. */
 void gkv_waitq_remove(gkv_waitq_t *q, gkv_waiter_t *w);
 

@@ -40,7 +40,8 @@ extern "C" {
     X(NOSPACE, 18, "destination buffer too small")                                                 \
     X(NOLEASE, 19, "no such lease on this connection")                                             \
     X(LEASELIMIT, 20, "too many leases or leased bytes on this connection")                        \
-    X(TIMEDOUT, 21, "timed out waiting for the server")
+    X(TIMEDOUT, 21, "timed out waiting for the server")                                            \
+    X(AUTH, 22, "authentication required or refused")
 
 typedef enum {
     GKV_OK = 0,

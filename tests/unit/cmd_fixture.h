@@ -41,6 +41,7 @@ static inline int run(gkv_reply_t *rep, gkv_request_t *req)
 {
     gkv_reply_init(rep, &wr, &leases);
     rep->zero_copy = true;
+    rep->authed = true;
     gkv_wr_reset(&wr);
     return gkv_dispatch(&srv, req, rep);
 }

@@ -52,6 +52,33 @@ START_TEST(nx_xx_and_missing_keys)
 }
 END_TEST
 
+/* Before authentication only HELLO and PING run; a token in the server makes HELLO check it. */
+START_TEST(unauthenticated_connections_run_hello_and_ping_only)
+{
+    gkv_reply_t rep;
+    gkv_request_t q = req_key(GKV_OP_GET, "k");
+    gkv_reply_init(&rep, &wr, &leases);
+    gkv_wr_reset(&wr);
+    ck_assert_int_eq(gkv_dispatch(&srv, &q, &rep), GKV_EAUTH);
+    q = req_key(GKV_OP_PING, "k");
+    gkv_reply_init(&rep, &wr, &leases);
+    ck_assert_int_eq(gkv_dispatch(&srv, &q, &rep), 0);
+    memcpy(srv.token, "0123456789abcdef", 17);
+    srv.token_len = 16;
+    q = req_key(GKV_OP_HELLO, "k");
+    q.token.p = (const uint8_t *)"0123456789abcdeX";
+    q.token.len = 16;
+    gkv_reply_init(&rep, &wr, &leases);
+    ck_assert_int_eq(gkv_dispatch(&srv, &q, &rep), GKV_EAUTH);
+    ck_assert(rep.auth_failed && !rep.auth_ok);
+    q.token.p = (const uint8_t *)"0123456789abcdef";
+    gkv_reply_init(&rep, &wr, &leases);
+    ck_assert_int_eq(gkv_dispatch(&srv, &q, &rep), 0);
+    ck_assert(rep.auth_ok && !rep.auth_failed);
+    srv.token_len = 0;
+}
+END_TEST
+
 START_TEST(generic_checks)
 {
     gkv_reply_t rep;
@@ -182,6 +209,7 @@ Suite *make_suite(void)
     tcase_add_test(t, table_covers_the_command_list);
     tcase_add_test(t, set_get_ranges);
     tcase_add_test(t, nx_xx_and_missing_keys);
+    tcase_add_test(t, unauthenticated_connections_run_hello_and_ping_only);
     tcase_add_test(t, generic_checks);
     tcase_add_test(t, oom_keeps_stored_values);
     tcase_add_test(t, deleted_value_lives_while_referenced);

@@ -103,6 +103,7 @@ START_TEST(map_is_refused_without_zero_copy)
     gkv_request_t q = req_key(GKV_OP_MAP, "k");
     gkv_reply_t rep;
     gkv_reply_init(&rep, &wr, &leases);
+    rep.authed = true;
     gkv_wr_reset(&wr);
     ck_assert_int_eq(gkv_dispatch(&srv, &q, &rep), GKV_ENOTSUP);
     ck_assert_uint_eq(leases.count, 0);

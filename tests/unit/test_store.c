@@ -167,13 +167,37 @@ START_TEST(metadata_is_copied_and_renewed)
     const uint8_t *m = gkv_entry_meta(e, &len);
     ck_assert_uint_eq(len, 2);
     ck_assert_int_eq(memcmp(m, "m1", 2), 0);
-    ck_assert_int_eq(gkv_store_entry_renew(e, "meta2", 5), 0);
+    ck_assert_int_eq(gkv_store_entry_renew(&st, e, "meta2", 5), 0);
     m = gkv_entry_meta(e, &len);
     ck_assert_int_eq(memcmp(m, "meta2", 5), 0);
-    ck_assert_int_eq(gkv_store_entry_renew(e, NULL, 0), 0);
+    ck_assert_int_eq(gkv_store_entry_renew(&st, e, NULL, 0), 0);
     ck_assert_ptr_null(gkv_entry_meta(e, &len));
     ck_assert_uint_eq(len, 0);
     gkv_store_unref(&st, e);
+}
+END_TEST
+
+/* Keys and metadata count in host_bytes until the entry is freed, and host_limit refuses an
+ * entry (or larger metadata) that would pass it, changing nothing. */
+START_TEST(keys_and_metadata_count_against_the_host_limit)
+{
+    uint64_t base = gkv_store_host_memory(&st);
+    char meta[1000] = {0};
+    gkv_entry_t *a, *b;
+    ck_assert_int_eq(gkv_store_entry_new(&st, "key-a", 5, 0, meta, 1000, 0, &a), 0);
+    uint64_t one = gkv_store_host_memory(&st) - base;
+    ck_assert_uint_ge(one, 1005);
+    st.host_limit = base + one + one / 2;
+    ck_assert(!gkv_store_host_room(&st, 5, 1000));
+    ck_assert_int_eq(gkv_store_entry_new(&st, "key-b", 5, 0, meta, 1000, 0, &b), GKV_ENOMEM);
+    ck_assert_int_eq(gkv_store_entry_new(&st, "key-b", 5, 0, NULL, 0, 0, &b), 0);
+    ck_assert_int_eq(gkv_store_entry_renew(&st, b, meta, 1000), GKV_ENOMEM);
+    ck_assert_int_eq(gkv_store_entry_renew(&st, a, NULL, 0), 0); /* smaller: always allowed */
+    ck_assert_int_eq(gkv_store_entry_renew(&st, b, meta, 1000), 0);
+    gkv_store_unref(&st, a);
+    gkv_store_unref(&st, b);
+    ck_assert_uint_eq(gkv_store_host_memory(&st), base);
+    st.host_limit = 0;
 }
 END_TEST
 
@@ -220,6 +244,7 @@ Suite *make_suite(void)
     tcase_add_test(t, nx_and_xx_refuse_and_change_nothing);
     tcase_add_test(t, a_deleted_value_lives_while_referenced);
     tcase_add_test(t, metadata_is_copied_and_renewed);
+    tcase_add_test(t, keys_and_metadata_count_against_the_host_limit);
     tcase_add_test(t, unshare_publishes_the_copy_only_over_what_it_copied);
     suite_add_tcase(s, t);
     return s;

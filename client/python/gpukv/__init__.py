@@ -14,6 +14,7 @@ It binds libgpukv (a C extension); nothing here speaks the protocol itself. The 
 
 from . import _gpukv
 from ._errors import (
+    AuthError,
     BackendError,
     Busy,
     ConnectionClosed,
@@ -45,7 +46,7 @@ __version__ = "0.1.0"
 HAVE_CUDA = bool(_gpukv.HAVE_CUDA)
 
 __all__ = [
-    "BackendError", "Busy", "Client", "ClientPool", "ConnectionClosed", "ConnectionError",
+    "AuthError", "BackendError", "Busy", "Client", "ClientPool", "ConnectionClosed", "ConnectionError",
     "Error", "Exists", "HAVE_CUDA", "InvalidArgument", "LeaseLimit", "ListEntry", "Mapping",
     "NoLease", "NoMemory", "NoSpace", "NotFound", "NotSupported", "OOM", "ProtocolError",
     "RangeError", "ShuttingDown", "SystemCallError", "TimeoutError", "TooBig",

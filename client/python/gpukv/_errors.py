@@ -145,13 +145,20 @@ class TimeoutError(ConnectionError, builtins.TimeoutError):
     code = -21
 
 
+class AuthError(Error, PermissionError):
+    """The server needs a token (set GPUKV_TOKEN or GPUKV_TOKEN_FILE), the token was wrong, or
+    this user may not connect (--allow-uid / --allow-gid)."""
+
+    code = -22
+
+
 CLASSES: dict[int, type[Error]] = {
     cls.code: cls
     for cls in (
         ProtocolError, NotFound, Exists, OOM, InvalidArgument, TooBig, UnknownCommand,
         RangeError, Busy, BackendError, ConnectionError, ConnectionClosed, NoMemory,
         NotSupported, ShuttingDown, SystemCallError, VersionError, NoSpace, NoLease, LeaseLimit,
-        TimeoutError,
+        TimeoutError, AuthError,
     )
 }
 
