@@ -2,7 +2,7 @@
 # gpukv builds with, unless they are already there (pkg-config finds them, as on the GPU
 # machine after `source .device/env.sh`).
 GKV_PACKAGES="build-essential cmake ninja-build pkg-config libuv1-dev libmsgpack-dev check
-  libsubunit-dev uthash-dev libinih-dev libhiredis-dev"
+  libsubunit-dev uthash-dev libinih-dev libhiredis-dev libsystemd-dev"
 
 gkv_have_deps() {
     command -v cmake >/dev/null && command -v cc >/dev/null && command -v pkg-config >/dev/null &&

@@ -3,12 +3,14 @@
  * reloads all work. */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <ini.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "duration.h"
 #include "error.h"
@@ -318,7 +320,8 @@ static void print_usage(FILE *f)
         }
         fputc('\n', f);
     }
-    fputs("  --config FILE           read the same keys (\"maxmemory = 8G\") from FILE; flags win\n"
+    fputs("  --config FILE           read the same keys (\"maxmemory = 8G\") from FILE; flags win;\n"
+          "                          -FILE: skipped when FILE does not exist\n"
           "  --version, --help\n"
           "SIGHUP reopens --log-file and applies new values (from the config file) of:\n ",
           f);
@@ -345,7 +348,10 @@ int gkv_config_parse_args(gkv_config_t *cfg, int argc, char **argv, char *err, s
             file = argv[i + 1];
         else if (strncmp(argv[i], "--config=", 9) == 0)
             file = argv[i] + 9;
-        if (file && gkv_config_load(cfg, file, err, cap))
+        /* "-FILE": optional, as in systemd units: a missing file is no error. */
+        if (file && file[0] == '-' && access(file + 1, F_OK) != 0 && errno == ENOENT)
+            continue;
+        if (file && gkv_config_load(cfg, file[0] == '-' ? file + 1 : file, err, cap))
             return GKV_EINVAL;
     }
     optind = 1;

@@ -5,6 +5,7 @@
 #include "config.h"
 #include "error.h"
 #include "log.h"
+#include "notify.h"
 #include "server.h"
 
 int main(int argc, char **argv)
@@ -32,6 +33,8 @@ int main(int argc, char **argv)
     srv.argc = argc; /* SIGHUP parses them again */
     srv.argv = argv;
     GKV_INFO("ready");
+    gkv_notify("READY=1\nSTATUS=serving on unix:%s%s%s, %s backend", srv.cfg.socket_path,
+               srv.tcp_bound[0] ? " and tcp:" : "", srv.tcp_bound, srv.be->name);
     uv_run(loop, UV_RUN_DEFAULT);
     gkv_server_fini(&srv);
     uv_loop_close(loop);

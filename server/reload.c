@@ -7,22 +7,20 @@
 #include <string.h>
 
 #include "log.h"
+#include "notify.h"
 #include "server.h"
 
-void gkv_server_reload(gkv_server_t *s)
+/* Parses and applies; returns how many settings changed, or -1 (logged) when nothing did. */
+static int reload(gkv_server_t *s)
 {
-    if (s->cfg.log_file[0] && gkv_log_reopen(s->cfg.log_file))
-        GKV_WARN("SIGHUP: cannot reopen %s: %s; logging on where it was", s->cfg.log_file,
-                 strerror(errno));
-    GKV_INFO("SIGHUP: reloading the configuration");
     if (!s->argv)
-        return;
+        return 0;
     gkv_config_t next;
     char err[512];
     gkv_config_defaults(&next);
     if (gkv_config_parse_args(&next, s->argc, s->argv, err, sizeof(err)) != 0) {
         GKV_WARN("SIGHUP: configuration not reloaded: %s", err);
-        return;
+        return -1;
     }
     gkv_server_resolve(s, &next);
     char token[GKV_TOKEN_MAX + 1];
@@ -30,11 +28,11 @@ void gkv_server_reload(gkv_server_t *s)
     if (next.auth_token_file[0] &&
         gkv_token_load(next.auth_token_file, token, &token_len, err, sizeof(err))) {
         GKV_WARN("SIGHUP: configuration not reloaded: %s", err);
-        return;
+        return -1;
     }
     if (!token_len && s->token_len && s->tcp_open && !s->cfg.insecure_listen) {
-        GKV_WARN("SIGHUP: configuration not reloaded: the TCP listener needs a token");
-        return;
+        GKV_WARN("SIGHUP: configuration not reloaded: the TCP listener keeps needing a token");
+        return -1;
     }
     int changed = gkv_config_apply_reloadable(&s->cfg, &next);
     memcpy(s->token, token, token_len);
@@ -43,5 +41,19 @@ void gkv_server_reload(gkv_server_t *s)
     explicit_bzero(token, sizeof(token));
     gkv_log_set_level(s->cfg.log_level);
     s->store.host_limit = s->cfg.maxmemory_keys;
-    GKV_INFO("SIGHUP: %d setting%s changed", changed, changed == 1 ? "" : "s");
+    return changed;
+}
+
+void gkv_server_reload(gkv_server_t *s)
+{
+    if (s->cfg.log_file[0] && gkv_log_reopen(s->cfg.log_file))
+        GKV_WARN("SIGHUP: cannot reopen %s: %s; logging on where it was", s->cfg.log_file,
+                 strerror(errno));
+    GKV_INFO("SIGHUP: reloading the configuration");
+    gkv_notify("RELOADING=1");
+    int changed = reload(s);
+    if (changed >= 0)
+        GKV_INFO("SIGHUP: %d setting%s changed", changed, changed == 1 ? "" : "s");
+    gkv_notify("READY=1\nSTATUS=%s", changed < 0 ? "reload failed: configuration kept (see the log)"
+                                                  : "reloaded");
 }

@@ -16,6 +16,7 @@
 #include "error.h"
 #include "hostport.h"
 #include "log.h"
+#include "notify.h"
 #include "size.h"
 
 #define SWEEP_MS 250 /* how often deadlines are checked */
@@ -122,6 +123,10 @@ static void on_sweep(uv_timer_t *t)
 {
     gkv_server_t *s = t->data;
     uint64_t now = uv_now(s->loop);
+    if (s->watchdog_ms && now - s->watchdog_at >= s->watchdog_ms / 2) {
+        gkv_notify("WATCHDOG=1");
+        s->watchdog_at = now;
+    }
     if (now >= s->auth_decay_at) {
         s->auth_recent /= 2;
         s->auth_decay_at = now + 10000;
@@ -201,6 +206,8 @@ void gkv_server_stop(gkv_server_t *s)
     if (s->shutting_down)
         return;
     s->shutting_down = true;
+    gkv_notify("STOPPING=1\nSTATUS=stopping: %llu connections open",
+               (unsigned long long)s->nconns);
     if (s->unix_open) {
         uv_close((uv_handle_t *)&s->unix_listener, NULL);
         s->unix_open = false;
@@ -438,6 +445,7 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
     uv_timer_init(loop, &s->sweep);
     s->sweep.data = s;
     uv_timer_start(&s->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
+    s->watchdog_ms = gkv_notify_watchdog_ms();
     if ((rc = listen_unix(s, err, cap)) || (cfg->listen[0] && (rc = listen_tcp(s, err, cap))))
         goto fail_handles;
     return 0;

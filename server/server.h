@@ -60,6 +60,7 @@ typedef struct gkv_server {
     char token[GKV_TOKEN_MAX + 1];
     size_t token_len;
     uint64_t auth_recent, auth_decay_at;
+    uint64_t watchdog_ms, watchdog_at; /* systemd's WatchdogSec=, pinged from the sweep */
 } gkv_server_t;
 
 /* Opens the backend, the store and the listeners. cfg is copied; loop is borrowed and must
