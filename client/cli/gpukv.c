@@ -18,9 +18,11 @@ enum { EXIT_OKAY = 0, EXIT_SERVER = 1, EXIT_USAGE = 2, EXIT_CONNECT = 3 };
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: gpukv [-u URL | -s SOCKET] COMMAND [ARGS]\n"
+    fprintf(f, "usage: gpukv [-u URL | -s SOCKET] [--token-file FILE] COMMAND [ARGS]\n"
                "  URL is unix:/path or tcp:host:port (default: $GPUKV_URL, else the default "
-               "socket)\n\ncommands:\n"
+               "socket)\n"
+               "  FILE holds the token of a gpukvd started with --auth-token-file (default:\n"
+               "  $GPUKV_TOKEN, else the file $GPUKV_TOKEN_FILE names)\n\ncommands:\n"
                "  ping\n"
                "  set KEY VALUE | set KEY -f FILE | set KEY -     (- reads stdin)\n"
                "      [--nx | --xx] [--meta TEXT]\n"
@@ -374,6 +376,15 @@ int main(int argc, char **argv)
                    i + 1 < argc) {
             snprintf(sockurl, sizeof(sockurl), "unix:%s", argv[++i]);
             url = sockurl;
+        } else if ((strcmp(argv[i], "--token-file") == 0 && i + 1 < argc) ||
+                   strncmp(argv[i], "--token-file=", 13) == 0) {
+            const char *file = argv[i][12] == '=' ? argv[i] + 13 : argv[++i];
+            if (access(file, R_OK) != 0) {
+                fprintf(stderr, "gpukv: --token-file %s: %s\n", file, strerror(errno));
+                return EXIT_USAGE;
+            }
+            setenv("GPUKV_TOKEN_FILE", file, 1); /* libgpukv reads it in HELLO; the flag wins */
+            unsetenv("GPUKV_TOKEN");
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             return EXIT_OKAY;
@@ -407,10 +418,17 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     gkv_client_t *c;
+    errno = 0;
     int rc = gkv_client_connect(url, &c);
     if (rc) {
-        fprintf(stderr, "gpukv: cannot connect to %s: %s\n", url ? url : "the default socket",
-                gkv_strerror(rc));
+        int e = errno;
+        fprintf(stderr, "gpukv: cannot connect to %s: %s%s%s%s\n",
+                url ? url : getenv("GPUKV_URL") ? getenv("GPUKV_URL") : "the default socket",
+                gkv_strerror(rc), rc == GKV_ECONNECT && e ? " (" : "",
+                rc == GKV_ECONNECT && e ? strerror(e) : "", rc == GKV_ECONNECT && e ? ")" : "");
+        if (rc == GKV_EAUTH)
+            fprintf(stderr, "gpukv: the server needs its token: --token-file FILE, "
+                            "GPUKV_TOKEN or GPUKV_TOKEN_FILE\n");
         return rc == GKV_EINVAL ? EXIT_USAGE : EXIT_CONNECT;
     }
     int ex = EXIT_OKAY;

@@ -66,9 +66,24 @@ check usage-no-command 2 "$cli" -s "$sock"
 check usage-unknown 2 g frobnicate
 check usage-set 2 g set onlykey
 check connect-fail 3 "$cli" -s "$dir/nobody.sock" ping
+grep -q "nobody.sock.*No such file" "$dir/err" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL connect error names URL and errno"; cat "$dir/err"; }
 check bad-url 2 "$cli" -u "http://x" ping
 
 kill -TERM "$pid"; wait "$pid"; status=$?; pid=
 [ "$status" = 0 ] && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL daemon exit $status"; }
+
+# A daemon with a token: the CLI needs --token-file (or GPUKV_TOKEN / GPUKV_TOKEN_FILE).
+printf 'cli-test-token-0123456789\n' >"$dir/token"; chmod 600 "$dir/token"
+"$daemon" --socket "$sock" --backend "${GKV_TEST_BACKEND:-host}" --maxmemory 64M \
+    --auth-token-file "$dir/token" 2>>"$dir/log" &
+pid=$!
+for _ in $(seq 100); do GPUKV_TOKEN_FILE=$dir/token "$cli" -s "$sock" ping >/dev/null 2>&1 && break; sleep 0.05; done
+check token-file 0 g --token-file "$dir/token" ping
+check token-file-eq 0 "$cli" -s "$sock" --token-file="$dir/token" set k v
+check token-missing 3 env -u GPUKV_TOKEN -u GPUKV_TOKEN_FILE "$cli" -s "$sock" info
+grep -q 'needs its token' "$dir/err" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL token hint"; cat "$dir/err"; }
+check token-env 0 env GPUKV_TOKEN=cli-test-token-0123456789 "$cli" -s "$sock" get k
+check token-file-unreadable 2 g --token-file "$dir/none" ping
+kill -TERM "$pid"; wait "$pid"; pid=
 echo "cli: $passes passed, $fails failed"
 [ "$fails" = 0 ]
