@@ -7,17 +7,27 @@
 
 #include "error.h"
 
+int gkv_parse_digits(const char **s, uint64_t *n)
+{
+    const char *p = *s;
+    if (!p || !isdigit((unsigned char)*p))
+        return GKV_EINVAL;
+    *n = 0;
+    while (isdigit((unsigned char)*p)) {
+        unsigned d = (unsigned)(*p++ - '0');
+        if (*n > (UINT64_MAX - d) / 10)
+            return GKV_EINVAL;
+        *n = *n * 10 + d;
+    }
+    *s = p;
+    return 0;
+}
+
 int gkv_size_parse(const char *s, uint64_t *out)
 {
-    if (!s || !isdigit((unsigned char)*s))
+    uint64_t n;
+    if (gkv_parse_digits(&s, &n))
         return GKV_EINVAL;
-    uint64_t n = 0;
-    while (isdigit((unsigned char)*s)) {
-        unsigned d = (unsigned)(*s++ - '0');
-        if (n > (UINT64_MAX - d) / 10)
-            return GKV_EINVAL;
-        n = n * 10 + d;
-    }
     unsigned shift = 0;
     switch (toupper((unsigned char)*s)) {
     case 0:
