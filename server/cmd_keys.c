@@ -82,6 +82,17 @@ static bool has_prefix_node(const gkv_inode_t *n, gkv_slice_t prefix)
     return has_prefix(k, kl, prefix);
 }
 
+/* The first key after cursor (a key counted or listed last; it may be gone by now). */
+static const gkv_inode_t *seek_after(const gkv_index_t *ix, gkv_slice_t cursor)
+{
+    const gkv_inode_t *n = gkv_index_seek(ix, cursor.p, cursor.len);
+    size_t kl;
+    const uint8_t *k = n ? gkv_inode_key(n, &kl) : NULL;
+    if (k && kl == cursor.len && memcmp(k, cursor.p, kl) == 0)
+        n = gkv_index_next(n);
+    return n;
+}
+
 /* The smallest key greater than every key starting with s (s has len bytes, buf holds len):
  * drop trailing 0xff bytes and add one to the last byte. Returns the new length, 0 if none. */
 static size_t prefix_successor(const uint8_t *s, size_t len, uint8_t *buf)
@@ -118,11 +129,7 @@ int gkv_cmd_list(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
             size_t sl = prefix_successor(req->cursor.p, req->cursor.len, succ);
             n = sl ? gkv_index_seek(srv->store.ix, succ, sl) : NULL;
         } else {
-            n = gkv_index_seek(srv->store.ix, req->cursor.p, req->cursor.len);
-            size_t kl;
-            const uint8_t *k = n ? gkv_inode_key(n, &kl) : NULL;
-            if (k && kl == req->cursor.len && memcmp(k, req->cursor.p, kl) == 0)
-                n = gkv_index_next(n);
+            n = seek_after(srv->store.ix, req->cursor);
         }
     } else {
         n = gkv_index_seek(srv->store.ix, prefix.p, prefix.len);
@@ -207,11 +214,7 @@ int gkv_cmd_getsize(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
         bytes = srv->store.linked_bytes;
         count = gkv_index_count(srv->store.ix);
     } else if (req->cursor.len) {
-        n = gkv_index_seek(srv->store.ix, req->cursor.p, req->cursor.len);
-        size_t kl;
-        const uint8_t *k = n ? gkv_inode_key(n, &kl) : NULL;
-        if (k && kl == req->cursor.len && memcmp(k, req->cursor.p, kl) == 0)
-            n = gkv_index_next(n);
+        n = seek_after(srv->store.ix, req->cursor);
     } else {
         n = gkv_index_seek(srv->store.ix, req->prefix.p, req->prefix.len);
     }

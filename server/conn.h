@@ -84,8 +84,7 @@ struct gkv_conn {
     gkv_segment_t *segs;
     uint32_t nsegs, seg_i;
     uint64_t seg_pos;
-    size_t chunk, sent; /* the chunk in stage, and how much of it went out */
-    bool chunk_ready;   /* stage holds a copied chunk not yet all sent */
+    size_t chunk, sent; /* the chunk in stage (0: none), and how much of it went out */
     bool tail_busy;     /* tail is being written */
     uint8_t *tail;      /* GKV_SEND_TAIL bytes, allocated on first use */
     uv_shutdown_t shutdown_req;

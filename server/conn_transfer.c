@@ -55,7 +55,7 @@ static void on_write(uv_write_t *req, int status)
         return;
     }
     if (tail && c->state == CONN_SEND && !c->copy_busy) {
-        if (c->chunk_ready)
+        if (c->chunk) /* copied (no copy is busy), not all sent */
             push_chunk(c);
         else
             gkv_conn_send_step(c); /* the chunk went out, or the buffer was given back */
@@ -255,7 +255,6 @@ static void push_chunk(gkv_conn_t *c)
     }
     if (c->sent < c->chunk || c->closing)
         return; /* on_write comes back */
-    c->chunk_ready = false;
     c->seg_pos += c->chunk;
     c->chunk = c->sent = 0;
     gkv_conn_send_step(c);
@@ -269,7 +268,6 @@ void gkv_conn_yield_stage(gkv_conn_t *c)
         /* The socket is full: what was not sent yet is copied out again later. */
         c->seg_pos += c->sent;
         c->chunk = c->sent = 0;
-        c->chunk_ready = false;
         gkv_conn_release_stage(c);
     } else if (c->state == CONN_PAYLOAD && c->stage_fill) {
         /* The bytes that came go into the value now; drive() then gives the buffer back. */
@@ -282,7 +280,6 @@ void gkv_conn_yield_stage(gkv_conn_t *c)
 void gkv_conn_chunk_copied(gkv_conn_t *c)
 {
     if (c->state == CONN_SEND) {
-        c->chunk_ready = true;
         push_chunk(c);
         return;
     }

@@ -406,9 +406,7 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
     int rc = gkv_backend_open(&bc, &s->be, err, cap);
     if (rc)
         return rc;
-    if (!s->cfg.maxmemory)
-        s->cfg.maxmemory = s->be->capacity;
-    gkv_server_resolve(s, &s->cfg);
+    gkv_server_resolve(s, &s->cfg); /* maxmemory 0: the backend's capacity */
     char limit[32];
     gkv_size_format(s->cfg.maxmemory, limit, sizeof(limit));
     GKV_INFO("backend %s (%s%s%s), maxmemory %s", s->be->name, s->be->gpu_name,

@@ -31,19 +31,19 @@ void gkv_store_fini(gkv_store_t *st)
 /* What an entry costs in host memory: itself and its index node (links estimated), the key,
  * the metadata with its header, each with an allocator's overhead. A function of lengths alone,
  * so that the entry's release subtracts exactly what its making added. */
-static uint64_t host_cost(size_t klen, uint32_t meta_len)
+static uint64_t meta_cost(uint32_t meta_len)
 {
-    uint64_t c = sizeof(gkv_entry_t) + 64 + klen;
-    if (meta_len)
-        c += sizeof(gkv_extras_t) + meta_len + 16;
-    return c;
+    return meta_len ? sizeof(gkv_extras_t) + meta_len + 16 : 0;
 }
 
-static size_t entry_klen(const gkv_store_t *st, const gkv_entry_t *e)
+static uint64_t host_cost(size_t klen, uint32_t meta_len)
 {
-    size_t klen;
-    gkv_store_key(st, e, &klen);
-    return klen;
+    return sizeof(gkv_entry_t) + 64 + klen + meta_cost(meta_len);
+}
+
+static uint32_t entry_meta_len(const gkv_entry_t *e)
+{
+    return e->x ? e->x->meta_len : 0;
 }
 
 uint64_t gkv_store_host_memory(const gkv_store_t *st)
@@ -51,10 +51,15 @@ uint64_t gkv_store_host_memory(const gkv_store_t *st)
     return st->host_bytes + gkv_index_table_memory(st->ix);
 }
 
+/* True when extra more host bytes stay within host_limit. */
+static bool host_fits(const gkv_store_t *st, uint64_t extra)
+{
+    return !st->host_limit || gkv_store_host_memory(st) + extra <= st->host_limit;
+}
+
 bool gkv_store_host_room(const gkv_store_t *st, size_t klen, uint32_t meta_len)
 {
-    return !st->host_limit ||
-           gkv_store_host_memory(st) + host_cost(klen, meta_len) <= st->host_limit;
+    return host_fits(st, host_cost(klen, meta_len));
 }
 
 int gkv_store_entry_new(gkv_store_t *st, const void *key, size_t klen, uint64_t size,
@@ -100,11 +105,8 @@ int gkv_store_entry_new(gkv_store_t *st, const void *key, size_t klen, uint64_t 
 int gkv_store_entry_renew(gkv_store_t *st, gkv_entry_t *e, const void *meta, uint32_t meta_len)
 {
     gkv_extras_t *x = NULL;
-    size_t klen = entry_klen(st, e);
-    uint64_t before = host_cost(klen, e->x ? e->x->meta_len : 0);
-    uint64_t after = host_cost(klen, meta_len);
-    if (after > before && st->host_limit &&
-        gkv_store_host_memory(st) + (after - before) > st->host_limit)
+    uint64_t before = meta_cost(entry_meta_len(e)), after = meta_cost(meta_len);
+    if (after > before && !host_fits(st, after - before))
         return GKV_ENOMEM;
     if (meta_len) {
         if (!(x = malloc(sizeof(*x) + meta_len)))
@@ -130,7 +132,9 @@ void gkv_store_unref(gkv_store_t *st, gkv_entry_t *e)
     if (e->size)
         st->be->ops->free(st->be, e->mem, e->size, 0);
     st->used -= e->size;
-    st->host_bytes -= host_cost(entry_klen(st, e), e->x ? e->x->meta_len : 0);
+    size_t klen;
+    gkv_store_key(st, e, &klen);
+    st->host_bytes -= host_cost(klen, entry_meta_len(e));
     st->entries--;
     free(e->x);
     gkv_inode_free(st->ix, e);

@@ -105,6 +105,28 @@ static void send_request(int fd, unsigned op, uint64_t id, const char *key, uint
     gkv_wr_fini(&w);
 }
 
+/* Appends one request frame to w: op, id and, when bytes is not NULL, field as bin. */
+static void add_frame(gkv_wr_t *w, unsigned op, uint64_t id, unsigned field, const char *bytes)
+{
+    gkv_wr_begin(w);
+    gkv_wr_uint(w, GKV_F_OP, op);
+    gkv_wr_uint(w, GKV_F_ID, id);
+    if (bytes)
+        gkv_wr_bin(w, field, bytes, strlen(bytes));
+    gkv_wr_end(w);
+}
+
+/* Writes n requests of op (ids 0..n-1, field = bytes) on fd in one write. */
+static void pipeline(int fd, unsigned op, int n, unsigned field, const char *bytes)
+{
+    gkv_wr_t w;
+    gkv_wr_init(&w);
+    for (int i = 0; i < n; i++)
+        add_frame(&w, op, (uint64_t)i, field, bytes);
+    ck_assert_int_eq(write(fd, w.sb.data, w.sb.size), (ssize_t)w.sb.size);
+    gkv_wr_fini(&w);
+}
+
 /* True once the peer closed fd (EOF or reset), reading and dropping what comes first; waits up
  * to 20 s. */
 static bool closed_by_peer(int fd)
@@ -152,11 +174,7 @@ START_TEST(getsize_of_a_prefix_pages_with_a_cursor)
     int fd = raw_connect(d.sock);
     gkv_wr_t w;
     gkv_wr_init(&w);
-    gkv_wr_begin(&w);
-    gkv_wr_uint(&w, GKV_F_OP, GKV_OP_GETSIZE);
-    gkv_wr_uint(&w, GKV_F_ID, 1);
-    gkv_wr_bin(&w, GKV_F_PREFIX, "p/", 2);
-    gkv_wr_end(&w);
+    add_frame(&w, GKV_OP_GETSIZE, 1, GKV_F_PREFIX, "p/");
     static uint8_t hdr[HDR_CAP];
     gkv_response_t r;
     ck_assert_int_eq(raw_call(fd, &w, &r, hdr, sizeof(hdr)), 0);
@@ -183,18 +201,8 @@ START_TEST(a_pipelining_client_does_not_starve_others)
         snprintf(key, sizeof(key), "p/%05d", i);
         ck_assert_int_eq(gkv_set(c, key, strlen(key), "x", 1, NULL), 0);
     }
-    gkv_wr_t w;
-    gkv_wr_init(&w);
-    for (int i = 0; i < PIPELINED; i++) {
-        gkv_wr_begin(&w);
-        gkv_wr_uint(&w, GKV_F_OP, GKV_OP_GETSIZE);
-        gkv_wr_uint(&w, GKV_F_ID, (uint64_t)i);
-        gkv_wr_bin(&w, GKV_F_PREFIX, "p/", 2);
-        gkv_wr_end(&w);
-    }
     int fd = raw_connect(d.sock);
-    ck_assert_int_eq(write(fd, w.sb.data, w.sb.size), (ssize_t)w.sb.size);
-    gkv_wr_fini(&w);
+    pipeline(fd, GKV_OP_GETSIZE, PIPELINED, GKV_F_PREFIX, "p/");
     char got[4];
     ck_assert_int_eq(gkv_get(c, "p/00042", 7, NULL, got, sizeof(got), NULL), 0);
     /* The replies the pipelining client could read by then. */
@@ -330,18 +338,8 @@ START_TEST(sigterm_ends_although_a_client_never_reads)
     gkv_client_close(c);
     /* 1,000 GETs in one write: 8 MB of replies, more than the output limit and the socket
      * take, so the daemon stops reading with replies queued that nobody reads. */
-    gkv_wr_t w;
-    gkv_wr_init(&w);
-    for (int i = 0; i < 1000; i++) {
-        gkv_wr_begin(&w);
-        gkv_wr_uint(&w, GKV_F_OP, GKV_OP_GET);
-        gkv_wr_uint(&w, GKV_F_ID, (uint64_t)i);
-        gkv_wr_bin(&w, GKV_F_KEY, "v", 1);
-        gkv_wr_end(&w);
-    }
     int fd = raw_connect(d.sock);
-    ck_assert_int_eq(write(fd, w.sb.data, w.sb.size), (ssize_t)w.sb.size);
-    gkv_wr_fini(&w);
+    pipeline(fd, GKV_OP_GET, 1000, GKV_F_KEY, "v");
     sleep_ms(300);
     ck_assert_int_eq(harness_stop(&d), 0); /* -1: it had to be killed after 15 s */
     close(fd);
@@ -567,11 +565,7 @@ START_TEST(a_token_is_required_when_one_is_set)
         /* A wrong token: refused, then the connection closes. */
         gkv_wr_t w;
         gkv_wr_init(&w);
-        gkv_wr_begin(&w);
-        gkv_wr_uint(&w, GKV_F_OP, GKV_OP_HELLO);
-        gkv_wr_uint(&w, GKV_F_ID, 4);
-        gkv_wr_bin(&w, GKV_F_TOKEN, "wrong-token-0123456789", 22);
-        gkv_wr_end(&w);
+        add_frame(&w, GKV_OP_HELLO, 4, GKV_F_TOKEN, "wrong-token-0123456789");
         ck_assert_int_eq(raw_call(fd, &w, &r, hdr, sizeof(hdr)), GKV_EAUTH);
         gkv_wr_fini(&w);
         ck_assert(closed_by_peer(fd));
