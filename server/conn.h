@@ -133,7 +133,8 @@ void gkv_conn_chunk_copied(gkv_conn_t *c);
 /* Gives the staging buffer back, if c holds one. */
 void gkv_conn_release_stage(gkv_conn_t *c);
 /* Others wait for staging and c's client has stalled: c gives its buffer back (a send goes on
- * from where the socket stopped, a partly filled payload chunk is copied in first). */
-void gkv_conn_yield_stage(gkv_conn_t *c);
+ * from where the socket stopped, a partly filled payload chunk is copied in first). True when
+ * it did; false when c holds no buffer it can give now (a copy is busy, the socket is not full). */
+bool gkv_conn_yield_stage(gkv_conn_t *c);
 
 #endif

@@ -260,21 +260,25 @@ static void push_chunk(gkv_conn_t *c)
     gkv_conn_send_step(c);
 }
 
-void gkv_conn_yield_stage(gkv_conn_t *c)
+bool gkv_conn_yield_stage(gkv_conn_t *c)
 {
     if (!c->stage || c->copy_busy || c->closing)
-        return;
+        return false;
     if (c->state == CONN_SEND && c->tail_busy) {
         /* The socket is full: what was not sent yet is copied out again later. */
         c->seg_pos += c->sent;
         c->chunk = c->sent = 0;
         gkv_conn_release_stage(c);
-    } else if (c->state == CONN_PAYLOAD && c->stage_fill) {
+        return true;
+    }
+    if (c->state == CONN_PAYLOAD && c->stage_fill) {
         /* The bytes that came go into the value now; drive() then gives the buffer back. */
         c->copy_busy = true;
         copy_started(c, c->srv->be->ops->copy_in(c->srv->be, c->recv->mem, c->recv_got, c->stage,
                                                  c->stage_fill, c->lane, &c->copy));
+        return true;
     }
+    return false;
 }
 
 void gkv_conn_chunk_copied(gkv_conn_t *c)
