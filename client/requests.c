@@ -380,10 +380,12 @@ int gkv_flush(gkv_client_t *c)
     return rc ? rc : gkv__recv(c);
 }
 
-int gkv_info(gkv_client_t *c, char **text)
+static int info_text(gkv_client_t *c, uint64_t flags, char **text)
 {
     gkv__cache_flush(c);
     gkv__begin(c, GKV_OP_INFO);
+    if (flags)
+        gkv_wr_uint(&c->wr, GKV_F_FLAGS, flags);
     int rc;
     if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
         return rc;
@@ -400,4 +402,14 @@ int gkv_info(gkv_client_t *c, char **text)
     t[len] = 0;
     *text = t;
     return 0;
+}
+
+int gkv_info(gkv_client_t *c, char **text)
+{
+    return info_text(c, 0, text);
+}
+
+int gkv_metrics(gkv_client_t *c, char **text)
+{
+    return info_text(c, GKV_INFO_PROMETHEUS, text);
 }

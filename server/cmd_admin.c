@@ -78,8 +78,30 @@ int gkv_cmd_flush(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     return gkv_reply_count(rep, req->id, count);
 }
 
+/* INFO with flags GKV_INFO_PROMETHEUS: the metrics text that --metrics-listen serves. */
+static int info_prometheus(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    gkv_text_t t = {0};
+    gkv_metrics_render(srv, &t);
+    gkv_wr_t *w = rep->wr;
+    int rc = t.failed ? GKV_ENOMEM : 0;
+    if (!rc) {
+        gkv_reply_ok(w, req->id);
+        gkv_wr_uint(w, GKV_F_PAYLOAD, (uint64_t)t.len);
+        rc = gkv_wr_end(w);
+    }
+    if (!rc && msgpack_sbuffer_write(&w->sb, t.p, t.len))
+        rc = GKV_ENOMEM;
+    gkv_text_free(&t);
+    return rc;
+}
+
 int gkv_cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
+    if (req->flags & ~(uint64_t)GKV_INFO_PROMETHEUS)
+        return gkv_reply_fail(rep, GKV_EINVAL, "INFO flags: only 1 (Prometheus text) is known");
+    if (req->flags & GKV_INFO_PROMETHEUS)
+        return info_prometheus(srv, req, rep);
     char text[4096];
     const gkv_store_t *st = &srv->store;
     const gkv_server_stats_t *ss = &srv->stats;
@@ -87,7 +109,7 @@ int gkv_cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         text, sizeof(text),
         "# Server\r\nversion:%s\r\nprotocol:%d\r\npid:%d\r\nuptime_seconds:%" PRIu64
         "\r\nbackend:%s\r\ndevice:%d\r\ngpu_name:%s\r\ngpu_uuid:%s\r\nunix_socket:%s\r\n"
-        "tcp_listen:%s\r\n"
+        "tcp_listen:%s\r\nmetrics_listen:%s\r\n"
         "# Clients\r\nconnected_clients:%" PRIu64 "\r\nmaxclients:%" PRIu64 "\r\n"
         "# Memory\r\nused_bytes:%" PRIu64 "\r\nmaxmemory:%" PRIu64 "\r\ndevice_total_bytes:%" PRIu64
         "\r\nkept_export_bytes:%" PRIu64 "\r\nkept_export_reuses:%" PRIu64
@@ -103,13 +125,14 @@ int gkv_cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         "\r\n",
         GKV_VERSION_STRING, GKV_PROTOCOL_VERSION, (int)getpid(), gkv_server_uptime_s(srv),
         srv->be->name, srv->be->device, srv->be->gpu_name, srv->be->gpu_uuid, srv->cfg.socket_path,
-        srv->tcp_bound[0] ? srv->tcp_bound : "off", srv->nconns, srv->cfg.maxclients, st->used,
-        st->limit, srv->be->device_total, srv->be->kept_bytes, srv->be->kept_reuses,
+        srv->tcp_bound[0] ? srv->tcp_bound : "off",
+        srv->metrics_bound[0] ? srv->metrics_bound : "off", srv->nconns, srv->cfg.maxclients,
+        st->used, st->limit, srv->be->device_total, srv->be->kept_bytes, srv->be->kept_reuses,
         gkv_index_memory(st->ix), srv->cfg.max_value, srv->cfg.max_key, ss->total_connections,
         ss->rejected_connections, ss->total_commands, ss->protocol_errors, st->stats.hits,
         st->stats.misses, st->stats.sets, st->stats.dels, st->stats.oom_errors, ss->bytes_in,
-        ss->bytes_out, srv->batcher.batches, srv->batcher.pieces,
-        gkv_index_count(st->ix), st->entries,
+        ss->bytes_out, srv->batcher.batches, srv->batcher.pieces, gkv_index_count(st->ix),
+        st->entries,
         srv->be->host_visible && !srv->cfg.host_zero_copy ? "off" : srv->be->share_mechanism,
         srv->lease_totals.leases, srv->lease_totals.bytes, srv->lease_totals.creates,
         srv->cfg.max_leases, srv->cfg.max_leased_bytes);

@@ -149,6 +149,9 @@ static const setting_t settings[] = {
     {"listen", parse_listen, FIELD(listen), 0, 0, false, "HOST:PORT",
      "also listen on TCP (port 0 picks a free port); off by default. A non-loopback\n"
      "address needs --auth-token-file (or --insecure-listen yes)"},
+    {"metrics-listen", parse_listen, FIELD(metrics_listen), 0, 0, false, "HOST:PORT",
+     "serve Prometheus metrics on http://HOST:PORT/metrics; off by default. A\n"
+     "non-loopback address needs --auth-token-file (or --insecure-listen yes)"},
     {"backend", parse_backend, FIELD(backend), 0, 0, false, "auto|cuda|host",
      "where values live (auto: cuda when a GPU is usable)"},
     {"device", parse_uint, FIELD(device), 0, 1023, false, "N", "CUDA device ordinal (default 0)"},
@@ -194,7 +197,8 @@ static const setting_t settings[] = {
     {"allow-gid", parse_ids, FIELD(allow_gids), 0, 0, true, "GID,...",
      "Unix socket: only members of these primary groups (and --allow-uid users)"},
     {"insecure-listen", parse_bool, FIELD(insecure_listen), 0, 0, false, "yes|no",
-     "allow --listen on a non-loopback address without a token (no)"},
+     "allow --listen and --metrics-listen on a non-loopback address without a\n"
+     "token (no)"},
 };
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
 

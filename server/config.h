@@ -14,6 +14,7 @@
 typedef struct {
     char socket_path[PATH_MAX]; /* Unix socket; always listened on */
     char listen[256];           /* "HOST:PORT" for TCP, "" for none */
+    char metrics_listen[256];   /* "HOST:PORT" for the Prometheus endpoint, "" for none */
     gkv_backend_kind_t backend;
     int device;
     uint64_t maxmemory; /* 0: 90% of the GPU's free memory (or RAM) at start */
@@ -34,7 +35,7 @@ typedef struct {
     uint64_t maxmemory_keys;    /* host bytes for keys, metadata and the index; 0: RAM / 4 */
     /* Access. */
     char auth_token_file[PATH_MAX]; /* "" for none */
-    bool insecure_listen;           /* allow a non-loopback --listen without a token */
+    bool insecure_listen; /* allow a non-loopback --listen (--metrics-listen) without a token */
     uint32_t allow_uids[GKV_ALLOW_MAX], allow_gids[GKV_ALLOW_MAX];
     uint32_t n_allow_uids, n_allow_gids;
     char log_file[PATH_MAX]; /* "" for stderr; reopened on SIGHUP */

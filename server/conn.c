@@ -257,6 +257,8 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
     rep.first = c->requests++ == 0;
     rep.zero_copy = c->zero_copy;
     rep.authed = c->authed;
+    c->op = req->op;
+    c->op_started = uv_hrtime();
     int rc = gkv_dispatch(c->srv, req, &rep);
     if (rep.auth_ok)
         c->authed = true;
@@ -269,6 +271,7 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
             close(rep.fd);
     }
     if (rc < 0) {
+        gkv_conn_op_done(c, rc);
         if (req->payload_len) {
             c->discard_left = req->payload_len;
             c->state = CONN_DISCARD;
@@ -294,6 +297,13 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
         gkv_conn_send(c, &rep);
     else
         gkv_reply_release(c->srv, &rep);
+    if (c->state != CONN_SEND)
+        gkv_conn_op_done(c, 0); /* else when its last byte went to the socket */
+}
+
+void gkv_conn_op_done(gkv_conn_t *c, int rc)
+{
+    gkv_metrics_record(&c->srv->metrics, c->op, uv_hrtime() - c->op_started, rc != 0);
 }
 
 /* Parses and handles one request. Returns 1 when one was handled, 0 when more bytes are

@@ -49,6 +49,7 @@ struct gkv_conn {
     uint32_t held;
     gkv_entry_t *unshared_from, *unshared_to; /* the fence's MAP copy (reply.h) */
     uint64_t requests;                        /* requests handled so far */
+    uint64_t op, op_started; /* the request in progress: opcode, uv_hrtime at its header */
     /* Deadlines (conn_limits.c), in uv_now milliseconds. */
     uint64_t frame_since;     /* the frame in progress began (or last kept moving); 0: none */
     uint64_t frame_bytes;     /* input bytes since frame_since */
@@ -117,6 +118,9 @@ void gkv_conn_batch_deliver(void *sink, uint64_t tag, const void *bytes, uint32_
 void gkv_conn_drive(gkv_conn_t *c);
 /* Goes on after the last held reply was released: close, send or drive. */
 void gkv_conn_resume(gkv_conn_t *c);
+/* The request in progress ended (rc: 0 or the error it was answered with): its time goes into
+ * the server's metrics. */
+void gkv_conn_op_done(gkv_conn_t *c, int rc);
 /* Closes once nothing is in flight or held. */
 void gkv_conn_finish_close(gkv_conn_t *c);
 /* Writes the replies produced so far unless one is held. */

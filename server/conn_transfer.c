@@ -114,6 +114,8 @@ static bool take_stage(gkv_conn_t *c)
     if (c->stage)
         return true;
     if (c->waiter.queued) {
+        if (!c->waiting_stage)
+            c->srv->stats.staging_waits++;
         c->waiting_stage = true;
         return false;
     }
@@ -148,6 +150,7 @@ void gkv_conn_send_step(gkv_conn_t *c)
         c->segs = NULL;
         c->nsegs = c->seg_i = 0;
         c->state = CONN_HEADER;
+        gkv_conn_op_done(c, 0);
         gkv_conn_release_stage(c);
         gkv_conn_drive(c);
         return;
@@ -296,7 +299,8 @@ void gkv_conn_chunk_copied(gkv_conn_t *c)
 
 static void recv_commit(gkv_conn_t *c)
 {
-    c->recv_cmd->on_payload(c->srv, c->req_id, c->recv, c->recv_flags, &c->out, NULL);
+    int rc = c->recv_cmd->on_payload(c->srv, c->req_id, c->recv, c->recv_flags, &c->out, NULL);
+    gkv_conn_op_done(c, rc);
     gkv_store_unref(&c->srv->store, c->recv);
     c->recv = NULL;
     c->state = CONN_HEADER;
@@ -321,8 +325,10 @@ static bool recv_batched(gkv_conn_t *c)
     }
     memcpy(dst, c->in + c->in_pos, size);
     c->in_pos += size;
-    if (c->recv_cmd->on_payload(srv, c->req_id, e, c->recv_flags, &c->out, &holder) == 0)
+    int rc = c->recv_cmd->on_payload(srv, c->req_id, e, c->recv_flags, &c->out, &holder);
+    if (rc == 0)
         gkv_batch_in_commit(&srv->batcher, holder);
+    gkv_conn_op_done(c, rc);
     gkv_store_unref(&srv->store, e);
     c->recv = NULL;
     c->state = CONN_HEADER;

@@ -16,6 +16,7 @@
 #include "error.h"
 #include "hostport.h"
 #include "log.h"
+#include "metrics_http.h"
 #include "notify.h"
 #include "size.h"
 
@@ -137,6 +138,7 @@ static void on_sweep(uv_timer_t *t)
         gkv_conn_sweep(c, now);
         c = next;
     }
+    gkv_metrics_http_sweep(s, now);
 }
 
 /* Once every connection is gone, closing the remaining handles lets uv_run return. */
@@ -217,6 +219,7 @@ void gkv_server_stop(gkv_server_t *s)
         uv_close((uv_handle_t *)&s->tcp_listener, NULL);
         s->tcp_open = false;
     }
+    gkv_metrics_http_close(s);
     uv_timer_start(&s->shutdown_timer, on_grace_timeout, s->cfg.shutdown_grace_ms, 0);
     gkv_conn_t *c = s->conns;
     while (c) {
@@ -322,59 +325,69 @@ static bool loopback(const struct sockaddr_storage *sa)
     return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
 }
 
-static int listen_tcp(gkv_server_t *s, char *err, size_t cap)
+int gkv_server_listen_tcp(gkv_server_t *s, uv_tcp_t *t, const char *what, const char *addr,
+                          const char *exposes, uv_connection_cb cb, char bound[128], char *err,
+                          size_t cap)
 {
     char buf[256];
     const char *h, *port_s;
-    if (gkv_hostport_split(s->cfg.listen, buf, sizeof(buf), &h, &port_s)) {
-        snprintf(err, cap, "listen: '%s' is not HOST:PORT with a port 0..65535", s->cfg.listen);
+    if (gkv_hostport_split(addr, buf, sizeof(buf), &h, &port_s)) {
+        snprintf(err, cap, "%s: '%s' is not HOST:PORT with a port 0..65535", what, addr);
         return GKV_EINVAL;
     }
     int port = atoi(port_s);
     struct sockaddr_storage sa;
     if (uv_ip4_addr(h, port, (struct sockaddr_in *)&sa) != 0 &&
         uv_ip6_addr(h, port, (struct sockaddr_in6 *)&sa) != 0) {
-        snprintf(err, cap, "listen: '%s' is not an IPv4 or IPv6 address", h);
+        snprintf(err, cap, "%s: '%s' is not an IPv4 or IPv6 address", what, h);
         return GKV_EINVAL;
     }
     if (!loopback(&sa) && !s->token_len) {
         if (!s->cfg.insecure_listen) {
             snprintf(err, cap,
-                     "listen: %s is reachable from other machines and no --auth-token-file is "
-                     "set: anyone could read, write and flush; give a token, listen on "
-                     "127.0.0.1, or pass --insecure-listen yes",
-                     s->cfg.listen);
+                     "%s: %s is reachable from other machines and no --auth-token-file is "
+                     "set: anyone could %s; give a token, listen on 127.0.0.1, or pass "
+                     "--insecure-listen yes",
+                     what, addr, exposes);
             return GKV_EINVAL;
         }
-        GKV_WARN("listening on %s without authentication (--insecure-listen): anyone who can "
-                 "reach it can read, write and flush every value",
-                 s->cfg.listen);
+        GKV_WARN("%s %s without authentication (--insecure-listen): anyone who can reach it can "
+                 "%s",
+                 what, addr, exposes);
     }
-    uv_tcp_init(s->loop, &s->tcp_listener);
-    s->tcp_listener.data = s;
-    s->tcp_open = true;
-    int e = uv_tcp_bind(&s->tcp_listener, (struct sockaddr *)&sa, 0);
+    uv_tcp_init(s->loop, t); /* from here on the caller closes t, also on failure */
+    t->data = s;
+    int e = uv_tcp_bind(t, (struct sockaddr *)&sa, 0);
     if (e == 0)
-        e = uv_listen((uv_stream_t *)&s->tcp_listener, 511, on_connection);
+        e = uv_listen((uv_stream_t *)t, 511, cb);
     if (e) {
-        snprintf(err, cap, "cannot listen on tcp:%s: %s", s->cfg.listen, uv_strerror(e));
+        snprintf(err, cap, "cannot listen on tcp:%s (%s): %s", addr, what, uv_strerror(e));
         return GKV_ESYS;
     }
-    struct sockaddr_storage bound;
-    int len = sizeof(bound);
+    struct sockaddr_storage got;
+    int len = sizeof(got);
     char ip[64] = "?";
-    uv_tcp_getsockname(&s->tcp_listener, (struct sockaddr *)&bound, &len);
-    if (bound.ss_family == AF_INET6) {
-        uv_ip6_name((struct sockaddr_in6 *)&bound, ip, sizeof(ip));
-        snprintf(s->tcp_bound, sizeof(s->tcp_bound), "[%s]:%d", ip,
-                 ntohs(((struct sockaddr_in6 *)&bound)->sin6_port));
+    uv_tcp_getsockname(t, (struct sockaddr *)&got, &len);
+    if (got.ss_family == AF_INET6) {
+        uv_ip6_name((struct sockaddr_in6 *)&got, ip, sizeof(ip));
+        snprintf(bound, 128, "[%s]:%d", ip, ntohs(((struct sockaddr_in6 *)&got)->sin6_port));
     } else {
-        uv_ip4_name((struct sockaddr_in *)&bound, ip, sizeof(ip));
-        snprintf(s->tcp_bound, sizeof(s->tcp_bound), "%s:%d", ip,
-                 ntohs(((struct sockaddr_in *)&bound)->sin_port));
+        uv_ip4_name((struct sockaddr_in *)&got, ip, sizeof(ip));
+        snprintf(bound, 128, "%s:%d", ip, ntohs(((struct sockaddr_in *)&got)->sin_port));
     }
-    GKV_INFO("listening on tcp:%s", s->tcp_bound);
+    GKV_INFO("%s: listening on tcp:%s", what, bound);
     return 0;
+}
+
+/* The TCP listener for clients (--listen). */
+static int listen_tcp(gkv_server_t *s, char *err, size_t cap)
+{
+    int rc = gkv_server_listen_tcp(s, &s->tcp_listener, "listen", s->cfg.listen,
+                                   "read, write and flush every value", on_connection, s->tcp_bound,
+                                   err, cap);
+    /* A bad address fails before the handle is initialised (s was zeroed: type 0). */
+    s->tcp_open = uv_handle_get_type((uv_handle_t *)&s->tcp_listener) == UV_TCP;
+    return rc;
 }
 
 static void close_quietly(uv_handle_t *h)
@@ -444,7 +457,8 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
     s->sweep.data = s;
     uv_timer_start(&s->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
     s->watchdog_ms = gkv_notify_watchdog_ms();
-    if ((rc = listen_unix(s, err, cap)) || (cfg->listen[0] && (rc = listen_tcp(s, err, cap))))
+    if ((rc = listen_unix(s, err, cap)) || (cfg->listen[0] && (rc = listen_tcp(s, err, cap))) ||
+        (cfg->metrics_listen[0] && (rc = gkv_metrics_http_listen(s, err, cap))))
         goto fail_handles;
     return 0;
 fail_handles:
@@ -454,6 +468,8 @@ fail_handles:
     }
     if (s->tcp_open)
         close_quietly((uv_handle_t *)&s->tcp_listener);
+    if (s->metrics_open)
+        close_quietly((uv_handle_t *)&s->metrics_listener);
     close_quietly((uv_handle_t *)&s->wake);
     close_quietly((uv_handle_t *)&s->spin);
     close_quietly((uv_handle_t *)&s->turns);

@@ -10,11 +10,13 @@
 #include "batch.h"
 #include "config.h"
 #include "lease.h"
+#include "metrics.h"
 #include "staging.h"
 #include "store.h"
 #include "token.h"
 
 typedef struct gkv_conn gkv_conn_t;
+typedef struct gkv_http_conn gkv_http_conn_t;
 
 typedef struct {
     uint64_t total_connections, rejected_connections, total_commands, protocol_errors;
@@ -23,6 +25,8 @@ typedef struct {
     uint64_t staging_yields; /* staging buffers taken from stalled clients for waiting ones */
     uint64_t auth_failures;  /* HELLOs with a wrong or missing token */
     uint64_t rejected_peers; /* Unix connections refused by --allow-uid / --allow-gid */
+    uint64_t staging_waits;  /* transfers that queued for a staging buffer */
+    uint64_t metrics_scrapes; /* answers on --metrics-listen */
 } gkv_server_stats_t;
 
 typedef struct gkv_server {
@@ -48,6 +52,13 @@ typedef struct gkv_server {
     uint64_t nconns, next_conn_id;
     uint64_t started_ms;
     gkv_server_stats_t stats;
+    gkv_metrics_t metrics; /* per-command counts and latencies */
+    /* --metrics-listen: the HTTP listener and its connections (metrics_http.c). */
+    uv_tcp_t metrics_listener;
+    bool metrics_open;
+    char metrics_bound[128]; /* "host:port" actually bound, or "" */
+    gkv_http_conn_t *http_conns;
+    unsigned nhttp; /* of them, not closing */
     gkv_lease_totals_t lease_totals;
     uv_idle_t spin;          /* --busy-poll: while active the loop polls without sleeping */
     uint64_t spin_until_ns;
@@ -81,6 +92,15 @@ void gkv_server_resolve(const gkv_server_t *s, gkv_config_t *cfg);
  * the reloadable settings; the others are logged as needing a restart (reload.c). A bad config
  * is logged and changes nothing. */
 void gkv_server_reload(gkv_server_t *s);
+
+/* Between server.c and metrics_http.c: binds t (initialised here, t->data = s) to addr
+ * ("HOST:PORT", the value of flag what) and listens with cb; the address actually bound goes
+ * into bound (128 bytes). A non-loopback address without a token is refused unless
+ * --insecure-listen, exposes says what anyone could then do. Returns 0, GKV_EINVAL or
+ * GKV_ESYS with err set. */
+int gkv_server_listen_tcp(gkv_server_t *s, uv_tcp_t *t, const char *what, const char *addr,
+                          const char *exposes, uv_connection_cb cb, char bound[128], char *err,
+                          size_t cap);
 
 /* Seconds since gkv_server_init. */
 uint64_t gkv_server_uptime_s(const gkv_server_t *s);

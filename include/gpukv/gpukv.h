@@ -212,6 +212,12 @@ GKV_EXPORT int gkv_flush(gkv_client_t *c);
 /* Server information as "name:value" lines grouped under "# Section" headings. *text is owned
  * by the caller (gkv_free), NUL-terminated. */
 GKV_EXPORT int gkv_info(gkv_client_t *c, char **text);
+/* INFO flags. */
+#define GKV_INFO_PROMETHEUS 1u /* the Prometheus text that gpukvd --metrics-listen serves */
+/* The server's metrics in the Prometheus text format (what GET /metrics on --metrics-listen
+ * answers): per-command counts, errors and latency histograms, bytes, memory, keys, leases,
+ * connections. *text as for gkv_info. */
+GKV_EXPORT int gkv_metrics(gkv_client_t *c, char **text);
 
 /* LIST iterator: walks the keys under a prefix in byte order, fetching pages from the server
  * as it goes. With a delimiter (e.g. '/'), keys that continue past the next delimiter are

@@ -258,6 +258,12 @@ class Client(_gpukv.Client):
             merged.update(fields)
         return merged
 
+    def metrics(self) -> str:
+        """The server's metrics in the Prometheus text format: what ``GET /metrics`` on
+        ``gpukvd --metrics-listen`` answers (per-command counts and latency histograms, bytes,
+        memory, keys, leases, connections)."""
+        return self._info(True)
+
 
 class ClientPool:
     """Clients for code that runs on many threads: asyncio (``await pool.run(fn, ...)`` runs

@@ -54,7 +54,7 @@ PyObject *client_delete(ClientObject *self, PyObject *keys);
 PyObject *client_getsize(ClientObject *self, PyObject *key);
 PyObject *client_getsize_prefix(ClientObject *self, PyObject *prefix);
 PyObject *client_flush(ClientObject *self, PyObject *noargs);
-PyObject *client_info_text(ClientObject *self, PyObject *noargs);
+PyObject *client_info_text(ClientObject *self, PyObject *args);
 PyObject *client_list(ClientObject *self, PyObject *args);
 
 PyObject *client_map(ClientObject *self, PyObject *const *args, Py_ssize_t nargs,

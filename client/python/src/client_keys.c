@@ -97,12 +97,15 @@ PyObject *client_flush(ClientObject *self, PyObject *noargs)
     Py_RETURN_NONE;
 }
 
-PyObject *client_info_text(ClientObject *self, PyObject *noargs)
+PyObject *client_info_text(ClientObject *self, PyObject *args)
 {
-    (void)noargs;
+    int prometheus = 0;
+    if (!PyArg_ParseTuple(args, "|p:_info", &prometheus))
+        return NULL;
     char *text = NULL;
     int rc;
-    CLIENT_CALL(client_enter, self, rc, gkv_info(self->c, &text));
+    CLIENT_CALL(client_enter, self, rc,
+                prometheus ? gkv_metrics(self->c, &text) : gkv_info(self->c, &text));
     if (rc < 0)
         return NULL;
     PyObject *s = PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");

@@ -368,7 +368,8 @@ static PyMethodDef client_methods[] = {
     {"_getsize_prefix", (PyCFunction)client_getsize_prefix, METH_O,
      "(bytes, count) of the keys under a prefix."},
     {"flush", (PyCFunction)client_flush, METH_NOARGS, "Deletes every key of the server."},
-    {"_info", (PyCFunction)client_info_text, METH_NOARGS, "INFO as text."},
+    {"_info", (PyCFunction)client_info_text, METH_VARARGS,
+     "INFO as text; _info(True): the Prometheus metrics text."},
     {"_list", (PyCFunction)client_list, METH_VARARGS, "A LIST iterator: (prefix, delim, page)."},
     {"map", (PyCFunction)(void (*)(void))client_map, METH_FASTCALL | METH_KEYWORDS,
      "map(key, *, offset=None, length=None, suffix=None) -> Mapping: leases the value (or a "

@@ -218,6 +218,27 @@ def test_info(client):
     assert client.info("nosuchsection") == {}
 
 
+def test_metrics_are_valid_prometheus_text(client):
+    """client.metrics() is what --metrics-listen serves; prometheus_client's own parser reads
+    it, and the histogram of a command agrees with its count."""
+    parser = pytest.importorskip("prometheus_client.parser")
+    client.set("metrics/a", b"x")
+    client.get("metrics/a")
+    types, samples = {}, {}
+    for fam in parser.text_string_to_metric_families(client.metrics()):
+        types[fam.name] = fam.type
+        for s in fam.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    assert types["gpukv_command_duration_seconds"] == "histogram"
+    assert types["gpukv_commands"] == "counter"
+    sets = samples[("gpukv_commands_total", (("command", "set"),))]
+    assert sets >= 1
+    assert samples[("gpukv_command_duration_seconds_count", (("command", "set"),))] == sets
+    assert samples[("gpukv_command_duration_seconds_bucket",
+                    (("command", "set"), ("le", "+Inf")))] == sets
+    assert samples[("gpukv_keys", ())] >= 1
+
+
 def test_errors_cover_every_code():
     seen = set()
     for code, name, text in _gpukv.ERRORS:

@@ -1,0 +1,232 @@
+/* metrics.c: per-command latency histograms and the Prometheus text exposition (format 0.0.4)
+ * of the server's counters and gauges. Every figure comes from the same fields INFO reads. */
+#include "metrics.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "server.h"
+#include "version.h"
+
+static const uint64_t bounds_us[GKV_LATENCY_BUCKETS - 1] = {GKV_LATENCY_BOUNDS};
+
+void gkv_metrics_record(gkv_metrics_t *m, uint64_t op, uint64_t ns, int failed)
+{
+    gkv_cmd_stats_t *s = &m->cmd[op < GKV_OP_MAX ? op : 0];
+    int b = 0; /* the first bucket whose bound is >= ns (Prometheus' "le") */
+    while (b < GKV_LATENCY_BUCKETS - 1 && ns > bounds_us[b] * 1000)
+        b++;
+    s->calls++;
+    s->errors += failed != 0;
+    s->buckets[b]++;
+    s->sum_ns += ns;
+}
+
+void gkv_text_printf(gkv_text_t *t, const char *fmt, ...)
+{
+    if (t->failed)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        size_t room = t->cap - t->len;
+        int n = vsnprintf(t->p ? t->p + t->len : NULL, room, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            t->failed = 1;
+            return;
+        }
+        if ((size_t)n < room) {
+            t->len += (size_t)n;
+            return;
+        }
+        size_t cap = t->cap ? t->cap : 4096;
+        while (cap - t->len <= (size_t)n)
+            cap *= 2;
+        char *p = realloc(t->p, cap);
+        if (!p) {
+            t->failed = 1;
+            if (t->p)
+                t->p[t->len] = 0;
+            return;
+        }
+        t->p = p;
+        t->cap = cap;
+    }
+}
+
+void gkv_text_free(gkv_text_t *t)
+{
+    free(t->p);
+    memset(t, 0, sizeof(*t));
+}
+
+/* A label value with \, " and newlines escaped, in buf (cap bytes, truncated to fit). */
+static const char *label(const char *v, char *buf, size_t cap)
+{
+    size_t o = 0;
+    for (; *v && o + 3 < cap; v++) {
+        if (*v == '\\' || *v == '"' || *v == '\n') {
+            buf[o++] = '\\';
+            buf[o++] = *v == '\n' ? 'n' : *v;
+        } else {
+            buf[o++] = *v;
+        }
+    }
+    buf[o] = 0;
+    return buf;
+}
+
+static void family(gkv_text_t *t, const char *name, const char *type, const char *help)
+{
+    gkv_text_printf(t, "# HELP gpukv_%s %s\n# TYPE gpukv_%s %s\n", name, help, name, type);
+}
+
+/* One sample without labels. */
+static void one(gkv_text_t *t, const char *name, const char *type, const char *help, uint64_t v)
+{
+    family(t, name, type, help);
+    gkv_text_printf(t, "gpukv_%s %llu\n", name, (unsigned long long)v);
+}
+
+static const char *command_name(unsigned op)
+{
+    const char *n = op ? gkv_op_name(op) : NULL;
+    return n ? n : "unknown";
+}
+
+static void render_commands(const gkv_metrics_t *m, gkv_text_t *t)
+{
+    family(t, "commands_total", "counter", "Requests handled, by command.");
+    for (unsigned op = 0; op < GKV_OP_MAX; op++)
+        if (op == 0 ? m->cmd[0].calls != 0 : gkv_op_name(op) != NULL)
+            gkv_text_printf(t, "gpukv_commands_total{command=\"%s\"} %llu\n", command_name(op),
+                            (unsigned long long)m->cmd[op].calls);
+    family(t, "command_errors_total", "counter", "Requests answered with an error, by command.");
+    for (unsigned op = 0; op < GKV_OP_MAX; op++)
+        if (op == 0 ? m->cmd[0].calls != 0 : gkv_op_name(op) != NULL)
+            gkv_text_printf(t, "gpukv_command_errors_total{command=\"%s\"} %llu\n",
+                            command_name(op), (unsigned long long)m->cmd[op].errors);
+    family(t, "command_duration_seconds", "histogram",
+           "Server time per request: from its decoded header to its reply queued (SET: to the "
+           "commit of its payload; a GET sent through staging: to its last byte handed to the "
+           "socket).");
+    for (unsigned op = 0; op < GKV_OP_MAX; op++) {
+        const gkv_cmd_stats_t *s = &m->cmd[op];
+        if (!s->calls)
+            continue;
+        const char *name = command_name(op);
+        uint64_t cum = 0;
+        for (int b = 0; b < GKV_LATENCY_BUCKETS; b++) {
+            cum += s->buckets[b];
+            if (b < GKV_LATENCY_BUCKETS - 1)
+                gkv_text_printf(t,
+                                "gpukv_command_duration_seconds_bucket{command=\"%s\",le=\"%g\"} "
+                                "%llu\n",
+                                name, (double)bounds_us[b] / 1e6, (unsigned long long)cum);
+            else
+                gkv_text_printf(t,
+                                "gpukv_command_duration_seconds_bucket{command=\"%s\",le=\"+Inf\"}"
+                                " %llu\n",
+                                name, (unsigned long long)cum);
+        }
+        gkv_text_printf(t, "gpukv_command_duration_seconds_sum{command=\"%s\"} %.9f\n", name,
+                        (double)s->sum_ns / 1e9);
+        gkv_text_printf(t, "gpukv_command_duration_seconds_count{command=\"%s\"} %llu\n", name,
+                        (unsigned long long)s->calls);
+    }
+}
+
+static void render_memory(const gkv_server_t *srv, gkv_text_t *t)
+{
+    const gkv_backend_t *be = srv->be;
+    char uuid[112], gpu[160];
+    char dev[160];
+    snprintf(dev, sizeof(dev), "backend=\"%s\",device=\"%d\",gpu_uuid=\"%s\"", be->name, be->device,
+             label(be->gpu_uuid, uuid, sizeof(uuid)));
+    family(t, "build_info", "gauge", "Always 1: the version, backend and GPU of this gpukvd.");
+    gkv_text_printf(t, "gpukv_build_info{version=\"%s\",%s,gpu_name=\"%s\"} 1\n",
+                    GKV_VERSION_STRING, dev, label(be->gpu_name, gpu, sizeof(gpu)));
+    struct {
+        const char *name, *help;
+        uint64_t v;
+    } per_device[] = {
+        {"memory_used_bytes", "Bytes of values, published or being written.", srv->store.used},
+        {"memory_limit_bytes", "--maxmemory: the most bytes values may take.", srv->store.limit},
+        {"device_memory_bytes", "Total memory of the device (or RAM on the host backend).",
+         be->device_total},
+        {"kept_export_bytes", "Freed exported allocations kept for reuse.", be->kept_bytes},
+    };
+    for (size_t i = 0; i < sizeof(per_device) / sizeof(per_device[0]); i++) {
+        family(t, per_device[i].name, "gauge", per_device[i].help);
+        gkv_text_printf(t, "gpukv_%s{%s} %llu\n", per_device[i].name, dev,
+                        (unsigned long long)per_device[i].v);
+    }
+    one(t, "key_memory_bytes", "gauge", "Host bytes of keys, metadata and the index.",
+        gkv_store_host_memory(&srv->store));
+    one(t, "key_memory_limit_bytes", "gauge", "--maxmemory-keys.", srv->store.host_limit);
+}
+
+void gkv_metrics_render(const gkv_server_t *srv, gkv_text_t *t)
+{
+    const gkv_server_stats_t *ss = &srv->stats;
+    const gkv_store_t *st = &srv->store;
+    uint64_t waiting = 0;
+    for (const gkv_conn_t *c = srv->conns; c; c = c->next)
+        waiting += c->waiting_stage;
+    render_memory(srv, t);
+    one(t, "uptime_seconds", "gauge", "Seconds since gpukvd started.", gkv_server_uptime_s(srv));
+    render_commands(&srv->metrics, t);
+    one(t, "received_bytes_total", "counter", "Bytes read from clients.", ss->bytes_in);
+    one(t, "sent_bytes_total", "counter", "Bytes written to clients.", ss->bytes_out);
+    one(t, "keys", "gauge", "Keys stored.", gkv_index_count(st->ix));
+    one(t, "values_alive", "gauge", "Values alive: under a key, being written or still leased.",
+        st->entries);
+    one(t, "keyspace_hits_total", "counter", "Lookups that found their key.", st->stats.hits);
+    one(t, "keyspace_misses_total", "counter", "Lookups that did not.", st->stats.misses);
+    one(t, "oom_errors_total", "counter", "Requests refused for want of memory.",
+        st->stats.oom_errors);
+    one(t, "leases", "gauge", "Zero-copy leases held by clients.", srv->lease_totals.leases);
+    one(t, "leased_bytes", "gauge", "Bytes under zero-copy leases.", srv->lease_totals.bytes);
+    one(t, "unsealed_creates", "gauge", "CREATEs not sealed or aborted yet.",
+        srv->lease_totals.creates);
+    one(t, "connections", "gauge", "Open client connections.", srv->nconns);
+    one(t, "max_connections", "gauge", "--maxclients.", srv->cfg.maxclients);
+    one(t, "connections_total", "counter", "Client connections accepted.", ss->total_connections);
+    family(t, "rejected_connections_total", "counter",
+           "Connections refused: over --maxclients (limit) or by --allow-uid/--allow-gid (peer).");
+    gkv_text_printf(t, "gpukv_rejected_connections_total{reason=\"limit\"} %llu\n",
+                    (unsigned long long)ss->rejected_connections);
+    gkv_text_printf(t, "gpukv_rejected_connections_total{reason=\"peer\"} %llu\n",
+                    (unsigned long long)ss->rejected_peers);
+    one(t, "auth_failures_total", "counter", "HELLOs (and /metrics scrapes) with a wrong token.",
+        ss->auth_failures);
+    one(t, "protocol_errors_total", "counter", "Connections closed for a malformed frame.",
+        ss->protocol_errors);
+    family(t, "timeouts_total", "counter",
+           "Connections closed by --frame-timeout, --idle-timeout or --write-timeout.");
+    gkv_text_printf(t, "gpukv_timeouts_total{kind=\"frame\"} %llu\n",
+                    (unsigned long long)ss->frame_timeouts);
+    gkv_text_printf(t, "gpukv_timeouts_total{kind=\"idle\"} %llu\n",
+                    (unsigned long long)ss->idle_timeouts);
+    gkv_text_printf(t, "gpukv_timeouts_total{kind=\"write\"} %llu\n",
+                    (unsigned long long)ss->write_timeouts);
+    one(t, "staging_waits_total", "counter", "Transfers that queued for a staging buffer.",
+        ss->staging_waits);
+    one(t, "staging_waiting", "gauge", "Connections queued for a staging buffer now.", waiting);
+    one(t, "staging_yields_total", "counter",
+        "Staging buffers taken back from stalled clients for waiting ones.", ss->staging_yields);
+    family(t, "staging_buffers", "gauge", "Staging buffers allocated, in use or idle.");
+    gkv_text_printf(t, "gpukv_staging_buffers{state=\"in_use\"} %d\n",
+                    srv->staging.ntotal - srv->staging.nfree);
+    gkv_text_printf(t, "gpukv_staging_buffers{state=\"idle\"} %d\n", srv->staging.nfree);
+    one(t, "copy_batches_total", "counter", "Copy batches run for small values.",
+        srv->batcher.batches);
+    one(t, "batched_copies_total", "counter", "Small-value copies made in batches.",
+        srv->batcher.pieces);
+    one(t, "metrics_scrapes_total", "counter", "Answers given on --metrics-listen.",
+        ss->metrics_scrapes);
+}
