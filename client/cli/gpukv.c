@@ -1,43 +1,16 @@
-/* gpukv.c: the command-line client. Exit codes: 0 ok, 1 key not found or server error,
- * 2 usage error, 3 cannot connect. */
+/* gpukv.c: the command-line client: parses the whole command line (parse.c), connects, runs
+ * one command. Exit codes: 0 ok, 1 key not found or server error, 2 usage error, 3 cannot
+ * connect. */
 #include <errno.h>
 #include <fcntl.h>
-#include <gpukv/gpukv.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "checksum.h"
-#include "commands.h"
+#include "cli.h"
 #include "size.h"
-#include "version.h"
-
-enum { EXIT_OKAY = 0, EXIT_SERVER = 1, EXIT_USAGE = 2, EXIT_CONNECT = 3 };
-
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: gpukv [-u URL | -s SOCKET] [--token-file FILE] COMMAND [ARGS]\n"
-               "  URL is unix:/path or tcp:host:port (default: $GPUKV_URL, else the default "
-               "socket)\n"
-               "  FILE holds the token of a gpukvd started with --auth-token-file (default:\n"
-               "  $GPUKV_TOKEN, else the file $GPUKV_TOKEN_FILE names)\n\ncommands:\n"
-               "  ping\n"
-               "  set KEY VALUE | set KEY -f FILE | set KEY -     (- reads stdin)\n"
-               "      [--nx | --xx] [--meta TEXT]\n"
-               "  get KEY [-o FILE] [--offset N] [--length N] [--suffix N]\n"
-               "  del KEY...\n"
-               "  exists KEY...\n"
-               "  ls [PREFIX] [-l] [--dir]\n"
-               "  size KEY | size --prefix PREFIX\n"
-               "  map KEY [--offset N] [--length N] [--suffix N]   (zero-copy, local only)\n"
-               "  info\n"
-               "  flush --yes\n\nprotocol commands (proto/PROTOCOL.md):\n");
-#define GKV_HELP_ROW(NAME, name, num, flags, help) fprintf(f, "  %-8s %s\n", #name, help);
-    GKV_COMMAND_LIST(GKV_HELP_ROW)
-#undef GKV_HELP_ROW
-}
 
 static int fail(gkv_client_t *c, const char *what, int rc)
 {
@@ -105,44 +78,11 @@ static int read_stdin(uint8_t **out, size_t *len)
     return 0;
 }
 
-static int parse_u64(const char *s, uint64_t *v)
+int gkv_cli_set(gkv_client_t *c, const gkv_cli_args_t *a)
 {
-    return gkv_size_parse(s, v) == 0 ? 0 : -1;
-}
-
-static int cmd_set(gkv_client_t *c, int argc, char **argv)
-{
-    gkv_set_opts_t so = {0};
-    const char *file = NULL, *key = NULL, *value = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--nx") == 0) {
-            so.flags |= GKV_SET_NX;
-        } else if (strcmp(a, "--xx") == 0) {
-            so.flags |= GKV_SET_XX;
-        } else if ((strcmp(a, "--meta") == 0 || strcmp(a, "-f") == 0) && i + 1 < argc) {
-            if (a[1] == 'f') {
-                file = argv[++i];
-            } else {
-                so.meta = argv[++i];
-                so.meta_len = strlen(so.meta);
-            }
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "gpukv: set: unknown option %s\n", a);
-            return EXIT_USAGE;
-        } else if (!key) {
-            key = a;
-        } else if (!value) {
-            value = a;
-        } else {
-            fprintf(stderr, "gpukv: set: too many arguments\n");
-            return EXIT_USAGE;
-        }
-    }
-    if (!key || (!value && !file) || (value && file)) {
-        fprintf(stderr, "gpukv: set needs KEY and one of VALUE, -f FILE or - (stdin)\n");
-        return EXIT_USAGE;
-    }
+    const gkv_set_opts_t *so = &a->set;
+    const char *key = a->operands[0], *file = a->file;
+    const char *value = a->noperands == 2 ? a->operands[1] : NULL;
     int rc;
     if (file) {
         int fd = open(file, O_RDONLY | O_CLOEXEC);
@@ -154,7 +94,7 @@ static int cmd_set(gkv_client_t *c, int argc, char **argv)
             return EXIT_USAGE;
         }
         progress(c, (uint64_t)st.st_size);
-        rc = gkv_set_from_fd(c, key, strlen(key), fd, (uint64_t)st.st_size, &so);
+        rc = gkv_set_from_fd(c, key, strlen(key), fd, (uint64_t)st.st_size, so);
         close(fd);
     } else if (strcmp(value, "-") == 0) {
         uint8_t *buf;
@@ -163,10 +103,10 @@ static int cmd_set(gkv_client_t *c, int argc, char **argv)
             fprintf(stderr, "gpukv: cannot read stdin\n");
             return EXIT_USAGE;
         }
-        rc = gkv_set(c, key, strlen(key), buf, len, &so);
+        rc = gkv_set(c, key, strlen(key), buf, len, so);
         free(buf);
     } else {
-        rc = gkv_set(c, key, strlen(key), value, strlen(value), &so);
+        rc = gkv_set(c, key, strlen(key), value, strlen(value), so);
     }
     if (rc)
         return fail(c, "set", rc);
@@ -175,38 +115,10 @@ static int cmd_set(gkv_client_t *c, int argc, char **argv)
     return EXIT_OKAY;
 }
 
-static int cmd_get(gkv_client_t *c, int argc, char **argv)
+int gkv_cli_get(gkv_client_t *c, const gkv_cli_args_t *a)
 {
-    gkv_range_t range = {0};
-    const char *out = NULL, *key = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        uint64_t *num = strcmp(a, "--offset") == 0   ? &range.offset
-                        : strcmp(a, "--length") == 0 ? &range.length
-                        : strcmp(a, "--suffix") == 0 ? &range.suffix
-                                                     : NULL;
-        if (num || strcmp(a, "-o") == 0) {
-            if (i + 1 >= argc || (num && parse_u64(argv[i + 1], num))) {
-                fprintf(stderr, "gpukv: get: %s needs %s\n", a, num ? "a number" : "a file");
-                return EXIT_USAGE;
-            }
-            if (!num)
-                out = argv[i + 1];
-            i++;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "gpukv: get: unknown option %s\n", a);
-            return EXIT_USAGE;
-        } else if (!key) {
-            key = a;
-        } else {
-            fprintf(stderr, "gpukv: get takes one KEY\n");
-            return EXIT_USAGE;
-        }
-    }
-    if (!key) {
-        fprintf(stderr, "gpukv: get needs a KEY\n");
-        return EXIT_USAGE;
-    }
+    gkv_range_t range = a->range;
+    const char *out = a->output, *key = a->operands[0];
     if (range.length == 0)
         range.length = GKV_TO_END;
     int fd = 1;
@@ -232,28 +144,10 @@ static int cmd_get(gkv_client_t *c, int argc, char **argv)
     return EXIT_OKAY;
 }
 
-static int cmd_map(gkv_client_t *c, int argc, char **argv)
+int gkv_cli_map(gkv_client_t *c, const gkv_cli_args_t *a)
 {
-    gkv_range_t range = {0};
-    const char *key = NULL;
-    for (int i = 1; i < argc; i++) {
-        uint64_t *num = strcmp(argv[i], "--offset") == 0   ? &range.offset
-                        : strcmp(argv[i], "--length") == 0 ? &range.length
-                        : strcmp(argv[i], "--suffix") == 0 ? &range.suffix
-                                                           : NULL;
-        if (num && i + 1 < argc && parse_u64(argv[i + 1], num) == 0) {
-            i++;
-        } else if (!num && argv[i][0] != '-' && !key) {
-            key = argv[i];
-        } else {
-            fprintf(stderr, "gpukv: map KEY [--offset N] [--length N] [--suffix N]\n");
-            return EXIT_USAGE;
-        }
-    }
-    if (!key) {
-        fprintf(stderr, "gpukv: map needs a KEY\n");
-        return EXIT_USAGE;
-    }
+    gkv_range_t range = a->range;
+    const char *key = a->operands[0];
     if (range.length == 0)
         range.length = GKV_TO_END;
     gkv_mapping_t *m;
@@ -284,46 +178,44 @@ static int cmd_map(gkv_client_t *c, int argc, char **argv)
     return ok ? EXIT_OKAY : EXIT_SERVER;
 }
 
-static int cmd_keys(gkv_client_t *c, int argc, char **argv, int del)
+static int keys_count(gkv_client_t *c, const gkv_cli_args_t *a, bool del)
 {
-    if (argc < 2) {
-        fprintf(stderr, "gpukv: %s needs at least one KEY\n", argv[0]);
-        return EXIT_USAGE;
-    }
-    size_t n = (size_t)argc - 1;
+    size_t n = (size_t)a->noperands;
     const void **keys = calloc(n, sizeof(*keys));
     size_t *lens = calloc(n, sizeof(*lens));
-    if (!keys || !lens)
+    if (!keys || !lens) {
+        free(keys);
+        free(lens);
         return EXIT_SERVER;
+    }
     for (size_t i = 0; i < n; i++) {
-        keys[i] = argv[i + 1];
-        lens[i] = strlen(argv[i + 1]);
+        keys[i] = a->operands[i];
+        lens[i] = strlen(a->operands[i]);
     }
     int64_t count = del ? gkv_del(c, keys, lens, n) : gkv_exists(c, keys, lens, n);
     free(keys);
     free(lens);
     if (count < 0)
-        return fail(c, argv[0], (int)count);
+        return fail(c, a->cmd->name, (int)count);
     printf("%lld\n", (long long)count);
     /* exists of one missing key is "not found" for scripts. */
     return (!del && n == 1 && count == 0) ? EXIT_SERVER : EXIT_OKAY;
 }
 
-static int cmd_ls(gkv_client_t *c, int argc, char **argv)
+int gkv_cli_del(gkv_client_t *c, const gkv_cli_args_t *a)
 {
-    int longfmt = 0, dir = 0;
-    const char *prefix = "";
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-l") == 0)
-            longfmt = 1;
-        else if (strcmp(argv[i], "--dir") == 0)
-            dir = 1;
-        else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "gpukv: ls: unknown option %s\n", argv[i]);
-            return EXIT_USAGE;
-        } else
-            prefix = argv[i];
-    }
+    return keys_count(c, a, true);
+}
+
+int gkv_cli_exists(gkv_client_t *c, const gkv_cli_args_t *a)
+{
+    return keys_count(c, a, false);
+}
+
+int gkv_cli_ls(gkv_client_t *c, const gkv_cli_args_t *a)
+{
+    bool longfmt = a->longfmt, dir = a->dir;
+    const char *prefix = a->noperands ? a->operands[0] : "";
     gkv_list_t *it;
     int rc = gkv_list_open(c, prefix, strlen(prefix), dir ? '/' : 0, 0, &it);
     if (rc)
@@ -342,88 +234,75 @@ static int cmd_ls(gkv_client_t *c, int argc, char **argv)
     return rc < 0 ? fail(c, "ls", rc) : EXIT_OKAY;
 }
 
-static int cmd_size(gkv_client_t *c, int argc, char **argv)
+int gkv_cli_size(gkv_client_t *c, const gkv_cli_args_t *a)
 {
     uint64_t bytes, count;
     int rc;
-    if (argc == 3 && strcmp(argv[1], "--prefix") == 0) {
-        rc = gkv_getsize_prefix(c, argv[2], strlen(argv[2]), &bytes, &count);
+    if (a->prefix) {
+        rc = gkv_getsize_prefix(c, a->prefix, strlen(a->prefix), &bytes, &count);
         if (rc)
             return fail(c, "size", rc);
         printf("%llu bytes in %llu keys\n", (unsigned long long)bytes, (unsigned long long)count);
         return EXIT_OKAY;
     }
-    if (argc != 2) {
-        fprintf(stderr, "gpukv: size KEY | size --prefix PREFIX\n");
-        return EXIT_USAGE;
-    }
-    rc = gkv_getsize(c, argv[1], strlen(argv[1]), &bytes);
+    const char *key = a->operands[0];
+    rc = gkv_getsize(c, key, strlen(key), &bytes);
     if (rc)
         return fail(c, "size", rc);
     printf("%llu\n", (unsigned long long)bytes);
     return EXIT_OKAY;
 }
 
+int gkv_cli_ping(gkv_client_t *c, const gkv_cli_args_t *a)
+{
+    (void)a;
+    int rc = gkv_ping(c);
+    if (rc)
+        return fail(c, "ping", rc);
+    puts("PONG");
+    return EXIT_OKAY;
+}
+
+int gkv_cli_info(gkv_client_t *c, const gkv_cli_args_t *a)
+{
+    char *text;
+    int rc = a->prometheus ? gkv_metrics(c, &text) : gkv_info(c, &text);
+    if (rc)
+        return fail(c, "info", rc);
+    fputs(text, stdout);
+    gkv_free(text);
+    return EXIT_OKAY;
+}
+
+int gkv_cli_flush(gkv_client_t *c, const gkv_cli_args_t *a)
+{
+    (void)a;
+    int rc = gkv_flush(c);
+    if (rc)
+        return fail(c, "flush", rc);
+    puts("OK");
+    return EXIT_OKAY;
+}
+
 int main(int argc, char **argv)
 {
-    const char *url = NULL;
-    char sockurl[4200];
-    int i = 1;
-    for (; i < argc && argv[i][0] == '-'; i++) {
-        if ((strcmp(argv[i], "-u") == 0 || strcmp(argv[i], "--url") == 0) && i + 1 < argc) {
-            url = argv[++i];
-        } else if ((strcmp(argv[i], "-s") == 0 || strcmp(argv[i], "--socket") == 0) &&
-                   i + 1 < argc) {
-            snprintf(sockurl, sizeof(sockurl), "unix:%s", argv[++i]);
-            url = sockurl;
-        } else if ((strcmp(argv[i], "--token-file") == 0 && i + 1 < argc) ||
-                   strncmp(argv[i], "--token-file=", 13) == 0) {
-            const char *file = argv[i][12] == '=' ? argv[i] + 13 : argv[++i];
-            if (access(file, R_OK) != 0) {
-                fprintf(stderr, "gpukv: --token-file %s: %s\n", file, strerror(errno));
-                return EXIT_USAGE;
-            }
-            setenv("GPUKV_TOKEN_FILE", file, 1); /* libgpukv reads it in HELLO; the flag wins */
-            unsetenv("GPUKV_TOKEN");
-        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            usage(stdout);
-            return EXIT_OKAY;
-        } else if (strcmp(argv[i], "--version") == 0) {
-            printf("gpukv %s\n", GKV_VERSION_STRING);
-            return EXIT_OKAY;
-        } else {
-            usage(stderr);
-            return EXIT_USAGE;
-        }
-    }
-    if (i >= argc) {
-        usage(stderr);
-        return EXIT_USAGE;
-    }
-    const char *cmd = argv[i];
-    argc -= i;
-    argv += i;
-    static const char *const known[] = {"ping", "set",  "get",  "del",   "exists", "ls",
-                                        "size", "info", "flush", "map", NULL};
-    int ok = 0;
-    for (int k = 0; known[k]; k++)
-        ok |= strcmp(cmd, known[k]) == 0;
-    if (!ok) {
-        fprintf(stderr, "gpukv: unknown command '%s'\n", cmd);
-        usage(stderr);
-        return EXIT_USAGE;
-    }
-    if (strcmp(cmd, "flush") == 0 && !(argc == 2 && strcmp(argv[1], "--yes") == 0)) {
-        fprintf(stderr, "gpukv: flush deletes every key; confirm with: gpukv flush --yes\n");
-        return EXIT_USAGE;
+    gkv_cli_args_t a;
+    int rc = gkv_cli_parse(argc, argv, &a);
+    if (rc == GKV_CLI_DONE)
+        return EXIT_OKAY;
+    if (rc != GKV_CLI_RUN)
+        return rc;
+    if (a.token_file) {
+        setenv("GPUKV_TOKEN_FILE", a.token_file, 1); /* libgpukv reads it in HELLO; it wins */
+        unsetenv("GPUKV_TOKEN");
     }
     gkv_client_t *c;
     errno = 0;
-    int rc = gkv_client_connect(url, &c);
+    rc = gkv_client_connect(a.url, &c);
     if (rc) {
         int e = errno;
-        fprintf(stderr, "gpukv: cannot connect to %s: %s%s%s%s\n",
-                url ? url : getenv("GPUKV_URL") ? getenv("GPUKV_URL") : "the default socket",
+        const char *url = a.url ? a.url : getenv("GPUKV_URL");
+        fprintf(stderr, "gpukv: cannot connect to %s: %s%s%s%s\n", url ? url : "the default socket",
                 gkv_strerror(rc), rc == GKV_ECONNECT && e ? " (" : "",
                 rc == GKV_ECONNECT && e ? strerror(e) : "", rc == GKV_ECONNECT && e ? ")" : "");
         if (rc == GKV_EAUTH)
@@ -431,40 +310,7 @@ int main(int argc, char **argv)
                             "GPUKV_TOKEN or GPUKV_TOKEN_FILE\n");
         return rc == GKV_EINVAL ? EXIT_USAGE : EXIT_CONNECT;
     }
-    int ex = EXIT_OKAY;
-    if (strcmp(cmd, "ping") == 0) {
-        if ((rc = gkv_ping(c)))
-            ex = fail(c, "ping", rc);
-        else
-            puts("PONG");
-    } else if (strcmp(cmd, "set") == 0) {
-        ex = cmd_set(c, argc, argv);
-    } else if (strcmp(cmd, "get") == 0) {
-        ex = cmd_get(c, argc, argv);
-    } else if (strcmp(cmd, "del") == 0) {
-        ex = cmd_keys(c, argc, argv, 1);
-    } else if (strcmp(cmd, "exists") == 0) {
-        ex = cmd_keys(c, argc, argv, 0);
-    } else if (strcmp(cmd, "map") == 0) {
-        ex = cmd_map(c, argc, argv);
-    } else if (strcmp(cmd, "ls") == 0) {
-        ex = cmd_ls(c, argc, argv);
-    } else if (strcmp(cmd, "size") == 0) {
-        ex = cmd_size(c, argc, argv);
-    } else if (strcmp(cmd, "info") == 0) {
-        char *text;
-        if ((rc = gkv_info(c, &text)))
-            ex = fail(c, "info", rc);
-        else {
-            fputs(text, stdout);
-            gkv_free(text);
-        }
-    } else if (strcmp(cmd, "flush") == 0) {
-        if ((rc = gkv_flush(c)))
-            ex = fail(c, "flush", rc);
-        else
-            puts("OK");
-    }
+    int ex = a.cmd->run(c, &a);
     gkv_client_close(c);
     return ex;
 }

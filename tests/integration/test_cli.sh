@@ -49,6 +49,32 @@ check size-prefix 0 g size --prefix a/;   expect_out size-prefix "6 bytes in 3 k
 check ls 0 g ls a/;                       expect_out ls "$(printf 'a/b/1\na/b/2\na/c')"
 check ls-dir 0 g ls a/ --dir;             expect_out ls-dir "$(printf 'a/b/\na/c')"
 check ls-long 0 g ls a/c -l;              expect_out ls-long "           3  a/c"
+# getopt_long conventions: --opt=value, bundled short options, "--" before a key that starts
+# with '-', options after operands.
+check opt-equals 0 g get --offset=1 --length=1 greeting; expect_out opt-equals i
+check ls-bundled 0 g ls -ld a/;           expect_out ls-bundled "$(printf '         DIR  a/b/\n           3  a/c')"
+check dashdash-set 0 g set -- -odd value
+check dashdash-get 0 g get -- -odd;       expect_out dashdash-get value
+check meta-equals 0 g set --meta=m1 withmeta v
+check cmd-help 0 g get --help
+grep -q '^usage: gpukv .*get KEY' "$dir/out" && grep -q -- '--offset N' "$dir/out" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL get --help"; cat "$dir/out"; }
+check info-prometheus 0 g info --prometheus
+grep -q '^gpukv_commands_total{command="set"} [1-9]' "$dir/out" && grep -q '^# TYPE gpukv_command_duration_seconds histogram' "$dir/out" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL info --prometheus"; head "$dir/out"; }
+# Usage errors exit 2 before connecting: against a socket nobody listens on they still get 2.
+nob() { "$cli" -s "$dir/nobody.sock" "$@"; }
+check usage-missing-key 2 nob get
+check usage-bad-number 2 nob get k --offset=lots
+check usage-unknown-option 2 nob get k --bogus
+grep -q -- "unknown option --bogus" "$dir/err" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL unknown option named"; cat "$dir/err"; }
+check usage-missing-value 2 nob get k -o
+check usage-nx-xx 2 nob set k v --nx --xx
+check usage-unreadable-file 2 nob set k -f "$dir/none"
+check usage-size-both 2 nob size k --prefix p
+check usage-extra-operand 2 nob get a b
+check usage-unwritable-output 2 nob get k -o "$dir/no/such/dir"
+check usage-bad-global 2 nob --frobnicate ping
+check help-without-server 0 nob set --help
+check version 0 nob --version
 check exists 0 g exists a/c missing;      expect_out exists 1
 check exists-missing 1 g exists missing
 check del 0 g del a/c missing;            expect_out del 1
