@@ -1,6 +1,10 @@
-/* paths.c: where the default socket lives, as daemon, library and CLI all compute it. */
+/* paths.c: where the default socket lives, as daemon, library and CLI all compute it, and the
+ * directory of a path. */
+#include "paths.h"
+
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -18,4 +22,16 @@ int gkv_default_socket(char *buf, size_t cap)
     if (n < 0 || (size_t)n >= cap)
         return GKV_ENOSPACE;
     return n;
+}
+
+void gkv_path_dir(const char *path, char *dir, size_t cap)
+{
+    snprintf(dir, cap, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, cap, ".");
+    else if (slash == dir)
+        dir[1] = 0;
+    else
+        *slash = 0;
 }

@@ -85,6 +85,13 @@ static void family(gkv_text_t *t, const char *name, const char *type, const char
     gkv_text_printf(t, "# HELP gpukv_%s %s\n# TYPE gpukv_%s %s\n", name, help, name, type);
 }
 
+/* One sample of family name with one label. */
+static void labelled(gkv_text_t *t, const char *name, const char *label, const char *value,
+                     uint64_t v)
+{
+    gkv_text_printf(t, "gpukv_%s{%s=\"%s\"} %llu\n", name, label, value, (unsigned long long)v);
+}
+
 /* One sample without labels. */
 static void one(gkv_text_t *t, const char *name, const char *type, const char *help, uint64_t v)
 {
@@ -103,13 +110,11 @@ static void render_commands(const gkv_metrics_t *m, gkv_text_t *t)
     family(t, "commands_total", "counter", "Requests handled, by command.");
     for (unsigned op = 0; op < GKV_OP_MAX; op++)
         if (op == 0 ? m->cmd[0].calls != 0 : gkv_op_name(op) != NULL)
-            gkv_text_printf(t, "gpukv_commands_total{command=\"%s\"} %llu\n", command_name(op),
-                            (unsigned long long)m->cmd[op].calls);
+            labelled(t, "commands_total", "command", command_name(op), m->cmd[op].calls);
     family(t, "command_errors_total", "counter", "Requests answered with an error, by command.");
     for (unsigned op = 0; op < GKV_OP_MAX; op++)
         if (op == 0 ? m->cmd[0].calls != 0 : gkv_op_name(op) != NULL)
-            gkv_text_printf(t, "gpukv_command_errors_total{command=\"%s\"} %llu\n",
-                            command_name(op), (unsigned long long)m->cmd[op].errors);
+            labelled(t, "command_errors_total", "command", command_name(op), m->cmd[op].errors);
     family(t, "command_duration_seconds", "histogram",
            "Server time per request: from its decoded header to its reply queued (SET: to the "
            "commit of its payload; a GET sent through staging: to its last byte handed to the "
@@ -135,8 +140,7 @@ static void render_commands(const gkv_metrics_t *m, gkv_text_t *t)
         }
         gkv_text_printf(t, "gpukv_command_duration_seconds_sum{command=\"%s\"} %.9f\n", name,
                         (double)s->sum_ns / 1e9);
-        gkv_text_printf(t, "gpukv_command_duration_seconds_count{command=\"%s\"} %llu\n", name,
-                        (unsigned long long)s->calls);
+        labelled(t, "command_duration_seconds_count", "command", name, s->calls);
     }
 }
 
@@ -198,31 +202,26 @@ void gkv_metrics_render(const gkv_server_t *srv, gkv_text_t *t)
     one(t, "connections_total", "counter", "Client connections accepted.", ss->total_connections);
     family(t, "rejected_connections_total", "counter",
            "Connections refused: over --maxclients (limit) or by --allow-uid/--allow-gid (peer).");
-    gkv_text_printf(t, "gpukv_rejected_connections_total{reason=\"limit\"} %llu\n",
-                    (unsigned long long)ss->rejected_connections);
-    gkv_text_printf(t, "gpukv_rejected_connections_total{reason=\"peer\"} %llu\n",
-                    (unsigned long long)ss->rejected_peers);
+    labelled(t, "rejected_connections_total", "reason", "limit", ss->rejected_connections);
+    labelled(t, "rejected_connections_total", "reason", "peer", ss->rejected_peers);
     one(t, "auth_failures_total", "counter", "HELLOs (and /metrics scrapes) with a wrong token.",
         ss->auth_failures);
     one(t, "protocol_errors_total", "counter", "Connections closed for a malformed frame.",
         ss->protocol_errors);
     family(t, "timeouts_total", "counter",
            "Connections closed by --frame-timeout, --idle-timeout or --write-timeout.");
-    gkv_text_printf(t, "gpukv_timeouts_total{kind=\"frame\"} %llu\n",
-                    (unsigned long long)ss->frame_timeouts);
-    gkv_text_printf(t, "gpukv_timeouts_total{kind=\"idle\"} %llu\n",
-                    (unsigned long long)ss->idle_timeouts);
-    gkv_text_printf(t, "gpukv_timeouts_total{kind=\"write\"} %llu\n",
-                    (unsigned long long)ss->write_timeouts);
+    labelled(t, "timeouts_total", "kind", "frame", ss->frame_timeouts);
+    labelled(t, "timeouts_total", "kind", "idle", ss->idle_timeouts);
+    labelled(t, "timeouts_total", "kind", "write", ss->write_timeouts);
     one(t, "staging_waits_total", "counter", "Transfers that queued for a staging buffer.",
         ss->staging_waits);
     one(t, "staging_waiting", "gauge", "Connections queued for a staging buffer now.", waiting);
     one(t, "staging_yields_total", "counter",
         "Staging buffers taken back from stalled clients for waiting ones.", ss->staging_yields);
     family(t, "staging_buffers", "gauge", "Staging buffers allocated, in use or idle.");
-    gkv_text_printf(t, "gpukv_staging_buffers{state=\"in_use\"} %d\n",
-                    srv->staging.ntotal - srv->staging.nfree);
-    gkv_text_printf(t, "gpukv_staging_buffers{state=\"idle\"} %d\n", srv->staging.nfree);
+    labelled(t, "staging_buffers", "state", "in_use",
+             (uint64_t)(srv->staging.ntotal - srv->staging.nfree));
+    labelled(t, "staging_buffers", "state", "idle", (uint64_t)srv->staging.nfree);
     one(t, "copy_batches_total", "counter", "Copy batches run for small values.",
         srv->batcher.batches);
     one(t, "batched_copies_total", "counter", "Small-value copies made in batches.",

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "metrics_http.h"
 #include "notify.h"
+#include "paths.h"
 #include "size.h"
 
 #define SWEEP_MS 250 /* how often deadlines are checked */
@@ -234,14 +235,7 @@ void gkv_server_stop(gkv_server_t *s)
 static int prepare_socket_dir(const char *path, char *err, size_t cap)
 {
     char dir[PATH_MAX];
-    snprintf(dir, sizeof(dir), "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        snprintf(dir, sizeof(dir), ".");
-    else if (slash == dir)
-        dir[1] = 0;
-    else
-        *slash = 0;
+    gkv_path_dir(path, dir, sizeof(dir));
     if (mkdir(dir, 0750) == 0)
         GKV_INFO("created socket directory %s (mode 0750)", dir);
     else if (errno != EEXIST) {

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "frame.h"
+#include "paths.h"
 #include "size.h"
 #include "version.h"
 
@@ -227,14 +228,7 @@ static bool writable(const char *path)
     if (errno != ENOENT)
         return false;
     char dir[4096];
-    snprintf(dir, sizeof(dir), "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        snprintf(dir, sizeof(dir), ".");
-    else if (slash == dir)
-        dir[1] = 0;
-    else
-        *slash = 0;
+    gkv_path_dir(path, dir, sizeof(dir));
     return access(dir, W_OK | X_OK) == 0;
 }
 

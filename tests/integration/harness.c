@@ -1,13 +1,15 @@
 /* harness.c: daemon lifecycle for integration tests. */
 #include "harness.h"
 
-#include <gpukv/gpukv.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <gpukv/gpukv.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,7 +20,7 @@ const char *harness_backend(void)
     return b && *b ? b : "host";
 }
 
-static void sleep_ms(int ms)
+void harness_sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
@@ -78,7 +80,7 @@ int harness_start_at(gkv_daemon_t *d, const char *dir, const char *sock, const c
             gkv_client_close(c);
             return 0;
         }
-        sleep_ms(50);
+        harness_sleep_ms(50);
     }
     harness_kill(d);
     return -1;
@@ -110,7 +112,7 @@ int harness_stop(gkv_daemon_t *d)
             d->pid = 0;
             return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         }
-        sleep_ms(10);
+        harness_sleep_ms(10);
     }
     harness_kill(d);
     return -1;
@@ -171,4 +173,31 @@ void harness_fill(void *p, size_t n, uint64_t seed)
     }
     for (; i < n; i++)
         b[i] = (uint8_t)(seed + i);
+}
+
+void harness_read_log(const gkv_daemon_t *d, char *buf, size_t cap)
+{
+    buf[0] = 0;
+    FILE *f = fopen(d->log, "r");
+    if (!f)
+        return;
+    buf[fread(buf, 1, cap - 1, f)] = 0;
+    fclose(f);
+}
+
+int harness_tcp_connect(const char *hostport)
+{
+    char host[64];
+    int port;
+    if (sscanf(hostport, "%63[^:]:%d", host, &port) != 2)
+        return -1;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+        return -1;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
 }

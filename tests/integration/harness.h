@@ -29,6 +29,12 @@ int harness_stop(gkv_daemon_t *d);
 void harness_kill(gkv_daemon_t *d);
 /* i = 0, 1: d's Unix socket URL, then its TCP URL. */
 const char *harness_url(const gkv_daemon_t *d, int i);
+/* A connected TCP socket to "HOST:PORT" (IPv4 HOST), or -1. */
+int harness_tcp_connect(const char *hostport);
+/* Sleeps ms milliseconds. */
+void harness_sleep_ms(int ms);
+/* The daemon's log so far into buf (cap bytes, NUL-terminated, truncated to fit); "" if none. */
+void harness_read_log(const gkv_daemon_t *d, char *buf, size_t cap);
 /* RssAnon of the daemon in KiB (from /proc/PID/status), or -1. */
 long harness_rss_anon_kb(const gkv_daemon_t *d);
 /* FNV-1a 64 (word-wise) of a buffer, continued from h (start with HARNESS_FNV_INIT). */

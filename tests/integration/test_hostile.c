@@ -26,20 +26,9 @@
 /* A connected TCP socket to "HOST:PORT" (IPv4), or the test fails. */
 static int raw_connect_tcp(const char *hostport)
 {
-    char host[64];
-    int port;
-    ck_assert_int_eq(sscanf(hostport, "%63[^:]:%d", host, &port), 2);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    ck_assert_int_eq(inet_pton(AF_INET, host, &sa.sin_addr), 1);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    int fd = harness_tcp_connect(hostport);
+    ck_assert_msg(fd >= 0, "connect to %s", hostport);
     return fd;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 static void start(gkv_daemon_t *d, const char *const *extra)
@@ -84,7 +73,7 @@ static uint64_t wait_info_at_least(const gkv_daemon_t *d, const char *field, uin
 {
     uint64_t v = 0;
     for (int i = 0; i < 200 && (v = info_u64(d, field)) < want; i++)
-        sleep_ms(100);
+        harness_sleep_ms(100);
     return v;
 }
 
@@ -267,7 +256,7 @@ START_TEST(a_stalled_set_payload_gives_back_its_reservation)
     int rc = gkv_set(c, "other", 5, v, n, NULL);
     ck_assert_int_eq(rc, GKV_EOOM); /* the reservation holds */
     for (int i = 0; i < 200 && rc; i++) {
-        sleep_ms(100);
+        harness_sleep_ms(100);
         rc = gkv_set(c, "other", 5, v, n, NULL);
     }
     ck_assert_int_eq(rc, 0);
@@ -294,12 +283,12 @@ START_TEST(a_client_that_never_reads_is_disconnected)
     int fd = raw_connect(d.sock);
     for (int i = 0; i < 4; i++)
         send_request(fd, GKV_OP_GET, (uint64_t)i, "big", 0);
-    sleep_ms(200);
+    harness_sleep_ms(200);
     ck_assert_int_eq(del1(c, "big"), 1);
     ck_assert_uint_ge(wait_info_at_least(&d, "write_timeouts", 1), 1);
     uint64_t used = info_u64(&d, "used_bytes");
     for (int i = 0; i < 200 && used; i++) {
-        sleep_ms(100);
+        harness_sleep_ms(100);
         used = info_u64(&d, "used_bytes");
     }
     ck_assert_uint_eq(used, 0);
@@ -340,7 +329,7 @@ START_TEST(sigterm_ends_although_a_client_never_reads)
      * take, so the daemon stops reading with replies queued that nobody reads. */
     int fd = raw_connect(d.sock);
     pipeline(fd, GKV_OP_GET, 1000, GKV_F_KEY, "v");
-    sleep_ms(300);
+    harness_sleep_ms(300);
     ck_assert_int_eq(harness_stop(&d), 0); /* -1: it had to be killed after 15 s */
     close(fd);
     free(v);
@@ -364,7 +353,8 @@ START_TEST(sigterm_answers_what_is_pending_with_shutdown)
     int getter = raw_connect(d.sock);
     for (int i = 0; i < 200; i++)
         send_request(getter, GKV_OP_GET, (uint64_t)i, "v", 0);
-    sleep_ms(500); /* the getter's output fills up; the rest of its requests wait in its input */
+    harness_sleep_ms(
+        500); /* the getter's output fills up; the rest of its requests wait in its input */
     kill(d.pid, SIGTERM);
     static uint8_t hdr[HDR_CAP];
     gkv_response_t r;
@@ -420,7 +410,7 @@ static void staging_is_not_held_by_stalled_clients(bool by_set)
             send_request(fds[i], GKV_OP_GET, 1, "big", 0);
         }
     }
-    sleep_ms(300); /* they take their buffers */
+    harness_sleep_ms(300); /* they take their buffers */
     ck_assert_int_eq(gkv_set(c, "big2", 4, v, n, NULL), 0);
     ck_assert_int_eq(gkv_get(c, "big2", 4, NULL, back, n, NULL), 0);
     ck_assert_int_eq(memcmp(v, back, n), 0);
@@ -464,7 +454,7 @@ START_TEST(a_reader_that_stalls_then_reads_gets_every_byte)
         fds[i] = raw_connect(d.sock);
         send_request(fds[i], GKV_OP_GET, 5, "big", 0);
     }
-    sleep_ms(300);
+    harness_sleep_ms(300);
     ck_assert_int_eq(gkv_set(c, "other", 5, v, n, NULL), 0); /* makes them yield */
     static uint8_t hdr[HDR_CAP];
     gkv_response_t r;
@@ -595,19 +585,20 @@ START_TEST(a_token_is_required_when_one_is_set)
 }
 END_TEST
 
-/* Failure 6: --listen on an address other machines reach needs a token or --insecure-listen. */
+/* Failure 6: --listen (and --metrics-listen) on an address other machines reach needs a token
+ * or --insecure-listen. */
 START_TEST(listening_beyond_loopback_needs_a_token)
 {
+    static const char *const flags[] = {"--listen", "--metrics-listen"};
+    const char *flag = flags[_i];
     gkv_daemon_t d;
-    const char *const open_extra[] = {"--listen", "0.0.0.0:0", NULL};
+    const char *const open_extra[] = {flag, "0.0.0.0:0", NULL};
     ck_assert_int_eq(harness_start(&d, open_extra), -1);
-    char log[4096] = "";
-    FILE *f = fopen(d.log, "r");
-    ck_assert_ptr_nonnull(f);
-    log[fread(log, 1, sizeof(log) - 1, f)] = 0;
-    fclose(f);
-    ck_assert_msg(strstr(log, "--auth-token-file") != NULL, "%s", log);
-    const char *const insecure[] = {"--listen", "0.0.0.0:0", "--insecure-listen", "yes", NULL};
+    char log[4096], want[64];
+    harness_read_log(&d, log, sizeof(log));
+    snprintf(want, sizeof(want), "%s: 0.0.0.0:0 is reachable", flag + 2);
+    ck_assert_msg(strstr(log, want) && strstr(log, "--auth-token-file"), "%s", log);
+    const char *const insecure[] = {flag, "0.0.0.0:0", "--insecure-listen", "yes", NULL};
     start(&d, insecure);
     ck_assert_int_eq(harness_stop(&d), 0);
 }
@@ -631,7 +622,7 @@ START_TEST(sighup_reloads_and_keeps_every_value)
     kill(d.pid, SIGHUP);
     uint64_t idle = 0;
     for (int i = 0; i < 100 && (idle = info_u64(&d, "idle_timeout_ms")) == 0; i++)
-        sleep_ms(100);
+        harness_sleep_ms(100);
     ck_assert_uint_eq(idle, 3600000);
     char v[8];
     ck_assert_int_eq(gkv_get(c, "kept", 4, NULL, v, sizeof(v), NULL), 0);
@@ -682,13 +673,8 @@ START_TEST(peers_outside_allow_uid_are_refused)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
-    signal(SIGPIPE, SIG_IGN);
-    if (strcmp(harness_backend(), "cuda") == 0 && !gkv_test_gpu_usable()) {
-        fprintf(stderr, "no usable GPU: the cuda run of the hostile suite is skipped\n");
-        return 77;
-    }
     Suite *s = suite_create("hostile");
     TCase *t = tcase_create("starvation");
     tcase_set_timeout(t, 120);
@@ -715,7 +701,7 @@ int main(void)
     t = tcase_create("access");
     tcase_set_timeout(t, 120);
     tcase_add_test(t, a_token_is_required_when_one_is_set);
-    tcase_add_test(t, listening_beyond_loopback_needs_a_token);
+    tcase_add_loop_test(t, listening_beyond_loopback_needs_a_token, 0, 2);
     tcase_add_test(t, sighup_reloads_and_keeps_every_value);
     tcase_add_test(t, peers_outside_allow_uid_are_refused);
     suite_add_tcase(s, t);
@@ -724,9 +710,7 @@ int main(void)
     tcase_add_test(t, sigterm_ends_although_a_client_never_reads);
     tcase_add_test(t, sigterm_answers_what_is_pending_with_shutdown);
     suite_add_tcase(s, t);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return s;
 }
+
+#include "suite_main.h"

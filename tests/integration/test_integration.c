@@ -623,16 +623,4 @@ static Suite *make_suite(void)
     return s;
 }
 
-int main(void)
-{
-    signal(SIGPIPE, SIG_IGN);
-    if (strcmp(harness_backend(), "cuda") == 0 && !gkv_test_gpu_usable()) {
-        fprintf(stderr, "no usable GPU: the cuda run of the integration suite is skipped\n");
-        return 77;
-    }
-    SRunner *sr = srunner_create(make_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+#include "suite_main.h"

@@ -1,6 +1,7 @@
 /* test_metrics.c: --metrics-listen and INFO's Prometheus form against a real gpukvd: counts and
  * histograms follow the requests made, the HTTP side answers only GET/HEAD /metrics, needs the
- * bearer token when the server has one, and bounds what a scraper can hold. */
+ * bearer token when the server has one, and bounds what a scraper can hold. A non-loopback
+ * --metrics-listen without a token is refused in test_hostile (listening_beyond_loopback_...). */
 #include <arpa/inet.h>
 #include <check.h>
 #include <gpukv/gpukv.h>
@@ -20,12 +21,6 @@
 
 #define RESP_CAP (256u << 10)
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* The address --metrics-listen bound, from INFO. */
 static void metrics_addr(const gkv_daemon_t *d, char *out, size_t cap)
 {
@@ -42,13 +37,8 @@ static void metrics_addr(const gkv_daemon_t *d, char *out, size_t cap)
 
 static int connect_addr(const char *hostport)
 {
-    char host[64];
-    int port;
-    ck_assert_int_eq(sscanf(hostport, "%63[^:]:%d", host, &port), 2);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    ck_assert_int_eq(inet_pton(AF_INET, host, &sa.sin_addr), 1);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    int fd = harness_tcp_connect(hostport);
+    ck_assert_msg(fd >= 0, "connect to %s", hostport);
     return fd;
 }
 
@@ -98,19 +88,37 @@ static double sample(const char *text, const char *series)
     return -1;
 }
 
-static gkv_daemon_t start_with(const char *const *extra)
+/* The daemon answers a scrape and a client after what a test did to it; then it stops cleanly.
+ * Frees resp. */
+static void still_serves_then_stop(gkv_daemon_t *d, const char *addr, char *resp)
 {
+    ck_assert_int_eq(scrape(addr, resp), 200);
+    gkv_client_t *c = connect_or_fail(d->url);
+    ck_assert_int_eq(gkv_ping(c), 0);
+    gkv_client_close(c);
+    free(resp);
+    ck_assert_int_eq(harness_stop(d), 0);
+}
+
+/* A gpukvd with --metrics-listen on a free loopback port (and --auth-token-file token_file
+ * unless NULL); the address bound goes into addr (cap bytes). */
+static gkv_daemon_t start_metrics(const char *token_file, char *addr, size_t cap)
+{
+    const char *const extra[] = {"--metrics-listen", "127.0.0.1:0", "--auth-token-file", token_file,
+                                 NULL};
     gkv_daemon_t d;
-    ck_assert_int_eq(harness_start(&d, extra), 0);
+    if (!token_file)
+        ck_assert_int_eq(harness_start(&d, (const char *const[]){extra[0], extra[1], NULL}), 0);
+    else
+        ck_assert_int_eq(harness_start(&d, extra), 0);
+    metrics_addr(&d, addr, cap);
     return d;
 }
 
 START_TEST(counts_and_histograms_follow_the_requests)
 {
-    const char *const extra[] = {"--metrics-listen", "127.0.0.1:0", NULL};
-    gkv_daemon_t d = start_with(extra);
     char addr[128];
-    metrics_addr(&d, addr, sizeof(addr));
+    gkv_daemon_t d = start_metrics(NULL, addr, sizeof(addr));
     gkv_client_t *c = connect_or_fail(d.url);
     size_t big = 3u << 20; /* through staging, not a copy batch */
     char *v = malloc(big);
@@ -178,10 +186,8 @@ END_TEST
 
 START_TEST(only_get_and_head_of_metrics_are_served)
 {
-    const char *const extra[] = {"--metrics-listen", "127.0.0.1:0", NULL};
-    gkv_daemon_t d = start_with(extra);
     char addr[128];
-    metrics_addr(&d, addr, sizeof(addr));
+    gkv_daemon_t d = start_metrics(NULL, addr, sizeof(addr));
     char *resp = malloc(RESP_CAP);
     ck_assert_int_eq(http(addr, "GET /other HTTP/1.1\r\n\r\n", resp), 404);
     ck_assert_int_eq(http(addr, "GET /metricsx HTTP/1.1\r\n\r\n", resp), 404);
@@ -204,12 +210,7 @@ START_TEST(only_get_and_head_of_metrics_are_served)
     ck_assert_int_eq(http(addr, huge, resp), 431);
     free(huge);
     /* The daemon still serves its clients and scrapes. */
-    ck_assert_int_eq(scrape(addr, resp), 200);
-    gkv_client_t *c = connect_or_fail(d.url);
-    ck_assert_int_eq(gkv_ping(c), 0);
-    gkv_client_close(c);
-    free(resp);
-    ck_assert_int_eq(harness_stop(&d), 0);
+    still_serves_then_stop(&d, addr, resp);
 }
 END_TEST
 
@@ -222,12 +223,9 @@ START_TEST(scrapes_need_the_token_when_the_server_has_one)
     ck_assert_int_eq(write(fd, token, strlen(token)), (ssize_t)strlen(token));
     close(fd);
     chmod(path, 0600);
-    const char *const extra[] = {"--metrics-listen", "127.0.0.1:0", "--auth-token-file", path,
-                                 NULL};
     setenv("GPUKV_TOKEN_FILE", path, 1); /* for the harness's own connections */
-    gkv_daemon_t d = start_with(extra);
     char addr[128];
-    metrics_addr(&d, addr, sizeof(addr));
+    gkv_daemon_t d = start_metrics(path, addr, sizeof(addr));
     char *resp = malloc(RESP_CAP);
     ck_assert_int_eq(scrape(addr, resp), 401);
     ck_assert_ptr_nonnull(strstr(resp, "WWW-Authenticate: Bearer"));
@@ -248,17 +246,15 @@ END_TEST
 
 START_TEST(silent_scrapers_are_bounded_and_dropped)
 {
-    const char *const extra[] = {"--metrics-listen", "127.0.0.1:0", NULL};
-    gkv_daemon_t d = start_with(extra);
     char addr[128];
-    metrics_addr(&d, addr, sizeof(addr));
+    gkv_daemon_t d = start_metrics(NULL, addr, sizeof(addr));
     /* 40 connections that send half a request and stop: past 16 they are closed at once. */
     int fds[40];
     for (int i = 0; i < 40; i++) {
         fds[i] = connect_addr(addr);
         ck_assert_int_eq(write(fds[i], "GET /met", 8), 8);
     }
-    sleep_ms(300);
+    harness_sleep_ms(300);
     int closed = 0;
     char *resp = malloc(RESP_CAP);
     for (int i = 0; i < 40; i++) {
@@ -272,40 +268,12 @@ START_TEST(silent_scrapers_are_bounded_and_dropped)
         ck_assert_uint_eq(read_all(fds[i], resp, RESP_CAP), 0);
         close(fds[i]);
     }
-    ck_assert_int_eq(scrape(addr, resp), 200);
-    gkv_client_t *c = connect_or_fail(d.url);
-    ck_assert_int_eq(gkv_ping(c), 0);
-    gkv_client_close(c);
-    free(resp);
-    ck_assert_int_eq(harness_stop(&d), 0);
+    still_serves_then_stop(&d, addr, resp);
 }
 END_TEST
 
-START_TEST(a_public_metrics_address_needs_a_token)
+static Suite *make_suite(void)
 {
-    gkv_daemon_t d;
-    const char *const open_extra[] = {"--metrics-listen", "0.0.0.0:0", NULL};
-    ck_assert_int_eq(harness_start(&d, open_extra), -1);
-    char log[4096] = "";
-    FILE *f = fopen(d.log, "r");
-    ck_assert_ptr_nonnull(f);
-    log[fread(log, 1, sizeof(log) - 1, f)] = 0;
-    fclose(f);
-    ck_assert_msg(strstr(log, "metrics-listen: 0.0.0.0:0 is reachable") != NULL, "%s", log);
-    const char *const insecure[] = {"--metrics-listen", "0.0.0.0:0", "--insecure-listen", "yes",
-                                    NULL};
-    d = start_with(insecure);
-    ck_assert_int_eq(harness_stop(&d), 0);
-}
-END_TEST
-
-int main(void)
-{
-    signal(SIGPIPE, SIG_IGN);
-    if (strcmp(harness_backend(), "cuda") == 0 && !gkv_test_gpu_usable()) {
-        fprintf(stderr, "no usable GPU: the cuda run of the metrics suite is skipped\n");
-        return 77;
-    }
     Suite *s = suite_create("metrics");
     TCase *tc = tcase_create("metrics");
     tcase_set_timeout(tc, 120);
@@ -313,11 +281,8 @@ int main(void)
     tcase_add_test(tc, only_get_and_head_of_metrics_are_served);
     tcase_add_test(tc, scrapes_need_the_token_when_the_server_has_one);
     tcase_add_test(tc, silent_scrapers_are_bounded_and_dropped);
-    tcase_add_test(tc, a_public_metrics_address_needs_a_token);
     suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    return s;
 }
+
+#include "suite_main.h"
