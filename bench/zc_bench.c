@@ -10,9 +10,12 @@
  * Prints a Markdown table. zc_bench URL --warm [KEY]: only the warm MAP+unmap of one value (KEY,
  * which must exist; default bench/small, set to 4 KiB) and the PING round trip, 10,000 each
  * after 1,000 warm-ups, as one line "warm_p50_us warm_p99_us ping_p50_us" (bench/py_bench.py
- * puts it beside the Python binding's figures). */
+ * puts it beside the Python binding's figures). zc_bench URL --fresh: gkv_set_from_device of a
+ * new key each time (CREATE clears the memory it hands out: a deleted value's, or new), per size,
+ * next to a plain D2D copy of that size; one line per size, medians of 9. */
 #include <cuda_runtime.h>
 #include <gpukv/gpukv.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,16 +80,57 @@ static int warm_only(gkv_client_t *c, const char *key)
     return 0;
 }
 
+/* --fresh (see the top of the file). */
+static int fresh_only(gkv_client_t *c)
+{
+    static const size_t sizes[] = {64u << 10, 1u << 20, 16u << 20, 256u << 20, 1u << 30};
+    enum { R = 9 };
+    void *src, *dst;
+    CHECK(cudaMalloc(&src, 1u << 30));
+    CHECK(cudaMalloc(&dst, 1u << 30));
+    CHECK(zc_fill_device(src, 1u << 30, 1));
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        double sfd[R], d2d[R];
+        for (int r = -1; r < R; r++) { /* r = -1: a warm-up */
+            char key[64];
+            snprintf(key, sizeof(key), "fresh/%zu/%d", sizes[i], r + 1);
+            const void *k = key;
+            size_t kl = strlen(key);
+            double t0 = now_us();
+            CHECK(gkv_set_from_device(c, key, kl, src, sizes[i], NULL));
+            double t1 = now_us();
+            CHECK(cudaMemcpy(dst, src, sizes[i], cudaMemcpyDeviceToDevice));
+            CHECK(cudaDeviceSynchronize());
+            double t2 = now_us();
+            if (gkv_del(c, &k, &kl, 1) != 1)
+                exit(1);
+            if (r >= 0) {
+                sfd[r] = t1 - t0;
+                d2d[r] = t2 - t1;
+            }
+        }
+        printf("fresh %zu B: set_from_device p50 %.1f us, plain D2D copy p50 %.1f us\n", sizes[i],
+               pct(sfd, R, 0.5), pct(d2d, R, 0.5));
+    }
+    cudaFree(src);
+    cudaFree(dst);
+    gkv_client_close(c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 2 || (argc > 2 && strcmp(argv[2], "--warm") != 0) || argc > 4) {
-        fprintf(stderr, "usage: zc_bench URL [--warm [KEY]]\n");
+    bool fresh = argc == 3 && strcmp(argv[2], "--fresh") == 0;
+    if (argc < 2 || (argc > 2 && !fresh && strcmp(argv[2], "--warm") != 0) || argc > 4) {
+        fprintf(stderr, "usage: zc_bench URL [--warm [KEY] | --fresh]\n");
         return 2;
     }
     const char *url = argv[1];
     const size_t gib = 1ull << 30;
     gkv_client_t *c;
     CHECK(gkv_client_connect(url, &c));
+    if (fresh)
+        return fresh_only(c);
     if (argc > 2) {
         if (argc == 3) {
             static char small[4096];
