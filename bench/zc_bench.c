@@ -12,7 +12,8 @@
  * after 1,000 warm-ups, as one line "warm_p50_us warm_p99_us ping_p50_us" (bench/py_bench.py
  * puts it beside the Python binding's figures). zc_bench URL --fresh: gkv_set_from_device of a
  * new key each time (CREATE clears the memory it hands out: a deleted value's, or new), per size,
- * next to a plain D2D copy of that size; one line per size, medians of 9. */
+ * next to a plain D2D copy of that size; one line per size, medians of 9 (--fresh GAP_US: that
+ * long between each DEL and the next CREATE). */
 #include <cuda_runtime.h>
 #include <gpukv/gpukv.h>
 #include <stdbool.h>
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "zc_kernels.h"
 
@@ -80,8 +82,9 @@ static int warm_only(gkv_client_t *c, const char *key)
     return 0;
 }
 
-/* --fresh (see the top of the file). */
-static int fresh_only(gkv_client_t *c)
+/* --fresh [GAP_US] (see the top of the file): GAP_US microseconds pass between a DEL and the
+ * next CREATE, as in a cache whose frees do not come right before its writes. */
+static int fresh_only(gkv_client_t *c, unsigned gap_us)
 {
     static const size_t sizes[] = {64u << 10, 1u << 20, 16u << 20, 256u << 20, 1u << 30};
     enum { R = 9 };
@@ -104,13 +107,15 @@ static int fresh_only(gkv_client_t *c)
             double t2 = now_us();
             if (gkv_del(c, &k, &kl, 1) != 1)
                 exit(1);
+            if (gap_us)
+                usleep(gap_us);
             if (r >= 0) {
                 sfd[r] = t1 - t0;
                 d2d[r] = t2 - t1;
             }
         }
-        printf("fresh %zu B: set_from_device p50 %.1f us, plain D2D copy p50 %.1f us\n", sizes[i],
-               pct(sfd, R, 0.5), pct(d2d, R, 0.5));
+        printf("fresh %zu B (gap %u us): set_from_device p50 %.1f us, plain D2D copy p50 %.1f us\n",
+               sizes[i], gap_us, pct(sfd, R, 0.5), pct(d2d, R, 0.5));
     }
     cudaFree(src);
     cudaFree(dst);
@@ -120,9 +125,9 @@ static int fresh_only(gkv_client_t *c)
 
 int main(int argc, char **argv)
 {
-    bool fresh = argc == 3 && strcmp(argv[2], "--fresh") == 0;
+    bool fresh = argc >= 3 && strcmp(argv[2], "--fresh") == 0;
     if (argc < 2 || (argc > 2 && !fresh && strcmp(argv[2], "--warm") != 0) || argc > 4) {
-        fprintf(stderr, "usage: zc_bench URL [--warm [KEY] | --fresh]\n");
+        fprintf(stderr, "usage: zc_bench URL [--warm [KEY] | --fresh [GAP_US]]\n");
         return 2;
     }
     const char *url = argv[1];
@@ -130,7 +135,7 @@ int main(int argc, char **argv)
     gkv_client_t *c;
     CHECK(gkv_client_connect(url, &c));
     if (fresh)
-        return fresh_only(c);
+        return fresh_only(c, argc == 4 ? (unsigned)atoi(argv[3]) : 0);
     if (argc > 2) {
         if (argc == 3) {
             static char small[4096];

@@ -87,8 +87,10 @@ typedef struct {
      * before (src may have been written by one). It has run once a later fence_shared reports.
      * Returns 0 or GKV_EIO. */
     int (*copy_shared)(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src, uint64_t len);
-    /* Queues zeroing of size bytes at p (from alloc) on the shared lane, done once a later
-     * fence_shared reports: memory handed to a CREATE never shows an earlier value's bytes.
+    /* Queues zeroing of size bytes at p (from alloc, called right after it) on the shared
+     * lane, done once a later fence_shared reports: memory handed to a CREATE never shows an
+     * earlier value's bytes. A backend may clear freed memory earlier, off the reply's path
+     * (cuda: kept exports are cleared as they are kept) and then queue nothing here.
      * Returns 0 or GKV_EIO. */
     int (*zero_shared)(gkv_backend_t *b, gkv_devptr_t p, uint64_t size);
     /* Calls op->done once the work queued on the shared lane so far (allocations, copies) has

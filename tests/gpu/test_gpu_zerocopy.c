@@ -315,6 +315,54 @@ START_TEST(a_replaced_value_reuses_the_kept_allocation)
 }
 END_TEST
 
+/* A value whose allocation is kept for reuse is cleared as it is kept, off CREATE's path: a
+ * CREATE of the same size under another key, by another client, reads zeros (issue 12, failure
+ * 7, on the cuda backend); a SET over the socket that takes the allocation at once keeps every
+ * byte it wrote (the clear is ordered before its copies). */
+START_TEST(a_kept_allocation_is_cleared_for_the_next_key)
+{
+    size_t n = 64u << 20;
+    void *src;
+    ck_assert_int_eq(cudaMalloc(&src, n), cudaSuccess);
+    uint8_t *zeros = calloc(1, n), *want = malloc(n), *got = malloc(n);
+    uint64_t sum;
+    char why[256];
+    for (uint64_t round = 0; round < 6; round++) {
+        gkv_client_t *c, *o;
+        ck_assert_int_eq(gkv_client_connect(d.url, &c), 0);
+        ck_assert_int_eq(zc_fill_device(src, n, 90 + round), 0);
+        ck_assert_int_eq(gkv_set_from_device(c, KEY("zc/secret"), src, n, NULL), 0);
+        gkv_client_close(c); /* its leases end: only the key holds the value */
+        ck_assert_int_eq(gkv_client_connect(d.url, &o), 0);
+        double t0 = now_s();
+        while (info_u64(o, "leases") != 0 && now_s() - t0 < 1.0)
+            usleep(1000);
+        uint64_t reuses0 = info_u64(o, "kept_export_reuses");
+        const void *k = "zc/secret";
+        size_t kl = strlen(k);
+        ck_assert_int_eq(gkv_del(o, &k, &kl, 1), 1);
+        if (round % 2 == 0) {
+            gkv_mapping_t *w;
+            ck_assert_int_eq(gkv_create(o, KEY("zc/other"), n, NULL, &w), 0);
+            ck_assert_int_eq(gkv_checksum_device(w->ptr, n, &sum, why, sizeof(why)), 0);
+            ck_assert_uint_eq(sum, gkv_checksum_host(zeros, n));
+            ck_assert_int_eq(gkv_abort(o, w), 0);
+        } else {
+            zc_fill_host(want, n, 95 + round);
+            ck_assert_int_eq(gkv_set(o, KEY("zc/plain"), want, n, NULL), 0);
+            ck_assert_int_eq(gkv_get(o, KEY("zc/plain"), NULL, got, n, NULL), 0);
+            ck_assert_int_eq(memcmp(got, want, n), 0);
+        }
+        ck_assert_uint_gt(info_u64(o, "kept_export_reuses"), reuses0);
+        gkv_client_close(o);
+    }
+    cudaFree(src);
+    free(zeros);
+    free(want);
+    free(got);
+}
+END_TEST
+
 /* CREATE/SEAL of one key double-buffers: from the third write on, CREATE writes into the
  * value two seals back (its memory still imported here), and another process reads each new
  * value right. A value another connection maps is never written into. */
@@ -424,6 +472,7 @@ int main(void)
     tcase_add_test(t, small_values_in_batches_and_slabs);
     tcase_add_test(t, connections_of_one_process_share_imports);
     tcase_add_test(t, a_replaced_value_reuses_the_kept_allocation);
+    tcase_add_test(t, a_kept_allocation_is_cleared_for_the_next_key);
     tcase_add_test(t, rewrites_of_a_key_reuse_the_spare_but_never_a_mapped_value);
     suite_add_tcase(s, t);
     SRunner *sr = srunner_create(s);
