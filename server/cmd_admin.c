@@ -111,14 +111,16 @@ int gkv_cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         "\r\nbackend:%s\r\ndevice:%d\r\ngpu_name:%s\r\ngpu_uuid:%s\r\nunix_socket:%s\r\n"
         "tcp_listen:%s\r\nmetrics_listen:%s\r\n"
         "# Clients\r\nconnected_clients:%" PRIu64 "\r\nmaxclients:%" PRIu64 "\r\n"
-        "# Memory\r\nused_bytes:%" PRIu64 "\r\nmaxmemory:%" PRIu64 "\r\ndevice_total_bytes:%" PRIu64
+        "# Memory\r\nused_bytes:%" PRIu64 "\r\nmaxmemory:%" PRIu64 "\r\nmaxmemory_policy:%s"
+        "\r\nevictable_bytes:%" PRIu64 "\r\ndevice_total_bytes:%" PRIu64
         "\r\nkept_export_bytes:%" PRIu64 "\r\nkept_export_reuses:%" PRIu64
         "\r\nindex_host_bytes:%zu\r\nmax_value_size:%" PRIu64 "\r\nmax_key_size:%" PRIu64 "\r\n"
         "# Stats\r\ntotal_connections_received:%" PRIu64 "\r\nrejected_connections:%" PRIu64
         "\r\ntotal_commands_processed:%" PRIu64 "\r\nprotocol_errors:%" PRIu64
         "\r\nkeyspace_hits:%" PRIu64 "\r\nkeyspace_misses:%" PRIu64 "\r\nsets:%" PRIu64
-        "\r\ndeletes:%" PRIu64 "\r\noom_errors:%" PRIu64 "\r\nbytes_in:%" PRIu64
-        "\r\nbytes_out:%" PRIu64 "\r\ncopy_batches:%" PRIu64 "\r\nbatched_copies:%" PRIu64 "\r\n"
+        "\r\ndeletes:%" PRIu64 "\r\nevicted_keys:%" PRIu64 "\r\noom_errors:%" PRIu64
+        "\r\nbytes_in:%" PRIu64 "\r\nbytes_out:%" PRIu64 "\r\ncopy_batches:%" PRIu64
+        "\r\nbatched_copies:%" PRIu64 "\r\n"
         "# Keyspace\r\nkeys:%zu\r\nentries_alive:%" PRIu64 "\r\n"
         "# Leases\r\nzero_copy:%s\r\nleases:%" PRIu64 "\r\nleased_bytes:%" PRIu64
         "\r\nunsealed_creates:%" PRIu64 "\r\nmax_leases:%" PRIu64 "\r\nmax_leased_bytes:%" PRIu64
@@ -127,12 +129,12 @@ int gkv_cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         srv->be->name, srv->be->device, srv->be->gpu_name, srv->be->gpu_uuid, srv->cfg.socket_path,
         srv->tcp_bound[0] ? srv->tcp_bound : "off",
         srv->metrics_bound[0] ? srv->metrics_bound : "off", srv->nconns, srv->cfg.maxclients,
-        st->used, st->limit, srv->be->device_total, srv->be->kept_bytes, srv->be->kept_reuses,
-        gkv_index_memory(st->ix), srv->cfg.max_value, srv->cfg.max_key, ss->total_connections,
-        ss->rejected_connections, ss->total_commands, ss->protocol_errors, st->stats.hits,
-        st->stats.misses, st->stats.sets, st->stats.dels, st->stats.oom_errors, ss->bytes_in,
-        ss->bytes_out, srv->batcher.batches, srv->batcher.pieces, gkv_index_count(st->ix),
-        st->entries,
+        st->used, st->limit, gkv_policy_name(st->policy), gkv_store_evictable_bytes(st),
+        srv->be->device_total, srv->be->kept_bytes, srv->be->kept_reuses, gkv_index_memory(st->ix),
+        srv->cfg.max_value, srv->cfg.max_key, ss->total_connections, ss->rejected_connections,
+        ss->total_commands, ss->protocol_errors, st->stats.hits, st->stats.misses, st->stats.sets,
+        st->stats.dels, st->stats.evicted, st->stats.oom_errors, ss->bytes_in, ss->bytes_out,
+        srv->batcher.batches, srv->batcher.pieces, gkv_index_count(st->ix), st->entries,
         srv->be->host_visible && !srv->cfg.host_zero_copy ? "off" : srv->be->share_mechanism,
         srv->lease_totals.leases, srv->lease_totals.bytes, srv->lease_totals.creates,
         srv->cfg.max_leases, srv->cfg.max_leased_bytes);

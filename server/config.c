@@ -120,6 +120,12 @@ static int parse_level(const setting_t *s, gkv_config_t *cfg, const char *v)
     return 0;
 }
 
+static int parse_policy(const setting_t *s, gkv_config_t *cfg, const char *v)
+{
+    (void)s;
+    return gkv_policy_parse(v, &cfg->maxmemory_policy);
+}
+
 /* A comma-separated list of up to GKV_ALLOW_MAX ids; "" for none. The count follows the array
  * in gkv_config_t's order (allow_uids, allow_gids, n_allow_uids, n_allow_gids). */
 static int parse_ids(const setting_t *s, gkv_config_t *cfg, const char *v)
@@ -157,6 +163,10 @@ static const setting_t settings[] = {
     {"device", parse_uint, FIELD(device), 0, 1023, false, "N", "CUDA device ordinal (default 0)"},
     {"maxmemory", parse_size, FIELD(maxmemory), 1, SZ_MAX, false, "SIZE",
      "value memory limit, e.g. 8G (default: 90% of free GPU memory or RAM)"},
+    {"maxmemory-policy", parse_policy, FIELD(maxmemory_policy), 0, 0, true,
+     "noeviction|allkeys-lru|allkeys-lfu",
+     "when a value does not fit: refuse it (noeviction, the default), or evict\n"
+     "the least recently (lru) or least frequently (lfu) used unleased keys"},
     {"max-value-size", parse_size, FIELD(max_value), 1, SZ_MAX, false, "SIZE",
      "largest value (default: maxmemory)"},
     {"max-key-size", parse_size, FIELD(max_key), 1, 65535, false, "N",

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "evict.h"
 
 #define GKV_ALLOW_MAX 16 /* uids (and gids) one --allow-uid (--allow-gid) may list */
 
@@ -18,6 +19,7 @@ typedef struct {
     gkv_backend_kind_t backend;
     int device;
     uint64_t maxmemory; /* 0: 90% of the GPU's free memory (or RAM) at start */
+    gkv_policy_t maxmemory_policy; /* what makes room for a value that does not fit */
     uint64_t max_value; /* 0: maxmemory */
     uint64_t max_key;   /* 1..65535 */
     uint64_t maxclients;

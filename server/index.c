@@ -112,14 +112,21 @@ static uint32_t hash_of(const gkv_index_t *ix, const void *key, size_t len)
     return (uint32_t)gkv_siphash(key, len, ix->seed);
 }
 
-static int random_level(gkv_index_t *ix)
+/* xorshift64 */
+static uint64_t next_random(gkv_index_t *ix)
 {
-    /* xorshift64; each extra level with probability 1/4. */
     uint64_t x = ix->rng;
     x ^= x << 13;
     x ^= x >> 7;
     x ^= x << 17;
     ix->rng = x;
+    return x;
+}
+
+static int random_level(gkv_index_t *ix)
+{
+    /* Each extra level with probability 1/4. */
+    uint64_t x = next_random(ix);
     int level = 1;
     while (level < MAX_LEVEL && (x & 3) == 0) {
         level++;
@@ -293,6 +300,17 @@ void *gkv_index_unlink(gkv_index_t *ix, const void *key, size_t len)
     ix->count--;
     ix->node_bytes -= node_size(ix, n);
     return gkv_inode_val(ix, n);
+}
+
+void *gkv_index_random(gkv_index_t *ix)
+{
+    if (!ix->count)
+        return NULL;
+    size_t i = (size_t)(next_random(ix) >> 11) & ix->mask;
+    for (int probes = 0; probes < 1024; probes++, i = (i + 1) & ix->mask)
+        if (ix->slots[i])
+            return gkv_inode_val(ix, ix->slots[i]);
+    return gkv_inode_val(ix, ix->head->next[0]);
 }
 
 size_t gkv_index_count(const gkv_index_t *ix)

@@ -37,6 +37,10 @@ int gkv_index_link(gkv_index_t *ix, void *data, void **old);
 /* Unlinks the node under key and returns its data (still the caller's), or NULL. */
 void *gkv_index_unlink(gkv_index_t *ix, const void *key, size_t len);
 size_t gkv_index_count(const gkv_index_t *ix);
+/* The data of a linked node picked at random (a random slot, then the next occupied one: close
+ * to uniform while the table is not sparse; in a table far larger than its nodes, after 1024
+ * empty slots, the first node in key order), or NULL when the index is empty. */
+void *gkv_index_random(gkv_index_t *ix);
 /* Host bytes the index uses: linked nodes (with their data) and the table. */
 size_t gkv_index_memory(const gkv_index_t *ix);
 /* Host bytes of the hash table alone. */

@@ -193,6 +193,8 @@ void gkv_metrics_render(const gkv_server_t *srv, gkv_text_t *t)
     one(t, "keyspace_misses_total", "counter", "Lookups that did not.", st->stats.misses);
     one(t, "oom_errors_total", "counter", "Requests refused for want of memory.",
         st->stats.oom_errors);
+    one(t, "evicted_keys_total", "counter", "Keys evicted to make room (--maxmemory-policy).",
+        st->stats.evicted);
     one(t, "leases", "gauge", "Zero-copy leases held by clients.", srv->lease_totals.leases);
     one(t, "leased_bytes", "gauge", "Bytes under zero-copy leases.", srv->lease_totals.bytes);
     one(t, "unsealed_creates", "gauge", "CREATEs not sealed or aborted yet.",

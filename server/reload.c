@@ -41,6 +41,7 @@ static int reload(gkv_server_t *s)
     explicit_bzero(token, sizeof(token));
     gkv_log_set_level(s->cfg.log_level);
     s->store.host_limit = s->cfg.maxmemory_keys;
+    s->store.policy = s->cfg.maxmemory_policy;
     return changed;
 }
 

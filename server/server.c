@@ -423,6 +423,7 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
         goto fail_backend;
     }
     s->store.host_limit = s->cfg.maxmemory_keys;
+    s->store.policy = s->cfg.maxmemory_policy;
     gkv_staging_init(&s->staging, s->be);
     if (gkv_batcher_init(&s->batcher, s->be, &s->store, loop, gkv_conn_batch_deliver)) {
         snprintf(err, cap, "out of pinned host memory for copy batches");

@@ -14,7 +14,58 @@ int gkv_store_init(gkv_store_t *st, gkv_backend_t *be, uint64_t limit)
         return GKV_ENOMEM;
     st->be = be;
     st->limit = limit;
+    st->rng = 0x9e3779b97f4a7c15ull;
     return 0;
+}
+
+static uint32_t next_random(gkv_store_t *st)
+{
+    uint64_t x = st->rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    st->rng = x;
+    return (uint32_t)(x >> 32);
+}
+
+/* Unlinks e (linked, used by nothing but the index) and frees it. */
+static void evict(gkv_store_t *st, gkv_entry_t *e)
+{
+    size_t klen;
+    const uint8_t *key = gkv_store_key(st, e, &klen);
+    gkv_index_unlink(st->ix, key, klen);
+    st->linked_bytes -= e->size;
+    st->stats.evicted++;
+    gkv_store_unref(st, e);
+}
+
+/* Evicts the best candidate of a random sample (evict.h); up to 16 samples are drawn while
+ * none holds a candidate. False when none was found. */
+static bool evict_one(gkv_store_t *st)
+{
+    if (st->policy == GKV_POLICY_NOEVICTION)
+        return false;
+    for (int round = 0; round < 16; round++) {
+        gkv_entry_t *best = NULL;
+        uint64_t best_score = 0;
+        for (int i = 0; i < GKV_EVICT_SAMPLES; i++) {
+            gkv_entry_t *e = gkv_index_random(st->ix);
+            if (!e)
+                return false;
+            if (e->refs != 1 || !e->size)
+                continue; /* leased, in transfer or in a batch; or nothing to free */
+            uint64_t score = gkv_access_score(st->policy, e->access, st->now_ms);
+            if (!best || score > best_score) {
+                best = e;
+                best_score = score;
+            }
+        }
+        if (best) {
+            evict(st, best);
+            return true;
+        }
+    }
+    return false;
 }
 
 static void drop_link(void *val, void *arg)
@@ -65,10 +116,11 @@ bool gkv_store_host_room(const gkv_store_t *st, size_t klen, uint32_t meta_len)
 int gkv_store_entry_new(gkv_store_t *st, const void *key, size_t klen, uint64_t size,
                         const void *meta, uint32_t meta_len, int lane, gkv_entry_t **out)
 {
-    if (size > st->limit - st->used) {
-        st->stats.oom_errors++;
-        return GKV_EOOM;
-    }
+    while (size > st->limit - st->used)
+        if (size > st->limit || !evict_one(st)) {
+            st->stats.oom_errors++;
+            return GKV_EOOM;
+        }
     if (!gkv_store_host_room(st, klen, meta_len))
         return GKV_ENOMEM;
     gkv_entry_t *e = gkv_inode_new(st->ix, key, klen);
@@ -85,6 +137,8 @@ int gkv_store_entry_new(gkv_store_t *st, const void *key, size_t klen, uint64_t 
     }
     if (size) {
         int rc = st->be->ops->alloc(st->be, size, lane, &e->mem);
+        while (rc == GKV_EOOM && evict_one(st)) /* the device is full before the limit */
+            rc = st->be->ops->alloc(st->be, size, lane, &e->mem);
         if (rc) {
             if (rc == GKV_EOOM)
                 st->stats.oom_errors++;
@@ -161,6 +215,7 @@ static int link_entry(gkv_store_t *st, gkv_entry_t *e)
         e->refs--;
         return GKV_ENOMEM;
     }
+    e->access = gkv_access_new(st->policy, st->now_ms);
     st->linked_bytes += e->size;
     if (old) {
         st->linked_bytes -= ((gkv_entry_t *)old)->size;
@@ -196,6 +251,7 @@ int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags, gkv_entry
         e->size = size;
         e->mem = mem;
         e->x = x;
+        cur->access = gkv_access_touch(st->policy, cur->access, st->now_ms, next_random(st));
         if (holder)
             *holder = cur;
         st->stats.sets++;
@@ -210,10 +266,12 @@ int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags, gkv_entry
 gkv_entry_t *gkv_store_get(gkv_store_t *st, const void *key, size_t klen)
 {
     gkv_entry_t *e = gkv_index_get(st->ix, key, klen);
-    if (e)
+    if (e) {
         st->stats.hits++;
-    else
+        e->access = gkv_access_touch(st->policy, e->access, st->now_ms, next_random(st));
+    } else {
         st->stats.misses++;
+    }
     return e;
 }
 
@@ -280,4 +338,15 @@ void gkv_store_unshare_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *copy)
     /* Linked as it is, never moved into e in place (publish's shortcut): the caller's lease
      * holds copy's memory, which another process has been told about. */
     (void)link_entry(st, copy); /* out of memory: the key keeps e; the next MAP copies again */
+}
+
+uint64_t gkv_store_evictable_bytes(const gkv_store_t *st)
+{
+    uint64_t bytes = 0;
+    for (const gkv_inode_t *n = gkv_index_seek(st->ix, "", 0); n; n = gkv_index_next(n)) {
+        const gkv_entry_t *e = gkv_inode_val(st->ix, n);
+        if (e->refs == 1)
+            bytes += e->size;
+    }
+    return bytes;
 }

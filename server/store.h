@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "evict.h"
 #include "index.h"
 
 /* What few entries have: metadata. (Export data is the backend's to remember: backend.h.) */
@@ -20,7 +21,7 @@ typedef struct {
 
 typedef struct gkv_entry {
     uint32_t refs;
-    uint32_t reserved;
+    uint32_t access; /* when last read or written, for eviction (evict.h) */
     uint64_t size;
     gkv_devptr_t mem; /* unset when size is 0 */
     gkv_extras_t *x;  /* owned, NULL without metadata */
@@ -28,6 +29,7 @@ typedef struct gkv_entry {
 
 typedef struct {
     uint64_t hits, misses, sets, dels, oom_errors;
+    uint64_t evicted; /* keys evicted to make room (--maxmemory-policy) */
 } gkv_store_stats_t;
 
 typedef struct {
@@ -42,6 +44,9 @@ typedef struct {
      * index's table, against host_limit (--maxmemory-keys; 0: none). */
     uint64_t host_bytes;
     uint64_t host_limit;
+    gkv_policy_t policy; /* --maxmemory-policy */
+    uint64_t now_ms;     /* the clock access stamps use: the server sets it per request */
+    uint64_t rng;        /* xorshift64 for LFU's counter */
     gkv_store_stats_t stats;
 } gkv_store_t;
 
@@ -53,10 +58,11 @@ void gkv_store_fini(gkv_store_t *st);
 
 /* Makes an unpublished entry for key (copied) of size bytes (accounted at once) with a copy of
  * meta (borrowed), allocated on copy lane `lane` (GKV_LANE_SHARED for memory handed to another
- * process, usable once the backend's fence_shared has reported). *out holds one reference,
- * the caller's. Returns 0, GKV_EOOM (over the limit or the backend is full: nothing stored is
- * touched) or GKV_ENOMEM (host memory, or keys and metadata over host_limit: see
- * gkv_store_host_room). */
+ * process, usable once the backend's fence_shared has reported). When size does not fit under
+ * the limit (or the backend is full), the policy may evict keys first (evict.h). *out holds one
+ * reference, the caller's. Returns 0, GKV_EOOM (over the limit or the backend is full and
+ * nothing, or nothing more, could be evicted: nothing else stored is touched) or GKV_ENOMEM
+ * (host memory, or keys and metadata over host_limit: see gkv_store_host_room). */
 int gkv_store_entry_new(gkv_store_t *st, const void *key, size_t klen, uint64_t size,
                         const void *meta, uint32_t meta_len, int lane, gkv_entry_t **out);
 /* Gives e a copy of meta (borrowed; none when meta_len is 0) in place of its metadata: SEAL's
@@ -90,6 +96,9 @@ gkv_entry_t *gkv_store_get(gkv_store_t *st, const void *key, size_t klen);
 int gkv_store_del(gkv_store_t *st, const void *key, size_t klen);
 /* Unlinks every key. */
 void gkv_store_flush(gkv_store_t *st);
+/* Bytes of the values that could be evicted now: linked, and used by nothing but the index.
+ * Walks every key (INFO evictable_bytes). */
+uint64_t gkv_store_evictable_bytes(const gkv_store_t *st);
 
 /* Zero-copy. */
 /* Queues clearing e's memory on the shared lane (fence_shared says when it is done): a CREATE's
