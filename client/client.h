@@ -55,7 +55,7 @@ int gkv__send(gkv_client_t *c, const void *payload, size_t len);
 int gkv__check_key(const gkv_client_t *c, const void *key, size_t klen);
 /* Adds the key and a byte range (NULL: the whole value) to the request being built. */
 void gkv__put_key_range(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range);
-/* Adds SET/CREATE options (flags, metadata) to the request being built; opts may be NULL. */
+/* Adds SET/CREATE options (flags, metadata, ttl) to the request being built; opts may be NULL. */
 void gkv__put_set_opts(gkv_client_t *c, const gkv_set_opts_t *opts);
 /* Checks key and opts, then sends the header of a SET of len payload bytes (the payload follows
  * with gkv__send_raw, then gkv__recv reads the reply). Returns 0 or a code. */

@@ -30,6 +30,7 @@ typedef struct mapping {
     void *base;      /* the value's first byte (ptr is base + offset) */
     uint8_t *meta;
     unsigned flags;  /* a spare taken by gkv_create: its NX/XX, sent with the SEAL */
+    uint64_t ttl_ms; /* gkv_create's ttl, sent again with the SEAL (a spare had no CREATE) */
     struct mapping *prev, *next; /* the connection's live mappings (freed at close) */
     size_t klen;
     uint8_t key[];   /* the key it was mapped under */
@@ -391,6 +392,7 @@ static int take_spare(gkv_client_t *c, int i, uint64_t size, const gkv_set_opts_
     m->pub.offset = 0;
     m->pub.length = size;
     m->flags = opts ? opts->flags : 0;
+    m->ttl_ms = opts ? opts->ttl_ms : 0;
     *out = &m->pub;
     return 0;
 }
@@ -421,6 +423,8 @@ int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
         uint64_t lease = c->resp.lease;
         send_lease_ends(c, GKV_OP_ABORT, &lease, 1);
     }
+    if (rc == 0)
+        ((mapping_t *)*out)->ttl_ms = opts ? opts->ttl_ms : 0;
     return rc;
 }
 
@@ -444,6 +448,8 @@ int gkv_seal(gkv_client_t *c, gkv_mapping_t *pub)
     gkv_wr_uint(&c->wr, GKV_F_FLAGS, GKV_SEAL_KEEP | m->flags);
     if (pub->meta_len)
         gkv_wr_bin(&c->wr, GKV_F_META, pub->meta, (uint32_t)pub->meta_len);
+    if (m->ttl_ms)
+        gkv_wr_uint(&c->wr, GKV_F_TTL, m->ttl_ms);
     if (ci >= 0)
         gkv_wr_uint(&c->wr, GKV_F_SPARE, asked);
     int rc = gkv__send(c, NULL, 0);
@@ -462,6 +468,7 @@ int gkv_seal(gkv_client_t *c, gkv_mapping_t *pub)
         set_meta((mapping_t *)c->cached[ci], NULL, 0);
     }
     m->flags = 0;
+    m->ttl_ms = 0;
     pub->writable = rc != 0; /* NX/XX: the discarded value is a spare now */
     int crc = cache(c, pub);
     return rc ? rc : crc;

@@ -380,6 +380,48 @@ int gkv_flush(gkv_client_t *c)
     return rc ? rc : gkv__recv(c);
 }
 
+/* One key, answered with a count (EXPIRE, PERSIST): returns it, or a negative code. */
+static int key_count(gkv_client_t *c, unsigned op, const void *key, size_t klen, uint64_t ttl)
+{
+    int rc = gkv__check_key(c, key, klen);
+    if (rc)
+        return rc;
+    gkv__cache_flush(c);
+    gkv__begin(c, op);
+    gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
+    if (ttl)
+        gkv_wr_uint(&c->wr, GKV_F_TTL, ttl);
+    if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
+        return rc;
+    return c->resp.count ? 1 : 0;
+}
+
+int gkv_expire(gkv_client_t *c, const void *key, size_t klen, uint64_t ttl_ms)
+{
+    if (ttl_ms == 0)
+        return GKV_EINVAL;
+    return key_count(c, GKV_OP_EXPIRE, key, klen, ttl_ms);
+}
+
+int gkv_persist(gkv_client_t *c, const void *key, size_t klen)
+{
+    return key_count(c, GKV_OP_PERSIST, key, klen, 0);
+}
+
+int gkv_ttl(gkv_client_t *c, const void *key, size_t klen, uint64_t *ttl_ms)
+{
+    int rc = gkv__check_key(c, key, klen);
+    if (rc)
+        return rc;
+    gkv__cache_flush(c);
+    gkv__begin(c, GKV_OP_TTL);
+    gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
+    if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
+        return rc;
+    *ttl_ms = c->resp.has_ttl ? c->resp.ttl : GKV_NO_TTL;
+    return 0;
+}
+
 static int info_text(gkv_client_t *c, uint64_t flags, char **text)
 {
     gkv__cache_flush(c);

@@ -162,6 +162,8 @@ void gkv__put_set_opts(gkv_client_t *c, const gkv_set_opts_t *opts)
         gkv_wr_uint(&c->wr, GKV_F_FLAGS, opts->flags);
     if (opts && opts->meta_len)
         gkv_wr_bin(&c->wr, GKV_F_META, opts->meta, opts->meta_len);
+    if (opts && opts->ttl_ms)
+        gkv_wr_uint(&c->wr, GKV_F_TTL, opts->ttl_ms);
 }
 
 int gkv__end_frame(gkv_client_t *c)

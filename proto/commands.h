@@ -27,7 +27,10 @@
     X(RELEASE, release, 13, GKV_CMD_LOCAL, "end leases")                                           \
     X(CREATE, create, 14, GKV_CMD_KEY | GKV_CMD_LOCAL, "lease a new, invisible value to write")    \
     X(SEAL, seal, 15, GKV_CMD_LOCAL, "publish a created value")                                    \
-    X(ABORT, abort, 16, GKV_CMD_LOCAL, "discard a created value")
+    X(ABORT, abort, 16, GKV_CMD_LOCAL, "discard a created value")                                  \
+    X(EXPIRE, expire, 17, GKV_CMD_KEY, "give a key a deadline (TTL) in milliseconds")              \
+    X(PERSIST, persist, 18, GKV_CMD_KEY, "take a key's deadline away")                             \
+    X(TTL, ttl, 19, GKV_CMD_KEY, "milliseconds a key has left")
 
 typedef enum {
 #define GKV_OP_ENUM(NAME, name, num, flags, help) GKV_OP_##NAME = num,

@@ -170,6 +170,10 @@ int gkv_req_decode(const uint8_t *hdr, size_t len, gkv_request_t *req, const cha
             rc = gkv_read_uint(&r, &req->spare);
             req->has |= GKV_HAS_SPARE;
             break;
+        case GKV_F_TTL:
+            rc = gkv_read_uint(&r, &req->ttl);
+            req->has |= GKV_HAS_TTL;
+            break;
         case GKV_F_TOKEN:
             rc = gkv_read_bin(&r, &req->token);
             break;
@@ -244,6 +248,10 @@ int gkv_resp_decode(const uint8_t *hdr, size_t len, gkv_response_t *resp)
         case GKV_F_LENGTH: rc = gkv_read_uint(&r, &resp->length); break;
         case GKV_F_LEASE: rc = gkv_read_uint(&r, &resp->lease); break;
         case GKV_F_SPARE: rc = gkv_read_uint(&r, &resp->spare); break;
+        case GKV_F_TTL:
+            rc = gkv_read_uint(&r, &resp->ttl);
+            resp->has_ttl = true;
+            break;
         case GKV_F_ARENA_OFFSET: rc = gkv_read_uint(&r, &resp->arena_offset); break;
         case GKV_F_ARENA_SIZE: rc = gkv_read_uint(&r, &resp->arena_size); break;
         case GKV_F_EXPORT: rc = gkv_read_bin(&r, &resp->export_data); break;

@@ -55,6 +55,7 @@ enum {
     GKV_F_ARENA_SIZE = 45,
     GKV_F_SPARE = 46,
     GKV_F_TOKEN = 47,
+    GKV_F_TTL = 48,
 };
 
 /* SEAL's flags field (SET and CREATE use 1 and 2: NX, XX): keep the lease, as a MAP lease on
@@ -77,6 +78,7 @@ enum {
     GKV_HAS_SIZE = 1u << 11,
     GKV_HAS_LEASE = 1u << 12,
     GKV_HAS_SPARE = 1u << 13,
+    GKV_HAS_TTL = 1u << 14,
 };
 
 /* A decoded request. Every slice borrows from the header buffer given to gkv_req_decode and is
@@ -87,6 +89,7 @@ typedef struct {
     uint64_t size;      /* CREATE: the new value's size */
     uint64_t lease;     /* SEAL, ABORT, RELEASE of one lease */
     uint64_t spare;     /* SEAL: a MAP lease to be told about (is it a spare now?) */
+    uint64_t ttl;       /* SET, CREATE, EXPIRE: milliseconds to the key's deadline */
     gkv_slice_t token;  /* HELLO: the authentication token (--auth-token-file) */
     uint32_t has;       /* GKV_HAS_* */
     gkv_slice_t key, meta, prefix, cursor, delim;
@@ -118,10 +121,11 @@ int gkv_req_items_next(gkv_reader_t *it, gkv_item_t *item);
 typedef struct {
     uint64_t id, payload_len, size, offset, count, bytes, version, max_key, max_value, max_meta;
     uint64_t length, lease, arena_offset, arena_size, spare;
+    uint64_t ttl; /* TTL: milliseconds left (has_ttl; absent: the key has no deadline) */
     int64_t status, device;
     gkv_slice_t message, meta, cursor, server, backend, zc, zc_why, export_data;
     gkv_slice_t entries, dirs, results, gpus;
-    bool has_meta, has_cursor;
+    bool has_meta, has_cursor, has_ttl;
 } gkv_response_t;
 
 /* Decodes a response header (hdr, len bytes, borrowed). Returns 0 or GKV_EPROTO. */

@@ -15,7 +15,8 @@ static const gkv_command_t commands[GKV_OP_MAX] = {
     CMD(DEL, del, NULL),         CMD(LIST, list, NULL),     CMD(GETSIZE, getsize, NULL),
     CMD(FLUSH, flush, NULL),     CMD(INFO, info, NULL),     CMD(MAP, map, NULL),
     CMD(RELEASE, release, NULL), CMD(CREATE, create, NULL), CMD(SEAL, seal, NULL),
-    CMD(ABORT, abort, NULL),
+    CMD(ABORT, abort, NULL),     CMD(EXPIRE, expire, NULL), CMD(PERSIST, persist, NULL),
+    CMD(TTL, ttl, NULL),
 };
 
 const gkv_command_t *gkv_command_lookup(uint64_t op)

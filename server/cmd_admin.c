@@ -118,10 +118,10 @@ int gkv_cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         "# Stats\r\ntotal_connections_received:%" PRIu64 "\r\nrejected_connections:%" PRIu64
         "\r\ntotal_commands_processed:%" PRIu64 "\r\nprotocol_errors:%" PRIu64
         "\r\nkeyspace_hits:%" PRIu64 "\r\nkeyspace_misses:%" PRIu64 "\r\nsets:%" PRIu64
-        "\r\ndeletes:%" PRIu64 "\r\nevicted_keys:%" PRIu64 "\r\noom_errors:%" PRIu64
-        "\r\nbytes_in:%" PRIu64 "\r\nbytes_out:%" PRIu64 "\r\ncopy_batches:%" PRIu64
-        "\r\nbatched_copies:%" PRIu64 "\r\n"
-        "# Keyspace\r\nkeys:%zu\r\nentries_alive:%" PRIu64 "\r\n"
+        "\r\ndeletes:%" PRIu64 "\r\nevicted_keys:%" PRIu64 "\r\nexpired_keys:%" PRIu64
+        "\r\noom_errors:%" PRIu64 "\r\nbytes_in:%" PRIu64 "\r\nbytes_out:%" PRIu64
+        "\r\ncopy_batches:%" PRIu64 "\r\nbatched_copies:%" PRIu64 "\r\n"
+        "# Keyspace\r\nkeys:%zu\r\nkeys_with_ttl:%" PRIu32 "\r\nentries_alive:%" PRIu64 "\r\n"
         "# Leases\r\nzero_copy:%s\r\nleases:%" PRIu64 "\r\nleased_bytes:%" PRIu64
         "\r\nunsealed_creates:%" PRIu64 "\r\nmax_leases:%" PRIu64 "\r\nmax_leased_bytes:%" PRIu64
         "\r\n",
@@ -133,8 +133,9 @@ int gkv_cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         srv->be->device_total, srv->be->kept_bytes, srv->be->kept_reuses, gkv_index_memory(st->ix),
         srv->cfg.max_value, srv->cfg.max_key, ss->total_connections, ss->rejected_connections,
         ss->total_commands, ss->protocol_errors, st->stats.hits, st->stats.misses, st->stats.sets,
-        st->stats.dels, st->stats.evicted, st->stats.oom_errors, ss->bytes_in, ss->bytes_out,
-        srv->batcher.batches, srv->batcher.pieces, gkv_index_count(st->ix), st->entries,
+        st->stats.dels, st->stats.evicted, st->stats.expired, st->stats.oom_errors, ss->bytes_in,
+        ss->bytes_out, srv->batcher.batches, srv->batcher.pieces, gkv_index_count(st->ix),
+        st->ttl.n, st->entries,
         srv->be->host_visible && !srv->cfg.host_zero_copy ? "off" : srv->be->share_mechanism,
         srv->lease_totals.leases, srv->lease_totals.bytes, srv->lease_totals.creates,
         srv->cfg.max_leases, srv->cfg.max_leased_bytes);

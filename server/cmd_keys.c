@@ -48,7 +48,7 @@ static int each_key(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
 
 static int key_exists(gkv_server_t *srv, gkv_slice_t k)
 {
-    return gkv_index_get(srv->store.ix, k.p, k.len) != NULL;
+    return gkv_store_find(&srv->store, k.p, k.len) != NULL;
 }
 
 static int key_delete(gkv_server_t *srv, gkv_slice_t k)
@@ -122,6 +122,7 @@ int gkv_cmd_list(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     uint8_t *succ = malloc(srv->cfg.max_key + 1);
     if (!succ)
         return GKV_ENOMEM;
+    gkv_store_reap(&srv->store, GKV_REAP_BEFORE_WALK); /* keys past their deadline go first */
     const gkv_inode_t *n;
     if (req->cursor.len) {
         bool dir_cursor = delim >= 0 && req->cursor.p[req->cursor.len - 1] == delim;
@@ -168,6 +169,10 @@ int gkv_cmd_list(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
             continue;
         }
         gkv_entry_t *e = gkv_inode_val(srv->store.ix, n);
+        if (!gkv_store_alive(&srv->store, e)) { /* due, not reaped yet: already gone */
+            n = gkv_index_next(n);
+            continue;
+        }
         msgpack_pack_array(&w->pk, 2);
         msgpack_pack_bin(&w->pk, kl);
         msgpack_pack_bin_body(&w->pk, k, kl);
@@ -196,7 +201,7 @@ int gkv_cmd_getsize(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
         int rc = gkv_cmd_check_key(srv, req->key, rep);
         if (rc)
             return rc;
-        gkv_entry_t *e = gkv_index_get(srv->store.ix, req->key.p, req->key.len);
+        gkv_entry_t *e = gkv_store_find(&srv->store, req->key.p, req->key.len);
         if (!e)
             return GKV_ENOTFOUND;
         gkv_reply_ok(w, req->id);
@@ -209,8 +214,11 @@ int gkv_cmd_getsize(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
         return gkv_reply_fail(rep, GKV_ETOOBIG, "prefix or cursor longer than max-key-size");
     uint64_t bytes = 0, count = 0;
     const gkv_inode_t *n = NULL, *last = NULL;
-    if (req->prefix.len == 0 && req->cursor.len == 0) {
-        /* Every key: the store keeps the sums. */
+    gkv_store_t *st = &srv->store;
+    gkv_store_reap(st, GKV_REAP_BEFORE_WALK);
+    uint64_t due = gkv_store_next_deadline(st);
+    if (req->prefix.len == 0 && req->cursor.len == 0 && (!due || due > st->now_ms)) {
+        /* Every key, none past its deadline: the store keeps the sums. */
         bytes = srv->store.linked_bytes;
         count = gkv_index_count(srv->store.ix);
     } else if (req->cursor.len) {
@@ -226,9 +234,12 @@ int gkv_cmd_getsize(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
             more = true;
             break;
         }
-        bytes += ((gkv_entry_t *)gkv_inode_val(srv->store.ix, n))->size;
-        count++;
+        const gkv_entry_t *e = gkv_inode_val(srv->store.ix, n);
         last = n;
+        if (!gkv_store_alive(st, e))
+            continue;
+        bytes += e->size;
+        count++;
     }
     gkv_reply_ok(w, req->id);
     gkv_wr_uint(w, GKV_F_BYTES, bytes);

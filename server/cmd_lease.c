@@ -165,7 +165,7 @@ static gkv_lease_t *make_spare(gkv_server_t *srv, const gkv_request_t *req, gkv_
     size_t slen;
     const uint8_t *skey = gkv_store_key(&srv->store, s->entry, &slen);
     if (slen != klen || memcmp(skey, key, klen) != 0 ||
-        gkv_store_entry_renew(&srv->store, s->entry, NULL, 0) != 0)
+        gkv_store_entry_reset(&srv->store, s->entry) != 0)
         return NULL;
     gkv_lease_to_write(rep->leases, s);
     return s;
@@ -184,8 +184,13 @@ int gkv_cmd_seal(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         return gkv_reply_fail(rep, GKV_EINVAL, "NX and XX exclude each other");
     if ((rc = gkv_cmd_check_meta(req, rep)))
         return rc;
+    if ((req->has & GKV_HAS_TTL) && (req->ttl == 0 || req->ttl > GKV_MAX_TTL_MS))
+        return gkv_reply_fail(rep, GKV_EINVAL, "ttl is 1..%" PRIu64 " milliseconds",
+                              (uint64_t)GKV_MAX_TTL_MS);
     if ((req->has & GKV_HAS_META) &&
         (rc = gkv_store_entry_renew(&srv->store, l->entry, req->meta.p, req->meta.len)))
+        return rc;
+    if ((req->has & GKV_HAS_TTL) && (rc = gkv_store_entry_ttl(&srv->store, l->entry, req->ttl)))
         return rc;
     gkv_entry_t *holder = NULL;
     rc = gkv_store_publish(&srv->store, l->entry, flags, &holder);

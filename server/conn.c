@@ -305,6 +305,7 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
 void gkv_conn_op_done(gkv_conn_t *c, int rc)
 {
     gkv_metrics_record(&c->srv->metrics, c->op, uv_hrtime() - c->op_started, rc != 0);
+    gkv_server_schedule_expiry(c->srv);
 }
 
 /* Parses and handles one request. Returns 1 when one was handled, 0 when more bytes are

@@ -195,6 +195,9 @@ void gkv_metrics_render(const gkv_server_t *srv, gkv_text_t *t)
         st->stats.oom_errors);
     one(t, "evicted_keys_total", "counter", "Keys evicted to make room (--maxmemory-policy).",
         st->stats.evicted);
+    one(t, "expired_keys_total", "counter", "Keys gone at their deadline (TTL).",
+        st->stats.expired);
+    one(t, "keys_with_ttl", "gauge", "Keys that have a deadline.", st->ttl.n);
     one(t, "leases", "gauge", "Zero-copy leases held by clients.", srv->lease_totals.leases);
     one(t, "leased_bytes", "gauge", "Bytes under zero-copy leases.", srv->lease_totals.bytes);
     one(t, "unsealed_creates", "gauge", "CREATEs not sealed or aborted yet.",

@@ -122,6 +122,11 @@ int gkv_cmd_check_meta(const gkv_request_t *req, gkv_reply_t *rep)
     return 0;
 }
 
+static bool rc_ttl_bad(uint64_t ttl)
+{
+    return ttl == 0 || ttl > GKV_MAX_TTL_MS;
+}
+
 int gkv_cmd_check_new_value(gkv_server_t *srv, const gkv_request_t *req, uint64_t size,
                             gkv_reply_t *rep)
 {
@@ -129,6 +134,9 @@ int gkv_cmd_check_new_value(gkv_server_t *srv, const gkv_request_t *req, uint64_
         return gkv_reply_fail(rep, GKV_EINVAL, "unknown flags 0x%" PRIx64, req->flags);
     if ((req->flags & GKV_SET_NX) && (req->flags & GKV_SET_XX))
         return gkv_reply_fail(rep, GKV_EINVAL, "NX and XX exclude each other");
+    if ((req->has & GKV_HAS_TTL) && (rc_ttl_bad(req->ttl)))
+        return gkv_reply_fail(rep, GKV_EINVAL, "ttl is 1..%" PRIu64 " milliseconds",
+                              (uint64_t)GKV_MAX_TTL_MS);
     if (size > srv->cfg.max_value)
         return gkv_reply_fail(rep, GKV_ETOOBIG,
                               "value of %" PRIu64 " bytes exceeds max-value-size %" PRIu64, size,
@@ -136,7 +144,7 @@ int gkv_cmd_check_new_value(gkv_server_t *srv, const gkv_request_t *req, uint64_
     int rc = gkv_cmd_check_meta(req, rep);
     if (rc)
         return rc;
-    bool exists = gkv_index_get(srv->store.ix, req->key.p, req->key.len) != NULL;
+    bool exists = gkv_store_find(&srv->store, req->key.p, req->key.len) != NULL;
     if ((req->flags & GKV_SET_NX) && exists)
         return gkv_reply_fail(rep, GKV_EEXISTS, "key exists (NX)");
     if ((req->flags & GKV_SET_XX) && !exists)
@@ -149,6 +157,11 @@ int gkv_cmd_new_entry(gkv_server_t *srv, const gkv_request_t *req, uint64_t size
 {
     int rc = gkv_store_entry_new(&srv->store, req->key.p, req->key.len, size, req->meta.p,
                                  req->meta.len, lane, out);
+    if (rc == 0 && (req->has & GKV_HAS_TTL) &&
+        (rc = gkv_store_entry_ttl(&srv->store, *out, req->ttl))) {
+        gkv_store_unref(&srv->store, *out);
+        *out = NULL;
+    }
     if (rc == GKV_EOOM)
         return gkv_reply_fail(rep, rc,
                               "value of %" PRIu64 " bytes does not fit: %" PRIu64 " of %" PRIu64

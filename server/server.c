@@ -142,6 +142,25 @@ static void on_sweep(uv_timer_t *t)
     gkv_metrics_http_sweep(s, now);
 }
 
+static void on_expiry(uv_timer_t *t)
+{
+    gkv_server_t *s = t->data;
+    s->store.now_ms = uv_now(s->loop);
+    gkv_store_reap(&s->store, 1024);
+    s->expiry_at = 0;
+    gkv_server_schedule_expiry(s);
+}
+
+void gkv_server_schedule_expiry(gkv_server_t *s)
+{
+    uint64_t next = gkv_store_next_deadline(&s->store);
+    if (!next || s->shutting_down || (s->expiry_at && s->expiry_at <= next))
+        return;
+    uint64_t now = uv_now(s->loop);
+    s->expiry_at = next;
+    uv_timer_start(&s->expiry, on_expiry, next > now ? next - now : 0, 0);
+}
+
 /* Once every connection is gone, closing the remaining handles lets uv_run return. */
 static void maybe_finish(gkv_server_t *s)
 {
@@ -157,6 +176,7 @@ static void maybe_finish(gkv_server_t *s)
         uv_close((uv_handle_t *)&s->sighup, NULL);
         uv_close((uv_handle_t *)&s->shutdown_timer, NULL);
         uv_close((uv_handle_t *)&s->sweep, NULL);
+        uv_close((uv_handle_t *)&s->expiry, NULL);
         /* A second SIGTERM while the store is torn down must not kill it half-way. */
         signal(SIGTERM, SIG_IGN);
     }
@@ -451,6 +471,8 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
     uv_timer_init(loop, &s->sweep);
     s->sweep.data = s;
     uv_timer_start(&s->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
+    uv_timer_init(loop, &s->expiry);
+    s->expiry.data = s;
     s->watchdog_ms = gkv_notify_watchdog_ms();
     if ((rc = listen_unix(s, err, cap)) || (cfg->listen[0] && (rc = listen_tcp(s, err, cap))) ||
         (cfg->metrics_listen[0] && (rc = gkv_metrics_http_listen(s, err, cap))))
@@ -474,6 +496,7 @@ fail_handles:
     close_quietly((uv_handle_t *)&s->sighup);
     close_quietly((uv_handle_t *)&s->shutdown_timer);
     close_quietly((uv_handle_t *)&s->sweep);
+    close_quietly((uv_handle_t *)&s->expiry);
     uv_run(loop, UV_RUN_DEFAULT);
     gkv_batcher_fini(&s->batcher);
     gkv_store_fini(&s->store);

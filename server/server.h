@@ -45,6 +45,8 @@ typedef struct gkv_server {
     char **argv;
     uv_timer_t shutdown_timer;
     uv_timer_t sweep; /* checks every connection's deadlines (conn_limits.c) */
+    uv_timer_t expiry; /* active expiry: due at the earliest key deadline (expiry_at) */
+    uint64_t expiry_at;
     uv_async_t wake;  /* copy completions from other threads */
     pthread_mutex_t done_lock;
     gkv_conn_t *done_head;   /* connections whose copy finished, under done_lock */
@@ -101,6 +103,10 @@ void gkv_server_reload(gkv_server_t *s);
 int gkv_server_listen_tcp(gkv_server_t *s, uv_tcp_t *t, const char *what, const char *addr,
                           const char *exposes, uv_connection_cb cb, char bound[128], char *err,
                           size_t cap);
+
+/* A request ended: if a key's deadline now comes before the expiry timer, the timer is moved
+ * up (keys past their deadline are reaped, up to 1024 per loop turn). */
+void gkv_server_schedule_expiry(gkv_server_t *s);
 
 /* Seconds since gkv_server_init. */
 uint64_t gkv_server_uptime_s(const gkv_server_t *s);

@@ -6,6 +6,11 @@
 
 #include "error.h"
 
+static bool has_deadline(const gkv_entry_t *e)
+{
+    return e->x && e->x->expire_at;
+}
+
 int gkv_store_init(gkv_store_t *st, gkv_backend_t *be, uint64_t limit)
 {
     memset(st, 0, sizeof(*st));
@@ -28,15 +33,23 @@ static uint32_t next_random(gkv_store_t *st)
     return (uint32_t)(x >> 32);
 }
 
-/* Unlinks e (linked, used by nothing but the index) and frees it. */
-static void evict(gkv_store_t *st, gkv_entry_t *e)
+/* Unlinks the linked entry e and drops the index's reference. */
+static void unlink_entry(gkv_store_t *st, gkv_entry_t *e)
 {
     size_t klen;
     const uint8_t *key = gkv_store_key(st, e, &klen);
     gkv_index_unlink(st->ix, key, klen);
+    if (has_deadline(e))
+        gkv_ttl_remove(&st->ttl, e);
     st->linked_bytes -= e->size;
-    st->stats.evicted++;
     gkv_store_unref(st, e);
+}
+
+/* Unlinks e (linked, used by nothing but the index) and frees it. */
+static void evict(gkv_store_t *st, gkv_entry_t *e)
+{
+    st->stats.evicted++;
+    unlink_entry(st, e);
 }
 
 /* Evicts the best candidate of a random sample (evict.h); up to 16 samples are drawn while
@@ -75,8 +88,10 @@ static void drop_link(void *val, void *arg)
 
 void gkv_store_fini(gkv_store_t *st)
 {
+    st->ttl.n = 0; /* every member is dropped with the index */
     gkv_index_free(st->ix, drop_link, st);
     st->ix = NULL;
+    gkv_ttl_free(&st->ttl);
 }
 
 /* What an entry costs in host memory: itself and its index node (links estimated), the key,
@@ -92,9 +107,10 @@ static uint64_t host_cost(size_t klen, uint32_t meta_len)
     return sizeof(gkv_entry_t) + 64 + klen + meta_cost(meta_len);
 }
 
-static uint32_t entry_meta_len(const gkv_entry_t *e)
+/* What e's extras cost: metadata, or a deadline alone (extras without metadata). */
+static uint64_t extras_cost(const gkv_extras_t *x)
 {
-    return e->x ? e->x->meta_len : 0;
+    return x ? sizeof(gkv_extras_t) + x->meta_len + 16 : 0;
 }
 
 uint64_t gkv_store_host_memory(const gkv_store_t *st)
@@ -150,28 +166,52 @@ int gkv_store_entry_new(gkv_store_t *st, const void *key, size_t klen, uint64_t 
     e->size = size;
     e->refs = 1;
     st->used += size;
-    st->host_bytes += host_cost(klen, meta_len);
+    st->host_bytes += host_cost(klen, 0) + extras_cost(e->x);
     st->entries++;
     *out = e;
     return 0;
 }
 
-int gkv_store_entry_renew(gkv_store_t *st, gkv_entry_t *e, const void *meta, uint32_t meta_len)
+/* Gives e extras holding meta (borrowed) and the deadline expire_at, or none when both are
+ * empty; e is not in the TTL heap. Returns 0 or GKV_ENOMEM (e unchanged). */
+static int set_extras(gkv_store_t *st, gkv_entry_t *e, const void *meta, uint32_t meta_len,
+                      uint64_t expire_at)
 {
     gkv_extras_t *x = NULL;
-    uint64_t before = meta_cost(entry_meta_len(e)), after = meta_cost(meta_len);
-    if (after > before && !host_fits(st, after - before))
-        return GKV_ENOMEM;
-    if (meta_len) {
-        if (!(x = malloc(sizeof(*x) + meta_len)))
+    if (meta_len || expire_at) {
+        if (!(x = calloc(1, sizeof(*x) + meta_len)))
             return GKV_ENOMEM;
-        memcpy(x->meta, meta, meta_len);
+        if (meta_len)
+            memcpy(x->meta, meta, meta_len);
         x->meta_len = meta_len;
+        x->expire_at = expire_at;
+    }
+    uint64_t before = extras_cost(e->x), after = extras_cost(x);
+    if (after > before && !host_fits(st, after - before)) {
+        free(x);
+        return GKV_ENOMEM;
     }
     free(e->x);
     e->x = x;
     st->host_bytes += after - before; /* modular: a smaller cost subtracts */
     return 0;
+}
+
+int gkv_store_entry_renew(gkv_store_t *st, gkv_entry_t *e, const void *meta, uint32_t meta_len)
+{
+    return set_extras(st, e, meta, meta_len, e->x ? e->x->expire_at : 0);
+}
+
+int gkv_store_entry_reset(gkv_store_t *st, gkv_entry_t *e)
+{
+    return set_extras(st, e, NULL, 0, 0);
+}
+
+int gkv_store_entry_ttl(gkv_store_t *st, gkv_entry_t *e, uint64_t ttl_ms)
+{
+    uint32_t meta_len;
+    const uint8_t *meta = gkv_entry_meta(e, &meta_len);
+    return set_extras(st, e, meta, meta_len, st->now_ms + ttl_ms);
 }
 
 void gkv_store_ref(gkv_entry_t *e)
@@ -188,7 +228,7 @@ void gkv_store_unref(gkv_store_t *st, gkv_entry_t *e)
     st->used -= e->size;
     size_t klen;
     gkv_store_key(st, e, &klen);
-    st->host_bytes -= host_cost(klen, entry_meta_len(e));
+    st->host_bytes -= host_cost(klen, 0) + extras_cost(e->x);
     st->entries--;
     free(e->x);
     gkv_inode_free(st->ix, e);
@@ -205,21 +245,29 @@ const uint8_t *gkv_entry_meta(const gkv_entry_t *e, uint32_t *len)
     return *len ? e->x->meta : NULL;
 }
 
-/* Links e under its key with the index's reference, dropping the index's reference on the entry
- * it replaces. Returns 0 or GKV_ENOMEM (nothing changed). */
+/* Links e under its key with the index's reference (and e's deadline in the TTL heap),
+ * dropping the index's reference on the entry it replaces. Returns 0 or GKV_ENOMEM (nothing
+ * changed). */
 static int link_entry(gkv_store_t *st, gkv_entry_t *e)
 {
     void *old;
+    if (has_deadline(e) && gkv_ttl_add(&st->ttl, e))
+        return GKV_ENOMEM;
     gkv_store_ref(e);
     if (gkv_index_link(st->ix, e, &old)) {
         e->refs--;
+        if (has_deadline(e))
+            gkv_ttl_remove(&st->ttl, e);
         return GKV_ENOMEM;
     }
     e->access = gkv_access_new(st->policy, st->now_ms);
     st->linked_bytes += e->size;
     if (old) {
-        st->linked_bytes -= ((gkv_entry_t *)old)->size;
-        gkv_store_unref(st, old);
+        gkv_entry_t *o = old;
+        if (has_deadline(o))
+            gkv_ttl_remove(&st->ttl, o);
+        st->linked_bytes -= o->size;
+        gkv_store_unref(st, o);
     }
     return 0;
 }
@@ -228,7 +276,7 @@ int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags, gkv_entry
 {
     size_t klen;
     const uint8_t *key = gkv_store_key(st, e, &klen);
-    gkv_entry_t *cur = gkv_index_get(st->ix, key, klen);
+    gkv_entry_t *cur = gkv_store_find(st, key, klen);
     if ((flags & GKV_SET_NX) && cur)
         return GKV_EEXISTS;
     if ((flags & GKV_SET_XX) && !cur)
@@ -240,7 +288,12 @@ int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags, gkv_entry
     if (cur && cur->refs == 1) {
         /* Nothing but the index uses the current entry: move the new value into it, in place,
          * and leave the old value with e (freed when its owner lets go). Replacing the node
-         * would cost two skip-list searches; this costs none. */
+         * would cost two skip-list searches; this costs none. The deadline moves with the
+         * value: the old one leaves the TTL heap, the new one (if any) joins it. */
+        if (has_deadline(e) && gkv_ttl_reserve(&st->ttl))
+            return GKV_ENOMEM;
+        if (has_deadline(cur))
+            gkv_ttl_remove(&st->ttl, cur);
         uint64_t size = cur->size;
         gkv_devptr_t mem = cur->mem;
         gkv_extras_t *x = cur->x;
@@ -252,6 +305,8 @@ int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags, gkv_entry
         e->mem = mem;
         e->x = x;
         cur->access = gkv_access_touch(st->policy, cur->access, st->now_ms, next_random(st));
+        if (has_deadline(cur))
+            (void)gkv_ttl_add(&st->ttl, cur); /* room was reserved above: cannot fail */
         if (holder)
             *holder = cur;
         st->stats.sets++;
@@ -263,9 +318,31 @@ int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags, gkv_entry
     return 0;
 }
 
-gkv_entry_t *gkv_store_get(gkv_store_t *st, const void *key, size_t klen)
+bool gkv_store_alive(const gkv_store_t *st, const gkv_entry_t *e)
+{
+    return !has_deadline(e) || e->x->expire_at > st->now_ms;
+}
+
+/* e is linked and past its deadline: it goes. */
+static void expire(gkv_store_t *st, gkv_entry_t *e)
+{
+    st->stats.expired++;
+    unlink_entry(st, e);
+}
+
+gkv_entry_t *gkv_store_find(gkv_store_t *st, const void *key, size_t klen)
 {
     gkv_entry_t *e = gkv_index_get(st->ix, key, klen);
+    if (e && !gkv_store_alive(st, e)) {
+        expire(st, e);
+        return NULL;
+    }
+    return e;
+}
+
+gkv_entry_t *gkv_store_get(gkv_store_t *st, const void *key, size_t klen)
+{
+    gkv_entry_t *e = gkv_store_find(st, key, klen);
     if (e) {
         st->stats.hits++;
         e->access = gkv_access_touch(st->policy, e->access, st->now_ms, next_random(st));
@@ -277,19 +354,80 @@ gkv_entry_t *gkv_store_get(gkv_store_t *st, const void *key, size_t klen)
 
 int gkv_store_del(gkv_store_t *st, const void *key, size_t klen)
 {
-    gkv_entry_t *e = gkv_index_unlink(st->ix, key, klen);
+    gkv_entry_t *e = gkv_store_find(st, key, klen);
     if (!e)
         return 0;
     st->stats.dels++;
-    st->linked_bytes -= e->size;
-    gkv_store_unref(st, e);
+    unlink_entry(st, e);
     return 1;
 }
 
 void gkv_store_flush(gkv_store_t *st)
 {
+    st->ttl.n = 0; /* every member is unlinked below */
     gkv_index_clear(st->ix, drop_link, st);
     st->linked_bytes = 0;
+}
+
+int gkv_store_expire(gkv_store_t *st, const void *key, size_t klen, uint64_t ttl_ms)
+{
+    gkv_entry_t *e = gkv_store_find(st, key, klen);
+    if (!e)
+        return 0;
+    bool member = has_deadline(e);
+    if (!member) {
+        uint32_t meta_len;
+        const uint8_t *meta = gkv_entry_meta(e, &meta_len);
+        if (set_extras(st, e, meta, meta_len, st->now_ms + ttl_ms))
+            return GKV_ENOMEM;
+        if (gkv_ttl_add(&st->ttl, e)) {
+            e->x->expire_at = 0;
+            return GKV_ENOMEM;
+        }
+        return 1;
+    }
+    gkv_ttl_remove(&st->ttl, e);
+    e->x->expire_at = st->now_ms + ttl_ms;
+    (void)gkv_ttl_add(&st->ttl, e); /* it was a member: there is room */
+    return 1;
+}
+
+int gkv_store_persist(gkv_store_t *st, const void *key, size_t klen)
+{
+    gkv_entry_t *e = gkv_store_find(st, key, klen);
+    if (!e)
+        return GKV_ENOTFOUND;
+    if (!has_deadline(e))
+        return 0;
+    gkv_ttl_remove(&st->ttl, e);
+    e->x->expire_at = 0;
+    return 1;
+}
+
+int gkv_store_ttl(gkv_store_t *st, const void *key, size_t klen, uint64_t *left)
+{
+    gkv_entry_t *e = gkv_store_find(st, key, klen);
+    if (!e)
+        return GKV_ENOTFOUND;
+    *left = has_deadline(e) ? e->x->expire_at - st->now_ms : UINT64_MAX;
+    return 0;
+}
+
+uint32_t gkv_store_reap(gkv_store_t *st, uint32_t limit)
+{
+    uint32_t n = 0;
+    gkv_entry_t *e;
+    while (n < limit && (e = gkv_ttl_top(&st->ttl)) && e->x->expire_at <= st->now_ms) {
+        expire(st, e);
+        n++;
+    }
+    return n;
+}
+
+uint64_t gkv_store_next_deadline(const gkv_store_t *st)
+{
+    gkv_entry_t *e = gkv_ttl_top(&st->ttl);
+    return e ? e->x->expire_at : 0;
 }
 
 int gkv_store_export(gkv_store_t *st, const gkv_entry_t *e, uint8_t *buf, size_t cap,
@@ -321,6 +459,10 @@ int gkv_store_unshare_begin(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t **copy)
     int rc = gkv_store_entry_new(st, key, klen, e->size, meta, meta_len, GKV_LANE_SHARED, &n);
     if (rc)
         return rc;
+    if (has_deadline(e) && (rc = set_extras(st, n, meta, meta_len, e->x->expire_at))) {
+        gkv_store_unref(st, n);
+        return rc;
+    }
     if ((rc = st->be->ops->copy_shared(st->be, n->mem, e->mem, e->size))) {
         gkv_store_unref(st, n);
         return rc;
@@ -333,7 +475,7 @@ void gkv_store_unshare_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *copy)
 {
     size_t klen;
     const uint8_t *key = gkv_store_key(st, e, &klen);
-    if (gkv_index_get(st->ix, key, klen) != e)
+    if (gkv_index_get(st->ix, key, klen) != e || !gkv_store_alive(st, e))
         return;
     /* Linked as it is, never moved into e in place (publish's shortcut): the caller's lease
      * holds copy's memory, which another process has been told about. */

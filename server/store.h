@@ -12,9 +12,13 @@
 #include "backend.h"
 #include "evict.h"
 #include "index.h"
+#include "ttl.h"
 
-/* What few entries have: metadata. (Export data is the backend's to remember: backend.h.) */
+/* What few entries have: a deadline (TTL) and metadata. (Export data is the backend's to
+ * remember: backend.h.) */
 typedef struct {
+    uint64_t expire_at; /* the store clock's millisecond the key expires at; 0: never */
+    uint32_t heap_pos;  /* in the store's TTL heap, while linked with a deadline (ttl.h) */
     uint32_t meta_len;
     uint8_t meta[];
 } gkv_extras_t;
@@ -30,6 +34,7 @@ typedef struct gkv_entry {
 typedef struct {
     uint64_t hits, misses, sets, dels, oom_errors;
     uint64_t evicted; /* keys evicted to make room (--maxmemory-policy) */
+    uint64_t expired; /* keys gone at their deadline */
 } gkv_store_stats_t;
 
 typedef struct {
@@ -47,6 +52,7 @@ typedef struct {
     gkv_policy_t policy; /* --maxmemory-policy */
     uint64_t now_ms;     /* the clock access stamps use: the server sets it per request */
     uint64_t rng;        /* xorshift64 for LFU's counter */
+    gkv_ttl_heap_t ttl;  /* the linked entries that have a deadline */
     gkv_store_stats_t stats;
 } gkv_store_t;
 
@@ -65,11 +71,13 @@ void gkv_store_fini(gkv_store_t *st);
  * (host memory, or keys and metadata over host_limit: see gkv_store_host_room). */
 int gkv_store_entry_new(gkv_store_t *st, const void *key, size_t klen, uint64_t size,
                         const void *meta, uint32_t meta_len, int lane, gkv_entry_t **out);
-/* Gives e a copy of meta (borrowed; none when meta_len is 0) in place of its metadata: SEAL's
- * metadata, or none for a spare (an older value of its key, no longer linked and held by one
- * lease alone, that will take the key's next value on the same memory). Value memory stays.
- * Returns 0 or GKV_ENOMEM (no host memory, or over host_limit: e unchanged). */
+/* Gives the unpublished e a copy of meta (borrowed; none when meta_len is 0) in place of its
+ * metadata (SEAL's), keeping its deadline. Value memory stays. Returns 0 or GKV_ENOMEM (no host
+ * memory, or over host_limit: e unchanged). */
 int gkv_store_entry_renew(gkv_store_t *st, gkv_entry_t *e, const void *meta, uint32_t meta_len);
+/* Drops e's metadata and deadline (a spare: an older value that will take the key's next one).
+ * Returns 0 or GKV_ENOMEM. */
+int gkv_store_entry_reset(gkv_store_t *st, gkv_entry_t *e);
 /* True when an entry with a klen-byte key and meta_len bytes of metadata fits host_limit. */
 bool gkv_store_host_room(const gkv_store_t *st, size_t klen, uint32_t meta_len);
 /* Host bytes of keys, metadata and the index (INFO key_memory). */
@@ -90,10 +98,36 @@ const uint8_t *gkv_entry_meta(const gkv_entry_t *e, uint32_t *len);
  * value now (e or the key's old entry), borrowed. Returns 0, GKV_EEXISTS, GKV_ENOTFOUND or
  * GKV_ENOMEM. */
 int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags, gkv_entry_t **holder);
-/* The entry under key, borrowed (ref it to keep it past the current callback), or NULL. */
+/* The entry under key, borrowed (ref it to keep it past the current callback), or NULL; a read:
+ * counted as a hit or miss and stamped for eviction. A key past its deadline is expired here
+ * (every lookup does so: an expired key is gone for every command). */
 gkv_entry_t *gkv_store_get(gkv_store_t *st, const void *key, size_t klen);
+/* The same without counting or stamping (EXISTS, NX/XX, GETSIZE, TTL). */
+gkv_entry_t *gkv_store_find(gkv_store_t *st, const void *key, size_t klen);
+/* False for a linked entry past its deadline that is not expired yet (walks skip it). */
+bool gkv_store_alive(const gkv_store_t *st, const gkv_entry_t *e);
 /* Unlinks key; returns 1 if it existed, else 0. */
 int gkv_store_del(gkv_store_t *st, const void *key, size_t klen);
+
+/* TTLs: deadlines in the store clock (now_ms). */
+/* Keys past their deadline that LIST and GETSIZE expire before they walk. */
+#define GKV_REAP_BEFORE_WALK 4096u
+/* Gives an unpublished entry a deadline ttl_ms (> 0) from now, kept when it is published.
+ * Returns 0 or GKV_ENOMEM. */
+int gkv_store_entry_ttl(gkv_store_t *st, gkv_entry_t *e, uint64_t ttl_ms);
+/* EXPIRE: key's deadline becomes ttl_ms (> 0) from now. Returns 1, 0 (no such key) or
+ * GKV_ENOMEM. */
+int gkv_store_expire(gkv_store_t *st, const void *key, size_t klen, uint64_t ttl_ms);
+/* PERSIST: key keeps no deadline. Returns 1 (it had one), 0 (it had none) or GKV_ENOTFOUND. */
+int gkv_store_persist(gkv_store_t *st, const void *key, size_t klen);
+/* TTL: the milliseconds key has left in *left (UINT64_MAX: no deadline). Returns 0 or
+ * GKV_ENOTFOUND. */
+int gkv_store_ttl(gkv_store_t *st, const void *key, size_t klen, uint64_t *left);
+/* Active expiry: expires up to limit keys whose deadline has passed, earliest first. Returns
+ * how many. */
+uint32_t gkv_store_reap(gkv_store_t *st, uint32_t limit);
+/* The earliest deadline of any key, or 0 when none has one. */
+uint64_t gkv_store_next_deadline(const gkv_store_t *st);
 /* Unlinks every key. */
 void gkv_store_flush(gkv_store_t *st);
 /* Bytes of the values that could be evicted now: linked, and used by nothing but the index.

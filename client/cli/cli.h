@@ -22,7 +22,7 @@ typedef struct {
     char **operands; /* the command's operands, in order */
     int noperands;
     /* Command options. */
-    gkv_set_opts_t set; /* set: --nx, --xx, --meta */
+    gkv_set_opts_t set; /* set: --nx, --xx, --meta, --ttl */
     const char *file;   /* set: -f/--file */
     const char *output; /* get: -o/--output */
     gkv_range_t range;  /* get, map: --offset, --length, --suffix (length 0: to the end) */
@@ -30,6 +30,7 @@ typedef struct {
     const char *prefix; /* size: -p/--prefix */
     bool yes;           /* flush: --yes */
     bool prometheus;    /* info: --prometheus */
+    uint64_t ttl_ms;    /* expire: MS */
 } gkv_cli_args_t;
 
 typedef int (*gkv_cli_run_fn)(gkv_client_t *c, const gkv_cli_args_t *a);
@@ -59,5 +60,8 @@ int gkv_cli_size(gkv_client_t *c, const gkv_cli_args_t *a);
 int gkv_cli_map(gkv_client_t *c, const gkv_cli_args_t *a);
 int gkv_cli_info(gkv_client_t *c, const gkv_cli_args_t *a);
 int gkv_cli_flush(gkv_client_t *c, const gkv_cli_args_t *a);
+int gkv_cli_expire(gkv_client_t *c, const gkv_cli_args_t *a);
+int gkv_cli_ttl(gkv_client_t *c, const gkv_cli_args_t *a);
+int gkv_cli_persist(gkv_client_t *c, const gkv_cli_args_t *a);
 
 #endif

@@ -284,6 +284,40 @@ int gkv_cli_flush(gkv_client_t *c, const gkv_cli_args_t *a)
     return EXIT_OKAY;
 }
 
+int gkv_cli_expire(gkv_client_t *c, const gkv_cli_args_t *a)
+{
+    const char *key = a->operands[0];
+    int rc = gkv_expire(c, key, strlen(key), a->ttl_ms);
+    if (rc < 0)
+        return fail(c, "expire", rc);
+    printf("%d\n", rc);
+    return rc ? EXIT_OKAY : EXIT_SERVER;
+}
+
+int gkv_cli_ttl(gkv_client_t *c, const gkv_cli_args_t *a)
+{
+    const char *key = a->operands[0];
+    uint64_t left;
+    int rc = gkv_ttl(c, key, strlen(key), &left);
+    if (rc)
+        return fail(c, "ttl", rc);
+    if (left == GKV_NO_TTL)
+        puts("none");
+    else
+        printf("%llu\n", (unsigned long long)left);
+    return EXIT_OKAY;
+}
+
+int gkv_cli_persist(gkv_client_t *c, const gkv_cli_args_t *a)
+{
+    const char *key = a->operands[0];
+    int rc = gkv_persist(c, key, strlen(key));
+    if (rc < 0)
+        return fail(c, "persist", rc);
+    printf("%d\n", rc);
+    return EXIT_OKAY;
+}
+
 int main(int argc, char **argv)
 {
     gkv_cli_args_t a;

@@ -26,6 +26,7 @@ enum {
     OPT_SUFFIX,
     OPT_YES,
     OPT_PROMETHEUS,
+    OPT_TTL,
 };
 
 /* clang-format off */
@@ -47,6 +48,7 @@ static const struct option o_set[] = {HELP_OPT,
                                       {"nx", no_argument, NULL, OPT_NX},
                                       {"xx", no_argument, NULL, OPT_XX},
                                       {"meta", required_argument, NULL, OPT_META},
+                                      {"ttl", required_argument, NULL, OPT_TTL},
                                       END_OPT};
 static const struct option o_get[] = {
     HELP_OPT, {"output", required_argument, NULL, 'o'}, RANGE_OPTS, END_OPT};
@@ -74,7 +76,8 @@ static const command_t table[] = {
      "  -f, --file FILE  the value is FILE's contents\n"
      "  --nx             only if KEY does not exist yet\n"
      "  --xx             only if KEY exists\n"
-     "  --meta TEXT      metadata stored with the value\n"},
+     "  --meta TEXT      metadata stored with the value\n"
+     "  --ttl MS         the key expires MS milliseconds after the write\n"},
     {{"get", "get KEY", "write a value (or a byte range of it) to stdout or a file", 1, 1,
       gkv_cli_get},
      ":ho:",
@@ -113,6 +116,19 @@ static const command_t table[] = {
      ":h",
      o_flush,
      "  --yes  confirm\n"},
+    {{"expire", "expire KEY MS", "the key expires MS milliseconds from now (exit 1: no such key)",
+      2, 2, gkv_cli_expire},
+     ":h",
+     o_plain,
+     ""},
+    {{"ttl", "ttl KEY", "milliseconds the key has left, or \"none\"", 1, 1, gkv_cli_ttl},
+     ":h",
+     o_plain,
+     ""},
+    {{"persist", "persist KEY", "take the key's deadline away", 1, 1, gkv_cli_persist},
+     ":h",
+     o_plain,
+     ""},
 };
 #define NCOMMANDS (sizeof(table) / sizeof(table[0]))
 
@@ -171,6 +187,18 @@ static int number(const char *cmd, const char *name, const char *v, uint64_t *ou
     return 0;
 }
 
+/* A TTL in milliseconds: decimal digits, at least 1. */
+static bool milliseconds(const char *v, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (*v < '0' || *v > '9' || *end || errno || n == 0)
+        return false;
+    *out = n;
+    return true;
+}
+
 /* Applies one of a command's options. Returns 0, GKV_CLI_DONE (help) or EXIT_USAGE. */
 static int apply(const command_t *t, int opt, gkv_cli_args_t *a)
 {
@@ -215,6 +243,10 @@ static int apply(const command_t *t, int opt, gkv_cli_args_t *a)
         return 0;
     case OPT_PROMETHEUS:
         a->prometheus = true;
+        return 0;
+    case OPT_TTL:
+        if (!milliseconds(optarg, &a->set.ttl_ms))
+            return bad(cmd, "--ttl is a number of milliseconds, at least 1, not '%s'", optarg);
         return 0;
     }
     return EXIT_USAGE; /* not reached: getopt_long returns only the table's values */
@@ -269,6 +301,8 @@ static int check(const command_t *t, gkv_cli_args_t *a)
     }
     if ((a->range.length || a->range.offset) && a->range.suffix)
         return bad(cmd, "%s", "--suffix excludes --offset and --length");
+    if (strcmp(cmd, "expire") == 0 && !milliseconds(a->operands[1], &a->ttl_ms))
+        return bad(cmd, "MS is a number of milliseconds, at least 1, not '%s'", a->operands[1]);
     if (strcmp(cmd, "flush") == 0 && !a->yes) {
         fprintf(stderr, "gpukv: flush deletes every key; confirm with: gpukv flush --yes\n");
         return EXIT_USAGE;

@@ -115,6 +115,7 @@ typedef struct {
     uint32_t flags;   /* GKV_SET_* */
     const void *meta; /* optional opaque metadata stored with the value (borrowed), or NULL */
     size_t meta_len;  /* at most max_meta (4096) */
+    uint64_t ttl_ms;  /* the key expires this many milliseconds after the write; 0: never */
 } gkv_set_opts_t;
 
 /* Stores value (borrowed; len may be 0) under key (borrowed, 1..max_key bytes). opts may be
@@ -212,6 +213,18 @@ GKV_EXPORT int gkv_flush(gkv_client_t *c);
 /* Server information as "name:value" lines grouped under "# Section" headings. *text is owned
  * by the caller (gkv_free), NUL-terminated. */
 GKV_EXPORT int gkv_info(gkv_client_t *c, char **text);
+/* Deadlines (TTLs), in milliseconds. A key past its deadline is gone for every command; a
+ * write without ttl_ms leaves the key without one (as Redis's SET). */
+#define GKV_NO_TTL UINT64_MAX
+/* EXPIRE: the key expires ttl_ms (1 .. 100 years) from now. Returns 1, 0 (no such key) or a
+ * negative code. */
+GKV_EXPORT int gkv_expire(gkv_client_t *c, const void *key, size_t klen, uint64_t ttl_ms);
+/* PERSIST: the key keeps no deadline. Returns 1 (it had one), 0 (it had none) or a negative
+ * code (GKV_ENOTFOUND). */
+GKV_EXPORT int gkv_persist(gkv_client_t *c, const void *key, size_t klen);
+/* TTL: the milliseconds the key has left in *ttl_ms (GKV_NO_TTL: none). Returns 0 or a
+ * negative code (GKV_ENOTFOUND). */
+GKV_EXPORT int gkv_ttl(gkv_client_t *c, const void *key, size_t klen, uint64_t *ttl_ms);
 /* INFO flags. */
 #define GKV_INFO_PROMETHEUS 1u /* the Prometheus text that gpukvd --metrics-listen serves */
 /* The server's metrics in the Prometheus text format (what GET /metrics on --metrics-listen

@@ -60,6 +60,18 @@ check cmd-help 0 g get --help
 grep -q '^usage: gpukv .*get KEY' "$dir/out" && grep -q -- '--offset N' "$dir/out" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL get --help"; cat "$dir/out"; }
 check info-prometheus 0 g info --prometheus
 grep -q '^gpukv_commands_total{command="set"} [1-9]' "$dir/out" && grep -q '^# TYPE gpukv_command_duration_seconds histogram' "$dir/out" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL info --prometheus"; head "$dir/out"; }
+# Deadlines: set --ttl, ttl, expire, persist.
+check set-ttl 0 g set short v --ttl 60000
+check ttl 0 g ttl short
+[ "$(cat "$dir/out")" -gt 50000 ] 2>/dev/null && [ "$(cat "$dir/out")" -le 60000 ] && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL ttl value: $(cat "$dir/out")"; }
+check persist 0 g persist short;          expect_out persist 1
+check ttl-none 0 g ttl short;             expect_out ttl-none none
+check expire 0 g expire short 50;         expect_out expire 1
+check expire-missing 1 g expire nobody 50
+sleep 0.1
+check expired 1 g get short
+check usage-ttl-zero 2 "$cli" -s "$dir/nobody.sock" set k v --ttl 0
+check usage-expire-ms 2 "$cli" -s "$dir/nobody.sock" expire k soon
 # Usage errors exit 2 before connecting: against a socket nobody listens on they still get 2.
 nob() { "$cli" -s "$dir/nobody.sock" "$@"; }
 check usage-missing-key 2 nob get
