@@ -164,9 +164,10 @@ static const setting_t settings[] = {
     {"maxmemory", parse_size, FIELD(maxmemory), 1, SZ_MAX, false, "SIZE",
      "value memory limit, e.g. 8G (default: 90% of free GPU memory or RAM)"},
     {"maxmemory-policy", parse_policy, FIELD(maxmemory_policy), 0, 0, true,
-     "noeviction|allkeys-lru|allkeys-lfu",
+     "noeviction|allkeys-lru|allkeys-lfu|volatile-lru|volatile-ttl",
      "when a value does not fit: refuse it (noeviction, the default), or evict\n"
-     "the least recently (lru) or least frequently (lfu) used unleased keys"},
+     "unleased keys: least recently (lru) or frequently (lfu) used, or (volatile-)\n"
+     "only keys with a TTL, least recently used or due first"},
     {"max-value-size", parse_size, FIELD(max_value), 1, SZ_MAX, false, "SIZE",
      "largest value (default: maxmemory)"},
     {"max-key-size", parse_size, FIELD(max_key), 1, 65535, false, "N",

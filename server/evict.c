@@ -6,7 +6,8 @@
 #define LFU_INIT 5    /* a new key's counter: not the first to go */
 #define LFU_FACTOR 10 /* Redis's lfu-log-factor */
 
-static const char *const names[] = {"noeviction", "allkeys-lru", "allkeys-lfu"};
+static const char *const names[] = {"noeviction", "allkeys-lru", "allkeys-lfu", "volatile-lru",
+                                    "volatile-ttl"};
 
 const char *gkv_policy_name(gkv_policy_t p)
 {

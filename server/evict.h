@@ -3,7 +3,9 @@
  * noeviction (the default, as Redis): the SET or CREATE gets OOM. allkeys-lru / allkeys-lfu: the
  * store evicts keys until the value fits, Redis's way: sample GKV_EVICT_SAMPLES linked entries
  * at random, evict the best candidate of the sample (the least recently used, or the least
- * frequently used), repeat. Only an entry that nothing but the index holds is a candidate (refs
+ * frequently used), repeat. volatile-lru / volatile-ttl sample only keys that have a deadline
+ * (the TTL heap, ttl.h) and evict the least recently used, or the one due first. Only an entry that
+ * nothing but the index holds is a candidate (refs
  * == 1: no lease, no transfer, no open copy batch), so evicting it frees its memory at once and
  * nobody loses bytes they are reading or writing; when no candidate turns up the reply is OOM.
  *
@@ -25,7 +27,15 @@ typedef enum {
     GKV_POLICY_NOEVICTION = 0,
     GKV_POLICY_ALLKEYS_LRU,
     GKV_POLICY_ALLKEYS_LFU,
+    GKV_POLICY_VOLATILE_LRU, /* only keys with a deadline, least recently used first */
+    GKV_POLICY_VOLATILE_TTL, /* only keys with a deadline, nearest deadline first */
 } gkv_policy_t;
+
+/* True for the policies that evict only keys with a deadline (TTL). */
+static inline bool gkv_policy_volatile(gkv_policy_t p)
+{
+    return p == GKV_POLICY_VOLATILE_LRU || p == GKV_POLICY_VOLATILE_TTL;
+}
 
 /* The policy's name as the flag and INFO write it. */
 const char *gkv_policy_name(gkv_policy_t p);

@@ -52,33 +52,61 @@ static void evict(gkv_store_t *st, gkv_entry_t *e)
     unlink_entry(st, e);
 }
 
+/* How much e deserves eviction under the store's policy, or 0 when it is no candidate:
+ * leased, in transfer or in a batch (refs > 1), or holding no memory. */
+static uint64_t candidate_score(const gkv_store_t *st, const gkv_entry_t *e)
+{
+    if (e->refs != 1 || !e->size)
+        return 0;
+    if (st->policy == GKV_POLICY_VOLATILE_TTL)
+        return UINT64_MAX - e->x->expire_at;
+    return 1 + gkv_access_score(st->policy, e->access, st->now_ms);
+}
+
 /* Evicts the best candidate of a random sample (evict.h); up to 16 samples are drawn while
- * none holds a candidate. False when none was found. */
+ * none holds a candidate, then every key (or every key with a deadline) is looked at, so that
+ * OOM means that nothing is evictable. False when nothing is. */
 static bool evict_one(gkv_store_t *st)
 {
     if (st->policy == GKV_POLICY_NOEVICTION)
         return false;
-    for (int round = 0; round < 16; round++) {
-        gkv_entry_t *best = NULL;
-        uint64_t best_score = 0;
+    bool vol = gkv_policy_volatile(st->policy);
+    gkv_entry_t *best = NULL;
+    uint64_t best_score = 0;
+    for (int round = 0; round < 16 && !best; round++)
         for (int i = 0; i < GKV_EVICT_SAMPLES; i++) {
-            gkv_entry_t *e = gkv_index_random(st->ix);
+            gkv_entry_t *e =
+                vol ? gkv_ttl_random(&st->ttl, next_random(st)) : gkv_index_random(st->ix);
             if (!e)
                 return false;
-            if (e->refs != 1 || !e->size)
-                continue; /* leased, in transfer or in a batch; or nothing to free */
-            uint64_t score = gkv_access_score(st->policy, e->access, st->now_ms);
-            if (!best || score > best_score) {
+            uint64_t score = candidate_score(st, e);
+            if (score > best_score) {
                 best = e;
                 best_score = score;
             }
         }
-        if (best) {
-            evict(st, best);
-            return true;
+    if (!best && vol) { /* most keys are held: look at all of them */
+        for (uint32_t i = 0; i < st->ttl.n; i++) {
+            uint64_t score = candidate_score(st, st->ttl.v[i]);
+            if (score > best_score) {
+                best = st->ttl.v[i];
+                best_score = score;
+            }
+        }
+    } else if (!best) {
+        for (const gkv_inode_t *n = gkv_index_seek(st->ix, "", 0); n; n = gkv_index_next(n)) {
+            gkv_entry_t *e = gkv_inode_val(st->ix, n);
+            uint64_t score = candidate_score(st, e);
+            if (score > best_score) {
+                best = e;
+                best_score = score;
+            }
         }
     }
-    return false;
+    if (!best)
+        return false;
+    evict(st, best);
+    return true;
 }
 
 static void drop_link(void *val, void *arg)
