@@ -52,6 +52,8 @@ static void evict(gkv_store_t *st, gkv_entry_t *e)
     unlink_entry(st, e);
 }
 
+#define EVICT_SCAN 65536u /* keys looked at when sampling found no candidate */
+
 /* How much e deserves eviction under the store's policy, or 0 when it is no candidate:
  * leased, in transfer or in a batch (refs > 1), or holding no memory. */
 static uint64_t candidate_score(const gkv_store_t *st, const gkv_entry_t *e)
@@ -64,8 +66,8 @@ static uint64_t candidate_score(const gkv_store_t *st, const gkv_entry_t *e)
 }
 
 /* Evicts the best candidate of a random sample (evict.h); up to 16 samples are drawn while
- * none holds a candidate, then every key (or every key with a deadline) is looked at, so that
- * OOM means that nothing is evictable. False when nothing is. */
+ * none holds a candidate, then every key (or every key with a deadline, up to EVICT_SCAN) is
+ * looked at, so that OOM means that nothing is evictable. False when nothing is. */
 static bool evict_one(gkv_store_t *st)
 {
     if (st->policy == GKV_POLICY_NOEVICTION)
@@ -85,8 +87,10 @@ static bool evict_one(gkv_store_t *st)
                 best_score = score;
             }
         }
-    if (!best && vol) { /* most keys are held: look at all of them */
-        for (uint32_t i = 0; i < st->ttl.n; i++) {
+    /* Most keys are held: look at every one, up to EVICT_SCAN (a bound on what one SET may
+     * cost the loop). */
+    if (!best && vol) {
+        for (uint32_t i = 0; i < st->ttl.n && i < EVICT_SCAN; i++) {
             uint64_t score = candidate_score(st, st->ttl.v[i]);
             if (score > best_score) {
                 best = st->ttl.v[i];
@@ -94,7 +98,9 @@ static bool evict_one(gkv_store_t *st)
             }
         }
     } else if (!best) {
-        for (const gkv_inode_t *n = gkv_index_seek(st->ix, "", 0); n; n = gkv_index_next(n)) {
+        uint32_t looked = 0;
+        for (const gkv_inode_t *n = gkv_index_seek(st->ix, "", 0); n && looked++ < EVICT_SCAN;
+             n = gkv_index_next(n)) {
             gkv_entry_t *e = gkv_inode_val(st->ix, n);
             uint64_t score = candidate_score(st, e);
             if (score > best_score) {
