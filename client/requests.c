@@ -319,6 +319,25 @@ int64_t gkv_del(gkv_client_t *c, const void *const *keys, const size_t *klens, s
     return keys_op(c, GKV_OP_DEL, keys, klens, n);
 }
 
+int gkv_del_prefix(gkv_client_t *c, const void *prefix, size_t plen, uint64_t *count)
+{
+    if (plen > c->info.max_key)
+        return GKV_ETOOBIG;
+    uint64_t n = 0;
+    int rc;
+    gkv__cache_flush(c);
+    do {
+        gkv__begin(c, GKV_OP_DEL);
+        gkv_wr_bin(&c->wr, GKV_F_PREFIX, prefix, plen);
+        if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
+            break;
+        n += c->resp.count;
+    } while (c->resp.has_cursor);
+    if (count)
+        *count = n;
+    return rc;
+}
+
 int gkv_getsize(gkv_client_t *c, const void *key, size_t klen, uint64_t *size)
 {
     int rc = gkv__check_key(c, key, klen);

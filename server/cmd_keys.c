@@ -63,8 +63,45 @@ int gkv_cmd_exists(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep
     return rc ? rc : gkv_reply_count(rep, req->id, count);
 }
 
+static bool has_prefix_node(const gkv_inode_t *n, gkv_slice_t prefix);
+
+/* DEL of a prefix: the first GKV_SIZE_WALK keys under it go; a cursor in the reply says that
+ * more may be left (the client asks again: the keys deleted are gone, so the next request
+ * starts over at the prefix). */
+static int del_prefix(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    if (req->prefix.len > srv->cfg.max_key)
+        return gkv_reply_fail(rep, GKV_ETOOBIG, "prefix longer than max-key-size");
+    gkv_store_t *st = &srv->store;
+    const gkv_inode_t *n = gkv_index_seek(st->ix, req->prefix.p, req->prefix.len);
+    uint64_t count = 0;
+    bool more = false;
+    for (uint32_t walked = 0; n && has_prefix_node(n, req->prefix); walked++) {
+        if (walked == GKV_SIZE_WALK) {
+            more = true;
+            break;
+        }
+        const gkv_inode_t *next = gkv_index_next(n);
+        size_t kl;
+        const uint8_t *k = gkv_inode_key(n, &kl);
+        count += (uint64_t)gkv_store_del(st, k, kl); /* an expired key goes uncounted */
+        n = next;
+    }
+    gkv_wr_t *w = rep->wr;
+    gkv_reply_ok(w, req->id);
+    gkv_wr_uint(w, GKV_F_COUNT, count);
+    if (more)
+        gkv_wr_bin(w, GKV_F_CURSOR, req->prefix.p, req->prefix.len);
+    return gkv_wr_end(w);
+}
+
 int gkv_cmd_del(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
+    if (req->has & GKV_HAS_PREFIX) {
+        if (req->has & (GKV_HAS_KEY | GKV_HAS_KEYS))
+            return gkv_reply_fail(rep, GKV_EINVAL, "DEL takes keys or a prefix, not both");
+        return del_prefix(srv, req, rep);
+    }
     uint64_t count;
     int rc = each_key(srv, req, rep, key_delete, &count);
     return rc ? rc : gkv_reply_count(rep, req->id, count);

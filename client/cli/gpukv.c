@@ -192,7 +192,14 @@ static int keys_count(gkv_client_t *c, const gkv_cli_args_t *a, bool del)
         keys[i] = a->operands[i];
         lens[i] = strlen(a->operands[i]);
     }
-    int64_t count = del ? gkv_del(c, keys, lens, n) : gkv_exists(c, keys, lens, n);
+    /* A request takes at most 4096 keys: more go in several. */
+    int64_t count = 0;
+    for (size_t at = 0; at < n && count >= 0; at += 4096) {
+        size_t m = n - at < 4096 ? n - at : 4096;
+        int64_t got =
+            del ? gkv_del(c, keys + at, lens + at, m) : gkv_exists(c, keys + at, lens + at, m);
+        count = got < 0 ? got : count + got;
+    }
     free(keys);
     free(lens);
     if (count < 0)
@@ -204,7 +211,14 @@ static int keys_count(gkv_client_t *c, const gkv_cli_args_t *a, bool del)
 
 int gkv_cli_del(gkv_client_t *c, const gkv_cli_args_t *a)
 {
-    return keys_count(c, a, true);
+    if (!a->prefix)
+        return keys_count(c, a, true);
+    uint64_t count;
+    int rc = gkv_del_prefix(c, a->prefix, strlen(a->prefix), &count);
+    if (rc)
+        return fail(c, "del", rc);
+    printf("%llu\n", (unsigned long long)count);
+    return EXIT_OKAY;
 }
 
 int gkv_cli_exists(gkv_client_t *c, const gkv_cli_args_t *a)

@@ -55,6 +55,7 @@ static const struct option o_get[] = {
 static const struct option o_map[] = {HELP_OPT, RANGE_OPTS, END_OPT};
 static const struct option o_ls[] = {
     HELP_OPT, {"long", no_argument, NULL, 'l'}, {"dir", no_argument, NULL, 'd'}, END_OPT};
+static const struct option o_del[] = {HELP_OPT, {"prefix", required_argument, NULL, 'p'}, END_OPT};
 static const struct option o_size[] = {HELP_OPT, {"prefix", required_argument, NULL, 'p'}, END_OPT};
 static const struct option o_info[] = {
     HELP_OPT, {"prometheus", no_argument, NULL, OPT_PROMETHEUS}, END_OPT};
@@ -83,10 +84,11 @@ static const command_t table[] = {
      ":ho:",
      o_get,
      "  -o, --output FILE  write to FILE instead of stdout (- is stdout)\n" RANGE_HELP},
-    {{"del", "del KEY...", "delete keys; prints how many existed", 1, -1, gkv_cli_del},
-     ":h",
-     o_plain,
-     ""},
+    {{"del", "del KEY... | del --prefix PREFIX", "delete keys; prints how many existed", 1, -1,
+      gkv_cli_del},
+     ":hp:",
+     o_del,
+     "  -p, --prefix PREFIX  every key under PREFIX (\"\" for every key)\n"},
     {{"exists", "exists KEY...", "count the keys that exist (exit 1: one key, missing)", 1, -1,
       gkv_cli_exists},
      ":h",
@@ -272,6 +274,8 @@ static int check(const command_t *t, gkv_cli_args_t *a)
     int min = t->cmd.min_operands, max = t->cmd.max_operands;
     if (strcmp(cmd, "size") == 0)
         min = max = a->prefix ? 0 : 1; /* size KEY | size --prefix PREFIX */
+    if (strcmp(cmd, "del") == 0 && a->prefix)
+        min = max = 0; /* del --prefix PREFIX */
     if (n < min || (max >= 0 && n > max)) {
         fprintf(stderr, "gpukv %s: %s; usage: gpukv %s\n", cmd,
                 n < min ? "missing operand" : "too many operands", t->cmd.synopsis);

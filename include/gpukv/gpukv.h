@@ -203,6 +203,10 @@ GKV_EXPORT int64_t gkv_exists(gkv_client_t *c, const void *const *keys, const si
 GKV_EXPORT int64_t gkv_del(gkv_client_t *c, const void *const *keys, const size_t *klens,
                            size_t n);
 
+/* Deletes every key under prefix (plen may be 0: every key), 2048 keys per request until none
+ * is left; *count (may be NULL) gets how many existed. Returns 0 or a negative code (then some
+ * may have been deleted). */
+GKV_EXPORT int gkv_del_prefix(gkv_client_t *c, const void *prefix, size_t plen, uint64_t *count);
 /* Size of one value in *size. */
 GKV_EXPORT int gkv_getsize(gkv_client_t *c, const void *key, size_t klen, uint64_t *size);
 /* Total bytes and number of keys under a prefix (prefix may be empty: everything). */

@@ -72,6 +72,12 @@ sleep 0.1
 check expired 1 g get short
 check usage-ttl-zero 2 "$cli" -s "$dir/nobody.sock" set k v --ttl 0
 check usage-expire-ms 2 "$cli" -s "$dir/nobody.sock" expire k soon
+# del --prefix, and del of more keys than one request takes (split by the CLI).
+g set dp/a 1 >/dev/null; g set dp/b 2 >/dev/null; g set dq 3 >/dev/null
+check del-prefix 0 g del --prefix dp/;     expect_out del-prefix 2
+check del-prefix-left 0 g exists dq;       expect_out del-prefix-left 1
+check del-many 0 g del $(seq -f 'many%g' 5000); expect_out del-many 0
+check usage-del-both 2 "$cli" -s "$dir/nobody.sock" del k --prefix p
 # Usage errors exit 2 before connecting: against a socket nobody listens on they still get 2.
 nob() { "$cli" -s "$dir/nobody.sock" "$@"; }
 check usage-missing-key 2 nob get

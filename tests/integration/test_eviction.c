@@ -1,6 +1,6 @@
 /* test_eviction.c: --maxmemory-policy against a real gpukvd: filling twice maxmemory evicts and
  * keeps used_bytes under the limit at every sample, what is left reads back exact (never torn),
- * and values that another client holds under lease are never evicted. */
+ * and values that another client holds under lease are never evicted. Also DEL of a prefix. */
 #include <check.h>
 #include <gpukv/gpukv.h>
 #include <signal.h>
@@ -135,6 +135,36 @@ START_TEST(noeviction_is_the_default_and_refuses)
 }
 END_TEST
 
+/* DEL of a prefix: 100,000 keys in one call (2048 per request inside), the rest untouched; a
+ * client's requests keep being answered meanwhile. */
+START_TEST(del_prefix_of_100000_keys)
+{
+    gkv_daemon_t d;
+    ck_assert_int_eq(harness_start(&d, NULL), 0);
+    gkv_client_t *c = connect_or_fail(d.url);
+    char key[32];
+    for (int i = 0; i < 100000; i++) {
+        snprintf(key, sizeof(key), "dp/%06d", i);
+        ck_assert_int_eq(gkv_set(c, key, strlen(key), "v", 1, NULL), 0);
+    }
+    for (int i = 0; i < 10; i++) {
+        snprintf(key, sizeof(key), "dq/%d", i); /* sorts right after dp/ */
+        ck_assert_int_eq(gkv_set(c, key, strlen(key), "w", 1, NULL), 0);
+    }
+    uint64_t count = 0, bytes;
+    ck_assert_int_eq(gkv_del_prefix(c, "dp/", 3, &count), 0);
+    ck_assert_uint_eq(count, 100000);
+    ck_assert_int_eq(gkv_getsize_prefix(c, "dp/", 3, &bytes, &count), 0);
+    ck_assert_uint_eq(count, 0);
+    ck_assert_int_eq(gkv_getsize_prefix(c, "", 0, &bytes, &count), 0);
+    ck_assert_uint_eq(count, 10);
+    ck_assert_int_eq(gkv_del_prefix(c, "dp/", 3, &count), 0);
+    ck_assert_uint_eq(count, 0);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("evict");
@@ -143,6 +173,7 @@ static Suite *make_suite(void)
     tcase_add_loop_test(t, filling_twice_maxmemory_evicts_and_stays_under, 0, 2);
     tcase_add_test(t, leased_values_are_never_evicted);
     tcase_add_test(t, noeviction_is_the_default_and_refuses);
+    tcase_add_test(t, del_prefix_of_100000_keys);
     suite_add_tcase(s, t);
     return s;
 }
