@@ -25,6 +25,7 @@ typedef struct {
     gkv_set_opts_t set; /* set: --nx, --xx, --meta, --ttl */
     const char *file;   /* set: -f/--file */
     const char *output; /* get: -o/--output */
+    bool meta;          /* get: --meta (the metadata, not the value) */
     gkv_range_t range;  /* get, map: --offset, --length, --suffix (length 0: to the end) */
     bool longfmt, dir;  /* ls: -l/--long, -d/--dir */
     const char *prefix; /* size: -p/--prefix */

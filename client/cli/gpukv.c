@@ -115,10 +115,28 @@ int gkv_cli_set(gkv_client_t *c, const gkv_cli_args_t *a)
     return EXIT_OKAY;
 }
 
+/* get --meta: the metadata stored with the value, as it was given. */
+static int print_meta(gkv_client_t *c, const char *key)
+{
+    gkv_range_t one = {.offset = 0, .length = 1}; /* the metadata comes with any read */
+    void *bytes;
+    gkv_value_info_t info;
+    int rc = gkv_get_alloc(c, key, strlen(key), &one, &bytes, &info);
+    if (rc)
+        return fail(c, "get", rc);
+    fwrite(info.meta, 1, info.meta_len, stdout);
+    gkv_free(bytes);
+    if (isatty(1))
+        putchar('\n');
+    return EXIT_OKAY;
+}
+
 int gkv_cli_get(gkv_client_t *c, const gkv_cli_args_t *a)
 {
     gkv_range_t range = a->range;
     const char *out = a->output, *key = a->operands[0];
+    if (a->meta)
+        return print_meta(c, key);
     if (range.length == 0)
         range.length = GKV_TO_END;
     int fd = 1;
@@ -236,11 +254,15 @@ int gkv_cli_ls(gkv_client_t *c, const gkv_cli_args_t *a)
         return fail(c, "ls", rc);
     gkv_list_entry_t e;
     while ((rc = gkv_list_next(it, &e)) == 1) {
+        uint64_t ttl = GKV_NO_TTL;
+        char ttl_text[32] = "-";
+        if (longfmt && !e.is_dir && gkv_ttl(c, e.key, e.klen, &ttl) == 0 && ttl != GKV_NO_TTL)
+            snprintf(ttl_text, sizeof(ttl_text), "%llums", (unsigned long long)ttl);
         if (longfmt && !e.is_dir)
-            printf("%12llu  %.*s\n", (unsigned long long)e.size, (int)e.klen,
+            printf("%12llu  %10s  %.*s\n", (unsigned long long)e.size, ttl_text, (int)e.klen,
                    (const char *)e.key);
         else if (longfmt)
-            printf("%12s  %.*s\n", "DIR", (int)e.klen, (const char *)e.key);
+            printf("%12s  %10s  %.*s\n", "DIR", "", (int)e.klen, (const char *)e.key);
         else
             printf("%.*s\n", (int)e.klen, (const char *)e.key);
     }

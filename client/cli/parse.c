@@ -50,8 +50,11 @@ static const struct option o_set[] = {HELP_OPT,
                                       {"meta", required_argument, NULL, OPT_META},
                                       {"ttl", required_argument, NULL, OPT_TTL},
                                       END_OPT};
-static const struct option o_get[] = {
-    HELP_OPT, {"output", required_argument, NULL, 'o'}, RANGE_OPTS, END_OPT};
+static const struct option o_get[] = {HELP_OPT,
+                                      {"output", required_argument, NULL, 'o'},
+                                      {"meta", no_argument, NULL, OPT_META},
+                                      RANGE_OPTS,
+                                      END_OPT};
 static const struct option o_map[] = {HELP_OPT, RANGE_OPTS, END_OPT};
 static const struct option o_ls[] = {
     HELP_OPT, {"long", no_argument, NULL, 'l'}, {"dir", no_argument, NULL, 'd'}, END_OPT};
@@ -83,7 +86,8 @@ static const command_t table[] = {
       gkv_cli_get},
      ":ho:",
      o_get,
-     "  -o, --output FILE  write to FILE instead of stdout (- is stdout)\n" RANGE_HELP},
+     "  -o, --output FILE  write to FILE instead of stdout (- is stdout)\n"
+     "  --meta             the metadata stored with the value (set --meta) instead\n" RANGE_HELP},
     {{"del", "del KEY... | del --prefix PREFIX", "delete keys; prints how many existed", 1, -1,
       gkv_cli_del},
      ":hp:",
@@ -97,7 +101,7 @@ static const command_t table[] = {
     {{"ls", "ls [PREFIX]", "list the keys under PREFIX in byte order", 0, 1, gkv_cli_ls},
      ":hld",
      o_ls,
-     "  -l, --long  show each value's size\n"
+     "  -l, --long  show each value's size and the milliseconds it has left\n"
      "  -d, --dir   fold keys at the next '/' into directories\n"},
     {{"size", "size KEY | size --prefix PREFIX",
       "a value's size, or the bytes and keys under a prefix", 1, 1, gkv_cli_size},
@@ -219,6 +223,10 @@ static int apply(const command_t *t, int opt, gkv_cli_args_t *a)
         a->set.flags |= GKV_SET_XX;
         return 0;
     case OPT_META:
+        if (strcmp(cmd, "get") == 0) {
+            a->meta = true;
+            return 0;
+        }
         a->set.meta = optarg;
         a->set.meta_len = strlen(optarg);
         return 0;
