@@ -22,6 +22,23 @@ T = TypeVar("T")
 _TEXTS = {code: text for code, _, text in _gpukv.ERRORS}
 
 
+
+def _ttl_ms(ex: float | None, px: int | None) -> int:
+    """A TTL in milliseconds from ``ex`` (seconds) or ``px`` (milliseconds); 0: none."""
+    if ex is not None and px is not None:
+        raise ValueError("ex and px exclude each other")
+    if ex is not None:
+        ms = int(round(ex * 1000))
+    elif px is not None:
+        if not isinstance(px, int):
+            raise TypeError("px is an int of milliseconds")
+        ms = px
+    else:
+        return 0
+    if ms < 1:
+        raise ValueError("a TTL is at least 1 millisecond")
+    return ms
+
 class ListEntry(NamedTuple):
     """One LIST result: a key (or, with a delimiter, a folded directory ending in it)."""
 
@@ -135,29 +152,61 @@ class Client(_gpukv.Client):
     # -- values ------------------------------------------------------------------------------
 
     def set(self, key: Key, value: Any, *, nx: bool = False, xx: bool = False,
-            meta: bytes | str | None = None) -> None:
+            meta: bytes | str | None = None, ex: float | None = None,
+            px: int | None = None) -> None:
         """Stores value under key, replacing any older value atomically. ``nx``: only if the key
         does not exist (else ``Exists``); ``xx``: only if it does (else ``NotFound``). ``meta``:
-        up to 4 KiB of opaque metadata stored with the value (e.g. dtype and shape). A device
-        array is stored from device memory (``set_from_device``)."""
+        up to 4 KiB of opaque metadata stored with the value (e.g. dtype and shape). ``ex``
+        (seconds) or ``px`` (milliseconds): the key expires that long after the write; without
+        either it has no deadline, as redis-py's ``set``. A device array is stored from device
+        memory (``set_from_device``)."""
+        ttl = _ttl_ms(ex, px)
         if isinstance(value, (bytes, bytearray, memoryview, str)):
-            return super().set(key, value, nx=nx, xx=xx, meta=meta)
+            return super().set(key, value, nx=nx, xx=xx, meta=meta, ttl_ms=ttl)
         dev = device_memory(value)
         if dev is not None:
             with dev:
                 dev.wait()
-                return super()._set_from_device(key, dev.ptr, dev.nbytes, nx=nx, xx=xx, meta=meta)
+                return super()._set_from_device(key, dev.ptr, dev.nbytes, nx=nx, xx=xx, meta=meta,
+                                                ttl_ms=ttl)
         try:
             memoryview(value).release()  # the buffer protocol (NumPy, array, mmap, ...)
         except TypeError:
             view = host_view(value)  # e.g. a CPU torch tensor, through DLPack
             if view is not None:
                 with view:
-                    return super().set(key, view, nx=nx, xx=xx, meta=meta)
-        return super().set(key, value, nx=nx, xx=xx, meta=meta)
+                    return super().set(key, view, nx=nx, xx=xx, meta=meta, ttl_ms=ttl)
+        return super().set(key, value, nx=nx, xx=xx, meta=meta, ttl_ms=ttl)
+
+    def expire(self, key: Key, seconds: float) -> bool:
+        """The key expires ``seconds`` from now; False when there is no such key."""
+        return bool(self._expire(key, _ttl_ms(seconds, None)))
+
+    def pexpire(self, key: Key, milliseconds: int) -> bool:
+        """The key expires ``milliseconds`` from now; False when there is no such key."""
+        return bool(self._expire(key, _ttl_ms(None, milliseconds)))
+
+    def persist(self, key: Key) -> bool:
+        """Takes the key's deadline away; False when it had none (``NotFound`` without a key)."""
+        return bool(self._persist(key))
+
+    def pttl(self, key: Key) -> int | None:
+        """Milliseconds the key has left, or None when it has no deadline (``NotFound``)."""
+        return self._pttl(key)
+
+    def ttl(self, key: Key) -> float | None:
+        """Seconds the key has left, or None when it has no deadline (``NotFound``)."""
+        ms = self._pttl(key)
+        return None if ms is None else ms / 1000
+
+    def delete_prefix(self, prefix: Key) -> int:
+        """Deletes every key under prefix (2,048 per request, others served in between);
+        returns how many existed."""
+        return self._delete_prefix(prefix)
 
     def set_from_device(self, key: Key, array: Any, *, nx: bool = False, xx: bool = False,
-                        meta: bytes | str | None = None) -> None:
+                        meta: bytes | str | None = None, ex: float | None = None,
+                        px: int | None = None) -> None:
         """Stores a CUDA array's bytes (C-contiguous; CUDA array interface or DLPack). On a local
         connection with zero-copy: CREATE, one device-to-device copy, SEAL (no host bounce);
         otherwise through host memory. Work pending on the stream the array names (CAI v3) is
@@ -167,7 +216,8 @@ class Client(_gpukv.Client):
             raise TypeError(f"not a CUDA device array: {type(array).__name__}")
         with dev:
             dev.wait()
-            super()._set_from_device(key, dev.ptr, dev.nbytes, nx=nx, xx=xx, meta=meta)
+            super()._set_from_device(key, dev.ptr, dev.nbytes, nx=nx, xx=xx, meta=meta,
+                                     ttl_ms=_ttl_ms(ex, px))
 
     def get_to_device(self, key: Key, out: Any, *, offset: int | None = None,
                       length: int | None = None, suffix: int | None = None) -> int:

@@ -54,6 +54,10 @@ PyObject *client_delete(ClientObject *self, PyObject *keys);
 PyObject *client_getsize(ClientObject *self, PyObject *key);
 PyObject *client_getsize_prefix(ClientObject *self, PyObject *prefix);
 PyObject *client_flush(ClientObject *self, PyObject *noargs);
+PyObject *client_expire(ClientObject *self, PyObject *args);
+PyObject *client_persist(ClientObject *self, PyObject *args);
+PyObject *client_pttl(ClientObject *self, PyObject *args);
+PyObject *client_delete_prefix(ClientObject *self, PyObject *args);
 PyObject *client_info_text(ClientObject *self, PyObject *args);
 PyObject *client_list(ClientObject *self, PyObject *args);
 

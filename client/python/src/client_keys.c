@@ -97,6 +97,70 @@ PyObject *client_flush(ClientObject *self, PyObject *noargs)
     Py_RETURN_NONE;
 }
 
+/* _expire(key, ms) -> 1 or 0; _persist(key) -> 1 or 0; _pttl(key) -> ms left or None. */
+PyObject *client_expire(ClientObject *self, PyObject *args)
+{
+    PyObject *key;
+    unsigned long long ms;
+    if (!PyArg_ParseTuple(args, "OK:_expire", &key, &ms))
+        return NULL;
+    key_arg_t k;
+    if (key_get(key, &k) < 0)
+        return NULL;
+    int rc;
+    CLIENT_CALL(client_enter, self, rc, gkv_expire(self->c, k.p, (size_t)k.len, ms));
+    key_release(&k);
+    return rc < 0 ? NULL : PyLong_FromLong(rc);
+}
+
+PyObject *client_persist(ClientObject *self, PyObject *args)
+{
+    PyObject *key;
+    if (!PyArg_ParseTuple(args, "O:_persist", &key))
+        return NULL;
+    key_arg_t k;
+    if (key_get(key, &k) < 0)
+        return NULL;
+    int rc;
+    CLIENT_CALL(client_enter, self, rc, gkv_persist(self->c, k.p, (size_t)k.len));
+    key_release(&k);
+    return rc < 0 ? NULL : PyLong_FromLong(rc);
+}
+
+PyObject *client_delete_prefix(ClientObject *self, PyObject *args)
+{
+    PyObject *prefix;
+    if (!PyArg_ParseTuple(args, "O:_delete_prefix", &prefix))
+        return NULL;
+    key_arg_t k;
+    if (prefix_get(prefix, &k) < 0)
+        return NULL;
+    uint64_t count = 0;
+    int rc;
+    CLIENT_CALL(client_enter, self, rc, gkv_del_prefix(self->c, k.p, (size_t)k.len, &count));
+    key_release(&k);
+    return rc < 0 ? NULL : PyLong_FromUnsignedLongLong(count);
+}
+
+PyObject *client_pttl(ClientObject *self, PyObject *args)
+{
+    PyObject *key;
+    if (!PyArg_ParseTuple(args, "O:_pttl", &key))
+        return NULL;
+    key_arg_t k;
+    if (key_get(key, &k) < 0)
+        return NULL;
+    uint64_t left = 0;
+    int rc;
+    CLIENT_CALL(client_enter, self, rc, gkv_ttl(self->c, k.p, (size_t)k.len, &left));
+    key_release(&k);
+    if (rc < 0)
+        return NULL;
+    if (left == GKV_NO_TTL)
+        Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(left);
+}
+
 PyObject *client_info_text(ClientObject *self, PyObject *args)
 {
     int prometheus = 0;

@@ -51,10 +51,11 @@ PyObject *client_map(ClientObject *self, PyObject *const *args, Py_ssize_t nargs
 
 PyObject *client_create(ClientObject *self, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"key", "nbytes", "nx", "xx", "meta", NULL};
+    static char *names[] = {"key", "nbytes", "nx", "xx", "meta", "ttl_ms", NULL};
     PyObject *key, *nbytes, *nx = Py_False, *xx = Py_False, *meta = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOO:create", names, &key, &nbytes, &nx, &xx,
-                                     &meta))
+    unsigned long long ttl_ms = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOOK:create", names, &key, &nbytes, &nx, &xx,
+                                     &meta, &ttl_ms))
         return NULL;
     if (!PyLong_Check(nbytes) || PyBool_Check(nbytes)) {
         PyErr_Format(PyExc_TypeError, "nbytes must be an int, not %.100s",
@@ -78,6 +79,7 @@ PyObject *client_create(ClientObject *self, PyObject *args, PyObject *kw)
         key_release(&k);
         return NULL;
     }
+    o.ttl_ms = ttl_ms;
     gkv_mapping_t *m = NULL;
     int rc;
     CLIENT_CALL(client_enter_map, self, rc,

@@ -42,10 +42,11 @@ int set_opts_get(PyObject *nx, PyObject *xx, PyObject *meta, gkv_set_opts_t *o,
 
 PyObject *client_set(ClientObject *self, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"key", "value", "nx", "xx", "meta", NULL};
+    static char *names[] = {"key", "value", "nx", "xx", "meta", "ttl_ms", NULL};
     PyObject *key, *value, *nx = Py_False, *xx = Py_False, *meta = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOO:set", names, &key, &value, &nx, &xx,
-                                     &meta))
+    unsigned long long ttl_ms = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOOK:set", names, &key, &value, &nx, &xx, &meta,
+                                     &ttl_ms))
         return NULL;
     key_arg_t k;
     Py_buffer v, mv;
@@ -57,6 +58,7 @@ PyObject *client_set(ClientObject *self, PyObject *args, PyObject *kw)
         return NULL;
     if (set_opts_get(nx, xx, meta, &o, &mv, &has_meta) < 0)
         goto fail_key;
+    o.ttl_ms = ttl_ms;
     if (PyUnicode_Check(value)) {
         if (!(vp = PyUnicode_AsUTF8AndSize(value, &vlen)))
             goto fail_meta;
@@ -95,11 +97,11 @@ fail_key:
 
 PyObject *client_set_from_device(ClientObject *self, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"key", "ptr", "nbytes", "nx", "xx", "meta", NULL};
+    static char *names[] = {"key", "ptr", "nbytes", "nx", "xx", "meta", "ttl_ms", NULL};
     PyObject *key, *nx = Py_False, *xx = Py_False, *meta = Py_None;
-    unsigned long long ptr, nbytes;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OKK|$OOO:_set_from_device", names, &key, &ptr,
-                                     &nbytes, &nx, &xx, &meta))
+    unsigned long long ptr, nbytes, ttl_ms = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OKK|$OOOK:_set_from_device", names, &key, &ptr,
+                                     &nbytes, &nx, &xx, &meta, &ttl_ms))
         return NULL;
     if (!ptr && nbytes) {
         PyErr_SetString(PyExc_ValueError, "a NULL device pointer");
@@ -115,6 +117,7 @@ PyObject *client_set_from_device(ClientObject *self, PyObject *args, PyObject *k
         key_release(&k);
         return NULL;
     }
+    o.ttl_ms = ttl_ms;
     int rc;
     CLIENT_CALL(client_enter, self, rc,
                 gkv_set_from_device(self->c, k.p, (size_t)k.len, (const void *)(uintptr_t)ptr,

@@ -418,3 +418,34 @@ def test_tcp_has_no_zero_copy(daemon):
         with pytest.raises(gpukv.NotSupported) as e:
             c.map("tcp")
         assert "Unix socket" in str(e.value) or "unix" in str(e.value).lower()
+
+
+def test_deadlines(client):
+    client.set("ttl/a", b"x", px=60000)
+    assert 50000 < client.pttl("ttl/a") <= 60000
+    assert 50 < client.ttl("ttl/a") <= 60
+    assert client.persist("ttl/a") is True
+    assert client.pttl("ttl/a") is None
+    assert client.persist("ttl/a") is False
+    assert client.expire("ttl/a", 0.05) is True
+    assert client.pexpire("ttl/none", 100) is False
+    time.sleep(0.1)
+    assert client.exists("ttl/a") == 0
+    with pytest.raises(gpukv.NotFound):
+        client.pttl("ttl/a")
+    client.set("ttl/b", b"y", ex=30)
+    client.set("ttl/b", b"z")  # an overwrite without a ttl drops the deadline
+    assert client.pttl("ttl/b") is None
+    with pytest.raises(ValueError):
+        client.set("ttl/c", b"v", ex=1, px=1000)
+    with pytest.raises(ValueError):
+        client.set("ttl/c", b"v", px=0)
+
+
+def test_delete_prefix(client):
+    for i in range(3000):
+        client.set(f"dp/{i}", b"v")
+    client.set("dq", b"w")
+    assert client.delete_prefix("dp/") == 3000
+    assert client.count_prefix("dp/") == 0
+    assert client.exists("dq") == 1
