@@ -171,14 +171,23 @@ static void maybe_finish(gkv_server_t *s)
         uv_close((uv_handle_t *)&s->spin, NULL);
         uv_close((uv_handle_t *)&s->turns, NULL);
         uv_close((uv_handle_t *)&s->wake, NULL);
+        /* A second SIGTERM (or SIGINT) while the store is torn down must not kill it half-way.
+         * Closing a signal handle puts back the default action at once: the signals stay
+         * blocked until they are ignored, so none can arrive in between. */
+        sigset_t term, old;
+        sigemptyset(&term);
+        sigaddset(&term, SIGTERM);
+        sigaddset(&term, SIGINT);
+        pthread_sigmask(SIG_BLOCK, &term, &old);
         uv_close((uv_handle_t *)&s->sigterm, NULL);
         uv_close((uv_handle_t *)&s->sigint, NULL);
+        signal(SIGTERM, SIG_IGN);
+        signal(SIGINT, SIG_IGN);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
         uv_close((uv_handle_t *)&s->sighup, NULL);
         uv_close((uv_handle_t *)&s->shutdown_timer, NULL);
         uv_close((uv_handle_t *)&s->sweep, NULL);
         uv_close((uv_handle_t *)&s->expiry, NULL);
-        /* A second SIGTERM while the store is torn down must not kill it half-way. */
-        signal(SIGTERM, SIG_IGN);
     }
 }
 
