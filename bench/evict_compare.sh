@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# evict_compare.sh: gpukvd and redis-server side by side as full caches (issue 13), both with
+# the same --maxmemory and allkeys-lru, in one run: SET throughput and latency when every SET
+# evicts (64 B and 1 MiB values, the cache filled first), and the hit ratio of a zipf GET/SET
+# mix on the same key sequence. Prints one Markdown table.
+#   [GKV_BUILD_DIR=build-bench] bench/evict_compare.sh [--backend host|cuda] [--seconds S]
+# Note: redis counts its keys and per-key overhead in maxmemory; gpukvd counts value bytes only
+# (keys live in host memory, under --maxmemory-keys), so at one maxmemory gpukvd holds more
+# small values. The table says how many keys each held.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+backend=host seconds=5
+while [ $# -gt 0 ]; do
+    case $1 in
+    --backend) backend=$2; shift ;;
+    --seconds) seconds=$2; shift ;;
+    *) echo "usage: $0 [--backend host|cuda] [--seconds S]"; exit 2 ;;
+    esac
+    shift
+done
+build=${GKV_BUILD_DIR:-$root/build-bench}
+if [ ! -x "$build/bench/gpukv-bench" ] || [ ! -x "$build/server/gpukvd" ]; then
+    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGKV_BUILD_TESTS=OFF \
+        >"/tmp/evict-configure.log" 2>&1 && cmake --build "$build" >"/tmp/evict-build.log" 2>&1 ||
+        { echo "build failed"; exit 1; }
+fi
+B=$build/bench/gpukv-bench
+dir=$(mktemp -d /tmp/gkv-evict-XXXXXX)
+chmod 700 "$dir"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$dir"; }
+trap cleanup EXIT
+
+# start MAXMEMORY: both servers, fresh and empty, allkeys-lru.
+start() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+    wait 2>/dev/null
+    pids=()
+    rm -f "$dir"/*.sock
+    redis-server --port 0 --unixsocket "$dir/redis.sock" --unixsocketperm 700 --save "" \
+        --appendonly no --maxmemory "$1" --maxmemory-policy allkeys-lru \
+        --logfile "$dir/redis.log" &
+    pids+=($!)
+    "$build/server/gpukvd" --socket "$dir/gkv.sock" --backend "$backend" --log-level warn \
+        --maxmemory "$1" --maxmemory-policy allkeys-lru 2>>"$dir/gpukvd.log" &
+    pids+=($!)
+    for _ in $(seq 400); do
+        "$build/client/gpukv" -s "$dir/gkv.sock" ping >/dev/null 2>&1 &&
+            redis-cli -s "$dir/redis.sock" ping >/dev/null 2>&1 && return 0
+        sleep 0.025
+    done
+    echo "servers did not start"; exit 1
+}
+# run TARGET ARGS...: one gpukv-bench line (target, url set here).
+run() {
+    local t=$1 url
+    shift
+    [ "$t" = gpukv ] && url=unix:$dir/gkv.sock || url=unix:$dir/redis.sock
+    "$B" --target "$t" --url "$url" --seconds "$seconds" "$@" 2>&1 | tail -1
+}
+field() { # field LINE NAME: the number after NAME in a gpukv-bench line
+    echo "$1" | sed -E "s/.* $2 ([0-9.]+).*/\1/"
+}
+keys_of() { # keys_of TARGET
+    if [ "$1" = gpukv ]; then
+        "$build/client/gpukv" -s "$dir/gkv.sock" info | tr -d '\r' | sed -n 's/^keys://p'
+    else
+        redis-cli -s "$dir/redis.sock" dbsize
+    fi
+}
+evicted_of() {
+    if [ "$1" = gpukv ]; then
+        "$build/client/gpukv" -s "$dir/gkv.sock" info | tr -d '\r' | sed -n 's/^evicted_keys://p'
+    else
+        redis-cli -s "$dir/redis.sock" info stats | tr -d '\r' | sed -n 's/^evicted_keys://p'
+    fi
+}
+
+echo "| workload | gpukvd ops/s | gpukvd p50 / p99 us | redis ops/s | redis p50 / p99 us | ratio | keys held (gpukvd / redis) |"
+echo "|---|---|---|---|---|---|---|"
+row() { # row LABEL MAXMEM BENCH-ARGS...
+    local label=$1 mem=$2
+    shift 2
+    declare -A ops p50 p99 held
+    for t in gpukv redis; do
+        start "$mem"
+        run "$t" "$@" --seconds 3 >/dev/null # fill: from here on every new key evicts
+        line=$(run "$t" "$@")
+        ops[$t]=$(field "$line" "s:")
+        ops[$t]=$(echo "$line" | sed -E 's/.*: ([0-9.]+) ops\/s.*/\1/')
+        p50[$t]=$(field "$line" "p50")
+        p99[$t]=$(field "$line" "p99")
+        held[$t]="$(keys_of $t) ($(evicted_of $t) evicted)"
+    done
+    printf "| %s | %.0f | %s / %s | %.0f | %s / %s | %.2f | %s / %s |\n" "$label" "${ops[gpukv]}" \
+        "${p50[gpukv]}" "${p99[gpukv]}" "${ops[redis]}" "${p50[redis]}" "${p99[redis]}" \
+        "$(echo "${ops[gpukv]} / ${ops[redis]}" | bc -l)" "${held[gpukv]}" "${held[redis]}"
+}
+row "SET 64 B, every SET evicts (50 clients, 10 M keys, maxmemory 16M)" 16mb \
+    --clients 50 --threads 2 --size 64 --keys 10000000 --ratio 1:0 --no-prefill
+row "SET 1 MiB, every SET evicts (8 clients, 10,000 keys, maxmemory 256M)" 256mb \
+    --clients 8 --threads 2 --size 1M --keys 10000 --ratio 1:0 --no-prefill
+
+# Hit ratio: a zipf GET/SET mix (9 GETs to 1 SET) over 1 M keys of 64 B, each cache filled first
+# by zipf SETs. To compare the policies rather than the accounting, gpukvd's maxmemory is set
+# to the number of keys redis held at 16 MB times 64 B: both hold about as many keys.
+mix="--clients 50 --threads 2 --size 64 --keys 1000000 --dist zipf --no-prefill"
+start 16mb
+run redis $mix --ratio 1:0 --seconds 3 >/dev/null
+kr=$(keys_of redis)
+echo
+echo "| zipf GET:SET 9:1, 64 B, 1 M keys | maxmemory | keys held | GETs (approx.) | misses | hit ratio |"
+echo "|---|---|---|---|---|---|"
+for t in gpukv redis; do
+    if [ "$t" = gpukv ]; then
+        gmem=$((kr * 64))
+        for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+        wait 2>/dev/null
+        pids=()
+        rm -f "$dir"/*.sock
+        redis-server --port 0 --unixsocket "$dir/redis.sock" --unixsocketperm 700 --save "" \
+            --appendonly no --maxmemory 16mb --maxmemory-policy allkeys-lru \
+            --logfile "$dir/redis.log" &
+        pids+=($!)
+        "$build/server/gpukvd" --socket "$dir/gkv.sock" --backend "$backend" --log-level warn \
+            --maxmemory "$gmem" --maxmemory-policy allkeys-lru 2>>"$dir/gpukvd.log" &
+        pids+=($!)
+        sleep 1
+        mem="$gmem B"
+    else
+        start 16mb
+        mem=16mb
+    fi
+    run "$t" $mix --ratio 1:0 --seconds 3 >/dev/null # fill
+    line=$(run "$t" $mix --ratio 1:9)
+    n=$(echo "$line" | sed -E 's/.*: ([0-9]+) requests.*/\1/')
+    m=$(echo "$line" | sed -E 's/.*misses ([0-9]+).*/\1/')
+    gets=$((n * 9 / 10))
+    printf "| %s | %s | %s | %d | %d | %.3f |\n" "$t" "$mem" "$(keys_of $t)" "$gets" "$m" \
+        "$(echo "1 - $m / $gets" | bc -l)"
+done
