@@ -32,7 +32,7 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$dir"; }
 trap cleanup EXIT
 
-# start MAXMEMORY: both servers, fresh and empty, allkeys-lru.
+# start MAXMEMORY [GPUKVD_MAXMEMORY]: both servers, fresh and empty, allkeys-lru.
 start() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
     wait 2>/dev/null
@@ -43,7 +43,7 @@ start() {
         --logfile "$dir/redis.log" &
     pids+=($!)
     "$build/server/gpukvd" --socket "$dir/gkv.sock" --backend "$backend" --log-level warn \
-        --maxmemory "$1" --maxmemory-policy allkeys-lru 2>>"$dir/gpukvd.log" &
+        --maxmemory "${2:-$1}" --maxmemory-policy allkeys-lru 2>>"$dir/gpukvd.log" &
     pids+=($!)
     for _ in $(seq 400); do
         "$build/client/gpukv" -s "$dir/gkv.sock" ping >/dev/null 2>&1 &&
@@ -113,25 +113,10 @@ echo
 echo "| zipf GET:SET 9:1, 64 B, 1 M keys | maxmemory | keys held | GETs (approx.) | misses | hit ratio |"
 echo "|---|---|---|---|---|---|"
 for t in gpukv redis; do
-    if [ "$t" = gpukv ]; then
-        gmem=$((kr * 64))
-        for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-        wait 2>/dev/null
-        pids=()
-        rm -f "$dir"/*.sock
-        redis-server --port 0 --unixsocket "$dir/redis.sock" --unixsocketperm 700 --save "" \
-            --appendonly no --maxmemory 16mb --maxmemory-policy allkeys-lru \
-            --logfile "$dir/redis.log" &
-        pids+=($!)
-        "$build/server/gpukvd" --socket "$dir/gkv.sock" --backend "$backend" --log-level warn \
-            --maxmemory "$gmem" --maxmemory-policy allkeys-lru 2>>"$dir/gpukvd.log" &
-        pids+=($!)
-        sleep 1
-        mem="$gmem B"
-    else
-        start 16mb
-        mem=16mb
-    fi
+    gmem=$((kr * 64))
+    start 16mb "$gmem"
+    mem=16mb
+    [ "$t" = gpukv ] && mem="$gmem B"
     run "$t" $mix --ratio 1:0 --seconds 3 >/dev/null # fill
     line=$(run "$t" $mix --ratio 1:9)
     n=$(echo "$line" | sed -E 's/.*: ([0-9]+) requests.*/\1/')

@@ -112,15 +112,9 @@ static uint32_t hash_of(const gkv_index_t *ix, const void *key, size_t len)
     return (uint32_t)gkv_siphash(key, len, ix->seed);
 }
 
-/* xorshift64 */
 static uint64_t next_random(gkv_index_t *ix)
 {
-    uint64_t x = ix->rng;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    ix->rng = x;
-    return x;
+    return gkv_xorshift64(&ix->rng);
 }
 
 static int random_level(gkv_index_t *ix)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "hash.h"
 
 static bool has_deadline(const gkv_entry_t *e)
 {
@@ -25,12 +26,7 @@ int gkv_store_init(gkv_store_t *st, gkv_backend_t *be, uint64_t limit)
 
 static uint32_t next_random(gkv_store_t *st)
 {
-    uint64_t x = st->rng;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    st->rng = x;
-    return (uint32_t)(x >> 32);
+    return (uint32_t)(gkv_xorshift64(&st->rng) >> 32);
 }
 
 /* Unlinks the linked entry e and drops the index's reference. */

@@ -9,23 +9,8 @@
 
 #define LIMIT (1u << 20)
 
-static gkv_backend_t *be;
-static gkv_store_t st;
-
-static void setup(void)
-{
-    gkv_backend_config_t bc = {GKV_BACKEND_HOST, 0, LIMIT};
-    char why[256];
-    ck_assert_int_eq(gkv_backend_open(&bc, &be, why, sizeof(why)), 0);
-    ck_assert_int_eq(gkv_store_init(&st, be, LIMIT), 0);
-}
-
-static void teardown(void)
-{
-    gkv_store_fini(&st);
-    ck_assert_uint_eq(st.used, 0); /* every test lets go of what it made */
-    be->ops->close(be);
-}
+#define STORE_LIMIT LIMIT
+#include "store_fixture.h"
 
 /* A new unpublished entry of key holding value (the caller's reference). */
 static gkv_entry_t *make(const char *key, const char *value)

@@ -11,24 +11,8 @@
 
 #define LIMIT (1u << 20)
 
-static gkv_backend_t *be;
-static gkv_store_t st;
-
-static void setup(void)
-{
-    gkv_backend_config_t bc = {GKV_BACKEND_HOST, 0, LIMIT};
-    char why[256];
-    ck_assert_int_eq(gkv_backend_open(&bc, &be, why, sizeof(why)), 0);
-    ck_assert_int_eq(gkv_store_init(&st, be, LIMIT), 0);
-}
-
-static void teardown(void)
-{
-    gkv_store_fini(&st);
-    ck_assert_uint_eq(st.used, 0);
-    ck_assert_uint_eq(st.host_bytes, 0); /* extras accounted both ways */
-    be->ops->close(be);
-}
+#define STORE_LIMIT LIMIT
+#include "store_fixture.h"
 
 /* SET key (16 bytes) with a ttl (0: none); the store clock is st.now_ms. */
 static void put(const char *key, uint64_t ttl)
