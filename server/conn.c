@@ -259,7 +259,7 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
     rep.authed = c->authed;
     c->op = req->op;
     c->op_started = uv_hrtime();
-    c->srv->store.now_ms = uv_now(c->srv->loop); /* access stamps (evict.h) */
+    c->srv->store.now_ms = c->op_started / 1000000; /* gkv_server_clock_ms, already read */
     int rc = gkv_dispatch(c->srv, req, &rep);
     if (rep.auth_ok)
         c->authed = true;

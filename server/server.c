@@ -145,7 +145,7 @@ static void on_sweep(uv_timer_t *t)
 static void on_expiry(uv_timer_t *t)
 {
     gkv_server_t *s = t->data;
-    s->store.now_ms = uv_now(s->loop);
+    s->store.now_ms = gkv_server_clock_ms();
     gkv_store_reap(&s->store, 1024);
     s->expiry_at = 0;
     gkv_server_schedule_expiry(s);
@@ -156,8 +156,9 @@ void gkv_server_schedule_expiry(gkv_server_t *s)
     uint64_t next = gkv_store_next_deadline(&s->store);
     if (!next || s->shutting_down || (s->expiry_at && s->expiry_at <= next))
         return;
-    uint64_t now = uv_now(s->loop);
+    uint64_t now = gkv_server_clock_ms();
     s->expiry_at = next;
+    /* Relative to the loop's (older) time: it may fire a little early, then schedules again. */
     uv_timer_start(&s->expiry, on_expiry, next > now ? next - now : 0, 0);
 }
 

@@ -104,6 +104,14 @@ int gkv_server_listen_tcp(gkv_server_t *s, uv_tcp_t *t, const char *what, const 
                           const char *exposes, uv_connection_cb cb, char bound[128], char *err,
                           size_t cap);
 
+/* The store's clock (access stamps, deadlines): milliseconds of the monotonic clock libuv's own
+ * uv_now runs on, read now rather than at the start of the loop iteration, which a busy
+ * iteration makes stale by milliseconds (a deadline would then fall early). */
+static inline uint64_t gkv_server_clock_ms(void)
+{
+    return uv_hrtime() / 1000000;
+}
+
 /* A request ended: if a key's deadline now comes before the expiry timer, the timer is moved
  * up (keys past their deadline are reaped, up to 1024 per loop turn). */
 void gkv_server_schedule_expiry(gkv_server_t *s);
