@@ -22,6 +22,7 @@ done
 build=${GKV_BUILD_DIR:-$root/build-bench}
 if [ ! -x "$build/bench/gpukv-bench" ] || [ ! -x "$build/server/gpukvd" ]; then
     cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGKV_BUILD_TESTS=OFF \
+        -DGKV_WITH_CUDA=$([ "$backend" = cuda ] && echo ON || echo AUTO) \
         >"/tmp/evict-configure.log" 2>&1 && cmake --build "$build" >"/tmp/evict-build.log" 2>&1 ||
         { echo "build failed"; exit 1; }
 fi
@@ -95,7 +96,7 @@ row() { # row LABEL MAXMEM BENCH-ARGS...
     done
     printf "| %s | %.0f | %s / %s | %.0f | %s / %s | %.2f | %s / %s |\n" "$label" "${ops[gpukv]}" \
         "${p50[gpukv]}" "${p99[gpukv]}" "${ops[redis]}" "${p50[redis]}" "${p99[redis]}" \
-        "$(echo "${ops[gpukv]} / ${ops[redis]}" | bc -l)" "${held[gpukv]}" "${held[redis]}"
+        "$(awk "BEGIN { print ${ops[gpukv]} / ${ops[redis]} }")" "${held[gpukv]}" "${held[redis]}"
 }
 row "SET 64 B, every SET evicts (50 clients, 10 M keys, maxmemory 16M)" 16mb \
     --clients 50 --threads 2 --size 64 --keys 10000000 --ratio 1:0 --no-prefill
@@ -123,5 +124,5 @@ for t in gpukv redis; do
     m=$(echo "$line" | sed -E 's/.*misses ([0-9]+).*/\1/')
     gets=$((n * 9 / 10))
     printf "| %s | %s | %s | %d | %d | %.3f |\n" "$t" "$mem" "$(keys_of $t)" "$gets" "$m" \
-        "$(echo "1 - $m / $gets" | bc -l)"
+        "$(awk "BEGIN { print 1 - $m / $gets }")"
 done
