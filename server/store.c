@@ -511,14 +511,3 @@ void gkv_store_unshare_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *copy)
      * holds copy's memory, which another process has been told about. */
     (void)link_entry(st, copy); /* out of memory: the key keeps e; the next MAP copies again */
 }
-
-uint64_t gkv_store_evictable_bytes(const gkv_store_t *st)
-{
-    uint64_t bytes = 0;
-    for (const gkv_inode_t *n = gkv_index_seek(st->ix, "", 0); n; n = gkv_index_next(n)) {
-        const gkv_entry_t *e = gkv_inode_val(st->ix, n);
-        if (e->refs == 1)
-            bytes += e->size;
-    }
-    return bytes;
-}

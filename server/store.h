@@ -130,9 +130,6 @@ uint32_t gkv_store_reap(gkv_store_t *st, uint32_t limit);
 uint64_t gkv_store_next_deadline(const gkv_store_t *st);
 /* Unlinks every key. */
 void gkv_store_flush(gkv_store_t *st);
-/* Bytes of the values that could be evicted now: linked, and used by nothing but the index.
- * Walks every key (INFO evictable_bytes). */
-uint64_t gkv_store_evictable_bytes(const gkv_store_t *st);
 
 /* Zero-copy. */
 /* Queues clearing e's memory on the shared lane (fence_shared says when it is done): a CREATE's
