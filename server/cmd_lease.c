@@ -182,11 +182,8 @@ int gkv_cmd_seal(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     unsigned flags = l->flags | (unsigned)(req->flags & (GKV_SET_NX | GKV_SET_XX));
     if ((flags & GKV_SET_NX) && (flags & GKV_SET_XX))
         return gkv_reply_fail(rep, GKV_EINVAL, "NX and XX exclude each other");
-    if ((rc = gkv_cmd_check_meta(req, rep)))
+    if ((rc = gkv_cmd_check_meta(req, rep)) || (rc = gkv_cmd_check_ttl(req, rep)))
         return rc;
-    if ((req->has & GKV_HAS_TTL) && (req->ttl == 0 || req->ttl > GKV_MAX_TTL_MS))
-        return gkv_reply_fail(rep, GKV_EINVAL, "ttl is 1..%" PRIu64 " milliseconds",
-                              (uint64_t)GKV_MAX_TTL_MS);
     if ((req->has & GKV_HAS_META) &&
         (rc = gkv_store_entry_renew(&srv->store, l->entry, req->meta.p, req->meta.len)))
         return rc;

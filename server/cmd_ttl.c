@@ -1,17 +1,15 @@
 /* cmd_ttl.c: deadlines: EXPIRE, PERSIST, TTL (SET and CREATE take a ttl field too). */
 #include "handlers.h"
 
-#include <inttypes.h>
-
 #include "error.h"
-#include "frame.h"
 
 int gkv_cmd_expire(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
-    if (!(req->has & GKV_HAS_TTL) || req->ttl == 0 || req->ttl > GKV_MAX_TTL_MS)
-        return gkv_reply_fail(rep, GKV_EINVAL, "EXPIRE needs a ttl of 1..%" PRIu64 " milliseconds",
-                              (uint64_t)GKV_MAX_TTL_MS);
-    int rc = gkv_store_expire(&srv->store, req->key.p, req->key.len, req->ttl);
+    if (!(req->has & GKV_HAS_TTL))
+        return gkv_reply_fail(rep, GKV_EINVAL, "EXPIRE needs a ttl");
+    int rc = gkv_cmd_check_ttl(req, rep);
+    if (rc == 0)
+        rc = gkv_store_expire(&srv->store, req->key.p, req->key.len, req->ttl);
     return rc < 0 ? rc : gkv_reply_count(rep, req->id, (uint64_t)rc);
 }
 

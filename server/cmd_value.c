@@ -19,6 +19,8 @@ int gkv_cmd_set(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 int gkv_cmd_set_commit(gkv_server_t *srv, uint64_t id, gkv_entry_t *e, unsigned flags, gkv_wr_t *wr,
                        gkv_entry_t **holder)
 {
+    /* The payload may have taken long since the header's request set the store's clock. */
+    srv->store.now_ms = gkv_server_clock_ms();
     int rc = gkv_store_publish(&srv->store, e, flags, holder);
     if (rc == GKV_EEXISTS)
         gkv_reply_error(wr, id, rc, "key exists (NX)");

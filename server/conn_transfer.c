@@ -299,7 +299,6 @@ void gkv_conn_chunk_copied(gkv_conn_t *c)
 
 static void recv_commit(gkv_conn_t *c)
 {
-    c->srv->store.now_ms = gkv_server_clock_ms();
     int rc = c->recv_cmd->on_payload(c->srv, c->req_id, c->recv, c->recv_flags, &c->out, NULL);
     gkv_conn_op_done(c, rc);
     gkv_store_unref(&c->srv->store, c->recv);
@@ -326,7 +325,6 @@ static bool recv_batched(gkv_conn_t *c)
     }
     memcpy(dst, c->in + c->in_pos, size);
     c->in_pos += size;
-    srv->store.now_ms = gkv_server_clock_ms();
     int rc = c->recv_cmd->on_payload(srv, c->req_id, e, c->recv_flags, &c->out, &holder);
     if (rc == 0)
         gkv_batch_in_commit(&srv->batcher, holder);

@@ -122,9 +122,12 @@ int gkv_cmd_check_meta(const gkv_request_t *req, gkv_reply_t *rep)
     return 0;
 }
 
-static bool rc_ttl_bad(uint64_t ttl)
+int gkv_cmd_check_ttl(const gkv_request_t *req, gkv_reply_t *rep)
 {
-    return ttl == 0 || ttl > GKV_MAX_TTL_MS;
+    if ((req->has & GKV_HAS_TTL) && (req->ttl == 0 || req->ttl > GKV_MAX_TTL_MS))
+        return gkv_reply_fail(rep, GKV_EINVAL, "ttl is 1..%" PRIu64 " milliseconds",
+                              (uint64_t)GKV_MAX_TTL_MS);
+    return 0;
 }
 
 int gkv_cmd_check_new_value(gkv_server_t *srv, const gkv_request_t *req, uint64_t size,
@@ -134,14 +137,14 @@ int gkv_cmd_check_new_value(gkv_server_t *srv, const gkv_request_t *req, uint64_
         return gkv_reply_fail(rep, GKV_EINVAL, "unknown flags 0x%" PRIx64, req->flags);
     if ((req->flags & GKV_SET_NX) && (req->flags & GKV_SET_XX))
         return gkv_reply_fail(rep, GKV_EINVAL, "NX and XX exclude each other");
-    if ((req->has & GKV_HAS_TTL) && (rc_ttl_bad(req->ttl)))
-        return gkv_reply_fail(rep, GKV_EINVAL, "ttl is 1..%" PRIu64 " milliseconds",
-                              (uint64_t)GKV_MAX_TTL_MS);
+    int rc = gkv_cmd_check_ttl(req, rep);
+    if (rc)
+        return rc;
     if (size > srv->cfg.max_value)
         return gkv_reply_fail(rep, GKV_ETOOBIG,
                               "value of %" PRIu64 " bytes exceeds max-value-size %" PRIu64, size,
                               srv->cfg.max_value);
-    int rc = gkv_cmd_check_meta(req, rep);
+    rc = gkv_cmd_check_meta(req, rep);
     if (rc)
         return rc;
     bool exists = gkv_store_find(&srv->store, req->key.p, req->key.len) != NULL;

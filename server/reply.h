@@ -74,6 +74,8 @@ int gkv_cmd_lookup_range(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_
                          gkv_entry_t **e, uint64_t *off, uint64_t *len);
 /* The request's metadata within GKV_MAX_META (SET, CREATE, SEAL). */
 int gkv_cmd_check_meta(const gkv_request_t *req, gkv_reply_t *rep);
+/* A ttl field, if the request has one, is 1..GKV_MAX_TTL_MS: 0 or an INVALID error. */
+int gkv_cmd_check_ttl(const gkv_request_t *req, gkv_reply_t *rep);
 /* Checks a new value of `size` bytes for SET or CREATE: flags, size and metadata limits, and
  * NX/XX against the key's current state (checked again when the value is published: another
  * client may change the key meanwhile). */

@@ -61,6 +61,17 @@ static uint64_t candidate_score(const gkv_store_t *st, const gkv_entry_t *e)
     return 1 + gkv_access_score(st->policy, e->access, st->now_ms);
 }
 
+/* Keeps e in *best when it is a better candidate than the one there (scored *best_score). */
+static void consider(const gkv_store_t *st, gkv_entry_t *e, gkv_entry_t **best,
+                     uint64_t *best_score)
+{
+    uint64_t score = candidate_score(st, e);
+    if (score > *best_score) {
+        *best = e;
+        *best_score = score;
+    }
+}
+
 /* Evicts the best candidate of a random sample (evict.h); up to 16 samples are drawn while
  * none holds a candidate, then every key (or every key with a deadline, up to EVICT_SCAN) is
  * looked at, so that OOM means that nothing is evictable. False when nothing is. */
@@ -77,33 +88,18 @@ static bool evict_one(gkv_store_t *st)
                 vol ? gkv_ttl_random(&st->ttl, next_random(st)) : gkv_index_random(st->ix);
             if (!e)
                 return false;
-            uint64_t score = candidate_score(st, e);
-            if (score > best_score) {
-                best = e;
-                best_score = score;
-            }
+            consider(st, e, &best, &best_score);
         }
     /* Most keys are held: look at every one, up to EVICT_SCAN (a bound on what one SET may
      * cost the loop). */
     if (!best && vol) {
-        for (uint32_t i = 0; i < st->ttl.n && i < EVICT_SCAN; i++) {
-            uint64_t score = candidate_score(st, st->ttl.v[i]);
-            if (score > best_score) {
-                best = st->ttl.v[i];
-                best_score = score;
-            }
-        }
+        for (uint32_t i = 0; i < st->ttl.n && i < EVICT_SCAN; i++)
+            consider(st, st->ttl.v[i], &best, &best_score);
     } else if (!best) {
         uint32_t looked = 0;
         for (const gkv_inode_t *n = gkv_index_seek(st->ix, "", 0); n && looked++ < EVICT_SCAN;
-             n = gkv_index_next(n)) {
-            gkv_entry_t *e = gkv_inode_val(st->ix, n);
-            uint64_t score = candidate_score(st, e);
-            if (score > best_score) {
-                best = e;
-                best_score = score;
-            }
-        }
+             n = gkv_index_next(n))
+            consider(st, gkv_inode_val(st->ix, n), &best, &best_score);
     }
     if (!best)
         return false;
@@ -127,20 +123,21 @@ void gkv_store_fini(gkv_store_t *st)
 /* What an entry costs in host memory: itself and its index node (links estimated), the key,
  * the metadata with its header, each with an allocator's overhead. A function of lengths alone,
  * so that the entry's release subtracts exactly what its making added. */
-static uint64_t meta_cost(uint32_t meta_len)
+static uint64_t extras_size(uint32_t meta_len)
 {
-    return meta_len ? sizeof(gkv_extras_t) + meta_len + 16 : 0;
+    return sizeof(gkv_extras_t) + meta_len + 16;
 }
 
+/* An entry with a klen-byte key and meta_len bytes of metadata (extras only with metadata). */
 static uint64_t host_cost(size_t klen, uint32_t meta_len)
 {
-    return sizeof(gkv_entry_t) + 64 + klen + meta_cost(meta_len);
+    return sizeof(gkv_entry_t) + 64 + klen + (meta_len ? extras_size(meta_len) : 0);
 }
 
 /* What e's extras cost: metadata, or a deadline alone (extras without metadata). */
 static uint64_t extras_cost(const gkv_extras_t *x)
 {
-    return x ? sizeof(gkv_extras_t) + x->meta_len + 16 : 0;
+    return x ? extras_size(x->meta_len) : 0;
 }
 
 uint64_t gkv_store_host_memory(const gkv_store_t *st)
