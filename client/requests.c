@@ -319,6 +319,22 @@ int64_t gkv_del(gkv_client_t *c, const void *const *keys, const size_t *klens, s
     return keys_op(c, GKV_OP_DEL, keys, klens, n);
 }
 
+/* A request naming one key (and a ttl, unless 0), its response read into c->resp. Returns 0 or
+ * a negative code. */
+static int key_request(gkv_client_t *c, unsigned op, const void *key, size_t klen, uint64_t ttl)
+{
+    int rc = gkv__check_key(c, key, klen);
+    if (rc)
+        return rc;
+    gkv__cache_flush(c);
+    gkv__begin(c, op);
+    gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
+    if (ttl)
+        gkv_wr_uint(&c->wr, GKV_F_TTL, ttl);
+    rc = gkv__send(c, NULL, 0);
+    return rc ? rc : gkv__recv(c);
+}
+
 int gkv_del_prefix(gkv_client_t *c, const void *prefix, size_t plen, uint64_t *count)
 {
     if (plen > c->info.max_key)
@@ -340,13 +356,8 @@ int gkv_del_prefix(gkv_client_t *c, const void *prefix, size_t plen, uint64_t *c
 
 int gkv_getsize(gkv_client_t *c, const void *key, size_t klen, uint64_t *size)
 {
-    int rc = gkv__check_key(c, key, klen);
+    int rc = key_request(c, GKV_OP_GETSIZE, key, klen, 0);
     if (rc)
-        return rc;
-    gkv__cache_flush(c);
-    gkv__begin(c, GKV_OP_GETSIZE);
-    gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
-    if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
         return rc;
     *size = c->resp.size;
     return 0;
@@ -399,20 +410,11 @@ int gkv_flush(gkv_client_t *c)
     return rc ? rc : gkv__recv(c);
 }
 
-/* One key, answered with a count (EXPIRE, PERSIST): returns it, or a negative code. */
+/* One key answered with a count (EXPIRE, PERSIST): returns it, or a negative code. */
 static int key_count(gkv_client_t *c, unsigned op, const void *key, size_t klen, uint64_t ttl)
 {
-    int rc = gkv__check_key(c, key, klen);
-    if (rc)
-        return rc;
-    gkv__cache_flush(c);
-    gkv__begin(c, op);
-    gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
-    if (ttl)
-        gkv_wr_uint(&c->wr, GKV_F_TTL, ttl);
-    if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
-        return rc;
-    return c->resp.count ? 1 : 0;
+    int rc = key_request(c, op, key, klen, ttl);
+    return rc ? rc : c->resp.count ? 1 : 0;
 }
 
 int gkv_expire(gkv_client_t *c, const void *key, size_t klen, uint64_t ttl_ms)
@@ -429,13 +431,8 @@ int gkv_persist(gkv_client_t *c, const void *key, size_t klen)
 
 int gkv_ttl(gkv_client_t *c, const void *key, size_t klen, uint64_t *ttl_ms)
 {
-    int rc = gkv__check_key(c, key, klen);
+    int rc = key_request(c, GKV_OP_TTL, key, klen, 0);
     if (rc)
-        return rc;
-    gkv__cache_flush(c);
-    gkv__begin(c, GKV_OP_TTL);
-    gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
-    if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
         return rc;
     *ttl_ms = c->resp.has_ttl ? c->resp.ttl : GKV_NO_TTL;
     return 0;

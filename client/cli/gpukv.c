@@ -10,6 +10,7 @@
 
 #include "checksum.h"
 #include "cli.h"
+#include "frame.h"
 #include "size.h"
 
 static int fail(gkv_client_t *c, const char *what, int rc)
@@ -210,10 +211,10 @@ static int keys_count(gkv_client_t *c, const gkv_cli_args_t *a, bool del)
         keys[i] = a->operands[i];
         lens[i] = strlen(a->operands[i]);
     }
-    /* A request takes at most 4096 keys: more go in several. */
+    /* A request takes at most GKV_MAX_BATCH keys: more go in several. */
     int64_t count = 0;
-    for (size_t at = 0; at < n && count >= 0; at += 4096) {
-        size_t m = n - at < 4096 ? n - at : 4096;
+    for (size_t at = 0; at < n && count >= 0; at += GKV_MAX_BATCH) {
+        size_t m = n - at < GKV_MAX_BATCH ? n - at : GKV_MAX_BATCH;
         int64_t got =
             del ? gkv_del(c, keys + at, lens + at, m) : gkv_exists(c, keys + at, lens + at, m);
         count = got < 0 ? got : count + got;
