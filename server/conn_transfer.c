@@ -21,6 +21,8 @@ typedef struct {
 } out_req_t;
 
 #define GKV_SEND_TAIL (16u << 10)
+/* Reply buffers up to this size are kept between flushes. */
+#define GKV_OUT_KEEP (64u << 10)
 
 static void push_chunk(gkv_conn_t *c);
 
@@ -102,9 +104,35 @@ void gkv_conn_flush(gkv_conn_t *c)
     }
     if (c->out.sb.size == 0)
         return;
-    size_t n = c->out.sb.size;
+    size_t n = c->out.sb.size, done = 0;
+    if (!c->out_pending) {
+        /* Nothing queued: write now, without a request, a callback or the POLLOUT re-arm (one
+         * epoll_ctl) that a finished uv_write costs. uv_try_write refuses while libuv still
+         * queues anything, so replies keep their order. */
+        uv_buf_t b = uv_buf_init(c->out.sb.data, (unsigned)n);
+        int w = uv_try_write(&c->h.stream, &b, 1);
+        if (w < 0 && w != UV_EAGAIN) {
+            GKV_DEBUG("conn %llu: write failed: %s", (unsigned long long)c->id, uv_strerror(w));
+            gkv_wr_reset(&c->out);
+            gkv_conn_close(c, false);
+            return;
+        }
+        if (w > 0) {
+            done = (size_t)w;
+            c->srv->stats.bytes_out += done;
+            c->write_since = c->active_at = uv_now(c->srv->loop);
+        }
+        if (done == n) { /* keep the buffer for the next replies unless a big one grew it */
+            if (c->out.sb.alloc > GKV_OUT_KEEP) {
+                gkv_wr_fini(&c->out);
+                gkv_wr_init(&c->out);
+            }
+            gkv_wr_reset(&c->out);
+            return;
+        }
+    }
     char *bytes = msgpack_sbuffer_release(&c->out.sb);
-    submit(c, bytes, n, bytes, false);
+    submit(c, bytes + done, n - done, bytes, false);
 }
 
 /* Gets a staging buffer or queues for one. False when the caller must wait (or c closes). */
