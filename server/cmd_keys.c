@@ -81,7 +81,7 @@ static int del_prefix(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *
             more = true;
             break;
         }
-        const gkv_inode_t *next = gkv_index_next(n);
+        const gkv_inode_t *next = gkv_index_next(st->ix, n);
         size_t kl;
         const uint8_t *k = gkv_inode_key(n, &kl);
         count += (uint64_t)gkv_store_del(st, k, kl); /* an expired key goes uncounted */
@@ -126,7 +126,7 @@ static const gkv_inode_t *seek_after(const gkv_index_t *ix, gkv_slice_t cursor)
     size_t kl;
     const uint8_t *k = n ? gkv_inode_key(n, &kl) : NULL;
     if (k && kl == cursor.len && memcmp(k, cursor.p, kl) == 0)
-        n = gkv_index_next(n);
+        n = gkv_index_next(ix, n);
     return n;
 }
 
@@ -207,7 +207,7 @@ int gkv_cmd_list(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         }
         gkv_entry_t *e = gkv_inode_val(srv->store.ix, n);
         if (!gkv_store_alive(&srv->store, e)) { /* due, not reaped yet: already gone */
-            n = gkv_index_next(n);
+            n = gkv_index_next(srv->store.ix, n);
             continue;
         }
         msgpack_pack_array(&w->pk, 2);
@@ -217,7 +217,7 @@ int gkv_cmd_list(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         nentries++;
         last = k;
         last_len = kl;
-        n = gkv_index_next(n);
+        n = gkv_index_next(srv->store.ix, n);
     }
     gkv_wr_array_end(w, epos, nentries);
     size_t dpos = gkv_wr_array_begin(w, GKV_F_DIRS);
@@ -266,7 +266,8 @@ int gkv_cmd_getsize(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
     /* At most GKV_SIZE_WALK keys per request, so that one request never holds the loop for
      * long; the cursor (the last key counted) lets the client go on. */
     bool more = false;
-    for (uint32_t walked = 0; n && has_prefix_node(n, req->prefix); n = gkv_index_next(n)) {
+    for (uint32_t walked = 0; n && has_prefix_node(n, req->prefix);
+         n = gkv_index_next(srv->store.ix, n)) {
         if (walked++ == GKV_SIZE_WALK) {
             more = true;
             break;

@@ -1,6 +1,6 @@
-/* index.c: hash table of node pointers (linear probing, backward-shift deletion, no tombstones)
- * plus a skip list (p = 1/4) threaded through the same nodes. A node is one block:
- * [caller data: prefix bytes][gkv_inode_t: hash, key length, level, next[level]][key bytes]. */
+/* index.c: a hash table of node pointers (linear probing, backward-shift deletion, no
+ * tombstones) for lookups, and a radix tree (radix.h) over the same nodes for key order. A node
+ * is one block: [caller data: prefix bytes][gkv_inode_t][key bytes]. */
 #include "index.h"
 
 #include <stdbool.h>
@@ -10,14 +10,13 @@
 
 #include "error.h"
 #include "hash.h"
-
-#define MAX_LEVEL 32
+#include "radix.h"
 
 struct gkv_inode {
     uint32_t hash;
     uint16_t klen;
-    uint8_t level;
-    gkv_inode_t *next[]; /* level pointers, then the key bytes */
+    uint16_t unused;
+    /* then the key */
 };
 
 struct gkv_index {
@@ -25,18 +24,24 @@ struct gkv_index {
     size_t mask, count, node_bytes, prefix;
     uint8_t seed[16];
     uint64_t rng;
-    int level;
-    gkv_inode_t *head; /* MAX_LEVEL pointers, no data, no key */
+    gkv_radix_t order; /* leaves: the nodes */
 };
 
 static uint8_t *node_key(const gkv_inode_t *n)
 {
-    return (uint8_t *)&n->next[n->level];
+    return (uint8_t *)(n + 1);
 }
 
 static size_t node_size(const gkv_index_t *ix, const gkv_inode_t *n)
 {
-    return ix->prefix + sizeof(gkv_inode_t) + (size_t)n->level * sizeof(gkv_inode_t *) + n->klen;
+    return ix->prefix + sizeof(gkv_inode_t) + n->klen;
+}
+
+static const uint8_t *leaf_key(const void *leaf, size_t *len)
+{
+    const gkv_inode_t *n = leaf;
+    *len = n->klen;
+    return node_key(n);
 }
 
 static gkv_inode_t *node_of(const gkv_index_t *ix, const void *data)
@@ -49,14 +54,6 @@ void *gkv_inode_val(const gkv_index_t *ix, const gkv_inode_t *n)
     return (uint8_t *)n - ix->prefix;
 }
 
-static int cmp_keys(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
-{
-    int c = memcmp(a, b, alen < blen ? alen : blen);
-    if (c)
-        return c;
-    return alen < blen ? -1 : alen > blen;
-}
-
 gkv_index_t *gkv_index_alloc(size_t prefix)
 {
     gkv_index_t *ix = calloc(1, sizeof(*ix));
@@ -65,15 +62,11 @@ gkv_index_t *gkv_index_alloc(size_t prefix)
     ix->prefix = (prefix + 7) & ~(size_t)7;
     ix->mask = 1023;
     ix->slots = calloc(ix->mask + 1, sizeof(*ix->slots));
-    ix->head = calloc(1, sizeof(gkv_inode_t) + MAX_LEVEL * sizeof(gkv_inode_t *));
-    if (!ix->slots || !ix->head) {
-        free(ix->slots);
-        free(ix->head);
+    if (!ix->slots) {
         free(ix);
         return NULL;
     }
-    ix->head->level = MAX_LEVEL;
-    ix->level = 1;
+    gkv_radix_init(&ix->order, leaf_key);
     if (getrandom(ix->seed, sizeof(ix->seed), 0) != sizeof(ix->seed))
         memcpy(ix->seed, "gpukv-fallback!!", 16);
     memcpy(&ix->rng, ix->seed, sizeof(ix->rng));
@@ -81,20 +74,26 @@ gkv_index_t *gkv_index_alloc(size_t prefix)
     return ix;
 }
 
+typedef struct {
+    const gkv_index_t *ix;
+    void (*drop)(void *data, void *arg);
+    void *arg;
+} drop_ctx_t;
+
+static void drop_leaf(void *leaf, void *arg)
+{
+    drop_ctx_t *d = arg;
+    if (d->drop)
+        d->drop(gkv_inode_val(d->ix, leaf), d->arg);
+}
+
 void gkv_index_clear(gkv_index_t *ix, void (*drop)(void *, void *), void *arg)
 {
-    gkv_inode_t *n = ix->head->next[0];
-    memset(ix->head->next, 0, MAX_LEVEL * sizeof(gkv_inode_t *));
     memset(ix->slots, 0, (ix->mask + 1) * sizeof(*ix->slots));
     ix->count = 0;
     ix->node_bytes = 0;
-    ix->level = 1;
-    while (n) {
-        gkv_inode_t *next = n->next[0];
-        if (drop)
-            drop(gkv_inode_val(ix, n), arg);
-        n = next;
-    }
+    drop_ctx_t d = {ix, drop, arg};
+    gkv_radix_clear(&ix->order, drop_leaf, &d);
 }
 
 void gkv_index_free(gkv_index_t *ix, void (*drop)(void *, void *), void *arg)
@@ -103,7 +102,6 @@ void gkv_index_free(gkv_index_t *ix, void (*drop)(void *, void *), void *arg)
         return;
     gkv_index_clear(ix, drop, arg);
     free(ix->slots);
-    free(ix->head);
     free(ix);
 }
 
@@ -112,36 +110,16 @@ static uint32_t hash_of(const gkv_index_t *ix, const void *key, size_t len)
     return (uint32_t)gkv_siphash(key, len, ix->seed);
 }
 
-static uint64_t next_random(gkv_index_t *ix)
-{
-    return gkv_xorshift64(&ix->rng);
-}
-
-static int random_level(gkv_index_t *ix)
-{
-    /* Each extra level with probability 1/4. */
-    uint64_t x = next_random(ix);
-    int level = 1;
-    while (level < MAX_LEVEL && (x & 3) == 0) {
-        level++;
-        x >>= 2;
-    }
-    return level;
-}
-
 void *gkv_inode_new(gkv_index_t *ix, const void *key, size_t klen)
 {
     if (klen > UINT16_MAX)
         return NULL;
-    int level = random_level(ix);
-    size_t bytes = ix->prefix + sizeof(gkv_inode_t) + (size_t)level * sizeof(gkv_inode_t *) + klen;
-    uint8_t *block = calloc(1, bytes);
+    uint8_t *block = calloc(1, ix->prefix + sizeof(gkv_inode_t) + klen);
     if (!block)
         return NULL;
     gkv_inode_t *n = (gkv_inode_t *)(block + ix->prefix);
     n->hash = hash_of(ix, key, klen);
     n->klen = (uint16_t)klen;
-    n->level = (uint8_t)level;
     memcpy(node_key(n), key, klen);
     return block;
 }
@@ -198,45 +176,6 @@ static int grow(gkv_index_t *ix)
     return 0;
 }
 
-/* Fills pred[i] with the last node before key at each level. */
-static void find_preds(const gkv_index_t *ix, const uint8_t *key, size_t len,
-                       gkv_inode_t **pred)
-{
-    gkv_inode_t *x = ix->head;
-    for (int i = MAX_LEVEL - 1; i >= 0; i--) {
-        if (i >= ix->level) {
-            pred[i] = ix->head;
-            continue;
-        }
-        while (x->next[i] && cmp_keys(node_key(x->next[i]), x->next[i]->klen, key, len) < 0)
-            x = x->next[i];
-        pred[i] = x;
-    }
-}
-
-static void list_unlink(gkv_index_t *ix, gkv_inode_t *n)
-{
-    gkv_inode_t *pred[MAX_LEVEL];
-    find_preds(ix, node_key(n), n->klen, pred);
-    for (int i = 0; i < n->level; i++)
-        if (pred[i]->next[i] == n)
-            pred[i]->next[i] = n->next[i];
-    while (ix->level > 1 && !ix->head->next[ix->level - 1])
-        ix->level--;
-}
-
-static void list_link(gkv_index_t *ix, gkv_inode_t *n)
-{
-    gkv_inode_t *pred[MAX_LEVEL];
-    find_preds(ix, node_key(n), n->klen, pred);
-    if (n->level > ix->level)
-        ix->level = n->level;
-    for (int i = 0; i < n->level; i++) {
-        n->next[i] = pred[i]->next[i];
-        pred[i]->next[i] = n;
-    }
-}
-
 int gkv_index_link(gkv_index_t *ix, void *data, void **old)
 {
     gkv_inode_t *n = node_of(ix, data);
@@ -244,20 +183,21 @@ int gkv_index_link(gkv_index_t *ix, void *data, void **old)
     size_t slot = find_slot(ix, key, n->klen, n->hash);
     gkv_inode_t *prev = ix->slots[slot];
     *old = NULL;
-    if (!prev && (ix->count + 1) * 4 > (ix->mask + 1) * 3) {
-        if (grow(ix))
-            return GKV_ENOMEM;
-        slot = find_slot(ix, key, n->klen, n->hash);
-    }
-    if (prev) {
-        list_unlink(ix, prev);
+    if (prev) { /* n takes prev's place in both */
+        gkv_radix_replace(&ix->order, n);
         ix->node_bytes -= node_size(ix, prev);
-        ix->count--;
         *old = gkv_inode_val(ix, prev);
+    } else {
+        if ((ix->count + 1) * 4 > (ix->mask + 1) * 3) {
+            if (grow(ix))
+                return GKV_ENOMEM;
+            slot = find_slot(ix, key, n->klen, n->hash);
+        }
+        if (gkv_radix_insert(&ix->order, n))
+            return GKV_ENOMEM;
+        ix->count++;
     }
-    list_link(ix, n);
     ix->slots[slot] = n;
-    ix->count++;
     ix->node_bytes += node_size(ix, n);
     return 0;
 }
@@ -289,7 +229,7 @@ void *gkv_index_unlink(gkv_index_t *ix, const void *key, size_t len)
     gkv_inode_t *n = ix->slots[slot];
     if (!n)
         return NULL;
-    list_unlink(ix, n);
+    gkv_radix_remove(&ix->order, node_key(n), n->klen);
     slot_remove(ix, slot);
     ix->count--;
     ix->node_bytes -= node_size(ix, n);
@@ -300,11 +240,11 @@ void *gkv_index_random(gkv_index_t *ix)
 {
     if (!ix->count)
         return NULL;
-    size_t i = (size_t)(next_random(ix) >> 11) & ix->mask;
+    size_t i = (size_t)(gkv_xorshift64(&ix->rng) >> 11) & ix->mask;
     for (int probes = 0; probes < 1024; probes++, i = (i + 1) & ix->mask)
         if (ix->slots[i])
             return gkv_inode_val(ix, ix->slots[i]);
-    return gkv_inode_val(ix, ix->head->next[0]);
+    return gkv_inode_val(ix, gkv_radix_seek(&ix->order, (const uint8_t *)"", 0, false));
 }
 
 size_t gkv_index_count(const gkv_index_t *ix)
@@ -314,7 +254,7 @@ size_t gkv_index_count(const gkv_index_t *ix)
 
 size_t gkv_index_memory(const gkv_index_t *ix)
 {
-    return ix->node_bytes + (ix->mask + 1) * sizeof(*ix->slots);
+    return ix->node_bytes + ix->order.bytes + (ix->mask + 1) * sizeof(*ix->slots);
 }
 
 size_t gkv_index_table_memory(const gkv_index_t *ix)
@@ -324,14 +264,12 @@ size_t gkv_index_table_memory(const gkv_index_t *ix)
 
 const gkv_inode_t *gkv_index_seek(const gkv_index_t *ix, const void *key, size_t len)
 {
-    gkv_inode_t *pred[MAX_LEVEL];
-    find_preds(ix, key, len, pred);
-    return pred[0]->next[0];
+    return gkv_radix_seek(&ix->order, key, len, false);
 }
 
-const gkv_inode_t *gkv_index_next(const gkv_inode_t *n)
+const gkv_inode_t *gkv_index_next(const gkv_index_t *ix, const gkv_inode_t *n)
 {
-    return n->next[0];
+    return gkv_radix_seek(&ix->order, node_key(n), n->klen, true);
 }
 
 const uint8_t *gkv_inode_key(const gkv_inode_t *n, size_t *len)

@@ -1,9 +1,10 @@
 /* index.h: the key index. A hash table (SipHash, open addressing) answers lookups in O(1) on
- * average; a skip list over the same nodes keeps keys in byte order, so a prefix is listed in
- * O(log N + matches). Keys are binary-safe.
+ * average; a radix tree over the same nodes (radix.h) keeps keys in byte order, so a prefix is
+ * listed from one seek, each next key found in about as many steps as the key has distinguishing
+ * bytes. Keys are binary-safe.
  * Each node is one allocation: the caller's data (a fixed number of bytes chosen when the index
- * is made), then the links and the key. The caller owns nodes: the index links and unlinks
- * them but never frees one, so a node can outlive its place in the index. */
+ * is made), then a header and the key. The caller owns nodes: the index links and unlinks them
+ * but never frees one, so a node can outlive its place in the index. */
 #ifndef GKV_SERVER_INDEX_H
 #define GKV_SERVER_INDEX_H
 
@@ -49,7 +50,8 @@ size_t gkv_index_table_memory(const gkv_index_t *ix);
 /* Ordered walk. Nodes are borrowed and stay linked until their key is deleted or replaced. */
 /* The first linked node whose key is >= key in byte order, or NULL. */
 const gkv_inode_t *gkv_index_seek(const gkv_index_t *ix, const void *key, size_t len);
-const gkv_inode_t *gkv_index_next(const gkv_inode_t *n);
+/* The first linked node whose key is > n's key (n need not be linked any more), or NULL. */
+const gkv_inode_t *gkv_index_next(const gkv_index_t *ix, const gkv_inode_t *n);
 const uint8_t *gkv_inode_key(const gkv_inode_t *n, size_t *len);
 /* The data of a node. */
 void *gkv_inode_val(const gkv_index_t *ix, const gkv_inode_t *n);

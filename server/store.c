@@ -98,7 +98,7 @@ static bool evict_one(gkv_store_t *st)
     } else if (!best) {
         uint32_t looked = 0;
         for (const gkv_inode_t *n = gkv_index_seek(st->ix, "", 0); n && looked++ < EVICT_SCAN;
-             n = gkv_index_next(n))
+             n = gkv_index_next(st->ix, n))
             consider(st, gkv_inode_val(st->ix, n), &best, &best_score);
     }
     if (!best)

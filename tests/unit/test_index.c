@@ -52,7 +52,7 @@ START_TEST(link_get_replace_unlink)
     ck_assert_ptr_null(gkv_index_get(ix, "k\0", 2)); /* binary-safe: a different key */
     const gkv_inode_t *n = gkv_index_seek(ix, "", 0);
     ck_assert_ptr_eq(gkv_inode_val(ix, n), b);
-    ck_assert_ptr_null(gkv_index_next(n));
+    ck_assert_ptr_null(gkv_index_next(ix, n));
     ck_assert_ptr_eq(gkv_index_unlink(ix, "k", 1), b);
     ck_assert_ptr_null(gkv_index_unlink(ix, "k", 1));
     ck_assert_ptr_null(gkv_index_seek(ix, "", 0));
@@ -71,7 +71,7 @@ START_TEST(seek_walks_in_byte_order)
         gkv_index_link(ix, node(ix, keys[i], strlen(keys[i]), i), &old);
     const char *want[] = {"b", "b/1", "b/10", "b/2", "c", "\xff"};
     const gkv_inode_t *n = gkv_index_seek(ix, "b", 1);
-    for (size_t i = 0; i < 6; i++, n = gkv_index_next(n)) {
+    for (size_t i = 0; i < 6; i++, n = gkv_index_next(ix, n)) {
         ck_assert_ptr_nonnull(n);
         size_t kl;
         const uint8_t *k = gkv_inode_key(n, &kl);
@@ -129,7 +129,7 @@ START_TEST(a_million_keys)
     const char *prefix = "dir042/";
     unsigned seen = 0;
     char prev[64] = "";
-    for (const gkv_inode_t *n = gkv_index_seek(ix, prefix, 7); n; n = gkv_index_next(n)) {
+    for (const gkv_inode_t *n = gkv_index_seek(ix, prefix, 7); n; n = gkv_index_next(ix, n)) {
         size_t kl;
         const uint8_t *key = gkv_inode_key(n, &kl);
         if (kl < 7 || memcmp(key, prefix, 7) != 0)

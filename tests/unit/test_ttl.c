@@ -172,7 +172,7 @@ START_TEST(the_heap_stays_exact_under_churn)
     }
     /* Members are exactly the linked keys with a deadline. */
     uint32_t with = 0;
-    for (const gkv_inode_t *n = gkv_index_seek(st.ix, "", 0); n; n = gkv_index_next(n)) {
+    for (const gkv_inode_t *n = gkv_index_seek(st.ix, "", 0); n; n = gkv_index_next(st.ix, n)) {
         const gkv_entry_t *e = gkv_inode_val(st.ix, n);
         with += e->x && e->x->expire_at;
     }
