@@ -187,6 +187,13 @@ if [ "$backend" = cuda ] && [ -x "$build/bench/zc_bench" ]; then
     cat "$dir/zc.md"
 fi
 
+# S7: a full cache beside redis-server allkeys-lru at the same maxmemory (bench/evict_compare.sh).
+kill "$gpid" 2>/dev/null; wait "$gpid" 2>/dev/null
+ev=$seconds; [ "$ev" -lt 3 ] && ev=3
+GKV_BUILD_DIR=$build bench/evict_compare.sh --backend "$backend" --seconds "$ev" --rows >"$dir/s7.md" 2>&1
+grep '^| S7' "$dir/s7.md" >>"$rows" || { echo "S7 failed:"; cat "$dir/s7.md"; }
+grep '^| S7' "$dir/s7.md"
+
 # The record.
 commit=${GKV_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)

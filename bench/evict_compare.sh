@@ -3,19 +3,21 @@
 # the same --maxmemory and allkeys-lru, in one run: SET throughput and latency when every SET
 # evicts (64 B and 1 MiB values, the cache filled first), and the hit ratio of a zipf GET/SET
 # mix on the same key sequence. Prints one Markdown table.
-#   [GKV_BUILD_DIR=build-bench] bench/evict_compare.sh [--backend host|cuda] [--seconds S]
+#   [GKV_BUILD_DIR=build-bench] bench/evict_compare.sh [--backend host|cuda] [--seconds S] [--rows]
+# --rows prints compare.sh's rows (S7) instead of the two tables.
 # Note: redis counts its keys and per-key overhead in maxmemory; gpukvd counts value bytes only
 # (keys live in host memory, under --maxmemory-keys), so at one maxmemory gpukvd holds more
 # small values. The table says how many keys each held.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-backend=host seconds=5
+backend=host seconds=5 rows=0
 while [ $# -gt 0 ]; do
     case $1 in
     --backend) backend=$2; shift ;;
     --seconds) seconds=$2; shift ;;
-    *) echo "usage: $0 [--backend host|cuda] [--seconds S]"; exit 2 ;;
+    --rows) rows=1 ;;
+    *) echo "usage: $0 [--backend host|cuda] [--seconds S] [--rows]"; exit 2 ;;
     esac
     shift
 done
@@ -78,8 +80,11 @@ evicted_of() {
     fi
 }
 
-echo "| workload | gpukvd ops/s | gpukvd p50 / p99 us | redis ops/s | redis p50 / p99 us | ratio | keys held (gpukvd / redis) |"
-echo "|---|---|---|---|---|---|---|"
+# table: the first table's header, unless --rows
+[ $rows = 1 ] || {
+    echo "| workload | gpukvd ops/s | gpukvd p50 / p99 us | redis ops/s | redis p50 / p99 us | ratio | keys held (gpukvd / redis) |"
+    echo "|---|---|---|---|---|---|---|"
+}
 row() { # row LABEL MAXMEM BENCH-ARGS...
     local label=$1 mem=$2
     shift 2
@@ -94,9 +99,17 @@ row() { # row LABEL MAXMEM BENCH-ARGS...
         p99[$t]=$(field "$line" "p99")
         held[$t]="$(keys_of $t) ($(evicted_of $t) evicted)"
     done
-    printf "| %s | %.0f | %s / %s | %.0f | %s / %s | %.2f | %s / %s |\n" "$label" "${ops[gpukv]}" \
+    local r
+    r=$(awk "BEGIN { printf \"%.2f\", ${ops[gpukv]} / ${ops[redis]} }")
+    if [ $rows = 1 ]; then
+        printf "| S7 | %s | %.0f ops/s, p99 %s us | redis allkeys-lru %.0f ops/s, p99 %s us | %sx | >= 1.0x redis: %s |\n" \
+            "$label" "${ops[gpukv]}" "${p99[gpukv]}" "${ops[redis]}" "${p99[redis]}" "$r" \
+            "$(awk "BEGIN { exit !($r >= 1.0) }" && echo yes || echo "**no**")"
+        return
+    fi
+    printf "| %s | %.0f | %s / %s | %.0f | %s / %s | %s | %s / %s |\n" "$label" "${ops[gpukv]}" \
         "${p50[gpukv]}" "${p99[gpukv]}" "${ops[redis]}" "${p50[redis]}" "${p99[redis]}" \
-        "$(awk "BEGIN { print ${ops[gpukv]} / ${ops[redis]} }")" "${held[gpukv]}" "${held[redis]}"
+        "$r" "${held[gpukv]}" "${held[redis]}"
 }
 row "SET 64 B, every SET evicts (50 clients, 10 M keys, maxmemory 16M)" 16mb \
     --clients 50 --threads 2 --size 64 --keys 10000000 --ratio 1:0 --no-prefill
@@ -110,9 +123,12 @@ mix="--clients 50 --threads 2 --size 64 --keys 1000000 --dist zipf --no-prefill"
 start 16mb
 run redis $mix --ratio 1:0 --seconds 3 >/dev/null
 kr=$(keys_of redis)
-echo
-echo "| zipf GET:SET 9:1, 64 B, 1 M keys | maxmemory | keys held | GETs (approx.) | misses | hit ratio |"
-echo "|---|---|---|---|---|---|"
+[ $rows = 1 ] || {
+    echo
+    echo "| zipf GET:SET 9:1, 64 B, 1 M keys | maxmemory | keys held | GETs (approx.) | misses | hit ratio |"
+    echo "|---|---|---|---|---|---|"
+}
+declare -A hit
 for t in gpukv redis; do
     gmem=$((kr * 64))
     start 16mb "$gmem"
@@ -123,6 +139,12 @@ for t in gpukv redis; do
     n=$(echo "$line" | sed -E 's/.*: ([0-9]+) requests.*/\1/')
     m=$(echo "$line" | sed -E 's/.*misses ([0-9]+).*/\1/')
     gets=$((n * 9 / 10))
-    printf "| %s | %s | %s | %d | %d | %.3f |\n" "$t" "$mem" "$(keys_of $t)" "$gets" "$m" \
-        "$(awk "BEGIN { print 1 - $m / $gets }")"
+    hit[$t]=$(awk "BEGIN { printf \"%.3f\", 1 - $m / $gets }")
+    [ $rows = 1 ] ||
+        printf "| %s | %s | %s | %d | %d | %s |\n" "$t" "$mem" "$(keys_of $t)" "$gets" "$m" "${hit[$t]}"
 done
+if [ $rows = 1 ]; then
+    d=$(awk "BEGIN { printf \"%.1f\", (${hit[gpukv]} - ${hit[redis]}) * 100 }")
+    printf "| S7 | hit ratio, zipf GET:SET 9:1 of 64 B over 1 M keys, ~%s keys held by each | %s | redis allkeys-lru %s | %s points | within 2 points (or better): %s |\n" \
+        "$kr" "${hit[gpukv]}" "${hit[redis]}" "$d" "$(awk "BEGIN { exit !($d >= -2) }" && echo yes || echo "**no**")"
+fi

@@ -464,6 +464,12 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)suggested;
     gkv_conn_t *c = h->data;
+    size_t len;
+    uint8_t *direct = gkv_conn_read_target(c, &len);
+    if (direct) {
+        *buf = uv_buf_init((char *)direct, (unsigned)len);
+        return;
+    }
     if (c->in_pos && (c->in_pos == c->in_len || c->in_cap - c->in_len < 4096)) {
         memmove(c->in, c->in + c->in_pos, c->in_len - c->in_pos);
         c->in_len -= c->in_pos;
@@ -476,6 +482,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     (void)buf;
     gkv_conn_t *c = s->data;
+    bool direct = c->read_to_stage;
+    c->read_to_stage = false;
     if (nread < 0 && nread != UV_ENOBUFS) {
         if (nread != UV_EOF)
             GKV_DEBUG("conn %llu: read: %s", (unsigned long long)c->id, uv_strerror((int)nread));
@@ -483,7 +491,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     if (nread > 0) {
-        c->in_len += (size_t)nread;
+        if (direct)
+            c->stage_fill += (size_t)nread;
+        else
+            c->in_len += (size_t)nread;
         c->frame_bytes += (uint64_t)nread;
         c->active_at = uv_now(c->srv->loop);
         c->srv->stats.bytes_in += (uint64_t)nread;

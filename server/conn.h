@@ -87,6 +87,7 @@ struct gkv_conn {
     uint64_t seg_pos;
     size_t chunk, sent; /* the chunk in stage (0: none), and how much of it went out */
     bool tail_busy;     /* tail is being written */
+    bool read_to_stage; /* the read under way goes straight into stage (conn_read_target) */
     uint8_t *tail;      /* GKV_SEND_TAIL bytes, allocated on first use */
     uv_shutdown_t shutdown_req;
 };
@@ -132,6 +133,10 @@ void gkv_conn_send_step(gkv_conn_t *c);
 /* CONN_PAYLOAD: moves input into the value. True when it can go on, false when it must wait
  * for input, a staging buffer, room in a batch or a copy. */
 bool gkv_conn_recv_step(gkv_conn_t *c);
+/* Where the next socket read goes: a large SET payload's bytes straight into the staging
+ * buffer when nothing is buffered before them (sets c->read_to_stage), else NULL (the input
+ * buffer). */
+uint8_t *gkv_conn_read_target(gkv_conn_t *c, size_t *len);
 /* The copy in flight (not a fence) finished without error. */
 void gkv_conn_chunk_copied(gkv_conn_t *c);
 /* Gives the staging buffer back, if c holds one. */

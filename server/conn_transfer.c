@@ -364,6 +364,24 @@ static bool recv_batched(gkv_conn_t *c)
     return true;
 }
 
+uint8_t *gkv_conn_read_target(gkv_conn_t *c, size_t *len)
+{
+    c->read_to_stage = false;
+    gkv_entry_t *e = c->recv;
+    if (c->state != CONN_PAYLOAD || !e || e->size <= GKV_BATCH_VALUE_MAX || c->copy_busy ||
+        c->in_pos != c->in_len)
+        return NULL;
+    uint64_t pending = e->size - c->recv_got - c->stage_fill;
+    if (!pending || c->stage_fill == GKV_STAGING_CHUNK)
+        return NULL;
+    if (!c->stage && !(c->stage = gkv_staging_try(&c->srv->staging)))
+        return NULL; /* the input buffer takes it; a buffer is waited for in line later */
+    size_t room = GKV_STAGING_CHUNK - c->stage_fill;
+    *len = pending < room ? (size_t)pending : room;
+    c->read_to_stage = true;
+    return (uint8_t *)c->stage + c->stage_fill;
+}
+
 bool gkv_conn_recv_step(gkv_conn_t *c)
 {
     gkv_server_t *srv = c->srv;
@@ -372,12 +390,10 @@ bool gkv_conn_recv_step(gkv_conn_t *c)
         return recv_batched(c);
     uint64_t pending = e->size - c->recv_got - c->stage_fill;
     size_t avail = c->in_len - c->in_pos;
-    size_t n = avail < pending ? avail : (size_t)pending;
-    if (pending && !avail)
-        return false;
-    if (pending) {
+    if (pending && avail && c->stage_fill < GKV_STAGING_CHUNK) {
         if (!c->stage && !take_stage(c))
             return false;
+        size_t n = avail < pending ? avail : (size_t)pending;
         size_t room = GKV_STAGING_CHUNK - c->stage_fill;
         if (n > room)
             n = room;
@@ -385,6 +401,7 @@ bool gkv_conn_recv_step(gkv_conn_t *c)
         c->stage_fill += n;
         c->in_pos += n;
         pending -= n;
+        avail -= n;
     }
     if (c->stage_fill == GKV_STAGING_CHUNK || (!pending && c->stage_fill)) {
         c->copy_busy = true;
@@ -396,5 +413,5 @@ bool gkv_conn_recv_step(gkv_conn_t *c)
         recv_commit(c);
         return true;
     }
-    return true;
+    return avail > 0; /* else: wait for input */
 }

@@ -17,7 +17,7 @@ void gkv_staging_fini(gkv_staging_t *sp)
     sp->nfree = 0;
 }
 
-void *gkv_staging_get(gkv_staging_t *sp, gkv_waiter_t *w)
+static void *take(gkv_staging_t *sp)
 {
     if (sp->nfree)
         return sp->free_bufs[--sp->nfree];
@@ -28,6 +28,19 @@ void *gkv_staging_get(gkv_staging_t *sp, gkv_waiter_t *w)
             return p;
         }
     }
+    return NULL;
+}
+
+void *gkv_staging_try(gkv_staging_t *sp)
+{
+    return gkv_waitq_busy(&sp->waiters) ? NULL : take(sp);
+}
+
+void *gkv_staging_get(gkv_staging_t *sp, gkv_waiter_t *w)
+{
+    void *p = take(sp);
+    if (p)
+        return p;
     /* Exhausted (or allocation failed while others hold buffers): wait for a put. */
     if (sp->ntotal == 0)
         return NULL;

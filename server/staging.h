@@ -26,6 +26,9 @@ void gkv_staging_fini(gkv_staging_t *sp);
 /* A buffer of GKV_STAGING_CHUNK bytes, owned by the caller until gkv_staging_put; or NULL, in
  * which case w (borrowed until its ready runs or it is cancelled) is queued. */
 void *gkv_staging_get(gkv_staging_t *sp, gkv_waiter_t *w);
+/* A buffer like gkv_staging_get, but only when one is free (or can be made) and nobody waits
+ * in line; never queues. */
+void *gkv_staging_try(gkv_staging_t *sp);
 void gkv_staging_put(gkv_staging_t *sp, void *buf);
 /* Takes w out of the queue if it is there. */
 void gkv_staging_cancel(gkv_staging_t *sp, gkv_waiter_t *w);
