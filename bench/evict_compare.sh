@@ -119,9 +119,13 @@ row "SET 1 MiB, every SET evicts (8 clients, 10,000 keys, maxmemory 256M)" 256mb
 # Hit ratio: a zipf GET/SET mix (9 GETs to 1 SET) over 1 M keys of 64 B, each cache filled first
 # by zipf SETs. To compare the policies rather than the accounting, gpukvd's maxmemory is set
 # to the number of keys redis held at 16 MB times 64 B: both hold about as many keys.
-mix="--clients 50 --threads 2 --size 64 --keys 1000000 --dist zipf --no-prefill"
+# Both run the same requests: each connection's key sequence is seeded by its number, and the
+# fill and the measured phase are counted in requests, not seconds.
+mix="--clients 50 --threads 2 --size 64 --keys 1000000 --dist zipf --no-prefill --warmup 0"
+fill="--ratio 1:0 --requests 8000"  # 400,000 SETs
+measure="--ratio 1:9 --requests 20000" # 1,000,000 requests
 start 16mb
-run redis $mix --ratio 1:0 --seconds 3 >/dev/null
+run redis $mix $fill >/dev/null
 kr=$(keys_of redis)
 [ $rows = 1 ] || {
     echo
@@ -134,8 +138,8 @@ for t in gpukv redis; do
     start 16mb "$gmem"
     mem=16mb
     [ "$t" = gpukv ] && mem="$gmem B"
-    run "$t" $mix --ratio 1:0 --seconds 3 >/dev/null # fill
-    line=$(run "$t" $mix --ratio 1:9)
+    run "$t" $mix $fill >/dev/null
+    line=$(run "$t" $mix $measure)
     n=$(echo "$line" | sed -E 's/.*: ([0-9]+) requests.*/\1/')
     m=$(echo "$line" | sed -E 's/.*misses ([0-9]+).*/\1/')
     gets=$((n * 9 / 10))
