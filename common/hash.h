@@ -1,5 +1,5 @@
 /* hash.h: SipHash-2-4, the keyed hash of the index (a client cannot aim keys at one bucket),
- * and xorshift64, the cheap generator of skip-list levels and eviction samples. */
+ * and xorshift64, the cheap generator of eviction samples. */
 #ifndef GKV_COMMON_HASH_H
 #define GKV_COMMON_HASH_H
 

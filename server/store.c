@@ -315,7 +315,7 @@ int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags, gkv_entry
     if (cur && cur->refs == 1) {
         /* Nothing but the index uses the current entry: move the new value into it, in place,
          * and leave the old value with e (freed when its owner lets go). Replacing the node
-         * would cost two skip-list searches; this costs none. The deadline moves with the
+         * would cost a walk down the radix tree and a hash lookup; this costs none. The deadline moves with the
          * value: the old one leaves the TTL heap, the new one (if any) joins it. */
         if (has_deadline(e) && gkv_ttl_reserve(&st->ttl))
             return GKV_ENOMEM;
