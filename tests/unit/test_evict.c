@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "check_main.h"
+#include "hash.h"
 #include "store.h"
 
 #define LIMIT (1u << 20)
@@ -222,10 +223,7 @@ END_TEST
 static uint64_t rng_state = 88172645463325252ull;
 static uint64_t rnd(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
+    return gkv_xorshift64(&rng_state);
 }
 
 START_TEST(sampled_lru_is_close_to_exact_lru_on_a_zipf_trace)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "check_main.h"
+#include "hash.h"
 #include "radix.h"
 
 typedef struct {
@@ -41,10 +42,7 @@ static int cmp(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint64_t next(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return gkv_xorshift64(&rng);
 }
 
 /* A random key: sometimes behind a 20-byte shared path (longer than a node keeps), then 0-6
