@@ -401,7 +401,6 @@ bool gkv_conn_recv_step(gkv_conn_t *c)
         c->stage_fill += n;
         c->in_pos += n;
         pending -= n;
-        avail -= n;
     }
     if (c->stage_fill == GKV_STAGING_CHUNK || (!pending && c->stage_fill)) {
         c->copy_busy = true;
@@ -413,5 +412,5 @@ bool gkv_conn_recv_step(gkv_conn_t *c)
         recv_commit(c);
         return true;
     }
-    return avail > 0; /* else: wait for input */
+    return false; /* all the input went into stage, which has room: wait for more */
 }

@@ -115,35 +115,6 @@ static uintptr_t *find_child(node_t *n, uint8_t b)
     }
 }
 
-/* The slot of the child under the smallest byte, and that byte (the node has children). */
-static uintptr_t *first_slot(node_t *n, uint8_t *b)
-{
-    switch (n->type) {
-    case N4:
-        *b = ((node4_t *)n)->keys[0];
-        return &((node4_t *)n)->child[0];
-    case N16:
-        *b = ((node16_t *)n)->keys[0];
-        return &((node16_t *)n)->child[0];
-    case N48: {
-        node48_t *m = (node48_t *)n;
-        unsigned c = 0;
-        while (!m->slot[c])
-            c++;
-        *b = (uint8_t)c;
-        return &m->child[m->slot[c] - 1];
-    }
-    default: {
-        node256_t *m = (node256_t *)n;
-        unsigned c = 0;
-        while (!m->child[c])
-            c++;
-        *b = (uint8_t)c;
-        return &m->child[c];
-    }
-    }
-}
-
 /* The child under the smallest byte > b (any byte when b is -1) and that byte, or 0. */
 static uintptr_t child_after(const node_t *n, int b, uint8_t *byte)
 {
@@ -187,6 +158,13 @@ static uintptr_t first_child(const node_t *n)
 {
     uint8_t b;
     return child_after(n, -1, &b);
+}
+
+/* The slot of the first child, and its byte (n has children). */
+static uintptr_t *first_slot(node_t *n, uint8_t *b)
+{
+    child_after(n, -1, b);
+    return find_child(n, *b);
 }
 
 /* The leaf with the smallest key under r (r is not 0). */
