@@ -37,11 +37,15 @@ void *gkv_index_get(const gkv_index_t *ix, const void *key, size_t len);
 int gkv_index_link(gkv_index_t *ix, void *data, void **old);
 /* Unlinks the node under key and returns its data (still the caller's), or NULL. */
 void *gkv_index_unlink(gkv_index_t *ix, const void *key, size_t len);
+/* Unlinks the linked node whose data is data (found by address: no key comparisons). */
+void gkv_index_unlink_node(gkv_index_t *ix, void *data);
 size_t gkv_index_count(const gkv_index_t *ix);
-/* The data of a linked node picked at random (a random slot, then the next occupied one: close
- * to uniform while the table is not sparse; in a table far larger than its nodes, after 1024
- * empty slots, the first node in key order), or NULL when the index is empty. */
-void *gkv_index_random(gkv_index_t *ix);
+/* Fills out with the data of up to n (at most 16) linked nodes picked at random, their memory
+ * fetched in parallel; returns how many, 0 only when the index is empty. Each is the node in a
+ * random slot or the next occupied one (close to uniform while the table is not sparse; in a
+ * table far larger than its nodes, after 1024 empty slots, none; when none was found, the first
+ * node in key order). */
+size_t gkv_index_sample(gkv_index_t *ix, void **out, size_t n);
 /* Host bytes the index uses: linked nodes (with their data) and the table. */
 size_t gkv_index_memory(const gkv_index_t *ix);
 /* Host bytes of the hash table alone. */

@@ -32,9 +32,7 @@ static uint32_t next_random(gkv_store_t *st)
 /* Unlinks the linked entry e and drops the index's reference. */
 static void unlink_entry(gkv_store_t *st, gkv_entry_t *e)
 {
-    size_t klen;
-    const uint8_t *key = gkv_store_key(st, e, &klen);
-    gkv_index_unlink(st->ix, key, klen);
+    gkv_index_unlink_node(st->ix, e);
     if (has_deadline(e))
         gkv_ttl_remove(&st->ttl, e);
     st->linked_bytes -= e->size;
@@ -82,14 +80,19 @@ static bool evict_one(gkv_store_t *st)
     bool vol = gkv_policy_volatile(st->policy);
     gkv_entry_t *best = NULL;
     uint64_t best_score = 0;
-    for (int round = 0; round < 16 && !best; round++)
-        for (int i = 0; i < GKV_EVICT_SAMPLES; i++) {
-            gkv_entry_t *e =
-                vol ? gkv_ttl_random(&st->ttl, next_random(st)) : gkv_index_random(st->ix);
-            if (!e)
-                return false;
-            consider(st, e, &best, &best_score);
+    for (int round = 0; round < 16 && !best; round++) {
+        void *pick[GKV_EVICT_SAMPLES];
+        size_t n = GKV_EVICT_SAMPLES;
+        if (vol) {
+            for (size_t i = 0; i < n; i++)
+                if (!(pick[i] = gkv_ttl_random(&st->ttl, next_random(st))))
+                    return false;
+        } else if (!(n = gkv_index_sample(st->ix, pick, n))) {
+            return false;
         }
+        for (size_t i = 0; i < n; i++)
+            consider(st, pick[i], &best, &best_score);
+    }
     /* Most keys are held: look at every one, up to EVICT_SCAN (a bound on what one SET may
      * cost the loop). */
     if (!best && vol) {

@@ -53,7 +53,11 @@ START_TEST(link_get_replace_unlink)
     const gkv_inode_t *n = gkv_index_seek(ix, "", 0);
     ck_assert_ptr_eq(gkv_inode_val(ix, n), b);
     ck_assert_ptr_null(gkv_index_next(ix, n));
+    void *pick[4];
+    ck_assert_uint_eq(gkv_index_sample(ix, pick, 4), 4); /* the one node, four times */
+    ck_assert_ptr_eq(pick[3], b);
     ck_assert_ptr_eq(gkv_index_unlink(ix, "k", 1), b);
+    ck_assert_uint_eq(gkv_index_sample(ix, pick, 4), 0);
     ck_assert_ptr_null(gkv_index_unlink(ix, "k", 1));
     ck_assert_ptr_null(gkv_index_seek(ix, "", 0));
     ck_assert_uint_eq(gkv_index_count(ix), 0);
@@ -117,13 +121,35 @@ START_TEST(a_million_keys)
         ck_assert_uint_eq(r->tag, i + 1);
         gkv_inode_free(ix, r);
     }
+    /* And every fifth left by its node, found by address. */
+    for (unsigned i = 5; i < N; i += 5) {
+        size_t kl = key_of(k, sizeof(k), i);
+        rec_t *r = gkv_index_get(ix, k, kl);
+        if (i % 3 == 0) {
+            ck_assert_ptr_null(r);
+            continue;
+        }
+        gkv_index_unlink_node(ix, r);
+        ck_assert_ptr_null(gkv_index_get(ix, k, kl));
+        gkv_inode_free(ix, r);
+    }
     for (unsigned i = 0; i < N; i++) {
         size_t kl = key_of(k, sizeof(k), i);
         rec_t *r = gkv_index_get(ix, k, kl);
-        if (i % 3 == 0)
+        if (i % 3 == 0 || (i % 5 == 0 && i))
             ck_assert_ptr_null(r);
         else
             ck_assert_uint_eq(r->tag, i + 1);
+    }
+    /* Samples are linked nodes. */
+    for (int round = 0; round < 1000; round++) {
+        void *pick[16];
+        size_t got = gkv_index_sample(ix, pick, 16);
+        ck_assert_uint_eq(got, 16);
+        for (size_t j = 0; j < got; j++) {
+            unsigned i = (unsigned)(((rec_t *)pick[j])->tag - 1);
+            ck_assert(i % 3 != 0 && (i % 5 != 0 || !i));
+        }
     }
     /* A prefix holds exactly its keys, in order. */
     const char *prefix = "dir042/";
@@ -142,7 +168,7 @@ START_TEST(a_million_keys)
     }
     unsigned expect = 0;
     for (unsigned i = 42; i < N; i += 1000)
-        expect += i % 3 != 0;
+        expect += i % 3 != 0 && i % 5 != 0;
     ck_assert_uint_eq(seen, expect);
     size_t dropped[1] = {0};
     size_t left = gkv_index_count(ix);
