@@ -17,6 +17,23 @@ int gkv_backend_cuda_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, 
 }
 #endif
 
+static _Thread_local int polling;
+
+int gkv_backend_poll(gkv_backend_t *b)
+{
+    if (!b->ops->poll)
+        return 0;
+    polling++;
+    int n = b->ops->poll(b);
+    polling--;
+    return n;
+}
+
+int gkv_backend_polling(void)
+{
+    return polling;
+}
+
 int gkv_backend_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, char *why, size_t cap)
 {
     switch (cfg->kind) {

@@ -19,8 +19,10 @@ typedef struct {
 typedef enum { GKV_BACKEND_AUTO = 0, GKV_BACKEND_CUDA, GKV_BACKEND_HOST } gkv_backend_kind_t;
 
 /* An asynchronous copy. The caller owns it and keeps it alive until done is called. done may
- * run on any thread (a CUDA callback thread) and even before the starting call returns; it
- * must not call back into the backend. status is 0 or a negative GKV_E* code. */
+ * run on any thread (a CUDA callback thread), even before the starting call returns, or inside
+ * gkv_backend_poll on the polling thread (gkv_backend_polling() is then true there, and done may
+ * start further work); elsewhere it must not call back into the backend. status is 0 or a
+ * negative GKV_E* code. */
 typedef struct gkv_copy gkv_copy_t;
 struct gkv_copy {
     void (*done)(gkv_copy_t *op, int status);
@@ -66,6 +68,11 @@ typedef struct {
      * (done will be called) or a negative code (done will not be called). */
     int (*copy_batch)(gkv_backend_t *b, void *buf, const gkv_piece_t *in, uint32_t nin,
                       const gkv_piece_t *out, uint32_t nout, gkv_copy_t *op);
+    /* NULL when every copy reports through done by itself. Else copy_in, copy_out and
+     * copy_batch report only here: calls done, on the calling thread, for each that has
+     * finished, and returns how many are still in flight (call again while that is not 0).
+     * Never blocks. Call through gkv_backend_poll. */
+    int (*poll)(gkv_backend_t *b);
     /* Blocks until every batch started so far has run: only for shutting down. */
     void (*batch_wait)(gkv_backend_t *b);
     /* Host staging buffers suited to copies (pinned on the cuda backend). NULL on failure. */
@@ -129,6 +136,11 @@ typedef struct {
  * borrowed) says why in one sentence. Returns 0, GKV_ENOTSUP (cuda asked for but not usable or
  * not built in), GKV_EINVAL, GKV_ENOMEM, GKV_EIO or GKV_ESYS. */
 int gkv_backend_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, char *why, size_t cap);
+
+/* Runs b's poll (0 when b has none) with gkv_backend_polling() true on this thread meanwhile. */
+int gkv_backend_poll(gkv_backend_t *b);
+/* True inside gkv_backend_poll on the thread running it: a done callback runs there. */
+int gkv_backend_polling(void);
 
 /* The two implementations; gkv_backend_open picks. Same contract as gkv_backend_open. */
 int gkv_backend_host_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, char *why,

@@ -1,7 +1,9 @@
 /* backend_cuda.c: values in GPU memory, allocated stream-ordered from one exportable CUDA
  * memory pool (POSIX file descriptor handles, release threshold at maximum), so that neither
  * cudaMalloc nor cudaFree ever sits on the request path. Copies run on a few non-blocking
- * streams ("lanes") and report completion through cudaLaunchHostFunc, never by synchronising. */
+ * streams ("lanes"). A copy's completion is an event recorded after it, queried by the loop
+ * (cuda_poll) while copies are in flight: no callback thread, no wake-up; fences of the shared
+ * lane report through cudaLaunchHostFunc. Nothing on the request path synchronises. */
 #include <cuda_runtime.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -17,6 +19,18 @@
 #include "slab.h"
 
 #define CUDA_LANES 8
+
+/* A started copy waiting for its event; kept for reuse (with its event) once reported. */
+typedef struct done_rec {
+    cudaEvent_t ev;
+    gkv_copy_t *op;
+    struct done_rec *next;
+} done_rec_t;
+
+/* The started copies of one stream, oldest first (a stream runs its work in order). */
+typedef struct {
+    done_rec_t *head, *tail;
+} done_q_t;
 
 typedef struct {
     gkv_backend_t base;
@@ -48,6 +62,10 @@ typedef struct {
     cudaEvent_t zero_ev;
     bool zero_pending, zero_broken;
     uint64_t zero_taken;
+    /* Copies waiting to be reported by cuda_poll: a queue per lane, then the batch stream's. */
+    done_q_t done_q[CUDA_LANES + 1];
+    done_rec_t *spare;
+    int in_flight;
 } cuda_backend_t;
 
 /* Up to this share of the memory limit stays allocated in kept exports. */
@@ -184,10 +202,59 @@ static void *cuda_host_view(gkv_backend_t *b, gkv_devptr_t p)
     return NULL;
 }
 
-static void CUDART_CB copy_finished(void *arg)
+/* Queues op's report (by cuda_poll) after the work queued on s so far (q: s's queue).
+ * Returns 0, GKV_ENOMEM or GKV_EIO (op will then not be reported). */
+static int report_after(cuda_backend_t *c, cudaStream_t s, done_q_t *q, gkv_copy_t *op)
 {
-    gkv_copy_t *op = arg;
-    op->done(op, 0);
+    done_rec_t *r = c->spare;
+    cudaError_t e;
+    if (r) {
+        c->spare = r->next;
+    } else {
+        if (!(r = calloc(1, sizeof(*r))))
+            return GKV_ENOMEM;
+        if ((e = cudaEventCreateWithFlags(&r->ev, cudaEventDisableTiming)) != cudaSuccess) {
+            free(r);
+            return cuda_fail("cudaEventCreate (copy completion)", e);
+        }
+    }
+    if ((e = cudaEventRecord(r->ev, s)) != cudaSuccess) {
+        r->next = c->spare;
+        c->spare = r;
+        return cuda_fail("cudaEventRecord (copy completion)", e);
+    }
+    r->op = op;
+    r->next = NULL;
+    if (q->tail)
+        q->tail->next = r;
+    else
+        q->head = r;
+    q->tail = r;
+    c->in_flight++;
+    return 0;
+}
+
+static int cuda_poll(gkv_backend_t *b)
+{
+    cuda_backend_t *c = (cuda_backend_t *)b;
+    for (int i = 0; i <= CUDA_LANES; i++) {
+        done_q_t *q = &c->done_q[i];
+        done_rec_t *r;
+        /* done may start copies: they join the queues' tails and are looked at in turn. */
+        while ((r = q->head)) {
+            cudaError_t e = cudaEventQuery(r->ev);
+            if (e == cudaErrorNotReady)
+                break;
+            if (!(q->head = r->next))
+                q->tail = NULL;
+            c->in_flight--;
+            gkv_copy_t *op = r->op;
+            r->next = c->spare;
+            c->spare = r;
+            op->done(op, e == cudaSuccess ? 0 : cuda_fail("a copy", e));
+        }
+    }
+    return c->in_flight;
 }
 
 static int cuda_copy(cuda_backend_t *c, void *dst, const void *src, size_t len,
@@ -205,14 +272,10 @@ static int cuda_copy(cuda_backend_t *c, void *dst, const void *src, size_t len,
     e = cudaMemcpyAsync(dst, src, len, kind, s);
     if (e != cudaSuccess)
         return cuda_fail("cudaMemcpyAsync", e);
-    e = cudaLaunchHostFunc(s, copy_finished, op);
-    if (e != cudaSuccess) {
-        /* The copy is queued but nobody would hear of its end: wait for it here, once. */
-        int rc = cuda_fail("cudaLaunchHostFunc", e);
+    int rc = report_after(c, s, &c->done_q[l], op);
+    if (rc) /* the copy is queued but nobody would hear of its end: wait for it here, once */
         cudaStreamSynchronize(s);
-        return rc;
-    }
-    return 0;
+    return rc;
 }
 
 static int cuda_copy_in(gkv_backend_t *b, gkv_devptr_t dst, uint64_t off, const void *src,
@@ -242,12 +305,10 @@ static int cuda_copy_batch(gkv_backend_t *b, void *buf, const gkv_piece_t *in, u
         return rc;
     }
     c->batches++;
-    if ((e = cudaLaunchHostFunc(c->batch, copy_finished, op)) != cudaSuccess) {
-        int rc = cuda_fail("cudaLaunchHostFunc", e);
+    int rc = report_after(c, c->batch, &c->done_q[CUDA_LANES], op);
+    if (rc)
         cudaStreamSynchronize(c->batch);
-        return rc;
-    }
-    return 0;
+    return rc;
 }
 
 static void cuda_batch_wait(gkv_backend_t *b)
@@ -442,6 +503,20 @@ static void cuda_close(gkv_backend_t *b)
             cudaStreamDestroy(c->lanes[i]);
         }
     }
+    /* Copies never reported: their callers are gone (the daemon is shutting down). */
+    for (int i = 0; i <= CUDA_LANES; i++)
+        while (c->done_q[i].head) {
+            done_rec_t *r = c->done_q[i].head;
+            c->done_q[i].head = r->next;
+            r->next = c->spare;
+            c->spare = r;
+        }
+    while (c->spare) {
+        done_rec_t *r = c->spare;
+        c->spare = r->next;
+        cudaEventDestroy(r->ev);
+        free(r);
+    }
     if (c->pool)
         cudaMemPoolDestroy(c->pool);
     free(c);
@@ -454,6 +529,7 @@ static const gkv_backend_ops_t cuda_ops = {
     .copy_in = cuda_copy_in,
     .copy_out = cuda_copy_out,
     .copy_batch = cuda_copy_batch,
+    .poll = cuda_poll,
     .batch_wait = cuda_batch_wait,
     .exportable = cuda_exportable,
     .copy_shared = cuda_copy_shared,

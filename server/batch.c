@@ -16,12 +16,20 @@ static uint32_t align_up(uint32_t v)
     return (v + ALIGN - 1) & ~(ALIGN - 1);
 }
 
+static void on_wake(uv_async_t *a);
+
 static void batch_finished_any_thread(gkv_copy_t *op, int status)
 {
     gkv_batch_buf_t *bb = op->arg;
+    gkv_batcher_t *b = bb->owner;
     bb->status = status;
     atomic_store(&bb->finished, 1);
-    uv_async_send(&bb->owner->wake);
+    if (uv_is_closing((uv_handle_t *)&b->wake))
+        return; /* shutting down: gkv_batcher_fini drops what is left */
+    if (gkv_backend_polling())
+        on_wake(&b->wake); /* on the loop thread already */
+    else
+        uv_async_send(&b->wake);
 }
 
 /* Drops bb's references and, when deliver, hands out its out pieces (status: what the copy
@@ -52,6 +60,8 @@ static void start_open(gkv_batcher_t *b)
     b->batches++;
     b->pieces += bb->nin + bb->nout;
     int rc = b->be->ops->copy_batch(b->be, bb->buf, bb->in, bb->nin, bb->out, bb->nout, &bb->op);
+    if (!rc)
+        gkv_poller_arm(b->poller);
     if (rc) {
         /* Nothing was queued: report it as this batch's result, in order, from the loop. */
         GKV_ERROR("batch of %u copies could not start: %s", bb->nin + bb->nout, gkv_strerror(rc));
@@ -100,11 +110,12 @@ static void on_prepare(uv_prepare_t *p)
 }
 
 int gkv_batcher_init(gkv_batcher_t *b, gkv_backend_t *be, gkv_store_t *st, uv_loop_t *loop,
-                     gkv_batch_deliver_fn deliver)
+                     gkv_poller_t *poller, gkv_batch_deliver_fn deliver)
 {
     memset(b, 0, sizeof(*b));
     b->be = be;
     b->st = st;
+    b->poller = poller;
     b->deliver = deliver;
     for (int i = 0; i < GKV_BATCH_BUFS; i++) {
         gkv_batch_buf_t *bb = &b->bufs[i];
@@ -145,8 +156,11 @@ void gkv_batcher_fini(gkv_batcher_t *b)
         if (!bb->buf)
             continue;
         /* A completion may still be on its way from the backend's thread. */
-        while (bb->busy && !atomic_load(&bb->finished))
-            nanosleep(&(struct timespec){0, 100000}, NULL);
+        while (bb->busy && !atomic_load(&bb->finished)) {
+            gkv_backend_poll(b->be);
+            if (!atomic_load(&bb->finished))
+                nanosleep(&(struct timespec){0, 100000}, NULL);
+        }
         finish_buf(b, bb, GKV_EIO, false); /* no connection is left to deliver to */
         b->be->ops->staging_free(b->be, bb->buf, BUF_SIZE);
         bb->buf = NULL;

@@ -14,6 +14,7 @@
 #include <uv.h>
 
 #include "backend.h"
+#include "poller.h"
 #include "store.h"
 #include "waitq.h"
 
@@ -48,6 +49,7 @@ typedef struct gkv_batch_buf {
 typedef struct gkv_batcher {
     gkv_backend_t *be;       /* borrowed */
     gkv_store_t *st;         /* borrowed */
+    gkv_poller_t *poller;    /* borrowed: armed as each batch starts */
     gkv_batch_deliver_fn deliver;
     gkv_batch_buf_t bufs[GKV_BATCH_BUFS];
     int open;                /* the buffer being filled, -1 when all are busy */
@@ -60,10 +62,10 @@ typedef struct gkv_batcher {
     bool ready;
 } gkv_batcher_t;
 
-/* Sets b up over be and st (borrowed, must outlive b) with handles on loop. deliver receives the
- * bytes of out pieces. Returns 0, or GKV_ENOMEM when staging memory cannot be had. */
+/* Sets b up over be, st and poller (borrowed, must outlive b) with handles on loop. deliver
+ * receives the bytes of out pieces. Returns 0, or GKV_ENOMEM when staging memory cannot be had. */
 int gkv_batcher_init(gkv_batcher_t *b, gkv_backend_t *be, gkv_store_t *st, uv_loop_t *loop,
-                     gkv_batch_deliver_fn deliver);
+                     gkv_poller_t *poller, gkv_batch_deliver_fn deliver);
 /* Starts closing b's handles (the loop must then run out). */
 void gkv_batcher_close(gkv_batcher_t *b);
 /* After the loop ran out: waits for the backend, drops what is left, frees the buffers. */

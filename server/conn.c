@@ -507,6 +507,11 @@ static void copy_done_any_thread(gkv_copy_t *op, int status)
 {
     gkv_conn_t *c = op->arg;
     gkv_server_t *srv = c->srv;
+    if (gkv_backend_polling()) { /* on the loop thread already */
+        c->copy_status = status;
+        gkv_conn_copy_finished(c);
+        return;
+    }
     pthread_mutex_lock(&srv->done_lock);
     c->copy_status = status;
     c->done_next = srv->done_head;

@@ -156,6 +156,8 @@ static bool take_stage(gkv_conn_t *c)
  * before the call returns): rc is what the start returned; on failure closes c. */
 static void copy_started(gkv_conn_t *c, int rc)
 {
+    if (!rc)
+        gkv_poller_arm(&c->srv->poller);
     if (rc) {
         c->copy_busy = false;
         gkv_conn_close(c, false);

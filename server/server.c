@@ -169,6 +169,7 @@ static void maybe_finish(gkv_server_t *s)
         return;
     if (!uv_is_closing((uv_handle_t *)&s->wake)) {
         gkv_batcher_close(&s->batcher);
+        gkv_poller_close(&s->poller);
         uv_close((uv_handle_t *)&s->spin, NULL);
         uv_close((uv_handle_t *)&s->turns, NULL);
         uv_close((uv_handle_t *)&s->wake, NULL);
@@ -455,7 +456,9 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
     s->store.host_limit = s->cfg.maxmemory_keys;
     s->store.policy = s->cfg.maxmemory_policy;
     gkv_staging_init(&s->staging, s->be);
-    if (gkv_batcher_init(&s->batcher, s->be, &s->store, loop, gkv_conn_batch_deliver)) {
+    gkv_poller_init(&s->poller, s->be, loop);
+    if (gkv_batcher_init(&s->batcher, s->be, &s->store, loop, &s->poller,
+                         gkv_conn_batch_deliver)) {
         snprintf(err, cap, "out of pinned host memory for copy batches");
         gkv_staging_fini(&s->staging);
         gkv_store_fini(&s->store);
@@ -501,6 +504,7 @@ fail_handles:
     close_quietly((uv_handle_t *)&s->spin);
     close_quietly((uv_handle_t *)&s->turns);
     gkv_batcher_close(&s->batcher);
+    gkv_poller_close(&s->poller);
     close_quietly((uv_handle_t *)&s->sigterm);
     close_quietly((uv_handle_t *)&s->sigint);
     close_quietly((uv_handle_t *)&s->sighup);

@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "batch.h"
+#include "poller.h"
 #include "config.h"
 #include "lease.h"
 #include "metrics.h"
@@ -35,6 +36,7 @@ typedef struct gkv_server {
     gkv_backend_t *be;       /* owned */
     gkv_store_t store;
     gkv_staging_t staging;
+    gkv_poller_t poller;     /* finished copies, while any are in flight */
     gkv_batcher_t batcher;   /* small values move in batches */
     uv_pipe_t unix_listener;
     uv_tcp_t tcp_listener;

@@ -10,6 +10,7 @@
 static gkv_backend_t *be;
 static gkv_store_t st;
 static gkv_batcher_t b;
+static gkv_poller_t poller;
 static uv_loop_t loop;
 
 /* What deliver saw, in order. */
@@ -40,13 +41,15 @@ static void setup(void)
     ck_assert_int_eq(gkv_backend_open(&bc, &be, why, sizeof(why)), 0);
     ck_assert_int_eq(gkv_store_init(&st, be, 64u << 20), 0);
     ck_assert_int_eq(uv_loop_init(&loop), 0);
-    ck_assert_int_eq(gkv_batcher_init(&b, be, &st, &loop, deliver), 0);
+    gkv_poller_init(&poller, be, &loop);
+    ck_assert_int_eq(gkv_batcher_init(&b, be, &st, &loop, &poller, deliver), 0);
     ngot = 0;
 }
 
 static void teardown(void)
 {
     gkv_batcher_close(&b);
+    gkv_poller_close(&poller);
     uv_run(&loop, UV_RUN_DEFAULT);
     gkv_batcher_fini(&b);
     ck_assert_int_eq(uv_loop_close(&loop), 0);
