@@ -542,7 +542,6 @@ static const gkv_backend_ops_t cuda_ops = {
     .close = cuda_close,
 };
 
-
 int gkv_backend_cuda_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, char *why,
                           size_t cap)
 {

@@ -457,8 +457,7 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
     s->store.policy = s->cfg.maxmemory_policy;
     gkv_staging_init(&s->staging, s->be);
     gkv_poller_init(&s->poller, s->be, loop);
-    if (gkv_batcher_init(&s->batcher, s->be, &s->store, loop, &s->poller,
-                         gkv_conn_batch_deliver)) {
+    if (gkv_batcher_init(&s->batcher, s->be, &s->store, loop, &s->poller, gkv_conn_batch_deliver)) {
         snprintf(err, cap, "out of pinned host memory for copy batches");
         gkv_staging_fini(&s->staging);
         gkv_store_fini(&s->store);

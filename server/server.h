@@ -8,10 +8,10 @@
 
 #include "backend.h"
 #include "batch.h"
-#include "poller.h"
 #include "config.h"
 #include "lease.h"
 #include "metrics.h"
+#include "poller.h"
 #include "staging.h"
 #include "store.h"
 #include "token.h"
