@@ -37,6 +37,7 @@ static void on_closed(uv_handle_t *h)
     gkv_wr_fini(&c->out);
     /* c left the staging queue when it began to close, so the buffer can only wake others. */
     gkv_conn_release_stage(c);
+    gkv_conn_release_ahead(c);
     gkv_server_conn_closed(srv, c);
     free(c);
 }
@@ -51,7 +52,7 @@ static void on_shutdown(uv_shutdown_t *req, int status)
 
 void gkv_conn_finish_close(gkv_conn_t *c)
 {
-    if (c->copy_busy || c->held || c->close_started)
+    if (c->copy_busy || c->flight || c->ahead_busy || c->held || c->close_started)
         return;
     c->close_started = true;
     if (c->graceful) {
@@ -180,6 +181,10 @@ static void start_fence(gkv_conn_t *c, gkv_reply_t *rep)
 void gkv_conn_copy_finished(gkv_conn_t *c)
 {
     c->copy_busy = false;
+    bool ahead = c->ahead_busy;
+    c->ahead_busy = false;
+    if (c->flight)
+        gkv_conn_flight_landed(c);
     if (c->fencing) {
         fence_done(c, c->copy_status);
         gkv_conn_resume(c);
@@ -193,6 +198,11 @@ void gkv_conn_copy_finished(gkv_conn_t *c)
         GKV_ERROR("conn %llu: backend copy failed: %s", (unsigned long long)c->id,
                   gkv_strerror(c->copy_status));
         gkv_conn_close(c, false);
+        return;
+    }
+    if (ahead) { /* the next chunk is ready; it goes out once the one before went */
+        if (c->state == CONN_SEND && !c->chunk)
+            gkv_conn_send_step(c);
         return;
     }
     gkv_conn_chunk_copied(c);
@@ -439,7 +449,7 @@ void gkv_conn_drive(gkv_conn_t *c)
     if (c->closing)
         return;
     /* A staging buffer is not held while waiting on the client. */
-    if (c->state == CONN_PAYLOAD && c->stage && !c->stage_fill && !c->copy_busy)
+    if (c->state == CONN_PAYLOAD && c->stage && !c->stage_fill && !c->copy_busy && !c->flight)
         gkv_conn_release_stage(c);
     if (c->state == CONN_HEADER && c->in_pos == c->in_len)
         c->frame_since = 0;

@@ -70,8 +70,13 @@ struct gkv_conn {
     gkv_waiter_t waiter;
     void *stage;
     size_t stage_fill;
+    /* A payload chunk being copied into the value (recv's bytes [recv_got, recv_got +
+     * flight_len)) while the next fills stage: the socket and the copy overlap. At most one;
+     * copy_busy is set only while c must wait for it. */
+    void *flight;
+    size_t flight_len;
     /* A payload in progress (SET): it goes into recv (one reference), then recv_cmd's
-     * on_payload finishes the command. */
+     * on_payload finishes the command. recv_got: bytes copied in (the flight's not yet). */
     gkv_entry_t *recv;
     const gkv_command_t *recv_cmd;
     uint64_t recv_got, req_id;
@@ -86,6 +91,11 @@ struct gkv_conn {
     uint32_t nsegs, seg_i;
     uint64_t seg_pos;
     size_t chunk, sent; /* the chunk in stage (0: none), and how much of it went out */
+    /* The segment's next chunk (ahead_len bytes), copied into ahead while stage's goes out:
+     * the copy and the socket overlap. ahead_busy while its copy runs (c->copy). */
+    void *ahead;
+    size_t ahead_len;
+    bool ahead_busy;
     bool tail_busy;     /* tail is being written */
     bool read_to_stage; /* the read under way goes straight into stage (conn_read_target) */
     uint8_t *tail;      /* GKV_SEND_TAIL bytes, allocated on first use */
@@ -139,8 +149,13 @@ bool gkv_conn_recv_step(gkv_conn_t *c);
 uint8_t *gkv_conn_read_target(gkv_conn_t *c, size_t *len);
 /* The copy in flight (not a fence) finished without error. */
 void gkv_conn_chunk_copied(gkv_conn_t *c);
+/* The payload chunk in flight was copied (or failed: c then closes): counts it and keeps its
+ * buffer as stage when c has none, else gives it back. */
+void gkv_conn_flight_landed(gkv_conn_t *c);
 /* Gives the staging buffer back, if c holds one. */
 void gkv_conn_release_stage(gkv_conn_t *c);
+/* Gives the buffer of the chunk copied ahead back, if c holds one (its copy must be done). */
+void gkv_conn_release_ahead(gkv_conn_t *c);
 /* Others wait for staging and c's client has stalled: c gives its buffer back (a send goes on
  * from where the socket stopped, a partly filled payload chunk is copied in first). True when
  * it did; false when c holds no buffer it can give now (a copy is busy, the socket is not full). */

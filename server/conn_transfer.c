@@ -36,6 +36,16 @@ void gkv_conn_release_stage(gkv_conn_t *c)
     gkv_staging_put(&c->srv->staging, p); /* may wake another connection: do it last */
 }
 
+void gkv_conn_release_ahead(gkv_conn_t *c)
+{
+    if (!c->ahead)
+        return;
+    void *p = c->ahead;
+    c->ahead = NULL;
+    c->ahead_len = 0;
+    gkv_staging_put(&c->srv->staging, p);
+}
+
 static void on_write(uv_write_t *req, int status)
 {
     out_req_t *r = (out_req_t *)req;
@@ -164,6 +174,35 @@ static void copy_started(gkv_conn_t *c, int rc)
     }
 }
 
+/* While stage's chunk goes out, copies the segment's next chunk into spare (or a free staging
+ * buffer) when there is one: the socket and the copy overlap (on the host backend the copy is a
+ * memcpy done at once; the same path runs, so CI covers it). */
+static void copy_ahead(gkv_conn_t *c, void *spare)
+{
+    gkv_server_t *srv = c->srv;
+    gkv_segment_t *s = &c->segs[c->seg_i];
+    uint64_t next = c->seg_pos + c->chunk;
+    bool want = next < s->len && !c->closing;
+    if (want && !spare)
+        spare = gkv_staging_try(&srv->staging);
+    if (!want || !spare) {
+        if (spare)
+            gkv_staging_put(&srv->staging, spare);
+        return;
+    }
+    uint64_t left = s->len - next;
+    c->ahead = spare;
+    c->ahead_len = left < GKV_STAGING_CHUNK ? (size_t)left : GKV_STAGING_CHUNK;
+    c->ahead_busy = true;
+    int rc = srv->be->ops->copy_out(srv->be, spare, s->entry->mem, s->off + next, c->ahead_len,
+                                    c->lane, &c->copy);
+    if (rc) {
+        c->ahead_busy = false;
+        gkv_conn_release_ahead(c);
+    }
+    copy_started(c, rc);
+}
+
 void gkv_conn_send_step(gkv_conn_t *c)
 {
     gkv_server_t *srv = c->srv;
@@ -188,6 +227,22 @@ void gkv_conn_send_step(gkv_conn_t *c)
     if (c->held)
         return; /* replies before this one are held; gkv_conn_resume comes back here */
     gkv_conn_flush(c);
+    if (c->ahead) { /* the next chunk was copied while the last one went out */
+        if (c->ahead_busy) {
+            c->copy_busy = true; /* its completion comes back here */
+            return;
+        }
+        void *spare = c->stage;
+        c->stage = c->ahead;
+        c->chunk = c->ahead_len;
+        c->sent = 0;
+        c->ahead = NULL;
+        c->ahead_len = 0;
+        copy_ahead(c, spare);
+        if (!c->closing)
+            push_chunk(c);
+        return;
+    }
     if (!c->stage && !take_stage(c))
         return;
     gkv_batch_start_writes(&srv->batcher); /* the lane copy waits for them in the backend */
@@ -293,22 +348,23 @@ static void push_chunk(gkv_conn_t *c)
     gkv_conn_send_step(c);
 }
 
+static void start_flight(gkv_conn_t *c, bool overlap);
+
 bool gkv_conn_yield_stage(gkv_conn_t *c)
 {
-    if (!c->stage || c->copy_busy || c->closing)
+    if (!c->stage || c->copy_busy || c->flight || c->ahead_busy || c->closing)
         return false;
     if (c->state == CONN_SEND && c->tail_busy) {
         /* The socket is full: what was not sent yet is copied out again later. */
         c->seg_pos += c->sent;
         c->chunk = c->sent = 0;
         gkv_conn_release_stage(c);
+        gkv_conn_release_ahead(c);
         return true;
     }
     if (c->state == CONN_PAYLOAD && c->stage_fill) {
         /* The bytes that came go into the value now; drive() then gives the buffer back. */
-        c->copy_busy = true;
-        copy_started(c, c->srv->be->ops->copy_in(c->srv->be, c->recv->mem, c->recv_got, c->stage,
-                                                 c->stage_fill, c->lane, &c->copy));
+        start_flight(c, false);
         return true;
     }
     return false;
@@ -317,12 +373,52 @@ bool gkv_conn_yield_stage(gkv_conn_t *c)
 void gkv_conn_chunk_copied(gkv_conn_t *c)
 {
     if (c->state == CONN_SEND) {
-        push_chunk(c);
+        copy_ahead(c, NULL);
+        if (!c->closing)
+            push_chunk(c);
         return;
     }
-    c->recv_got += c->stage_fill;
+    gkv_conn_drive(c); /* gkv_conn_flight_landed counted the chunk */
+}
+
+void gkv_conn_flight_landed(gkv_conn_t *c)
+{
+    void *buf = c->flight;
+    c->recv_got += c->flight_len;
+    c->flight = NULL;
+    c->flight_len = 0;
+    if (c->stage || c->closing || c->state != CONN_PAYLOAD) {
+        gkv_staging_put(&c->srv->staging, buf); /* may wake another connection */
+        return;
+    }
+    if (c->waiting_stage) { /* this one will do */
+        gkv_staging_cancel(&c->srv->staging, &c->waiter);
+        c->waiting_stage = false;
+    }
+    c->stage = buf;
+}
+
+/* Starts copying stage's bytes into the value as the flight. With overlap, reading goes on into
+ * a second buffer meanwhile when one is free; otherwise c waits for the copy (copy_busy). */
+static void start_flight(gkv_conn_t *c, bool overlap)
+{
+    gkv_server_t *srv = c->srv;
+    c->flight = c->stage;
+    c->flight_len = c->stage_fill;
+    c->stage = NULL;
     c->stage_fill = 0;
-    gkv_conn_drive(c);
+    bool more = c->recv->size > c->recv_got + c->flight_len;
+    if (overlap && more)
+        c->stage = gkv_staging_try(&srv->staging);
+    c->copy_busy = !c->stage;
+    int rc = srv->be->ops->copy_in(srv->be, c->recv->mem, c->recv_got, c->flight, c->flight_len,
+                                   c->lane, &c->copy);
+    if (rc) { /* nothing is in flight after all */
+        gkv_staging_put(&srv->staging, c->flight);
+        c->flight = NULL;
+        c->flight_len = 0;
+    }
+    copy_started(c, rc);
 }
 
 /* SET payload. */
@@ -373,7 +469,7 @@ uint8_t *gkv_conn_read_target(gkv_conn_t *c, size_t *len)
     if (c->state != CONN_PAYLOAD || !e || e->size <= GKV_BATCH_VALUE_MAX || c->copy_busy ||
         c->in_pos != c->in_len)
         return NULL;
-    uint64_t pending = e->size - c->recv_got - c->stage_fill;
+    uint64_t pending = e->size - c->recv_got - c->flight_len - c->stage_fill;
     if (!pending || c->stage_fill == GKV_STAGING_CHUNK)
         return NULL;
     if (!c->stage && !(c->stage = gkv_staging_try(&c->srv->staging)))
@@ -386,11 +482,10 @@ uint8_t *gkv_conn_read_target(gkv_conn_t *c, size_t *len)
 
 bool gkv_conn_recv_step(gkv_conn_t *c)
 {
-    gkv_server_t *srv = c->srv;
     gkv_entry_t *e = c->recv;
     if (e->size <= GKV_BATCH_VALUE_MAX)
         return recv_batched(c);
-    uint64_t pending = e->size - c->recv_got - c->stage_fill;
+    uint64_t pending = e->size - c->recv_got - c->flight_len - c->stage_fill;
     size_t avail = c->in_len - c->in_pos;
     if (pending && avail && c->stage_fill < GKV_STAGING_CHUNK) {
         if (!c->stage && !take_stage(c))
@@ -405,12 +500,18 @@ bool gkv_conn_recv_step(gkv_conn_t *c)
         pending -= n;
     }
     if (c->stage_fill == GKV_STAGING_CHUNK || (!pending && c->stage_fill)) {
-        c->copy_busy = true;
-        copy_started(c, srv->be->ops->copy_in(srv->be, e->mem, c->recv_got, c->stage,
-                                              c->stage_fill, c->lane, &c->copy));
-        return false;
+        if (c->flight) { /* one copy at a time, in order: wait for the one before */
+            c->copy_busy = true;
+            return false;
+        }
+        start_flight(c, true);
+        return !c->copy_busy && !c->closing;
     }
     if (!pending) {
+        if (c->flight) {
+            c->copy_busy = true;
+            return false;
+        }
         recv_commit(c);
         return true;
     }
