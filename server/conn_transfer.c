@@ -26,24 +26,25 @@ typedef struct {
 
 static void push_chunk(gkv_conn_t *c);
 
+/* Gives the staging buffer in *slot back, if any. */
+static void put_back(gkv_conn_t *c, void **slot)
+{
+    void *p = *slot;
+    *slot = NULL;
+    if (p)
+        gkv_staging_put(&c->srv->staging, p); /* may wake another connection: do it last */
+}
+
 void gkv_conn_release_stage(gkv_conn_t *c)
 {
-    if (!c->stage)
-        return;
-    void *p = c->stage;
-    c->stage = NULL;
     c->stage_fill = 0;
-    gkv_staging_put(&c->srv->staging, p); /* may wake another connection: do it last */
+    put_back(c, &c->stage);
 }
 
 void gkv_conn_release_ahead(gkv_conn_t *c)
 {
-    if (!c->ahead)
-        return;
-    void *p = c->ahead;
-    c->ahead = NULL;
     c->ahead_len = 0;
-    gkv_staging_put(&c->srv->staging, p);
+    put_back(c, &c->ahead);
 }
 
 static void on_write(uv_write_t *req, int status)
