@@ -118,13 +118,16 @@ for pipe in 1 16; do
 done
 
 # S3: large values, one client, SET then GET; against redis (to 256 MiB, under its 512 MB
-# limit) and a raw socket copy of the same bytes.
+# limit) and a raw socket copy of the same bytes from and to the same kind of memory (rawcopy
+# set|get: the value's buffer on the client's side, a 4 MiB buffer on the server's); the copy
+# between two cache-resident buffers (rawcopy hot), which no real transfer reaches, is shown too.
 sizes="4096 65536 1048576 16777216 268435456 1073741824"
 [ $quick = 1 ] && sizes="4096 65536 1048576 16777216 268435456"
 for size in $sizes; do
     reqs=$((2000000000 / size)); [ $reqs -gt 20000 ] && reqs=20000; [ $reqs -lt 5 ] && reqs=5
-    raw=$("$build/bench/rawcopy" unix "$size" 3 | cut -d, -f3)
+    hot=$("$build/bench/rawcopy" unix "$size" 3 hot | cut -d, -f3)
     for op in SET GET; do
+        raw=$("$build/bench/rawcopy" unix "$size" 3 "${op,,}" | cut -d, -f3)
         r=1:0 pf=--no-prefill; [ $op = GET ] && { r=0:1; pf=; }
         common=(--clients 1 --threads 1 --size "$size" --keys 1 --ratio $r --requests "$reqs" --warmup 0 $pf)
         gk=$(bench --target gpukv --url "$(url gpukv unix)" "${common[@]}")
@@ -138,9 +141,10 @@ for size in $sizes; do
             rbs="n/a"
         fi
         t1="$(ratio "$gbs" "$raw")x raw"
-        okraw=$(if [ "$size" -ge 1048576 ]; then yes_no ge "$(ratio "$gbs" "$raw")" 0.8; else echo "—"; fi)
+        want=0.8; [ "$size" -ge 16777216 ] && want=0.9
+        okraw=$(if [ "$size" -ge 1048576 ]; then yes_no ge "$(ratio "$gbs" "$raw")" $want; else echo "—"; fi)
         okr=$(if [ "$rbs" = n/a ]; then echo "—"; else yes_no ge "$gbs" "$rbs"; fi)
-        row "S3 | $op $size B, unix, 1 client (median request) | $gbs GB/s | redis $rbs GB/s, raw copy $raw GB/s | $(ratio "$gbs" "$rbs")x redis, $t1 | >= 1.0x redis: $okr; >= 0.8x raw (>= 1 MiB): $okraw"
+        row "S3 | $op $size B, unix, 1 client (median request) | $gbs GB/s | redis $rbs GB/s, raw copy $raw GB/s (cache-hot $hot) | $(ratio "$gbs" "$rbs")x redis, $t1 ($(ratio "$gbs" "$hot")x hot) | >= 1.0x redis: $okr; >= 0.8x raw (>= 1 MiB), 0.9x (>= 16 MiB): $okraw"
     done
 done
 

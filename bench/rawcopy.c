@@ -1,6 +1,15 @@
 /* rawcopy.c: the ceiling for moving a value through a socket on this machine: a sender and a
- * receiver with no store in between, the same chunked writes and reads as a client and gpukvd.
- * Usage: rawcopy unix|tcp BYTES [REPEATS]   Prints: bytes,seconds,GB/s (median of repeats). */
+ * receiver with no store in between, the same writes and reads from the same memory as a client
+ * and gpukvd.
+ *   set: the sender writes from a buffer of the value's size (the client's value), the receiver
+ *        reads into a 4 MiB buffer over and over (gpukvd's staging buffer);
+ *   get: the sender writes from a 4 MiB buffer over and over, the receiver reads into a buffer
+ *        of the value's size;
+ *   hot: 1 MiB writes from one 1 MiB buffer, 256 KiB reads into one 256 KiB buffer: both stay
+ *        in the CPU's caches, so this ceiling is higher than any real transfer of a large value.
+ * Buffers are touched before the clock starts.
+ * Usage: rawcopy unix|tcp BYTES [REPEATS] [set|get|hot (default)]
+ * Prints: bytes,seconds,GB/s (median of repeats). */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -11,22 +20,49 @@
 #include <time.h>
 #include <unistd.h>
 
+#define STAGE (4u << 20)
+
 static size_t total;
 static int fds[2];
+
+/* One side's buffer: cap bytes; each read or write takes at most `step` bytes from pos, and pos
+ * wraps to 0 at cap. */
+typedef struct {
+    char *buf;
+    size_t cap, step;
+} side_t;
+
+static side_t sender, receiver_side;
+
+static size_t span(const side_t *s, size_t pos)
+{
+    size_t n = s->cap - pos;
+    return n < s->step ? n : s->step;
+}
 
 static void *receiver(void *arg)
 {
     (void)arg;
-    size_t chunk = 256 << 10, got = 0;
-    char *buf = malloc(chunk);
+    size_t got = 0, pos = 0;
     while (got < total) {
-        ssize_t n = read(fds[1], buf, chunk);
+        size_t want = span(&receiver_side, pos);
+        if (want > total - got)
+            want = total - got;
+        ssize_t n = read(fds[1], receiver_side.buf + pos, want);
         if (n <= 0)
             break;
         got += (size_t)n;
+        pos = (pos + (size_t)n) % receiver_side.cap;
     }
-    free(buf);
     return NULL;
+}
+
+static side_t side(size_t cap, size_t step)
+{
+    side_t s = {malloc(cap), cap, step};
+    if (s.buf)
+        memset(s.buf, 7, cap);
+    return s;
 }
 
 static double now_s(void)
@@ -63,9 +99,21 @@ int main(int argc, char **argv)
         return 2;
     total = strtoull(argv[2], NULL, 10);
     int reps = argc > 3 ? atoi(argv[3]) : 3;
-    size_t chunk = 1 << 20;
-    char *src = malloc(chunk);
-    memset(src, 7, chunk);
+    const char *mode = argc > 4 ? argv[4] : "hot";
+    if (strcmp(mode, "set") == 0) {
+        sender = side(total, total);
+        receiver_side = side(STAGE, STAGE);
+    } else if (strcmp(mode, "get") == 0) {
+        sender = side(STAGE, STAGE);
+        receiver_side = side(total, total);
+    } else if (strcmp(mode, "hot") == 0) {
+        sender = side(1 << 20, 1 << 20);
+        receiver_side = side(256 << 10, 256 << 10);
+    } else {
+        return 2;
+    }
+    if (!total || !sender.buf || !receiver_side.buf)
+        return 1;
     double *t = calloc((size_t)reps, sizeof(double));
     for (int r = 0; r < reps; r++) {
         if (strcmp(argv[1], "tcp") == 0)
@@ -75,12 +123,15 @@ int main(int argc, char **argv)
         pthread_t th;
         double t0 = now_s();
         pthread_create(&th, NULL, receiver, NULL);
-        for (size_t sent = 0; sent < total;) {
-            size_t n = total - sent < chunk ? total - sent : chunk;
-            ssize_t w = write(fds[0], src, n);
+        for (size_t sent = 0, pos = 0; sent < total;) {
+            size_t n = span(&sender, pos);
+            if (n > total - sent)
+                n = total - sent;
+            ssize_t w = write(fds[0], sender.buf + pos, n);
             if (w <= 0)
                 return 1;
             sent += (size_t)w;
+            pos = (pos + (size_t)w) % sender.cap;
         }
         pthread_join(th, NULL);
         t[r] = now_s() - t0;
