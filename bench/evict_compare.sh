@@ -2,7 +2,8 @@
 # evict_compare.sh: gpukvd and redis-server side by side as full caches (issue 13), both with
 # the same --maxmemory and allkeys-lru, in one run: SET throughput and latency when every SET
 # evicts (64 B and 1 MiB values, the cache filled first), and the hit ratio of a zipf GET/SET
-# mix on the same key sequence. Prints one Markdown table.
+# mix on the same key sequence. Prints one Markdown table. The throughput rows are medians of
+# GKV_EVICT_ROUNDS (default 3) alternated rounds.
 #   [GKV_BUILD_DIR=build-bench] bench/evict_compare.sh [--backend host|cuda] [--seconds S] [--rows]
 # --rows prints compare.sh's rows (S7) instead of the two tables.
 # Note: redis counts its keys and per-key overhead in maxmemory; gpukvd counts value bytes only
@@ -85,25 +86,35 @@ evicted_of() {
     echo "| workload | gpukvd ops/s | gpukvd p50 / p99 us | redis ops/s | redis p50 / p99 us | ratio | keys held (gpukvd / redis) |"
     echo "|---|---|---|---|---|---|---|"
 }
-row() { # row LABEL MAXMEM BENCH-ARGS...
+median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# row LABEL MAXMEM BENCH-ARGS...: GKV_EVICT_ROUNDS (3) rounds, gpukvd and redis alternated, each
+# on a fresh server filled first; medians. Single runs on a shared machine swing by 10-20%.
+row() {
     local label=$1 mem=$2
     shift 2
-    declare -A ops p50 p99 held
+    declare -A ops p50 p99 held all_ops all_p50 all_p99
+    local rounds=${GKV_EVICT_ROUNDS:-3}
+    for _ in $(seq "$rounds"); do
+        for t in gpukv redis; do
+            start "$mem"
+            run "$t" "$@" --seconds 3 >/dev/null # fill: from here on every new key evicts
+            line=$(run "$t" "$@")
+            all_ops[$t]+=" $(echo "$line" | sed -E 's/.*: ([0-9.]+) ops\/s.*/\1/')"
+            all_p50[$t]+=" $(field "$line" "p50")"
+            all_p99[$t]+=" $(field "$line" "p99")"
+            held[$t]="$(keys_of $t) ($(evicted_of $t) evicted)"
+        done
+    done
     for t in gpukv redis; do
-        start "$mem"
-        run "$t" "$@" --seconds 3 >/dev/null # fill: from here on every new key evicts
-        line=$(run "$t" "$@")
-        ops[$t]=$(field "$line" "s:")
-        ops[$t]=$(echo "$line" | sed -E 's/.*: ([0-9.]+) ops\/s.*/\1/')
-        p50[$t]=$(field "$line" "p50")
-        p99[$t]=$(field "$line" "p99")
-        held[$t]="$(keys_of $t) ($(evicted_of $t) evicted)"
+        ops[$t]=$(echo "${all_ops[$t]}" | median)
+        p50[$t]=$(echo "${all_p50[$t]}" | median)
+        p99[$t]=$(echo "${all_p99[$t]}" | median)
     done
     local r
     r=$(awk "BEGIN { printf \"%.2f\", ${ops[gpukv]} / ${ops[redis]} }")
     if [ $rows = 1 ]; then
-        printf "| S7 | %s | %.0f ops/s, p99 %s us | redis allkeys-lru %.0f ops/s, p99 %s us | %sx | >= 1.0x redis: %s |\n" \
-            "$label" "${ops[gpukv]}" "${p99[gpukv]}" "${ops[redis]}" "${p99[redis]}" "$r" \
+        printf "| S7 | %s, median of %s alternated rounds | %.0f ops/s, p99 %s us | redis allkeys-lru %.0f ops/s, p99 %s us | %sx | >= 1.0x redis: %s |\n" \
+            "$label" "$rounds" "${ops[gpukv]}" "${p99[gpukv]}" "${ops[redis]}" "${p99[redis]}" "$r" \
             "$(awk "BEGIN { exit !($r >= 1.0) }" && echo yes || echo "**no**")"
         return
     fi
