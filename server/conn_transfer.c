@@ -21,8 +21,6 @@ typedef struct {
 } out_req_t;
 
 #define GKV_SEND_TAIL (16u << 10)
-/* A SET payload's bytes start into the value once this many are staged (or a chunk is full). */
-#define GKV_FLIGHT_MIN (256u << 10)
 /* Reply buffers up to this size are kept between flushes. */
 #define GKV_OUT_KEEP (64u << 10)
 
@@ -351,7 +349,7 @@ static void push_chunk(gkv_conn_t *c)
     gkv_conn_send_step(c);
 }
 
-static void start_flight(gkv_conn_t *c, void *next);
+static void start_flight(gkv_conn_t *c, bool overlap);
 
 bool gkv_conn_yield_stage(gkv_conn_t *c)
 {
@@ -367,7 +365,7 @@ bool gkv_conn_yield_stage(gkv_conn_t *c)
     }
     if (c->state == CONN_PAYLOAD && c->stage_fill) {
         /* The bytes that came go into the value now; drive() then gives the buffer back. */
-        start_flight(c, NULL);
+        start_flight(c, false);
         return true;
     }
     return false;
@@ -401,16 +399,19 @@ void gkv_conn_flight_landed(gkv_conn_t *c)
     c->stage = buf;
 }
 
-/* Starts copying stage's bytes into the value as the flight. Reading goes on into next (a staging
- * buffer, c's from now on) meanwhile; without one c waits for the copy (copy_busy). */
-static void start_flight(gkv_conn_t *c, void *next)
+/* Starts copying stage's bytes into the value as the flight. With overlap, reading goes on into
+ * a second buffer meanwhile when one is free; otherwise c waits for the copy (copy_busy). */
+static void start_flight(gkv_conn_t *c, bool overlap)
 {
     gkv_server_t *srv = c->srv;
     c->flight = c->stage;
     c->flight_len = c->stage_fill;
-    c->stage = next;
+    c->stage = NULL;
     c->stage_fill = 0;
-    c->copy_busy = !next;
+    bool more = c->recv->size > c->recv_got + c->flight_len;
+    if (overlap && more)
+        c->stage = gkv_staging_try(&srv->staging);
+    c->copy_busy = !c->stage;
     int rc = srv->be->ops->copy_in(srv->be, c->recv->mem, c->recv_got, c->flight, c->flight_len,
                                    c->lane, &c->copy);
     if (rc) { /* nothing is in flight after all */
@@ -504,17 +505,8 @@ bool gkv_conn_recv_step(gkv_conn_t *c)
             c->copy_busy = true;
             return false;
         }
-        start_flight(c, pending ? gkv_staging_try(&c->srv->staging) : NULL);
+        start_flight(c, true);
         return !c->copy_busy && !c->closing;
-    }
-    /* Sent on early while the rest still comes, so that the copy left after the last byte is
-     * short (a 1 MiB SET then waits for a quarter of it); only with a second buffer free, as an
-     * early copy must not stop the reading. */
-    void *next;
-    if (pending && !c->flight && c->stage_fill >= GKV_FLIGHT_MIN &&
-        (next = gkv_staging_try(&c->srv->staging))) {
-        start_flight(c, next);
-        return !c->closing;
     }
     if (!pending) {
         if (c->flight) {
