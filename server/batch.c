@@ -60,9 +60,9 @@ static void start_open(gkv_batcher_t *b)
     b->batches++;
     b->pieces += bb->nin + bb->nout;
     int rc = b->be->ops->copy_batch(b->be, bb->buf, bb->in, bb->nin, bb->out, bb->nout, &bb->op);
-    if (!rc)
+    if (!rc) {
         gkv_poller_arm(b->poller);
-    if (rc) {
+    } else {
         /* Nothing was queued: report it as this batch's result, in order, from the loop. */
         GKV_ERROR("batch of %u copies could not start: %s", bb->nin + bb->nout, gkv_strerror(rc));
         bb->status = rc;

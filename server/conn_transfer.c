@@ -35,6 +35,12 @@ static void put_back(gkv_conn_t *c, void **slot)
         gkv_staging_put(&c->srv->staging, p); /* may wake another connection: do it last */
 }
 
+/* Bytes of the payload not yet read into stage (or sent on in the flight). */
+static uint64_t payload_pending(const gkv_conn_t *c)
+{
+    return c->recv->size - c->recv_got - c->flight_len - c->stage_fill;
+}
+
 void gkv_conn_release_stage(gkv_conn_t *c)
 {
     c->stage_fill = 0;
@@ -167,9 +173,9 @@ static bool take_stage(gkv_conn_t *c)
  * before the call returns): rc is what the start returned; on failure closes c. */
 static void copy_started(gkv_conn_t *c, int rc)
 {
-    if (!rc)
+    if (!rc) {
         gkv_poller_arm(&c->srv->poller);
-    if (rc) {
+    } else {
         c->copy_busy = false;
         gkv_conn_close(c, false);
     }
@@ -384,19 +390,18 @@ void gkv_conn_chunk_copied(gkv_conn_t *c)
 
 void gkv_conn_flight_landed(gkv_conn_t *c)
 {
-    void *buf = c->flight;
     c->recv_got += c->flight_len;
-    c->flight = NULL;
     c->flight_len = 0;
     if (c->stage || c->closing || c->state != CONN_PAYLOAD) {
-        gkv_staging_put(&c->srv->staging, buf); /* may wake another connection */
+        put_back(c, &c->flight);
         return;
     }
     if (c->waiting_stage) { /* this one will do */
         gkv_staging_cancel(&c->srv->staging, &c->waiter);
         c->waiting_stage = false;
     }
-    c->stage = buf;
+    c->stage = c->flight;
+    c->flight = NULL;
 }
 
 /* Starts copying stage's bytes into the value as the flight. With overlap, reading goes on into
@@ -408,16 +413,14 @@ static void start_flight(gkv_conn_t *c, bool overlap)
     c->flight_len = c->stage_fill;
     c->stage = NULL;
     c->stage_fill = 0;
-    bool more = c->recv->size > c->recv_got + c->flight_len;
-    if (overlap && more)
+    if (overlap && payload_pending(c))
         c->stage = gkv_staging_try(&srv->staging);
     c->copy_busy = !c->stage;
     int rc = srv->be->ops->copy_in(srv->be, c->recv->mem, c->recv_got, c->flight, c->flight_len,
                                    c->lane, &c->copy);
     if (rc) { /* nothing is in flight after all */
-        gkv_staging_put(&srv->staging, c->flight);
-        c->flight = NULL;
         c->flight_len = 0;
+        put_back(c, &c->flight);
     }
     copy_started(c, rc);
 }
@@ -470,7 +473,7 @@ uint8_t *gkv_conn_read_target(gkv_conn_t *c, size_t *len)
     if (c->state != CONN_PAYLOAD || !e || e->size <= GKV_BATCH_VALUE_MAX || c->copy_busy ||
         c->in_pos != c->in_len)
         return NULL;
-    uint64_t pending = e->size - c->recv_got - c->flight_len - c->stage_fill;
+    uint64_t pending = payload_pending(c);
     if (!pending || c->stage_fill == GKV_STAGING_CHUNK)
         return NULL;
     if (!c->stage && !(c->stage = gkv_staging_try(&c->srv->staging)))
@@ -486,7 +489,7 @@ bool gkv_conn_recv_step(gkv_conn_t *c)
     gkv_entry_t *e = c->recv;
     if (e->size <= GKV_BATCH_VALUE_MAX)
         return recv_batched(c);
-    uint64_t pending = e->size - c->recv_got - c->flight_len - c->stage_fill;
+    uint64_t pending = payload_pending(c);
     size_t avail = c->in_len - c->in_pos;
     if (pending && avail && c->stage_fill < GKV_STAGING_CHUNK) {
         if (!c->stage && !take_stage(c))

@@ -4,7 +4,6 @@
 static void on_spin(uv_idle_t *h)
 {
     gkv_poller_t *p = h->data;
-    p->polls++;
     if (!gkv_backend_poll(p->be))
         uv_idle_stop(h);
 }

@@ -7,7 +7,6 @@
 #define GKV_SERVER_POLLER_H
 
 #include <stdbool.h>
-#include <stdint.h>
 #include <uv.h>
 
 #include "backend.h"
@@ -15,7 +14,6 @@
 typedef struct {
     gkv_backend_t *be; /* borrowed */
     uv_idle_t spin;
-    uint64_t polls; /* INFO: polls run */
     bool ready;
 } gkv_poller_t;
 

@@ -456,7 +456,6 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
     s->store.host_limit = s->cfg.maxmemory_keys;
     s->store.policy = s->cfg.maxmemory_policy;
     gkv_staging_init(&s->staging, s->be);
-    gkv_poller_init(&s->poller, s->be, loop);
     if (gkv_batcher_init(&s->batcher, s->be, &s->store, loop, &s->poller, gkv_conn_batch_deliver)) {
         snprintf(err, cap, "out of pinned host memory for copy batches");
         gkv_staging_fini(&s->staging);
@@ -464,6 +463,7 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
         rc = GKV_ENOMEM;
         goto fail_backend;
     }
+    gkv_poller_init(&s->poller, s->be, loop); /* the batcher keeps its address only */
     pthread_mutex_init(&s->done_lock, NULL);
     uv_async_init(loop, &s->wake, on_wake);
     s->wake.data = s;
