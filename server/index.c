@@ -31,6 +31,7 @@ struct gkv_index {
 };
 
 #define TAG_SHIFT 48
+#define ADDR_MASK (((uintptr_t)1 << TAG_SHIFT) - 1)
 
 /* A slot's tag for hash h: its top 16 bits, never 0. */
 static uintptr_t tag_of(uint32_t h)
@@ -40,7 +41,7 @@ static uintptr_t tag_of(uint32_t h)
 
 static gkv_inode_t *slot_node(uintptr_t s)
 {
-    return (gkv_inode_t *)(s & (((uintptr_t)1 << TAG_SHIFT) - 1));
+    return (gkv_inode_t *)(s & ADDR_MASK);
 }
 
 static uintptr_t slot_for(gkv_inode_t *n)
@@ -171,7 +172,7 @@ static size_t find_slot(const gkv_index_t *ix, const void *key, size_t len, uint
         uintptr_t s = ix->slots[i];
         if (!s)
             return i;
-        if ((s & ~(((uintptr_t)1 << TAG_SHIFT) - 1)) == tag) {
+        if ((s & ~ADDR_MASK) == tag) {
             const gkv_inode_t *n = slot_node(s);
             if (n->hash == h && n->klen == len && memcmp(node_key(n), key, len) == 0)
                 return i;
@@ -263,29 +264,13 @@ static void slot_remove(gkv_index_t *ix, size_t i)
     }
 }
 
-/* Unlinks n, which is in slot. */
-static void unlink_at(gkv_index_t *ix, size_t slot, gkv_inode_t *n)
-{
-    gkv_radix_remove(&ix->order, node_key(n), n->klen);
-    slot_remove(ix, slot);
-    ix->count--;
-    ix->node_bytes -= node_size(ix, n);
-}
-
-void *gkv_index_unlink(gkv_index_t *ix, const void *key, size_t len)
-{
-    size_t slot = find_slot(ix, key, len, hash_of(ix, key, len));
-    gkv_inode_t *n = slot_node(ix->slots[slot]);
-    if (!n)
-        return NULL;
-    unlink_at(ix, slot, n);
-    return gkv_inode_val(ix, n);
-}
-
 void gkv_index_unlink_node(gkv_index_t *ix, void *data)
 {
     gkv_inode_t *n = node_of(ix, data);
-    unlink_at(ix, slot_of_node(ix, n), n);
+    gkv_radix_remove(&ix->order, node_key(n), n->klen);
+    slot_remove(ix, slot_of_node(ix, n));
+    ix->count--;
+    ix->node_bytes -= node_size(ix, n);
 }
 
 size_t gkv_index_sample(gkv_index_t *ix, void **out, size_t n)

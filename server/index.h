@@ -35,9 +35,8 @@ void *gkv_index_get(const gkv_index_t *ix, const void *key, size_t len);
 /* Links an unlinked node under its key. A node already linked under that key is unlinked and
  * its data stored in *old (else *old = NULL). Returns 0, or GKV_ENOMEM with nothing changed. */
 int gkv_index_link(gkv_index_t *ix, void *data, void **old);
-/* Unlinks the node under key and returns its data (still the caller's), or NULL. */
-void *gkv_index_unlink(gkv_index_t *ix, const void *key, size_t len);
-/* Unlinks the linked node whose data is data (found by address: no key comparisons). */
+/* Unlinks the linked node whose data is data (found by address: no key comparisons); the node
+ * stays the caller's. To unlink a key, gkv_index_get its node first. */
 void gkv_index_unlink_node(gkv_index_t *ix, void *data);
 size_t gkv_index_count(const gkv_index_t *ix);
 /* Fills out with the data of up to n (at most 16) linked nodes picked at random, their memory
