@@ -7,6 +7,8 @@
 # On the GPU machine: source .device/env.sh && bench/compare.sh --backend cuda
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$root/bench/lib.sh"
 cd "$root"
 backend=host seconds=5 bigkeys=10000000 quick=0 append=1
 args="$*"
@@ -53,14 +55,6 @@ start_gpukvd() { # extra args...
         --log-level warn "$@" 2>>"$dir/gpukvd.log" &
     gpid=$!
     pids+=($gpid)
-}
-wait_up() {
-    for _ in $(seq 400); do
-        "$build/client/gpukv" -s "$dir/gkv.sock" ping >/dev/null 2>&1 &&
-            redis-cli -s "$dir/redis.sock" ping >/dev/null 2>&1 && return 0
-        sleep 0.025
-    done
-    echo "servers did not start"; exit 1
 }
 url() { # target transport
     if [ "$1" = redis ]; then [ "$2" = unix ] && echo "unix:$dir/redis.sock" || echo "tcp:127.0.0.1:$rport"

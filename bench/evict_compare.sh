@@ -11,6 +11,8 @@
 # small values. The table says how many keys each held.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$root/bench/lib.sh"
 cd "$root"
 backend=host seconds=5 rows=0
 while [ $# -gt 0 ]; do
@@ -49,12 +51,7 @@ start() {
     "$build/server/gpukvd" --socket "$dir/gkv.sock" --backend "$backend" --log-level warn \
         --maxmemory "${2:-$1}" --maxmemory-policy allkeys-lru 2>>"$dir/gpukvd.log" &
     pids+=($!)
-    for _ in $(seq 400); do
-        "$build/client/gpukv" -s "$dir/gkv.sock" ping >/dev/null 2>&1 &&
-            redis-cli -s "$dir/redis.sock" ping >/dev/null 2>&1 && return 0
-        sleep 0.025
-    done
-    echo "servers did not start"; exit 1
+    wait_up
 }
 # run TARGET ARGS...: one gpukv-bench line (target, url set here).
 run() {
