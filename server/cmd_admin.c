@@ -118,7 +118,7 @@ int gkv_cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         text, sizeof(text),
         "# Server\r\nversion:%s\r\nprotocol:%d\r\npid:%d\r\nuptime_seconds:%" PRIu64
         "\r\nbackend:%s\r\ndevice:%d\r\ngpu_name:%s\r\ngpu_uuid:%s\r\nunix_socket:%s\r\n"
-        "tcp_listen:%s\r\nmetrics_listen:%s\r\n"
+        "tcp_listen:%s\r\nmetrics_listen:%s\r\nkey_order_thread:%s\r\n"
         "# Clients\r\nconnected_clients:%" PRIu64 "\r\nmaxclients:%" PRIu64 "\r\n"
         "# Memory\r\nused_bytes:%" PRIu64 "\r\nmaxmemory:%" PRIu64 "\r\nmaxmemory_policy:%s"
         "\r\nevictable_bytes:%" PRIu64 "\r\ndevice_total_bytes:%" PRIu64
@@ -137,14 +137,14 @@ int gkv_cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         GKV_VERSION_STRING, GKV_PROTOCOL_VERSION, (int)getpid(), gkv_server_uptime_s(srv),
         srv->be->name, srv->be->device, srv->be->gpu_name, srv->be->gpu_uuid, srv->cfg.socket_path,
         srv->tcp_bound[0] ? srv->tcp_bound : "off",
-        srv->metrics_bound[0] ? srv->metrics_bound : "off", srv->nconns, srv->cfg.maxclients,
-        st->used, st->limit, gkv_policy_name(st->policy), evictable_estimate(srv),
-        srv->be->device_total, srv->be->kept_bytes, srv->be->kept_reuses, gkv_index_memory(st->ix),
-        srv->cfg.max_value, srv->cfg.max_key, ss->total_connections, ss->rejected_connections,
-        ss->total_commands, ss->protocol_errors, st->stats.hits, st->stats.misses, st->stats.sets,
-        st->stats.dels, st->stats.evicted, st->stats.expired, st->stats.oom_errors, ss->bytes_in,
-        ss->bytes_out, srv->batcher.batches, srv->batcher.pieces, gkv_index_count(st->ix),
-        st->ttl.n, st->entries,
+        srv->metrics_bound[0] ? srv->metrics_bound : "off", srv->key_order_thread ? "yes" : "no",
+        srv->nconns, srv->cfg.maxclients, st->used, st->limit, gkv_policy_name(st->policy),
+        evictable_estimate(srv), srv->be->device_total, srv->be->kept_bytes, srv->be->kept_reuses,
+        gkv_index_memory(st->ix), srv->cfg.max_value, srv->cfg.max_key, ss->total_connections,
+        ss->rejected_connections, ss->total_commands, ss->protocol_errors, st->stats.hits,
+        st->stats.misses, st->stats.sets, st->stats.dels, st->stats.evicted, st->stats.expired,
+        st->stats.oom_errors, ss->bytes_in, ss->bytes_out, srv->batcher.batches,
+        srv->batcher.pieces, gkv_index_count(st->ix), st->ttl.n, st->entries,
         srv->be->host_visible && !srv->cfg.host_zero_copy ? "off" : srv->be->share_mechanism,
         srv->lease_totals.leases, srv->lease_totals.bytes, srv->lease_totals.creates,
         srv->cfg.max_leases, srv->cfg.max_leased_bytes);

@@ -78,6 +78,17 @@ static int parse_bool(const setting_t *s, gkv_config_t *cfg, const char *v)
     return 0;
 }
 
+static int parse_tristate(const setting_t *s, gkv_config_t *cfg, const char *v)
+{
+    static const char *const names[] = {"auto", "yes", "no"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(v, names[i]) == 0) {
+            *(gkv_tristate_t *)field(s, cfg) = (gkv_tristate_t)i;
+            return 0;
+        }
+    return -1;
+}
+
 /* A path: 1..max bytes (0 allowed when min is 0: "none"). */
 static int parse_path(const setting_t *s, gkv_config_t *cfg, const char *v)
 {
@@ -189,6 +200,10 @@ static const setting_t settings[] = {
     {"busy-poll", parse_uint, FIELD(busy_poll_us), 0, 1000000, true, "USEC",
      "after input, poll without sleeping for USEC microseconds: lower\n"
      "latency for a CPU core kept busy meanwhile (default 0: off)"},
+    {"key-order-thread", parse_tristate, FIELD(key_order_thread), 0, 0, false, "auto|yes|no",
+     "keep the ordered key index (LIST) on a helper thread, which busy-polls\n"
+     "for up to 100 us after each batch of changes (auto: yes with 4 or more\n"
+     "CPUs to run on)"},
     {"frame-timeout", parse_ms, FIELD(frame_timeout_ms), 0, 86400000, true, "TIME",
      "a request's header must arrive within TIME of its first byte, and a\n"
      "payload may not stall longer (default 30s; 0: off)"},

@@ -12,6 +12,8 @@
 
 #define GKV_ALLOW_MAX 16 /* uids (and gids) one --allow-uid (--allow-gid) may list */
 
+typedef enum { GKV_AUTO, GKV_YES, GKV_NO } gkv_tristate_t;
+
 typedef struct {
     char socket_path[PATH_MAX]; /* Unix socket; always listened on */
     char listen[256];           /* "HOST:PORT" for TCP, "" for none */
@@ -28,6 +30,7 @@ typedef struct {
     uint64_t max_leased_bytes; /* per connection; 0: maxmemory */
     bool host_zero_copy;       /* let local clients map the whole host arena */
     uint64_t busy_poll_us;     /* keep polling this long after the last input; 0: sleep at once */
+    gkv_tristate_t key_order_thread; /* a helper thread keeps the key order (order.h) */
     /* Bounds on what one client can hold (service.md). Times in ms, 0: off. */
     uint64_t frame_timeout_ms;  /* a started frame must be complete, a payload keep moving */
     uint64_t idle_timeout_ms;   /* a connection with nothing in flight and no lease */

@@ -1,6 +1,7 @@
 /* index.c: a hash table of node pointers (linear probing, backward-shift deletion, no
- * tombstones) for lookups, and a radix tree (radix.h) over the same nodes for key order. A node
- * is one block: [caller data: prefix bytes][gkv_inode_t][key bytes].
+ * tombstones) for lookups, and a radix tree (radix.h) over the same nodes for key order, kept
+ * by a helper thread where one runs (order.h). A node is one block:
+ * [caller data: prefix bytes][gkv_inode_t][key bytes].
  * Each slot keeps 16 bits of its node's hash in the pointer's top bits, which user-space
  * pointers on Linux (x86-64, arm64: 47- or 48-bit addresses) leave zero, so a probe passes
  * other keys' slots without reading their nodes: one cache miss fewer per slot passed. */
@@ -13,6 +14,7 @@
 
 #include "error.h"
 #include "hash.h"
+#include "order.h"
 #include "radix.h"
 
 struct gkv_inode {
@@ -27,7 +29,7 @@ struct gkv_index {
     size_t mask, count, node_bytes, prefix;
     uint8_t seed[16];
     uint64_t rng;
-    gkv_radix_t order; /* leaves: the nodes */
+    gkv_order_t order; /* a radix tree whose leaves are the nodes (order.h) */
 };
 
 #define TAG_SHIFT 48
@@ -66,6 +68,13 @@ static const uint8_t *leaf_key(const void *leaf, size_t *len)
     return node_key(n);
 }
 
+/* The tree of keys, once the helper has applied every change queued (order.h). Waiting changes
+ * nothing a caller of the index sees, so the index's const readers wait too. */
+static gkv_radix_t *tree(const gkv_index_t *ix)
+{
+    return gkv_order_read((gkv_order_t *)&ix->order);
+}
+
 static gkv_inode_t *node_of(const gkv_index_t *ix, const void *data)
 {
     return (gkv_inode_t *)((uint8_t *)data + ix->prefix);
@@ -88,7 +97,7 @@ gkv_index_t *gkv_index_alloc(size_t prefix)
         free(ix);
         return NULL;
     }
-    gkv_radix_init(&ix->order, leaf_key);
+    gkv_order_init(&ix->order, leaf_key);
     if (getrandom(ix->seed, sizeof(ix->seed), 0) != sizeof(ix->seed))
         memcpy(ix->seed, "gpukv-fallback!!", 16);
     memcpy(&ix->rng, ix->seed, sizeof(ix->rng));
@@ -115,7 +124,7 @@ void gkv_index_clear(gkv_index_t *ix, void (*drop)(void *, void *), void *arg)
     ix->count = 0;
     ix->node_bytes = 0;
     drop_ctx_t d = {ix, drop, arg};
-    gkv_radix_clear(&ix->order, drop_leaf, &d);
+    gkv_radix_clear(tree(ix), drop_leaf, &d);
 }
 
 void gkv_index_free(gkv_index_t *ix, void (*drop)(void *, void *), void *arg)
@@ -123,6 +132,7 @@ void gkv_index_free(gkv_index_t *ix, void (*drop)(void *, void *), void *arg)
     if (!ix)
         return;
     gkv_index_clear(ix, drop, arg);
+    gkv_order_fini(&ix->order);
     free(ix->slots);
     free(ix);
 }
@@ -150,10 +160,9 @@ void *gkv_inode_new(gkv_index_t *ix, const void *key, size_t klen)
     return block;
 }
 
-void gkv_inode_free(const gkv_index_t *ix, void *data)
+void gkv_inode_free(gkv_index_t *ix, void *data)
 {
-    (void)ix;
-    free(data);
+    gkv_order_free(&ix->order, data);
 }
 
 const uint8_t *gkv_inode_data_key(const gkv_index_t *ix, const void *data, size_t *len)
@@ -225,7 +234,7 @@ int gkv_index_link(gkv_index_t *ix, void *data, void **old)
     gkv_inode_t *prev = slot_node(ix->slots[slot]);
     *old = NULL;
     if (prev) { /* n takes prev's place in both */
-        gkv_radix_replace(&ix->order, n);
+        gkv_order_replace(&ix->order, n);
         ix->node_bytes -= node_size(ix, prev);
         *old = gkv_inode_val(ix, prev);
     } else {
@@ -234,8 +243,7 @@ int gkv_index_link(gkv_index_t *ix, void *data, void **old)
                 return GKV_ENOMEM;
             slot = find_slot(ix, key, n->klen, n->hash);
         }
-        if (gkv_radix_insert(&ix->order, n))
-            return GKV_ENOMEM;
+        gkv_order_insert(&ix->order, n);
         ix->count++;
     }
     ix->slots[slot] = slot_for(n);
@@ -267,7 +275,7 @@ static void slot_remove(gkv_index_t *ix, size_t i)
 void gkv_index_unlink_node(gkv_index_t *ix, void *data)
 {
     gkv_inode_t *n = node_of(ix, data);
-    gkv_radix_remove(&ix->order, node_key(n), n->klen);
+    gkv_order_remove(&ix->order, n);
     slot_remove(ix, slot_of_node(ix, n));
     ix->count--;
     ix->node_bytes -= node_size(ix, n);
@@ -294,8 +302,18 @@ size_t gkv_index_sample(gkv_index_t *ix, void **out, size_t n)
         }
     }
     if (!got)
-        out[got++] = gkv_inode_val(ix, gkv_radix_seek(&ix->order, (const uint8_t *)"", 0, false));
+        out[got++] = gkv_inode_val(ix, gkv_radix_seek(tree(ix), (const uint8_t *)"", 0, false));
     return got;
+}
+
+int gkv_index_start_helper(gkv_index_t *ix)
+{
+    return gkv_order_start(&ix->order);
+}
+
+void gkv_index_kick(gkv_index_t *ix)
+{
+    gkv_order_kick(&ix->order);
 }
 
 size_t gkv_index_count(const gkv_index_t *ix)
@@ -305,7 +323,7 @@ size_t gkv_index_count(const gkv_index_t *ix)
 
 size_t gkv_index_memory(const gkv_index_t *ix)
 {
-    return ix->node_bytes + ix->order.bytes + (ix->mask + 1) * sizeof(*ix->slots);
+    return ix->node_bytes + tree(ix)->bytes + (ix->mask + 1) * sizeof(*ix->slots);
 }
 
 size_t gkv_index_table_memory(const gkv_index_t *ix)
@@ -315,12 +333,12 @@ size_t gkv_index_table_memory(const gkv_index_t *ix)
 
 const gkv_inode_t *gkv_index_seek(const gkv_index_t *ix, const void *key, size_t len)
 {
-    return gkv_radix_seek(&ix->order, key, len, false);
+    return gkv_radix_seek(tree(ix), key, len, false);
 }
 
 const gkv_inode_t *gkv_index_next(const gkv_index_t *ix, const gkv_inode_t *n)
 {
-    return gkv_radix_seek(&ix->order, node_key(n), n->klen, true);
+    return gkv_radix_seek(tree(ix), node_key(n), n->klen, true);
 }
 
 const uint8_t *gkv_inode_key(const gkv_inode_t *n, size_t *len)

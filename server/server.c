@@ -2,6 +2,7 @@
 #include "server.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,6 +163,32 @@ void gkv_server_schedule_expiry(gkv_server_t *s)
     uv_timer_start(&s->expiry, on_expiry, next > now ? next - now : 0, 0);
 }
 
+/* --key-order-thread: auto starts the helper where 4 or more CPUs may run this process (on
+ * fewer it takes CPU from the clients beside it: RESULTS.md, session 12). True when it runs. */
+static bool start_key_order(gkv_server_t *s)
+{
+    gkv_tristate_t want = s->cfg.key_order_thread;
+    if (want == GKV_AUTO) {
+        cpu_set_t set;
+        bool many = sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) >= 4;
+        want = many ? GKV_YES : GKV_NO;
+    }
+    if (want != GKV_YES)
+        return false;
+    int rc = gkv_index_start_helper(s->store.ix);
+    if (rc)
+        GKV_WARN("no key order thread (%s): the loop keeps the key order", strerror(rc));
+    return rc == 0;
+}
+
+/* Once per turn, before the loop waits for I/O: what the turn queued for the key order is
+ * applied by its helper meanwhile (order.h). */
+static void on_kick(uv_prepare_t *p)
+{
+    gkv_server_t *s = p->data;
+    gkv_index_kick(s->store.ix);
+}
+
 /* Once every connection is gone, closing the remaining handles lets uv_run return. */
 static void maybe_finish(gkv_server_t *s)
 {
@@ -172,6 +199,7 @@ static void maybe_finish(gkv_server_t *s)
         gkv_poller_close(&s->poller);
         uv_close((uv_handle_t *)&s->spin, NULL);
         uv_close((uv_handle_t *)&s->turns, NULL);
+        uv_close((uv_handle_t *)&s->kick, NULL);
         uv_close((uv_handle_t *)&s->wake, NULL);
         /* A second SIGTERM (or SIGINT) while the store is torn down must not kill it half-way.
          * Closing a signal handle puts back the default action at once: the signals stay
@@ -455,6 +483,7 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
     }
     s->store.host_limit = s->cfg.maxmemory_keys;
     s->store.policy = s->cfg.maxmemory_policy;
+    s->key_order_thread = start_key_order(s);
     gkv_staging_init(&s->staging, s->be);
     if (gkv_batcher_init(&s->batcher, s->be, &s->store, loop, &s->poller, gkv_conn_batch_deliver)) {
         snprintf(err, cap, "out of pinned host memory for copy batches");
@@ -471,6 +500,9 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
     s->spin.data = s;
     uv_idle_init(loop, &s->turns);
     s->turns.data = s;
+    uv_prepare_init(loop, &s->kick);
+    s->kick.data = s;
+    uv_prepare_start(&s->kick, on_kick);
     uv_signal_init(loop, &s->sigterm);
     uv_signal_init(loop, &s->sigint);
     uv_signal_init(loop, &s->sighup);
@@ -502,6 +534,7 @@ fail_handles:
     close_quietly((uv_handle_t *)&s->wake);
     close_quietly((uv_handle_t *)&s->spin);
     close_quietly((uv_handle_t *)&s->turns);
+    close_quietly((uv_handle_t *)&s->kick);
     gkv_batcher_close(&s->batcher);
     gkv_poller_close(&s->poller);
     close_quietly((uv_handle_t *)&s->sigterm);

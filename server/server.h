@@ -70,6 +70,8 @@ typedef struct gkv_server {
      * again from an idle callback, after the loop has polled every socket once more. */
     uv_idle_t turns;
     gkv_conn_t *yielded;
+    uv_prepare_t kick;     /* before the loop waits: wakes the key order's helper (order.h) */
+    bool key_order_thread; /* the helper runs (--key-order-thread) */
     /* --auth-token-file: the token (token_len 0: none), and recent failures, which slow the
      * next ones down (halved every 10 s). */
     char token[GKV_TOKEN_MAX + 1];

@@ -1,5 +1,7 @@
-/* test_index.c: the key index: lookups, replacement, unlinking, ordered prefix walks, 1 M keys.
- * Nodes carry a small record of the test's own in front of their links. */
+/* test_index.c: the key index: lookups, replacement, unlinking, ordered prefix walks, 1 M keys,
+ * each with the key order kept inline (_i 0) and by the helper thread (_i 1, order.h), and a
+ * random mix against a model. Nodes carry a small record of the test's own in front of their
+ * links. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,16 @@ static rec_t *node(gkv_index_t *ix, const char *key, size_t klen, uint64_t tag)
     return r;
 }
 
+/* An index, its key order kept by a helper thread when helper is set. */
+static gkv_index_t *new_index(int helper)
+{
+    gkv_index_t *ix = gkv_index_alloc(sizeof(rec_t));
+    ck_assert_ptr_nonnull(ix);
+    if (helper)
+        ck_assert_int_eq(gkv_index_start_helper(ix), 0);
+    return ix;
+}
+
 static size_t key_of(char *buf, size_t cap, unsigned i)
 {
     return (size_t)snprintf(buf, cap, "dir%03u/item%07u", i % 1000, i);
@@ -32,7 +44,7 @@ static void free_rec(void *data, void *arg)
 
 START_TEST(link_get_replace_unlink)
 {
-    gkv_index_t *ix = gkv_index_alloc(sizeof(rec_t));
+    gkv_index_t *ix = new_index(_i);
     void *old;
     rec_t *a = node(ix, "k", 1, 1), *b = node(ix, "k", 1, 2);
     size_t kl;
@@ -68,7 +80,7 @@ END_TEST
 
 START_TEST(seek_walks_in_byte_order)
 {
-    gkv_index_t *ix = gkv_index_alloc(sizeof(rec_t));
+    gkv_index_t *ix = new_index(_i);
     const char *keys[] = {"b/2", "a", "b/1", "c", "b/10", "\xff", "b"};
     void *old;
     for (size_t i = 0; i < 7; i++)
@@ -98,7 +110,7 @@ static void count_drop(void *val, void *arg)
 START_TEST(a_million_keys)
 {
     enum { N = 1000000 };
-    gkv_index_t *ix = gkv_index_alloc(sizeof(rec_t));
+    gkv_index_t *ix = new_index(_i);
     char k[64];
     void *old;
     for (unsigned i = 0; i < N; i++) {
@@ -178,16 +190,73 @@ START_TEST(a_million_keys)
 }
 END_TEST
 
+/* Links, replaces and unlinks at random over 4096 keys, with walks in between, and compares
+ * every walk with a model of which keys are linked. Long runs without a walk fill the helper's
+ * ring; nodes are freed as soon as they are unlinked or replaced (the index holds them back
+ * while the helper may still read them: ASan sees any early free). */
+START_TEST(a_random_mix_matches_a_model)
+{
+    enum { KEYS = 4096, OPS = 300000 };
+    gkv_index_t *ix = new_index(_i);
+    static rec_t *linked[KEYS];
+    memset(linked, 0, sizeof(linked));
+    uint64_t rng = 88172645463325252ull;
+    char k[32];
+    unsigned count = 0;
+    for (unsigned op = 0; op < OPS; op++) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        unsigned i = (unsigned)(rng % KEYS);
+        size_t kl = (size_t)snprintf(k, sizeof(k), "m/%04x", i);
+        void *old;
+        if ((rng >> 20) % 3) { /* link or replace */
+            rec_t *r = node(ix, k, kl, op + 1);
+            ck_assert_int_eq(gkv_index_link(ix, r, &old), 0);
+            ck_assert_ptr_eq(old, linked[i]);
+            if (old)
+                gkv_inode_free(ix, old);
+            else
+                count++;
+            linked[i] = r;
+        } else if (linked[i]) {
+            gkv_index_unlink_node(ix, linked[i]);
+            gkv_inode_free(ix, linked[i]);
+            linked[i] = NULL;
+            count--;
+        }
+        if (op % 50000 == 49999 || (op > 250000 && op % 997 == 0)) {
+            unsigned seen = 0, want = 0;
+            for (const gkv_inode_t *n = gkv_index_seek(ix, "m/", 2); n; n = gkv_index_next(ix, n)) {
+                size_t nl;
+                const uint8_t *nk = gkv_inode_key(n, &nl);
+                char text[16];
+                snprintf(text, sizeof(text), "%.*s", (int)nl, (const char *)nk);
+                unsigned j;
+                ck_assert_int_eq(sscanf(text, "m/%4x", &j), 1);
+                while (want < j) /* keys in order: none skipped */
+                    ck_assert_ptr_null(linked[want++]);
+                ck_assert_ptr_eq(gkv_inode_val(ix, n), linked[j]);
+                want = j + 1;
+                seen++;
+            }
+            ck_assert_uint_eq(seen, count);
+        }
+    }
+    ck_assert_uint_eq(gkv_index_count(ix), count);
+    gkv_index_free(ix, free_rec, ix);
+}
+END_TEST
+
 Suite *make_suite(void)
 {
     Suite *s = suite_create("index");
     TCase *t = tcase_create("basics");
-    tcase_add_test(t, link_get_replace_unlink);
-    tcase_add_test(t, seek_walks_in_byte_order);
+    tcase_add_loop_test(t, link_get_replace_unlink, 0, 2);
+    tcase_add_loop_test(t, seek_walks_in_byte_order, 0, 2);
+    tcase_add_loop_test(t, a_random_mix_matches_a_model, 0, 2);
     suite_add_tcase(s, t);
     t = tcase_create("scale");
     tcase_set_timeout(t, 120);
-    tcase_add_test(t, a_million_keys);
+    tcase_add_loop_test(t, a_million_keys, 0, 2);
     suite_add_tcase(s, t);
     return s;
 }
