@@ -7,6 +7,7 @@
  * other keys' slots without reading their nodes: one cache miss fewer per slot passed. */
 #include "index.h"
 
+#include <stdalign.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,9 +88,10 @@ void *gkv_inode_val(const gkv_index_t *ix, const gkv_inode_t *n)
 
 gkv_index_t *gkv_index_alloc(size_t prefix)
 {
-    gkv_index_t *ix = calloc(1, sizeof(*ix));
+    gkv_index_t *ix = aligned_alloc(alignof(gkv_index_t), sizeof(*ix)); /* order.h's lines */
     if (!ix)
         return NULL;
+    memset(ix, 0, sizeof(*ix));
     ix->prefix = (prefix + 7) & ~(size_t)7;
     ix->mask = 1023;
     ix->slots = calloc(ix->mask + 1, sizeof(*ix->slots));

@@ -1,7 +1,7 @@
 /* order.c: the index's radix tree kept by a helper thread (order.h). The ring is single
- * producer (the loop), single consumer (the helper): the loop writes slots and then head, the
- * helper reads head, applies the slots and then writes tail. An operation is a leaf pointer
- * (malloc'd, so its low 3 bits are 0) with its kind in the low bits. */
+ * producer (the loop), single consumer (the helper): the loop writes slots and then publishes
+ * head, the helper reads head, applies the slots and then writes tail. An operation is a leaf
+ * pointer (malloc'd, so its low 3 bits are 0) with its kind in the low bits. */
 #include "order.h"
 
 #include <signal.h>
@@ -12,7 +12,7 @@
 
 enum { OP_INSERT = 1, OP_REPLACE = 2, OP_REMOVE = 3, OP_MASK = 3 };
 
-#define WAKE_AT (GKV_ORDER_RING / 4) /* queued operations that wake the helper at once */
+#define PUBLISH_AT 64  /* operations queued but not published that publish them at once */
 #define SPIN_NS 100000 /* how long the helper watches an empty ring before it sleeps */
 
 static inline void cpu_relax(void)
@@ -109,6 +109,7 @@ void gkv_order_init(gkv_order_t *o, gkv_radix_key_fn key_of)
     o->dead = NULL;
     o->dead_first = o->dead_n = o->dead_cap = 0;
     o->helper = false;
+    o->queued = o->tail_seen = 0;
 }
 
 int gkv_order_start(gkv_order_t *o)
@@ -137,10 +138,16 @@ int gkv_order_start(gkv_order_t *o)
     return 0;
 }
 
+/* The helper's progress, read again. */
+static uint64_t see_tail(gkv_order_t *o)
+{
+    return o->tail_seen = atomic_load_explicit(&o->tail, memory_order_acquire);
+}
+
 /* Frees the held blocks whose operations are all applied. */
 static void reap(gkv_order_t *o)
 {
-    uint64_t tail = atomic_load_explicit(&o->tail, memory_order_acquire);
+    uint64_t tail = see_tail(o);
     while (o->dead_n && o->dead[o->dead_first].seq <= tail) {
         free(o->dead[o->dead_first].block);
         o->dead_first = (o->dead_first + 1) % o->dead_cap;
@@ -148,9 +155,14 @@ static void reap(gkv_order_t *o)
     }
 }
 
-static void wake(gkv_order_t *o)
+/* Makes every queued operation visible to the helper and wakes it if it sleeps. head is
+ * written before sleeping is read, and the helper writes sleeping before it reads head (all
+ * sequentially consistent): one of the two sees the other, so no wake-up is lost. */
+static void publish(gkv_order_t *o)
 {
-    if (atomic_load(&o->sleeping)) {
+    if (atomic_load_explicit(&o->head, memory_order_relaxed) != o->queued)
+        atomic_store(&o->head, o->queued);
+    if (atomic_load(&o->sleeping) && see_tail(o) != o->queued) {
         pthread_mutex_lock(&o->mu);
         pthread_cond_signal(&o->wake);
         pthread_mutex_unlock(&o->mu);
@@ -160,13 +172,13 @@ static void wake(gkv_order_t *o)
 gkv_radix_t *gkv_order_read(gkv_order_t *o)
 {
     if (o->helper) {
-        uint64_t head = atomic_load_explicit(&o->head, memory_order_relaxed);
-        if (atomic_load_explicit(&o->tail, memory_order_acquire) != head) {
-            wake(o);
-            while (atomic_load_explicit(&o->tail, memory_order_acquire) != head)
+        if (o->tail_seen != o->queued && see_tail(o) != o->queued) {
+            publish(o);
+            while (see_tail(o) != o->queued)
                 cpu_relax();
         }
-        reap(o);
+        if (o->dead_n)
+            reap(o);
     }
     return &o->tree;
 }
@@ -178,18 +190,15 @@ static void queue(gkv_order_t *o, void *leaf, int kind)
         apply(&o->tree, op);
         return;
     }
-    uint64_t head = atomic_load_explicit(&o->head, memory_order_relaxed);
-    if (head - atomic_load_explicit(&o->tail, memory_order_acquire) == GKV_ORDER_RING) {
-        wake(o); /* full: wait for a slot (the helper is at work) */
-        while (head - atomic_load_explicit(&o->tail, memory_order_acquire) == GKV_ORDER_RING)
+    if (o->queued - o->tail_seen == GKV_ORDER_RING && o->queued - see_tail(o) == GKV_ORDER_RING) {
+        publish(o); /* full: wait for a slot (the helper is at work) */
+        while (o->queued - see_tail(o) == GKV_ORDER_RING)
             cpu_relax();
     }
-    o->ring[head & (GKV_ORDER_RING - 1)] = op;
-    atomic_store(&o->head, head + 1); /* sequentially consistent: see the helper's sleep */
-    if (head + 1 - atomic_load_explicit(&o->tail, memory_order_relaxed) >= WAKE_AT)
-        wake(o);
-    if (o->dead_n)
-        reap(o);
+    o->ring[o->queued & (GKV_ORDER_RING - 1)] = op;
+    o->queued++;
+    if (o->queued - atomic_load_explicit(&o->head, memory_order_relaxed) >= PUBLISH_AT)
+        publish(o);
 }
 
 void gkv_order_insert(gkv_order_t *o, void *leaf)
@@ -209,15 +218,16 @@ void gkv_order_remove(gkv_order_t *o, void *leaf)
 
 void gkv_order_kick(gkv_order_t *o)
 {
-    if (o->helper && atomic_load_explicit(&o->head, memory_order_relaxed) !=
-                         atomic_load_explicit(&o->tail, memory_order_acquire))
-        wake(o);
+    if (!o->helper)
+        return;
+    publish(o);
+    if (o->dead_n)
+        reap(o);
 }
 
 void gkv_order_free(gkv_order_t *o, void *block)
 {
-    uint64_t head = atomic_load_explicit(&o->head, memory_order_relaxed);
-    if (!o->helper || atomic_load_explicit(&o->tail, memory_order_acquire) == head) {
+    if (!o->helper || o->tail_seen == o->queued) {
         free(block);
         return;
     }
@@ -236,8 +246,10 @@ void gkv_order_free(gkv_order_t *o, void *block)
         o->dead_first = 0;
         o->dead_cap = cap;
     }
-    o->dead[(o->dead_first + o->dead_n) % o->dead_cap] = (gkv_order_dead_t){head, block};
+    o->dead[(o->dead_first + o->dead_n) % o->dead_cap] = (gkv_order_dead_t){o->queued, block};
     o->dead_n++;
+    if (o->dead_n % 64 == 0) /* give back what the helper is past */
+        reap(o);
 }
 
 void gkv_order_fini(gkv_order_t *o)
