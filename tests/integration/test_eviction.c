@@ -148,6 +148,7 @@ START_TEST(noeviction_is_the_default_and_refuses)
     char *text;
     ck_assert_int_eq(gkv_info(c, &text), 0);
     ck_assert_ptr_nonnull(strstr(text, "maxmemory_policy:noeviction"));
+    ck_assert_ptr_nonnull(strstr(text, "key_order_thread:yes")); /* as the harness asks */
     gkv_free(text);
     gkv_client_close(c);
     free(v);

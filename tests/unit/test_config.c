@@ -53,6 +53,11 @@ START_TEST(flags)
     ck_assert_uint_eq(cfg.busy_poll_us, 0);
     ck_assert_int_eq(parse(&cfg, err, 3, "--busy-poll", "50"), 0);
     ck_assert_uint_eq(cfg.busy_poll_us, 50);
+    ck_assert_int_eq(cfg.key_order_thread, GKV_AUTO);
+    ck_assert_int_eq(parse(&cfg, err, 3, "--key-order-thread", "no"), 0);
+    ck_assert_int_eq(cfg.key_order_thread, GKV_NO);
+    ck_assert_int_eq(parse(&cfg, err, 3, "--key-order-thread", "yes"), 0);
+    ck_assert_int_eq(cfg.key_order_thread, GKV_YES);
 }
 END_TEST
 
@@ -73,6 +78,8 @@ START_TEST(bad_flags_are_errors_with_a_reason)
     ck_assert_int_eq(parse(&cfg, err, 3, "--busy-poll", "-1"), GKV_EINVAL);
     ck_assert(strstr(err, "busy-poll") != NULL);
     ck_assert_int_eq(parse(&cfg, err, 3, "--busy-poll", "2000000"), GKV_EINVAL);
+    ck_assert_int_eq(parse(&cfg, err, 3, "--key-order-thread", "maybe"), GKV_EINVAL);
+    ck_assert(strstr(err, "key-order-thread") != NULL);
 }
 END_TEST
 
