@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <time.h>
+#include <uv.h>
 
 #include "log.h"
 
@@ -20,13 +21,6 @@ static inline void cpu_relax(void)
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static void apply(gkv_radix_t *t, uintptr_t op)
@@ -61,7 +55,7 @@ static void *helper_main(void *arg)
         uint64_t until = 0;
         for (unsigned spin = 0; head == tail; spin++) {
             if ((spin & 63) == 0) {
-                uint64_t now = now_ns();
+                uint64_t now = uv_hrtime();
                 if (!until)
                     until = now + SPIN_NS;
                 else if (now >= until)
