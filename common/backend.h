@@ -46,6 +46,15 @@ typedef struct {
     uint32_t len;
 } gkv_piece_t;
 
+/* A large copy in of a batch: len bytes from host (a staging buffer of its own, pinned on the
+ * cuda backend) into value memory at dev. One DMA each on the cuda backend, where the batch
+ * kernel's one block per piece would read a large piece over PCIe too slowly. */
+typedef struct {
+    uint64_t dev;
+    const void *host;
+    uint64_t len;
+} gkv_bulk_t;
+
 typedef struct {
     /* Reserves size (> 0) bytes of value memory. Returns 0, GKV_EOOM or GKV_EIO. */
     int (*alloc)(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *out);
@@ -61,13 +70,15 @@ typedef struct {
     /* Copies len bytes from src+off into host memory dst, like copy_in. */
     int (*copy_out)(gkv_backend_t *b, void *dst, gkv_devptr_t src, uint64_t off, size_t len,
                     int lane, gkv_copy_t *op);
-    /* Many small copies as one operation with one completion: first every `in` piece (buf ->
-     * value memory), then every `out` piece (value memory -> buf). buf comes from
-     * staging_alloc and holds the piece arrays too; all of it is borrowed until done. Batches
-     * run in order; copy_in and copy_out start after every batch started before them. Returns 0
-     * (done will be called) or a negative code (done will not be called). */
+    /* Many copies as one operation with one completion: first every bulk copy and every `in`
+     * piece (buf -> value memory), then every `out` piece (value memory -> buf). buf comes from
+     * staging_alloc and holds the piece arrays too; all of it, and the bulk copies' host
+     * buffers, is borrowed until done. Batches run in order; copy_in and copy_out start after
+     * every batch started before them. Returns 0 (done will be called) or a negative code (done
+     * will not be called). */
     int (*copy_batch)(gkv_backend_t *b, void *buf, const gkv_piece_t *in, uint32_t nin,
-                      const gkv_piece_t *out, uint32_t nout, gkv_copy_t *op);
+                      const gkv_piece_t *out, uint32_t nout, const gkv_bulk_t *bulk, uint32_t nbulk,
+                      gkv_copy_t *op);
     /* NULL when every copy reports through done by itself. Else copy_in, copy_out and
      * copy_batch report only here: calls done, on the calling thread, for each that has
      * finished, and returns how many are still in flight (call again while that is not 0).

@@ -149,6 +149,8 @@ static int after_clear(cuda_backend_t *c, int lane, uint64_t addr)
     return e == cudaSuccess ? 0 : cuda_fail("cudaStreamWaitEvent (clear of a kept allocation)", e);
 }
 
+static void cuda_free(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, int lane);
+
 static int cuda_alloc(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *out)
 {
     cuda_backend_t *c = (cuda_backend_t *)b;
@@ -161,7 +163,18 @@ static int cuda_alloc(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *o
     }
     if (lane == GKV_LANE_SHARED)
         c->shared_work++;
-    return pool_alloc(c, size, lane_stream(c, lane), &out->v);
+    int rc = pool_alloc(c, size, lane_stream(c, lane), &out->v);
+    if (rc == 0 && lane == GKV_LANE_BATCH) {
+        /* A batch writes it, but a lane copy may too (a SET's chunk given up part way): lanes
+         * wait for batch_ev, so it covers this allocation as well. */
+        cudaError_t e = cudaEventRecord(c->batch_ev, c->batch);
+        if (e != cudaSuccess) {
+            cuda_free(b, *out, size, lane);
+            return cuda_fail("cudaEventRecord (an allocation in batch order)", e);
+        }
+        c->batches++;
+    }
+    return rc;
 }
 
 static void cuda_free(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, int lane)
@@ -293,12 +306,25 @@ static int cuda_copy_out(gkv_backend_t *b, void *dst, gkv_devptr_t src, uint64_t
 }
 
 static int cuda_copy_batch(gkv_backend_t *b, void *buf, const gkv_piece_t *in, uint32_t nin,
-                           const gkv_piece_t *out, uint32_t nout, gkv_copy_t *op)
+                           const gkv_piece_t *out, uint32_t nout, const gkv_bulk_t *bulk,
+                           uint32_t nbulk, gkv_copy_t *op)
 {
     cuda_backend_t *c = (cuda_backend_t *)b;
-    cudaError_t e = gkv_cuda_batch_launch(in, nin, out, nout, buf, c->batch);
-    if (e != cudaSuccess)
-        return cuda_fail("the batch copy kernel", e);
+    cudaError_t e = cudaSuccess;
+    for (uint32_t i = 0; i < nbulk && e == cudaSuccess; i++)
+        e = cudaMemcpyAsync((void *)(uintptr_t)bulk[i].dev, bulk[i].host, bulk[i].len,
+                            cudaMemcpyHostToDevice, c->batch);
+    if (e != cudaSuccess) {
+        int rc = cuda_fail("cudaMemcpyAsync (a batch's bulk copy)", e);
+        cudaStreamSynchronize(c->batch); /* those queued before must not outlive the buffers */
+        return rc;
+    }
+    e = gkv_cuda_batch_launch(in, nin, out, nout, buf, c->batch);
+    if (e != cudaSuccess) {
+        int rc = cuda_fail("the batch copy kernel", e);
+        cudaStreamSynchronize(c->batch);
+        return rc;
+    }
     if ((e = cudaEventRecord(c->batch_ev, c->batch)) != cudaSuccess) {
         int rc = cuda_fail("cudaEventRecord", e);
         cudaStreamSynchronize(c->batch);

@@ -71,9 +71,12 @@ static int host_copy_out(gkv_backend_t *b, void *dst, gkv_devptr_t src, uint64_t
 
 /* The same batches the cuda backend runs, done at once. */
 static int host_copy_batch(gkv_backend_t *b, void *buf, const gkv_piece_t *in, uint32_t nin,
-                           const gkv_piece_t *out, uint32_t nout, gkv_copy_t *op)
+                           const gkv_piece_t *out, uint32_t nout, const gkv_bulk_t *bulk,
+                           uint32_t nbulk, gkv_copy_t *op)
 {
     uint8_t *base = ((host_backend_t *)b)->map, *host = buf;
+    for (uint32_t i = 0; i < nbulk; i++)
+        memcpy(base + bulk[i].dev, bulk[i].host, bulk[i].len);
     for (uint32_t i = 0; i < nin; i++)
         memcpy(base + in[i].dev, host + in[i].host_off, in[i].len);
     for (uint32_t i = 0; i < nout; i++)

@@ -38,13 +38,21 @@ static void finish_buf(gkv_batcher_t *b, gkv_batch_buf_t *bb, int status, bool d
 {
     for (uint32_t i = 0; i < bb->nout; i++) {
         gkv_batch_ref_t *r = &bb->out_refs[i];
+        const uint8_t *bytes = bb->buf + bb->out[i].host_off;
         if (deliver)
-            b->deliver(r->sink, r->tag, bb->buf + bb->out[i].host_off, bb->out[i].len, status);
+            b->deliver(r->sink, r->tag, bytes, bb->out[i].len, status);
+        if (deliver && !status && bb->out[i].dev == r->entry->mem.v &&
+            bb->out[i].len == r->entry->size) /* a whole value read: keep a host copy */
+            gkv_hostcopy_put(&b->st->hc, r->entry, bytes, bb->out[i].len);
         gkv_store_unref(b->st, r->entry);
     }
     for (uint32_t i = 0; i < bb->nin; i++)
         gkv_store_unref(b->st, bb->in_refs[i].entry);
-    bb->nin = bb->nout = bb->fill = 0;
+    for (uint32_t i = 0; i < bb->nbulk; i++) {
+        gkv_store_unref(b->st, bb->bulk_refs[i]);
+        gkv_staging_put(b->staging, (void *)bb->bulk[i].host);
+    }
+    bb->nin = bb->nout = bb->nbulk = bb->fill = 0;
 }
 
 /* Starts the open batch and opens the next buffer of the ring if it is free. */
@@ -53,18 +61,20 @@ static void start_open(gkv_batcher_t *b)
     if (b->open < 0)
         return;
     gkv_batch_buf_t *bb = &b->bufs[b->open];
-    if (!bb->nin && !bb->nout)
+    if (!bb->nin && !bb->nout && !bb->nbulk)
         return;
     bb->busy = true;
     atomic_store(&bb->finished, 0);
     b->batches++;
-    b->pieces += bb->nin + bb->nout;
-    int rc = b->be->ops->copy_batch(b->be, bb->buf, bb->in, bb->nin, bb->out, bb->nout, &bb->op);
+    b->pieces += bb->nin + bb->nout + bb->nbulk;
+    int rc = b->be->ops->copy_batch(b->be, bb->buf, bb->in, bb->nin, bb->out, bb->nout, bb->bulk,
+                                    bb->nbulk, &bb->op);
     if (!rc) {
         gkv_poller_arm(b->poller);
     } else {
         /* Nothing was queued: report it as this batch's result, in order, from the loop. */
-        GKV_ERROR("batch of %u copies could not start: %s", bb->nin + bb->nout, gkv_strerror(rc));
+        GKV_ERROR("batch of %u copies could not start: %s", bb->nin + bb->nout + bb->nbulk,
+                  gkv_strerror(rc));
         bb->status = rc;
         atomic_store(&bb->finished, 1);
         uv_async_send(&b->wake);
@@ -110,12 +120,13 @@ static void on_prepare(uv_prepare_t *p)
 }
 
 int gkv_batcher_init(gkv_batcher_t *b, gkv_backend_t *be, gkv_store_t *st, uv_loop_t *loop,
-                     gkv_poller_t *poller, gkv_batch_deliver_fn deliver)
+                     gkv_poller_t *poller, gkv_staging_t *staging, gkv_batch_deliver_fn deliver)
 {
     memset(b, 0, sizeof(*b));
     b->be = be;
     b->st = st;
     b->poller = poller;
+    b->staging = staging;
     b->deliver = deliver;
     for (int i = 0; i < GKV_BATCH_BUFS; i++) {
         gkv_batch_buf_t *bb = &b->bufs[i];
@@ -225,9 +236,35 @@ void gkv_batch_cancel(gkv_batcher_t *b, gkv_waiter_t *w)
     gkv_waitq_remove(&b->waiters, w);
 }
 
+bool gkv_batch_bulk_room(gkv_batcher_t *b, gkv_waiter_t *w)
+{
+    for (int tries = 0; tries < 2; tries++) {
+        if (b->open < 0)
+            break;
+        if (b->bufs[b->open].nbulk < GKV_BATCH_BULK)
+            return true;
+        start_open(b);
+    }
+    gkv_waitq_push(&b->waiters, w);
+    return false;
+}
+
+void gkv_batch_in_bulk(gkv_batcher_t *b, gkv_entry_t *e, uint64_t off, void *stage, uint64_t len)
+{
+    gkv_batch_buf_t *bb = &b->bufs[b->open];
+    gkv_store_ref(e);
+    bb->bulk[bb->nbulk] = (gkv_bulk_t){e->mem.v + off, stage, len};
+    bb->bulk_refs[bb->nbulk++] = e;
+}
+
+static bool has_writes(const gkv_batch_buf_t *bb)
+{
+    return bb->nin || bb->nbulk;
+}
+
 void gkv_batch_start_writes(gkv_batcher_t *b)
 {
-    if (b->open >= 0 && b->bufs[b->open].nin)
+    if (b->open >= 0 && has_writes(&b->bufs[b->open]))
         start_open(b);
 }
 
@@ -236,7 +273,7 @@ bool gkv_batch_writes_pending(gkv_batcher_t *b)
     gkv_batch_start_writes(b);
     for (int i = 0; i < GKV_BATCH_BUFS; i++) {
         gkv_batch_buf_t *bb = &b->bufs[i];
-        if (bb->busy && bb->nin && !atomic_load(&bb->finished))
+        if (bb->busy && has_writes(bb) && !atomic_load(&bb->finished))
             return true;
     }
     return false;

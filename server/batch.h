@@ -4,7 +4,9 @@
  * one backend call and one completion, where a copy per request would cost a driver call and a
  * completion each. A SET is answered as soon as its bytes are in the batch: later batches run
  * after it, lane copies wait for it (backend), and a MAP's reply waits for it
- * (gkv_batch_writes_pending). */
+ * (gkv_batch_writes_pending). The last chunk of a larger SET joins a batch too, as a bulk copy
+ * from its own staging buffer (gkv_batch_in_bulk), and is answered the same way: its reply does
+ * not wait for a GPU round trip either. */
 #ifndef GKV_SERVER_BATCH_H
 #define GKV_SERVER_BATCH_H
 
@@ -15,6 +17,7 @@
 
 #include "backend.h"
 #include "poller.h"
+#include "staging.h"
 #include "store.h"
 #include "waitq.h"
 
@@ -22,6 +25,7 @@
 #define GKV_BATCH_BYTES (2u << 20)      /* payload bytes per batch */
 #define GKV_BATCH_PIECES 1024           /* copies per direction per batch */
 #define GKV_BATCH_BUFS 4                /* one filling, up to three in flight */
+#define GKV_BATCH_BULK 16               /* bulk copies (staging buffers) per batch */
 
 /* Where an out piece's bytes go, called on the loop thread once its batch is done. tag is the
  * caller's; status 0 or a negative code (bytes then undefined). */
@@ -39,7 +43,9 @@ typedef struct gkv_batch_buf {
     uint8_t *buf;            /* staging memory: payload, then the in and out piece arrays */
     gkv_piece_t *in, *out;   /* inside buf */
     gkv_batch_ref_t in_refs[GKV_BATCH_PIECES], out_refs[GKV_BATCH_PIECES];
-    uint32_t nin, nout, fill;
+    gkv_bulk_t bulk[GKV_BATCH_BULK];        /* host: a staging buffer, given back when done */
+    gkv_entry_t *bulk_refs[GKV_BATCH_BULK]; /* one reference each */
+    uint32_t nin, nout, nbulk, fill;
     gkv_copy_t op;
     atomic_int finished;     /* set by the completion (any thread) */
     int status;
@@ -50,6 +56,7 @@ typedef struct gkv_batcher {
     gkv_backend_t *be;       /* borrowed */
     gkv_store_t *st;         /* borrowed */
     gkv_poller_t *poller;    /* borrowed: armed as each batch starts */
+    gkv_staging_t *staging;  /* borrowed: where bulk copies' buffers go back */
     gkv_batch_deliver_fn deliver;
     gkv_batch_buf_t bufs[GKV_BATCH_BUFS];
     int open;                /* the buffer being filled, -1 when all are busy */
@@ -62,10 +69,11 @@ typedef struct gkv_batcher {
     bool ready;
 } gkv_batcher_t;
 
-/* Sets b up over be, st and poller (borrowed, must outlive b) with handles on loop. deliver
- * receives the bytes of out pieces. Returns 0, or GKV_ENOMEM when staging memory cannot be had. */
+/* Sets b up over be, st, poller and staging (borrowed, must outlive b) with handles on loop.
+ * deliver receives the bytes of out pieces. Returns 0, or GKV_ENOMEM when staging memory cannot
+ * be had. */
 int gkv_batcher_init(gkv_batcher_t *b, gkv_backend_t *be, gkv_store_t *st, uv_loop_t *loop,
-                     gkv_poller_t *poller, gkv_batch_deliver_fn deliver);
+                     gkv_poller_t *poller, gkv_staging_t *staging, gkv_batch_deliver_fn deliver);
 /* Starts closing b's handles (the loop must then run out). */
 void gkv_batcher_close(gkv_batcher_t *b);
 /* After the loop ran out: waits for the backend, drops what is left, frees the buffers. */
@@ -86,6 +94,13 @@ void *gkv_batch_in_reserve(gkv_batcher_t *b, uint32_t len, gkv_waiter_t *w);
  * reference on e until done. Without a commit the reservation is simply dropped. */
 void gkv_batch_in_commit(gkv_batcher_t *b, gkv_entry_t *e);
 void gkv_batch_cancel(gkv_batcher_t *b, gkv_waiter_t *w);
+/* True when the open batch can take one more bulk copy (gkv_batch_in_bulk); else w (borrowed
+ * until its ready runs or gkv_batch_cancel) is queued. */
+bool gkv_batch_bulk_room(gkv_batcher_t *b, gkv_waiter_t *w);
+/* Makes len bytes at stage (a buffer from b's staging pool, handed over: put back once the
+ * batch is done) e's bytes at off. Holds its own reference on e until done. Call only after
+ * gkv_batch_bulk_room said yes, in the same callback. */
+void gkv_batch_in_bulk(gkv_batcher_t *b, gkv_entry_t *e, uint64_t off, void *stage, uint64_t len);
 /* Starts the open batch now if it has writes: before a copy outside batches reads a value. */
 void gkv_batch_start_writes(gkv_batcher_t *b);
 /* Starts the open batch if it has writes; true when a started batch with writes has not yet

@@ -164,6 +164,17 @@ int gkv_cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     if (m < 0 || (size_t)m >= sizeof(text) - (size_t)n)
         return GKV_ENOMEM;
     n += m;
+    const gkv_hostcopy_t *hc = &st->hc;
+    m = snprintf(text + n, sizeof(text) - (size_t)n,
+                 "# Host copies\r\nhost_copy_bytes:%" PRIu64 "\r\nhost_copy_limit:%" PRIu64
+                 "\r\nhost_copy_max_value:%" PRIu64 "\r\nhost_copy_values:%" PRIu32
+                 "\r\nhost_copy_hits:%" PRIu64 "\r\nhost_copy_fills:%" PRIu64
+                 "\r\nhost_copy_evictions:%" PRIu64 "\r\n",
+                 hc->bytes, hc->limit, hc->max_value, hc->count, hc->hits, hc->fills,
+                 hc->evictions);
+    if (m < 0 || (size_t)m >= sizeof(text) - (size_t)n)
+        return GKV_ENOMEM;
+    n += m;
     gkv_wr_t *w = rep->wr;
     gkv_reply_ok(w, req->id);
     gkv_wr_uint(w, GKV_F_PAYLOAD, (uint64_t)n);

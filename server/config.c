@@ -78,6 +78,16 @@ static int parse_bool(const setting_t *s, gkv_config_t *cfg, const char *v)
     return 0;
 }
 
+/* A size, or "auto" (GKV_SIZE_AUTO). */
+static int parse_size_auto(const setting_t *s, gkv_config_t *cfg, const char *v)
+{
+    if (strcmp(v, "auto") == 0) {
+        *(uint64_t *)field(s, cfg) = GKV_SIZE_AUTO;
+        return 0;
+    }
+    return parse_size(s, cfg, v);
+}
+
 static int parse_tristate(const setting_t *s, gkv_config_t *cfg, const char *v)
 {
     static const char *const names[] = {"auto", "yes", "no"};
@@ -204,6 +214,11 @@ static const setting_t settings[] = {
      "keep the ordered key index (LIST) on a helper thread, which busy-polls\n"
      "for up to 100 us after each batch of changes (auto: yes with 4 or more\n"
      "CPUs to run on)"},
+    {"host-copy", parse_size_auto, FIELD(host_copy), 0, SZ_MAX - 1, false, "SIZE|auto",
+     "host memory for copies of small values, so that GETs of them need no\n"
+     "GPU round trip (auto: 256M on the cuda backend, 0 on the host backend)"},
+    {"host-copy-max-value", parse_size, FIELD(host_copy_max_value), 1024, 1u << 20, false, "SIZE",
+     "largest value given a host copy (default 64K; from 1K to 1M)"},
     {"frame-timeout", parse_ms, FIELD(frame_timeout_ms), 0, 86400000, true, "TIME",
      "a request's header must arrive within TIME of its first byte, and a\n"
      "payload may not stall longer (default 30s; 0: off)"},
@@ -250,6 +265,8 @@ void gkv_config_defaults(gkv_config_t *cfg)
     cfg->write_timeout_ms = 60000;
     cfg->output_limit = 4u << 20;
     cfg->shutdown_grace_ms = 5000;
+    cfg->host_copy = GKV_SIZE_AUTO;
+    cfg->host_copy_max_value = 64u << 10;
 }
 
 int gkv_config_set(gkv_config_t *cfg, const char *key, const char *value, char *err, size_t cap)

@@ -14,6 +14,9 @@
 
 typedef enum { GKV_AUTO, GKV_YES, GKV_NO } gkv_tristate_t;
 
+#define GKV_SIZE_AUTO UINT64_MAX        /* a size setting left to the daemon ("auto") */
+#define GKV_HOST_COPY_AUTO (256u << 20) /* --host-copy auto on the cuda backend */
+
 typedef struct {
     char socket_path[PATH_MAX]; /* Unix socket; always listened on */
     char listen[256];           /* "HOST:PORT" for TCP, "" for none */
@@ -31,6 +34,11 @@ typedef struct {
     bool host_zero_copy;       /* let local clients map the whole host arena */
     uint64_t busy_poll_us;     /* keep polling this long after the last input; 0: sleep at once */
     gkv_tristate_t key_order_thread; /* a helper thread keeps the key order (order.h) */
+    /* Host copies of small values (hostcopy.h): the budget (GKV_SIZE_AUTO: 256 MiB on the cuda
+     * backend, 0 on the host backend, whose values are in host memory already) and the largest
+     * value kept. */
+    uint64_t host_copy;
+    uint64_t host_copy_max_value;
     /* Bounds on what one client can hold (service.md). Times in ms, 0: off. */
     uint64_t frame_timeout_ms;  /* a started frame must be complete, a payload keep moving */
     uint64_t idle_timeout_ms;   /* a connection with nothing in flight and no lease */

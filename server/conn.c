@@ -261,9 +261,9 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
     gkv_reply_t rep;
     gkv_reply_init(&rep, &c->out, &c->leases);
     rep.local = c->local;
-    /* A small SET's value is written by a copy batch: allocate it in the batches' order. */
-    rep.lane = req->payload_len && req->payload_len <= GKV_BATCH_VALUE_MAX ? GKV_LANE_BATCH
-                                                                          : c->lane;
+    /* A SET's value of one chunk is written by a copy batch: allocate it in the batches'
+     * order. */
+    rep.lane = req->payload_len && req->payload_len <= GKV_STAGING_CHUNK ? GKV_LANE_BATCH : c->lane;
     rep.first = c->requests++ == 0;
     rep.zero_copy = c->zero_copy;
     rep.authed = c->authed;

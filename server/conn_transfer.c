@@ -1,6 +1,7 @@
 /* conn_transfer.c: a connection's bytes: replies written in order, values sent out and SET
  * payloads received. Values up to GKV_BATCH_VALUE_MAX move in copy batches (batch.h); larger
- * ones chunk by chunk through one staging buffer, each chunk a backend copy. Every backend takes
+ * ones chunk by chunk through staging buffers, each chunk a backend copy, except a SET's last
+ * chunk, which joins a copy batch. Every backend takes
  * this one path: the host backend's copies are memcpys that report at once. */
 #include "conn.h"
 
@@ -297,12 +298,28 @@ void gkv_conn_batch_deliver(void *sink, uint64_t tag, const void *bytes, uint32_
         gkv_conn_resume(c);
 }
 
+/* A GET of a value with a host copy (hostcopy.h): its bytes go into the reply at once. */
+static bool send_copied(gkv_conn_t *c, gkv_reply_t *rep)
+{
+    gkv_store_t *st = &c->srv->store;
+    uint64_t len;
+    const uint8_t *bytes;
+    if (rep->nsegs != 1 || !(bytes = gkv_hostcopy_get(&st->hc, rep->one.entry, &len)))
+        return false;
+    if (msgpack_sbuffer_write(&c->out.sb, (const char *)bytes + rep->one.off, (size_t)rep->one.len))
+        c->out.failed = true; /* gkv_conn_flush closes the connection */
+    gkv_store_unref(st, rep->one.entry);
+    rep->segs = NULL;
+    rep->nsegs = 0;
+    return true;
+}
+
 void gkv_conn_send(gkv_conn_t *c, gkv_reply_t *rep)
 {
     uint64_t total = 0;
     for (uint32_t i = 0; i < rep->nsegs; i++)
         total += rep->segs[i].len;
-    if (send_batched(c, rep, total))
+    if (send_copied(c, rep) || send_batched(c, rep, total))
         return;
     if (rep->segs == &rep->one) {
         c->one = rep->one;
@@ -380,6 +397,9 @@ bool gkv_conn_yield_stage(gkv_conn_t *c)
 void gkv_conn_chunk_copied(gkv_conn_t *c)
 {
     if (c->state == CONN_SEND) {
+        gkv_segment_t *s = &c->segs[c->seg_i];
+        if (s->off == 0 && c->seg_pos == 0 && c->chunk == s->entry->size) /* the whole value */
+            gkv_hostcopy_put(&c->srv->store.hc, s->entry, c->stage, c->chunk);
         copy_ahead(c, NULL);
         if (!c->closing)
             push_chunk(c);
@@ -456,8 +476,41 @@ static bool recv_batched(gkv_conn_t *c)
     memcpy(dst, c->in + c->in_pos, size);
     c->in_pos += size;
     int rc = c->recv_cmd->on_payload(srv, c->req_id, e, c->recv_flags, &c->out, &holder);
-    if (rc == 0)
+    if (rc == 0) {
         gkv_batch_in_commit(&srv->batcher, holder);
+        gkv_hostcopy_put(&srv->store.hc, holder, dst, size);
+    }
+    gkv_conn_op_done(c, rc);
+    gkv_store_unref(&srv->store, e);
+    c->recv = NULL;
+    c->state = CONN_HEADER;
+    c->frame_since = 0;
+    return true;
+}
+
+/* A larger SET's last chunk, in stage, every chunk before it copied: like a small SET, the
+ * value is published and answered at once and the chunk joins the copy batch (batch.h) as a
+ * bulk copy that takes the buffer over. The value was allocated in the batches' order when it
+ * is one chunk (conn.c); earlier chunks' copies have finished. Returns like gkv_conn_recv_step. */
+static bool recv_bulk(gkv_conn_t *c)
+{
+    gkv_server_t *srv = c->srv;
+    if (!gkv_batch_bulk_room(&srv->batcher, &c->bwaiter)) {
+        c->waiting_batch = true;
+        return false;
+    }
+    gkv_entry_t *e = c->recv, *holder = NULL;
+    void *stage = c->stage;
+    uint64_t off = c->recv_got, len = c->stage_fill;
+    c->stage = NULL;
+    c->stage_fill = 0;
+    int rc = c->recv_cmd->on_payload(srv, c->req_id, e, c->recv_flags, &c->out, &holder);
+    if (rc == 0) { /* holder holds the memory the chunks before went to (store.h) */
+        if (off == 0)
+            gkv_hostcopy_put(&srv->store.hc, holder, stage, len);
+        gkv_batch_in_bulk(&srv->batcher, holder, off, stage, len);
+    } else
+        gkv_staging_put(&srv->staging, stage);
     gkv_conn_op_done(c, rc);
     gkv_store_unref(&srv->store, e);
     c->recv = NULL;
@@ -508,6 +561,8 @@ bool gkv_conn_recv_step(gkv_conn_t *c)
             c->copy_busy = true;
             return false;
         }
+        if (!pending)
+            return recv_bulk(c);
         start_flight(c, true);
         return !c->copy_busy && !c->closing;
     }

@@ -172,6 +172,10 @@ static void render_memory(const gkv_server_t *srv, gkv_text_t *t)
     one(t, "key_memory_bytes", "gauge", "Host bytes of keys, metadata and the index.",
         gkv_store_host_memory(&srv->store));
     one(t, "key_memory_limit_bytes", "gauge", "--maxmemory-keys.", srv->store.host_limit);
+    one(t, "host_copy_bytes", "gauge", "Host bytes of small values' host copies and their table.",
+        srv->store.hc.bytes);
+    one(t, "host_copy_hits_total", "counter", "GETs answered from a host copy.",
+        srv->store.hc.hits);
 }
 
 void gkv_metrics_render(const gkv_server_t *srv, gkv_text_t *t)

@@ -229,6 +229,8 @@ void gkv_server_resolve(const gkv_server_t *s, gkv_config_t *cfg)
         cfg->max_value = cfg->maxmemory;
     if (!cfg->max_leased_bytes)
         cfg->max_leased_bytes = cfg->maxmemory;
+    if (cfg->host_copy == GKV_SIZE_AUTO)
+        cfg->host_copy = s->be->host_visible ? 0 : GKV_HOST_COPY_AUTO;
     if (!cfg->maxmemory_keys) {
         long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
         cfg->maxmemory_keys = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 4 : 0;
@@ -482,10 +484,12 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
         goto fail_backend;
     }
     s->store.host_limit = s->cfg.maxmemory_keys;
+    gkv_hostcopy_init(&s->store.hc, s->cfg.host_copy, s->cfg.host_copy_max_value);
     s->store.policy = s->cfg.maxmemory_policy;
     s->key_order_thread = start_key_order(s);
     gkv_staging_init(&s->staging, s->be);
-    if (gkv_batcher_init(&s->batcher, s->be, &s->store, loop, &s->poller, gkv_conn_batch_deliver)) {
+    if (gkv_batcher_init(&s->batcher, s->be, &s->store, loop, &s->poller, &s->staging,
+                         gkv_conn_batch_deliver)) {
         snprintf(err, cap, "out of pinned host memory for copy batches");
         gkv_staging_fini(&s->staging);
         gkv_store_fini(&s->store);

@@ -21,6 +21,7 @@ int gkv_store_init(gkv_store_t *st, gkv_backend_t *be, uint64_t limit)
     st->be = be;
     st->limit = limit;
     st->rng = 0x9e3779b97f4a7c15ull;
+    gkv_hostcopy_init(&st->hc, 0, 0);
     return 0;
 }
 
@@ -121,6 +122,7 @@ void gkv_store_fini(gkv_store_t *st)
     gkv_index_free(st->ix, drop_link, st);
     st->ix = NULL;
     gkv_ttl_free(&st->ttl);
+    gkv_hostcopy_fini(&st->hc);
 }
 
 /* What an entry costs in host memory: itself and its index node (links estimated), the key,
@@ -234,6 +236,7 @@ int gkv_store_entry_renew(gkv_store_t *st, gkv_entry_t *e, const void *meta, uin
 
 int gkv_store_entry_reset(gkv_store_t *st, gkv_entry_t *e)
 {
+    gkv_hostcopy_drop(&st->hc, e); /* its memory takes a new value next */
     return set_extras(st, e, NULL, 0, 0);
 }
 
@@ -253,6 +256,7 @@ void gkv_store_unref(gkv_store_t *st, gkv_entry_t *e)
 {
     if (--e->refs)
         return;
+    gkv_hostcopy_drop(&st->hc, e);
     if (e->size)
         st->be->ops->free(st->be, e->mem, e->size, 0);
     st->used -= e->size;
@@ -324,6 +328,7 @@ int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags, gkv_entry
             return GKV_ENOMEM;
         if (has_deadline(cur))
             gkv_ttl_remove(&st->ttl, cur);
+        gkv_hostcopy_drop(&st->hc, cur); /* its bytes change */
         uint64_t size = cur->size;
         gkv_devptr_t mem = cur->mem;
         gkv_extras_t *x = cur->x;

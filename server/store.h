@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "evict.h"
+#include "hostcopy.h"
 #include "index.h"
 #include "ttl.h"
 
@@ -53,6 +54,7 @@ typedef struct {
     uint64_t now_ms;     /* the clock access stamps use: the server sets it per request */
     uint64_t rng;        /* xorshift64 for LFU's counter */
     gkv_ttl_heap_t ttl;  /* the linked entries that have a deadline */
+    gkv_hostcopy_t hc;   /* host copies of small values (hostcopy.h); budget 0 until set */
     gkv_store_stats_t stats;
 } gkv_store_t;
 

@@ -45,6 +45,10 @@ int harness_start_at(gkv_daemon_t *d, const char *dir, const char *sock, const c
      * machine): the integration suites exercise it under the sanitizers. */
     argv[n++] = "--key-order-thread";
     argv[n++] = "yes";
+    /* Host copies of small values (hostcopy.h), which auto gives only to the cuda backend: every
+     * suite's SETs, GETs, seals and spares cross them, so a stale copy would fail them. */
+    argv[n++] = "--host-copy";
+    argv[n++] = "8M";
     for (int i = 0; extra && extra[i] && n < 46; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;

@@ -600,6 +600,78 @@ START_TEST(bad_flags_and_unsafe_socket_dirs_are_refused)
 }
 END_TEST
 
+/* Host copies (hostcopy.h; the harness gives the daemon 8 MiB of them): GETs of values from
+ * 1 KiB to 64 KiB are answered from host memory, ranges and MGET included; an overwrite, a
+ * larger or smaller value, a DEL and an expiry are seen at once; values outside the range get
+ * no copy; INFO counts it all. */
+static int64_t del1(gkv_client_t *c, const char *key)
+{
+    const void *keys[1] = {key};
+    size_t lens[1] = {strlen(key)};
+    return gkv_del(c, keys, lens, 1);
+}
+
+START_TEST(host_copies_answer_gets_and_never_go_stale)
+{
+    gkv_client_t *c = connect_or_fail(shared.url);
+    static uint8_t a[100000], got[100000];
+    gkv_value_info_t vi;
+    uint64_t hits0 = info_u64(c, "host_copy_hits"), values0 = info_u64(c, "host_copy_values");
+    ck_assert_uint_eq(info_u64(c, "host_copy_limit"), 8u << 20);
+    ck_assert_uint_eq(info_u64(c, "host_copy_max_value"), 64u << 10);
+    /* Sizes through the batch (<= 16 KiB), the bulk path (one staging chunk) and past the
+     * range, each overwritten with other bytes. */
+    static const size_t sizes[] = {4096, 40000, 65536, 100000, 4096, 1500};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        for (size_t j = 0; j < sizes[i]; j++)
+            a[j] = (uint8_t)(j * 13 + i * 7);
+        ck_assert_int_eq(gkv_set(c, KEY("hc/k"), a, sizes[i], NULL), 0);
+        for (int twice = 0; twice < 2; twice++) {
+            memset(got, 0, sizes[i]);
+            ck_assert_int_eq(gkv_get(c, KEY("hc/k"), NULL, got, sizeof(got), &vi), 0);
+            ck_assert_uint_eq(vi.length, sizes[i]);
+            ck_assert_int_eq(memcmp(got, a, sizes[i]), 0);
+        }
+        gkv_range_t r = {.offset = 1000, .length = 300};
+        ck_assert_int_eq(gkv_get(c, KEY("hc/k"), &r, got, sizeof(got), &vi), 0);
+        ck_assert_uint_eq(vi.length, 300);
+        ck_assert_int_eq(memcmp(got, a + 1000, 300), 0);
+        gkv_range_t suffix = {.suffix = 10};
+        ck_assert_int_eq(gkv_get(c, KEY("hc/k"), &suffix, got, sizeof(got), &vi), 0);
+        ck_assert_int_eq(memcmp(got, a + sizes[i] - 10, 10), 0);
+    }
+    /* 4096 x 2, 40000 x 2, 65536 x 2, 4096 x 2 and 1500 x 2 full GETs were answered from
+     * copies (100000 is past the range), and their ranges too. */
+    ck_assert_uint_ge(info_u64(c, "host_copy_hits"), hits0 + 5 * 4);
+    ck_assert_uint_eq(info_u64(c, "host_copy_values"), values0 + 1);
+    /* A small value gets none; DEL and expiry are seen at once. */
+    ck_assert_int_eq(gkv_set(c, KEY("hc/tiny"), a, 64, NULL), 0);
+    ck_assert_uint_eq(info_u64(c, "host_copy_values"), values0 + 1);
+    ck_assert_int_eq(del1(c, "hc/k"), 1);
+    ck_assert_int_eq(gkv_get(c, KEY("hc/k"), NULL, got, sizeof(got), &vi), GKV_ENOTFOUND);
+    ck_assert_uint_eq(info_u64(c, "host_copy_values"), values0);
+    gkv_set_opts_t ttl = {.ttl_ms = 100};
+    ck_assert_int_eq(gkv_set(c, KEY("hc/ttl"), a, 2048, &ttl), 0);
+    ck_assert_int_eq(gkv_get(c, KEY("hc/ttl"), NULL, got, sizeof(got), &vi), 0);
+    harness_sleep_ms(150);
+    ck_assert_int_eq(gkv_get(c, KEY("hc/ttl"), NULL, got, sizeof(got), &vi), GKV_ENOTFOUND);
+    /* MGET goes through copy batches; its bytes match. */
+    ck_assert_int_eq(gkv_set(c, KEY("hc/m1"), a, 3000, NULL), 0);
+    ck_assert_int_eq(gkv_set(c, KEY("hc/m2"), a + 5, 3000, NULL), 0);
+    static uint8_t m1[3000], m2[3000];
+    gkv_mget_item_t items[2] = {{.key = "hc/m1", .klen = 5, .buf = m1, .cap = sizeof(m1)},
+                                {.key = "hc/m2", .klen = 5, .buf = m2, .cap = sizeof(m2)}};
+    ck_assert_int_eq(gkv_mget(c, items, 2), 0);
+    ck_assert_int_eq(memcmp(m1, a, 3000), 0);
+    ck_assert_int_eq(memcmp(m2, a + 5, 3000), 0);
+    ck_assert_int_eq(del1(c, "hc/m1"), 1);
+    ck_assert_int_eq(del1(c, "hc/m2"), 1);
+    ck_assert_int_eq(del1(c, "hc/tiny"), 1);
+    ck_assert_uint_eq(info_u64(c, "host_copy_values"), values0);
+    gkv_client_close(c);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("integration");
@@ -611,6 +683,7 @@ static Suite *make_suite(void)
     tcase_add_test(t, two_hundred_concurrent_clients);
     tcase_add_test(t, garbage_gets_an_error_and_a_close_while_others_continue);
     tcase_add_test(t, pipelined_requests_answer_in_order);
+    tcase_add_test(t, host_copies_answer_gets_and_never_go_stale);
     suite_add_tcase(s, t);
     t = tcase_create("limits and lifecycle");
     tcase_set_timeout(t, 120);

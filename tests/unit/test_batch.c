@@ -1,6 +1,7 @@
 /* test_batch.c: the copy batcher over the host backend and a real libuv loop: writes reach value
  * memory, reads deliver the right bytes to the right sink in order, references are held until
- * a batch is done, a full batch makes writers wait for room, and MAP's "writes pending". */
+ * a batch is done, a full batch makes writers wait for room, MAP's "writes pending", and bulk
+ * copies (a larger SET's last chunk) land, count as writes and give their buffers back. */
 #include <gpukv/gpukv.h>
 #include <string.h>
 
@@ -11,6 +12,7 @@ static gkv_backend_t *be;
 static gkv_store_t st;
 static gkv_batcher_t b;
 static gkv_poller_t poller;
+static gkv_staging_t staging;
 static uv_loop_t loop;
 
 /* What deliver saw, in order. */
@@ -42,7 +44,8 @@ static void setup(void)
     ck_assert_int_eq(gkv_store_init(&st, be, 64u << 20), 0);
     ck_assert_int_eq(uv_loop_init(&loop), 0);
     gkv_poller_init(&poller, be, &loop);
-    ck_assert_int_eq(gkv_batcher_init(&b, be, &st, &loop, &poller, deliver), 0);
+    gkv_staging_init(&staging, be);
+    ck_assert_int_eq(gkv_batcher_init(&b, be, &st, &loop, &poller, &staging, deliver), 0);
     ngot = 0;
 }
 
@@ -52,6 +55,8 @@ static void teardown(void)
     gkv_poller_close(&poller);
     uv_run(&loop, UV_RUN_DEFAULT);
     gkv_batcher_fini(&b);
+    ck_assert_int_eq(staging.nfree, staging.ntotal); /* every bulk buffer came back */
+    gkv_staging_fini(&staging);
     ck_assert_int_eq(uv_loop_close(&loop), 0);
     gkv_store_fini(&st);
     ck_assert_uint_eq(st.used, 0);
@@ -174,6 +179,53 @@ START_TEST(a_full_ring_makes_writers_wait_for_room)
 }
 END_TEST
 
+/* A bulk copy lands with its batch, after the small writes queued before it and before the
+ * reads; it counts as a pending write for MAP, holds a reference on its entry and hands its
+ * staging buffer back once the batch is done. A full set of bulk slots sends the batch on. */
+START_TEST(bulk_copies_land_and_give_their_buffers_back)
+{
+    enum { LEN = 100000 };
+    gkv_entry_t *e = entry("big", 2 * LEN);
+    gkv_waiter_t w = {.ready = on_room};
+    for (int part = 0; part < 2; part++) {
+        ck_assert(gkv_batch_bulk_room(&b, &w));
+        uint8_t *stage = gkv_staging_get(&staging, NULL);
+        ck_assert_ptr_nonnull(stage);
+        for (int i = 0; i < LEN; i++)
+            stage[i] = (uint8_t)(i * 7 + part);
+        gkv_batch_in_bulk(&b, e, (uint64_t)part * LEN, stage, LEN);
+    }
+    ck_assert_uint_eq(e->refs, 3);
+    int sink;
+    ck_assert(gkv_batch_out_room(&b, 1, 16));
+    gkv_store_ref(e);
+    gkv_batch_out(&b, e, LEN + 1000, 16, &sink, 1);
+    ck_assert_int_eq(staging.nfree, 0);
+    ck_assert(gkv_batch_writes_pending(&b) == false); /* started; the host is done at once */
+    spin();
+    ck_assert_int_eq(staging.nfree, staging.ntotal);
+    ck_assert_uint_eq(e->refs, 1);
+    for (int i = 0; i < 2 * LEN; i++)
+        ck_assert_uint_eq((uint8_t)view(e)[i], (uint8_t)((i % LEN) * 7 + i / LEN));
+    ck_assert_int_eq(ngot, 1);
+    for (int i = 0; i < 16; i++)
+        ck_assert_uint_eq((uint8_t)got[0].bytes[i], (uint8_t)((1000 + i) * 7 + 1));
+
+    /* A full set of bulk slots sends the batch on; the next slot is in the next buffer. */
+    uint64_t started = b.batches;
+    for (int i = 0; i <= GKV_BATCH_BULK; i++) {
+        ck_assert(gkv_batch_bulk_room(&b, &w));
+        uint8_t *stage = gkv_staging_get(&staging, NULL);
+        ck_assert_ptr_nonnull(stage);
+        gkv_batch_in_bulk(&b, e, 0, stage, 16);
+    }
+    ck_assert_uint_eq(b.batches, started + 1);
+    ck_assert(!w.queued);
+    spin();
+    gkv_store_unref(&st, e);
+}
+END_TEST
+
 Suite *make_suite(void)
 {
     Suite *s = suite_create("batch");
@@ -182,6 +234,7 @@ Suite *make_suite(void)
     tcase_add_test(t, writes_land_and_references_are_held_until_done);
     tcase_add_test(t, reads_deliver_the_right_bytes_in_order);
     tcase_add_test(t, a_full_ring_makes_writers_wait_for_room);
+    tcase_add_test(t, bulk_copies_land_and_give_their_buffers_back);
     suite_add_tcase(s, t);
     return s;
 }
