@@ -2,7 +2,10 @@
  * GPU round trip. A lone 4 KiB GET on the cuda backend waited for a copy batch's launch, DMA and
  * completion (about 15 us) on top of the socket round trip that redis makes alone. The value
  * still lives in backend memory (MAP, eviction and accounting are unchanged); this is a cache in
- * front of it, bounded by a byte budget (--host-copy), its memory shown in INFO.
+ * front of it, bounded by a byte budget (--host-copy), its memory shown in INFO. Filled when a
+ * SET's value of up to GKV_BATCH_VALUE_MAX arrives (write-through: the bytes are at hand, and
+ * copying them costs well under a microsecond) and when a GET has read a whole value from
+ * backend memory (read-through: larger values, CREATE/SEAL's).
  *
  * Keyed by entry. An entry's bytes do not change while GET can reach it: a new value moves into
  * a linked entry only when nothing but the index holds it (store.h), and the store drops the copy

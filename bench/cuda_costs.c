@@ -1,0 +1,97 @@
+/* cuda_costs.c: what the CUDA runtime calls on a SET's or GET's path cost the calling thread,
+ * each timed alone over many calls (medians in us): the stream-ordered allocation and free of
+ * a value, an event record, a host-to-device copy's launch from pinned memory and its whole
+ * round trip (launch, DMA, event polled done), and a host memcpy of the same bytes for scale.
+ *   cuda_costs [SIZE ...]   (default: 4096 65536 1048576) */
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define N 2001
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *t)
+{
+    qsort(t, N, sizeof(*t), cmp);
+    return t[N / 2];
+}
+
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e_));                            \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+int main(int argc, char **argv)
+{
+    static double alloc[N], freed[N], rec[N], launch[N], trip[N], host[N];
+    size_t sizes[8] = {4096, 65536, 1048576};
+    int nsizes = 3;
+    if (argc > 1) {
+        nsizes = 0;
+        for (int i = 1; i < argc && nsizes < 8; i++)
+            sizes[nsizes++] = strtoull(argv[i], NULL, 0);
+    }
+    cudaStream_t s;
+    cudaEvent_t ev;
+    cudaMemPool_t pool;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    CK(cudaDeviceGetDefaultMemPool(&pool, 0));
+    uint64_t keep = UINT64_MAX;
+    CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    printf("| size | cudaMallocFromPoolAsync | cudaFreeAsync | cudaEventRecord | H2D launch "
+           "(pinned) | H2D round trip (launch, DMA, polled) | host memcpy |\n|---|---|---|---|---|---|---|\n");
+    for (int k = 0; k < nsizes; k++) {
+        size_t size = sizes[k];
+        void *pinned, *pageable = malloc(size), *pageable2 = malloc(size), *dev;
+        CK(cudaMallocHost(&pinned, size));
+        memset(pinned, 1, size);
+        memset(pageable, 1, size);
+        memset(pageable2, 2, size);
+        for (int i = 0; i < N; i++) {
+            double t0 = now_us();
+            CK(cudaMallocFromPoolAsync(&dev, size, pool, s));
+            double t1 = now_us();
+            CK(cudaEventRecord(ev, s));
+            double t2 = now_us();
+            CK(cudaMemcpyAsync(dev, pinned, size, cudaMemcpyHostToDevice, s));
+            double t3 = now_us();
+            CK(cudaEventRecord(ev, s));
+            while (cudaEventQuery(ev) == cudaErrorNotReady)
+                ;
+            double t4 = now_us();
+            CK(cudaFreeAsync(dev, s));
+            double t5 = now_us();
+            memcpy(pageable2, pageable, size);
+            double t6 = now_us();
+            alloc[i] = t1 - t0, rec[i] = t2 - t1, launch[i] = t3 - t2, trip[i] = t4 - t2;
+            freed[i] = t5 - t4, host[i] = t6 - t5;
+        }
+        CK(cudaStreamSynchronize(s));
+        printf("| %zu B | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", size, median(alloc),
+               median(freed), median(rec), median(launch), median(trip), median(host));
+        cudaFreeHost(pinned);
+        free(pageable);
+        free(pageable2);
+    }
+    return 0;
+}
