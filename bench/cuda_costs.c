@@ -59,7 +59,8 @@ int main(int argc, char **argv)
     uint64_t keep = UINT64_MAX;
     CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
     printf("| size | cudaMallocFromPoolAsync | cudaFreeAsync | cudaEventRecord | H2D launch "
-           "(pinned) | H2D round trip (launch, DMA, polled) | host memcpy |\n|---|---|---|---|---|---|---|\n");
+           "(pinned) | H2D round trip (launch, DMA, polled) | host memcpy "
+           "|\n|---|---|---|---|---|---|---|\n");
     for (int k = 0; k < nsizes; k++) {
         size_t size = sizes[k];
         void *pinned, *pageable = malloc(size), *pageable2 = malloc(size), *dev;

@@ -600,10 +600,6 @@ START_TEST(bad_flags_and_unsafe_socket_dirs_are_refused)
 }
 END_TEST
 
-/* Host copies (hostcopy.h; the harness gives the daemon 8 MiB of them): GETs of values from
- * 1 KiB to 64 KiB are answered from host memory, ranges included (MGET goes to the backend); an overwrite, a
- * larger or smaller value, a DEL and an expiry are seen at once; values outside the range get
- * no copy; INFO counts it all. */
 static int64_t del1(gkv_client_t *c, const char *key)
 {
     const void *keys[1] = {key};
@@ -611,6 +607,10 @@ static int64_t del1(gkv_client_t *c, const char *key)
     return gkv_del(c, keys, lens, 1);
 }
 
+/* Host copies (hostcopy.h; the harness gives the daemon 8 MiB of them): GETs of values from
+ * 1 KiB to 64 KiB are answered from host memory, ranges included (MGET goes to the backend); an
+ * overwrite, a larger or smaller value, a DEL and an expiry are seen at once; values outside the
+ * range get no copy; INFO counts it all. */
 START_TEST(host_copies_answer_gets_and_never_go_stale)
 {
     gkv_client_t *c = connect_or_fail(shared.url);
