@@ -58,6 +58,16 @@ START_TEST(flags)
     ck_assert_int_eq(cfg.key_order_thread, GKV_NO);
     ck_assert_int_eq(parse(&cfg, err, 3, "--key-order-thread", "yes"), 0);
     ck_assert_int_eq(cfg.key_order_thread, GKV_YES);
+    ck_assert_int_eq(parse(&cfg, err, 1), 0);
+    ck_assert_uint_eq(cfg.host_copy, GKV_SIZE_AUTO);
+    ck_assert_uint_eq(cfg.host_copy_max_value, 64u << 10);
+    ck_assert_int_eq(parse(&cfg, err, 5, "--host-copy", "1G", "--host-copy-max-value", "16K"), 0);
+    ck_assert_uint_eq(cfg.host_copy, 1u << 30);
+    ck_assert_uint_eq(cfg.host_copy_max_value, 16u << 10);
+    ck_assert_int_eq(parse(&cfg, err, 3, "--host-copy", "0"), 0);
+    ck_assert_uint_eq(cfg.host_copy, 0);
+    ck_assert_int_eq(parse(&cfg, err, 3, "--host-copy", "auto"), 0);
+    ck_assert_uint_eq(cfg.host_copy, GKV_SIZE_AUTO);
 }
 END_TEST
 
@@ -80,6 +90,10 @@ START_TEST(bad_flags_are_errors_with_a_reason)
     ck_assert_int_eq(parse(&cfg, err, 3, "--busy-poll", "2000000"), GKV_EINVAL);
     ck_assert_int_eq(parse(&cfg, err, 3, "--key-order-thread", "maybe"), GKV_EINVAL);
     ck_assert(strstr(err, "key-order-thread") != NULL);
+    ck_assert_int_eq(parse(&cfg, err, 3, "--host-copy", "some"), GKV_EINVAL);
+    ck_assert(strstr(err, "host-copy") != NULL);
+    ck_assert_int_eq(parse(&cfg, err, 3, "--host-copy-max-value", "512"), GKV_EINVAL);
+    ck_assert_int_eq(parse(&cfg, err, 3, "--host-copy-max-value", "2M"), GKV_EINVAL);
 }
 END_TEST
 
