@@ -7,12 +7,16 @@
  *        of the value's size;
  *   hot: 1 MiB writes from one 1 MiB buffer, 256 KiB reads into one 256 KiB buffer: both stay
  *        in the CPU's caches, so this ceiling is higher than any real transfer of a large value.
+ *   set-stage, get-stage: set and get with the host backend's second copy on the receiver's
+ *        (sender's) thread: each 4 MiB chunk is copied into (out of) a store of the value's size
+ *        after it was read (before it is written), as gpukvd's staging does with the arena.
  * Buffers are touched before the clock starts.
- * Usage: rawcopy unix|tcp BYTES [REPEATS] [set|get|hot (default)]
+ * Usage: rawcopy unix|tcp BYTES [REPEATS] [set|get|hot (default)|set-stage|get-stage]
  * Prints: bytes,seconds,GB/s (median of repeats). */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +37,8 @@ typedef struct {
 } side_t;
 
 static side_t sender, receiver_side;
+static char *store;        /* set-stage, get-stage: the value's bytes on gpukvd's side */
+static bool store_on_read; /* set-stage: chunks read are copied into store; else get-stage */
 
 static size_t span(const side_t *s, size_t pos)
 {
@@ -51,6 +57,8 @@ static void *receiver(void *arg)
         ssize_t n = read(fds[1], receiver_side.buf + pos, want);
         if (n <= 0)
             break;
+        if (store && store_on_read)
+            memcpy(store + got, receiver_side.buf + pos, (size_t)n);
         got += (size_t)n;
         pos = (pos + (size_t)n) % receiver_side.cap;
     }
@@ -100,6 +108,13 @@ int main(int argc, char **argv)
     total = strtoull(argv[2], NULL, 10);
     int reps = argc > 3 ? atoi(argv[3]) : 3;
     const char *mode = argc > 4 ? argv[4] : "hot";
+    if (strcmp(mode, "set-stage") == 0 || strcmp(mode, "get-stage") == 0) {
+        store_on_read = mode[0] == 's';
+        if (!(store = malloc(total)))
+            return 1;
+        memset(store, 7, total);
+        mode = store_on_read ? "set" : "get";
+    }
     if (strcmp(mode, "set") == 0) {
         sender = side(total, total);
         receiver_side = side(STAGE, STAGE);
@@ -127,6 +142,8 @@ int main(int argc, char **argv)
             size_t n = span(&sender, pos);
             if (n > total - sent)
                 n = total - sent;
+            if (store && !store_on_read && pos == 0) /* the next chunk, out of the store */
+                memcpy(sender.buf, store + sent, n < STAGE ? n : STAGE);
             ssize_t w = write(fds[0], sender.buf + pos, n);
             if (w <= 0)
                 return 1;
