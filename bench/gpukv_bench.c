@@ -41,6 +41,7 @@ typedef struct {
     /* --size-mix: each key has one size, drawn by its hash from these classes, so that
      * overwrites keep the total constant (churn at a fixed fill level). */
     int nmix;
+    bool per_size;
     uint64_t mix_size[8];
     double mix_cum[8];
     const char *list_prefix; /* --list-prefix: every request is LIST(prefix, limit 100) */
@@ -162,8 +163,11 @@ typedef struct {
     uint32_t need;
     uint64_t skip;
     redisReader *rr;
-    /* Send times of the requests in flight, a ring of o.pipeline. */
+    /* Send times of the requests in flight, a ring of o.pipeline, and (--size-mix) the size
+     * class of each. */
     uint64_t *sent;
+    uint8_t *cls;
+    uint8_t cur_cls; /* the class of the request make_request built last */
     uint32_t head, inflight;
     uint64_t next_id;
     uint64_t remaining; /* requests this connection may still start (prefill, --requests) */
@@ -175,6 +179,7 @@ typedef struct {
     conn_t *conns;
     uint64_t rng, ops, errors, misses;
     hist_t hist;
+    hist_t mix_hist[8]; /* --per-size: one per --size-mix class */
     bool prefill;
     uint64_t prefill_next, prefill_end;
 } worker_t;
@@ -260,6 +265,10 @@ static void make_request(worker_t *w, conn_t *c)
     }
     size_t klen = key_text(key, k);
     uint64_t size = size_of_key(k, &w->rng);
+    c->cur_cls = 0;
+    for (int i = 0; i < o.nmix; i++)
+        if (o.mix_size[i] == size)
+            c->cur_cls = (uint8_t)i;
     c->pay_len = set ? size : 0;
     c->pay_off = 0;
     c->hdr_off = 0;
@@ -337,6 +346,7 @@ static int pump_out(worker_t *w, conn_t *c)
         while (!c->sending && may_start(w, c) && c->ob_len < SMALL_REQ) {
             make_request(w, c);
             c->sent[(c->head + c->inflight) % (uint32_t)o.pipeline] = now_ns();
+            c->cls[(c->head + c->inflight) % (uint32_t)o.pipeline] = c->cur_cls;
             c->inflight++;
             if (o.requests && !w->prefill)
                 c->remaining--;
@@ -390,6 +400,7 @@ static int pump_out(worker_t *w, conn_t *c)
 static void completed(worker_t *w, conn_t *c, bool error, bool miss)
 {
     uint64_t t = now_ns() - c->sent[c->head];
+    uint8_t cls = c->cls[c->head];
     c->head = (c->head + 1) % (uint32_t)o.pipeline;
     c->inflight--;
     if (w->prefill)
@@ -399,6 +410,8 @@ static void completed(worker_t *w, conn_t *c, bool error, bool miss)
         w->errors += error;
         w->misses += miss;
         hist_add(&w->hist, t);
+        if (o.nmix)
+            hist_add(&w->mix_hist[cls], t);
     }
 }
 
@@ -553,6 +566,7 @@ static int setup_worker(worker_t *w, int id, int nconns)
         c->in_cap = 1 << 18;
         c->in = malloc(c->in_cap);
         c->sent = calloc((size_t)o.pipeline, sizeof(uint64_t));
+        c->cls = calloc((size_t)o.pipeline, 1);
         if (o.redis)
             c->rr = redisReaderCreate();
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
@@ -571,6 +585,7 @@ static void usage(FILE *f)
             "  --ratio SET:GET (1:1)  --seconds S (5) | --requests N (per connection)\n"
             "  --warmup S (1)  --no-prefill  --csv (one line: ops_per_sec,p50_us,p99_us,p999_us)\n"
             "  --size-mix SIZE:WEIGHT,... (each key keeps one size drawn from these classes)\n"
+            "  --per-size (with --size-mix: latency per class, one line each on stderr)\n"
             "  --list-prefix P (gpukv only: every request is LIST of up to 100 keys under P)\n");
 }
 
@@ -602,6 +617,7 @@ int main(int argc, char **argv)
         {"warmup", required_argument, 0, 'w'},  {"dist", required_argument, 0, 'd'},
         {"no-prefill", no_argument, 0, 'N'},    {"csv", no_argument, 0, 'C'},
         {"size-mix", required_argument, 0, 'm'}, {"list-prefix", required_argument, 0, 'L'},
+        {"per-size", no_argument, 0, 'Z'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
     const char *target = NULL;
@@ -657,6 +673,7 @@ int main(int argc, char **argv)
             break;
         }
         case 'C': o.csv = true; break;
+        case 'Z': o.per_size = true; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -689,6 +706,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < pw.nconns; i++) {
             free(pw.conns[i].sent);
             pw.conns[i].sent = calloc((size_t)o.pipeline, sizeof(uint64_t));
+            pw.conns[i].cls = calloc((size_t)o.pipeline, 1);
         }
         phase = 0;
         if (run_loop(&pw)) {
@@ -746,6 +764,18 @@ int main(int argc, char **argv)
                target, o.url, (unsigned long long)ops, elapsed, ops_s, hist_pct(h, 0.5),
                hist_pct(h, 0.99), hist_pct(h, 0.999), (unsigned long long)errors,
                (unsigned long long)misses);
+    }
+    for (int i = 0; o.per_size && i < o.nmix; i++) {
+        hist_t *m = calloc(1, sizeof(hist_t));
+        for (int t = 0; t < o.threads; t++) {
+            for (int j = 0; j < HIST_BUCKETS; j++)
+                m->n[j] += ws[t].mix_hist[i].n[j];
+            m->count += ws[t].mix_hist[i].count;
+        }
+        fprintf(stderr, "size %llu: %llu requests, p50 %.1f us, p90 %.1f us, p99 %.1f us\n",
+                (unsigned long long)o.mix_size[i], (unsigned long long)m->count,
+                hist_pct(m, 0.5), hist_pct(m, 0.9), hist_pct(m, 0.99));
+        free(m);
     }
     return errors ? 1 : 0;
 }
