@@ -488,41 +488,6 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init((char *)c->in + c->in_len, (unsigned)(c->in_cap - c->in_len));
 }
 
-static void count_input(gkv_conn_t *c, bool direct, size_t n)
-{
-    if (direct)
-        c->stage_fill += n;
-    else
-        c->in_len += n;
-    c->frame_bytes += (uint64_t)n;
-    c->active_at = uv_now(c->srv->loop);
-    c->srv->stats.bytes_in += (uint64_t)n;
-}
-
-/* A payload is being read straight into staging, and its client is most likely still writing:
- * read on while bytes keep coming, up to GKV_READ_MORE bytes a turn. libuv reads once per turn
- * when a read does not fill the buffer, so a large SET advanced by one client socket buffer
- * (a few hundred KiB) per loop turn: among small requests a 3 MiB SET took 4.1 ms at the median
- * where a 3 MiB GET, whose writes go on as the client drains them, took 1.5 ms (H100, S5's mix).
- * EAGAIN, end of file and errors are left to libuv's next read. */
-static void read_more(gkv_conn_t *c)
-{
-    uv_os_fd_t fd;
-    if (uv_fileno((uv_handle_t *)&c->h, &fd))
-        return;
-    size_t budget = GKV_READ_MORE, len;
-    uint8_t *dst;
-    while (budget && (dst = gkv_conn_read_target(c, &len))) {
-        c->read_to_stage = false;
-        ssize_t n = read(fd, dst, len < budget ? len : budget);
-        if (n <= 0)
-            return;
-        count_input(c, true, (size_t)n);
-        budget -= (size_t)n;
-    }
-    c->read_to_stage = false;
-}
-
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     (void)buf;
@@ -536,9 +501,13 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     if (nread > 0) {
-        count_input(c, direct, (size_t)nread);
         if (direct)
-            read_more(c);
+            c->stage_fill += (size_t)nread;
+        else
+            c->in_len += (size_t)nread;
+        c->frame_bytes += (uint64_t)nread;
+        c->active_at = uv_now(c->srv->loop);
+        c->srv->stats.bytes_in += (uint64_t)nread;
         gkv_server_input(c->srv);
     }
     gkv_conn_drive(c);

@@ -16,8 +16,6 @@
 
 /* Most requests one connection handles before the loop serves the others again. */
 #define GKV_FRAMES_PER_TURN 16
-/* Most payload bytes one connection reads into staging in a turn beyond libuv's read. */
-#define GKV_READ_MORE (1u << 20)
 
 typedef enum {
     CONN_HEADER,  /* waiting for / parsing request headers */
