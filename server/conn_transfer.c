@@ -447,14 +447,19 @@ static void start_flight(gkv_conn_t *c, bool overlap)
 
 /* SET payload. */
 
-static void recv_commit(gkv_conn_t *c)
+/* The payload's command has answered (rc): c drops the entry and reads the next header. */
+static void recv_end(gkv_conn_t *c, int rc)
 {
-    int rc = c->recv_cmd->on_payload(c->srv, c->req_id, c->recv, c->recv_flags, &c->out, NULL);
     gkv_conn_op_done(c, rc);
     gkv_store_unref(&c->srv->store, c->recv);
     c->recv = NULL;
     c->state = CONN_HEADER;
     c->frame_since = 0;
+}
+
+static void recv_commit(gkv_conn_t *c)
+{
+    recv_end(c, c->recv_cmd->on_payload(c->srv, c->req_id, c->recv, c->recv_flags, &c->out, NULL));
     gkv_conn_release_stage(c);
 }
 
@@ -480,11 +485,7 @@ static bool recv_batched(gkv_conn_t *c)
         gkv_batch_in_commit(&srv->batcher, holder);
         gkv_hostcopy_put(&srv->store.hc, holder, dst, size);
     }
-    gkv_conn_op_done(c, rc);
-    gkv_store_unref(&srv->store, e);
-    c->recv = NULL;
-    c->state = CONN_HEADER;
-    c->frame_since = 0;
+    recv_end(c, rc);
     return true;
 }
 
@@ -511,11 +512,7 @@ static bool recv_bulk(gkv_conn_t *c)
         gkv_batch_in_bulk(&srv->batcher, holder, off, stage, len);
     else
         gkv_staging_put(&srv->staging, stage);
-    gkv_conn_op_done(c, rc);
-    gkv_store_unref(&srv->store, e);
-    c->recv = NULL;
-    c->state = CONN_HEADER;
-    c->frame_since = 0;
+    recv_end(c, rc);
     return true;
 }
 
