@@ -42,6 +42,7 @@ typedef struct {
      * overwrites keep the total constant (churn at a fixed fill level). */
     int nmix;
     bool per_size;
+    int sndbuf; /* --sndbuf: SO_SNDBUF of each Unix socket, 0: the system's default */
     uint64_t mix_size[8];
     double mix_cum[8];
     const char *list_prefix; /* --list-prefix: every request is LIST(prefix, limit 100) */
@@ -201,6 +202,8 @@ static int dial(const char *url)
             return -1;
         strcpy(sa.sun_path, url + 5);
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && o.sndbuf)
+            setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &o.sndbuf, sizeof(o.sndbuf));
         if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
             return fd;
         if (fd >= 0)
@@ -586,6 +589,7 @@ static void usage(FILE *f)
             "  --warmup S (1)  --no-prefill  --csv (one line: ops_per_sec,p50_us,p99_us,p999_us)\n"
             "  --size-mix SIZE:WEIGHT,... (each key keeps one size drawn from these classes)\n"
             "  --per-size (with --size-mix: latency per class, one line each on stderr)\n"
+            "  --sndbuf BYTES (SO_SNDBUF of each Unix socket; default: the system's)\n"
             "  --list-prefix P (gpukv only: every request is LIST of up to 100 keys under P)\n");
 }
 
@@ -617,7 +621,7 @@ int main(int argc, char **argv)
         {"warmup", required_argument, 0, 'w'},  {"dist", required_argument, 0, 'd'},
         {"no-prefill", no_argument, 0, 'N'},    {"csv", no_argument, 0, 'C'},
         {"size-mix", required_argument, 0, 'm'}, {"list-prefix", required_argument, 0, 'L'},
-        {"per-size", no_argument, 0, 'Z'},
+        {"per-size", no_argument, 0, 'Z'},      {"sndbuf", required_argument, 0, 'B'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
     const char *target = NULL;
@@ -674,6 +678,7 @@ int main(int argc, char **argv)
         }
         case 'C': o.csv = true; break;
         case 'Z': o.per_size = true; break;
+        case 'B': o.sndbuf = atoi(optarg); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
