@@ -137,7 +137,17 @@ static int dial_unix(const char *path, uint32_t timeout_ms)
     if (strlen(path) >= sizeof(sa.sun_path))
         return GKV_EINVAL;
     strcpy(sa.sun_path, path);
-    return dial(AF_UNIX, SOCK_STREAM, 0, (struct sockaddr *)&sa, sizeof(sa), timeout_ms);
+    int fd = dial(AF_UNIX, SOCK_STREAM, 0, (struct sockaddr *)&sa, sizeof(sa), timeout_ms);
+    if (fd >= 0) {
+        /* A Unix socket's writer may have only its send buffer in flight (208 KiB by default),
+         * so a large SET moved one buffer per round of the daemon's read and this process's
+         * wake-up: a 3 MiB SET among small requests took 4 ms at the median where 4 MiB took
+         * 1 ms (H100, bench/RESULTS.md, S5). The kernel caps it at net.core.wmem_max; memory
+         * is used only while bytes are in flight. */
+        int bytes = GKV_CLIENT_SNDBUF;
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+    }
+    return fd;
 }
 
 static int dial_tcp(const char *hostport, uint32_t timeout_ms)
