@@ -613,16 +613,16 @@ static int parse_size(const char *s, uint64_t *out)
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"target", required_argument, 0, 't'},  {"url", required_argument, 0, 'u'},
-        {"clients", required_argument, 0, 'c'}, {"threads", required_argument, 0, 'T'},
+        {"target", required_argument, 0, 't'},   {"url", required_argument, 0, 'u'},
+        {"clients", required_argument, 0, 'c'},  {"threads", required_argument, 0, 'T'},
         {"pipeline", required_argument, 0, 'P'}, {"size", required_argument, 0, 's'},
-        {"keys", required_argument, 0, 'k'},    {"ratio", required_argument, 0, 'r'},
-        {"seconds", required_argument, 0, 'S'}, {"requests", required_argument, 0, 'n'},
-        {"warmup", required_argument, 0, 'w'},  {"dist", required_argument, 0, 'd'},
-        {"no-prefill", no_argument, 0, 'N'},    {"csv", no_argument, 0, 'C'},
+        {"keys", required_argument, 0, 'k'},     {"ratio", required_argument, 0, 'r'},
+        {"seconds", required_argument, 0, 'S'},  {"requests", required_argument, 0, 'n'},
+        {"warmup", required_argument, 0, 'w'},   {"dist", required_argument, 0, 'd'},
+        {"no-prefill", no_argument, 0, 'N'},     {"csv", no_argument, 0, 'C'},
         {"size-mix", required_argument, 0, 'm'}, {"list-prefix", required_argument, 0, 'L'},
-        {"per-size", no_argument, 0, 'Z'},      {"sndbuf", required_argument, 0, 'B'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
+        {"per-size", no_argument, 0, 'Z'},       {"sndbuf", required_argument, 0, 'B'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     const char *target = NULL;
     int ch;
@@ -677,8 +677,12 @@ int main(int argc, char **argv)
             break;
         }
         case 'C': o.csv = true; break;
-        case 'Z': o.per_size = true; break;
-        case 'B': o.sndbuf = atoi(optarg); break;
+        case 'Z':
+            o.per_size = true;
+            break;
+        case 'B':
+            o.sndbuf = atoi(optarg);
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -778,8 +782,8 @@ int main(int argc, char **argv)
             m->count += ws[t].mix_hist[i].count;
         }
         fprintf(stderr, "size %llu: %llu requests, p50 %.1f us, p90 %.1f us, p99 %.1f us\n",
-                (unsigned long long)o.mix_size[i], (unsigned long long)m->count,
-                hist_pct(m, 0.5), hist_pct(m, 0.9), hist_pct(m, 0.99));
+                (unsigned long long)o.mix_size[i], (unsigned long long)m->count, hist_pct(m, 0.5),
+                hist_pct(m, 0.9), hist_pct(m, 0.99));
         free(m);
     }
     return errors ? 1 : 0;
