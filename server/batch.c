@@ -179,18 +179,28 @@ void gkv_batcher_fini(gkv_batcher_t *b)
     b->ready = false;
 }
 
-bool gkv_batch_out_room(gkv_batcher_t *b, uint32_t pieces, uint64_t bytes)
+/* The open buffer once it has room for nin more in pieces, nout more out pieces with bytes more
+ * payload bytes, and nbulk more bulk copies; a full open batch is started and the next buffer
+ * tried. NULL when none has room. */
+static gkv_batch_buf_t *open_room(gkv_batcher_t *b, uint32_t nin, uint32_t nout, uint64_t bytes,
+                                  uint32_t nbulk)
 {
     for (int tries = 0; tries < 2; tries++) {
         if (b->open < 0)
-            return false;
+            return NULL;
         gkv_batch_buf_t *bb = &b->bufs[b->open];
-        if (bb->nout + pieces <= GKV_BATCH_PIECES &&
-            align_up(bb->fill) + bytes + (uint64_t)ALIGN * pieces <= GKV_BATCH_BYTES)
-            return true;
+        if (bb->nin + nin <= GKV_BATCH_PIECES && bb->nout + nout <= GKV_BATCH_PIECES &&
+            bb->nbulk + nbulk <= GKV_BATCH_BULK &&
+            align_up(bb->fill) + bytes + (uint64_t)ALIGN * nout <= GKV_BATCH_BYTES)
+            return bb;
         start_open(b); /* full: send it on and try the next buffer */
     }
-    return false;
+    return NULL;
+}
+
+bool gkv_batch_out_room(gkv_batcher_t *b, uint32_t pieces, uint64_t bytes)
+{
+    return open_room(b, 0, pieces, bytes, 0) != NULL;
 }
 
 void gkv_batch_out(gkv_batcher_t *b, gkv_entry_t *e, uint64_t off, uint32_t len, void *sink,
@@ -205,19 +215,13 @@ void gkv_batch_out(gkv_batcher_t *b, gkv_entry_t *e, uint64_t off, uint32_t len,
 
 void *gkv_batch_in_reserve(gkv_batcher_t *b, uint32_t len, gkv_waiter_t *w)
 {
-    for (int tries = 0; tries < 2; tries++) {
-        if (b->open < 0)
-            break;
-        gkv_batch_buf_t *bb = &b->bufs[b->open];
-        uint32_t at = align_up(bb->fill);
-        if (bb->nin < GKV_BATCH_PIECES && (uint64_t)at + len <= GKV_BATCH_BYTES) {
-            b->reserved = len;
-            return bb->buf + at;
-        }
-        start_open(b);
+    gkv_batch_buf_t *bb = open_room(b, 1, 0, len, 0);
+    if (!bb) {
+        gkv_waitq_push(&b->waiters, w);
+        return NULL;
     }
-    gkv_waitq_push(&b->waiters, w);
-    return NULL;
+    b->reserved = len;
+    return bb->buf + align_up(bb->fill);
 }
 
 void gkv_batch_in_commit(gkv_batcher_t *b, gkv_entry_t *e)
@@ -238,13 +242,8 @@ void gkv_batch_cancel(gkv_batcher_t *b, gkv_waiter_t *w)
 
 bool gkv_batch_bulk_room(gkv_batcher_t *b, gkv_waiter_t *w)
 {
-    for (int tries = 0; tries < 2; tries++) {
-        if (b->open < 0)
-            break;
-        if (b->bufs[b->open].nbulk < GKV_BATCH_BULK)
-            return true;
-        start_open(b);
-    }
+    if (open_room(b, 0, 0, 0, 1))
+        return true;
     gkv_waitq_push(&b->waiters, w);
     return false;
 }

@@ -36,7 +36,8 @@ void gkv_hostcopy_fini(gkv_hostcopy_t *hc)
     hc->bytes = 0;
 }
 
-bool gkv_hostcopy_wants(const gkv_hostcopy_t *hc, uint64_t len)
+/* True when a value of len bytes would be kept. */
+static bool wants(const gkv_hostcopy_t *hc, uint64_t len)
 {
     return len >= GKV_HOSTCOPY_MIN && len <= hc->max_value &&
            len + GKV_HOSTCOPY_OVERHEAD <= hc->limit;
@@ -106,7 +107,7 @@ static void evict_one(gkv_hostcopy_t *hc)
 void gkv_hostcopy_put(gkv_hostcopy_t *hc, const void *key, const void *bytes, uint64_t len)
 {
     gkv_hostcopy_drop(hc, key);
-    if (!gkv_hostcopy_wants(hc, len))
+    if (!wants(hc, len))
         return;
     uint64_t need = len + GKV_HOSTCOPY_OVERHEAD;
     while (hc->count && hc->bytes + need > hc->limit)

@@ -48,8 +48,6 @@ typedef struct {
 void gkv_hostcopy_init(gkv_hostcopy_t *hc, uint64_t limit, uint64_t max_value);
 /* Frees every copy and the table. */
 void gkv_hostcopy_fini(gkv_hostcopy_t *hc);
-/* True when a value of len bytes would be kept. */
-bool gkv_hostcopy_wants(const gkv_hostcopy_t *hc, uint64_t len);
 /* Keeps a copy of bytes (len bytes, borrowed: the whole value of key) for key, replacing key's
  * copy if any, dropping others at random to stay within the budget. Without host memory, or for
  * a len it does not want, keeps nothing: a copy is an optimisation, never required. */
