@@ -86,6 +86,13 @@ static void hist_add(hist_t *h, uint64_t ns)
     h->count++;
 }
 
+static void hist_merge(hist_t *dst, const hist_t *src)
+{
+    for (int i = 0; i < HIST_BUCKETS; i++)
+        dst->n[i] += src->n[i];
+    dst->count += src->count;
+}
+
 static double hist_pct(const hist_t *h, double p)
 {
     uint64_t want = (uint64_t)ceil(p * (double)h->count), seen = 0;
@@ -232,15 +239,18 @@ static int dial(const char *url)
     return fd;
 }
 
-static uint64_t size_of_key(uint64_t k, uint64_t *rng)
+/* The size of key k's value; with --size-mix, *cls gets its class (else 0). */
+static uint64_t size_of_key(uint64_t k, uint64_t *rng, uint8_t *cls)
 {
+    *cls = 0;
     if (o.nmix) {
         uint64_t h = (k + 1) * 0x9E3779B97F4A7C15ULL;
         double u = (double)(h >> 11) / 9007199254740992.0;
-        for (int i = 0; i < o.nmix; i++)
-            if (u < o.mix_cum[i])
-                return o.mix_size[i];
-        return o.mix_size[o.nmix - 1];
+        int i = 0;
+        while (i < o.nmix - 1 && u >= o.mix_cum[i])
+            i++;
+        *cls = (uint8_t)i;
+        return o.mix_size[i];
     }
     uint64_t size = o.size_min;
     if (o.size_max > o.size_min)
@@ -267,11 +277,7 @@ static void make_request(worker_t *w, conn_t *c)
         set = (int)(rng_next(&w->rng) % (uint64_t)(o.set_ratio + o.get_ratio)) < o.set_ratio;
     }
     size_t klen = key_text(key, k);
-    uint64_t size = size_of_key(k, &w->rng);
-    c->cur_cls = 0;
-    for (int i = 0; i < o.nmix; i++)
-        if (o.mix_size[i] == size)
-            c->cur_cls = (uint8_t)i;
+    uint64_t size = size_of_key(k, &w->rng, &c->cur_cls);
     c->pay_len = set ? size : 0;
     c->pay_off = 0;
     c->hdr_off = 0;
@@ -759,9 +765,7 @@ int main(int argc, char **argv)
         ops += ws[t].ops;
         errors += ws[t].errors;
         misses += ws[t].misses;
-        for (int i = 0; i < HIST_BUCKETS; i++)
-            h->n[i] += ws[t].hist.n[i];
-        h->count += ws[t].hist.count;
+        hist_merge(h, &ws[t].hist);
     }
     double ops_s = (double)ops / elapsed;
     if (o.csv) {
@@ -776,11 +780,8 @@ int main(int argc, char **argv)
     }
     for (int i = 0; o.per_size && i < o.nmix; i++) {
         hist_t *m = calloc(1, sizeof(hist_t));
-        for (int t = 0; t < o.threads; t++) {
-            for (int j = 0; j < HIST_BUCKETS; j++)
-                m->n[j] += ws[t].mix_hist[i].n[j];
-            m->count += ws[t].mix_hist[i].count;
-        }
+        for (int t = 0; t < o.threads; t++)
+            hist_merge(m, &ws[t].mix_hist[i]);
         fprintf(stderr, "size %llu: %llu requests, p50 %.1f us, p90 %.1f us, p99 %.1f us\n",
                 (unsigned long long)o.mix_size[i], (unsigned long long)m->count, hist_pct(m, 0.5),
                 hist_pct(m, 0.9), hist_pct(m, 0.99));
