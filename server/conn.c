@@ -38,6 +38,7 @@ static void on_closed(uv_handle_t *h)
     /* c left the staging queue when it began to close, so the buffer can only wake others. */
     gkv_conn_release_stage(c);
     gkv_conn_release_ahead(c);
+    gkv_conn_narrow_sndbuf(c);
     gkv_server_conn_closed(srv, c);
     free(c);
 }

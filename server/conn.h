@@ -98,6 +98,7 @@ struct gkv_conn {
     bool ahead_busy;
     bool tail_busy;     /* tail is being written */
     bool read_to_stage; /* the read under way goes straight into stage (conn_read_target) */
+    int narrow_sndbuf;  /* while a large reply goes out: the send buffer to restore, else 0 */
     uint8_t *tail;      /* GKV_SEND_TAIL bytes, allocated on first use */
     uv_shutdown_t shutdown_req;
 };
@@ -160,5 +161,7 @@ void gkv_conn_release_ahead(gkv_conn_t *c);
  * from where the socket stopped, a partly filled payload chunk is copied in first). True when
  * it did; false when c holds no buffer it can give now (a copy is busy, the socket is not full). */
 bool gkv_conn_yield_stage(gkv_conn_t *c);
+/* Restores the send buffer a large reply raised (conn_transfer.c); also when c closes. */
+void gkv_conn_narrow_sndbuf(gkv_conn_t *c);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "error.h"
 #include "log.h"
@@ -229,6 +230,7 @@ void gkv_conn_send_step(gkv_conn_t *c)
         c->state = CONN_HEADER;
         gkv_conn_op_done(c, 0);
         gkv_conn_release_stage(c);
+        gkv_conn_narrow_sndbuf(c);
         gkv_conn_drive(c);
         return;
     }
@@ -314,6 +316,38 @@ static bool send_copied(gkv_conn_t *c, gkv_reply_t *rep)
     return true;
 }
 
+/* A Unix socket's writer has only its send buffer in flight (208 KiB by default), so a reply
+ * of megabytes went out one buffer per loop turn and client wake-up. While a connection sends
+ * a value of WIDE_FROM or more through staging its buffer is raised to one staging chunk. At
+ * most GKV_STAGING_MAX connections at once have it raised, so the kernel memory this can add
+ * is bounded (128 MiB); the buffer is restored when the reply is out. TCP sockets keep the
+ * kernel's autotuning, which setting SO_SNDBUF would turn off. */
+#define WIDE_FROM (1u << 20)
+
+static void widen_sndbuf(gkv_conn_t *c, uint64_t total)
+{
+    gkv_server_t *srv = c->srv;
+    int fd, was, want = GKV_STAGING_CHUNK;
+    socklen_t len = sizeof(was);
+    if (!c->local || total < WIDE_FROM || c->narrow_sndbuf || srv->wide_sndbufs >= GKV_STAGING_MAX ||
+        uv_fileno(&c->h.handle, &fd) || getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &was, &len) ||
+        was >= want || setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof(want)))
+        return;
+    c->narrow_sndbuf = was / 2 > 0 ? was / 2 : 1; /* getsockopt reports twice what was set */
+    srv->wide_sndbufs++;
+}
+
+void gkv_conn_narrow_sndbuf(gkv_conn_t *c)
+{
+    int fd;
+    if (!c->narrow_sndbuf)
+        return;
+    if (!uv_fileno(&c->h.handle, &fd))
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &c->narrow_sndbuf, sizeof(c->narrow_sndbuf));
+    c->narrow_sndbuf = 0;
+    c->srv->wide_sndbufs--;
+}
+
 void gkv_conn_send(gkv_conn_t *c, gkv_reply_t *rep)
 {
     uint64_t total = 0;
@@ -333,6 +367,7 @@ void gkv_conn_send(gkv_conn_t *c, gkv_reply_t *rep)
     rep->segs = NULL;
     rep->nsegs = 0;
     c->state = CONN_SEND;
+    widen_sndbuf(c, total);
     gkv_conn_send_step(c);
 }
 

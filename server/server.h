@@ -54,6 +54,7 @@ typedef struct gkv_server {
     gkv_conn_t *done_head;   /* connections whose copy finished, under done_lock */
     gkv_conn_t *conns;       /* every open connection */
     uint64_t nconns, next_conn_id;
+    unsigned wide_sndbufs; /* connections with a raised send buffer (conn_transfer.c) */
     uint64_t started_ms;
     gkv_server_stats_t stats;
     gkv_metrics_t metrics; /* per-command counts and latencies */

@@ -438,10 +438,12 @@ START_TEST(writers_that_stall_give_back_staging)
 }
 END_TEST
 
-/* A reader that stalls, gives its buffer back and later reads gets every byte, in order. */
+/* A reader that stalls, gives its buffer back and later reads gets every byte, in order. More
+ * readers than staging buffers: at most 32 of them have their send buffer raised (conn_transfer.c
+ * widen_sndbuf), and each is restored when its reply is out. */
 START_TEST(a_reader_that_stalls_then_reads_gets_every_byte)
 {
-    enum { STALLED = 32 };
+    enum { STALLED = 40 };
     gkv_daemon_t d;
     start(&d, NULL); /* values over 16 KiB move through staging on every backend */
     gkv_client_t *c = connect_to(&d);
@@ -456,6 +458,9 @@ START_TEST(a_reader_that_stalls_then_reads_gets_every_byte)
     }
     harness_sleep_ms(300);
     ck_assert_int_eq(gkv_set(c, "other", 5, v, n, NULL), 0); /* makes them yield */
+    uint64_t wide = info_u64(&d, "wide_send_buffers");
+    ck_assert_uint_ge(wide, 1);
+    ck_assert_uint_le(wide, 32);
     static uint8_t hdr[HDR_CAP];
     gkv_response_t r;
     for (int i = 0; i < STALLED; i++) {
@@ -463,8 +468,13 @@ START_TEST(a_reader_that_stalls_then_reads_gets_every_byte)
         ck_assert_uint_eq(r.payload_len, n);
         ck_assert_int_eq(recv(fds[i], back, n, MSG_WAITALL), (ssize_t)n);
         ck_assert_msg(memcmp(v, back, n) == 0, "reader %d got other bytes", i);
-        close(fds[i]);
     }
+    /* Every reply is out; the daemon restores the last buffers right after their last bytes. */
+    for (int i = 0; i < 100 && (wide = info_u64(&d, "wide_send_buffers")) > 0; i++)
+        harness_sleep_ms(20);
+    ck_assert_uint_eq(wide, 0);
+    for (int i = 0; i < STALLED; i++)
+        close(fds[i]);
     ck_assert_uint_ge(info_u64(&d, "staging_yields"), 1);
     free(v);
     free(back);
