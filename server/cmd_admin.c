@@ -156,12 +156,11 @@ int gkv_cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         "\r\nwrite_timeouts:%" PRIu64 "\r\nframe_timeout_ms:%" PRIu64 "\r\nidle_timeout_ms:%" PRIu64
         "\r\nwrite_timeout_ms:%" PRIu64 "\r\noutput_buffer_limit:%" PRIu64 "\r\nkey_memory:%" PRIu64
         "\r\nmaxmemory_keys:%" PRIu64 "\r\nstaging_yields:%" PRIu64 "\r\nwide_send_buffers:%u"
-        "\r\nauth_failures:%" PRIu64
-        "\r\nrejected_peers:%" PRIu64 "\r\nauth_required:%s\r\n",
+        "\r\nauth_failures:%" PRIu64 "\r\nrejected_peers:%" PRIu64 "\r\nauth_required:%s\r\n",
         ss->frame_timeouts, ss->idle_timeouts, ss->write_timeouts, srv->cfg.frame_timeout_ms,
         srv->cfg.idle_timeout_ms, srv->cfg.write_timeout_ms, srv->cfg.output_limit,
-        gkv_store_host_memory(st), st->host_limit, ss->staging_yields, srv->wide_sndbufs, ss->auth_failures,
-        ss->rejected_peers, srv->token_len ? "yes" : "no");
+        gkv_store_host_memory(st), st->host_limit, ss->staging_yields, srv->wide_sndbufs,
+        ss->auth_failures, ss->rejected_peers, srv->token_len ? "yes" : "no");
     if (m < 0 || (size_t)m >= sizeof(text) - (size_t)n)
         return GKV_ENOMEM;
     n += m;

@@ -329,9 +329,10 @@ static void widen_sndbuf(gkv_conn_t *c, uint64_t total)
     gkv_server_t *srv = c->srv;
     int fd, was, want = GKV_STAGING_CHUNK;
     socklen_t len = sizeof(was);
-    if (!c->local || total < WIDE_FROM || c->narrow_sndbuf || srv->wide_sndbufs >= GKV_STAGING_MAX ||
-        uv_fileno(&c->h.handle, &fd) || getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &was, &len) ||
-        was >= want || setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof(want)))
+    if (!c->local || total < WIDE_FROM || c->narrow_sndbuf ||
+        srv->wide_sndbufs >= GKV_STAGING_MAX || uv_fileno(&c->h.handle, &fd) ||
+        getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &was, &len) || was >= want ||
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof(want)))
         return;
     c->narrow_sndbuf = was / 2 > 0 ? was / 2 : 1; /* getsockopt reports twice what was set */
     srv->wide_sndbufs++;
