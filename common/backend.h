@@ -6,6 +6,9 @@
 
 #include <stddef.h>
 
+/* Devices (backends) one daemon may serve at once (--devices). */
+#define GKV_MAX_DEVICES 8
+
 /* Largest per-value export blob (cudaMemPoolPtrExportData is 64 bytes). */
 #define GKV_EXPORT_MAX 64
 #include <stdint.h>

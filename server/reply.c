@@ -158,18 +158,26 @@ int gkv_cmd_check_new_value(gkv_server_t *srv, const gkv_request_t *req, uint64_
 int gkv_cmd_new_entry(gkv_server_t *srv, const gkv_request_t *req, uint64_t size, int lane,
                       gkv_reply_t *rep, gkv_entry_t **out)
 {
-    int rc = gkv_store_entry_new(&srv->store, req->key.p, req->key.len, size, req->meta.p,
+    gkv_store_t *st = &srv->store;
+    unsigned dev = gkv_store_place(st, req->key.p, req->key.len, size);
+    int rc = gkv_store_entry_new(st, dev, req->key.p, req->key.len, size, req->meta.p,
                                  req->meta.len, lane, out);
     if (rc == 0 && (req->has & GKV_HAS_TTL) &&
         (rc = gkv_store_entry_ttl(&srv->store, *out, req->ttl))) {
         gkv_store_unref(&srv->store, *out);
         *out = NULL;
     }
+    if (rc == GKV_EOOM && st->ndev > 1)
+        return gkv_reply_fail(rep, rc,
+                              "value of %" PRIu64 " bytes does not fit on device %u (%s): %" PRIu64
+                              " of %" PRIu64 " bytes used",
+                              size, dev, st->dev[dev].be->gpu_uuid, st->dev[dev].used,
+                              st->dev[dev].limit);
     if (rc == GKV_EOOM)
         return gkv_reply_fail(rep, rc,
                               "value of %" PRIu64 " bytes does not fit: %" PRIu64 " of %" PRIu64
                               " bytes used",
-                              size, srv->store.used, srv->store.limit);
+                              size, st->used, st->limit);
     if (rc == GKV_ENOMEM &&
         !gkv_store_host_room(&srv->store, req->key.len, (uint32_t)req->meta.len))
         return gkv_reply_fail(rep, rc,

@@ -18,11 +18,52 @@ int gkv_store_init(gkv_store_t *st, gkv_backend_t *be, uint64_t limit)
     st->ix = gkv_index_alloc(sizeof(gkv_entry_t));
     if (!st->ix)
         return GKV_ENOMEM;
-    st->be = be;
-    st->limit = limit;
     st->rng = 0x9e3779b97f4a7c15ull;
     gkv_hostcopy_init(&st->hc, 0, 0);
+    (void)gkv_store_add_device(st, be, limit);
     return 0;
+}
+
+int gkv_store_add_device(gkv_store_t *st, gkv_backend_t *be, uint64_t limit)
+{
+    if (st->ndev == GKV_MAX_DEVICES)
+        return GKV_EINVAL;
+    st->dev[st->ndev] = (gkv_store_dev_t){.be = be, .limit = limit};
+    st->limit += limit;
+    return (int)st->ndev++;
+}
+
+gkv_backend_t *gkv_store_be(const gkv_store_t *st, const gkv_entry_t *e)
+{
+    return st->dev[e->dev].be;
+}
+
+/* A linked entry's value joins (sign 1) or leaves (-1) its device's linked figures. */
+static void count_linked(gkv_store_t *st, const gkv_entry_t *e, int sign)
+{
+    gkv_store_dev_t *d = &st->dev[e->dev];
+    uint64_t bytes = sign > 0 ? e->size : -e->size; /* modular */
+    d->linked_bytes += bytes;
+    st->linked_bytes += bytes;
+    d->keys += (uint64_t)(int64_t)sign;
+}
+
+unsigned gkv_store_place(gkv_store_t *st, const void *key, size_t klen, uint64_t size)
+{
+    if (st->ndev == 1)
+        return 0;
+    const gkv_entry_t *cur = gkv_index_get(st->ix, key, klen);
+    if (cur) {
+        const gkv_store_dev_t *d = &st->dev[cur->dev];
+        bool evicts = st->policy != GKV_POLICY_NOEVICTION;
+        if (size <= d->limit - d->used || (evicts && size <= d->limit))
+            return cur->dev;
+    }
+    unsigned best = 0;
+    for (unsigned i = 1; i < st->ndev; i++)
+        if (st->dev[i].limit - st->dev[i].used > st->dev[best].limit - st->dev[best].used)
+            best = i;
+    return best;
 }
 
 static uint32_t next_random(gkv_store_t *st)
@@ -36,7 +77,7 @@ static void unlink_entry(gkv_store_t *st, gkv_entry_t *e)
     gkv_index_unlink_node(st->ix, e);
     if (has_deadline(e))
         gkv_ttl_remove(&st->ttl, e);
-    st->linked_bytes -= e->size;
+    count_linked(st, e, -1);
     gkv_store_unref(st, e);
 }
 
@@ -49,11 +90,12 @@ static void evict(gkv_store_t *st, gkv_entry_t *e)
 
 #define EVICT_SCAN 65536u /* keys looked at when sampling found no candidate */
 
-/* How much e deserves eviction under the store's policy, or 0 when it is no candidate:
- * leased, in transfer or in a batch (refs > 1), or holding no memory. */
-static uint64_t candidate_score(const gkv_store_t *st, const gkv_entry_t *e)
+/* How much e deserves eviction to make room on device dev under the store's policy, or 0 when
+ * it is no candidate: leased, in transfer or in a batch (refs > 1), holding no memory, or on
+ * another device. */
+static uint64_t candidate_score(const gkv_store_t *st, const gkv_entry_t *e, unsigned dev)
 {
-    if (e->refs != 1 || !e->size)
+    if (e->refs != 1 || !e->size || e->dev != dev)
         return 0;
     if (st->policy == GKV_POLICY_VOLATILE_TTL)
         return UINT64_MAX - e->x->expire_at;
@@ -61,10 +103,10 @@ static uint64_t candidate_score(const gkv_store_t *st, const gkv_entry_t *e)
 }
 
 /* Keeps e in *best when it is a better candidate than the one there (scored *best_score). */
-static void consider(const gkv_store_t *st, gkv_entry_t *e, gkv_entry_t **best,
+static void consider(const gkv_store_t *st, unsigned dev, gkv_entry_t *e, gkv_entry_t **best,
                      uint64_t *best_score)
 {
-    uint64_t score = candidate_score(st, e);
+    uint64_t score = candidate_score(st, e, dev);
     if (score > *best_score) {
         *best = e;
         *best_score = score;
@@ -73,8 +115,9 @@ static void consider(const gkv_store_t *st, gkv_entry_t *e, gkv_entry_t **best,
 
 /* Evicts the best candidate of a random sample (evict.h); up to 16 samples are drawn while
  * none holds a candidate, then every key (or every key with a deadline, up to EVICT_SCAN) is
- * looked at, so that OOM means that nothing is evictable. False when nothing is. */
-static bool evict_one(gkv_store_t *st)
+ * looked at, so that OOM means that nothing is evictable. Only values on device dev are
+ * candidates. False when nothing is. */
+static bool evict_one(gkv_store_t *st, unsigned dev)
 {
     if (st->policy == GKV_POLICY_NOEVICTION)
         return false;
@@ -92,18 +135,18 @@ static bool evict_one(gkv_store_t *st)
             return false;
         }
         for (size_t i = 0; i < n; i++)
-            consider(st, pick[i], &best, &best_score);
+            consider(st, dev, pick[i], &best, &best_score);
     }
     /* Most keys are held: look at every one, up to EVICT_SCAN (a bound on what one SET may
      * cost the loop). */
     if (!best && vol) {
         for (uint32_t i = 0; i < st->ttl.n && i < EVICT_SCAN; i++)
-            consider(st, st->ttl.v[i], &best, &best_score);
+            consider(st, dev, st->ttl.v[i], &best, &best_score);
     } else if (!best) {
         uint32_t looked = 0;
         for (const gkv_inode_t *n = gkv_index_seek(st->ix, "", 0); n && looked++ < EVICT_SCAN;
              n = gkv_index_next(st->ix, n))
-            consider(st, gkv_inode_val(st->ix, n), &best, &best_score);
+            consider(st, dev, gkv_inode_val(st->ix, n), &best, &best_score);
     }
     if (!best)
         return false;
@@ -161,14 +204,21 @@ bool gkv_store_host_room(const gkv_store_t *st, size_t klen, uint32_t meta_len)
     return host_fits(st, host_cost(klen, meta_len));
 }
 
-int gkv_store_entry_new(gkv_store_t *st, const void *key, size_t klen, uint64_t size,
+/* A new value on d was refused for want of room. */
+static int oom(gkv_store_t *st, gkv_store_dev_t *d)
+{
+    st->stats.oom_errors++;
+    d->oom_errors++;
+    return GKV_EOOM;
+}
+
+int gkv_store_entry_new(gkv_store_t *st, unsigned dev, const void *key, size_t klen, uint64_t size,
                         const void *meta, uint32_t meta_len, int lane, gkv_entry_t **out)
 {
-    while (size > st->limit - st->used)
-        if (size > st->limit || !evict_one(st)) {
-            st->stats.oom_errors++;
-            return GKV_EOOM;
-        }
+    gkv_store_dev_t *d = &st->dev[dev];
+    while (size > d->limit - d->used)
+        if (size > d->limit || !evict_one(st, dev))
+            return oom(st, d);
     if (!gkv_store_host_room(st, klen, meta_len))
         return GKV_ENOMEM;
     gkv_entry_t *e = gkv_inode_new(st->ix, key, klen);
@@ -184,12 +234,12 @@ int gkv_store_entry_new(gkv_store_t *st, const void *key, size_t klen, uint64_t 
         e->x->meta_len = meta_len;
     }
     if (size) {
-        int rc = st->be->ops->alloc(st->be, size, lane, &e->mem);
-        while (rc == GKV_EOOM && evict_one(st)) /* the device is full before the limit */
-            rc = st->be->ops->alloc(st->be, size, lane, &e->mem);
+        int rc = d->be->ops->alloc(d->be, size, lane, &e->mem);
+        while (rc == GKV_EOOM && evict_one(st, dev)) /* the device is full before the limit */
+            rc = d->be->ops->alloc(d->be, size, lane, &e->mem);
         if (rc) {
             if (rc == GKV_EOOM)
-                st->stats.oom_errors++;
+                (void)oom(st, d);
             free(e->x);
             gkv_inode_free(st->ix, e);
             return rc;
@@ -197,6 +247,8 @@ int gkv_store_entry_new(gkv_store_t *st, const void *key, size_t klen, uint64_t 
     }
     e->size = size;
     e->refs = 1;
+    e->dev = (uint8_t)dev;
+    d->used += size;
     st->used += size;
     st->host_bytes += host_cost(klen, 0) + extras_cost(e->x);
     st->entries++;
@@ -257,8 +309,10 @@ void gkv_store_unref(gkv_store_t *st, gkv_entry_t *e)
     if (--e->refs)
         return;
     gkv_hostcopy_drop(&st->hc, e);
+    gkv_store_dev_t *d = &st->dev[e->dev];
     if (e->size)
-        st->be->ops->free(st->be, e->mem, e->size, 0);
+        d->be->ops->free(d->be, e->mem, e->size, 0);
+    d->used -= e->size;
     st->used -= e->size;
     size_t klen;
     gkv_store_key(st, e, &klen);
@@ -295,12 +349,12 @@ static int link_entry(gkv_store_t *st, gkv_entry_t *e)
         return GKV_ENOMEM;
     }
     e->access = gkv_access_new(st->policy, st->now_ms);
-    st->linked_bytes += e->size;
+    count_linked(st, e, 1);
     if (old) {
         gkv_entry_t *o = old;
         if (has_deadline(o))
             gkv_ttl_remove(&st->ttl, o);
-        st->linked_bytes -= o->size;
+        count_linked(st, o, -1);
         gkv_store_unref(st, o);
     }
     return 0;
@@ -332,13 +386,17 @@ int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags, gkv_entry
         uint64_t size = cur->size;
         gkv_devptr_t mem = cur->mem;
         gkv_extras_t *x = cur->x;
-        st->linked_bytes += e->size - size;
+        uint8_t dev = cur->dev;
+        count_linked(st, cur, -1);
         cur->size = e->size;
         cur->mem = e->mem;
         cur->x = e->x;
+        cur->dev = e->dev;
+        count_linked(st, cur, 1);
         e->size = size;
         e->mem = mem;
         e->x = x;
+        e->dev = dev;
         cur->access = gkv_access_touch(st->policy, cur->access, st->now_ms, next_random(st));
         if (has_deadline(cur))
             (void)gkv_ttl_add(&st->ttl, cur); /* room was reserved above: cannot fail */
@@ -402,6 +460,8 @@ void gkv_store_flush(gkv_store_t *st)
     st->ttl.n = 0; /* every member is unlinked below */
     gkv_index_clear(st->ix, drop_link, st);
     st->linked_bytes = 0;
+    for (unsigned i = 0; i < st->ndev; i++)
+        st->dev[i].linked_bytes = st->dev[i].keys = 0;
 }
 
 int gkv_store_expire(gkv_store_t *st, const void *key, size_t klen, uint64_t ttl_ms)
@@ -469,19 +529,22 @@ int gkv_store_export(gkv_store_t *st, const gkv_entry_t *e, uint8_t *buf, size_t
                      uint32_t *len)
 {
     size_t n = 0;
-    int rc = e->size ? st->be->ops->export_ptr(st->be, e->mem, e->size, buf, cap, &n) : 0;
+    gkv_backend_t *be = gkv_store_be(st, e);
+    int rc = e->size ? be->ops->export_ptr(be, e->mem, e->size, buf, cap, &n) : 0;
     *len = (uint32_t)n;
     return rc;
 }
 
 int gkv_store_clear(gkv_store_t *st, gkv_entry_t *e)
 {
-    return e->size ? st->be->ops->zero_shared(st->be, e->mem, e->size) : 0;
+    gkv_backend_t *be = gkv_store_be(st, e);
+    return e->size ? be->ops->zero_shared(be, e->mem, e->size) : 0;
 }
 
 bool gkv_store_exportable(const gkv_store_t *st, const gkv_entry_t *e)
 {
-    return !e->size || st->be->ops->exportable(st->be, e->mem);
+    gkv_backend_t *be = gkv_store_be(st, e);
+    return !e->size || be->ops->exportable(be, e->mem);
 }
 
 int gkv_store_unshare_begin(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t **copy)
@@ -491,14 +554,16 @@ int gkv_store_unshare_begin(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t **copy)
     const uint8_t *key = gkv_store_key(st, e, &klen);
     const uint8_t *meta = gkv_entry_meta(e, &meta_len);
     gkv_entry_t *n;
-    int rc = gkv_store_entry_new(st, key, klen, e->size, meta, meta_len, GKV_LANE_SHARED, &n);
+    int rc =
+        gkv_store_entry_new(st, e->dev, key, klen, e->size, meta, meta_len, GKV_LANE_SHARED, &n);
     if (rc)
         return rc;
     if (has_deadline(e) && (rc = set_extras(st, n, meta, meta_len, e->x->expire_at))) {
         gkv_store_unref(st, n);
         return rc;
     }
-    if ((rc = st->be->ops->copy_shared(st->be, n->mem, e->mem, e->size))) {
+    gkv_backend_t *be = gkv_store_be(st, e);
+    if ((rc = be->ops->copy_shared(be, n->mem, e->mem, e->size))) {
         gkv_store_unref(st, n);
         return rc;
     }

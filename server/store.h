@@ -30,7 +30,18 @@ typedef struct gkv_entry {
     uint64_t size;
     gkv_devptr_t mem; /* unset when size is 0 */
     gkv_extras_t *x;  /* owned, NULL without metadata */
+    uint8_t dev;      /* the store's device whose memory mem is (moves with mem) */
 } gkv_entry_t;
+
+/* One device's share: its backend and what its values may take. */
+typedef struct {
+    gkv_backend_t *be;     /* borrowed */
+    uint64_t used;         /* bytes of values in its memory, published or being written */
+    uint64_t limit;        /* its --maxmemory */
+    uint64_t linked_bytes; /* of them, linked under keys */
+    uint64_t keys;         /* keys whose value is on it */
+    uint64_t oom_errors;   /* new values refused for want of room on it */
+} gkv_store_dev_t;
 
 typedef struct {
     uint64_t hits, misses, sets, dels, oom_errors;
@@ -40,7 +51,9 @@ typedef struct {
 
 typedef struct {
     gkv_index_t *ix;
-    gkv_backend_t *be;     /* borrowed */
+    gkv_store_dev_t dev[GKV_MAX_DEVICES];
+    unsigned ndev;
+    /* Totals over the devices. */
     uint64_t used;         /* bytes of values, published or being written */
     uint64_t limit;        /* --maxmemory */
     uint64_t entries;      /* entries alive, published or not */
@@ -58,20 +71,31 @@ typedef struct {
     gkv_store_stats_t stats;
 } gkv_store_t;
 
-/* Sets up an empty store over be (borrowed, must outlive the store). Returns 0 or GKV_ENOMEM. */
+/* Sets up an empty store over be (borrowed, must outlive the store), its device 0, whose values
+ * may take limit bytes. Returns 0 or GKV_ENOMEM. */
 int gkv_store_init(gkv_store_t *st, gkv_backend_t *be, uint64_t limit);
+/* Adds a device (be borrowed, must outlive the store) whose values may take limit bytes.
+ * Returns its ordinal in the store, or GKV_EINVAL when GKV_MAX_DEVICES are there. */
+int gkv_store_add_device(gkv_store_t *st, gkv_backend_t *be, uint64_t limit);
+/* The backend of e's memory. */
+gkv_backend_t *gkv_store_be(const gkv_store_t *st, const gkv_entry_t *e);
+/* Where a new value of size bytes for key goes when the request names no device: the device of
+ * the key's current value when size fits there (within its limit, or with an evicting policy
+ * up to its limit), else the device with the most room (limit - used), the lowest on ties. */
+unsigned gkv_store_place(gkv_store_t *st, const void *key, size_t klen, uint64_t size);
 /* Drops every key and frees the index; entries still referenced elsewhere must be unref'd
  * before the backend closes. */
 void gkv_store_fini(gkv_store_t *st);
 
-/* Makes an unpublished entry for key (copied) of size bytes (accounted at once) with a copy of
- * meta (borrowed), allocated on copy lane `lane` (GKV_LANE_SHARED for memory handed to another
- * process, usable once the backend's fence_shared has reported). When size does not fit under
- * the limit (or the backend is full), the policy may evict keys first (evict.h). *out holds one
+/* Makes an unpublished entry for key (copied) of size bytes (accounted at once) on device dev
+ * (< ndev) with a copy of meta (borrowed), allocated on copy lane `lane` (GKV_LANE_SHARED for
+ * memory handed to another process, usable once the backend's fence_shared has reported). When
+ * size does not fit under dev's limit (or its backend is full), the policy may evict keys on dev
+ * first (evict.h); nothing spills to another device. *out holds one
  * reference, the caller's. Returns 0, GKV_EOOM (over the limit or the backend is full and
  * nothing, or nothing more, could be evicted: nothing else stored is touched) or GKV_ENOMEM
  * (host memory, or keys and metadata over host_limit: see gkv_store_host_room). */
-int gkv_store_entry_new(gkv_store_t *st, const void *key, size_t klen, uint64_t size,
+int gkv_store_entry_new(gkv_store_t *st, unsigned dev, const void *key, size_t klen, uint64_t size,
                         const void *meta, uint32_t meta_len, int lane, gkv_entry_t **out);
 /* Gives the unpublished e a copy of meta (borrowed; none when meta_len is 0) in place of its
  * metadata (SEAL's), keeping its deadline. Value memory stays. Returns 0 or GKV_ENOMEM (no host

@@ -74,7 +74,7 @@ static gkv_entry_t *entry(const char *key, uint64_t size)
 {
     gkv_entry_t *e;
     ck_assert_int_eq(
-        gkv_store_entry_new(&st, key, strlen(key), size, NULL, 0, GKV_LANE_BATCH, &e), 0);
+        gkv_store_entry_new(&st, 0, key, strlen(key), size, NULL, 0, GKV_LANE_BATCH, &e), 0);
     return e;
 }
 

@@ -29,7 +29,7 @@ static int put(int i, uint64_t size)
 {
     gkv_entry_t *e;
     const char *k = name(i);
-    int rc = gkv_store_entry_new(&st, k, strlen(k), size, NULL, 0, 0, &e);
+    int rc = gkv_store_entry_new(&st, 0, k, strlen(k), size, NULL, 0, 0, &e);
     if (rc)
         return rc;
     memset(be->ops->host_view(be, e->mem), i & 0xff, size);
@@ -163,7 +163,7 @@ static void put_ttl(int i, uint64_t ttl)
 {
     gkv_entry_t *e;
     const char *k = name(i);
-    ck_assert_int_eq(gkv_store_entry_new(&st, k, strlen(k), VAL, NULL, 0, 0, &e), 0);
+    ck_assert_int_eq(gkv_store_entry_new(&st, 0, k, strlen(k), VAL, NULL, 0, 0, &e), 0);
     ck_assert_int_eq(gkv_store_entry_ttl(&st, e, ttl), 0);
     ck_assert_int_eq(gkv_store_publish(&st, e, 0, NULL), 0);
     gkv_store_unref(&st, e);

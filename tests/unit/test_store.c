@@ -17,7 +17,7 @@ static gkv_entry_t *make(const char *key, const char *value)
 {
     gkv_entry_t *e;
     size_t n = strlen(value);
-    ck_assert_int_eq(gkv_store_entry_new(&st, key, strlen(key), n, NULL, 0, 0, &e), 0);
+    ck_assert_int_eq(gkv_store_entry_new(&st, 0, key, strlen(key), n, NULL, 0, 0, &e), 0);
     memcpy(be->ops->host_view(be, e->mem), value, n);
     return e;
 }
@@ -51,7 +51,7 @@ START_TEST(over_the_limit_is_oom_and_touches_nothing)
     gkv_entry_t *a = make("a", "xyz"), *b;
     ck_assert_int_eq(gkv_store_publish(&st, a, 0, NULL), 0);
     gkv_store_unref(&st, a);
-    ck_assert_int_eq(gkv_store_entry_new(&st, "b", 1, LIMIT, NULL, 0, 0, &b), GKV_EOOM);
+    ck_assert_int_eq(gkv_store_entry_new(&st, 0, "b", 1, LIMIT, NULL, 0, 0, &b), GKV_EOOM);
     ck_assert_uint_eq(st.stats.oom_errors, 1);
     ck_assert_uint_eq(st.used, 3);
     ck_assert_ptr_nonnull(get("a"));
@@ -147,7 +147,7 @@ END_TEST
 START_TEST(metadata_is_copied_and_renewed)
 {
     gkv_entry_t *e;
-    ck_assert_int_eq(gkv_store_entry_new(&st, "k", 1, 4, "m1", 2, 0, &e), 0);
+    ck_assert_int_eq(gkv_store_entry_new(&st, 0, "k", 1, 4, "m1", 2, 0, &e), 0);
     uint32_t len;
     const uint8_t *m = gkv_entry_meta(e, &len);
     ck_assert_uint_eq(len, 2);
@@ -169,13 +169,13 @@ START_TEST(keys_and_metadata_count_against_the_host_limit)
     uint64_t base = gkv_store_host_memory(&st);
     char meta[1000] = {0};
     gkv_entry_t *a, *b;
-    ck_assert_int_eq(gkv_store_entry_new(&st, "key-a", 5, 0, meta, 1000, 0, &a), 0);
+    ck_assert_int_eq(gkv_store_entry_new(&st, 0, "key-a", 5, 0, meta, 1000, 0, &a), 0);
     uint64_t one = gkv_store_host_memory(&st) - base;
     ck_assert_uint_ge(one, 1005);
     st.host_limit = base + one + one / 2;
     ck_assert(!gkv_store_host_room(&st, 5, 1000));
-    ck_assert_int_eq(gkv_store_entry_new(&st, "key-b", 5, 0, meta, 1000, 0, &b), GKV_ENOMEM);
-    ck_assert_int_eq(gkv_store_entry_new(&st, "key-b", 5, 0, NULL, 0, 0, &b), 0);
+    ck_assert_int_eq(gkv_store_entry_new(&st, 0, "key-b", 5, 0, meta, 1000, 0, &b), GKV_ENOMEM);
+    ck_assert_int_eq(gkv_store_entry_new(&st, 0, "key-b", 5, 0, NULL, 0, 0, &b), 0);
     ck_assert_int_eq(gkv_store_entry_renew(&st, b, meta, 1000), GKV_ENOMEM);
     ck_assert_int_eq(gkv_store_entry_renew(&st, a, NULL, 0), 0); /* smaller: always allowed */
     ck_assert_int_eq(gkv_store_entry_renew(&st, b, meta, 1000), 0);

@@ -18,7 +18,7 @@
 static void put(const char *key, uint64_t ttl)
 {
     gkv_entry_t *e;
-    ck_assert_int_eq(gkv_store_entry_new(&st, key, strlen(key), 16, NULL, 0, 0, &e), 0);
+    ck_assert_int_eq(gkv_store_entry_new(&st, 0, key, strlen(key), 16, NULL, 0, 0, &e), 0);
     if (ttl)
         ck_assert_int_eq(gkv_store_entry_ttl(&st, e, ttl), 0);
     ck_assert_int_eq(gkv_store_publish(&st, e, 0, NULL), 0);
