@@ -15,7 +15,18 @@ int gkv_backend_cuda_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, 
     snprintf(why, cap, "this gpukvd was built without CUDA (GKV_WITH_CUDA=OFF)");
     return GKV_ENOTSUP;
 }
+
+int gkv_backend_cuda_count(void)
+{
+    return 0;
+}
 #endif
+
+int gkv_backend_count(gkv_backend_kind_t kind)
+{
+    int cuda = kind == GKV_BACKEND_HOST ? 0 : gkv_backend_cuda_count();
+    return kind == GKV_BACKEND_CUDA || cuda > 0 ? cuda : 1;
+}
 
 static _Thread_local int polling;
 

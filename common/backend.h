@@ -151,6 +151,12 @@ typedef struct {
  * not built in), GKV_EINVAL, GKV_ENOMEM, GKV_EIO or GKV_ESYS. */
 int gkv_backend_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, char *why, size_t cap);
 
+/* How many devices kind offers: CUDA devices for cuda (0 when none is usable), 1 for host,
+ * and for auto the CUDA devices, or 1 (host) when there are none. */
+int gkv_backend_count(gkv_backend_kind_t kind);
+/* The CUDA devices this process sees, or 0 (no driver, no device, or built without CUDA). */
+int gkv_backend_cuda_count(void);
+
 /* Runs b's poll (0 when b has none) with gkv_backend_polling() true on this thread meanwhile. */
 int gkv_backend_poll(gkv_backend_t *b);
 /* True inside gkv_backend_poll on the thread running it: a done callback runs there. */

@@ -149,11 +149,24 @@ static int after_clear(cuda_backend_t *c, int lane, uint64_t addr)
     return e == cudaSuccess ? 0 : cuda_fail("cudaStreamWaitEvent (clear of a kept allocation)", e);
 }
 
+/* The CUDA device each thread last made current (cudaSetDevice), -1 before any. */
+static _Thread_local int current_device = -1;
+
+/* b's backend with its device made current: a daemon with several devices (--devices) has a
+ * backend per device, and the runtime's calls act on the thread's current device. Costs a
+ * compare when it is current already. */
+static cuda_backend_t *on(gkv_backend_t *b)
+{
+    if (current_device != b->device && cudaSetDevice(b->device) == cudaSuccess)
+        current_device = b->device;
+    return (cuda_backend_t *)b;
+}
+
 static void cuda_free(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, int lane);
 
 static int cuda_alloc(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *out)
 {
-    cuda_backend_t *c = (cuda_backend_t *)b;
+    cuda_backend_t *c = on(b);
     c->zero_taken = 0; /* only the allocation made last may skip its clear */
     if (lane == GKV_LANE_BATCH && size <= GKV_SLAB_MAX)
         return gkv_slab_get(c->slab, size, &out->v);
@@ -180,7 +193,7 @@ static int cuda_alloc(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *o
 static void cuda_free(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, int lane)
 {
     (void)lane;
-    cuda_backend_t *c = (cuda_backend_t *)b;
+    cuda_backend_t *c = on(b);
     if (size <= GKV_SLAB_MAX && gkv_slab_owns(c->slab, p.v)) {
         gkv_slab_put(c->slab, p.v, size);
         return;
@@ -249,7 +262,7 @@ static int report_after(cuda_backend_t *c, cudaStream_t s, done_q_t *q, gkv_copy
 
 static int cuda_poll(gkv_backend_t *b)
 {
-    cuda_backend_t *c = (cuda_backend_t *)b;
+    cuda_backend_t *c = on(b);
     for (int i = 0; i <= CUDA_LANES; i++) {
         done_q_t *q = &c->done_q[i];
         done_rec_t *r;
@@ -294,14 +307,14 @@ static int cuda_copy(cuda_backend_t *c, void *dst, const void *src, size_t len,
 static int cuda_copy_in(gkv_backend_t *b, gkv_devptr_t dst, uint64_t off, const void *src,
                         size_t len, int lane, gkv_copy_t *op)
 {
-    return cuda_copy((cuda_backend_t *)b, (uint8_t *)(uintptr_t)dst.v + off, src, len,
-                     cudaMemcpyHostToDevice, lane, op);
+    return cuda_copy(on(b), (uint8_t *)(uintptr_t)dst.v + off, src, len, cudaMemcpyHostToDevice,
+                     lane, op);
 }
 
 static int cuda_copy_out(gkv_backend_t *b, void *dst, gkv_devptr_t src, uint64_t off, size_t len,
                          int lane, gkv_copy_t *op)
 {
-    return cuda_copy((cuda_backend_t *)b, dst, (const uint8_t *)(uintptr_t)src.v + off, len,
+    return cuda_copy(on(b), dst, (const uint8_t *)(uintptr_t)src.v + off, len,
                      cudaMemcpyDeviceToHost, lane, op);
 }
 
@@ -309,7 +322,7 @@ static int cuda_copy_batch(gkv_backend_t *b, void *buf, const gkv_piece_t *in, u
                            const gkv_piece_t *out, uint32_t nout, const gkv_bulk_t *bulk,
                            uint32_t nbulk, gkv_copy_t *op)
 {
-    cuda_backend_t *c = (cuda_backend_t *)b;
+    cuda_backend_t *c = on(b);
     cudaError_t e = cudaSuccess;
     for (uint32_t i = 0; i < nbulk && e == cudaSuccess; i++)
         e = cudaMemcpyAsync((void *)(uintptr_t)bulk[i].dev, bulk[i].host, bulk[i].len,
@@ -339,7 +352,7 @@ static int cuda_copy_batch(gkv_backend_t *b, void *buf, const gkv_piece_t *in, u
 
 static void cuda_batch_wait(gkv_backend_t *b)
 {
-    cuda_backend_t *c = (cuda_backend_t *)b;
+    cuda_backend_t *c = on(b);
     cudaError_t e;
     if (c->batches && (e = cudaEventSynchronize(c->batch_ev)) != cudaSuccess)
         cuda_fail("waiting for a batch", e);
@@ -381,7 +394,7 @@ static int shared_after_batches(cuda_backend_t *c)
 
 static int cuda_copy_shared(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src, uint64_t len)
 {
-    cuda_backend_t *c = (cuda_backend_t *)b;
+    cuda_backend_t *c = on(b);
     int rc = shared_after_batches(c);
     if (rc)
         return rc;
@@ -399,7 +412,7 @@ static int cuda_copy_shared(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src
  * allocation just taken was cleared when it was kept: nothing to queue. */
 static int cuda_zero_shared(gkv_backend_t *b, gkv_devptr_t p, uint64_t size)
 {
-    cuda_backend_t *c = (cuda_backend_t *)b;
+    cuda_backend_t *c = on(b);
     if (p.v == c->zero_taken && !c->zero_broken) {
         c->zero_taken = 0;
         return 0;
@@ -427,7 +440,7 @@ static void CUDART_CB fence_finished(void *arg)
 
 static int cuda_fence_shared(gkv_backend_t *b, int after_batches, gkv_copy_t *op)
 {
-    cuda_backend_t *c = (cuda_backend_t *)b;
+    cuda_backend_t *c = on(b);
     int rc = after_batches ? shared_after_batches(c) : 0;
     if (rc)
         return rc;
@@ -452,9 +465,9 @@ static void *cuda_staging_alloc(gkv_backend_t *b, size_t size)
 {
     (void)b;
     void *p = NULL;
-    cudaError_t e = cudaMallocHost(&p, size);
+    cudaError_t e = cudaHostAlloc(&p, size, cudaHostAllocPortable); /* every device's */
     if (e != cudaSuccess) {
-        cuda_fail("cudaMallocHost (staging)", e);
+        cuda_fail("cudaHostAlloc (staging)", e);
         return NULL;
     }
     return p;
@@ -469,7 +482,7 @@ static void cuda_staging_free(gkv_backend_t *b, void *p, size_t size)
 
 static int cuda_share(gkv_backend_t *b, int *fd, char *why, size_t cap)
 {
-    cuda_backend_t *c = (cuda_backend_t *)b;
+    cuda_backend_t *c = on(b);
     int handle = -1;
     cudaError_t e = cudaMemPoolExportToShareableHandle(&handle, c->pool,
                                                        cudaMemHandleTypePosixFileDescriptor, 0);
@@ -484,7 +497,7 @@ static int cuda_share(gkv_backend_t *b, int *fd, char *why, size_t cap)
 static int cuda_export_ptr(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, uint8_t *out,
                            size_t cap, size_t *len)
 {
-    cuda_backend_t *c = (cuda_backend_t *)b;
+    cuda_backend_t *c = on(b);
     const uint8_t *known;
     uint32_t known_len;
     if (gkv_exports_find(c->exports, p.v, &known, &known_len)) {
@@ -508,7 +521,7 @@ static int cuda_export_ptr(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, uint
 
 static void cuda_close(gkv_backend_t *b)
 {
-    cuda_backend_t *c = (cuda_backend_t *)b;
+    cuda_backend_t *c = on(b);
     if (c->batch) {
         cudaStreamSynchronize(c->batch);
         cudaStreamDestroy(c->batch);
@@ -568,6 +581,12 @@ static const gkv_backend_ops_t cuda_ops = {
     .close = cuda_close,
 };
 
+int gkv_backend_cuda_count(void)
+{
+    int count = 0;
+    return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+}
+
 int gkv_backend_cuda_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, char *why,
                           size_t cap)
 {
@@ -588,6 +607,7 @@ int gkv_backend_cuda_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, 
         snprintf(why, cap, "cudaSetDevice(%d): %s", dev, cudaGetErrorString(e));
         return GKV_EIO;
     }
+    current_device = dev;
     cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, dev);
     cudaDeviceGetAttribute(&handles, cudaDevAttrMemoryPoolSupportedHandleTypes, dev);
     if (!pools || !(handles & cudaMemHandleTypePosixFileDescriptor)) {

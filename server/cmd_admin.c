@@ -29,14 +29,17 @@ int gkv_cmd_hello(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     gkv_reply_ok(w, req->id);
     gkv_wr_uint(w, GKV_F_VERSION, GKV_PROTOCOL_VERSION);
     gkv_wr_str(w, GKV_F_SERVER, GKV_VERSION_STRING);
-    gkv_wr_str(w, GKV_F_BACKEND, srv->be->name);
-    gkv_wr_int(w, GKV_F_DEVICE, srv->be->device);
+    gkv_backend_t *be = srv->dev[0].be; /* zero-copy reaches device 0's values (MAP) */
+    gkv_wr_str(w, GKV_F_BACKEND, be->name);
+    gkv_wr_int(w, GKV_F_DEVICE, be->device);
     size_t pos = gkv_wr_array_begin(w, GKV_F_GPUS);
     uint32_t n = 0;
-    if (srv->be->gpu_uuid[0]) {
-        size_t l = strlen(srv->be->gpu_uuid);
-        msgpack_pack_str(&w->pk, l);
-        msgpack_pack_str_body(&w->pk, srv->be->gpu_uuid, l);
+    for (unsigned i = 0; i < srv->ndev; i++) {
+        const char *uuid = srv->dev[i].be->gpu_uuid;
+        if (!uuid[0])
+            continue;
+        msgpack_pack_str(&w->pk, strlen(uuid));
+        msgpack_pack_str_body(&w->pk, uuid, strlen(uuid));
         n++;
     }
     gkv_wr_array_end(w, pos, n);
@@ -47,16 +50,16 @@ int gkv_cmd_hello(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         snprintf(why, sizeof(why), "not asked for (HELLO zero_copy = 1)");
     else if (!rep->first)
         snprintf(why, sizeof(why), "zero-copy must be asked for in the connection's first request");
-    else if (srv->be->host_visible && !srv->cfg.host_zero_copy)
+    else if (be->host_visible && !srv->cfg.host_zero_copy)
         snprintf(why, sizeof(why),
                  "the host backend would share its whole arena; start gpukvd "
                  "with --host-zero-copy yes to allow it");
-    else if (srv->be->ops->share(srv->be, &rep->fd, why, sizeof(why)) != 0)
+    else if (be->ops->share(be, &rep->fd, why, sizeof(why)) != 0)
         rep->fd = -1;
-    gkv_wr_str(w, GKV_F_ZC, rep->fd >= 0 ? srv->be->share_mechanism : "none");
+    gkv_wr_str(w, GKV_F_ZC, rep->fd >= 0 ? be->share_mechanism : "none");
     gkv_wr_str(w, GKV_F_ZC_WHY, why);
-    if (rep->fd >= 0 && srv->be->host_visible)
-        gkv_wr_uint(w, GKV_F_ARENA_SIZE, srv->be->capacity);
+    if (rep->fd >= 0 && be->host_visible)
+        gkv_wr_uint(w, GKV_F_ARENA_SIZE, be->capacity);
     gkv_wr_uint(w, GKV_F_MAX_KEY, srv->cfg.max_key);
     gkv_wr_uint(w, GKV_F_MAX_VALUE, srv->cfg.max_value);
     gkv_wr_uint(w, GKV_F_MAX_META, GKV_MAX_META);
@@ -105,15 +108,38 @@ static uint64_t evictable_estimate(const gkv_server_t *srv)
     return linked > leased ? linked - leased : 0;
 }
 
+/* INFO's # GPUs: a line per device of the store (its ordinal in the daemon), at most cap bytes.
+ * Returns the length, or -1 when it does not fit. */
+static int info_gpus(const gkv_server_t *srv, char *text, size_t cap)
+{
+    const gkv_store_t *st = &srv->store;
+    int n = snprintf(text, cap, "# GPUs\r\ngpus:%u\r\n", srv->ndev);
+    for (unsigned i = 0; i < srv->ndev && n >= 0 && (size_t)n < cap; i++) {
+        const gkv_backend_t *be = srv->dev[i].be;
+        const gkv_store_dev_t *d = &st->dev[i];
+        int m =
+            snprintf(text + n, cap - (size_t)n,
+                     "gpu%u:uuid=%s,name=%s,cuda_device=%d,used=%" PRIu64 ",maxmemory=%" PRIu64
+                     ",keys=%" PRIu64 ",linked_bytes=%" PRIu64 ",oom_errors=%" PRIu64
+                     ",device_total=%" PRIu64 "\r\n",
+                     i, be->gpu_uuid[0] ? be->gpu_uuid : "none", be->gpu_name, be->device, d->used,
+                     d->limit, d->keys, d->linked_bytes, d->oom_errors, be->device_total);
+        n = m < 0 ? -1 : n + m;
+    }
+    return n >= 0 && (size_t)n < cap ? n : -1;
+}
+
 int gkv_cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
     if (req->flags & ~(uint64_t)GKV_INFO_PROMETHEUS)
         return gkv_reply_fail(rep, GKV_EINVAL, "INFO flags: only 1 (Prometheus text) is known");
     if (req->flags & GKV_INFO_PROMETHEUS)
         return info_prometheus(srv, req, rep);
-    char text[4096];
+    char text[8192];
     const gkv_store_t *st = &srv->store;
     const gkv_server_stats_t *ss = &srv->stats;
+    const gkv_backend_t *be0 = srv->dev[0].be;
+    gkv_dev_totals_t dt = gkv_server_dev_totals(srv);
     int n = snprintf(
         text, sizeof(text),
         "# Server\r\nversion:%s\r\nprotocol:%d\r\npid:%d\r\nuptime_seconds:%" PRIu64
@@ -135,17 +161,17 @@ int gkv_cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         "\r\nunsealed_creates:%" PRIu64 "\r\nmax_leases:%" PRIu64 "\r\nmax_leased_bytes:%" PRIu64
         "\r\n",
         GKV_VERSION_STRING, GKV_PROTOCOL_VERSION, (int)getpid(), gkv_server_uptime_s(srv),
-        srv->be->name, srv->be->device, srv->be->gpu_name, srv->be->gpu_uuid, srv->cfg.socket_path,
+        be0->name, be0->device, be0->gpu_name, be0->gpu_uuid, srv->cfg.socket_path,
         srv->tcp_bound[0] ? srv->tcp_bound : "off",
         srv->metrics_bound[0] ? srv->metrics_bound : "off", srv->key_order_thread ? "yes" : "no",
         srv->nconns, srv->cfg.maxclients, st->used, st->limit, gkv_policy_name(st->policy),
-        evictable_estimate(srv), srv->be->device_total, srv->be->kept_bytes, srv->be->kept_reuses,
+        evictable_estimate(srv), dt.device_total, dt.kept_bytes, dt.kept_reuses,
         gkv_index_memory(st->ix), srv->cfg.max_value, srv->cfg.max_key, ss->total_connections,
         ss->rejected_connections, ss->total_commands, ss->protocol_errors, st->stats.hits,
         st->stats.misses, st->stats.sets, st->stats.dels, st->stats.evicted, st->stats.expired,
-        st->stats.oom_errors, ss->bytes_in, ss->bytes_out, srv->batcher.batches,
-        srv->batcher.pieces, gkv_index_count(st->ix), st->ttl.n, st->entries,
-        srv->be->host_visible && !srv->cfg.host_zero_copy ? "off" : srv->be->share_mechanism,
+        st->stats.oom_errors, ss->bytes_in, ss->bytes_out, dt.batches, dt.pieces,
+        gkv_index_count(st->ix), st->ttl.n, st->entries,
+        be0->host_visible && !srv->cfg.host_zero_copy ? "off" : be0->share_mechanism,
         srv->lease_totals.leases, srv->lease_totals.bytes, srv->lease_totals.creates,
         srv->cfg.max_leases, srv->cfg.max_leased_bytes);
     if (n < 0 || (size_t)n >= sizeof(text))
@@ -173,6 +199,9 @@ int gkv_cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
                  hc->bytes, hc->limit, hc->max_value, hc->count, hc->hits, hc->fills,
                  hc->evictions);
     if (m < 0 || (size_t)m >= sizeof(text) - (size_t)n)
+        return GKV_ENOMEM;
+    n += m;
+    if ((m = info_gpus(srv, text + n, sizeof(text) - (size_t)n)) < 0)
         return GKV_ENOMEM;
     n += m;
     gkv_wr_t *w = rep->wr;

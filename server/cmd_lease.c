@@ -32,9 +32,10 @@ static int write_export(gkv_server_t *srv, gkv_wr_t *w, gkv_entry_t *e)
     if (rc)
         return rc;
     gkv_wr_bin(w, GKV_F_EXPORT, data, len);
-    if (srv->be->host_visible)
+    const gkv_backend_t *be = gkv_store_be(&srv->store, e);
+    if (be->host_visible)
         gkv_wr_uint(w, GKV_F_ARENA_OFFSET, e->size ? e->mem.v : 0);
-    gkv_wr_int(w, GKV_F_DEVICE, srv->be->device);
+    gkv_wr_int(w, GKV_F_DEVICE, be->device);
     return 0;
 }
 
@@ -56,7 +57,12 @@ int gkv_cmd_map(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     if (rc)
         return rc;
     /* The value may have been answered before a batch copied it: the reply waits for that. */
-    rep->fence_batches = gkv_batch_writes_pending(&srv->batcher);
+    if (e->dev != 0) /* HELLO passed device 0's memory only */
+        return gkv_reply_fail(rep, GKV_ENOTSUP,
+                              "the value is on device %u (%s); zero-copy reaches device 0 only",
+                              e->dev, gkv_store_be(&srv->store, e)->gpu_uuid);
+    rep->fence_dev = e->dev;
+    rep->fence_batches = gkv_batch_writes_pending(&gkv_server_dev(srv, e)->batcher);
     rep->fence = rep->fence_batches;
     if (!gkv_store_exportable(&srv->store, e)) {
         gkv_entry_t *copy;
@@ -131,6 +137,7 @@ int gkv_cmd_create(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep
     gkv_wr_uint(w, GKV_F_OFFSET, 0);
     gkv_wr_uint(w, GKV_F_LENGTH, e->size);
     rep->fence = true; /* the memory is another process's once its allocation has run */
+    rep->fence_dev = e->dev;
     if ((rc = gkv_wr_end(w)))
         gkv_lease_drop(rep->leases, &srv->store, l);
     return rc;

@@ -147,6 +147,67 @@ static int parse_policy(const setting_t *s, gkv_config_t *cfg, const char *v)
     return gkv_policy_parse(v, &cfg->maxmemory_policy);
 }
 
+/* --devices: "all" or a comma-separated list of distinct CUDA ordinals (at most
+ * GKV_MAX_DEVICES). */
+static int parse_devices(const setting_t *s, gkv_config_t *cfg, const char *v)
+{
+    (void)s;
+    int devs[GKV_MAX_DEVICES];
+    uint32_t n = 0;
+    if (strcmp(v, "all") == 0) {
+        cfg->devices_all = true;
+        cfg->ndevices = 0;
+        return 0;
+    }
+    while (*v) {
+        char *end;
+        if (*v < '0' || *v > '9' || n == GKV_MAX_DEVICES)
+            return -1;
+        unsigned long d = strtoul(v, &end, 10);
+        if (d > 1023 || (*end && *end != ','))
+            return -1;
+        for (uint32_t i = 0; i < n; i++)
+            if (devs[i] == (int)d)
+                return -1;
+        devs[n++] = (int)d;
+        v = *end ? end + 1 : end;
+    }
+    if (!n)
+        return -1;
+    memcpy(cfg->devices, devs, n * sizeof(devs[0]));
+    cfg->ndevices = n;
+    cfg->devices_all = false;
+    return 0;
+}
+
+/* --maxmemory: one size, or a comma-separated list of one per device. */
+static int parse_maxmemory(const setting_t *s, gkv_config_t *cfg, const char *v)
+{
+    uint64_t each[GKV_MAX_DEVICES];
+    uint32_t n = 0;
+    char buf[64];
+    while (*v) {
+        const char *comma = strchr(v, ',');
+        size_t len = comma ? (size_t)(comma - v) : strlen(v);
+        if (n == GKV_MAX_DEVICES || len == 0 || len >= sizeof(buf))
+            return -1;
+        memcpy(buf, v, len);
+        buf[len] = 0;
+        if (gkv_size_parse(buf, &each[n]) || each[n] < s->min)
+            return -1;
+        n++;
+        v = comma ? comma + 1 : v + len;
+        if (comma && !*v)
+            return -1;
+    }
+    if (!n)
+        return -1;
+    memcpy(cfg->maxmemory_each, each, n * sizeof(each[0]));
+    cfg->nmaxmemory = n;
+    cfg->maxmemory = each[0];
+    return 0;
+}
+
 /* A comma-separated list of up to GKV_ALLOW_MAX ids; "" for none. The count follows the array
  * in gkv_config_t's order (allow_uids, allow_gids, n_allow_uids, n_allow_gids). */
 static int parse_ids(const setting_t *s, gkv_config_t *cfg, const char *v)
@@ -182,8 +243,12 @@ static const setting_t settings[] = {
     {"backend", parse_backend, FIELD(backend), 0, 0, false, "auto|cuda|host",
      "where values live (auto: cuda when a GPU is usable)"},
     {"device", parse_uint, FIELD(device), 0, 1023, false, "N", "CUDA device ordinal (default 0)"},
-    {"maxmemory", parse_size, FIELD(maxmemory), 1, SZ_MAX, false, "SIZE",
-     "value memory limit, e.g. 8G (default: 90% of free GPU memory or RAM)"},
+    {"devices", parse_devices, FIELD(devices), 0, 0, false, "all|N,N,...",
+     "serve several GPUs: every one found, or these ordinals (the host backend\n"
+     "opens one arena per listed ordinal, standing for a GPU each)"},
+    {"maxmemory", parse_maxmemory, FIELD(maxmemory), 1, SZ_MAX, false, "SIZE[,SIZE...]",
+     "value memory limit per device, e.g. 8G, or one per device in --devices\n"
+     "order (default: 90% of each GPU's free memory, or of RAM)"},
     {"maxmemory-policy", parse_policy, FIELD(maxmemory_policy), 0, 0, true,
      "noeviction|allkeys-lru|allkeys-lfu|volatile-lru|volatile-ttl",
      "when a value does not fit: refuse it (noeviction, the default), or evict\n"

@@ -22,8 +22,19 @@ typedef struct {
     char listen[256];           /* "HOST:PORT" for TCP, "" for none */
     char metrics_listen[256];   /* "HOST:PORT" for the Prometheus endpoint, "" for none */
     gkv_backend_kind_t backend;
-    int device;
-    uint64_t maxmemory; /* 0: 90% of the GPU's free memory (or RAM) at start */
+    int device; /* --device N: the one device when --devices is not given */
+    /* --devices: the devices served, in the daemon's ordinal order (ndevices 0: --device
+     * alone; devices_all: every GPU found; on the host backend a list opens one arena per
+     * entry, standing for that many GPUs). */
+    int devices[GKV_MAX_DEVICES];
+    uint32_t ndevices;
+    bool devices_all;
+    /* --maxmemory: the value memory limit of each device (0: 90% of its free memory, or of
+     * RAM, at start), one size for all or one per device (nmaxmemory of them); maxmemory is
+     * the first, and once the daemon has resolved it the total over the devices. */
+    uint64_t maxmemory;
+    uint64_t maxmemory_each[GKV_MAX_DEVICES];
+    uint32_t nmaxmemory;
     gkv_policy_t maxmemory_policy; /* what makes room for a value that does not fit */
     uint64_t max_value; /* 0: maxmemory */
     uint64_t max_key;   /* 1..65535 */

@@ -76,7 +76,8 @@ void gkv_conn_close(gkv_conn_t *c, bool graceful)
         c->reading = false;
     }
     gkv_staging_cancel(&c->srv->staging, &c->waiter);
-    gkv_batch_cancel(&c->srv->batcher, &c->bwaiter);
+    for (unsigned i = 0; i < c->srv->ndev; i++) /* it waits on at most one */
+        gkv_batch_cancel(&c->srv->dev[i].batcher, &c->bwaiter);
     gkv_conn_finish_close(c);
 }
 
@@ -171,7 +172,7 @@ static void start_fence(gkv_conn_t *c, gkv_reply_t *rep)
     rep->unshared_from = rep->unshared_to = NULL;
     c->fencing = c->copy_busy = true;
     c->held++;
-    gkv_backend_t *be = c->srv->be;
+    gkv_backend_t *be = c->srv->dev[rep->fence_dev].be;
     int rc = be->ops->fence_shared(be, rep->fence_batches, &c->copy);
     if (rc) {
         c->copy_busy = false;
@@ -576,7 +577,7 @@ int gkv_conn_accept(gkv_server_t *srv, uv_stream_t *listener, bool local)
     c->srv = srv;
     c->local = local;
     c->id = ++srv->next_conn_id;
-    c->lane = (int)(c->id % (uint64_t)srv->be->lanes);
+    c->lane = (int)(c->id % (uint64_t)srv->dev[0].be->lanes); /* every device has as many */
     c->copy.done = copy_done_any_thread;
     c->copy.arg = c;
     c->waiter.ready = on_stage_ready;

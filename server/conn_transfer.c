@@ -171,12 +171,12 @@ static bool take_stage(gkv_conn_t *c)
     return false;
 }
 
-/* After starting a backend copy (copy_busy set before the call: its completion may be queued
- * before the call returns): rc is what the start returned; on failure closes c. */
-static void copy_started(gkv_conn_t *c, int rc)
+/* After starting a backend copy on device d (copy_busy set before the call: its completion may
+ * be queued before the call returns): rc is what the start returned; on failure closes c. */
+static void copy_started(gkv_conn_t *c, gkv_device_t *d, int rc)
 {
     if (!rc) {
-        gkv_poller_arm(&c->srv->poller);
+        gkv_poller_arm(&d->poller);
     } else {
         c->copy_busy = false;
         gkv_conn_close(c, false);
@@ -203,13 +203,14 @@ static void copy_ahead(gkv_conn_t *c, void *spare)
     c->ahead = spare;
     c->ahead_len = left < GKV_STAGING_CHUNK ? (size_t)left : GKV_STAGING_CHUNK;
     c->ahead_busy = true;
-    int rc = srv->be->ops->copy_out(srv->be, spare, s->entry->mem, s->off + next, c->ahead_len,
-                                    c->lane, &c->copy);
+    gkv_device_t *d = gkv_server_dev(srv, s->entry);
+    int rc = d->be->ops->copy_out(d->be, spare, s->entry->mem, s->off + next, c->ahead_len, c->lane,
+                                  &c->copy);
     if (rc) {
         c->ahead_busy = false;
         gkv_conn_release_ahead(c);
     }
-    copy_started(c, rc);
+    copy_started(c, d, rc);
 }
 
 void gkv_conn_send_step(gkv_conn_t *c)
@@ -255,29 +256,46 @@ void gkv_conn_send_step(gkv_conn_t *c)
     }
     if (!c->stage && !take_stage(c))
         return;
-    gkv_batch_start_writes(&srv->batcher); /* the lane copy waits for them in the backend */
     gkv_segment_t *s = &c->segs[c->seg_i];
+    gkv_device_t *d = gkv_server_dev(srv, s->entry);
+    gkv_batch_start_writes(&d->batcher); /* the lane copy waits for them in the backend */
     uint64_t left = s->len - c->seg_pos;
     c->chunk = left < GKV_STAGING_CHUNK ? (size_t)left : GKV_STAGING_CHUNK;
     c->sent = 0;
     c->copy_busy = true;
-    copy_started(c, srv->be->ops->copy_out(srv->be, c->stage, s->entry->mem,
-                                           s->off + c->seg_pos, c->chunk, c->lane, &c->copy));
+    copy_started(c, d,
+                 d->be->ops->copy_out(d->be, c->stage, s->entry->mem, s->off + c->seg_pos, c->chunk,
+                                      c->lane, &c->copy));
 }
 
-/* Small replies: the reply buffer keeps room for the bytes, which the next copy batch brings.
- * False when the batch is full. */
+/* True when the copy batches of the devices rep's segments are on have room for them. */
+static bool batch_room(gkv_server_t *srv, const gkv_reply_t *rep)
+{
+    uint32_t n[GKV_MAX_DEVICES] = {0};
+    uint64_t bytes[GKV_MAX_DEVICES] = {0};
+    for (uint32_t i = 0; i < rep->nsegs; i++) {
+        n[rep->segs[i].entry->dev]++;
+        bytes[rep->segs[i].entry->dev] += rep->segs[i].len;
+    }
+    for (unsigned d = 0; d < srv->ndev; d++)
+        if (n[d] && !gkv_batch_out_room(&srv->dev[d].batcher, n[d], bytes[d]))
+            return false;
+    return true;
+}
+
+/* Small replies: the reply buffer keeps room for the bytes, which the next copy batches bring
+ * (those of the devices the values are on). False when a batch is full. */
 static bool send_batched(gkv_conn_t *c, gkv_reply_t *rep, uint64_t total)
 {
     static const char zeros[GKV_BATCH_VALUE_MAX];
-    gkv_batcher_t *b = &c->srv->batcher;
-    if (total > GKV_BATCH_VALUE_MAX || !gkv_batch_out_room(b, rep->nsegs, total))
+    if (total > GKV_BATCH_VALUE_MAX || !batch_room(c->srv, rep))
         return false;
     uint64_t at = c->out.sb.size;
     if (msgpack_sbuffer_write(&c->out.sb, zeros, (size_t)total))
         c->out.failed = true; /* the connection closes once the batch is done */
     for (uint32_t i = 0; i < rep->nsegs; i++) {
         gkv_segment_t *s = &rep->segs[i];
+        gkv_batcher_t *b = &gkv_server_dev(c->srv, s->entry)->batcher;
         gkv_batch_out(b, s->entry, s->off, (uint32_t)s->len, c, at); /* takes the reference */
         at += s->len;
         c->held++;
@@ -472,13 +490,14 @@ static void start_flight(gkv_conn_t *c, bool overlap)
     if (overlap && payload_pending(c))
         c->stage = gkv_staging_try(&srv->staging);
     c->copy_busy = !c->stage;
-    int rc = srv->be->ops->copy_in(srv->be, c->recv->mem, c->recv_got, c->flight, c->flight_len,
-                                   c->lane, &c->copy);
+    gkv_device_t *d = gkv_server_dev(srv, c->recv);
+    int rc = d->be->ops->copy_in(d->be, c->recv->mem, c->recv_got, c->flight, c->flight_len,
+                                 c->lane, &c->copy);
     if (rc) { /* nothing is in flight after all */
         c->flight_len = 0;
         put_back(c, &c->flight);
     }
-    copy_started(c, rc);
+    copy_started(c, d, rc);
 }
 
 /* SET payload. */
@@ -509,7 +528,8 @@ static bool recv_batched(gkv_conn_t *c)
     uint32_t size = (uint32_t)e->size;
     if (c->in_len - c->in_pos < size)
         return false; /* the input buffer (64 KiB at least) holds a whole small payload */
-    void *dst = gkv_batch_in_reserve(&srv->batcher, size, &c->bwaiter);
+    gkv_batcher_t *b = &gkv_server_dev(srv, e)->batcher; /* holder's too: e's value moves */
+    void *dst = gkv_batch_in_reserve(b, size, &c->bwaiter);
     if (!dst) {
         c->waiting_batch = true;
         return false;
@@ -518,7 +538,7 @@ static bool recv_batched(gkv_conn_t *c)
     c->in_pos += size;
     int rc = c->recv_cmd->on_payload(srv, c->req_id, e, c->recv_flags, &c->out, &holder);
     if (rc == 0) {
-        gkv_batch_in_commit(&srv->batcher, holder);
+        gkv_batch_in_commit(b, holder);
         gkv_hostcopy_put(&srv->store.hc, holder, dst, size);
     }
     recv_end(c, rc);
@@ -532,7 +552,8 @@ static bool recv_batched(gkv_conn_t *c)
 static bool recv_bulk(gkv_conn_t *c)
 {
     gkv_server_t *srv = c->srv;
-    if (!gkv_batch_bulk_room(&srv->batcher, &c->bwaiter)) {
+    gkv_batcher_t *b = &gkv_server_dev(srv, c->recv)->batcher; /* holder's too: the value moves */
+    if (!gkv_batch_bulk_room(b, &c->bwaiter)) {
         c->waiting_batch = true;
         return false;
     }
@@ -545,7 +566,7 @@ static bool recv_bulk(gkv_conn_t *c)
     /* No host copy here: copying 64 KiB cost a SET more (3-6 us on the H100) than the first
      * GET's read-through costs; small values' copies (recv_batched) cost well under 1 us. */
     if (rc == 0) /* holder holds the memory the chunks before went to (store.h) */
-        gkv_batch_in_bulk(&srv->batcher, holder, off, stage, len);
+        gkv_batch_in_bulk(b, holder, off, stage, len);
     else
         gkv_staging_put(&srv->staging, stage);
     recv_end(c, rc);

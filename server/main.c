@@ -33,8 +33,9 @@ int main(int argc, char **argv)
     srv.argc = argc; /* SIGHUP parses them again */
     srv.argv = argv;
     GKV_INFO("ready");
-    gkv_notify("READY=1\nSTATUS=serving on unix:%s%s%s, %s backend", srv.cfg.socket_path,
-               srv.tcp_bound[0] ? " and tcp:" : "", srv.tcp_bound, srv.be->name);
+    gkv_notify("READY=1\nSTATUS=serving on unix:%s%s%s, %s backend, %u device%s",
+               srv.cfg.socket_path, srv.tcp_bound[0] ? " and tcp:" : "", srv.tcp_bound,
+               srv.dev[0].be->name, srv.ndev, srv.ndev == 1 ? "" : "s");
     uv_run(loop, UV_RUN_DEFAULT);
     gkv_server_fini(&srv);
     uv_loop_close(loop);

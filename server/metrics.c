@@ -144,30 +144,41 @@ static void render_commands(const gkv_metrics_t *m, gkv_text_t *t)
     }
 }
 
+/* The labels of the store's device i: backend, CUDA ordinal, GPU UUID, into buf. */
+static const char *device_labels(const gkv_server_t *srv, unsigned i, char *buf, size_t cap)
+{
+    const gkv_backend_t *be = srv->dev[i].be;
+    char uuid[112];
+    snprintf(buf, cap, "backend=\"%s\",device=\"%d\",gpu_uuid=\"%s\"", be->name, be->device,
+             label(be->gpu_uuid, uuid, sizeof(uuid)));
+    return buf;
+}
+
 static void render_memory(const gkv_server_t *srv, gkv_text_t *t)
 {
-    const gkv_backend_t *be = srv->be;
-    char uuid[112], gpu[160];
-    char dev[160];
-    snprintf(dev, sizeof(dev), "backend=\"%s\",device=\"%d\",gpu_uuid=\"%s\"", be->name, be->device,
-             label(be->gpu_uuid, uuid, sizeof(uuid)));
+    char gpu[160], dev[160];
     family(t, "build_info", "gauge", "Always 1: the version, backend and GPU of this gpukvd.");
-    gkv_text_printf(t, "gpukv_build_info{version=\"%s\",%s,gpu_name=\"%s\"} 1\n",
-                    GKV_VERSION_STRING, dev, label(be->gpu_name, gpu, sizeof(gpu)));
-    struct {
+    for (unsigned i = 0; i < srv->ndev; i++)
+        gkv_text_printf(t, "gpukv_build_info{version=\"%s\",%s,gpu_name=\"%s\"} 1\n",
+                        GKV_VERSION_STRING, device_labels(srv, i, dev, sizeof(dev)),
+                        label(srv->dev[i].be->gpu_name, gpu, sizeof(gpu)));
+    static const struct {
         const char *name, *help;
-        uint64_t v;
     } per_device[] = {
-        {"memory_used_bytes", "Bytes of values, published or being written.", srv->store.used},
-        {"memory_limit_bytes", "--maxmemory: the most bytes values may take.", srv->store.limit},
-        {"device_memory_bytes", "Total memory of the device (or RAM on the host backend).",
-         be->device_total},
-        {"kept_export_bytes", "Freed exported allocations kept for reuse.", be->kept_bytes},
+        {"memory_used_bytes", "Bytes of values, published or being written."},
+        {"memory_limit_bytes", "--maxmemory: the most bytes values may take."},
+        {"device_memory_bytes", "Total memory of the device (or RAM on the host backend)."},
+        {"kept_export_bytes", "Freed exported allocations kept for reuse."},
     };
-    for (size_t i = 0; i < sizeof(per_device) / sizeof(per_device[0]); i++) {
-        family(t, per_device[i].name, "gauge", per_device[i].help);
-        gkv_text_printf(t, "gpukv_%s{%s} %llu\n", per_device[i].name, dev,
-                        (unsigned long long)per_device[i].v);
+    for (size_t f = 0; f < sizeof(per_device) / sizeof(per_device[0]); f++) {
+        family(t, per_device[f].name, "gauge", per_device[f].help);
+        for (unsigned i = 0; i < srv->ndev; i++) {
+            const gkv_backend_t *be = srv->dev[i].be;
+            const gkv_store_dev_t *d = &srv->store.dev[i];
+            uint64_t v[] = {d->used, d->limit, be->device_total, be->kept_bytes};
+            gkv_text_printf(t, "gpukv_%s{%s} %llu\n", per_device[f].name,
+                            device_labels(srv, i, dev, sizeof(dev)), (unsigned long long)v[f]);
+        }
     }
     one(t, "key_memory_bytes", "gauge", "Host bytes of keys, metadata and the index.",
         gkv_store_host_memory(&srv->store));
@@ -231,10 +242,9 @@ void gkv_metrics_render(const gkv_server_t *srv, gkv_text_t *t)
     labelled(t, "staging_buffers", "state", "in_use",
              (uint64_t)(srv->staging.ntotal - srv->staging.nfree));
     labelled(t, "staging_buffers", "state", "idle", (uint64_t)srv->staging.nfree);
-    one(t, "copy_batches_total", "counter", "Copy batches run for small values.",
-        srv->batcher.batches);
-    one(t, "batched_copies_total", "counter", "Small-value copies made in batches.",
-        srv->batcher.pieces);
+    gkv_dev_totals_t dt = gkv_server_dev_totals(srv);
+    one(t, "copy_batches_total", "counter", "Copy batches run for small values.", dt.batches);
+    one(t, "batched_copies_total", "counter", "Small-value copies made in batches.", dt.pieces);
     one(t, "metrics_scrapes_total", "counter", "Answers given on --metrics-listen.",
         ss->metrics_scrapes);
 }

@@ -60,6 +60,7 @@ void gkv_reply_release(gkv_server_t *srv, gkv_reply_t *rep)
     }
     rep->unshared_from = rep->unshared_to = NULL;
     rep->fence = rep->fence_batches = false;
+    rep->fence_dev = 0;
 }
 
 int gkv_reply_count(gkv_reply_t *rep, uint64_t id, uint64_t count)
@@ -159,7 +160,8 @@ int gkv_cmd_new_entry(gkv_server_t *srv, const gkv_request_t *req, uint64_t size
                       gkv_reply_t *rep, gkv_entry_t **out)
 {
     gkv_store_t *st = &srv->store;
-    unsigned dev = gkv_store_place(st, req->key.p, req->key.len, size);
+    unsigned dev =
+        lane == GKV_LANE_SHARED ? 0 : gkv_store_place(st, req->key.p, req->key.len, size);
     int rc = gkv_store_entry_new(st, dev, req->key.p, req->key.len, size, req->meta.p,
                                  req->meta.len, lane, out);
     if (rc == 0 && (req->has & GKV_HAS_TTL) &&

@@ -40,6 +40,7 @@ typedef struct {
      * CREATE allocated, or a MAP's copy of a value, is then usable by another process. With
      * fence_batches the batches started so far are waited for too (MAP). */
     bool fence, fence_batches;
+    uint8_t fence_dev; /* the device whose shared lane (and batches) the fence waits for */
     /* MAP of a value carved from a slab: after the fence, gkv_store_unshare_end(unshared_from,
      * unshared_to). One reference on each. */
     gkv_entry_t *unshared_from, *unshared_to;
@@ -82,7 +83,9 @@ int gkv_cmd_check_ttl(const gkv_request_t *req, gkv_reply_t *rep);
 int gkv_cmd_check_new_value(gkv_server_t *srv, const gkv_request_t *req, uint64_t size,
                             gkv_reply_t *rep);
 /* Makes the entry for a new value of the request's key (lane GKV_LANE_SHARED for CREATE), with
- * OOM explained. *out holds the caller's reference. */
+ * OOM explained, on the device the store's placement picks (gkv_store_place); CREATE's go on
+ * device 0, the one whose memory zero-copy clients reach today. *out holds the caller's
+ * reference. */
 int gkv_cmd_new_entry(gkv_server_t *srv, const gkv_request_t *req, uint64_t size, int lane,
                       gkv_reply_t *rep, gkv_entry_t **out);
 

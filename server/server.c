@@ -189,14 +189,50 @@ static void on_kick(uv_prepare_t *p)
     gkv_index_kick(s->store.ix);
 }
 
+/* Starts closing every device's batcher and poller handles. */
+static void close_devices(gkv_server_t *s)
+{
+    for (unsigned i = 0; i < s->ndev; i++) {
+        gkv_batcher_close(&s->dev[i].batcher);
+        gkv_poller_close(&s->dev[i].poller);
+    }
+}
+
+/* Frees the devices' batchers (their handles closed, the loop run out). */
+static void free_devices(gkv_server_t *s)
+{
+    for (unsigned i = 0; i < s->ndev; i++)
+        gkv_batcher_fini(&s->dev[i].batcher);
+}
+
+gkv_dev_totals_t gkv_server_dev_totals(const gkv_server_t *s)
+{
+    gkv_dev_totals_t t = {0};
+    for (unsigned i = 0; i < s->ndev; i++) {
+        const gkv_device_t *d = &s->dev[i];
+        t.device_total += d->be->device_total;
+        t.kept_bytes += d->be->kept_bytes;
+        t.kept_reuses += d->be->kept_reuses;
+        t.batches += d->batcher.batches;
+        t.pieces += d->batcher.pieces;
+    }
+    return t;
+}
+
+static void close_backends(gkv_server_t *s)
+{
+    for (unsigned i = 0; i < s->ndev; i++)
+        s->dev[i].be->ops->close(s->dev[i].be);
+    s->ndev = 0;
+}
+
 /* Once every connection is gone, closing the remaining handles lets uv_run return. */
 static void maybe_finish(gkv_server_t *s)
 {
     if (!s->shutting_down || s->nconns)
         return;
     if (!uv_is_closing((uv_handle_t *)&s->wake)) {
-        gkv_batcher_close(&s->batcher);
-        gkv_poller_close(&s->poller);
+        close_devices(s);
         uv_close((uv_handle_t *)&s->spin, NULL);
         uv_close((uv_handle_t *)&s->turns, NULL);
         uv_close((uv_handle_t *)&s->kick, NULL);
@@ -223,14 +259,21 @@ static void maybe_finish(gkv_server_t *s)
 
 void gkv_server_resolve(const gkv_server_t *s, gkv_config_t *cfg)
 {
-    if (!cfg->maxmemory)
-        cfg->maxmemory = s->cfg.maxmemory ? s->cfg.maxmemory : s->be->capacity;
-    if (!cfg->max_value || cfg->max_value > cfg->maxmemory)
-        cfg->max_value = cfg->maxmemory;
+    /* Each device's limit is its backend's capacity (--maxmemory, or 90% of its memory). */
+    uint64_t total = 0, largest = 0;
+    for (unsigned i = 0; i < s->ndev; i++) {
+        total += s->dev[i].be->capacity;
+        largest = s->dev[i].be->capacity > largest ? s->dev[i].be->capacity : largest;
+    }
+    cfg->maxmemory = total;
+    cfg->nmaxmemory = s->cfg.nmaxmemory; /* as given: a reload compares them */
+    memcpy(cfg->maxmemory_each, s->cfg.maxmemory_each, sizeof(cfg->maxmemory_each));
+    if (!cfg->max_value || cfg->max_value > largest)
+        cfg->max_value = largest; /* a value lives on one device */
     if (!cfg->max_leased_bytes)
         cfg->max_leased_bytes = cfg->maxmemory;
     if (cfg->host_copy == GKV_SIZE_AUTO)
-        cfg->host_copy = s->be->host_visible ? 0 : GKV_HOST_COPY_AUTO;
+        cfg->host_copy = s->dev[0].be->host_visible ? 0 : GKV_HOST_COPY_AUTO;
     if (!cfg->maxmemory_keys) {
         long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
         cfg->maxmemory_keys = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 4 : 0;
@@ -451,6 +494,66 @@ static void close_quietly(uv_handle_t *h)
         uv_close(h, NULL);
 }
 
+/* Opens the backends of the devices cfg names (--devices, else --device) into s->dev. With
+ * several on the host backend, each arena stands for a GPU and says so (HOST-i). */
+static int open_devices(gkv_server_t *s, char *err, size_t cap)
+{
+    const gkv_config_t *cfg = &s->cfg;
+    int ids[GKV_MAX_DEVICES] = {cfg->device};
+    uint32_t n = 1;
+    if (cfg->devices_all) {
+        int count = gkv_backend_count(cfg->backend);
+        n = (uint32_t)(count < 1 ? 1 : count > GKV_MAX_DEVICES ? GKV_MAX_DEVICES : count);
+        for (uint32_t i = 0; i < n; i++)
+            ids[i] = (int)i;
+    } else if (cfg->ndevices) {
+        n = cfg->ndevices;
+        memcpy(ids, cfg->devices, n * sizeof(ids[0]));
+    }
+    if (cfg->nmaxmemory > 1 && cfg->nmaxmemory != n) {
+        snprintf(err, cap, "--maxmemory lists %u sizes for %u devices", cfg->nmaxmemory, n);
+        return GKV_EINVAL;
+    }
+    gkv_backend_kind_t kind = cfg->backend;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t limit = cfg->nmaxmemory > 1 ? cfg->maxmemory_each[i] : cfg->maxmemory;
+        gkv_backend_config_t bc = {kind, ids[i], limit};
+        int rc = gkv_backend_open(&bc, &s->dev[i].be, err, cap);
+        if (rc) {
+            close_backends(s);
+            return rc;
+        }
+        s->ndev = i + 1;
+        gkv_backend_t *be = s->dev[i].be;
+        kind = strcmp(be->name, "cuda") == 0 ? GKV_BACKEND_CUDA : GKV_BACKEND_HOST;
+        if (n > 1 && kind == GKV_BACKEND_HOST)
+            snprintf(be->gpu_uuid, sizeof(be->gpu_uuid), "HOST-%d", ids[i]);
+    }
+    return 0;
+}
+
+/* Sets up each device's poller and batcher. Returns 0 or GKV_ENOMEM (err says why). */
+static int start_devices(gkv_server_t *s, char *err, size_t cap)
+{
+    for (unsigned i = 0; i < s->ndev; i++) {
+        gkv_device_t *d = &s->dev[i];
+        if (gkv_batcher_init(&d->batcher, d->be, &s->store, s->loop, &d->poller, &s->staging,
+                             gkv_conn_batch_deliver)) {
+            snprintf(err, cap, "out of pinned host memory for copy batches");
+            for (unsigned j = 0; j < i; j++) {
+                gkv_batcher_close(&s->dev[j].batcher);
+                gkv_poller_close(&s->dev[j].poller);
+            }
+            uv_run(s->loop, UV_RUN_DEFAULT);
+            for (unsigned j = 0; j < i; j++)
+                gkv_batcher_fini(&s->dev[j].batcher);
+            return GKV_ENOMEM;
+        }
+        gkv_poller_init(&d->poller, d->be, s->loop); /* the batcher keeps its address only */
+    }
+    return 0;
+}
+
 int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, char *err,
                     size_t cap)
 {
@@ -470,33 +573,33 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
     if (cfg->auth_token_file[0] &&
         gkv_token_load(cfg->auth_token_file, s->token, &s->token_len, err, cap))
         return GKV_EINVAL;
-    gkv_backend_config_t bc = {cfg->backend, cfg->device, cfg->maxmemory};
-    int rc = gkv_backend_open(&bc, &s->be, err, cap);
+    int rc = open_devices(s, err, cap);
     if (rc)
         return rc;
-    gkv_server_resolve(s, &s->cfg); /* maxmemory 0: the backend's capacity */
-    char limit[32];
-    gkv_size_format(s->cfg.maxmemory, limit, sizeof(limit));
-    GKV_INFO("backend %s (%s%s%s), maxmemory %s", s->be->name, s->be->gpu_name,
-             s->be->gpu_uuid[0] ? " " : "", s->be->gpu_uuid, limit);
-    if ((rc = gkv_store_init(&s->store, s->be, s->cfg.maxmemory))) {
+    gkv_server_resolve(s, &s->cfg); /* maxmemory 0: the backends' capacity */
+    for (unsigned i = 0; i < s->ndev; i++) {
+        gkv_backend_t *be = s->dev[i].be;
+        char limit[32];
+        gkv_size_format(be->capacity, limit, sizeof(limit));
+        GKV_INFO("device %u: backend %s (%s%s%s), maxmemory %s", i, be->name, be->gpu_name,
+                 be->gpu_uuid[0] ? " " : "", be->gpu_uuid, limit);
+    }
+    if ((rc = gkv_store_init(&s->store, s->dev[0].be, s->dev[0].be->capacity))) {
         snprintf(err, cap, "out of host memory");
         goto fail_backend;
     }
+    for (unsigned i = 1; i < s->ndev; i++)
+        (void)gkv_store_add_device(&s->store, s->dev[i].be, s->dev[i].be->capacity);
     s->store.host_limit = s->cfg.maxmemory_keys;
     gkv_hostcopy_init(&s->store.hc, s->cfg.host_copy, s->cfg.host_copy_max_value);
     s->store.policy = s->cfg.maxmemory_policy;
     s->key_order_thread = start_key_order(s);
-    gkv_staging_init(&s->staging, s->be);
-    if (gkv_batcher_init(&s->batcher, s->be, &s->store, loop, &s->poller, &s->staging,
-                         gkv_conn_batch_deliver)) {
-        snprintf(err, cap, "out of pinned host memory for copy batches");
+    gkv_staging_init(&s->staging, s->dev[0].be); /* portable: every device's copies use it */
+    if ((rc = start_devices(s, err, cap))) {
         gkv_staging_fini(&s->staging);
         gkv_store_fini(&s->store);
-        rc = GKV_ENOMEM;
         goto fail_backend;
     }
-    gkv_poller_init(&s->poller, s->be, loop); /* the batcher keeps its address only */
     pthread_mutex_init(&s->done_lock, NULL);
     uv_async_init(loop, &s->wake, on_wake);
     s->wake.data = s;
@@ -539,8 +642,7 @@ fail_handles:
     close_quietly((uv_handle_t *)&s->spin);
     close_quietly((uv_handle_t *)&s->turns);
     close_quietly((uv_handle_t *)&s->kick);
-    gkv_batcher_close(&s->batcher);
-    gkv_poller_close(&s->poller);
+    close_devices(s);
     close_quietly((uv_handle_t *)&s->sigterm);
     close_quietly((uv_handle_t *)&s->sigint);
     close_quietly((uv_handle_t *)&s->sighup);
@@ -548,20 +650,20 @@ fail_handles:
     close_quietly((uv_handle_t *)&s->sweep);
     close_quietly((uv_handle_t *)&s->expiry);
     uv_run(loop, UV_RUN_DEFAULT);
-    gkv_batcher_fini(&s->batcher);
+    free_devices(s);
     gkv_store_fini(&s->store);
     gkv_staging_fini(&s->staging);
     pthread_mutex_destroy(&s->done_lock);
 fail_backend:
-    s->be->ops->close(s->be);
+    close_backends(s);
     return rc;
 }
 
 void gkv_server_fini(gkv_server_t *s)
 {
-    gkv_batcher_fini(&s->batcher);
+    free_devices(s);
     gkv_store_fini(&s->store);
     gkv_staging_fini(&s->staging);
-    s->be->ops->close(s->be);
+    close_backends(s);
     pthread_mutex_destroy(&s->done_lock);
 }

@@ -9,6 +9,7 @@
 #include "backend.h"
 #include "batch.h"
 #include "config.h"
+#include "device.h"
 #include "lease.h"
 #include "metrics.h"
 #include "poller.h"
@@ -33,11 +34,10 @@ typedef struct {
 typedef struct gkv_server {
     uv_loop_t *loop;         /* borrowed */
     gkv_config_t cfg;
-    gkv_backend_t *be;       /* owned */
+    gkv_device_t dev[GKV_MAX_DEVICES]; /* the store's device i is dev[i] */
+    unsigned ndev;
     gkv_store_t store;
     gkv_staging_t staging;
-    gkv_poller_t poller;     /* finished copies, while any are in flight */
-    gkv_batcher_t batcher;   /* small values move in batches */
     uv_pipe_t unix_listener;
     uv_tcp_t tcp_listener;
     bool unix_open, tcp_open, shutting_down;
@@ -131,5 +131,17 @@ void gkv_server_input(gkv_server_t *s);
 void gkv_server_conn_closed(gkv_server_t *s, gkv_conn_t *c);
 /* c handled its share of frames: it goes on in a later loop iteration (c->yielded set). */
 void gkv_server_yield(gkv_server_t *s, gkv_conn_t *c);
+
+/* What the devices' backends and batchers count, summed (INFO, metrics). */
+typedef struct {
+    uint64_t device_total, kept_bytes, kept_reuses, batches, pieces;
+} gkv_dev_totals_t;
+gkv_dev_totals_t gkv_server_dev_totals(const gkv_server_t *s);
+
+/* The device an entry's value is on. */
+static inline gkv_device_t *gkv_server_dev(gkv_server_t *s, const gkv_entry_t *e)
+{
+    return &s->dev[e->dev];
+}
 
 #endif
