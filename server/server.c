@@ -573,9 +573,21 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
     if (cfg->auth_token_file[0] &&
         gkv_token_load(cfg->auth_token_file, s->token, &s->token_len, err, cap))
         return GKV_EINVAL;
+    /* Threads started from here on (the CUDA runtime's, as devices open, and the key order
+     * helper) inherit a mask that blocks the signals the loop handles, so that the loop thread
+     * is the one that gets them: a SIGTERM taken by another thread while the loop closes its
+     * signal handles would find the default action there and kill the daemon mid-teardown. */
+    sigset_t handled, before;
+    sigemptyset(&handled);
+    sigaddset(&handled, SIGTERM);
+    sigaddset(&handled, SIGINT);
+    sigaddset(&handled, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &handled, &before);
     int rc = open_devices(s, err, cap);
-    if (rc)
+    if (rc) {
+        pthread_sigmask(SIG_SETMASK, &before, NULL);
         return rc;
+    }
     gkv_server_resolve(s, &s->cfg); /* maxmemory 0: the backends' capacity */
     for (unsigned i = 0; i < s->ndev; i++) {
         gkv_backend_t *be = s->dev[i].be;
@@ -594,6 +606,7 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
     gkv_hostcopy_init(&s->store.hc, s->cfg.host_copy, s->cfg.host_copy_max_value);
     s->store.policy = s->cfg.maxmemory_policy;
     s->key_order_thread = start_key_order(s);
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
     gkv_staging_init(&s->staging, s->dev[0].be); /* portable: every device's copies use it */
     if ((rc = start_devices(s, err, cap))) {
         gkv_staging_fini(&s->staging);
@@ -655,6 +668,7 @@ fail_handles:
     gkv_staging_fini(&s->staging);
     pthread_mutex_destroy(&s->done_lock);
 fail_backend:
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
     close_backends(s);
     return rc;
 }
