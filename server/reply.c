@@ -169,17 +169,16 @@ int gkv_cmd_new_entry(gkv_server_t *srv, const gkv_request_t *req, uint64_t size
         gkv_store_unref(&srv->store, *out);
         *out = NULL;
     }
-    if (rc == GKV_EOOM && st->ndev > 1)
+    if (rc == GKV_EOOM) { /* the device's figures: with one device, the store's */
+        const gkv_store_dev_t *d = &st->dev[dev];
+        char where[96] = "";
+        if (st->ndev > 1)
+            snprintf(where, sizeof(where), " on device %u (%s)", dev, d->be->gpu_uuid);
         return gkv_reply_fail(rep, rc,
-                              "value of %" PRIu64 " bytes does not fit on device %u (%s): %" PRIu64
-                              " of %" PRIu64 " bytes used",
-                              size, dev, st->dev[dev].be->gpu_uuid, st->dev[dev].used,
-                              st->dev[dev].limit);
-    if (rc == GKV_EOOM)
-        return gkv_reply_fail(rep, rc,
-                              "value of %" PRIu64 " bytes does not fit: %" PRIu64 " of %" PRIu64
+                              "value of %" PRIu64 " bytes does not fit%s: %" PRIu64 " of %" PRIu64
                               " bytes used",
-                              size, st->used, st->limit);
+                              size, where, d->used, d->limit);
+    }
     if (rc == GKV_ENOMEM &&
         !gkv_store_host_room(&srv->store, req->key.len, (uint32_t)req->meta.len))
         return gkv_reply_fail(rep, rc,

@@ -189,19 +189,19 @@ static void on_kick(uv_prepare_t *p)
     gkv_index_kick(s->store.ix);
 }
 
-/* Starts closing every device's batcher and poller handles. */
-static void close_devices(gkv_server_t *s)
+/* Starts closing the batcher and poller handles of the first n devices. */
+static void close_devices(gkv_server_t *s, unsigned n)
 {
-    for (unsigned i = 0; i < s->ndev; i++) {
+    for (unsigned i = 0; i < n; i++) {
         gkv_batcher_close(&s->dev[i].batcher);
         gkv_poller_close(&s->dev[i].poller);
     }
 }
 
-/* Frees the devices' batchers (their handles closed, the loop run out). */
-static void free_devices(gkv_server_t *s)
+/* Frees the first n devices' batchers (their handles closed, the loop run out). */
+static void free_devices(gkv_server_t *s, unsigned n)
 {
-    for (unsigned i = 0; i < s->ndev; i++)
+    for (unsigned i = 0; i < n; i++)
         gkv_batcher_fini(&s->dev[i].batcher);
 }
 
@@ -232,7 +232,7 @@ static void maybe_finish(gkv_server_t *s)
     if (!s->shutting_down || s->nconns)
         return;
     if (!uv_is_closing((uv_handle_t *)&s->wake)) {
-        close_devices(s);
+        close_devices(s, s->ndev);
         uv_close((uv_handle_t *)&s->spin, NULL);
         uv_close((uv_handle_t *)&s->turns, NULL);
         uv_close((uv_handle_t *)&s->kick, NULL);
@@ -540,13 +540,9 @@ static int start_devices(gkv_server_t *s, char *err, size_t cap)
         if (gkv_batcher_init(&d->batcher, d->be, &s->store, s->loop, &d->poller, &s->staging,
                              gkv_conn_batch_deliver)) {
             snprintf(err, cap, "out of pinned host memory for copy batches");
-            for (unsigned j = 0; j < i; j++) {
-                gkv_batcher_close(&s->dev[j].batcher);
-                gkv_poller_close(&s->dev[j].poller);
-            }
+            close_devices(s, i);
             uv_run(s->loop, UV_RUN_DEFAULT);
-            for (unsigned j = 0; j < i; j++)
-                gkv_batcher_fini(&s->dev[j].batcher);
+            free_devices(s, i);
             return GKV_ENOMEM;
         }
         gkv_poller_init(&d->poller, d->be, s->loop); /* the batcher keeps its address only */
@@ -655,7 +651,7 @@ fail_handles:
     close_quietly((uv_handle_t *)&s->spin);
     close_quietly((uv_handle_t *)&s->turns);
     close_quietly((uv_handle_t *)&s->kick);
-    close_devices(s);
+    close_devices(s, s->ndev);
     close_quietly((uv_handle_t *)&s->sigterm);
     close_quietly((uv_handle_t *)&s->sigint);
     close_quietly((uv_handle_t *)&s->sighup);
@@ -663,7 +659,7 @@ fail_handles:
     close_quietly((uv_handle_t *)&s->sweep);
     close_quietly((uv_handle_t *)&s->expiry);
     uv_run(loop, UV_RUN_DEFAULT);
-    free_devices(s);
+    free_devices(s, s->ndev);
     gkv_store_fini(&s->store);
     gkv_staging_fini(&s->staging);
     pthread_mutex_destroy(&s->done_lock);
@@ -675,7 +671,7 @@ fail_backend:
 
 void gkv_server_fini(gkv_server_t *s)
 {
-    free_devices(s);
+    free_devices(s, s->ndev);
     gkv_store_fini(&s->store);
     gkv_staging_fini(&s->staging);
     close_backends(s);
