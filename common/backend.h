@@ -108,6 +108,19 @@ typedef struct {
      * before (src may have been written by one). It has run once a later fence_shared reports.
      * Returns 0 or GKV_EIO. */
     int (*copy_shared)(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src, uint64_t len);
+    /* Queues a copy of len bytes from src, value memory of the backend `from` (another device's,
+     * of the same kind), to dst on this backend's shared lane, after every batch started before
+     * on either (one may write src). It has run once a later fence_shared of this backend
+     * reports. The cuda backend copies device to device (cudaMemcpyPeerAsync: directly where the
+     * GPUs reach each other, else through host memory, as the driver decides). Returns 0 or
+     * GKV_EIO. */
+    int (*copy_from)(gkv_backend_t *b, gkv_devptr_t dst, gkv_backend_t *from, gkv_devptr_t src,
+                     uint64_t len);
+    /* NULL, or: lets copies run by peer's device read and write b's value memory directly
+     * where the two devices reach each other (cuda: the pool's access for peer's GPU, when
+     * cudaDeviceCanAccessPeer says yes). Returns 1 when they do, 0 when copies between them go
+     * through host memory, or GKV_EIO. */
+    int (*link)(gkv_backend_t *b, gkv_backend_t *peer);
     /* Queues zeroing of size bytes at p (from alloc, called right after it) on the shared
      * lane, done once a later fence_shared reports: memory handed to a CREATE never shows an
      * earlier value's bytes. A backend may clear freed memory earlier, off the reply's path

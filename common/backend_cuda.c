@@ -46,6 +46,8 @@ typedef struct {
      * were started, and up to which batch each lane already waits. */
     cudaStream_t batch;
     cudaEvent_t batch_ev;
+    /* Recorded on the shared lane for another device's copy from this one (copy_from). */
+    cudaEvent_t peer_ev;
     uint64_t batches, lane_seen[CUDA_LANES];
     /* Small values written by batches are carved from slab regions, allocated from the pool
      * on the batch stream: a pool allocation each would cost a driver call and ~1 KiB of
@@ -406,6 +408,50 @@ static int cuda_copy_shared(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src
     return 0;
 }
 
+/* The copy follows the source's shared lane (and its batches) through an event there, and runs
+ * on this device's shared lane. cudaMemcpyPeerAsync copies directly when the GPUs reach each
+ * other (NVLink or PCIe peer access) and through host memory otherwise; both are the driver's
+ * choice. */
+static int cuda_copy_from(gkv_backend_t *b, gkv_devptr_t dst, gkv_backend_t *from, gkv_devptr_t src,
+                          uint64_t len)
+{
+    cuda_backend_t *s = on(from);
+    int rc = shared_after_batches(s);
+    if (rc)
+        return rc;
+    cudaError_t e = cudaEventRecord(s->peer_ev, s->shared);
+    if (e != cudaSuccess)
+        return cuda_fail("cudaEventRecord (copy between devices)", e);
+    cuda_backend_t *c = on(b);
+    if ((rc = shared_after_batches(c)))
+        return rc;
+    if ((e = cudaStreamWaitEvent(c->shared, s->peer_ev, 0)) != cudaSuccess)
+        return cuda_fail("cudaStreamWaitEvent (copy between devices)", e);
+    e = cudaMemcpyPeerAsync((void *)(uintptr_t)dst.v, b->device, (const void *)(uintptr_t)src.v,
+                            from->device, len, c->shared);
+    if (e != cudaSuccess)
+        return cuda_fail("cudaMemcpyPeerAsync (copy between devices)", e);
+    c->shared_work++;
+    return 0;
+}
+
+static int cuda_link(gkv_backend_t *b, gkv_backend_t *peer)
+{
+    cuda_backend_t *c = on(b);
+    int can = 0;
+    if (peer->device == b->device)
+        return 1;
+    cudaError_t e = cudaDeviceCanAccessPeer(&can, peer->device, b->device);
+    if (e != cudaSuccess || !can)
+        return 0;
+    struct cudaMemAccessDesc d = {
+        .location = {.type = cudaMemLocationTypeDevice, .id = peer->device},
+        .flags = cudaMemAccessFlagsProtReadWrite};
+    if ((e = cudaMemPoolSetAccess(c->pool, &d, 1)) != cudaSuccess)
+        return cuda_fail("cudaMemPoolSetAccess (a peer GPU)", e);
+    return 1;
+}
+
 /* On the GPU, in stream order: the loop only queues it (H100: about 0.4 ms per GiB), but the
  * reply's fence waits for it, and the daemon's GPU work waits for the GPU to switch from the
  * client's context (~0.35 ms on the H200 when the client has just used the GPU). A kept
@@ -528,6 +574,8 @@ static void cuda_close(gkv_backend_t *b)
     }
     if (c->batch_ev)
         cudaEventDestroy(c->batch_ev);
+    if (c->peer_ev)
+        cudaEventDestroy(c->peer_ev);
     if (c->zero_ev)
         cudaEventDestroy(c->zero_ev);
     gkv_slab_free_all(c->slab); /* frees regions on the shared lane: synchronised below */
@@ -572,6 +620,8 @@ static const gkv_backend_ops_t cuda_ops = {
     .batch_wait = cuda_batch_wait,
     .exportable = cuda_exportable,
     .copy_shared = cuda_copy_shared,
+    .copy_from = cuda_copy_from,
+    .link = cuda_link,
     .zero_shared = cuda_zero_shared,
     .fence_shared = cuda_fence_shared,
     .staging_alloc = cuda_staging_alloc,
@@ -653,6 +703,7 @@ int gkv_backend_cuda_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, 
     if ((e = cudaStreamCreateWithFlags(&c->shared, cudaStreamNonBlocking)) != cudaSuccess ||
         (e = cudaStreamCreateWithFlags(&c->batch, cudaStreamNonBlocking)) != cudaSuccess ||
         (e = cudaEventCreateWithFlags(&c->batch_ev, cudaEventDisableTiming)) != cudaSuccess ||
+        (e = cudaEventCreateWithFlags(&c->peer_ev, cudaEventDisableTiming)) != cudaSuccess ||
         (e = cudaEventCreateWithFlags(&c->zero_ev, cudaEventDisableTiming)) != cudaSuccess) {
         snprintf(why, cap, "creating streams: %s", cudaGetErrorString(e));
         goto fail;

@@ -103,6 +103,13 @@ static int host_copy_shared(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src
     return 0;
 }
 
+static int host_copy_from(gkv_backend_t *b, gkv_devptr_t dst, gkv_backend_t *from, gkv_devptr_t src,
+                          uint64_t len)
+{
+    memcpy(host_view(b, dst), host_view(from, src), len);
+    return 0;
+}
+
 /* Whole pages inside the value are given back to the kernel (they read as zeros and are faulted
  * in fresh when written: no page-sized memset on the loop); the partial pages at either end, which
  * other values may share, are cleared by hand. */
@@ -186,6 +193,7 @@ static const gkv_backend_ops_t host_ops = {
     .batch_wait = host_batch_wait,
     .exportable = host_exportable,
     .copy_shared = host_copy_shared,
+    .copy_from = host_copy_from,
     .zero_shared = host_zero_shared,
     .fence_shared = host_fence_shared,
     .staging_alloc = host_staging_alloc,

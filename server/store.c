@@ -547,23 +547,23 @@ bool gkv_store_exportable(const gkv_store_t *st, const gkv_entry_t *e)
     return !e->size || be->ops->exportable(be, e->mem);
 }
 
-int gkv_store_unshare_begin(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t **copy)
+int gkv_store_copy_begin(gkv_store_t *st, gkv_entry_t *e, unsigned dev, gkv_entry_t **copy)
 {
     size_t klen;
     uint32_t meta_len;
     const uint8_t *key = gkv_store_key(st, e, &klen);
     const uint8_t *meta = gkv_entry_meta(e, &meta_len);
     gkv_entry_t *n;
-    int rc =
-        gkv_store_entry_new(st, e->dev, key, klen, e->size, meta, meta_len, GKV_LANE_SHARED, &n);
+    int rc = gkv_store_entry_new(st, dev, key, klen, e->size, meta, meta_len, GKV_LANE_SHARED, &n);
     if (rc)
         return rc;
     if (has_deadline(e) && (rc = set_extras(st, n, meta, meta_len, e->x->expire_at))) {
         gkv_store_unref(st, n);
         return rc;
     }
-    gkv_backend_t *be = gkv_store_be(st, e);
-    if ((rc = be->ops->copy_shared(be, n->mem, e->mem, e->size))) {
+    gkv_backend_t *to = gkv_store_be(st, n), *from = gkv_store_be(st, e);
+    if (e->size && (rc = to == from ? to->ops->copy_shared(to, n->mem, e->mem, e->size)
+                                    : to->ops->copy_from(to, n->mem, from, e->mem, e->size))) {
         gkv_store_unref(st, n);
         return rc;
     }
@@ -571,13 +571,13 @@ int gkv_store_unshare_begin(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t **copy)
     return 0;
 }
 
-void gkv_store_unshare_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *copy)
+bool gkv_store_copy_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *copy)
 {
     size_t klen;
     const uint8_t *key = gkv_store_key(st, e, &klen);
     if (gkv_index_get(st->ix, key, klen) != e || !gkv_store_alive(st, e))
-        return;
+        return false;
     /* Linked as it is, never moved into e in place (publish's shortcut): the caller's lease
-     * holds copy's memory, which another process has been told about. */
-    (void)link_entry(st, copy); /* out of memory: the key keeps e; the next MAP copies again */
+     * may hold copy's memory, which another process has been told about. */
+    return link_entry(st, copy) == 0; /* out of memory: the key keeps e */
 }

@@ -170,14 +170,15 @@ int gkv_store_export(gkv_store_t *st, const gkv_entry_t *e, uint8_t *buf, size_t
 /* True when e's memory may be handed to another process: a small value carved from a slab
  * shares its allocation with other values, which no other process may reach. */
 bool gkv_store_exportable(const gkv_store_t *st, const gkv_entry_t *e);
-/* Starts moving e's value (not exportable) to memory of its own for a MAP: *copy (the caller's
- * reference) gets a new unpublished entry of the same key, size and metadata whose bytes are
- * being copied on the shared lane; they are there once the backend's fence_shared reports.
- * Then gkv_store_unshare_end publishes it. Returns 0, GKV_EOOM, GKV_ENOMEM or GKV_EIO. */
-int gkv_store_unshare_begin(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t **copy);
+/* Starts copying e's value to new memory on device dev: for a MAP of a value that is not
+ * exportable (dev = e->dev), or for MOVE (another device). *copy (the caller's reference) gets a
+ * new unpublished entry of the same key, size, metadata and deadline whose bytes are being
+ * copied on dev's shared lane; they are there once dev's backend's fence_shared reports. Then
+ * gkv_store_copy_end publishes it. Returns 0, GKV_EOOM (dev is full), GKV_ENOMEM or GKV_EIO. */
+int gkv_store_copy_begin(gkv_store_t *st, gkv_entry_t *e, unsigned dev, gkv_entry_t **copy);
 /* After the copy has run: copy takes e's place under the key if the key still names e (like an
- * overwrite with the same bytes; later MAPs need no copy), else it is left alone, the key having
- * moved on. The caller keeps its references. */
-void gkv_store_unshare_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *copy);
+ * overwrite with the same bytes), else it is left alone, the key having moved on. The caller
+ * keeps its references. Returns true when copy took e's place. */
+bool gkv_store_copy_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *copy);
 
 #endif

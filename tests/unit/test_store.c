@@ -1,6 +1,6 @@
 /* test_store.c: the store on the host backend: accounting, publish and swap, refcounts, NX/XX,
- * deletes under reference, and the MAP copy of a value (unshare) being published only while the
- * key still names what it copied. */
+ * deletes under reference, and the copy of a value (MAP's of a slab value, MOVE's) being published
+ * only while the key still names what it copied. */
 #include <gpukv/gpukv.h>
 #include <string.h>
 
@@ -192,11 +192,11 @@ START_TEST(unshare_publishes_the_copy_only_over_what_it_copied)
 {
     gkv_entry_t *e = make("k", "chunk"), *copy;
     ck_assert_int_eq(gkv_store_publish(&st, e, 0, NULL), 0);
-    ck_assert_int_eq(gkv_store_unshare_begin(&st, e, &copy), 0);
+    ck_assert_int_eq(gkv_store_copy_begin(&st, e, e->dev, &copy), 0);
     ck_assert_uint_ne(copy->mem.v, e->mem.v);
     ck_assert_int_eq(memcmp(bytes(copy), "chunk", 5), 0);
     ck_assert_uint_eq(st.used, 10);
-    gkv_store_unshare_end(&st, e, copy);
+    ck_assert(gkv_store_copy_end(&st, e, copy));
     ck_assert_ptr_eq(get("k"), copy);
     ck_assert_uint_eq(copy->refs, 2);
     gkv_store_unref(&st, e); /* the original goes with its last reference */
@@ -204,9 +204,9 @@ START_TEST(unshare_publishes_the_copy_only_over_what_it_copied)
 
     /* The key moved on while the copy ran: the copy stays the caller's alone. */
     gkv_entry_t *copy2, *newer = make("k", "newer");
-    ck_assert_int_eq(gkv_store_unshare_begin(&st, copy, &copy2), 0);
+    ck_assert_int_eq(gkv_store_copy_begin(&st, copy, copy->dev, &copy2), 0);
     ck_assert_int_eq(gkv_store_publish(&st, newer, 0, NULL), 0);
-    gkv_store_unshare_end(&st, copy, copy2);
+    ck_assert(!gkv_store_copy_end(&st, copy, copy2));
     ck_assert_ptr_eq(get("k"), newer);
     ck_assert_uint_eq(copy2->refs, 1);
     gkv_store_unref(&st, copy2);
