@@ -177,6 +177,13 @@ int gkv_req_decode(const uint8_t *hdr, size_t len, gkv_request_t *req, const cha
         case GKV_F_TOKEN:
             rc = gkv_read_bin(&r, &req->token);
             break;
+        case GKV_F_GPU: /* an ordinal, or a UUID string */
+            if (gkv_read_uint(&r, &req->gpu) != 0 &&
+                (gkv_read_bin(&r, &req->gpu_uuid) != 0 || req->gpu_uuid.len == 0))
+                rc = GKV_EPROTO;
+            req->has |= GKV_HAS_GPU;
+            *why = "gpu is neither an ordinal nor a UUID";
+            break;
         case GKV_F_LEASES:
             rc = read_leases(&r, &req->leases, &req->nleases, why);
             req->has |= GKV_HAS_LEASES;
@@ -223,6 +230,7 @@ int gkv_resp_decode(const uint8_t *hdr, size_t len, gkv_response_t *resp)
     uint32_t n;
     memset(resp, 0, sizeof(*resp));
     resp->device = -1;
+    resp->gpu = -1;
     gkv_read_init(&r, hdr, len);
     if (gkv_read_map(&r, &n))
         return GKV_EPROTO;
@@ -245,6 +253,9 @@ int gkv_resp_decode(const uint8_t *hdr, size_t len, gkv_response_t *resp)
         case GKV_F_MAX_VALUE: rc = gkv_read_uint(&r, &resp->max_value); break;
         case GKV_F_MAX_META: rc = gkv_read_uint(&r, &resp->max_meta); break;
         case GKV_F_DEVICE: rc = gkv_read_int(&r, &resp->device); break;
+        case GKV_F_GPU:
+            rc = gkv_read_int(&r, &resp->gpu);
+            break;
         case GKV_F_LENGTH: rc = gkv_read_uint(&r, &resp->length); break;
         case GKV_F_LEASE: rc = gkv_read_uint(&r, &resp->lease); break;
         case GKV_F_SPARE: rc = gkv_read_uint(&r, &resp->spare); break;

@@ -56,11 +56,19 @@ enum {
     GKV_F_SPARE = 46,
     GKV_F_TOKEN = 47,
     GKV_F_TTL = 48,
+    GKV_F_GPU = 49, /* request: a GPU by the daemon's ordinal (int) or UUID (str); reply: ordinal */
 };
 
 /* SEAL's flags field (SET and CREATE use 1 and 2: NX, XX): keep the lease, as a MAP lease on
  * the sealed value, instead of ending it. */
 #define GKV_SEAL_KEEP 4u
+/* LIST's flags field: each entry is [key, size, gpu] (the daemon's ordinal of the value's GPU)
+ * instead of [key, size]. */
+#define GKV_LIST_GPU 1u
+/* HELLO's zero_copy field: 1 asks for zero-copy on the first GPU (one descriptor, MAP of values
+ * elsewhere is NOTSUP); GKV_ZC_EVERY_GPU asks for one descriptor per GPU, in the order of gpus,
+ * and MAP and CREATE replies then name the value's GPU (gpu). */
+#define GKV_ZC_EVERY_GPU 2u
 
 /* Which optional fields a decoded request carried. */
 enum {
@@ -79,6 +87,7 @@ enum {
     GKV_HAS_LEASE = 1u << 12,
     GKV_HAS_SPARE = 1u << 13,
     GKV_HAS_TTL = 1u << 14,
+    GKV_HAS_GPU = 1u << 15,
 };
 
 /* A decoded request. Every slice borrows from the header buffer given to gkv_req_decode and is
@@ -90,6 +99,8 @@ typedef struct {
     uint64_t lease;     /* SEAL, ABORT, RELEASE of one lease */
     uint64_t spare;     /* SEAL: a MAP lease to be told about (is it a spare now?) */
     uint64_t ttl;       /* SET, CREATE, EXPIRE: milliseconds to the key's deadline */
+    uint64_t gpu;       /* SET, CREATE, MOVE: the GPU's ordinal in the daemon, unless gpu_uuid */
+    gkv_slice_t gpu_uuid; /* ... or its UUID (len > 0) */
     gkv_slice_t token;  /* HELLO: the authentication token (--auth-token-file) */
     uint32_t has;       /* GKV_HAS_* */
     gkv_slice_t key, meta, prefix, cursor, delim;
@@ -123,6 +134,7 @@ typedef struct {
     uint64_t length, lease, arena_offset, arena_size, spare;
     uint64_t ttl; /* TTL: milliseconds left (has_ttl; absent: the key has no deadline) */
     int64_t status, device;
+    int64_t gpu; /* the daemon's ordinal of the value's GPU; -1 when the reply has none */
     gkv_slice_t message, meta, cursor, server, backend, zc, zc_why, export_data;
     gkv_slice_t entries, dirs, results, gpus;
     bool has_meta, has_cursor, has_ttl;

@@ -10,6 +10,21 @@
 #include "token.h"
 #include "version.h"
 
+/* The descriptors of the first n devices' memory into rep->fds, all or none (why says why). */
+static void share_devices(gkv_server_t *srv, unsigned n, gkv_reply_t *rep, char *why, size_t cap)
+{
+    for (unsigned i = 0; i < n; i++) {
+        gkv_backend_t *be = srv->dev[i].be;
+        if (be->ops->share(be, &rep->fds[i], why, cap) != 0) {
+            while (i)
+                close(rep->fds[--i]);
+            return;
+        }
+    }
+    rep->nfds = n;
+    rep->zc_every_gpu = n == srv->ndev;
+}
+
 int gkv_cmd_hello(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
     if (req->version && req->version != GKV_PROTOCOL_VERSION)
@@ -29,7 +44,7 @@ int gkv_cmd_hello(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     gkv_reply_ok(w, req->id);
     gkv_wr_uint(w, GKV_F_VERSION, GKV_PROTOCOL_VERSION);
     gkv_wr_str(w, GKV_F_SERVER, GKV_VERSION_STRING);
-    gkv_backend_t *be = srv->dev[0].be; /* zero-copy reaches device 0's values (MAP) */
+    gkv_backend_t *be = srv->dev[0].be; /* the first GPU stands for all in the one-GPU fields */
     gkv_wr_str(w, GKV_F_BACKEND, be->name);
     gkv_wr_int(w, GKV_F_DEVICE, be->device);
     size_t pos = gkv_wr_array_begin(w, GKV_F_GPUS);
@@ -54,11 +69,12 @@ int gkv_cmd_hello(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         snprintf(why, sizeof(why),
                  "the host backend would share its whole arena; start gpukvd "
                  "with --host-zero-copy yes to allow it");
-    else if (be->ops->share(be, &rep->fd, why, sizeof(why)) != 0)
-        rep->fd = -1;
-    gkv_wr_str(w, GKV_F_ZC, rep->fd >= 0 ? be->share_mechanism : "none");
+    else
+        share_devices(srv, req->zero_copy == GKV_ZC_EVERY_GPU ? srv->ndev : 1, rep, why,
+                      sizeof(why));
+    gkv_wr_str(w, GKV_F_ZC, rep->nfds ? be->share_mechanism : "none");
     gkv_wr_str(w, GKV_F_ZC_WHY, why);
-    if (rep->fd >= 0 && be->host_visible)
+    if (rep->nfds && be->host_visible)
         gkv_wr_uint(w, GKV_F_ARENA_SIZE, be->capacity);
     gkv_wr_uint(w, GKV_F_MAX_KEY, srv->cfg.max_key);
     gkv_wr_uint(w, GKV_F_MAX_VALUE, srv->cfg.max_value);

@@ -153,6 +153,7 @@ int gkv_cmd_list(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         return gkv_reply_fail(rep, GKV_EINVAL, "the delimiter is a single byte");
     int delim = (req->has & GKV_HAS_DELIM) && req->delim.len == 1 ? req->delim.p[0] : -1;
     uint64_t limit = req->limit ? req->limit : 1000;
+    bool with_gpu = req->flags & GKV_LIST_GPU;
     if (limit > GKV_MAX_LIST)
         return gkv_reply_fail(rep, GKV_ETOOBIG, "limit %" PRIu64 " exceeds %u", limit,
                               GKV_MAX_LIST);
@@ -210,10 +211,12 @@ int gkv_cmd_list(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
             n = gkv_index_next(srv->store.ix, n);
             continue;
         }
-        msgpack_pack_array(&w->pk, 2);
+        msgpack_pack_array(&w->pk, with_gpu ? 3 : 2);
         msgpack_pack_bin(&w->pk, kl);
         msgpack_pack_bin_body(&w->pk, k, kl);
         msgpack_pack_uint64(&w->pk, e->size);
+        if (with_gpu)
+            msgpack_pack_uint8(&w->pk, e->dev);
         nentries++;
         last = k;
         last_len = kl;
@@ -243,6 +246,7 @@ int gkv_cmd_getsize(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
             return GKV_ENOTFOUND;
         gkv_reply_ok(w, req->id);
         gkv_wr_uint(w, GKV_F_SIZE, e->size);
+        gkv_wr_uint(w, GKV_F_GPU, e->dev);
         return gkv_wr_end(w);
     }
     if (!(req->has & GKV_HAS_PREFIX))

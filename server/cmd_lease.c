@@ -36,6 +36,7 @@ static int write_export(gkv_server_t *srv, gkv_wr_t *w, gkv_entry_t *e)
     if (be->host_visible)
         gkv_wr_uint(w, GKV_F_ARENA_OFFSET, e->size ? e->mem.v : 0);
     gkv_wr_int(w, GKV_F_DEVICE, be->device);
+    gkv_wr_uint(w, GKV_F_GPU, e->dev);
     return 0;
 }
 
@@ -57,20 +58,21 @@ int gkv_cmd_map(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     if (rc)
         return rc;
     /* The value may have been answered before a batch copied it: the reply waits for that. */
-    if (e->dev != 0) /* HELLO passed device 0's memory only */
+    if (e->dev != 0 && !rep->zc_every_gpu) /* HELLO passed device 0's memory only */
         return gkv_reply_fail(rep, GKV_ENOTSUP,
-                              "the value is on device %u (%s); zero-copy reaches device 0 only",
+                              "the value is on GPU %u (%s); this connection's zero-copy reaches "
+                              "GPU 0 only (HELLO zero_copy 2 asks for every GPU)",
                               e->dev, gkv_store_be(&srv->store, e)->gpu_uuid);
     rep->fence_dev = e->dev;
     rep->fence_batches = gkv_batch_writes_pending(&gkv_server_dev(srv, e)->batcher);
     rep->fence = rep->fence_batches;
     if (!gkv_store_exportable(&srv->store, e)) {
         gkv_entry_t *copy;
-        if ((rc = gkv_store_unshare_begin(&srv->store, e, &copy)))
+        if ((rc = gkv_store_copy_begin(&srv->store, e, e->dev, &copy)))
             return rc;
         gkv_store_ref(e);
-        rep->unshared_from = e;
-        rep->unshared_to = e = copy;
+        rep->copied_from = e;
+        rep->copied_to = e = copy;
         rep->fence = true;
     }
     /* A lease the client still holds on this very value is named again: no lease is added. */

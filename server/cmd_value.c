@@ -47,6 +47,7 @@ int gkv_cmd_get(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     gkv_wr_uint(w, GKV_F_SIZE, e->size);
     gkv_wr_uint(w, GKV_F_OFFSET, off);
     gkv_wr_uint(w, GKV_F_PAYLOAD, len);
+    gkv_wr_uint(w, GKV_F_GPU, e->dev);
     uint32_t meta_len;
     const uint8_t *meta = gkv_entry_meta(e, &meta_len);
     if (meta_len)

@@ -147,8 +147,9 @@ static int parse_policy(const setting_t *s, gkv_config_t *cfg, const char *v)
     return gkv_policy_parse(v, &cfg->maxmemory_policy);
 }
 
-/* --devices: "all" or a comma-separated list of distinct CUDA ordinals (at most
- * GKV_MAX_DEVICES). */
+/* --devices: "all" or a comma-separated list of CUDA ordinals (at most GKV_MAX_DEVICES). An
+ * ordinal listed twice opens two pools on that GPU, each with its own limit: a machine with one
+ * GPU can so run the paths of several (MOVE, one descriptor per pool). */
 static int parse_devices(const setting_t *s, gkv_config_t *cfg, const char *v)
 {
     (void)s;
@@ -166,9 +167,6 @@ static int parse_devices(const setting_t *s, gkv_config_t *cfg, const char *v)
         unsigned long d = strtoul(v, &end, 10);
         if (d > 1023 || (*end && *end != ','))
             return -1;
-        for (uint32_t i = 0; i < n; i++)
-            if (devs[i] == (int)d)
-                return -1;
         devs[n++] = (int)d;
         v = *end ? end + 1 : end;
     }

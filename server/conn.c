@@ -149,12 +149,12 @@ static void fence_done(gkv_conn_t *c, int status)
 {
     gkv_store_t *st = &c->srv->store;
     c->fencing = false;
-    if (c->unshared_from) {
+    if (c->copied_from) {
         if (status == 0)
-            gkv_store_unshare_end(st, c->unshared_from, c->unshared_to);
-        gkv_store_unref(st, c->unshared_from);
-        gkv_store_unref(st, c->unshared_to);
-        c->unshared_from = c->unshared_to = NULL;
+            (void)gkv_store_copy_end(st, c->copied_from, c->copied_to);
+        gkv_store_unref(st, c->copied_from);
+        gkv_store_unref(st, c->copied_to);
+        c->copied_from = c->copied_to = NULL;
     }
     if (status) {
         GKV_ERROR("conn %llu: waiting for the backend failed: %s", (unsigned long long)c->id,
@@ -167,9 +167,9 @@ static void fence_done(gkv_conn_t *c, int status)
 /* The reply just written goes out once the backend's shared lane has run (reply.h). */
 static void start_fence(gkv_conn_t *c, gkv_reply_t *rep)
 {
-    c->unshared_from = rep->unshared_from;
-    c->unshared_to = rep->unshared_to;
-    rep->unshared_from = rep->unshared_to = NULL;
+    c->copied_from = rep->copied_from;
+    c->copied_to = rep->copied_to;
+    rep->copied_from = rep->copied_to = NULL;
     c->fencing = c->copy_busy = true;
     c->held++;
     gkv_backend_t *be = c->srv->dev[rep->fence_dev].be;
@@ -220,16 +220,17 @@ static void protocol_error(gkv_conn_t *c, const char *why)
     gkv_conn_close(c, true);
 }
 
-/* Sends the replies written so far (the HELLO reply alone: it is the connection's first) with fd
+/* Sends the replies written so far (the HELLO reply alone: it is the connection's first) with fds
  * attached, straight on the socket: libuv cannot pass arbitrary descriptors. Nothing else has
  * been written on this connection, so the bytes cannot overtake or split earlier output. */
-static void send_with_fd(gkv_conn_t *c, int fd)
+static void send_with_fds(gkv_conn_t *c, const int *fds, unsigned nfds)
 {
     uv_os_fd_t sock;
     ssize_t n = -1;
     if (c->out_pending == 0 && uv_fileno(&c->h.handle, &sock) == 0)
-        n = gkv_fd_send(sock, c->out.sb.data, c->out.sb.size, fd);
-    close(fd);
+        n = gkv_fds_send(sock, c->out.sb.data, c->out.sb.size, fds, nfds);
+    for (unsigned i = 0; i < nfds; i++)
+        close(fds[i]);
     if (n <= 0) {
         GKV_WARN("conn %llu: passing the shared-memory fd failed: %s", (unsigned long long)c->id,
                  n < 0 ? strerror(errno) : "output pending");
@@ -268,6 +269,7 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
     rep.lane = req->payload_len && req->payload_len <= GKV_STAGING_CHUNK ? GKV_LANE_BATCH : c->lane;
     rep.first = c->requests++ == 0;
     rep.zero_copy = c->zero_copy;
+    rep.zc_every_gpu = c->zc_every_gpu;
     rep.authed = c->authed;
     c->op = req->op;
     c->op_started = uv_hrtime();
@@ -277,11 +279,14 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
         c->authed = true;
     if (rep.auth_failed)
         hold_failed_auth(c);
-    if (rep.fd >= 0) {
-        if (rc == 0)
-            send_with_fd(c, rep.fd);
-        else
-            close(rep.fd);
+    if (rep.nfds) {
+        if (rc == 0) {
+            c->zc_every_gpu = rep.zc_every_gpu;
+            send_with_fds(c, rep.fds, rep.nfds);
+        } else {
+            for (unsigned i = 0; i < rep.nfds; i++)
+                close(rep.fds[i]);
+        }
     }
     if (rc < 0) {
         gkv_conn_op_done(c, rc);

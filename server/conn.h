@@ -38,7 +38,8 @@ struct gkv_conn {
     uint64_t id;
     int lane;
     bool local, reading, closing, close_started, graceful, copy_busy, waiting_stage;
-    bool zero_copy;     /* zero-copy granted: the shared-memory fd was passed */
+    bool zero_copy;     /* zero-copy granted: the shared-memory fds were passed */
+    bool zc_every_gpu;  /* ... one per device (HELLO zero_copy 2), else device 0's */
     bool yielded;       /* handled its share of frames this turn (server.h) */
     bool authed;        /* every command allowed: no token configured, or HELLO had it */
     bool waiting_batch; /* a small SET waits for room in a copy batch */
@@ -47,7 +48,7 @@ struct gkv_conn {
     /* Replies held back in the reply buffer: GET replies whose bytes a copy batch has yet to
      * bring, a reply that waits for a fence. Nothing is written while any is held. */
     uint32_t held;
-    gkv_entry_t *unshared_from, *unshared_to; /* the fence's MAP copy (reply.h) */
+    gkv_entry_t *copied_from, *copied_to;     /* the fence's MAP or MOVE copy (reply.h) */
     uint64_t requests;                        /* requests handled so far */
     uint64_t op, op_started; /* the request in progress: opcode, uv_hrtime at its header */
     /* Deadlines (conn_limits.c), in uv_now milliseconds. */

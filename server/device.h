@@ -14,6 +14,7 @@ typedef struct {
     gkv_backend_t *be;     /* owned */
     gkv_poller_t poller;   /* its copies in flight */
     gkv_batcher_t batcher; /* its small copies */
+    uint8_t peers;         /* bit j: this device reads and writes device j's memory directly */
 } gkv_device_t;
 
 #endif

@@ -14,7 +14,6 @@ void gkv_reply_init(gkv_reply_t *rep, gkv_wr_t *wr, gkv_leases_t *leases)
     memset(rep, 0, sizeof(*rep));
     rep->wr = wr;
     rep->leases = leases;
-    rep->fd = -1;
 }
 
 int gkv_reply_fail(gkv_reply_t *rep, int code, const char *fmt, ...)
@@ -54,11 +53,11 @@ void gkv_reply_release(gkv_server_t *srv, gkv_reply_t *rep)
     if (rep->recv)
         gkv_store_unref(&srv->store, rep->recv);
     rep->recv = NULL;
-    if (rep->unshared_from) {
-        gkv_store_unref(&srv->store, rep->unshared_from);
-        gkv_store_unref(&srv->store, rep->unshared_to);
+    if (rep->copied_from) {
+        gkv_store_unref(&srv->store, rep->copied_from);
+        gkv_store_unref(&srv->store, rep->copied_to);
     }
-    rep->unshared_from = rep->unshared_to = NULL;
+    rep->copied_from = rep->copied_to = NULL;
     rep->fence = rep->fence_batches = false;
     rep->fence_dev = 0;
 }
@@ -156,14 +155,49 @@ int gkv_cmd_check_new_value(gkv_server_t *srv, const gkv_request_t *req, uint64_
     return 0;
 }
 
+int gkv_cmd_named_device(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep, int *dev)
+{
+    *dev = -1;
+    if (!(req->has & GKV_HAS_GPU))
+        return 0;
+    if (!req->gpu_uuid.len) {
+        if (req->gpu >= srv->ndev)
+            return gkv_reply_fail(rep, GKV_EINVAL, "no GPU %" PRIu64 ": this server has %u",
+                                  req->gpu, srv->ndev);
+        *dev = (int)req->gpu;
+        return 0;
+    }
+    for (unsigned i = 0; i < srv->ndev; i++) {
+        const char *u = srv->dev[i].be->gpu_uuid;
+        if (strlen(u) == req->gpu_uuid.len && memcmp(u, req->gpu_uuid.p, req->gpu_uuid.len) == 0) {
+            *dev = (int)i;
+            return 0;
+        }
+    }
+    return gkv_reply_fail(rep, GKV_EINVAL, "no GPU %.*s on this server",
+                          (int)(req->gpu_uuid.len < 64 ? req->gpu_uuid.len : 64),
+                          (const char *)req->gpu_uuid.p);
+}
+
 int gkv_cmd_new_entry(gkv_server_t *srv, const gkv_request_t *req, uint64_t size, int lane,
                       gkv_reply_t *rep, gkv_entry_t **out)
 {
     gkv_store_t *st = &srv->store;
+    int named;
+    int rc = gkv_cmd_named_device(srv, req, rep, &named);
+    if (rc)
+        return rc;
+    if (lane == GKV_LANE_SHARED && !rep->zc_every_gpu) {
+        if (named > 0)
+            return gkv_reply_fail(rep, GKV_ENOTSUP,
+                                  "this connection's zero-copy reaches GPU 0 only "
+                                  "(HELLO zero_copy 2 asks for every GPU)");
+        named = 0;
+    }
     unsigned dev =
-        lane == GKV_LANE_SHARED ? 0 : gkv_store_place(st, req->key.p, req->key.len, size);
-    int rc = gkv_store_entry_new(st, dev, req->key.p, req->key.len, size, req->meta.p,
-                                 req->meta.len, lane, out);
+        named >= 0 ? (unsigned)named : gkv_store_place(st, req->key.p, req->key.len, size);
+    rc = gkv_store_entry_new(st, dev, req->key.p, req->key.len, size, req->meta.p, req->meta.len,
+                             lane, out);
     if (rc == 0 && (req->has & GKV_HAS_TTL) &&
         (rc = gkv_store_entry_ttl(&srv->store, *out, req->ttl))) {
         gkv_store_unref(&srv->store, *out);

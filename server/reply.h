@@ -22,11 +22,15 @@ typedef struct {
     int lane;                  /* the connection's copy lane: its values are allocated there too */
     bool first;                /* this is the connection's first request */
     bool zero_copy;            /* zero-copy was granted on this connection */
+    bool zc_every_gpu;         /* ... for every device (HELLO zero_copy 2), else device 0's */
     bool authed;               /* in: the connection may run every command (auth.md) */
     bool auth_ok, auth_failed; /* out (HELLO): the token was right, or wrong or missing */
     gkv_leases_t *leases;      /* the connection's leases */
     const struct gkv_command *cmd; /* set by gkv_dispatch: the command being run */
-    int fd;                        /* HELLO: the shared-memory fd to pass with the reply, or -1 */
+    /* HELLO: the shared-memory fds to pass with the reply (one per device with zc_every_gpu,
+     * else device 0's), owned until passed. */
+    int fds[GKV_MAX_DEVICES];
+    unsigned nfds;
     const char *msg;               /* message for an error return (static or msgbuf) */
     char msgbuf[192];
     /* Payload to stream after the header, in order: segs points at one or at a heap array. */
@@ -41,9 +45,9 @@ typedef struct {
      * fence_batches the batches started so far are waited for too (MAP). */
     bool fence, fence_batches;
     uint8_t fence_dev; /* the device whose shared lane (and batches) the fence waits for */
-    /* MAP of a value carved from a slab: after the fence, gkv_store_unshare_end(unshared_from,
-     * unshared_to). One reference on each. */
-    gkv_entry_t *unshared_from, *unshared_to;
+    /* MAP of a value carved from a slab, or MOVE: after the fence, gkv_store_copy_end(copied_from,
+     * copied_to). One reference on each. */
+    gkv_entry_t *copied_from, *copied_to;
 } gkv_reply_t;
 
 /* Sets rep up for one request of a connection (wr and leases borrowed; fd -1). */
@@ -59,7 +63,7 @@ int gkv_reply_fail(gkv_reply_t *rep, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Appends a segment of e (taking a reference) to rep's segments, which have room for it. */
 void gkv_reply_add_segment(gkv_reply_t *rep, gkv_entry_t *e, uint64_t off, uint64_t len);
-/* Drops the references and memory rep holds (segments, recv, unshared). */
+/* Drops the references and memory rep holds (segments, recv, copied). */
 void gkv_reply_release(gkv_server_t *srv, gkv_reply_t *rep);
 
 /* 0 when key is 1..max-key-size bytes, else the error (message in rep). */
@@ -82,10 +86,13 @@ int gkv_cmd_check_ttl(const gkv_request_t *req, gkv_reply_t *rep);
  * client may change the key meanwhile). */
 int gkv_cmd_check_new_value(gkv_server_t *srv, const gkv_request_t *req, uint64_t size,
                             gkv_reply_t *rep);
+/* The device a request names with gpu (the daemon's ordinal, or a UUID: the first device with
+ * it) in *dev; *dev = -1 when it names none. Returns 0 or GKV_EINVAL (the message names it). */
+int gkv_cmd_named_device(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep, int *dev);
 /* Makes the entry for a new value of the request's key (lane GKV_LANE_SHARED for CREATE), with
- * OOM explained, on the device the store's placement picks (gkv_store_place); CREATE's go on
- * device 0, the one whose memory zero-copy clients reach today. *out holds the caller's
- * reference. */
+ * OOM explained, on the device the request names (gpu) or else the one the store's placement
+ * picks (gkv_store_place). A CREATE on a connection whose zero-copy reaches device 0 only goes
+ * there (naming another is NOTSUP). *out holds the caller's reference. */
 int gkv_cmd_new_entry(gkv_server_t *srv, const gkv_request_t *req, uint64_t size, int lane,
                       gkv_reply_t *rep, gkv_entry_t **out);
 

@@ -496,6 +496,26 @@ static void close_quietly(uv_handle_t *h)
 
 /* Opens the backends of the devices cfg names (--devices, else --device) into s->dev. With
  * several on the host backend, each arena stands for a GPU and says so (HOST-i). */
+/* Lets each device's copies reach the others' memory where the hardware allows (MOVE between
+ * devices), and notes which do in peers. */
+static int link_devices(gkv_server_t *s, char *err, size_t cap)
+{
+    for (unsigned i = 0; i < s->ndev; i++) {
+        for (unsigned j = 0; j < s->ndev; j++) {
+            gkv_backend_t *be = s->dev[j].be;
+            int rc = i == j || !be->ops->link ? 1 : be->ops->link(be, s->dev[i].be);
+            if (rc < 0) {
+                snprintf(err, cap, "giving device %u access to device %u failed", i, j);
+                close_backends(s);
+                return rc;
+            }
+            if (rc)
+                s->dev[i].peers |= (uint8_t)(1u << j);
+        }
+    }
+    return 0;
+}
+
 static int open_devices(gkv_server_t *s, char *err, size_t cap)
 {
     const gkv_config_t *cfg = &s->cfg;
@@ -527,9 +547,9 @@ static int open_devices(gkv_server_t *s, char *err, size_t cap)
         gkv_backend_t *be = s->dev[i].be;
         kind = strcmp(be->name, "cuda") == 0 ? GKV_BACKEND_CUDA : GKV_BACKEND_HOST;
         if (n > 1 && kind == GKV_BACKEND_HOST)
-            snprintf(be->gpu_uuid, sizeof(be->gpu_uuid), "HOST-%d", ids[i]);
+            snprintf(be->gpu_uuid, sizeof(be->gpu_uuid), "HOST-%u", i);
     }
-    return 0;
+    return link_devices(s, err, cap);
 }
 
 /* Sets up each device's poller and batcher. Returns 0 or GKV_ENOMEM (err says why). */
