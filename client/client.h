@@ -6,6 +6,7 @@
 #include <gpukv/gpukv.h>
 #include <stdbool.h>
 
+#include "fdpass.h"
 #include "message.h"
 
 /* The lease cache (mapping.c): read leases of values up to GKV_CACHE_MAX_BYTES after gkv_unmap,
@@ -27,17 +28,22 @@ struct gkv_client {
     gkv_response_t resp;   /* decoded from hdr */
     char errmsg[256];
     gkv_server_info_t info;
-    char s_server[32], s_backend[16], s_uuid[48], s_zero_copy[32], s_zero_copy_why[160];
+    char s_server[32], s_backend[16], s_zero_copy[32], s_zero_copy_why[160];
+    char s_uuids[GKV_FDPASS_MAX][48]; /* HELLO's gpus, in the daemon's order */
+    const char *uuid_ptrs[GKV_FDPASS_MAX];
     uint8_t *meta;         /* copy of the last value's metadata */
     gkv_progress_fn progress;
     void *progress_arg;
-    /* Zero-copy: the fd passed with HELLO, what it is, and this connection's imports. */
+    /* Zero-copy: the fds passed with HELLO (one per GPU, or the first GPU's only), what they
+     * are, and this connection's imports. */
     bool local;
     uint32_t deferred;     /* replies to read and drop before the next one (RELEASE) */
     uint64_t deferred_id;  /* the id of the oldest of them; the others follow it */
-    int shared_fd;
-    uint64_t arena_size;
-    struct gkv_attach *attach; /* the server's pool or arena, attached at the first mapping */
+    int shared_fds[GKV_FDPASS_MAX];
+    unsigned nshared;
+    uint64_t arena_size; /* the first GPU's arena (host backend); the others' from fstat */
+    /* Each GPU's pool or arena, attached at the first mapping of a value there. */
+    struct gkv_attach *attach[GKV_FDPASS_MAX];
     struct mapping *mappings;  /* every live mapping of this connection (mapping.c) */
     /* The lease cache, oldest first (mapping.c). */
     gkv_mapping_t *cached[GKV_CACHE_SLOTS];

@@ -51,7 +51,7 @@ static int hello(gkv_client_t *c)
     gkv__begin(c, GKV_OP_HELLO);
     gkv_wr_uint(&c->wr, GKV_F_VERSION, GKV_PROTOCOL_VERSION);
     if (c->local)
-        gkv_wr_uint(&c->wr, GKV_F_ZC, 1);
+        gkv_wr_uint(&c->wr, GKV_F_ZC, GKV_ZC_EVERY_GPU);
     if (tlen)
         gkv_wr_bin(&c->wr, GKV_F_TOKEN, token, tlen);
     explicit_bzero(token, sizeof(token));
@@ -71,31 +71,41 @@ static int hello(gkv_client_t *c)
     copy_slice(c->s_backend, sizeof(c->s_backend), r->backend);
     copy_slice(c->s_zero_copy, sizeof(c->s_zero_copy), r->zc);
     copy_slice(c->s_zero_copy_why, sizeof(c->s_zero_copy_why), r->zc_why);
-    c->s_uuid[0] = 0;
+    uint32_t ngpus = 0;
+    c->s_uuids[0][0] = 0;
     if (r->gpus.len) {
         gkv_reader_t it;
         uint32_t n;
         gkv_slice_t s;
         gkv_read_init(&it, r->gpus.p, r->gpus.len);
-        if (gkv_read_array(&it, &n) == 0 && n && gkv_read_bin(&it, &s) == 0)
-            copy_slice(c->s_uuid, sizeof(c->s_uuid), s);
+        if (gkv_read_array(&it, &n) != 0)
+            n = 0;
+        for (; ngpus < n && ngpus < GKV_FDPASS_MAX && gkv_read_bin(&it, &s) == 0; ngpus++) {
+            copy_slice(c->s_uuids[ngpus], sizeof(c->s_uuids[0]), s);
+            c->uuid_ptrs[ngpus] = c->s_uuids[ngpus];
+        }
     }
+    if (!ngpus) /* the host backend of one arena names none */
+        c->uuid_ptrs[0] = c->s_uuids[0];
     in->protocol = (uint32_t)r->version;
     in->server = c->s_server;
     in->backend = c->s_backend;
     in->device = (int)r->device;
-    in->gpu_uuid = c->s_uuid;
+    in->gpu_uuid = c->s_uuids[0];
+    in->gpus = ngpus ? ngpus : 1;
+    in->gpu_uuids = c->uuid_ptrs;
     in->zero_copy = c->s_zero_copy;
     in->zero_copy_why = c->s_zero_copy_why;
     in->max_key = r->max_key;
     in->max_value = r->max_value;
     in->max_meta = r->max_meta;
     c->arena_size = r->arena_size;
-    /* A descriptor without a granted mechanism (or the reverse) is not trusted. */
-    if ((c->shared_fd >= 0) != (strcmp(c->s_zero_copy, "none") != 0)) {
-        if (c->shared_fd >= 0)
-            close(c->shared_fd);
-        c->shared_fd = -1;
+    /* Descriptors without a granted mechanism (or the reverse), or neither the first GPU's
+     * alone nor one per GPU, are not trusted. */
+    bool granted = strcmp(c->s_zero_copy, "none") != 0;
+    if (granted != (c->nshared > 0) || (c->nshared > 1 && c->nshared != in->gpus)) {
+        while (c->nshared)
+            close(c->shared_fds[--c->nshared]);
         snprintf(c->s_zero_copy, sizeof(c->s_zero_copy), "none");
         snprintf(c->s_zero_copy_why, sizeof(c->s_zero_copy_why), "the server did not pass its memory");
     }
@@ -203,7 +213,6 @@ int gkv_client_connect_timeout(const char *url, uint32_t timeout_ms, gkv_client_
         return GKV_ENOMEM;
     }
     c->fd = fd;
-    c->shared_fd = -1;
     c->local = strncmp(url, "tcp:", 4) != 0;
     gkv_wr_init(&c->wr);
     int rc = hello(c);
@@ -227,8 +236,8 @@ void gkv_client_close(gkv_client_t *c)
     if (!c)
         return;
     gkv__mappings_close(c);
-    if (c->shared_fd >= 0)
-        close(c->shared_fd);
+    while (c->nshared)
+        close(c->shared_fds[--c->nshared]);
     if (c->fd >= 0)
         close(c->fd);
     gkv_wr_fini(&c->wr);

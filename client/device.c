@@ -13,7 +13,7 @@ int gkv_set_from_device(gkv_client_t *c, const void *key, size_t klen, const voi
                         const gkv_set_opts_t *opts)
 {
     gkv_mapping_t *m;
-    if (c->shared_fd >= 0) {
+    if (c->nshared) {
         int rc = gkv_create(c, key, klen, len, opts, &m);
         if (rc)
             return rc;
@@ -49,7 +49,7 @@ int gkv_get_to_device(gkv_client_t *c, const void *key, size_t klen, const gkv_r
                       void *dptr, size_t cap, gkv_value_info_t *info)
 {
     int rc;
-    if (c->shared_fd >= 0) {
+    if (c->nshared) {
         gkv_mapping_t *m;
         if ((rc = gkv_map(c, key, klen, range, &m)))
             return rc;
@@ -59,6 +59,7 @@ int gkv_get_to_device(gkv_client_t *c, const void *key, size_t klen, const gkv_r
             info->length = m->length;
             info->meta = NULL;
             info->meta_len = 0;
+            info->gpu = m->gpu;
         }
         rc = m->length > cap ? GKV_ENOSPACE
                              : (m->length ? gkv__cuda_copy(dptr, m->ptr, m->length) : 0);

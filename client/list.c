@@ -21,18 +21,21 @@ struct gkv_list {
     /* Lookahead of each array, so the smaller key is returned first. */
     bool e_ok, d_ok;
     gkv_slice_t e_key, d_key;
-    uint64_t e_size;
+    uint64_t e_size, e_gpu;
 };
 
 static int next_entry(gkv_list_t *it)
 {
-    uint32_t two;
+    uint32_t n;
     it->e_ok = false;
     if (!it->nentries)
         return 0;
     it->nentries--;
-    if (gkv_read_array(&it->entries, &two) || two != 2 || gkv_read_bin(&it->entries, &it->e_key) ||
-        gkv_read_uint(&it->entries, &it->e_size))
+    /* [key, size, gpu] (asked for with GKV_LIST_GPU), or [key, size] from an older server. */
+    it->e_gpu = 0;
+    if (gkv_read_array(&it->entries, &n) || n < 2 || n > 3 ||
+        gkv_read_bin(&it->entries, &it->e_key) || gkv_read_uint(&it->entries, &it->e_size) ||
+        (n == 3 && (gkv_read_uint(&it->entries, &it->e_gpu) || it->e_gpu >= GKV_FDPASS_MAX)))
         return GKV_EPROTO;
     it->e_ok = true;
     return 0;
@@ -63,6 +66,7 @@ static int fetch(gkv_list_t *it)
     if (it->have_cursor)
         gkv_wr_bin(&c->wr, GKV_F_CURSOR, it->cursor, it->cursor_len);
     gkv_wr_uint(&c->wr, GKV_F_LIMIT, it->page);
+    gkv_wr_uint(&c->wr, GKV_F_FLAGS, GKV_LIST_GPU);
     int rc;
     if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
         return rc;
@@ -145,12 +149,14 @@ int gkv_list_next(gkv_list_t *it, gkv_list_entry_t *e)
         e->klen = it->e_key.len;
         e->size = it->e_size;
         e->is_dir = 0;
+        e->gpu = (int)it->e_gpu;
         rc = next_entry(it);
     } else {
         e->key = it->d_key.p;
         e->klen = it->d_key.len;
         e->size = 0;
         e->is_dir = 1;
+        e->gpu = 0;
         rc = next_dir(it);
     }
     return rc ? rc : 1;

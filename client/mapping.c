@@ -75,7 +75,8 @@ static int fill_mapping(gkv_client_t *c, mapping_t *m, void *base)
     m->pub.length = r->length;
     m->pub.offset = r->offset;
     m->pub.value_size = r->size;
-    m->pub.gpu_uuid = c->info.gpu_uuid;
+    m->pub.gpu = r->gpu > 0 ? (int)r->gpu : 0; /* checked by gkv__import_get */
+    m->pub.gpu_uuid = c->info.gpu_uuids[m->pub.gpu];
     m->pub.lease = r->lease;
     return 0;
 }
@@ -190,12 +191,14 @@ static int cached_read(const gkv_client_t *c, const void *key, size_t klen)
     return -1;
 }
 
-/* A cached spare of key for a value of size bytes, or -1. */
-static int cached_spare(const gkv_client_t *c, const void *key, size_t klen, uint64_t size)
+/* A cached spare of key for a value of size bytes on the GPU opts names (if any), or -1. */
+static int cached_spare(const gkv_client_t *c, const void *key, size_t klen, uint64_t size,
+                        const gkv_set_opts_t *opts)
 {
+    int gpu = opts && opts->gpu > 0 ? opts->gpu - 1 : -1;
     for (int i = 0; i < c->ncached; i++)
         if (cached_is(c, i, key, klen) && c->cached[i]->writable &&
-            c->cached[i]->value_size == size)
+            c->cached[i]->value_size == size && (gpu < 0 || c->cached[i]->gpu == gpu))
             return i;
     return -1;
 }
@@ -407,7 +410,7 @@ int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
         return GKV_ETOOBIG;
     if (opts && (opts->flags & ~(unsigned)(GKV_SET_NX | GKV_SET_XX)))
         return GKV_EINVAL;
-    int si = size ? cached_spare(c, key, klen, size) : -1;
+    int si = size ? cached_spare(c, key, klen, size, opts) : -1;
     if (si >= 0)
         return take_spare(c, si, size, opts, out);
     gkv__begin(c, GKV_OP_CREATE);

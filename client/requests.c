@@ -96,6 +96,7 @@ static int get_begin(gkv_client_t *c, const void *key, size_t klen, const gkv_ra
         info->length = c->resp.payload_len;
         info->meta = NULL;
         info->meta_len = 0;
+        info->gpu = c->resp.gpu > 0 ? (int)c->resp.gpu : 0;
         if (c->resp.has_meta && c->resp.meta.len) {
             c->meta = malloc(c->resp.meta.len);
             if (!c->meta)

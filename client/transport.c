@@ -51,13 +51,13 @@ static int recv_error(ssize_t n)
     return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? GKV_ETIMEDOUT : GKV_ECLOSED;
 }
 
-/* Reads len bytes like gkv__recv_raw, keeping a descriptor passed with them (SCM_RIGHTS) in
- * c->shared_fd. Any further descriptor is closed: a client takes at most one. */
+/* Reads len bytes like gkv__recv_raw, keeping descriptors passed with them (SCM_RIGHTS) in
+ * c->shared_fds. Any beyond GKV_FDPASS_MAX is closed: a server cannot fill our table. */
 static int recv_with_fd(gkv_client_t *c, void *buf, size_t len)
 {
     uint8_t *b = buf;
     while (len) {
-        ssize_t n = gkv_fd_recv(c->fd, b, len, &c->shared_fd);
+        ssize_t n = gkv_fds_recv(c->fd, b, len, c->shared_fds, GKV_FDPASS_MAX, &c->nshared);
         if (n <= 0)
             return gkv__break(c, recv_error(n));
         b += n;
@@ -164,6 +164,8 @@ void gkv__put_set_opts(gkv_client_t *c, const gkv_set_opts_t *opts)
         gkv_wr_bin(&c->wr, GKV_F_META, opts->meta, opts->meta_len);
     if (opts && opts->ttl_ms)
         gkv_wr_uint(&c->wr, GKV_F_TTL, opts->ttl_ms);
+    if (opts && opts->gpu > 0)
+        gkv_wr_uint(&c->wr, GKV_F_GPU, (uint64_t)(opts->gpu - 1));
 }
 
 int gkv__end_frame(gkv_client_t *c)

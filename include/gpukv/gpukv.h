@@ -71,6 +71,11 @@ typedef struct {
     uint64_t max_key;         /* longest key accepted, bytes */
     uint64_t max_value;       /* largest value accepted, bytes */
     uint64_t max_meta;        /* largest metadata blob accepted, bytes */
+    /* Every GPU the daemon serves (gpukvd --devices), in the daemon's order: the daemon's
+     * ordinal of a GPU (the `gpu` of the calls below) is its index here. device and gpu_uuid
+     * above are the first's. On the host backend with several arenas: "HOST-0", ... */
+    uint32_t gpus;
+    const char *const *gpu_uuids;
 } gkv_server_info_t;
 
 /* Connects and exchanges HELLO. url: "unix:/path/to.sock" or "tcp:host:port"; NULL means the
@@ -116,7 +121,10 @@ typedef struct {
     const void *meta; /* optional opaque metadata stored with the value (borrowed), or NULL */
     size_t meta_len;  /* at most max_meta (4096) */
     uint64_t ttl_ms;  /* the key expires this many milliseconds after the write; 0: never */
+    int gpu;          /* where the value goes: 0 the daemon's placement, GKV_GPU(n) its GPU n */
 } gkv_set_opts_t;
+/* gkv_set_opts_t.gpu naming the daemon's GPU n (an index of gkv_server_info_t.gpu_uuids). */
+#define GKV_GPU(n) ((n) + 1)
 
 /* Stores value (borrowed; len may be 0) under key (borrowed, 1..max_key bytes). opts may be
  * NULL. Replaces an existing value atomically: readers see the old or the new one. */
@@ -143,6 +151,7 @@ typedef struct {
     uint64_t length;   /* how many bytes were returned */
     const void *meta;  /* metadata given at SET, or NULL */
     size_t meta_len;
+    int gpu; /* the daemon's ordinal of the GPU holding the value (0 from old servers) */
 } gkv_value_info_t;
 
 /* Reads key (or range, NULL for the whole value) into buf (borrowed, cap bytes). If the bytes
@@ -209,6 +218,13 @@ GKV_EXPORT int64_t gkv_del(gkv_client_t *c, const void *const *keys, const size_
 GKV_EXPORT int gkv_del_prefix(gkv_client_t *c, const void *prefix, size_t plen, uint64_t *count);
 /* Size of one value in *size. */
 GKV_EXPORT int gkv_getsize(gkv_client_t *c, const void *key, size_t klen, uint64_t *size);
+/* Size of one value in *size and the daemon's ordinal of the GPU holding it in *gpu. */
+GKV_EXPORT int gkv_locate(gkv_client_t *c, const void *key, size_t klen, uint64_t *size, int *gpu);
+/* MOVE: copies the key's value to the daemon's GPU gpu and puts the copy in its place once it is
+ * complete (readers see the old value or the moved one; a write to the key meanwhile wins).
+ * Returns 1 (moved), 0 (it was there already), or a negative code: GKV_ENOTFOUND, GKV_EINVAL
+ * (no such GPU), GKV_EOOM (no room there). */
+GKV_EXPORT int gkv_move(gkv_client_t *c, const void *key, size_t klen, int gpu);
 /* Total bytes and number of keys under a prefix (prefix may be empty: everything). */
 GKV_EXPORT int gkv_getsize_prefix(gkv_client_t *c, const void *prefix, size_t plen,
                                   uint64_t *bytes, uint64_t *count);
@@ -245,6 +261,7 @@ typedef struct {
     size_t klen;
     uint64_t size; /* value size; 0 for a directory */
     int is_dir;    /* 1 for a folded directory prefix */
+    int gpu;       /* the daemon's ordinal of the value's GPU (0 for a directory, old servers) */
 } gkv_list_entry_t;
 /* Opens an iterator; prefix is copied. delimiter is 0 for a flat listing or a byte such as
  * '/'. page is the number of entries fetched per round trip (0: 1000). *out is owned by the
@@ -259,10 +276,12 @@ GKV_EXPORT void gkv_list_close(gkv_list_t *it);
 /* Zero-copy, for processes on the daemon's machine connected over its Unix socket. The
  * library asks for it in HELLO; gkv_client_info says whether it was granted ("zero_copy") or
  * why not. On the cuda backend a mapping is a CUDA device pointer into the daemon's memory
- * pool on the GPU named by gpu_uuid; on the host backend, a host pointer into its arena. The
- * library imports the pool (or maps the arena) once per connection and each value once per
+ * pool on the GPU named by gpu_uuid; on the host backend, a host pointer into its arena. A
+ * daemon with several GPUs passes one pool per GPU; the library imports a GPU's pool (or maps
+ * its arena) at the connection's first mapping of a value there, and each value once per
  * process (shared by all its connections, refcounted, thread-safe), and frees its import
- * before it tells the server to end a lease. */
+ * before it tells the server to end a lease. A value on a GPU this process cannot see
+ * (CUDA_VISIBLE_DEVICES) is GKV_ENOTSUP, the message naming the GPU. */
 typedef struct {
     void *ptr;            /* the bytes; NULL when length is 0 */
     uint64_t length;      /* bytes at ptr */
@@ -275,6 +294,7 @@ typedef struct {
     size_t meta_len;
     uint64_t lease;       /* the server's lease id */
     int writable;         /* 1 for gkv_create mappings */
+    int gpu;              /* the daemon's ordinal of that GPU (gkv_server_info_t.gpu_uuids) */
 } gkv_mapping_t;
 
 /* Leases key (or a range of it) for reading in place. *out (owned by the caller) stays valid,
