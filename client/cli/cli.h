@@ -32,6 +32,7 @@ typedef struct {
     bool yes;           /* flush: --yes */
     bool prometheus;    /* info: --prometheus */
     uint64_t ttl_ms;    /* expire: MS */
+    const char *gpu;    /* set: --gpu (an ordinal or a UUID, resolved once connected) */
 } gkv_cli_args_t;
 
 typedef int (*gkv_cli_run_fn)(gkv_client_t *c, const gkv_cli_args_t *a);
@@ -64,5 +65,6 @@ int gkv_cli_flush(gkv_client_t *c, const gkv_cli_args_t *a);
 int gkv_cli_expire(gkv_client_t *c, const gkv_cli_args_t *a);
 int gkv_cli_ttl(gkv_client_t *c, const gkv_cli_args_t *a);
 int gkv_cli_persist(gkv_client_t *c, const gkv_cli_args_t *a);
+int gkv_cli_move(gkv_client_t *c, const gkv_cli_args_t *a);
 
 #endif

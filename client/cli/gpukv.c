@@ -79,12 +79,35 @@ static int read_stdin(uint8_t **out, size_t *len)
     return 0;
 }
 
+/* The daemon's ordinal of the GPU name gives (an ordinal, or a UUID of gkv_client_info's
+ * list), or -1 with the reason on stderr. */
+static int gpu_ordinal(gkv_client_t *c, const char *cmd, const char *name)
+{
+    const gkv_server_info_t *in = gkv_client_info(c);
+    char *end;
+    unsigned long n = strtoul(name, &end, 10);
+    if (*name >= '0' && *name <= '9' && !*end && n < in->gpus)
+        return (int)n;
+    for (uint32_t i = 0; i < in->gpus; i++)
+        if (strcmp(in->gpu_uuids[i], name) == 0)
+            return (int)i;
+    fprintf(stderr, "gpukv %s: the server has no GPU '%s' (it has %u: gpukv info lists them)\n",
+            cmd, name, in->gpus);
+    return -1;
+}
+
 int gkv_cli_set(gkv_client_t *c, const gkv_cli_args_t *a)
 {
-    const gkv_set_opts_t *so = &a->set;
+    gkv_set_opts_t opts = a->set, *so = &opts;
     const char *key = a->operands[0], *file = a->file;
     const char *value = a->noperands == 2 ? a->operands[1] : NULL;
     int rc;
+    if (a->gpu) {
+        int gpu = gpu_ordinal(c, "set", a->gpu);
+        if (gpu < 0)
+            return EXIT_USAGE;
+        opts.gpu = GKV_GPU(gpu);
+    }
     if (file) {
         int fd = open(file, O_RDONLY | O_CLOEXEC);
         struct stat st;
@@ -260,10 +283,10 @@ int gkv_cli_ls(gkv_client_t *c, const gkv_cli_args_t *a)
         if (longfmt && !e.is_dir && gkv_ttl(c, e.key, e.klen, &ttl) == 0 && ttl != GKV_NO_TTL)
             snprintf(ttl_text, sizeof(ttl_text), "%llums", (unsigned long long)ttl);
         if (longfmt && !e.is_dir)
-            printf("%12llu  %10s  %.*s\n", (unsigned long long)e.size, ttl_text, (int)e.klen,
-                   (const char *)e.key);
+            printf("%12llu  %10s  gpu%-2d  %.*s\n", (unsigned long long)e.size, ttl_text, e.gpu,
+                   (int)e.klen, (const char *)e.key);
         else if (longfmt)
-            printf("%12s  %10s  %.*s\n", "DIR", "", (int)e.klen, (const char *)e.key);
+            printf("%12s  %10s  %5s  %.*s\n", "DIR", "", "", (int)e.klen, (const char *)e.key);
         else
             printf("%.*s\n", (int)e.klen, (const char *)e.key);
     }
@@ -287,6 +310,19 @@ int gkv_cli_size(gkv_client_t *c, const gkv_cli_args_t *a)
     if (rc)
         return fail(c, "size", rc);
     printf("%llu\n", (unsigned long long)bytes);
+    return EXIT_OKAY;
+}
+
+int gkv_cli_move(gkv_client_t *c, const gkv_cli_args_t *a)
+{
+    const char *key = a->operands[0];
+    int gpu = gpu_ordinal(c, "move", a->operands[1]);
+    if (gpu < 0)
+        return EXIT_USAGE;
+    int rc = gkv_move(c, key, strlen(key), gpu);
+    if (rc < 0)
+        return fail(c, "move", rc);
+    printf("%s gpu%d\n", rc ? "moved to" : "already on", gpu);
     return EXIT_OKAY;
 }
 

@@ -27,6 +27,7 @@ enum {
     OPT_YES,
     OPT_PROMETHEUS,
     OPT_TTL,
+    OPT_GPU,
 };
 
 /* clang-format off */
@@ -49,6 +50,7 @@ static const struct option o_set[] = {HELP_OPT,
                                       {"xx", no_argument, NULL, OPT_XX},
                                       {"meta", required_argument, NULL, OPT_META},
                                       {"ttl", required_argument, NULL, OPT_TTL},
+                                      {"gpu", required_argument, NULL, OPT_GPU},
                                       END_OPT};
 static const struct option o_get[] = {HELP_OPT,
                                       {"output", required_argument, NULL, 'o'},
@@ -81,7 +83,8 @@ static const command_t table[] = {
      "  --nx             only if KEY does not exist yet\n"
      "  --xx             only if KEY exists\n"
      "  --meta TEXT      metadata stored with the value\n"
-     "  --ttl MS         the key expires MS milliseconds after the write\n"},
+     "  --ttl MS         the key expires MS milliseconds after the write\n"
+     "  --gpu GPU        on the daemon's GPU GPU (its ordinal, or its UUID)\n"},
     {{"get", "get KEY", "write a value (or a byte range of it) to stdout or a file", 1, 1,
       gkv_cli_get},
      ":ho:",
@@ -101,7 +104,7 @@ static const command_t table[] = {
     {{"ls", "ls [PREFIX]", "list the keys under PREFIX in byte order", 0, 1, gkv_cli_ls},
      ":hld",
      o_ls,
-     "  -l, --long  show each value's size and the milliseconds it has left\n"
+     "  -l, --long  show each value's size, the milliseconds it has left and its GPU\n"
      "  -d, --dir   fold keys at the next '/' into directories\n"},
     {{"size", "size KEY | size --prefix PREFIX",
       "a value's size, or the bytes and keys under a prefix", 1, 1, gkv_cli_size},
@@ -132,6 +135,12 @@ static const command_t table[] = {
      o_plain,
      ""},
     {{"persist", "persist KEY", "take the key's deadline away", 1, 1, gkv_cli_persist},
+     ":h",
+     o_plain,
+     ""},
+    {{"move", "move KEY GPU",
+      "move a value to the daemon's GPU GPU (its ordinal, or its UUID; gpukv info lists them)", 2,
+      2, gkv_cli_move},
      ":h",
      o_plain,
      ""},
@@ -253,6 +262,9 @@ static int apply(const command_t *t, int opt, gkv_cli_args_t *a)
         return 0;
     case OPT_PROMETHEUS:
         a->prometheus = true;
+        return 0;
+    case OPT_GPU:
+        a->gpu = optarg;
         return 0;
     case OPT_TTL:
         if (!milliseconds(optarg, &a->set.ttl_ms))

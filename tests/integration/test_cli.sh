@@ -48,11 +48,11 @@ g set a/b/1 x; g set a/b/2 yy; g set a/c zzz
 check size-prefix 0 g size --prefix a/;   expect_out size-prefix "6 bytes in 3 keys"
 check ls 0 g ls a/;                       expect_out ls "$(printf 'a/b/1\na/b/2\na/c')"
 check ls-dir 0 g ls a/ --dir;             expect_out ls-dir "$(printf 'a/b/\na/c')"
-check ls-long 0 g ls a/c -l;              expect_out ls-long "           3           -  a/c"
+check ls-long 0 g ls a/c -l;              expect_out ls-long "           3           -  gpu0   a/c"
 # getopt_long conventions: --opt=value, bundled short options, "--" before a key that starts
 # with '-', options after operands.
 check opt-equals 0 g get --offset=1 --length=1 greeting; expect_out opt-equals i
-check ls-bundled 0 g ls -ld a/;           expect_out ls-bundled "$(printf '         DIR              a/b/\n           3           -  a/c')"
+check ls-bundled 0 g ls -ld a/;           expect_out ls-bundled "$(printf '         DIR                     a/b/\n           3           -  gpu0   a/c')"
 check dashdash-set 0 g set -- -odd value
 check dashdash-get 0 g get -- -odd;       expect_out dashdash-get value
 check meta-equals 0 g set --meta=m1 withmeta v
@@ -66,7 +66,7 @@ check set-ttl 0 g set short v --ttl 60000
 check ttl 0 g ttl short
 [ "$(cat "$dir/out")" -gt 50000 ] 2>/dev/null && [ "$(cat "$dir/out")" -le 60000 ] && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL ttl value: $(cat "$dir/out")"; }
 check ls-ttl 0 g ls short -l
-grep -Eq '^ +1  +[0-9]+ms  short$' "$dir/out" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL ls -l ttl: $(cat "$dir/out")"; }
+grep -Eq '^ +1  +[0-9]+ms  gpu0   short$' "$dir/out" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL ls -l ttl: $(cat "$dir/out")"; }
 check persist 0 g persist short;          expect_out persist 1
 check ttl-none 0 g ttl short;             expect_out ttl-none none
 check expire 0 g expire short 50;         expect_out expire 1

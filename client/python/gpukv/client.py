@@ -153,30 +153,32 @@ class Client(_gpukv.Client):
 
     def set(self, key: Key, value: Any, *, nx: bool = False, xx: bool = False,
             meta: bytes | str | None = None, ex: float | None = None,
-            px: int | None = None) -> None:
+            px: int | None = None, gpu: int | None = None) -> None:
         """Stores value under key, replacing any older value atomically. ``nx``: only if the key
         does not exist (else ``Exists``); ``xx``: only if it does (else ``NotFound``). ``meta``:
         up to 4 KiB of opaque metadata stored with the value (e.g. dtype and shape). ``ex``
         (seconds) or ``px`` (milliseconds): the key expires that long after the write; without
-        either it has no deadline, as redis-py's ``set``. A device array is stored from device
-        memory (``set_from_device``)."""
+        either it has no deadline, as redis-py's ``set``. ``gpu``: the daemon's GPU to store it
+        on (an index of ``gpus``; default: the daemon's placement). A device array is stored
+        from device memory (``set_from_device``)."""
         ttl = _ttl_ms(ex, px)
+        g = -1 if gpu is None else gpu
         if isinstance(value, (bytes, bytearray, memoryview, str)):
-            return super().set(key, value, nx=nx, xx=xx, meta=meta, ttl_ms=ttl)
+            return super().set(key, value, nx=nx, xx=xx, meta=meta, ttl_ms=ttl, gpu=g)
         dev = device_memory(value)
         if dev is not None:
             with dev:
                 dev.wait()
                 return super()._set_from_device(key, dev.ptr, dev.nbytes, nx=nx, xx=xx, meta=meta,
-                                                ttl_ms=ttl)
+                                                ttl_ms=ttl, gpu=g)
         try:
             memoryview(value).release()  # the buffer protocol (NumPy, array, mmap, ...)
         except TypeError:
             view = host_view(value)  # e.g. a CPU torch tensor, through DLPack
             if view is not None:
                 with view:
-                    return super().set(key, view, nx=nx, xx=xx, meta=meta, ttl_ms=ttl)
-        return super().set(key, value, nx=nx, xx=xx, meta=meta, ttl_ms=ttl)
+                    return super().set(key, view, nx=nx, xx=xx, meta=meta, ttl_ms=ttl, gpu=g)
+        return super().set(key, value, nx=nx, xx=xx, meta=meta, ttl_ms=ttl, gpu=g)
 
     def expire(self, key: Key, seconds: float) -> bool:
         """The key expires ``seconds`` from now; False when there is no such key."""

@@ -53,6 +53,8 @@ PyObject *client_exists(ClientObject *self, PyObject *keys);
 PyObject *client_delete(ClientObject *self, PyObject *keys);
 PyObject *client_getsize(ClientObject *self, PyObject *key);
 PyObject *client_getsize_prefix(ClientObject *self, PyObject *prefix);
+PyObject *client_locate(ClientObject *self, PyObject *key);
+PyObject *client_move(ClientObject *self, PyObject *args);
 PyObject *client_flush(ClientObject *self, PyObject *noargs);
 PyObject *client_expire(ClientObject *self, PyObject *args);
 PyObject *client_persist(ClientObject *self, PyObject *args);

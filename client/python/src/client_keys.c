@@ -62,6 +62,35 @@ PyObject *client_getsize(ClientObject *self, PyObject *key)
     return rc < 0 ? NULL : PyLong_FromUnsignedLongLong(size);
 }
 
+/* locate(key) -> (size, gpu). */
+PyObject *client_locate(ClientObject *self, PyObject *key)
+{
+    key_arg_t k;
+    if (key_get(key, &k) < 0)
+        return NULL;
+    uint64_t size = 0;
+    int gpu = 0, rc;
+    CLIENT_CALL(client_enter, self, rc, gkv_locate(self->c, k.p, (size_t)k.len, &size, &gpu));
+    key_release(&k);
+    return rc < 0 ? NULL : Py_BuildValue("(Ki)", (unsigned long long)size, gpu);
+}
+
+/* move(key, gpu) -> True (moved) or False (it was there). */
+PyObject *client_move(ClientObject *self, PyObject *args)
+{
+    PyObject *key;
+    int gpu;
+    if (!PyArg_ParseTuple(args, "Oi:move", &key, &gpu))
+        return NULL;
+    key_arg_t k;
+    if (key_get(key, &k) < 0)
+        return NULL;
+    int rc;
+    CLIENT_CALL(client_enter, self, rc, gkv_move(self->c, k.p, (size_t)k.len, gpu));
+    key_release(&k);
+    return rc < 0 ? NULL : PyBool_FromLong(rc);
+}
+
 /* The bytes of a prefix argument (may be empty, unlike a key). */
 static int prefix_get(PyObject *obj, key_arg_t *k)
 {

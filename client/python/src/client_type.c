@@ -309,12 +309,23 @@ static PyObject *client_get_server_info(ClientObject *self, void *closure)
     if (!self->c || self->closing)
         return raise_closed();
     const gkv_server_info_t *in = gkv_client_info(self->c);
-    return Py_BuildValue("{s:I,s:s,s:s,s:i,s:s,s:s,s:s,s:K,s:K,s:K}", "protocol", in->protocol,
-                         "server", in->server, "backend", in->backend, "device", in->device,
-                         "gpu_uuid", in->gpu_uuid, "zero_copy", in->zero_copy, "zero_copy_why",
-                         in->zero_copy_why, "max_key", (unsigned long long)in->max_key,
-                         "max_value", (unsigned long long)in->max_value, "max_meta",
-                         (unsigned long long)in->max_meta);
+    PyObject *gpus = PyList_New(in->gpus);
+    if (!gpus)
+        return NULL;
+    for (uint32_t i = 0; i < in->gpus; i++) {
+        PyObject *u = PyUnicode_FromString(in->gpu_uuids[i]);
+        if (!u) {
+            Py_DECREF(gpus);
+            return NULL;
+        }
+        PyList_SET_ITEM(gpus, i, u);
+    }
+    return Py_BuildValue(
+        "{s:I,s:s,s:s,s:i,s:s,s:N,s:s,s:s,s:K,s:K,s:K}", "protocol", in->protocol, "server",
+        in->server, "backend", in->backend, "device", in->device, "gpu_uuid", in->gpu_uuid, "gpus",
+        gpus, "zero_copy", in->zero_copy, "zero_copy_why", in->zero_copy_why, "max_key",
+        (unsigned long long)in->max_key, "max_value", (unsigned long long)in->max_value, "max_meta",
+        (unsigned long long)in->max_meta);
 }
 
 static PyObject *client_set_timeout(ClientObject *self, PyObject *arg)
@@ -365,6 +376,12 @@ static PyMethodDef client_methods[] = {
     {"_delete", (PyCFunction)client_delete, METH_O, "DEL of a list of at most 4096 keys."},
     {"getsize", (PyCFunction)client_getsize, METH_O,
      "getsize(key) -> int: the value's size. Raises NotFound."},
+    {"locate", (PyCFunction)client_locate, METH_O,
+     "locate(key) -> (size, gpu): the value's size and the daemon's ordinal of its GPU "
+     "(an index of gpus). Raises NotFound."},
+    {"move", (PyCFunction)client_move, METH_VARARGS,
+     "move(key, gpu) -> bool: moves the value to the daemon's GPU gpu; False when it was "
+     "there. Raises NotFound, InvalidArgument (no such GPU), OutOfMemory."},
     {"_getsize_prefix", (PyCFunction)client_getsize_prefix, METH_O,
      "(bytes, count) of the keys under a prefix."},
     {"flush", (PyCFunction)client_flush, METH_NOARGS, "Deletes every key of the server."},

@@ -42,11 +42,12 @@ int set_opts_get(PyObject *nx, PyObject *xx, PyObject *meta, gkv_set_opts_t *o,
 
 PyObject *client_set(ClientObject *self, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"key", "value", "nx", "xx", "meta", "ttl_ms", NULL};
+    static char *names[] = {"key", "value", "nx", "xx", "meta", "ttl_ms", "gpu", NULL};
     PyObject *key, *value, *nx = Py_False, *xx = Py_False, *meta = Py_None;
     unsigned long long ttl_ms = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOOK:set", names, &key, &value, &nx, &xx, &meta,
-                                     &ttl_ms))
+    int gpu = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOOKi:set", names, &key, &value, &nx, &xx,
+                                     &meta, &ttl_ms, &gpu))
         return NULL;
     key_arg_t k;
     Py_buffer v, mv;
@@ -59,6 +60,7 @@ PyObject *client_set(ClientObject *self, PyObject *args, PyObject *kw)
     if (set_opts_get(nx, xx, meta, &o, &mv, &has_meta) < 0)
         goto fail_key;
     o.ttl_ms = ttl_ms;
+    o.gpu = gpu >= 0 ? GKV_GPU(gpu) : 0;
     if (PyUnicode_Check(value)) {
         if (!(vp = PyUnicode_AsUTF8AndSize(value, &vlen)))
             goto fail_meta;
@@ -97,11 +99,12 @@ fail_key:
 
 PyObject *client_set_from_device(ClientObject *self, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"key", "ptr", "nbytes", "nx", "xx", "meta", "ttl_ms", NULL};
+    static char *names[] = {"key", "ptr", "nbytes", "nx", "xx", "meta", "ttl_ms", "gpu", NULL};
     PyObject *key, *nx = Py_False, *xx = Py_False, *meta = Py_None;
     unsigned long long ptr, nbytes, ttl_ms = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OKK|$OOOK:_set_from_device", names, &key, &ptr,
-                                     &nbytes, &nx, &xx, &meta, &ttl_ms))
+    int gpu = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OKK|$OOOKi:_set_from_device", names, &key, &ptr,
+                                     &nbytes, &nx, &xx, &meta, &ttl_ms, &gpu))
         return NULL;
     if (!ptr && nbytes) {
         PyErr_SetString(PyExc_ValueError, "a NULL device pointer");
@@ -118,6 +121,7 @@ PyObject *client_set_from_device(ClientObject *self, PyObject *args, PyObject *k
         return NULL;
     }
     o.ttl_ms = ttl_ms;
+    o.gpu = gpu >= 0 ? GKV_GPU(gpu) : 0;
     int rc;
     CLIENT_CALL(client_enter, self, rc,
                 gkv_set_from_device(self->c, k.p, (size_t)k.len, (const void *)(uintptr_t)ptr,

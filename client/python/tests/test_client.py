@@ -15,6 +15,8 @@ import pytest
 import gpukv
 from gpukv import _gpukv
 
+from conftest import BACKEND
+
 
 def test_hello_and_ping(client, daemon):
     assert client.ping() is True
@@ -449,3 +451,22 @@ def test_delete_prefix(client):
     assert client.delete_prefix("dp/") == 3000
     assert client.count_prefix("dp/") == 0
     assert client.exists("dq") == 1
+
+
+@pytest.mark.skipif(BACKEND != "host", reason="two host arenas stand for two GPUs")
+def test_values_on_two_gpus(fresh_daemon):
+    d = fresh_daemon("--devices", "0,1", maxmemory="8M,8M")
+    with gpukv.Client(d.url) as c:
+        assert c.server_info["gpus"] == ["HOST-0", "HOST-1"]
+        c.set("a", b"x" * 5000, gpu=1)
+        c.set("b", b"y" * 100, gpu=0)
+        assert c.locate("a") == (5000, 1)
+        assert c.locate("b") == (100, 0)
+        with pytest.raises(gpukv.InvalidArgument):
+            c.set("c", b"z", gpu=2)
+        assert c.move("a", 0) is True
+        assert c.move("a", 0) is False
+        assert c.locate("a") == (5000, 0)
+        assert c.get("a") == b"x" * 5000
+        with pytest.raises(gpukv.NotFound):
+            c.move("nope", 1)
