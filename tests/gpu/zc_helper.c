@@ -1,9 +1,10 @@
 /* zc_helper.c: a second process for the zero-copy GPU tests (started with fork+exec, since
  * CUDA does not survive fork).
- *   zc_helper write URL KEY SIZE SEED   CREATE, fill with a kernel, SEAL
+ *   zc_helper write URL KEY SIZE SEED [GPU]  CREATE (on the daemon's GPU GPU), fill with a
+ *                                            kernel, SEAL
  *   zc_helper check URL KEY SIZE SEED   MAP, checksum with a kernel, compare, unmap
  *   zc_helper hold URL KEY N            MAP N times, print "ready", wait to be killed
- * Exit 0 on success. */
+ * Exit 0 on success, 3 when MAP was NOTSUP (a value on a GPU this process cannot see). */
 #include <gpukv/gpukv.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,8 +31,9 @@ int main(int argc, char **argv)
     if (rc)
         return die("connect", NULL, rc);
     gkv_mapping_t *m;
-    if (strcmp(mode, "write") == 0 && argc == 6) {
-        if ((rc = gkv_create(c, key, strlen(key), n, NULL, &m)))
+    if (strcmp(mode, "write") == 0 && (argc == 6 || argc == 7)) {
+        gkv_set_opts_t o = {.gpu = argc == 7 ? GKV_GPU(atoi(argv[6])) : 0};
+        if ((rc = gkv_create(c, key, strlen(key), n, &o, &m)))
             return die("create", c, rc);
         if (!m->on_device || zc_fill_device(m->ptr, n, strtoull(argv[5], NULL, 10)))
             return die("fill kernel", c, GKV_EIO);
@@ -44,7 +46,7 @@ int main(int argc, char **argv)
         free(expect);
         char why[256];
         if ((rc = gkv_map(c, key, strlen(key), NULL, &m)))
-            return die("map", c, rc);
+            return die("map", c, rc) + (rc == GKV_ENOTSUP ? 2 : 0);
         if (!m->on_device || m->length != n ||
             gkv_checksum_device(m->ptr, m->length, &got, why, sizeof(why)))
             return die("checksum kernel", c, GKV_EIO);

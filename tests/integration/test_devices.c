@@ -1,9 +1,13 @@
 /* test_devices.c: one gpukvd over several devices (--devices), on the host backend, whose arenas
- * stand for GPUs (labelled HOST-i): values land where the placement says, each device counts
- * its own memory and keys, a full device is OOM (naming it) while the other has room, values of
- * every size read back exact from both, MGET spans them, and zero-copy stays with device 0. */
+ * stand for GPUs (labelled HOST-i): values land where the placement (or the request) says, each
+ * device counts its own memory and keys, a full device is OOM (naming it) while the other has
+ * room, values of every size read back exact from both, MGET spans them, replies say where a
+ * value is, MOVE keeps the bytes under concurrent readers, and zero-copy reaches every device
+ * (clients of one descriptor only the first). */
 #include <check.h>
 #include <gpukv/gpukv.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +15,10 @@
 #include <unistd.h>
 
 #include "check_client.h"
+#include "commands.h"
+#include "fdpass.h"
 #include "harness.h"
+#include "raw_frame.h"
 #include "suite_main.h"
 
 /* A figure of INFO's "gpuI:" line (name=value,...), or the test fails. */
@@ -40,12 +47,26 @@ static bool info_has(gkv_client_t *c, const char *s)
     return yes;
 }
 
-static void set_value(gkv_client_t *c, const char *key, size_t n, uint64_t seed)
+static void set_on(gkv_client_t *c, const char *key, size_t n, uint64_t seed, int gpu)
 {
     uint8_t *v = malloc(n ? n : 1);
     harness_fill(v, n, seed);
-    ck_assert_int_eq(gkv_set(c, key, strlen(key), v, n, NULL), 0);
+    gkv_set_opts_t o = {.gpu = gpu};
+    ck_assert_int_eq(gkv_set(c, key, strlen(key), v, n, &o), 0);
     free(v);
+}
+
+static void set_value(gkv_client_t *c, const char *key, size_t n, uint64_t seed)
+{
+    set_on(c, key, n, seed, 0);
+}
+
+static int where(gkv_client_t *c, const char *key)
+{
+    uint64_t size;
+    int gpu = -1;
+    ck_assert_int_eq(gkv_locate(c, key, strlen(key), &size, &gpu), 0);
+    return gpu;
 }
 
 static void check_value(gkv_client_t *c, const char *key, size_t n, uint64_t seed)
@@ -111,18 +132,22 @@ START_TEST(values_spread_over_two_devices_with_their_own_limits)
     ck_assert_uint_eq(gpu_field(c, 1, "oom_errors"), 1);
     ck_assert_uint_eq(gpu_field(c, 0, "oom_errors"), 0);
     free(huge);
-    /* Zero-copy reaches device 0's values; device 1's get NOTSUP, naming the device. */
+    /* Zero-copy reaches both devices' values, each through its own arena. */
     gkv_client_t *z = NULL;
     ck_assert_int_eq(gkv_client_connect(d.url, &z), 0);
     gkv_mapping_t *m = NULL;
     ck_assert_str_eq(gkv_client_info(z)->zero_copy, "host-memfd");
-    {
-        ck_assert_int_eq(gkv_map(z, "other", 5, NULL, &m), 0);
-        ck_assert_int_eq(memcmp(m->ptr, wb, sizeof(wb)), 0);
-        ck_assert_int_eq(gkv_unmap(z, m), 0);
-        ck_assert_int_eq(gkv_map(z, "big1", 4, NULL, &m), GKV_ENOTSUP);
-        ck_assert_ptr_nonnull(strstr(gkv_client_errmsg(z), "device 1"));
-    }
+    ck_assert_uint_eq(gkv_client_info(z)->gpus, 2);
+    ck_assert_str_eq(gkv_client_info(z)->gpu_uuids[1], "HOST-1");
+    ck_assert_int_eq(gkv_map(z, "other", 5, NULL, &m), 0);
+    ck_assert_int_eq(memcmp(m->ptr, wb, sizeof(wb)), 0);
+    ck_assert_int_eq(m->gpu, 0);
+    ck_assert_int_eq(gkv_unmap(z, m), 0);
+    ck_assert_int_eq(gkv_map(z, "small1", 6, NULL, &m), 0);
+    ck_assert_int_eq(m->gpu, 1);
+    ck_assert_str_eq(m->gpu_uuid, "HOST-1");
+    ck_assert_int_eq(memcmp(m->ptr, wa, sizeof(wa)), 0);
+    ck_assert_int_eq(gkv_unmap(z, m), 0);
     gkv_client_close(z);
     /* DEL gives each device's memory back. */
     const void *keys[] = {"big1", "small", "mid", "other", "small1"};
@@ -130,6 +155,200 @@ START_TEST(values_spread_over_two_devices_with_their_own_limits)
     ck_assert_int_eq(gkv_del(c, keys, klens, 5), 5);
     ck_assert_uint_eq(gpu_field(c, 0, "used") + gpu_field(c, 1, "used"), 0);
     ck_assert_uint_eq(gpu_field(c, 0, "keys") + gpu_field(c, 1, "keys"), 0);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
+/* A raw request of op on fd with a key and gpu (an ordinal, or a UUID when uuid is set). */
+static int64_t raw_gpu_request(int fd, unsigned op, const char *key, uint64_t gpu, const char *uuid,
+                               gkv_response_t *r, uint8_t *hdr, size_t cap)
+{
+    gkv_wr_t w;
+    gkv_wr_init(&w);
+    gkv_wr_begin(&w);
+    gkv_wr_uint(&w, GKV_F_OP, op);
+    gkv_wr_uint(&w, GKV_F_ID, 9);
+    gkv_wr_bin(&w, GKV_F_KEY, key, strlen(key));
+    if (uuid)
+        gkv_wr_str(&w, GKV_F_GPU, uuid);
+    else
+        gkv_wr_uint(&w, GKV_F_GPU, gpu);
+    gkv_wr_end(&w);
+    int64_t st = raw_call(fd, &w, r, hdr, cap);
+    gkv_wr_fini(&w);
+    return st;
+}
+
+START_TEST(requests_name_the_gpu_and_replies_say_where_values_are)
+{
+    const char *const extra[] = {"--devices",        "0,1", "--maxmemory", "8M,8M",
+                                 "--host-zero-copy", "yes", NULL};
+    gkv_daemon_t d;
+    ck_assert_int_eq(harness_start(&d, extra), 0);
+    gkv_client_t *c = connect_or_fail(d.url);
+    /* Named: on that device, whatever the default would say; GET, GETSIZE and LIST say so. */
+    set_on(c, "a", 5000, 1, GKV_GPU(1));
+    set_on(c, "b", 3u << 20, 2, GKV_GPU(1));
+    set_on(c, "c", 100, 3, GKV_GPU(0));
+    ck_assert_int_eq(where(c, "a"), 1);
+    ck_assert_int_eq(where(c, "b"), 1);
+    ck_assert_int_eq(where(c, "c"), 0);
+    uint8_t buf[5000];
+    gkv_value_info_t vi;
+    ck_assert_int_eq(gkv_get(c, "a", 1, NULL, buf, sizeof(buf), &vi), 0);
+    ck_assert_int_eq(vi.gpu, 1);
+    gkv_list_t *it;
+    gkv_list_entry_t e;
+    int want[] = {1, 1, 0}, n = 0;
+    ck_assert_int_eq(gkv_list_open(c, "", 0, 0, 0, &it), 0);
+    while (gkv_list_next(it, &e) == 1) {
+        ck_assert_int_lt(n, 3);
+        ck_assert_int_eq(e.gpu, want[n++]);
+    }
+    gkv_list_close(it);
+    ck_assert_int_eq(n, 3);
+    /* A GPU the server does not have is INVALID, naming it, and nothing is stored. */
+    gkv_set_opts_t o = {.gpu = GKV_GPU(2)};
+    ck_assert_int_eq(gkv_set(c, "x", 1, "x", 1, &o), GKV_EINVAL);
+    ck_assert_ptr_nonnull(strstr(gkv_client_errmsg(c), "no GPU 2"));
+    ck_assert_int_eq(gkv_getsize(c, "x", 1, &(uint64_t){0}), GKV_ENOTFOUND);
+    /* A UUID names a GPU too (raw: the library sends ordinals). */
+    int fd = raw_connect(d.sock);
+    gkv_response_t r;
+    uint8_t hdr[4096];
+    ck_assert_int_eq(raw_gpu_request(fd, GKV_OP_MOVE, "c", 0, "HOST-1", &r, hdr, sizeof(hdr)), 0);
+    ck_assert_int_eq(r.gpu, 1);
+    ck_assert_int_eq(where(c, "c"), 1);
+    ck_assert_int_eq(raw_gpu_request(fd, GKV_OP_MOVE, "c", 0, "GPU-nope", &r, hdr, sizeof(hdr)),
+                     GKV_EINVAL);
+    ck_assert_int_eq(raw_gpu_request(fd, GKV_OP_MOVE, "c", 9, NULL, &r, hdr, sizeof(hdr)),
+                     GKV_EINVAL);
+    close(fd);
+    /* CREATE on a named device, through that device's arena. */
+    gkv_client_t *z = connect_or_fail(d.url);
+    gkv_mapping_t *m;
+    gkv_set_opts_t on1 = {.gpu = GKV_GPU(1)};
+    ck_assert_int_eq(gkv_create(z, "made", 4, 4096, &on1, &m), 0);
+    ck_assert_int_eq(m->gpu, 1);
+    harness_fill(m->ptr, 4096, 7);
+    ck_assert_int_eq(gkv_seal(z, m), 0);
+    ck_assert_int_eq(where(c, "made"), 1);
+    check_value(c, "made", 4096, 7);
+    gkv_client_close(z);
+    /* A client of one descriptor (protocol 1's zero_copy = 1) gets the first device's memory
+     * alone: MAP of a value elsewhere is NOTSUP, never another arena's bytes. */
+    fd = raw_connect(d.sock);
+    gkv_wr_t w;
+    gkv_wr_init(&w);
+    gkv_wr_begin(&w);
+    gkv_wr_uint(&w, GKV_F_OP, GKV_OP_HELLO);
+    gkv_wr_uint(&w, GKV_F_ID, 1);
+    gkv_wr_uint(&w, GKV_F_ZC, 1);
+    gkv_wr_end(&w);
+    ck_assert_int_eq(write(fd, w.sb.data, w.sb.size), (ssize_t)w.sb.size);
+    gkv_wr_fini(&w);
+    int fds[GKV_FDPASS_MAX];
+    unsigned nfds = 0;
+    ck_assert_int_gt(gkv_fds_recv(fd, hdr, sizeof(hdr), fds, GKV_FDPASS_MAX, &nfds), 0);
+    ck_assert_uint_eq(nfds, 1);
+    close(fds[0]);
+    ck_assert_int_eq(raw_request(fd, GKV_OP_MAP, (raw_fields_t){.key = "a"}, &r, hdr, sizeof(hdr)),
+                     GKV_ENOTSUP);
+    ck_assert_int_eq(
+        raw_request(fd, GKV_OP_MAP, (raw_fields_t){.key = "made"}, &r, hdr, sizeof(hdr)),
+        GKV_ENOTSUP);
+    close(fd);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
+/* Readers of a key being moved back and forth: every GET is the whole value, exact. */
+typedef struct {
+    const char *url;
+    atomic_bool stop;
+    atomic_int reads, wrong;
+} readers_t;
+
+static void *reader(void *arg)
+{
+    readers_t *rd = arg;
+    gkv_client_t *c = NULL;
+    if (gkv_client_connect(rd->url, &c) != 0) {
+        atomic_fetch_add(&rd->wrong, 1);
+        return NULL;
+    }
+    size_t big = 3u << 20;
+    uint8_t *want = malloc(big), *got = malloc(big), want_s[100];
+    harness_fill(want, big, 11);
+    harness_fill(want_s, sizeof(want_s), 12);
+    while (!atomic_load(&rd->stop)) {
+        gkv_value_info_t vi;
+        if (gkv_get(c, "m", 1, NULL, got, big, &vi) != 0 || vi.length != big ||
+            memcmp(got, want, big) != 0)
+            atomic_fetch_add(&rd->wrong, 1);
+        if (gkv_get(c, "s", 1, NULL, got, 100, &vi) != 0 || vi.length != 100 ||
+            memcmp(got, want_s, 100) != 0)
+            atomic_fetch_add(&rd->wrong, 1);
+        atomic_fetch_add(&rd->reads, 1);
+    }
+    free(want);
+    free(got);
+    gkv_client_close(c);
+    return NULL;
+}
+
+START_TEST(move_keeps_every_byte_under_concurrent_readers)
+{
+    const char *const extra[] = {"--devices", "0,1", "--maxmemory", "16M,8M", NULL};
+    gkv_daemon_t d;
+    ck_assert_int_eq(harness_start(&d, extra), 0);
+    gkv_client_t *c = connect_or_fail(d.url);
+    set_on(c, "m", 3u << 20, 11, GKV_GPU(0));
+    set_on(c, "s", 100, 12, GKV_GPU(0));
+    gkv_set_opts_t ttl = {.ttl_ms = 600000, .meta = "mm", .meta_len = 2};
+    ck_assert_int_eq(gkv_set(c, "t", 1, "tt", 2, &ttl), 0);
+    readers_t rd = {.url = d.url};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, reader, &rd), 0);
+    for (int i = 0; i < 20; i++) {
+        int to = (i & 1) ? 0 : 1;
+        ck_assert_int_eq(gkv_move(c, "m", 1, to), 1);
+        ck_assert_int_eq(gkv_move(c, "s", 1, to), 1);
+        ck_assert_int_eq(where(c, "m"), to);
+        ck_assert_int_eq(where(c, "s"), to);
+    }
+    atomic_store(&rd.stop, true);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    ck_assert_int_eq(atomic_load(&rd.wrong), 0);
+    ck_assert_int_gt(atomic_load(&rd.reads), 0);
+    /* The moves left nothing behind: each device holds what is on it now. */
+    int tgpu = where(c, "t");
+    ck_assert_uint_eq(gpu_field(c, 0, "used"), (3u << 20) + 100 + (tgpu == 0 ? 2 : 0));
+    ck_assert_uint_eq(gpu_field(c, 1, "used"), tgpu == 1 ? 2 : 0);
+    /* The deadline and metadata move with the value. */
+    ck_assert_int_eq(gkv_move(c, "t", 1, 1 - tgpu), 1);
+    uint64_t left = 0;
+    ck_assert_int_eq(gkv_ttl(c, "t", 1, &left), 0);
+    ck_assert(left > 500000 && left <= 600000);
+    char tb[2];
+    gkv_value_info_t vi;
+    ck_assert_int_eq(gkv_get(c, "t", 1, NULL, tb, 2, &vi), 0);
+    ck_assert_uint_eq(vi.meta_len, 2);
+    ck_assert_int_eq(memcmp(vi.meta, "mm", 2), 0);
+    /* Already there, missing, no such GPU, no room: nothing changes. */
+    ck_assert_int_eq(gkv_move(c, "m", 1, 0), 0);
+    ck_assert_int_eq(gkv_move(c, "nope", 4, 1), GKV_ENOTFOUND);
+    ck_assert_int_eq(gkv_move(c, "m", 1, 5), GKV_EINVAL);
+    set_on(c, "big", 6u << 20, 13, GKV_GPU(0));
+    set_on(c, "fill", 4u << 20, 14, GKV_GPU(1));
+    ck_assert_int_eq(gkv_move(c, "big", 3, 1), GKV_EOOM);
+    ck_assert_ptr_nonnull(strstr(gkv_client_errmsg(c), "on GPU 1 (HOST-1)"));
+    ck_assert_int_eq(where(c, "big"), 0);
+    check_value(c, "big", 6u << 20, 13);
     gkv_client_close(c);
     ck_assert_int_eq(harness_stop(&d), 0);
 }
@@ -152,6 +371,8 @@ static Suite *make_suite(void)
     TCase *t = tcase_create("host");
     tcase_set_timeout(t, 120);
     tcase_add_test(t, values_spread_over_two_devices_with_their_own_limits);
+    tcase_add_test(t, requests_name_the_gpu_and_replies_say_where_values_are);
+    tcase_add_test(t, move_keeps_every_byte_under_concurrent_readers);
     tcase_add_test(t, a_maxmemory_list_of_the_wrong_length_is_a_start_error);
     suite_add_tcase(s, t);
     return s;

@@ -1,0 +1,256 @@
+/* test_gpu_devices.c: one gpukvd over several pools on the cuda backend (--devices): GPUs 0 and 1
+ * when the machine has two, else two pools on GPU 0 (--devices 0,0), which runs every path of
+ * several devices but peer access and CUDA_VISIBLE_DEVICES (the test says which it ran).
+ * Values on both, bit-exact; zero-copy from another process on both (a kernel writes through
+ * CREATE on device 1, another checks through MAP); MOVE under concurrent readers; OOM on one
+ * device while the other has room; gkv_get_to_device of a value on either. Prints MOVE's GB/s
+ * beside cudaMemcpyPeer's for the same bytes. */
+#include <check.h>
+#include <cuda_runtime.h>
+#include <gpukv/gpukv.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "probe.h"
+
+static gkv_daemon_t d;
+static int ngpus; /* CUDA devices this process sees */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void start(const char *maxmemory)
+{
+    const char *const args[] = {"--devices", ngpus > 1 ? "0,1" : "0,0", "--maxmemory", maxmemory,
+                                NULL};
+    ck_assert_int_eq(harness_start(&d, args), 0);
+}
+
+/* Runs zc_helper with the environment variable env (NAME=VALUE, or NULL); its exit status. */
+static int helper(const char *env, const char *mode, const char *key, uint64_t n, uint64_t seed,
+                  const char *gpu)
+{
+    char ns[32], ss[32];
+    snprintf(ns, sizeof(ns), "%llu", (unsigned long long)n);
+    snprintf(ss, sizeof(ss), "%llu", (unsigned long long)seed);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (env)
+            putenv((char *)env);
+        execl(ZC_HELPER_PATH, "zc_helper", mode, d.url, key, ns, ss, gpu, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void set_on(gkv_client_t *c, const char *key, size_t n, uint64_t seed, int gpu)
+{
+    uint8_t *v = malloc(n);
+    harness_fill(v, n, seed);
+    gkv_set_opts_t o = {.gpu = GKV_GPU(gpu)};
+    ck_assert_int_eq(gkv_set(c, key, strlen(key), v, n, &o), 0);
+    free(v);
+}
+
+static void check_on(gkv_client_t *c, const char *key, size_t n, uint64_t seed, int gpu)
+{
+    uint8_t *v = malloc(n), *got = malloc(n);
+    harness_fill(v, n, seed);
+    gkv_value_info_t vi;
+    ck_assert_int_eq(gkv_get(c, key, strlen(key), NULL, got, n, &vi), 0);
+    ck_assert_uint_eq(vi.length, n);
+    ck_assert_int_eq(vi.gpu, gpu);
+    ck_assert_msg(memcmp(v, got, n) == 0, "%s read back other bytes", key);
+    free(v);
+    free(got);
+}
+
+START_TEST(values_on_both_devices_reach_other_processes)
+{
+    fprintf(stderr, "devices: %s\n",
+            ngpus > 1 ? "GPUs 0 and 1" : "two pools on GPU 0 (one GPU on this machine)");
+    start("4G,4G");
+    gkv_client_t *c;
+    ck_assert_int_eq(gkv_client_connect(d.url, &c), 0);
+    ck_assert_uint_eq(gkv_client_info(c)->gpus, 2);
+    ck_assert_str_eq(gkv_client_info(c)->zero_copy, "cuda-pool-fd");
+    size_t sizes[] = {100, 64u << 10, 3u << 20, 64u << 20};
+    for (int g = 0; g < 2; g++)
+        for (int i = 0; i < 4; i++) {
+            char key[32];
+            snprintf(key, sizeof(key), "v/%d/%d", g, i);
+            set_on(c, key, sizes[i], (uint64_t)(10 * g + i), g);
+        }
+    for (int g = 0; g < 2; g++)
+        for (int i = 0; i < 4; i++) {
+            char key[32];
+            snprintf(key, sizeof(key), "v/%d/%d", g, i);
+            check_on(c, key, sizes[i], (uint64_t)(10 * g + i), g);
+        }
+    /* Another process writes on device 1 with a kernel (CREATE) and checks through MAP. */
+    ck_assert_int_eq(helper(NULL, "write", "zc/1", 256u << 20, 21, "1"), 0);
+    ck_assert_int_eq(helper(NULL, "check", "zc/1", 256u << 20, 21, NULL), 0);
+    ck_assert_int_ne(helper(NULL, "check", "zc/1", 256u << 20, 22, NULL), 0);
+    uint64_t size;
+    int gpu;
+    ck_assert_int_eq(gkv_locate(c, "zc/1", 4, &size, &gpu), 0);
+    ck_assert_int_eq(gpu, 1);
+    /* Slab-carved small values of device 1 map too (MAP's copy on that device). */
+    ck_assert_int_eq(helper(NULL, "write", "zc/small", 4096, 23, "1"), 0);
+    ck_assert_int_eq(helper(NULL, "check", "zc/small", 4096, 23, NULL), 0);
+    if (ngpus > 1) {
+        /* A process that sees only GPU 0 gets NOTSUP for device 1's values, not a pointer. */
+        ck_assert_int_eq(helper("CUDA_VISIBLE_DEVICES=0", "check", "zc/1", 256u << 20, 21, NULL),
+                         3);
+        ck_assert_int_eq(helper("CUDA_VISIBLE_DEVICES=1", "check", "zc/1", 256u << 20, 21, NULL),
+                         0);
+    }
+    /* gkv_get_to_device of a value on each device into a buffer on GPU 0. */
+    void *dbuf;
+    ck_assert_int_eq(cudaMalloc(&dbuf, 64u << 20), cudaSuccess);
+    uint8_t *host = malloc(64u << 20), *want = malloc(64u << 20);
+    for (int g = 0; g < 2; g++) {
+        char key[32];
+        snprintf(key, sizeof(key), "v/%d/3", g);
+        gkv_value_info_t vi;
+        ck_assert_int_eq(gkv_get_to_device(c, key, strlen(key), NULL, dbuf, 64u << 20, &vi), 0);
+        ck_assert_int_eq(vi.gpu, g);
+        ck_assert_int_eq(cudaMemcpy(host, dbuf, 64u << 20, cudaMemcpyDeviceToHost), cudaSuccess);
+        harness_fill(want, 64u << 20, (uint64_t)(10 * g + 3));
+        ck_assert_int_eq(memcmp(host, want, 64u << 20), 0);
+    }
+    free(host);
+    free(want);
+    cudaFree(dbuf);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
+typedef struct {
+    const char *url;
+    atomic_bool stop;
+    atomic_int reads, wrong;
+} readers_t;
+
+static void *reader(void *arg)
+{
+    readers_t *rd = arg;
+    gkv_client_t *c = NULL;
+    if (gkv_client_connect(rd->url, &c) != 0) {
+        atomic_fetch_add(&rd->wrong, 1);
+        return NULL;
+    }
+    size_t n = 16u << 20;
+    uint8_t *want = malloc(n), *got = malloc(n);
+    harness_fill(want, n, 31);
+    while (!atomic_load(&rd->stop)) {
+        gkv_value_info_t vi;
+        if (gkv_get(c, "m", 1, NULL, got, n, &vi) != 0 || vi.length != n ||
+            memcmp(got, want, n) != 0)
+            atomic_fetch_add(&rd->wrong, 1);
+        atomic_fetch_add(&rd->reads, 1);
+    }
+    free(want);
+    free(got);
+    gkv_client_close(c);
+    return NULL;
+}
+
+START_TEST(move_under_readers_and_oom_per_device)
+{
+    start("2G,6G");
+    gkv_client_t *c;
+    ck_assert_int_eq(gkv_client_connect(d.url, &c), 0);
+    set_on(c, "m", 16u << 20, 31, 0);
+    readers_t rd = {.url = d.url};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, reader, &rd), 0);
+    for (int i = 0; i < 40; i++)
+        ck_assert_int_eq(gkv_move(c, "m", 1, (i & 1) ? 0 : 1), 1);
+    atomic_store(&rd.stop, true);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    fprintf(stderr, "move under readers: %d reads, %d wrong\n", atomic_load(&rd.reads),
+            atomic_load(&rd.wrong));
+    ck_assert_int_eq(atomic_load(&rd.wrong), 0);
+    check_on(c, "m", 16u << 20, 31, 0);
+    /* OOM on device 0 while device 1 has room; the value is stored where it fits. */
+    size_t big = 3ull << 30;
+    uint8_t *v = calloc(1, big);
+    gkv_set_opts_t on0 = {.gpu = GKV_GPU(0)}, on1 = {.gpu = GKV_GPU(1)};
+    ck_assert_int_eq(gkv_set(c, "big", 3, v, big, &on0), GKV_EOOM);
+    ck_assert_ptr_nonnull(strstr(gkv_client_errmsg(c), "on device 0"));
+    ck_assert_int_eq(gkv_set(c, "big", 3, v, big, &on1), 0);
+    ck_assert_int_eq(gkv_move(c, "big", 3, 0), GKV_EOOM);
+    /* MOVE's rate against cudaMemcpyPeer's for the same bytes (1 GiB). */
+    size_t g = 1ull << 30;
+    ck_assert_int_eq(gkv_set(c, "g", 1, v, g, &on0), 0);
+    double best = 1e9;
+    for (int i = 0; i < 4; i++) {
+        double t0 = now_s();
+        ck_assert_int_eq(gkv_move(c, "g", 1, (i & 1) ? 0 : 1), 1);
+        double t = now_s() - t0;
+        best = t < best ? t : best;
+    }
+    int peer = ngpus > 1 ? 1 : 0;
+    void *a, *b;
+    ck_assert_int_eq(cudaSetDevice(0), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc(&a, g), cudaSuccess);
+    ck_assert_int_eq(cudaSetDevice(peer), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc(&b, g), cudaSuccess);
+    double raw = 1e9;
+    for (int i = 0; i < 4; i++) {
+        double t0 = now_s();
+        ck_assert_int_eq(cudaMemcpyPeer(b, peer, a, 0, g), cudaSuccess);
+        ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+        double t = now_s() - t0;
+        raw = t < raw ? t : raw;
+    }
+    cudaFree(b);
+    cudaSetDevice(0);
+    cudaFree(a);
+    fprintf(stderr, "MOVE of 1 GiB (%s): %.1f GB/s, cudaMemcpyPeer alone %.1f GB/s\n",
+            ngpus > 1 ? "GPU 0 <-> GPU 1" : "two pools of GPU 0", (double)g / best / 1e9,
+            (double)g / raw / 1e9);
+    free(v);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
+int main(void)
+{
+    if (!gkv_test_gpu_usable()) {
+        fprintf(stderr, "no usable GPU: skipped\n");
+        return 77;
+    }
+    if (cudaGetDeviceCount(&ngpus) != cudaSuccess)
+        return 77;
+    Suite *s = suite_create("gpu_devices");
+    TCase *t = tcase_create("cuda");
+    tcase_set_timeout(t, 600);
+    tcase_add_test(t, values_on_both_devices_reach_other_processes);
+    tcase_add_test(t, move_under_readers_and_oom_per_device);
+    suite_add_tcase(s, t);
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}
