@@ -31,7 +31,7 @@ int gkv_cmd_move(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
             return gkv_reply_fail(rep, rc,
                                   "value of %" PRIu64 " bytes does not fit on GPU %d (%s): %" PRIu64
                                   " of %" PRIu64 " bytes used",
-                                  e->size, to, d->be->gpu_uuid, d->used, d->limit);
+                                  (uint64_t)e->size, to, d->be->gpu_uuid, d->used, d->limit);
         }
         if (rc)
             return rc;

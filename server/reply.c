@@ -110,7 +110,7 @@ int gkv_cmd_lookup_range(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_
     if (gkv_range_resolve((*e)->size, req->offset, req->length, req->suffix, off, len))
         return gkv_reply_fail(rep, GKV_ERANGE,
                               "offset %" PRIu64 " is past the end of a %" PRIu64 "-byte value",
-                              req->offset, (*e)->size);
+                              req->offset, (uint64_t)(*e)->size);
     return 0;
 }
 

@@ -42,7 +42,7 @@ gkv_backend_t *gkv_store_be(const gkv_store_t *st, const gkv_entry_t *e)
 static void count_linked(gkv_store_t *st, const gkv_entry_t *e, int sign)
 {
     gkv_store_dev_t *d = &st->dev[e->dev];
-    uint64_t bytes = sign > 0 ? e->size : -e->size; /* modular */
+    uint64_t bytes = sign > 0 ? e->size : -(uint64_t)e->size; /* modular, in 64 bits */
     d->linked_bytes += bytes;
     st->linked_bytes += bytes;
     d->keys += (uint64_t)(int64_t)sign;
@@ -216,6 +216,8 @@ int gkv_store_entry_new(gkv_store_t *st, unsigned dev, const void *key, size_t k
                         const void *meta, uint32_t meta_len, int lane, gkv_entry_t **out)
 {
     gkv_store_dev_t *d = &st->dev[dev];
+    if (size >> 56) /* beyond what an entry records (no device limit comes near it) */
+        return oom(st, d);
     while (size > d->limit - d->used)
         if (size > d->limit || !evict_one(st, dev))
             return oom(st, d);

@@ -24,14 +24,18 @@ typedef struct {
     uint8_t meta[];
 } gkv_extras_t;
 
+/* 32 bytes, a key's whole cost in the store beside the index (S4 counts every byte per key):
+ * the device shares size's word, since no value comes near 2^56 bytes (max-value-size is at most
+ * a device's memory). */
 typedef struct gkv_entry {
     uint32_t refs;
-    uint32_t access; /* when last read or written, for eviction (evict.h) */
-    uint64_t size;
-    gkv_devptr_t mem; /* unset when size is 0 */
-    gkv_extras_t *x;  /* owned, NULL without metadata */
-    uint8_t dev;      /* the store's device whose memory mem is (moves with mem) */
+    uint32_t access;      /* when last read or written, for eviction (evict.h) */
+    uint64_t size : 56;   /* bytes */
+    uint64_t dev : 8;     /* the store's device whose memory mem is (moves with mem) */
+    gkv_devptr_t mem;     /* unset when size is 0 */
+    gkv_extras_t *x;      /* owned, NULL without metadata */
 } gkv_entry_t;
+_Static_assert(sizeof(gkv_entry_t) == 32, "an entry stays 32 bytes (S4)");
 
 /* One device's share: its backend and what its values may take. */
 typedef struct {

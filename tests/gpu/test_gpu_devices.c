@@ -181,13 +181,21 @@ START_TEST(move_under_readers_and_oom_per_device)
     pthread_t th[2];
     for (int i = 0; i < 2; i++)
         ck_assert_int_eq(pthread_create(&th[i], NULL, reader, &rd), 0);
-    for (int i = 0; i < 40; i++)
-        ck_assert_int_eq(gkv_move(c, "m", 1, (i & 1) ? 0 : 1), 1);
+    /* The moves start once both readers read, and go on (an even number of them) until the
+     * readers have read 100 times more. */
+    while (atomic_load(&rd.reads) < 2 && !atomic_load(&rd.wrong))
+        usleep(1000);
+    int moves = 0, until = atomic_load(&rd.reads) + 100;
+    while (moves < 40 || (moves & 1) || atomic_load(&rd.reads) < until) {
+        ck_assert_int_eq(gkv_move(c, "m", 1, (moves & 1) ? 0 : 1), 1);
+        moves++;
+    }
     atomic_store(&rd.stop, true);
     for (int i = 0; i < 2; i++)
         pthread_join(th[i], NULL);
-    fprintf(stderr, "move under readers: %d reads, %d wrong\n", atomic_load(&rd.reads),
-            atomic_load(&rd.wrong));
+    fprintf(stderr, "move under readers: %d moves, %d reads, %d wrong\n", moves,
+            atomic_load(&rd.reads), atomic_load(&rd.wrong));
+    ck_assert_int_ge(atomic_load(&rd.reads), 100);
     ck_assert_int_eq(atomic_load(&rd.wrong), 0);
     check_on(c, "m", 16u << 20, 31, 0);
     /* OOM on device 0 while device 1 has room; the value is stored where it fits. */

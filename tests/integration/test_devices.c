@@ -313,6 +313,8 @@ START_TEST(move_keeps_every_byte_under_concurrent_readers)
     pthread_t th[2];
     for (int i = 0; i < 2; i++)
         ck_assert_int_eq(pthread_create(&th[i], NULL, reader, &rd), 0);
+    while (atomic_load(&rd.reads) < 2 && !atomic_load(&rd.wrong))
+        harness_sleep_ms(1);
     for (int i = 0; i < 20; i++) {
         int to = (i & 1) ? 0 : 1;
         ck_assert_int_eq(gkv_move(c, "m", 1, to), 1);
