@@ -9,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "fdpass.h"
 #include "frame.h"
 #include "message.h"
 
@@ -43,6 +44,25 @@ static inline int64_t raw_call(int fd, gkv_wr_t *w, gkv_response_t *r, uint8_t *
     ck_assert_int_eq(write(fd, w->sb.data, w->sb.size), (ssize_t)w->sb.size);
     gkv_wr_reset(w);
     return raw_read_response(fd, r, hdr, cap);
+}
+
+/* Sends HELLO asking for zero-copy (zero_copy = zc) and reads the first bytes of its response
+ * with the descriptors passed with them: up to cap into fds, how many in *n (the rest of the
+ * response is left unread). */
+static inline void raw_hello_fds(int fd, unsigned zc, int *fds, unsigned cap, unsigned *n)
+{
+    gkv_wr_t w;
+    gkv_wr_init(&w);
+    gkv_wr_begin(&w);
+    gkv_wr_uint(&w, GKV_F_OP, 1); /* HELLO */
+    gkv_wr_uint(&w, GKV_F_ID, 1);
+    gkv_wr_uint(&w, GKV_F_ZC, zc);
+    gkv_wr_end(&w);
+    ck_assert_int_eq(write(fd, w.sb.data, w.sb.size), (ssize_t)w.sb.size);
+    gkv_wr_fini(&w);
+    uint8_t resp[4096];
+    *n = 0;
+    ck_assert_int_gt(gkv_fds_recv(fd, resp, sizeof(resp), fds, cap, n), 0);
 }
 
 /* The fields of a raw request (0 or NULL: left out). HELLO asks for zero-copy. */

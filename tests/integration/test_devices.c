@@ -239,18 +239,9 @@ START_TEST(requests_name_the_gpu_and_replies_say_where_values_are)
     /* A client of one descriptor (protocol 1's zero_copy = 1) gets the first device's memory
      * alone: MAP of a value elsewhere is NOTSUP, never another arena's bytes. */
     fd = raw_connect(d.sock);
-    gkv_wr_t w;
-    gkv_wr_init(&w);
-    gkv_wr_begin(&w);
-    gkv_wr_uint(&w, GKV_F_OP, GKV_OP_HELLO);
-    gkv_wr_uint(&w, GKV_F_ID, 1);
-    gkv_wr_uint(&w, GKV_F_ZC, 1);
-    gkv_wr_end(&w);
-    ck_assert_int_eq(write(fd, w.sb.data, w.sb.size), (ssize_t)w.sb.size);
-    gkv_wr_fini(&w);
     int fds[GKV_FDPASS_MAX];
-    unsigned nfds = 0;
-    ck_assert_int_gt(gkv_fds_recv(fd, hdr, sizeof(hdr), fds, GKV_FDPASS_MAX, &nfds), 0);
+    unsigned nfds;
+    raw_hello_fds(fd, 1, fds, GKV_FDPASS_MAX, &nfds);
     ck_assert_uint_eq(nfds, 1);
     close(fds[0]);
     ck_assert_int_eq(raw_request(fd, GKV_OP_MAP, (raw_fields_t){.key = "a"}, &r, hdr, sizeof(hdr)),
