@@ -137,9 +137,10 @@ static int info_gpus(const gkv_server_t *srv, char *text, size_t cap)
             snprintf(text + n, cap - (size_t)n,
                      "gpu%u:uuid=%s,name=%s,cuda_device=%d,used=%" PRIu64 ",maxmemory=%" PRIu64
                      ",keys=%" PRIu64 ",linked_bytes=%" PRIu64 ",oom_errors=%" PRIu64
-                     ",device_total=%" PRIu64 "\r\n",
+                     ",device_total=%" PRIu64 ",peers=0x%02x\r\n",
                      i, be->gpu_uuid[0] ? be->gpu_uuid : "none", be->gpu_name, be->device, d->used,
-                     d->limit, d->keys, d->linked_bytes, d->oom_errors, be->device_total);
+                     d->limit, d->keys, d->linked_bytes, d->oom_errors, be->device_total,
+                     srv->dev[i].peers);
         n = m < 0 ? -1 : n + m;
     }
     return n >= 0 && (size_t)n < cap ? n : -1;

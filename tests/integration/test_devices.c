@@ -91,6 +91,7 @@ START_TEST(values_spread_over_two_devices_with_their_own_limits)
     ck_assert(info_has(c, "\ngpus:2\r\n"));
     ck_assert(info_has(c, "gpu0:uuid=HOST-0,"));
     ck_assert(info_has(c, "gpu1:uuid=HOST-1,"));
+    ck_assert(info_has(c, ",peers=0x03\r\n")); /* arenas: every copy is a memcpy */
     ck_assert_uint_eq(gpu_field(c, 0, "maxmemory"), 8u << 20);
     ck_assert_uint_eq(gpu_field(c, 1, "maxmemory"), 24u << 20);
     ck_assert_uint_eq(info_u64(c, "maxmemory"), 32u << 20);
