@@ -421,6 +421,14 @@ int gkv_flush(gkv_client_t *c)
     return rc ? rc : gkv__recv(c);
 }
 
+int gkv_save(gkv_client_t *c)
+{
+    gkv__cache_flush(c);
+    gkv__begin(c, GKV_OP_SAVE);
+    int rc = gkv__send(c, NULL, 0);
+    return rc ? rc : gkv__recv(c);
+}
+
 /* One key answered with a count (EXPIRE, PERSIST): returns it, or a negative code. */
 static int key_count(gkv_client_t *c, unsigned op, const void *key, size_t klen, uint64_t ttl)
 {

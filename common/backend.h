@@ -116,6 +116,13 @@ typedef struct {
      * GKV_EIO. */
     int (*copy_from)(gkv_backend_t *b, gkv_devptr_t dst, gkv_backend_t *from, gkv_devptr_t src,
                      uint64_t len);
+    /* Blocking copies for snapshots, callable from any thread: read_sync copies len bytes of
+     * value memory at src into host memory dst (pinned from staging_alloc for speed) once
+     * every batch that may write src has run (the caller waits for them with batch_wait first);
+     * write_sync copies host memory into dst, memory from alloc on GKV_LANE_SHARED, and returns
+     * once the bytes are there. Return 0 or GKV_EIO. */
+    int (*read_sync)(gkv_backend_t *b, void *dst, gkv_devptr_t src, size_t len);
+    int (*write_sync)(gkv_backend_t *b, gkv_devptr_t dst, const void *src, size_t len);
     /* NULL, or: lets copies run by peer's device read and write b's value memory directly
      * where the two devices reach each other (cuda: the pool's access for peer's GPU, when
      * cudaDeviceCanAccessPeer says yes). Returns 1 when they do, 0 when copies between them go

@@ -435,6 +435,26 @@ static int cuda_copy_from(gkv_backend_t *b, gkv_devptr_t dst, gkv_backend_t *fro
     return 0;
 }
 
+/* On the legacy default stream of the calling thread: the value was written by work that has
+ * run (batch_wait), and its allocation long before. */
+static int cuda_read_sync(gkv_backend_t *b, void *dst, gkv_devptr_t src, size_t len)
+{
+    (void)on(b);
+    cudaError_t e = cudaMemcpy(dst, (const void *)(uintptr_t)src.v, len, cudaMemcpyDeviceToHost);
+    return e == cudaSuccess ? 0 : cuda_fail("reading a value for a snapshot", e);
+}
+
+/* On the shared lane, where dst was allocated (stream order), then waited for. */
+static int cuda_write_sync(gkv_backend_t *b, gkv_devptr_t dst, const void *src, size_t len)
+{
+    cuda_backend_t *c = on(b);
+    cudaError_t e =
+        cudaMemcpyAsync((void *)(uintptr_t)dst.v, src, len, cudaMemcpyHostToDevice, c->shared);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(c->shared);
+    return e == cudaSuccess ? 0 : cuda_fail("writing a value from a snapshot", e);
+}
+
 static int cuda_link(gkv_backend_t *b, gkv_backend_t *peer)
 {
     cuda_backend_t *c = on(b);
@@ -622,6 +642,8 @@ static const gkv_backend_ops_t cuda_ops = {
     .copy_shared = cuda_copy_shared,
     .copy_from = cuda_copy_from,
     .link = cuda_link,
+    .read_sync = cuda_read_sync,
+    .write_sync = cuda_write_sync,
     .zero_shared = cuda_zero_shared,
     .fence_shared = cuda_fence_shared,
     .staging_alloc = cuda_staging_alloc,

@@ -103,6 +103,18 @@ static int host_copy_shared(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src
     return 0;
 }
 
+static int host_read_sync(gkv_backend_t *b, void *dst, gkv_devptr_t src, size_t len)
+{
+    memcpy(dst, host_view(b, src), len);
+    return 0;
+}
+
+static int host_write_sync(gkv_backend_t *b, gkv_devptr_t dst, const void *src, size_t len)
+{
+    memcpy(host_view(b, dst), src, len);
+    return 0;
+}
+
 static int host_copy_from(gkv_backend_t *b, gkv_devptr_t dst, gkv_backend_t *from, gkv_devptr_t src,
                           uint64_t len)
 {
@@ -138,10 +150,12 @@ static int host_fence_shared(gkv_backend_t *b, int after_batches, gkv_copy_t *op
     return 0;
 }
 
+/* Page-aligned, as pinned memory is on the cuda backend: snapshots write it with O_DIRECT. */
 static void *host_staging_alloc(gkv_backend_t *b, size_t size)
 {
     (void)b;
-    return malloc(size);
+    void *p = NULL;
+    return posix_memalign(&p, 4096, size) == 0 ? p : NULL;
 }
 
 static void host_staging_free(gkv_backend_t *b, void *p, size_t size)
@@ -194,6 +208,8 @@ static const gkv_backend_ops_t host_ops = {
     .exportable = host_exportable,
     .copy_shared = host_copy_shared,
     .copy_from = host_copy_from,
+    .read_sync = host_read_sync,
+    .write_sync = host_write_sync,
     .zero_shared = host_zero_shared,
     .fence_shared = host_fence_shared,
     .staging_alloc = host_staging_alloc,

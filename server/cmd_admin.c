@@ -83,6 +83,15 @@ int gkv_cmd_hello(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     return gkv_wr_end(w);
 }
 
+int gkv_cmd_save(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    char why[192] = "";
+    int rc = gkv_snapshot_start(srv, why, sizeof(why));
+    if (rc)
+        return gkv_reply_fail(rep, rc, "%s", why[0] ? why : gkv_strerror(rc));
+    return gkv_reply_count(rep, req->id, 1);
+}
+
 int gkv_cmd_ping(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
     (void)srv;
@@ -152,7 +161,7 @@ int gkv_cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         return gkv_reply_fail(rep, GKV_EINVAL, "INFO flags: only 1 (Prometheus text) is known");
     if (req->flags & GKV_INFO_PROMETHEUS)
         return info_prometheus(srv, req, rep);
-    char text[8192];
+    char text[12288];
     const gkv_store_t *st = &srv->store;
     const gkv_server_stats_t *ss = &srv->stats;
     const gkv_backend_t *be0 = srv->dev[0].be;
@@ -219,6 +228,9 @@ int gkv_cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         return GKV_ENOMEM;
     n += m;
     if ((m = info_gpus(srv, text + n, sizeof(text) - (size_t)n)) < 0)
+        return GKV_ENOMEM;
+    n += m;
+    if ((m = gkv_snapshot_info(srv, text + n, sizeof(text) - (size_t)n)) < 0)
         return GKV_ENOMEM;
     n += m;
     gkv_wr_t *w = rep->wr;

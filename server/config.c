@@ -264,6 +264,14 @@ static const setting_t settings[] = {
      "what is logged (default info)"},
     {"log-file", parse_path, FIELD(log_file), 0, PATH_MAX - 1, false, "PATH",
      "append the log to PATH, reopened on SIGHUP (default: stderr)"},
+    {"snapshot-dir", parse_path, FIELD(snapshot_dir), 0, PATH_MAX - 64, false, "DIR",
+     "SAVE writes snapshots of every key and value here, and the newest valid one\n"
+     "loads at start (default: none)"},
+    {"snapshot-interval", parse_ms, FIELD(snapshot_interval_ms), 0, 86400000 * 30ull, true, "TIME",
+     "with --snapshot-dir, SAVE this often (default 0: only when asked)"},
+    {"snapshot-skip-corrupt", parse_bool, FIELD(snapshot_skip_corrupt), 0, 0, false, "yes|no",
+     "at start, skip a corrupt snapshot for the next older one (or none) instead\n"
+     "of refusing to start (no)"},
     {"max-leases", parse_uint, FIELD(max_leases), 1, 1000000, true, "N",
      "zero-copy leases per connection (default 4096)"},
     {"max-leased-bytes", parse_size, FIELD(max_leased_bytes), 1, SZ_MAX, true, "SIZE",

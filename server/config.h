@@ -63,6 +63,10 @@ typedef struct {
     uint32_t allow_uids[GKV_ALLOW_MAX], allow_gids[GKV_ALLOW_MAX];
     uint32_t n_allow_uids, n_allow_gids;
     char log_file[PATH_MAX]; /* "" for stderr; reopened on SIGHUP */
+    /* Snapshots (snapshot.h). */
+    char snapshot_dir[PATH_MAX];   /* "" for none: SAVE is NOTSUP, nothing loads at start */
+    uint64_t snapshot_interval_ms; /* a SAVE this often; 0: only when asked */
+    bool snapshot_skip_corrupt;    /* at start, a corrupt snapshot is skipped (else refused) */
 } gkv_config_t;
 
 /* Fills cfg with the defaults; the socket path follows the user (see gkv_default_socket). */

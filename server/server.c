@@ -254,6 +254,7 @@ static void maybe_finish(gkv_server_t *s)
         uv_close((uv_handle_t *)&s->shutdown_timer, NULL);
         uv_close((uv_handle_t *)&s->sweep, NULL);
         uv_close((uv_handle_t *)&s->expiry, NULL);
+        gkv_snapshot_close(s);
     }
 }
 
@@ -654,7 +655,9 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
     uv_timer_init(loop, &s->expiry);
     s->expiry.data = s;
     s->watchdog_ms = gkv_notify_watchdog_ms();
-    if ((rc = listen_unix(s, err, cap)) || (cfg->listen[0] && (rc = listen_tcp(s, err, cap))) ||
+    gkv_snapshot_init(s);
+    if ((rc = gkv_snapshot_load(s, err, cap)) || (rc = listen_unix(s, err, cap)) ||
+        (cfg->listen[0] && (rc = listen_tcp(s, err, cap))) ||
         (cfg->metrics_listen[0] && (rc = gkv_metrics_http_listen(s, err, cap))))
         goto fail_handles;
     return 0;
@@ -678,6 +681,8 @@ fail_handles:
     close_quietly((uv_handle_t *)&s->shutdown_timer);
     close_quietly((uv_handle_t *)&s->sweep);
     close_quietly((uv_handle_t *)&s->expiry);
+    close_quietly((uv_handle_t *)&s->snap_done);
+    close_quietly((uv_handle_t *)&s->snap_timer);
     uv_run(loop, UV_RUN_DEFAULT);
     free_devices(s, s->ndev);
     gkv_store_fini(&s->store);
@@ -691,6 +696,7 @@ fail_backend:
 
 void gkv_server_fini(gkv_server_t *s)
 {
+    gkv_snapshot_fini(s); /* a save still running ends first: it reads the devices */
     free_devices(s, s->ndev);
     gkv_store_fini(&s->store);
     gkv_staging_fini(&s->staging);

@@ -13,6 +13,7 @@
 #include "lease.h"
 #include "metrics.h"
 #include "poller.h"
+#include "snapshot.h"
 #include "staging.h"
 #include "store.h"
 #include "token.h"
@@ -79,6 +80,10 @@ typedef struct gkv_server {
     size_t token_len;
     uint64_t auth_recent, auth_decay_at;
     uint64_t watchdog_ms, watchdog_at; /* systemd's WatchdogSec=, pinged from the sweep */
+    /* Snapshots (snapshot.h): state, the save thread's completion, --snapshot-interval. */
+    gkv_snapshots_t snapshots;
+    uv_async_t snap_done;
+    uv_timer_t snap_timer;
 } gkv_server_t;
 
 /* Opens the backend, the store and the listeners. cfg is copied; loop is borrowed and must

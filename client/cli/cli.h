@@ -33,6 +33,7 @@ typedef struct {
     bool prometheus;    /* info: --prometheus */
     uint64_t ttl_ms;    /* expire: MS */
     const char *gpu;    /* set: --gpu (an ordinal or a UUID, resolved once connected) */
+    bool wait;          /* save: --wait */
 } gkv_cli_args_t;
 
 typedef int (*gkv_cli_run_fn)(gkv_client_t *c, const gkv_cli_args_t *a);
@@ -66,5 +67,6 @@ int gkv_cli_expire(gkv_client_t *c, const gkv_cli_args_t *a);
 int gkv_cli_ttl(gkv_client_t *c, const gkv_cli_args_t *a);
 int gkv_cli_persist(gkv_client_t *c, const gkv_cli_args_t *a);
 int gkv_cli_move(gkv_client_t *c, const gkv_cli_args_t *a);
+int gkv_cli_save(gkv_client_t *c, const gkv_cli_args_t *a);
 
 #endif

@@ -347,6 +347,57 @@ int gkv_cli_info(gkv_client_t *c, const gkv_cli_args_t *a)
     return EXIT_OKAY;
 }
 
+/* The value of INFO's "name:" line into buf (cap bytes); false when there is none. */
+static bool info_field(const char *text, const char *name, char *buf, size_t cap)
+{
+    char pat[64];
+    snprintf(pat, sizeof(pat), "\n%s:", name);
+    const char *p = strstr(text, pat);
+    if (!p)
+        return false;
+    p += strlen(pat);
+    size_t n = strcspn(p, "\r\n");
+    snprintf(buf, cap, "%.*s", (int)(n < cap ? n : cap - 1), p);
+    return true;
+}
+
+int gkv_cli_save(gkv_client_t *c, const gkv_cli_args_t *a)
+{
+    int rc = gkv_save(c);
+    if (rc)
+        return fail(c, "save", rc);
+    if (!a->wait) {
+        puts("saving");
+        return EXIT_OKAY;
+    }
+    for (;;) {
+        char *text, saving[8] = "", status[8] = "", file[160] = "", keys[32] = "", bytes[32] = "",
+                    err[200] = "";
+        if ((rc = gkv_info(c, &text)))
+            return fail(c, "save", rc);
+        bool found = info_field(text, "saving", saving, sizeof(saving));
+        info_field(text, "last_save_status", status, sizeof(status));
+        info_field(text, "last_save_file", file, sizeof(file));
+        info_field(text, "last_save_keys", keys, sizeof(keys));
+        info_field(text, "last_save_bytes", bytes, sizeof(bytes));
+        info_field(text, "last_save_error", err, sizeof(err));
+        gkv_free(text);
+        if (!found) {
+            fprintf(stderr, "gpukv save: the server's INFO has no # Persistence\n");
+            return EXIT_SERVER;
+        }
+        if (strcmp(saving, "0") == 0) {
+            if (strcmp(status, "ok") != 0) {
+                fprintf(stderr, "gpukv save: failed: %s\n", err);
+                return EXIT_SERVER;
+            }
+            printf("saved %s: %s keys, %s bytes\n", file, keys, bytes);
+            return EXIT_OKAY;
+        }
+        usleep(100 * 1000);
+    }
+}
+
 int gkv_cli_flush(gkv_client_t *c, const gkv_cli_args_t *a)
 {
     (void)a;

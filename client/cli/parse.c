@@ -28,6 +28,7 @@ enum {
     OPT_PROMETHEUS,
     OPT_TTL,
     OPT_GPU,
+    OPT_WAIT,
 };
 
 /* clang-format off */
@@ -64,6 +65,7 @@ static const struct option o_del[] = {HELP_OPT, {"prefix", required_argument, NU
 static const struct option o_size[] = {HELP_OPT, {"prefix", required_argument, NULL, 'p'}, END_OPT};
 static const struct option o_info[] = {
     HELP_OPT, {"prometheus", no_argument, NULL, OPT_PROMETHEUS}, END_OPT};
+static const struct option o_save[] = {HELP_OPT, {"wait", no_argument, NULL, OPT_WAIT}, END_OPT};
 static const struct option o_flush[] = {HELP_OPT, {"yes", no_argument, NULL, OPT_YES}, END_OPT};
 
 typedef struct {
@@ -138,6 +140,11 @@ static const command_t table[] = {
      ":h",
      o_plain,
      ""},
+    {{"save", "save [--wait]", "write a snapshot of every key to the daemon's --snapshot-dir", 0, 0,
+      gkv_cli_save},
+     ":h",
+     o_save,
+     "  --wait  until it is written; print the file, keys and bytes\n"},
     {{"move", "move KEY GPU",
       "move a value to the daemon's GPU GPU (its ordinal, or its UUID; gpukv info lists them)", 2,
       2, gkv_cli_move},
@@ -265,6 +272,9 @@ static int apply(const command_t *t, int opt, gkv_cli_args_t *a)
         return 0;
     case OPT_GPU:
         a->gpu = optarg;
+        return 0;
+    case OPT_WAIT:
+        a->wait = true;
         return 0;
     case OPT_TTL:
         if (!milliseconds(optarg, &a->set.ttl_ms))

@@ -230,6 +230,10 @@ GKV_EXPORT int gkv_getsize_prefix(gkv_client_t *c, const void *prefix, size_t pl
                                   uint64_t *bytes, uint64_t *count);
 /* Deletes every key. */
 GKV_EXPORT int gkv_flush(gkv_client_t *c);
+/* SAVE: starts writing a snapshot of every key to the daemon's --snapshot-dir (it goes on in
+ * the background; INFO's # Persistence shows its progress and result). Returns 0 when started,
+ * GKV_ENOTSUP (no --snapshot-dir) or GKV_EBUSY (a save is running). */
+GKV_EXPORT int gkv_save(gkv_client_t *c);
 /* Server information as "name:value" lines grouped under "# Section" headings. *text is owned
  * by the caller (gkv_free), NUL-terminated. */
 GKV_EXPORT int gkv_info(gkv_client_t *c, char **text);

@@ -1,8 +1,10 @@
-/* test_size.c: sizes and durations written by people, and SipHash's reference vector. */
+/* test_size.c: sizes and durations written by people, SipHash's reference vector, and CRC-32C's
+ * (snapshots' checksum). */
 #include <gpukv/gpukv.h>
 #include <string.h>
 
 #include "check_main.h"
+#include "crc32c.h"
 #include "duration.h"
 #include "hash.h"
 #include "size.h"
@@ -101,6 +103,25 @@ START_TEST(siphash_reference_vectors)
 }
 END_TEST
 
+/* RFC 3720's check value, whole and continued across every split, and an unaligned 1 MiB run
+ * continued at odd offsets gives the same CRC as in one call. */
+START_TEST(crc32c_reference_vector_in_any_split)
+{
+    const char *v = "123456789";
+    ck_assert_uint_eq(gkv_crc32c(0, v, 9), 0xe3069283u);
+    for (size_t i = 0; i <= 9; i++)
+        ck_assert_uint_eq(gkv_crc32c(gkv_crc32c(0, v, i), v + i, 9 - i), 0xe3069283u);
+    static uint8_t big[(1u << 20) + 7];
+    for (size_t i = 0; i < sizeof(big); i++)
+        big[i] = (uint8_t)(i * 131u + 7u);
+    uint32_t whole = gkv_crc32c(0, big + 3, sizeof(big) - 3), part = 0;
+    for (size_t off = 3; off < sizeof(big); off += 4099)
+        part = gkv_crc32c(part, big + off, sizeof(big) - off < 4099 ? sizeof(big) - off : 4099);
+    ck_assert_uint_eq(part, whole);
+    ck_assert_uint_ne(gkv_crc32c(0, "123456788", 9), 0xe3069283u);
+}
+END_TEST
+
 Suite *make_suite(void)
 {
     Suite *s = suite_create("size");
@@ -115,6 +136,7 @@ Suite *make_suite(void)
     suite_add_tcase(s, t);
     t = tcase_create("hash");
     tcase_add_test(t, siphash_reference_vectors);
+    tcase_add_test(t, crc32c_reference_vector_in_any_split);
     suite_add_tcase(s, t);
     return s;
 }

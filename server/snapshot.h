@@ -1,0 +1,60 @@
+/* snapshot.h: every key, value, metadata and deadline written to one file in --snapshot-dir
+ * (SAVE, --snapshot-interval), and the newest valid file loaded at start, for reboots. The
+ * format, checksums and what a crash at any point leaves are in docs/snapshots.md.
+ *
+ * A save takes a reference on every live entry and copies its key, metadata and deadline on the
+ * loop (host memory in proportion to the keys; the loop is held while it walks them), waits for
+ * the copy batches in flight (a value can be answered before its batch has run), then hands the
+ * list to a thread of its own. The thread reads each value through the backend's read_sync in
+ * chunks of a pinned buffer, writes the file under a temporary name, fsyncs it, renames it into
+ * place and fsyncs the directory, and wakes the loop, which drops the references. A value
+ * overwritten or deleted meanwhile keeps its memory until the save ends: the snapshot is the
+ * store as it was when SAVE began. */
+#ifndef GKV_SERVER_SNAPSHOT_H
+#define GKV_SERVER_SNAPSHOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct gkv_server gkv_server_t;
+typedef struct gkv_save gkv_save_t;
+
+/* What INFO's # Persistence shows. Written by the loop, except the progress counters, which the
+ * save thread updates (read racily for display). */
+typedef struct {
+    gkv_save_t *running; /* the save in progress, or NULL */
+    uint64_t saves, failures;
+    uint64_t last_unix_ms, last_ms, last_keys, last_bytes; /* the last save that succeeded */
+    int last_status;                                       /* 0 or the last failure's code */
+    char last_file[128], last_error[192];
+    /* At start: the snapshot loaded (file "" when none). */
+    char loaded_file[128];
+    uint64_t loaded_keys, loaded_bytes, load_ms, skipped_corrupt;
+} gkv_snapshots_t;
+
+/* Starts a save (SAVE, the interval timer). Returns 0, GKV_ENOTSUP (no --snapshot-dir),
+ * GKV_EBUSY (one is running), or GKV_ENOMEM / GKV_EIO / GKV_ESYS with why (cap bytes) saying
+ * what failed; nothing is held then. */
+int gkv_snapshot_start(gkv_server_t *s, char *why, size_t cap);
+/* Keys and bytes the running save has written so far, and its totals; false when none runs. */
+bool gkv_snapshot_progress(const gkv_server_t *s, uint64_t *keys, uint64_t *keys_total,
+                           uint64_t *bytes, uint64_t *bytes_total);
+/* INFO's # Persistence section into text (cap bytes). Returns its length, or -1 when it does
+ * not fit. */
+int gkv_snapshot_info(const gkv_server_t *s, char *text, size_t cap);
+/* At start, before anything is served: loads the newest valid snapshot of --snapshot-dir into
+ * the empty store. Every record is checked before the daemon serves; a corrupt or unreadable
+ * file leaves the store empty and is refused (GKV_EIO, err naming the file and what is wrong),
+ * or with --snapshot-skip-corrupt logged and skipped for the next older one. A value whose
+ * deadline has passed, or that fits on no device, is skipped with a count in the log.
+ * Returns 0 (loaded, or nothing to load) or a negative code. */
+int gkv_snapshot_load(gkv_server_t *s, char *err, size_t cap);
+/* Sets up the save's completion handle and the interval timer on the loop (gkv_server_init). */
+void gkv_snapshot_init(gkv_server_t *s);
+/* Closes them (the loop is ending: maybe_finish). A save still running goes on. */
+void gkv_snapshot_close(gkv_server_t *s);
+/* After the loop: waits for a save still running and drops what it holds. */
+void gkv_snapshot_fini(gkv_server_t *s);
+
+#endif
