@@ -120,7 +120,8 @@ typedef struct {
      * value memory at src into host memory dst (pinned from staging_alloc for speed) once
      * every batch that may write src has run (the caller waits for them with batch_wait first);
      * write_sync copies host memory into dst, memory from alloc on GKV_LANE_SHARED, and returns
-     * once the bytes are there. Return 0 or GKV_EIO. */
+     * once the bytes are there; it uses the shared lane, so only while nothing else does (at
+     * start, loading a snapshot, before the loop runs). Return 0 or GKV_EIO. */
     int (*read_sync)(gkv_backend_t *b, void *dst, gkv_devptr_t src, size_t len);
     int (*write_sync)(gkv_backend_t *b, gkv_devptr_t dst, const void *src, size_t len);
     /* NULL, or: lets copies run by peer's device read and write b's value memory directly
