@@ -194,11 +194,13 @@ START_TEST(a_save_killed_at_random_points_leaves_the_old_snapshot_or_the_new)
     gkv_client_t *c = connect_or_fail(d.url);
     write_values(c, 1);
     save(c);
+    /* The kills fall within twice the time a save takes here (at least 2 ms). */
+    uint64_t save_us = info_u64(c, "last_save_ms") * 1000 + 1000;
     uint64_t saved = 1, newer = 0, older = 0;
     for (uint64_t round = 2; round < 14; round++) {
         write_values(c, round);
         ck_assert_int_eq(gkv_save(c), 0);
-        harness_sleep_ms(rand() % 60);
+        usleep((useconds_t)((uint64_t)rand() % (2 * save_us)));
         gkv_client_close(c);
         harness_kill(&d);
         ck_assert_int_eq(start(&d, "no"), 0);
