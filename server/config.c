@@ -269,6 +269,8 @@ static const setting_t settings[] = {
      "loads at start (default: none)"},
     {"snapshot-interval", parse_ms, FIELD(snapshot_interval_ms), 0, 86400000 * 30ull, true, "TIME",
      "with --snapshot-dir, SAVE this often (default 0: only when asked)"},
+    {"snapshot-on-exit", parse_bool, FIELD(snapshot_on_exit), 0, 0, true, "yes|no",
+     "with --snapshot-dir, a graceful stop (SIGTERM) saves before exiting (yes)"},
     {"snapshot-skip-corrupt", parse_bool, FIELD(snapshot_skip_corrupt), 0, 0, false, "yes|no",
      "at start, skip a corrupt snapshot for the next older one (or none) instead\n"
      "of refusing to start (no)"},
@@ -336,6 +338,7 @@ void gkv_config_defaults(gkv_config_t *cfg)
     cfg->write_timeout_ms = 60000;
     cfg->output_limit = 4u << 20;
     cfg->shutdown_grace_ms = 5000;
+    cfg->snapshot_on_exit = true;
     cfg->host_copy = GKV_SIZE_AUTO;
     cfg->host_copy_max_value = 64u << 10;
 }

@@ -67,6 +67,7 @@ typedef struct {
     char snapshot_dir[PATH_MAX];   /* "" for none: SAVE is NOTSUP, nothing loads at start */
     uint64_t snapshot_interval_ms; /* a SAVE this often; 0: only when asked */
     bool snapshot_skip_corrupt;    /* at start, a corrupt snapshot is skipped (else refused) */
+    bool snapshot_on_exit;         /* a graceful stop saves before the daemon exits */
 } gkv_config_t;
 
 /* Fills cfg with the defaults; the socket path follows the user (see gkv_default_socket). */

@@ -43,6 +43,7 @@ typedef struct {
 struct gkv_save {
     gkv_server_t *srv;
     pthread_t thread;
+    bool threaded; /* written by thread (SAVE), or by the caller (at exit) */
     item_t *items;
     uint64_t n, bytes_total;
     uint8_t *names; /* every key and metadata, copied */
@@ -278,9 +279,9 @@ static void prune(const char *dir)
         free(names);
 }
 
-static void *save_thread(void *arg)
+/* Writes the whole file and publishes it (or removes it and records why not). */
+static void write_file(gkv_save_t *sv)
 {
-    gkv_save_t *sv = arg;
     const char *dir = sv->srv->cfg.snapshot_dir;
     int rc = write_header(sv);
     if (rc)
@@ -311,6 +312,12 @@ static void *save_thread(void *arg)
         unlink(sv->tmp);
     else
         prune(dir);
+}
+
+static void *save_thread(void *arg)
+{
+    gkv_save_t *sv = arg;
+    write_file(sv);
     uv_async_send(&sv->srv->snap_done);
     return NULL;
 }
@@ -338,7 +345,8 @@ static void save_done(gkv_server_t *s)
     gkv_save_t *sv = s->snapshots.running;
     if (!sv)
         return;
-    pthread_join(sv->thread, NULL);
+    if (sv->threaded)
+        pthread_join(sv->thread, NULL);
     gkv_snapshots_t *st = &s->snapshots;
     uint64_t ms = mono_ms() - sv->started_ms;
     st->last_status = sv->status;
@@ -392,12 +400,26 @@ void gkv_snapshot_close(gkv_server_t *s)
     uv_close((uv_handle_t *)&s->snap_timer, NULL);
 }
 
+static int start_save(gkv_server_t *s, bool threaded, char *why, size_t cap);
+
 void gkv_snapshot_fini(gkv_server_t *s)
 {
     save_done(s);
+    if (!s->cfg.snapshot_dir[0] || !s->cfg.snapshot_on_exit || !s->shutting_down)
+        return;
+    char why[192];
+    GKV_INFO("snapshot: saving before exit (--snapshot-on-exit)");
+    if (start_save(s, false, why, sizeof(why)))
+        GKV_ERROR("snapshot: the save before exit did not start: %s", why);
 }
 
 int gkv_snapshot_start(gkv_server_t *s, char *why, size_t cap)
+{
+    return start_save(s, true, why, cap);
+}
+
+/* Collects what to save and writes it: on a thread (SAVE), or here (at exit). */
+static int start_save(gkv_server_t *s, bool threaded, char *why, size_t cap)
 {
     const char *dir = s->cfg.snapshot_dir;
     if (!dir[0]) {
@@ -478,14 +500,19 @@ int gkv_snapshot_start(gkv_server_t *s, char *why, size_t cap)
         save_free(s, sv);
         return GKV_ESYS;
     }
-    if (pthread_create(&sv->thread, NULL, save_thread, sv) != 0) {
+    GKV_INFO("snapshot: saving %" PRIu64 " keys, %" PRIu64 " value bytes to %s", sv->n,
+             sv->bytes_total, sv->path);
+    sv->threaded = threaded;
+    if (threaded && pthread_create(&sv->thread, NULL, save_thread, sv) != 0) {
         snprintf(why, cap, "cannot start the save's thread");
         save_free(s, sv);
         return GKV_ESYS;
     }
     s->snapshots.running = sv;
-    GKV_INFO("snapshot: saving %" PRIu64 " keys, %" PRIu64 " value bytes to %s", sv->n,
-             sv->bytes_total, sv->path);
+    if (!threaded) {
+        write_file(sv);
+        save_done(s);
+    }
     return 0;
 }
 

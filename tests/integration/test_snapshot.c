@@ -1,9 +1,11 @@
 /* test_snapshot.c: snapshots (SAVE, --snapshot-dir): every value, its metadata and deadline come
  * back bit-exact after a restart; a corrupted byte is refused at start (or skipped for the
  * older snapshot when asked); a daemon SIGKILLed at random points of a save restarts with the
- * previous snapshot or the new one, never a mix; SAVE without --snapshot-dir is NOTSUP. */
+ * previous snapshot or the new one, never a mix; a graceful stop saves what came after the last
+ * SAVE (--snapshot-on-exit); SAVE without --snapshot-dir is NOTSUP. */
 #include <check.h>
 #include <dirent.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <gpukv/gpukv.h>
 #include <signal.h>
@@ -41,11 +43,19 @@ static void remove_dir(void)
     rmdir(snaps);
 }
 
+/* A daemon on the test's snapshot directory; skip: --snapshot-skip-corrupt; the save at a
+ * graceful stop (--snapshot-on-exit) only when on_exit. */
+static int start_with(gkv_daemon_t *d, const char *skip, bool on_exit)
+{
+    const char *const args[] = {"--snapshot-dir", snaps, "--maxmemory", "512M",
+                                "--snapshot-skip-corrupt", skip, "--snapshot-on-exit",
+                                on_exit ? "yes" : "no", NULL};
+    return harness_start(d, args);
+}
+
 static int start(gkv_daemon_t *d, const char *skip)
 {
-    const char *const args[] = {"--snapshot-dir",          snaps, "--maxmemory", "512M",
-                                "--snapshot-skip-corrupt", skip,  NULL};
-    return harness_start(d, args);
+    return start_with(d, skip, false);
 }
 
 /* Saves and waits until the save has ended; returns INFO's saves afterwards. */
@@ -230,6 +240,26 @@ START_TEST(a_save_killed_at_random_points_leaves_the_old_snapshot_or_the_new)
 }
 END_TEST
 
+START_TEST(a_graceful_stop_saves_every_write_for_the_restart)
+{
+    make_dir();
+    gkv_daemon_t d;
+    ck_assert_int_eq(start_with(&d, "no", true), 0);
+    gkv_client_t *c = connect_or_fail(d.url);
+    write_values(c, 1);
+    save(c);
+    write_values(c, 2); /* after the last SAVE: only the save at exit keeps it */
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&d), 0);
+    ck_assert_int_eq(start_with(&d, "no", true), 0);
+    c = connect_or_fail(d.url);
+    ck_assert_uint_eq(read_values(c), 2);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&d), 0);
+    remove_dir();
+}
+END_TEST
+
 START_TEST(save_without_a_snapshot_dir_is_notsup)
 {
     gkv_daemon_t d;
@@ -250,6 +280,7 @@ static Suite *make_suite(void)
     tcase_add_test(t, values_metadata_and_deadlines_survive_a_restart);
     tcase_add_test(t, a_corrupted_byte_is_refused_or_skipped_for_the_older_snapshot);
     tcase_add_test(t, a_save_killed_at_random_points_leaves_the_old_snapshot_or_the_new);
+    tcase_add_test(t, a_graceful_stop_saves_every_write_for_the_restart);
     tcase_add_test(t, save_without_a_snapshot_dir_is_notsup);
     suite_add_tcase(s, t);
     return s;
