@@ -3,9 +3,11 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "error.h"
 #include "hash.h"
+#include "journal.h"
 
 static bool has_deadline(const gkv_entry_t *e)
 {
@@ -71,9 +73,35 @@ static uint32_t next_random(gkv_store_t *st)
     return (uint32_t)(gkv_xorshift64(&st->rng) >> 32);
 }
 
+/* The journal's record of e (linked) as it is now. */
+static void journal_put(gkv_store_t *st, const gkv_entry_t *e)
+{
+    if (!st->journal)
+        return;
+    size_t klen;
+    uint32_t meta_len;
+    gkv_jrec_t r = {.size = e->size, .addr = e->size ? e->mem.v : 0, .dev = e->dev};
+    r.key = gkv_store_key(st, e, &klen);
+    r.klen = (uint32_t)klen;
+    r.meta = gkv_entry_meta(e, &meta_len);
+    r.meta_len = meta_len;
+    if (has_deadline(e)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t unix_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+        r.expire_unix_ms = unix_ms + (e->x->expire_at - st->now_ms);
+    }
+    (void)gkv_journal_put(st->journal, &r); /* failing: broken, which INFO reports */
+}
+
 /* Unlinks the linked entry e and drops the index's reference. */
 static void unlink_entry(gkv_store_t *st, gkv_entry_t *e)
 {
+    if (st->journal) {
+        size_t klen;
+        const uint8_t *key = gkv_store_key(st, e, &klen);
+        (void)gkv_journal_del(st->journal, key, (uint32_t)klen);
+    }
     gkv_index_unlink_node(st->ix, e);
     if (has_deadline(e))
         gkv_ttl_remove(&st->ttl, e);
@@ -352,6 +380,7 @@ static int link_entry(gkv_store_t *st, gkv_entry_t *e)
     }
     e->access = gkv_access_new(st->policy, st->now_ms);
     count_linked(st, e, 1);
+    journal_put(st, e);
     if (old) {
         gkv_entry_t *o = old;
         if (has_deadline(o))
@@ -402,6 +431,7 @@ int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags, gkv_entry
         cur->access = gkv_access_touch(st->policy, cur->access, st->now_ms, next_random(st));
         if (has_deadline(cur))
             (void)gkv_ttl_add(&st->ttl, cur); /* room was reserved above: cannot fail */
+        journal_put(st, cur);
         if (holder)
             *holder = cur;
         st->stats.sets++;
@@ -460,6 +490,8 @@ int gkv_store_del(gkv_store_t *st, const void *key, size_t klen)
 void gkv_store_flush(gkv_store_t *st)
 {
     st->ttl.n = 0; /* every member is unlinked below */
+    if (st->journal)
+        (void)gkv_journal_flush(st->journal);
     gkv_index_clear(st->ix, drop_link, st);
     st->linked_bytes = 0;
     for (unsigned i = 0; i < st->ndev; i++)
@@ -481,11 +513,13 @@ int gkv_store_expire(gkv_store_t *st, const void *key, size_t klen, uint64_t ttl
             e->x->expire_at = 0;
             return GKV_ENOMEM;
         }
+        journal_put(st, e);
         return 1;
     }
     gkv_ttl_remove(&st->ttl, e);
     e->x->expire_at = st->now_ms + ttl_ms;
     (void)gkv_ttl_add(&st->ttl, e); /* it was a member: there is room */
+    journal_put(st, e);
     return 1;
 }
 
@@ -498,6 +532,7 @@ int gkv_store_persist(gkv_store_t *st, const void *key, size_t klen)
         return 0;
     gkv_ttl_remove(&st->ttl, e);
     e->x->expire_at = 0;
+    journal_put(st, e);
     return 1;
 }
 

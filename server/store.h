@@ -73,6 +73,9 @@ typedef struct {
     gkv_ttl_heap_t ttl;  /* the linked entries that have a deadline */
     gkv_hostcopy_t hc;   /* host copies of small values (hostcopy.h); budget 0 until set */
     gkv_store_stats_t stats;
+    /* The index log that a successor replays after a crash (journal.h), borrowed, or NULL:
+     * every link, unlink, deadline change and flush is appended as it happens. */
+    struct gkv_journal *journal;
 } gkv_store_t;
 
 /* Sets up an empty store over be (borrowed, must outlive the store), its device 0, whose values

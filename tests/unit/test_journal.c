@@ -1,0 +1,213 @@
+/* test_journal.c: the index log (journal.h): the last PUT of each key survives DEL and FLUSH in
+ * replay; bytes past the committed length (a record cut short by a SIGKILL) are never read; a
+ * damaged record ends the replay there, what came before standing; the memfd grows; and a store
+ * with a journal attached records what it links, swaps in place, deletes, expires and flushes,
+ * deadlines included. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "check_main.h"
+#include "journal.h"
+#define STORE_LIMIT (1u << 20)
+#include "store_fixture.h"
+
+typedef struct {
+    char keys[64][32];
+    uint64_t addr[64];
+    int n;
+} seen_t;
+
+static int collect(void *arg, const gkv_jrec_t *r)
+{
+    seen_t *s = arg;
+    ck_assert_int_lt(s->n, 64);
+    snprintf(s->keys[s->n], sizeof(s->keys[0]), "%.*s", (int)r->klen, (const char *)r->key);
+    s->addr[s->n++] = r->addr;
+    return 0;
+}
+
+static uint64_t addr_of(const seen_t *s, const char *key)
+{
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->keys[i], key) == 0)
+            return s->addr[i];
+    return UINT64_MAX;
+}
+
+static void put(gkv_journal_t *j, const char *key, uint64_t addr)
+{
+    gkv_jrec_t r = {.key = (const uint8_t *)key, .klen = (uint32_t)strlen(key),
+                    .meta = (const uint8_t *)"m", .meta_len = 1, .size = 10, .addr = addr};
+    ck_assert_int_eq(gkv_journal_put(j, &r), 0);
+}
+
+START_TEST(the_last_put_of_each_live_key_is_replayed)
+{
+    gkv_journal_t *j;
+    ck_assert_int_eq(gkv_journal_create(&j), 0);
+    put(j, "a", 1);
+    put(j, "b", 2);
+    put(j, "a", 3);
+    ck_assert_int_eq(gkv_journal_del(j, (const uint8_t *)"b", 1), 0);
+    put(j, "c", 4);
+    seen_t s = {0};
+    bool bad;
+    char why[128];
+    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), collect, &s, &bad, why, sizeof(why)), 0);
+    ck_assert(!bad);
+    ck_assert_int_eq(s.n, 2);
+    ck_assert_uint_eq(addr_of(&s, "a"), 3);
+    ck_assert_uint_eq(addr_of(&s, "c"), 4);
+    ck_assert_int_eq(gkv_journal_flush(j), 0);
+    put(j, "d", 5);
+    memset(&s, 0, sizeof(s));
+    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), collect, &s, &bad, why, sizeof(why)), 0);
+    ck_assert_int_eq(s.n, 1);
+    ck_assert_uint_eq(addr_of(&s, "d"), 5);
+    gkv_journal_close(j);
+}
+END_TEST
+
+START_TEST(bytes_past_the_committed_length_and_damaged_records)
+{
+    gkv_journal_t *j;
+    ck_assert_int_eq(gkv_journal_create(&j), 0);
+    put(j, "a", 1);
+    put(j, "b", 2);
+    int fd = gkv_journal_fd(j);
+    uint64_t used = gkv_journal_used(j);
+    /* A record being written when the process died: past the committed length. */
+    uint8_t junk[64];
+    memset(junk, 0xab, sizeof(junk));
+    ck_assert_int_eq(pwrite(fd, junk, sizeof(junk), (off_t)(64 + used)), (ssize_t)sizeof(junk));
+    seen_t s = {0};
+    bool bad;
+    char why[128];
+    ck_assert_int_eq(gkv_journal_replay(fd, collect, &s, &bad, why, sizeof(why)), 0);
+    ck_assert(!bad);
+    ck_assert_int_eq(s.n, 2);
+    /* A flipped byte in the second record: the first stands, the damage is reported. */
+    uint8_t b;
+    off_t at = (off_t)(64 + used / 2 + 50);
+    ck_assert_int_eq(pread(fd, &b, 1, at), 1);
+    b ^= 1;
+    ck_assert_int_eq(pwrite(fd, &b, 1, at), 1);
+    memset(&s, 0, sizeof(s));
+    ck_assert_int_eq(gkv_journal_replay(fd, collect, &s, &bad, why, sizeof(why)), 0);
+    ck_assert(bad);
+    ck_assert_int_eq(s.n, 1);
+    ck_assert_uint_eq(addr_of(&s, "a"), 1);
+    gkv_journal_close(j);
+}
+END_TEST
+
+START_TEST(the_journal_grows_past_its_first_size)
+{
+    gkv_journal_t *j;
+    ck_assert_int_eq(gkv_journal_create(&j), 0);
+    static uint8_t meta[4096];
+    char key[32];
+    for (int i = 0; i < 10000; i++) { /* ~41 MB */
+        snprintf(key, sizeof(key), "k%d", i % 50);
+        gkv_jrec_t r = {.key = (const uint8_t *)key, .klen = (uint32_t)strlen(key), .meta = meta,
+                        .meta_len = sizeof(meta), .size = 1, .addr = (uint64_t)i};
+        ck_assert_int_eq(gkv_journal_put(j, &r), 0);
+    }
+    ck_assert_uint_gt(gkv_journal_used(j), 32u << 20);
+    seen_t s = {0};
+    bool bad;
+    char why[128];
+    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), collect, &s, &bad, why, sizeof(why)), 0);
+    ck_assert_int_eq(s.n, 50);
+    ck_assert_uint_eq(addr_of(&s, "k7"), 9957);
+    gkv_journal_close(j);
+}
+END_TEST
+
+static gkv_entry_t *stored(const char *key, const char *value)
+{
+    gkv_entry_t *e;
+    size_t n = strlen(value);
+    ck_assert_int_eq(gkv_store_entry_new(&st, 0, key, strlen(key), n, NULL, 0, 0, &e), 0);
+    memcpy(be->ops->host_view(be, e->mem), value, n);
+    ck_assert_int_eq(gkv_store_publish(&st, e, 0, NULL), 0);
+    gkv_store_unref(&st, e);
+    return gkv_store_find(&st, key, strlen(key));
+}
+
+typedef struct {
+    int n;
+    char key[8][16];
+    uint64_t addr[8], expire[8];
+} recs_t;
+
+static int keep(void *arg, const gkv_jrec_t *r)
+{
+    recs_t *s = arg;
+    ck_assert_int_lt(s->n, 8);
+    snprintf(s->key[s->n], sizeof(s->key[0]), "%.*s", (int)r->klen, (const char *)r->key);
+    s->addr[s->n] = r->addr;
+    s->expire[s->n++] = r->expire_unix_ms;
+    return 0;
+}
+
+static int find(const recs_t *s, const char *key)
+{
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->key[i], key) == 0)
+            return i;
+    return -1;
+}
+
+START_TEST(a_store_journals_what_it_links_and_unlinks)
+{
+    gkv_journal_t *j;
+    ck_assert_int_eq(gkv_journal_create(&j), 0);
+    st.journal = j;
+    st.now_ms = 1000;
+    stored("a", "one");
+    stored("b", "two");
+    gkv_entry_t *a = stored("a", "three"); /* an overwrite: swapped in place or linked anew */
+    ck_assert_int_eq(gkv_store_del(&st, "b", 1), 1);
+    ck_assert_int_eq(gkv_store_expire(&st, "a", 1, 60000), 1);
+    stored("c", "four");
+    recs_t s = {0};
+    bool bad;
+    char why[128];
+    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), keep, &s, &bad, why, sizeof(why)), 0);
+    ck_assert_int_eq(s.n, 2);
+    int ia = find(&s, "a");
+    ck_assert_int_ge(ia, 0);
+    ck_assert_uint_eq(s.addr[ia], a->mem.v); /* where "three" is now */
+    ck_assert_uint_gt(s.expire[ia], 0);      /* the deadline, as wall-clock time */
+    ck_assert_int_ge(find(&s, "c"), 0);
+    ck_assert_int_eq(gkv_store_persist(&st, "a", 1), 1);
+    gkv_store_flush(&st);
+    stored("d", "five");
+    memset(&s, 0, sizeof(s));
+    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), keep, &s, &bad, why, sizeof(why)), 0);
+    ck_assert_int_eq(s.n, 1);
+    ck_assert_int_ge(find(&s, "d"), 0);
+    ck_assert_uint_eq(s.expire[0], 0);
+    st.journal = NULL; /* detached before the fixture's fini */
+    gkv_store_flush(&st);
+    gkv_journal_close(j);
+}
+END_TEST
+
+Suite *make_suite(void)
+{
+    Suite *s = suite_create("journal");
+    TCase *t = tcase_create("log");
+    tcase_add_test(t, the_last_put_of_each_live_key_is_replayed);
+    tcase_add_test(t, bytes_past_the_committed_length_and_damaged_records);
+    tcase_add_test(t, the_journal_grows_past_its_first_size);
+    suite_add_tcase(s, t);
+    t = tcase_create("store");
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_test(t, a_store_journals_what_it_links_and_unlinks);
+    suite_add_tcase(s, t);
+    return s;
+}
