@@ -683,6 +683,7 @@ fail_handles:
     close_quietly((uv_handle_t *)&s->expiry);
     close_quietly((uv_handle_t *)&s->snap_done);
     close_quietly((uv_handle_t *)&s->snap_timer);
+    close_quietly((uv_handle_t *)&s->snap_list);
     uv_run(loop, UV_RUN_DEFAULT);
     free_devices(s, s->ndev);
     gkv_store_fini(&s->store);

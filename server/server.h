@@ -84,6 +84,7 @@ typedef struct gkv_server {
     gkv_snapshots_t snapshots;
     uv_async_t snap_done;
     uv_timer_t snap_timer;
+    uv_idle_t snap_list; /* lists a save's keys a slice per loop turn */
 } gkv_server_t;
 
 /* Opens the backend, the store and the listeners. cfg is copied; loop is borrowed and must

@@ -3,13 +3,13 @@
  * format, checksums and what a crash at any point leaves are in docs/snapshots.md.
  *
  * A save takes a reference on every live entry and copies its key, metadata and deadline on the
- * loop (host memory in proportion to the keys; the loop is held while it walks them), waits for
- * the copy batches in flight (a value can be answered before its batch has run), then hands the
+ * loop, a slice of keys per loop turn (host memory in proportion to the keys), waits for the
+ * copy batches in flight (a value can be answered before its batch has run), then hands the
  * list to a thread of its own. The thread reads each value through the backend's read_sync in
  * chunks of a pinned buffer, writes the file under a temporary name, fsyncs it, renames it into
- * place and fsyncs the directory, and wakes the loop, which drops the references. A value
- * overwritten or deleted meanwhile keeps its memory until the save ends: the snapshot is the
- * store as it was when SAVE began. */
+ * place and fsyncs the directory, and wakes the loop, which drops the references. Each key is
+ * saved as it was when the listing reached it; a value overwritten or deleted once listed keeps
+ * its memory until the save ends. */
 #ifndef GKV_SERVER_SNAPSHOT_H
 #define GKV_SERVER_SNAPSHOT_H
 
