@@ -260,6 +260,41 @@ START_TEST(a_graceful_stop_saves_every_write_for_the_restart)
 }
 END_TEST
 
+/* More keys than one loop turn lists (16384): the listing goes on across turns, all of them. */
+START_TEST(keys_listed_across_loop_turns_all_come_back)
+{
+    make_dir();
+    gkv_daemon_t d;
+    ck_assert_int_eq(start(&d, "no"), 0);
+    gkv_client_t *c = connect_or_fail(d.url);
+    char key[32], val[32];
+    for (int i = 0; i < 40000; i++) {
+        int kl = snprintf(key, sizeof(key), "many/%05d", i);
+        int vl = snprintf(val, sizeof(val), "value %d", i);
+        ck_assert_int_eq(gkv_set(c, key, (size_t)kl, val, (size_t)vl, NULL), 0);
+    }
+    save(c);
+    ck_assert_uint_eq(info_u64(c, "last_save_keys"), 40000);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&d), 0);
+    ck_assert_int_eq(start(&d, "no"), 0);
+    c = connect_or_fail(d.url);
+    ck_assert_uint_eq(info_u64(c, "keys"), 40000);
+    for (int i = 0; i < 40000; i += 997) {
+        int kl = snprintf(key, sizeof(key), "many/%05d", i);
+        int vl = snprintf(val, sizeof(val), "value %d", i);
+        char got[32];
+        gkv_value_info_t vi;
+        ck_assert_int_eq(gkv_get(c, key, (size_t)kl, NULL, got, sizeof(got), &vi), 0);
+        ck_assert_uint_eq(vi.length, (uint64_t)vl);
+        ck_assert_int_eq(memcmp(got, val, (size_t)vl), 0);
+    }
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&d), 0);
+    remove_dir();
+}
+END_TEST
+
 START_TEST(save_without_a_snapshot_dir_is_notsup)
 {
     gkv_daemon_t d;
@@ -281,6 +316,7 @@ static Suite *make_suite(void)
     tcase_add_test(t, a_corrupted_byte_is_refused_or_skipped_for_the_older_snapshot);
     tcase_add_test(t, a_save_killed_at_random_points_leaves_the_old_snapshot_or_the_new);
     tcase_add_test(t, a_graceful_stop_saves_every_write_for_the_restart);
+    tcase_add_test(t, keys_listed_across_loop_turns_all_come_back);
     tcase_add_test(t, save_without_a_snapshot_dir_is_notsup);
     suite_add_tcase(s, t);
     return s;
