@@ -56,6 +56,7 @@ PyObject *client_getsize_prefix(ClientObject *self, PyObject *prefix);
 PyObject *client_locate(ClientObject *self, PyObject *key);
 PyObject *client_move(ClientObject *self, PyObject *args);
 PyObject *client_flush(ClientObject *self, PyObject *noargs);
+PyObject *client_save(ClientObject *self, PyObject *noargs);
 PyObject *client_expire(ClientObject *self, PyObject *args);
 PyObject *client_persist(ClientObject *self, PyObject *args);
 PyObject *client_pttl(ClientObject *self, PyObject *args);

@@ -126,6 +126,16 @@ PyObject *client_flush(ClientObject *self, PyObject *noargs)
     Py_RETURN_NONE;
 }
 
+PyObject *client_save(ClientObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    int rc;
+    CLIENT_CALL(client_enter, self, rc, gkv_save(self->c));
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 /* _expire(key, ms) -> 1 or 0; _persist(key) -> 1 or 0; _pttl(key) -> ms left or None. */
 PyObject *client_expire(ClientObject *self, PyObject *args)
 {

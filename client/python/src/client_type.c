@@ -385,6 +385,9 @@ static PyMethodDef client_methods[] = {
     {"_getsize_prefix", (PyCFunction)client_getsize_prefix, METH_O,
      "(bytes, count) of the keys under a prefix."},
     {"flush", (PyCFunction)client_flush, METH_NOARGS, "Deletes every key of the server."},
+    {"save", (PyCFunction)client_save, METH_NOARGS,
+     "save(): starts a snapshot of every key to the server's --snapshot-dir (info() shows "
+     "its progress). Raises NotSupported without one, Busy while a save runs."},
     {"_expire", (PyCFunction)client_expire, METH_VARARGS, "EXPIRE key ms: 1, or 0 (no key)."},
     {"_persist", (PyCFunction)client_persist, METH_VARARGS, "PERSIST key: 1, or 0 (none)."},
     {"_pttl", (PyCFunction)client_pttl, METH_VARARGS, "TTL key: milliseconds left or None."},

@@ -15,7 +15,7 @@ import pytest
 import gpukv
 from gpukv import _gpukv
 
-from conftest import BACKEND
+from conftest import BACKEND, wait_for
 
 
 def test_hello_and_ping(client, daemon):
@@ -470,3 +470,16 @@ def test_values_on_two_gpus(fresh_daemon):
         assert c.get("a") == b"x" * 5000
         with pytest.raises(gpukv.NotFound):
             c.move("nope", 1)
+
+
+def test_save_needs_a_snapshot_dir(fresh_daemon, tmp_path):
+    d = fresh_daemon()
+    with gpukv.Client(d.url) as c:
+        with pytest.raises(gpukv.NotSupported):
+            c.save()
+    d2 = fresh_daemon("--snapshot-dir", str(tmp_path / "snaps"))
+    with gpukv.Client(d2.url) as c:
+        c.set("k", b"v")
+        c.save()
+        assert wait_for(lambda: (tmp_path / "snaps").exists() and
+                        any(p.name.endswith(".snap") for p in (tmp_path / "snaps").iterdir()))
