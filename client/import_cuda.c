@@ -45,6 +45,22 @@ static gkv_cuda_pool_t *pools;
     } while (0)
 
 
+/* Lets this process's other GPUs that reach dev read and write the imported pool directly
+ * (gkv_get_to_device into a buffer on another GPU copies peer to peer; a kernel there may read
+ * a mapping). Where a GPU cannot, copies go through host memory, as cudaMemcpy decides. */
+static void grant_peers(cudaMemPool_t pool, int dev, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int can = 0;
+        if (i == dev || cudaDeviceCanAccessPeer(&can, i, dev) != cudaSuccess || !can)
+            continue;
+        struct cudaMemAccessDesc d = {.location = {.type = cudaMemLocationTypeDevice, .id = i},
+                                      .flags = cudaMemAccessFlagsProtReadWrite};
+        if (cudaMemPoolSetAccess(pool, &d, 1) != cudaSuccess)
+            (void)cudaGetLastError(); /* not fatal: copies then go through host memory */
+    }
+}
+
 int gkv__cuda_attach(int fd, const char *uuid, gkv_cuda_pool_t **out, int *device, char *why,
                      size_t cap)
 {
@@ -80,6 +96,8 @@ int gkv__cuda_attach(int fd, const char *uuid, gkv_cuda_pool_t **out, int *devic
     gkv_cuda_pool_t *z = pools;
     while (z && z->pool != pool)
         z = z->next;
+    if (!z)
+        grant_peers(pool, dev, n);
     if (!z && (z = calloc(1, sizeof(*z)))) {
         z->pool = pool;
         z->device = dev;
