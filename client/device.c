@@ -1,6 +1,7 @@
 /* device.c: device memory in and out: through a mapping when zero-copy is available (CREATE, a
  * device copy, SEAL; MAP, a device copy, unmap), else through host memory and the socket. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "client.h"
 #include "commands.h"
@@ -9,10 +10,30 @@
 
 #define DEV_CHUNK (8u << 20)
 
+/* opts, or a copy of them naming the daemon's GPU that holds dptr (when opts names none and
+ * the daemon has several): the value is then written device to device on one GPU. */
+static const gkv_set_opts_t *near_source(gkv_client_t *c, const void *dptr,
+                                         const gkv_set_opts_t *opts, gkv_set_opts_t *buf)
+{
+    char uuid[48];
+    if ((opts && opts->gpu) || c->info.gpus < 2 || gkv__cuda_ptr_uuid(dptr, uuid, sizeof(uuid)))
+        return opts;
+    for (uint32_t i = 0; i < c->info.gpus; i++) {
+        if (strcmp(c->info.gpu_uuids[i], uuid) == 0) {
+            *buf = opts ? *opts : (gkv_set_opts_t){0};
+            buf->gpu = GKV_GPU((int)i);
+            return buf;
+        }
+    }
+    return opts;
+}
+
 int gkv_set_from_device(gkv_client_t *c, const void *key, size_t klen, const void *dptr, size_t len,
                         const gkv_set_opts_t *opts)
 {
     gkv_mapping_t *m;
+    gkv_set_opts_t near;
+    opts = near_source(c, dptr, opts, &near);
     if (c->nshared) {
         int rc = gkv_create(c, key, klen, len, opts, &m);
         if (rc)

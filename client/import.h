@@ -38,6 +38,9 @@ int gkv__cuda_import(gkv_cuda_pool_t *z, const void *data, size_t len, gkv_impor
 int gkv__cuda_unimport(gkv_import_t *v);
 /* Drops the connection's reference on the pool; the last destroys the pool's import. */
 void gkv__cuda_detach(gkv_cuda_pool_t *z);
+/* The UUID ("GPU-...") of the GPU whose memory p is, into uuid (cap bytes). Returns 0, or
+ * GKV_ENOTSUP when p is not device memory (or CUDA is not there). */
+int gkv__cuda_ptr_uuid(const void *p, char *uuid, size_t cap);
 /* cudaMemcpy with the direction inferred from the pointers; GKV_EIO or GKV_ENOTSUP on failure. */
 int gkv__cuda_copy(void *dst, const void *src, size_t len);
 

@@ -190,6 +190,19 @@ void gkv__cuda_detach(gkv_cuda_pool_t *z)
     pthread_mutex_unlock(&registry_lock);
 }
 
+int gkv__cuda_ptr_uuid(const void *p, char *uuid, size_t cap)
+{
+    struct cudaPointerAttributes a;
+    struct cudaDeviceProp prop;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess || a.type != cudaMemoryTypeDevice ||
+        cudaGetDeviceProperties(&prop, a.device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return GKV_ENOTSUP;
+    }
+    gkv_gpu_uuid_format((const unsigned char *)prop.uuid.bytes, uuid, cap);
+    return 0;
+}
+
 int gkv__cuda_copy(void *dst, const void *src, size_t len)
 {
     /* cudaMemcpy returns before a device-to-device copy has finished: wait for it, since the

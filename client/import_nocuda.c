@@ -37,6 +37,14 @@ void gkv__cuda_detach(gkv_cuda_pool_t *z)
     (void)z;
 }
 
+int gkv__cuda_ptr_uuid(const void *p, char *uuid, size_t cap)
+{
+    (void)p;
+    (void)uuid;
+    (void)cap;
+    return GKV_ENOTSUP;
+}
+
 int gkv__cuda_copy(void *dst, const void *src, size_t len)
 {
     (void)dst;
