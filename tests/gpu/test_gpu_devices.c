@@ -133,6 +133,19 @@ START_TEST(values_on_both_devices_reach_other_processes)
         harness_fill(want, 64u << 20, (uint64_t)(10 * g + 3));
         ck_assert_int_eq(memcmp(host, want, 64u << 20), 0);
     }
+    /* gkv_set_from_device puts the value on the daemon's GPU that holds the buffer. */
+    int src = ngpus > 1 ? 1 : 0;
+    void *sbuf;
+    ck_assert_int_eq(cudaSetDevice(src), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc(&sbuf, 1u << 20), cudaSuccess);
+    harness_fill(want, 1u << 20, 77);
+    ck_assert_int_eq(cudaMemcpy(sbuf, want, 1u << 20, cudaMemcpyHostToDevice), cudaSuccess);
+    ck_assert_int_eq(gkv_set_from_device(c, "from/dev", 8, sbuf, 1u << 20, NULL), 0);
+    ck_assert_int_eq(gkv_locate(c, "from/dev", 8, &size, &gpu), 0);
+    ck_assert_int_eq(gpu, src);
+    check_on(c, "from/dev", 1u << 20, 77, src);
+    cudaFree(sbuf);
+    ck_assert_int_eq(cudaSetDevice(0), cudaSuccess);
     free(host);
     free(want);
     cudaFree(dbuf);
