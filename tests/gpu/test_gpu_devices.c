@@ -199,7 +199,8 @@ START_TEST(move_under_readers_and_oom_per_device)
     while (atomic_load(&rd.reads) < 2 && !atomic_load(&rd.wrong))
         usleep(1000);
     int moves = 0, until = atomic_load(&rd.reads) + 100;
-    while (moves < 40 || (moves & 1) || atomic_load(&rd.reads) < until) {
+    while (moves < 40 || (moves & 1) ||
+           (atomic_load(&rd.reads) < until && !atomic_load(&rd.wrong))) {
         ck_assert_int_eq(gkv_move(c, "m", 1, (moves & 1) ? 0 : 1), 1);
         moves++;
     }
