@@ -2,6 +2,7 @@
 #include "duration.h"
 
 #include <string.h>
+#include <time.h>
 
 #include "error.h"
 #include "size.h"
@@ -24,4 +25,11 @@ int gkv_duration_parse(const char *s, uint64_t *ms)
         return 0;
     }
     return GKV_EINVAL;
+}
+
+uint64_t gkv_wall_clock_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }

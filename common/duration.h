@@ -1,4 +1,5 @@
-/* duration.h: spans of time written by people ("30s", "500ms", "2m") to milliseconds. */
+/* duration.h: spans of time written by people ("30s", "500ms", "2m") to milliseconds, and the
+ * wall clock that times leaving the process (snapshots, the journal) are written in. */
 #ifndef GKV_COMMON_DURATION_H
 #define GKV_COMMON_DURATION_H
 
@@ -8,5 +9,7 @@
  * borrowed. Returns 0 and *ms, or GKV_EINVAL for anything else: signs, spaces, fractions,
  * overflow, unknown units, empty strings. */
 int gkv_duration_parse(const char *s, uint64_t *ms);
+/* The wall clock (CLOCK_REALTIME) in Unix milliseconds. */
+uint64_t gkv_wall_clock_ms(void);
 
 #endif

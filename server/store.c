@@ -3,8 +3,8 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "duration.h"
 #include "error.h"
 #include "hash.h"
 #include "journal.h"
@@ -85,12 +85,8 @@ static void journal_put(gkv_store_t *st, const gkv_entry_t *e)
     r.klen = (uint32_t)klen;
     r.meta = gkv_entry_meta(e, &meta_len);
     r.meta_len = meta_len;
-    if (has_deadline(e)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t unix_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-        r.expire_unix_ms = unix_ms + (e->x->expire_at - st->now_ms);
-    }
+    if (has_deadline(e))
+        r.expire_unix_ms = gkv_store_deadline_unix(st, e, gkv_wall_clock_ms());
     (void)gkv_journal_put(st->journal, &r); /* failing: broken, which INFO reports */
 }
 
@@ -441,6 +437,12 @@ int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags, gkv_entry
         return GKV_ENOMEM;
     st->stats.sets++;
     return 0;
+}
+
+uint64_t gkv_store_deadline_unix(const gkv_store_t *st, const gkv_entry_t *e,
+                                 uint64_t now_unix_ms)
+{
+    return has_deadline(e) ? now_unix_ms + (e->x->expire_at - st->now_ms) : 0;
 }
 
 bool gkv_store_alive(const gkv_store_t *st, const gkv_entry_t *e)
