@@ -439,8 +439,7 @@ int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags, gkv_entry
     return 0;
 }
 
-uint64_t gkv_store_deadline_unix(const gkv_store_t *st, const gkv_entry_t *e,
-                                 uint64_t now_unix_ms)
+uint64_t gkv_store_deadline_unix(const gkv_store_t *st, const gkv_entry_t *e, uint64_t now_unix_ms)
 {
     return has_deadline(e) ? now_unix_ms + (e->x->expire_at - st->now_ms) : 0;
 }

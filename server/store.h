@@ -145,8 +145,7 @@ int gkv_store_del(gkv_store_t *st, const void *key, size_t klen);
 /* TTLs: deadlines in the store clock (now_ms). */
 /* e's deadline in Unix milliseconds (0: none), now_unix_ms being the wall clock now: deadlines
  * leave the process (snapshots, the journal) as wall-clock times. */
-uint64_t gkv_store_deadline_unix(const gkv_store_t *st, const gkv_entry_t *e,
-                                 uint64_t now_unix_ms);
+uint64_t gkv_store_deadline_unix(const gkv_store_t *st, const gkv_entry_t *e, uint64_t now_unix_ms);
 /* Keys past their deadline that LIST and GETSIZE expire before they walk. */
 #define GKV_REAP_BEFORE_WALK 4096u
 /* Gives an unpublished entry a deadline ttl_ms (> 0) from now, kept when it is published.
