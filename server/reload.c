@@ -42,6 +42,7 @@ static int reload(gkv_server_t *s)
     gkv_log_set_level(s->cfg.log_level);
     s->store.host_limit = s->cfg.maxmemory_keys;
     s->store.policy = s->cfg.maxmemory_policy;
+    gkv_snapshot_schedule(s); /* --snapshot-interval */
     return changed;
 }
 

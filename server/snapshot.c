@@ -409,9 +409,16 @@ void gkv_snapshot_init(gkv_server_t *s)
     s->snap_timer.data = s;
     uv_idle_init(s->loop, &s->snap_list);
     s->snap_list.data = s;
+    gkv_snapshot_schedule(s);
+}
+
+void gkv_snapshot_schedule(gkv_server_t *s)
+{
     uint64_t every = s->cfg.snapshot_interval_ms;
     if (s->cfg.snapshot_dir[0] && every)
         uv_timer_start(&s->snap_timer, on_snap_timer, every, every);
+    else
+        uv_timer_stop(&s->snap_timer);
 }
 
 void gkv_snapshot_close(gkv_server_t *s)

@@ -52,6 +52,8 @@ int gkv_snapshot_info(const gkv_server_t *s, char *text, size_t cap);
 int gkv_snapshot_load(gkv_server_t *s, char *err, size_t cap);
 /* Sets up the save's completion handle and the interval timer on the loop (gkv_server_init). */
 void gkv_snapshot_init(gkv_server_t *s);
+/* (Re)starts the interval timer from --snapshot-interval (init, and SIGHUP's reload). */
+void gkv_snapshot_schedule(gkv_server_t *s);
 /* Closes them (the loop is ending: maybe_finish). A save still running goes on. */
 void gkv_snapshot_close(gkv_server_t *s);
 /* After the loop: waits for a save still running and drops what it holds. */

@@ -295,6 +295,39 @@ START_TEST(keys_listed_across_loop_turns_all_come_back)
 }
 END_TEST
 
+/* --snapshot-interval set by SIGHUP (from the --config file) starts saving without a restart. */
+START_TEST(a_reloaded_interval_starts_saving)
+{
+    make_dir();
+    char conf[128];
+    snprintf(conf, sizeof(conf), "%s/gpukvd.conf", snaps);
+    FILE *f = fopen(conf, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "snapshot-dir = %s\n", snaps);
+    fclose(f);
+    gkv_daemon_t d;
+    const char *const args[] = {"--config", conf, "--snapshot-on-exit", "no", NULL};
+    ck_assert_int_eq(harness_start(&d, args), 0);
+    gkv_client_t *c = connect_or_fail(d.url);
+    ck_assert_int_eq(gkv_set(c, "k", 1, "v", 1, NULL), 0);
+    harness_sleep_ms(300);
+    ck_assert_uint_eq(info_u64(c, "saves"), 0);
+    f = fopen(conf, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "snapshot-dir = %s\nsnapshot-interval = 100ms\n", snaps);
+    fclose(f);
+    kill(d.pid, SIGHUP);
+    uint64_t saves = 0;
+    for (int i = 0; i < 100 && (saves = info_u64(c, "saves")) < 2; i++)
+        harness_sleep_ms(50);
+    ck_assert_uint_ge(saves, 2);
+    ck_assert_uint_eq(info_u64(c, "snapshot_interval_ms"), 100);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&d), 0);
+    remove_dir();
+}
+END_TEST
+
 START_TEST(save_without_a_snapshot_dir_is_notsup)
 {
     gkv_daemon_t d;
@@ -317,6 +350,7 @@ static Suite *make_suite(void)
     tcase_add_test(t, a_save_killed_at_random_points_leaves_the_old_snapshot_or_the_new);
     tcase_add_test(t, a_graceful_stop_saves_every_write_for_the_restart);
     tcase_add_test(t, keys_listed_across_loop_turns_all_come_back);
+    tcase_add_test(t, a_reloaded_interval_starts_saving);
     tcase_add_test(t, save_without_a_snapshot_dir_is_notsup);
     suite_add_tcase(s, t);
     return s;
