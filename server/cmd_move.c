@@ -4,8 +4,6 @@
  * the key while the copy runs wins over the move. */
 #include "handlers.h"
 
-#include <inttypes.h>
-
 #include "error.h"
 
 int gkv_cmd_move(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
@@ -26,13 +24,8 @@ int gkv_cmd_move(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     if (moving) {
         gkv_entry_t *copy;
         rc = gkv_store_copy_begin(st, e, (unsigned)to, &copy);
-        if (rc == GKV_EOOM) {
-            const gkv_store_dev_t *d = &st->dev[to];
-            return gkv_reply_fail(rep, rc,
-                                  "value of %" PRIu64 " bytes does not fit on GPU %d (%s): %" PRIu64
-                                  " of %" PRIu64 " bytes used",
-                                  (uint64_t)e->size, to, d->be->gpu_uuid, d->used, d->limit);
-        }
+        if (rc == GKV_EOOM)
+            return gkv_reply_oom(rep, st, (unsigned)to, e->size);
         if (rc)
             return rc;
         gkv_store_ref(e);

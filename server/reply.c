@@ -155,6 +155,18 @@ int gkv_cmd_check_new_value(gkv_server_t *srv, const gkv_request_t *req, uint64_
     return 0;
 }
 
+int gkv_reply_oom(gkv_reply_t *rep, const gkv_store_t *st, unsigned dev, uint64_t size)
+{
+    const gkv_store_dev_t *d = &st->dev[dev]; /* with one device, the store's figures */
+    char where[96] = "";
+    if (st->ndev > 1)
+        snprintf(where, sizeof(where), " on device %u (%s)", dev, d->be->gpu_uuid);
+    return gkv_reply_fail(rep, GKV_EOOM,
+                          "value of %" PRIu64 " bytes does not fit%s: %" PRIu64 " of %" PRIu64
+                          " bytes used",
+                          size, where, d->used, d->limit);
+}
+
 int gkv_cmd_named_device(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep, int *dev)
 {
     *dev = -1;
@@ -203,16 +215,8 @@ int gkv_cmd_new_entry(gkv_server_t *srv, const gkv_request_t *req, uint64_t size
         gkv_store_unref(&srv->store, *out);
         *out = NULL;
     }
-    if (rc == GKV_EOOM) { /* the device's figures: with one device, the store's */
-        const gkv_store_dev_t *d = &st->dev[dev];
-        char where[96] = "";
-        if (st->ndev > 1)
-            snprintf(where, sizeof(where), " on device %u (%s)", dev, d->be->gpu_uuid);
-        return gkv_reply_fail(rep, rc,
-                              "value of %" PRIu64 " bytes does not fit%s: %" PRIu64 " of %" PRIu64
-                              " bytes used",
-                              size, where, d->used, d->limit);
-    }
+    if (rc == GKV_EOOM)
+        return gkv_reply_oom(rep, st, dev, size);
     if (rc == GKV_ENOMEM &&
         !gkv_store_host_room(&srv->store, req->key.len, (uint32_t)req->meta.len))
         return gkv_reply_fail(rep, rc,

@@ -86,6 +86,9 @@ int gkv_cmd_check_ttl(const gkv_request_t *req, gkv_reply_t *rep);
  * client may change the key meanwhile). */
 int gkv_cmd_check_new_value(gkv_server_t *srv, const gkv_request_t *req, uint64_t size,
                             gkv_reply_t *rep);
+/* An OOM for a value of size bytes that does not fit on device dev: its figures, and with
+ * several devices its ordinal and UUID, in the message. Returns GKV_EOOM. */
+int gkv_reply_oom(gkv_reply_t *rep, const gkv_store_t *st, unsigned dev, uint64_t size);
 /* The device a request names with gpu (the daemon's ordinal, or a UUID: the first device with
  * it) in *dev; *dev = -1 when it names none. Returns 0 or GKV_EINVAL (the message names it). */
 int gkv_cmd_named_device(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep, int *dev);

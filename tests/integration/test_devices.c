@@ -340,7 +340,7 @@ START_TEST(move_keeps_every_byte_under_concurrent_readers)
     set_on(c, "big", 6u << 20, 13, GKV_GPU(0));
     set_on(c, "fill", 4u << 20, 14, GKV_GPU(1));
     ck_assert_int_eq(gkv_move(c, "big", 3, 1), GKV_EOOM);
-    ck_assert_ptr_nonnull(strstr(gkv_client_errmsg(c), "on GPU 1 (HOST-1)"));
+    ck_assert_ptr_nonnull(strstr(gkv_client_errmsg(c), "on device 1 (HOST-1)"));
     ck_assert_int_eq(where(c, "big"), 0);
     check_value(c, "big", 6u << 20, 13);
     gkv_client_close(c);
