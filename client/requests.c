@@ -355,14 +355,6 @@ int gkv_del_prefix(gkv_client_t *c, const void *prefix, size_t plen, uint64_t *c
     return rc;
 }
 
-int gkv_getsize(gkv_client_t *c, const void *key, size_t klen, uint64_t *size)
-{
-    int rc = key_request(c, GKV_OP_GETSIZE, key, klen, 0);
-    if (rc)
-        return rc;
-    *size = c->resp.size;
-    return 0;
-}
 
 int gkv_locate(gkv_client_t *c, const void *key, size_t klen, uint64_t *size, int *gpu)
 {
@@ -372,6 +364,12 @@ int gkv_locate(gkv_client_t *c, const void *key, size_t klen, uint64_t *size, in
     *size = c->resp.size;
     *gpu = c->resp.gpu > 0 ? (int)c->resp.gpu : 0; /* an older server names none: its first */
     return 0;
+}
+
+int gkv_getsize(gkv_client_t *c, const void *key, size_t klen, uint64_t *size)
+{
+    int gpu;
+    return gkv_locate(c, key, klen, size, &gpu);
 }
 
 int gkv_getsize_prefix(gkv_client_t *c, const void *prefix, size_t plen, uint64_t *bytes,
