@@ -355,7 +355,6 @@ int gkv_del_prefix(gkv_client_t *c, const void *prefix, size_t plen, uint64_t *c
     return rc;
 }
 
-
 int gkv_locate(gkv_client_t *c, const void *key, size_t klen, uint64_t *size, int *gpu)
 {
     int rc = key_request(c, GKV_OP_GETSIZE, key, klen, 0);
