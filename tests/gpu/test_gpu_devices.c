@@ -8,7 +8,6 @@
 #include <check.h>
 #include <cuda_runtime.h>
 #include <gpukv/gpukv.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -154,59 +153,24 @@ START_TEST(values_on_both_devices_reach_other_processes)
 }
 END_TEST
 
-typedef struct {
-    const char *url;
-    atomic_bool stop;
-    atomic_int reads, wrong;
-} readers_t;
-
-static void *reader(void *arg)
-{
-    readers_t *rd = arg;
-    gkv_client_t *c = NULL;
-    if (gkv_client_connect(rd->url, &c) != 0) {
-        atomic_fetch_add(&rd->wrong, 1);
-        return NULL;
-    }
-    size_t n = 16u << 20;
-    uint8_t *want = malloc(n), *got = malloc(n);
-    harness_fill(want, n, 31);
-    while (!atomic_load(&rd->stop)) {
-        gkv_value_info_t vi;
-        if (gkv_get(c, "m", 1, NULL, got, n, &vi) != 0 || vi.length != n ||
-            memcmp(got, want, n) != 0)
-            atomic_fetch_add(&rd->wrong, 1);
-        atomic_fetch_add(&rd->reads, 1);
-    }
-    free(want);
-    free(got);
-    gkv_client_close(c);
-    return NULL;
-}
-
 START_TEST(move_under_readers_and_oom_per_device)
 {
     start("2G,6G");
     gkv_client_t *c;
     ck_assert_int_eq(gkv_client_connect(d.url, &c), 0);
     set_on(c, "m", 16u << 20, 31, 0);
-    readers_t rd = {.url = d.url};
-    pthread_t th[2];
-    for (int i = 0; i < 2; i++)
-        ck_assert_int_eq(pthread_create(&th[i], NULL, reader, &rd), 0);
     /* The moves start once both readers read, and go on (an even number of them) until the
      * readers have read 100 times more. */
-    while (atomic_load(&rd.reads) < 2 && !atomic_load(&rd.wrong))
-        usleep(1000);
+    harness_readers_t rd = {
+        .url = d.url, .keys = {"m"}, .sizes = {16u << 20}, .seeds = {31}, .nkeys = 1};
+    ck_assert_int_eq(harness_readers_start(&rd, 2), 0);
     int moves = 0, until = atomic_load(&rd.reads) + 100;
     while (moves < 40 || (moves & 1) ||
            (atomic_load(&rd.reads) < until && !atomic_load(&rd.wrong))) {
         ck_assert_int_eq(gkv_move(c, "m", 1, (moves & 1) ? 0 : 1), 1);
         moves++;
     }
-    atomic_store(&rd.stop, true);
-    for (int i = 0; i < 2; i++)
-        pthread_join(th[i], NULL);
+    harness_readers_stop(&rd);
     fprintf(stderr, "move under readers: %d moves, %d reads, %d wrong\n", moves,
             atomic_load(&rd.reads), atomic_load(&rd.wrong));
     ck_assert_int_ge(atomic_load(&rd.reads), 100);

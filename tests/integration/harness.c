@@ -209,3 +209,58 @@ int harness_tcp_connect(const char *hostport)
     }
     return fd;
 }
+
+static void *reader(void *arg)
+{
+    harness_readers_t *r = arg;
+    gkv_client_t *c = NULL;
+    if (gkv_client_connect(r->url, &c) != 0) {
+        atomic_fetch_add(&r->wrong, 1);
+        return NULL;
+    }
+    uint8_t *want[HARNESS_READ_KEYS] = {0}, *got = NULL;
+    size_t most = 1;
+    bool ok = true;
+    for (int i = 0; i < r->nkeys; i++) {
+        most = r->sizes[i] > most ? r->sizes[i] : most;
+        if ((want[i] = malloc(r->sizes[i] ? r->sizes[i] : 1)))
+            harness_fill(want[i], r->sizes[i], r->seeds[i]);
+        ok = ok && want[i];
+    }
+    ok = ok && (got = malloc(most));
+    if (!ok)
+        atomic_fetch_add(&r->wrong, 1);
+    while (ok && !atomic_load(&r->stop)) {
+        for (int i = 0; i < r->nkeys; i++) {
+            gkv_value_info_t vi;
+            if (gkv_get(c, r->keys[i], strlen(r->keys[i]), NULL, got, r->sizes[i], &vi) != 0 ||
+                vi.length != r->sizes[i] || memcmp(got, want[i], r->sizes[i]) != 0)
+                atomic_fetch_add(&r->wrong, 1);
+        }
+        atomic_fetch_add(&r->reads, 1);
+    }
+    for (int i = 0; i < r->nkeys; i++)
+        free(want[i]);
+    free(got);
+    gkv_client_close(c);
+    return NULL;
+}
+
+int harness_readers_start(harness_readers_t *r, int n)
+{
+    r->nthreads = 0;
+    for (int i = 0; i < n && i < HARNESS_READERS; i++)
+        if (pthread_create(&r->threads[r->nthreads], NULL, reader, r) == 0)
+            r->nthreads++;
+    while (r->nthreads && atomic_load(&r->reads) < n && !atomic_load(&r->wrong))
+        harness_sleep_ms(1);
+    return r->nthreads ? 0 : -1;
+}
+
+void harness_readers_stop(harness_readers_t *r)
+{
+    atomic_store(&r->stop, true);
+    for (int i = 0; i < r->nthreads; i++)
+        pthread_join(r->threads[i], NULL);
+    r->nthreads = 0;
+}

@@ -3,6 +3,9 @@
 #ifndef GKV_TESTS_HARNESS_H
 #define GKV_TESTS_HARNESS_H
 
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -42,5 +45,28 @@ long harness_rss_anon_kb(const gkv_daemon_t *d);
 uint64_t harness_fnv(uint64_t h, const void *p, size_t n);
 /* Fills p with bytes that depend on seed and position. */
 void harness_fill(void *p, size_t n, uint64_t seed);
+
+/* Readers for "every byte stays right while ..." tests: threads, each on a connection of its
+ * own, GET every key in turn until stopped; a read that fails, or is not the whole value
+ * harness_fill(sizes[i], seeds[i]), counts as wrong. Fill url, keys, sizes, seeds, nkeys. */
+#define HARNESS_READ_KEYS 4
+#define HARNESS_READERS 4
+typedef struct {
+    const char *url;
+    const char *keys[HARNESS_READ_KEYS];
+    size_t sizes[HARNESS_READ_KEYS];
+    uint64_t seeds[HARNESS_READ_KEYS];
+    int nkeys;
+    atomic_bool stop;
+    atomic_int reads; /* rounds over every key, by all readers */
+    atomic_int wrong;
+    pthread_t threads[HARNESS_READERS];
+    int nthreads;
+} harness_readers_t;
+/* Starts n (1..HARNESS_READERS) readers and returns once they have read n rounds (or one went
+ * wrong). Returns 0 or -1 (no thread could start). */
+int harness_readers_start(harness_readers_t *r, int n);
+/* Stops and joins them. */
+void harness_readers_stop(harness_readers_t *r);
 
 #endif

@@ -6,7 +6,6 @@
  * (clients of one descriptor only the first). */
 #include <check.h>
 #include <gpukv/gpukv.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -256,41 +255,6 @@ START_TEST(requests_name_the_gpu_and_replies_say_where_values_are)
 }
 END_TEST
 
-/* Readers of a key being moved back and forth: every GET is the whole value, exact. */
-typedef struct {
-    const char *url;
-    atomic_bool stop;
-    atomic_int reads, wrong;
-} readers_t;
-
-static void *reader(void *arg)
-{
-    readers_t *rd = arg;
-    gkv_client_t *c = NULL;
-    if (gkv_client_connect(rd->url, &c) != 0) {
-        atomic_fetch_add(&rd->wrong, 1);
-        return NULL;
-    }
-    size_t big = 3u << 20;
-    uint8_t *want = malloc(big), *got = malloc(big), want_s[100];
-    harness_fill(want, big, 11);
-    harness_fill(want_s, sizeof(want_s), 12);
-    while (!atomic_load(&rd->stop)) {
-        gkv_value_info_t vi;
-        if (gkv_get(c, "m", 1, NULL, got, big, &vi) != 0 || vi.length != big ||
-            memcmp(got, want, big) != 0)
-            atomic_fetch_add(&rd->wrong, 1);
-        if (gkv_get(c, "s", 1, NULL, got, 100, &vi) != 0 || vi.length != 100 ||
-            memcmp(got, want_s, 100) != 0)
-            atomic_fetch_add(&rd->wrong, 1);
-        atomic_fetch_add(&rd->reads, 1);
-    }
-    free(want);
-    free(got);
-    gkv_client_close(c);
-    return NULL;
-}
-
 START_TEST(move_keeps_every_byte_under_concurrent_readers)
 {
     const char *const extra[] = {"--devices", "0,1", "--maxmemory", "16M,8M", NULL};
@@ -301,12 +265,10 @@ START_TEST(move_keeps_every_byte_under_concurrent_readers)
     set_on(c, "s", 100, 12, GKV_GPU(0));
     gkv_set_opts_t ttl = {.ttl_ms = 600000, .meta = "mm", .meta_len = 2};
     ck_assert_int_eq(gkv_set(c, "t", 1, "tt", 2, &ttl), 0);
-    readers_t rd = {.url = d.url};
-    pthread_t th[2];
-    for (int i = 0; i < 2; i++)
-        ck_assert_int_eq(pthread_create(&th[i], NULL, reader, &rd), 0);
-    while (atomic_load(&rd.reads) < 2 && !atomic_load(&rd.wrong))
-        harness_sleep_ms(1);
+    /* Readers of the keys being moved back and forth: every GET is the whole value, exact. */
+    harness_readers_t rd = {
+        .url = d.url, .keys = {"m", "s"}, .sizes = {3u << 20, 100}, .seeds = {11, 12}, .nkeys = 2};
+    ck_assert_int_eq(harness_readers_start(&rd, 2), 0);
     for (int i = 0; i < 20; i++) {
         int to = (i & 1) ? 0 : 1;
         ck_assert_int_eq(gkv_move(c, "m", 1, to), 1);
@@ -314,9 +276,7 @@ START_TEST(move_keeps_every_byte_under_concurrent_readers)
         ck_assert_int_eq(where(c, "m"), to);
         ck_assert_int_eq(where(c, "s"), to);
     }
-    atomic_store(&rd.stop, true);
-    for (int i = 0; i < 2; i++)
-        pthread_join(th[i], NULL);
+    harness_readers_stop(&rd);
     ck_assert_int_eq(atomic_load(&rd.wrong), 0);
     ck_assert_int_gt(atomic_load(&rd.reads), 0);
     /* The moves left nothing behind: each device holds what is on it now. */
