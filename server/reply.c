@@ -179,13 +179,9 @@ int gkv_cmd_named_device(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_
         *dev = (int)req->gpu;
         return 0;
     }
-    for (unsigned i = 0; i < srv->ndev; i++) {
-        const char *u = srv->dev[i].be->gpu_uuid;
-        if (strlen(u) == req->gpu_uuid.len && memcmp(u, req->gpu_uuid.p, req->gpu_uuid.len) == 0) {
-            *dev = (int)i;
-            return 0;
-        }
-    }
+    *dev = gkv_server_find_gpu(srv, (const char *)req->gpu_uuid.p, req->gpu_uuid.len);
+    if (*dev >= 0)
+        return 0;
     return gkv_reply_fail(rep, GKV_EINVAL, "no GPU %.*s on this server",
                           (int)(req->gpu_uuid.len < 64 ? req->gpu_uuid.len : 64),
                           (const char *)req->gpu_uuid.p);

@@ -219,6 +219,16 @@ gkv_dev_totals_t gkv_server_dev_totals(const gkv_server_t *s)
     return t;
 }
 
+int gkv_server_find_gpu(const gkv_server_t *s, const char *uuid, size_t len)
+{
+    for (unsigned i = 0; i < s->ndev; i++) {
+        const char *u = s->dev[i].be->gpu_uuid;
+        if (len && strlen(u) == len && memcmp(u, uuid, len) == 0)
+            return (int)i;
+    }
+    return -1;
+}
+
 static void close_backends(gkv_server_t *s)
 {
     for (unsigned i = 0; i < s->ndev; i++)

@@ -143,6 +143,8 @@ typedef struct {
     uint64_t device_total, kept_bytes, kept_reuses, batches, pieces;
 } gkv_dev_totals_t;
 gkv_dev_totals_t gkv_server_dev_totals(const gkv_server_t *s);
+/* The ordinal of the first device whose GPU UUID is the len bytes at uuid, or -1. */
+int gkv_server_find_gpu(const gkv_server_t *s, const char *uuid, size_t len);
 
 /* The device an entry's value is on. */
 static inline gkv_device_t *gkv_server_dev(gkv_server_t *s, const gkv_entry_t *e)

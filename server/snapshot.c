@@ -734,10 +734,7 @@ static int load_header(loader_t *l, uint64_t *nkeys)
     /* By UUID: a successor may see the GPUs in another order; one it lacks loses the map. */
     for (uint32_t i = 0; i < ndev; i++) {
         const char *u = (const char *)table + i * UUID_LEN;
-        l->map[i] = -1;
-        for (unsigned j = 0; j < l->s->ndev && l->map[i] < 0 && u[0]; j++)
-            if (strncmp(u, l->s->dev[j].be->gpu_uuid, UUID_LEN) == 0)
-                l->map[i] = (int)j;
+        l->map[i] = gkv_server_find_gpu(l->s, u, strnlen(u, UUID_LEN));
         if (!u[0] && i < l->s->ndev) /* host backend of one arena: no UUID, same ordinal */
             l->map[i] = (int)i;
     }
