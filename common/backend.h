@@ -141,6 +141,26 @@ typedef struct {
      * perhaps before this returns), 1 (nothing is pending: done will not be called) or a
      * negative code (done will not be called). */
     int (*fence_shared)(gkv_backend_t *b, int after_batches, gkv_copy_t *op);
+    /* Values that outlive the process (the daemon's fd store, server/fdstore.h). origin: the
+     * allocation that value memory p (size bytes) lies in, as a successor process needs it to
+     * find p in the memory that share handed out: its base address and size, and the export
+     * data that imports it (at most cap bytes; *len 0 when offsets need none, as on the host
+     * backend, whose base is 0 and size the arena's). Returns 0 or GKV_EIO. */
+    int (*origin)(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, uint64_t *base,
+                  uint64_t *base_size, uint8_t *exp, size_t cap, size_t *len);
+    /* A successor's side. adopt_open opens the memory a predecessor's share returned (fd,
+     * borrowed) for copies out of it; *src is the caller's until adopt_close. Returns 0 or
+     * GKV_EIO with why (cap bytes). adopt_copy queues a copy of len bytes at the predecessor's
+     * address addr, inside the allocation origin described (base, base_size, exp), into dst
+     * (memory from alloc on GKV_LANE_SHARED); GKV_EINVAL when the range lies outside that
+     * allocation or the memory, GKV_EIO when the import fails: nothing is copied then.
+     * adopt_close waits for the queued copies, closes what adopt_open opened, and returns 0, or
+     * GKV_EIO when a copy failed (none of them can be trusted then). */
+    int (*adopt_open)(gkv_backend_t *b, int fd, void **src, char *why, size_t cap);
+    int (*adopt_copy)(gkv_backend_t *b, void *src, uint64_t base, uint64_t base_size,
+                      const uint8_t *exp, size_t exp_len, uint64_t addr, uint64_t len,
+                      gkv_devptr_t dst);
+    int (*adopt_close)(gkv_backend_t *b, void *src);
     /* Waits for every copy, frees everything and b itself. */
     void (*close)(gkv_backend_t *b);
 } gkv_backend_ops_t;

@@ -9,8 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend.h"
+#include "backend_cuda_adopt.h"
 #include "backend_cuda_batch.h"
 #include "error.h"
 #include "gpu_uuid.h"
@@ -53,6 +55,8 @@ typedef struct {
      * on the batch stream: a pool allocation each would cost a driver call and ~1 KiB of
      * host memory per value. */
     gkv_slab_t *slab;
+    uint64_t regions_made, regions_seen; /* slab regions allocated; as of the last adopt_copy */
+    bool pool_exported; /* the pool's handle went out once (share): its pointers export */
     /* Exported allocations: their export data, and freed ones kept for the next allocation of
      * the same size (exports.h says why). */
     gkv_exports_t *exports;
@@ -83,6 +87,7 @@ static cudaStream_t lane_stream(cuda_backend_t *c, int lane)
 /* Logs a failed CUDA call once, where it happened, and gives the code to pass up. */
 static int cuda_fail(const char *what, cudaError_t e)
 {
+    (void)cudaGetLastError(); /* a later launch's check must not find this one */
     GKV_ERROR("cuda backend: %s failed: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
     return e == cudaErrorMemoryAllocation ? GKV_EOOM : GKV_EIO;
 }
@@ -363,6 +368,7 @@ static void cuda_batch_wait(gkv_backend_t *b)
 static int slab_region_new(void *ctx, uint64_t size, uint64_t *base)
 {
     cuda_backend_t *c = ctx;
+    c->regions_made++;
     return pool_alloc(c, size, c->batch, base);
 }
 
@@ -557,6 +563,7 @@ static int cuda_share(gkv_backend_t *b, int *fd, char *why, size_t cap)
         return GKV_ENOTSUP;
     }
     *fd = handle;
+    c->pool_exported = true;
     return 0;
 }
 
@@ -583,6 +590,73 @@ static int cuda_export_ptr(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, uint
     *len = sizeof(data);
     (void)gkv_exports_add(c->exports, p.v, size, out, (uint32_t)*len);
     return 0;
+}
+
+static int cuda_origin(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, uint64_t *base,
+                       uint64_t *base_size, uint8_t *exp, size_t cap, size_t *len)
+{
+    cuda_backend_t *c = on(b);
+    if (!c->pool_exported) {
+        /* Pointers of a pool export only once the pool itself has been (measured on the H100:
+         * cudaMemPoolExportPointer is an invalid argument before). */
+        int fd;
+        char why[128];
+        if (cuda_share(b, &fd, why, sizeof(why)))
+            return GKV_EIO;
+        close(fd);
+    }
+    gkv_slab_note_t *note;
+    if (size > GKV_SLAB_MAX || !gkv_slab_region(c->slab, p.v, base, &note)) {
+        *base = p.v; /* an allocation of its own */
+        *base_size = size;
+        return cuda_export_ptr(b, p, size, exp, cap, len);
+    }
+    /* A slot of a slab region: the region's export data, made once per region. */
+    *base_size = GKV_SLAB_REGION;
+    if (!note->len) {
+        struct cudaMemPoolPtrExportData data;
+        cudaError_t e = cudaMemPoolExportPointer(&data, (void *)(uintptr_t)*base);
+        if (e != cudaSuccess)
+            return cuda_fail("cudaMemPoolExportPointer (slab region)", e);
+        memcpy(note->data, &data, sizeof(data));
+        note->len = sizeof(data);
+    }
+    if (cap < note->len)
+        return GKV_EIO;
+    memcpy(exp, note->data, note->len);
+    *len = note->len;
+    return 0;
+}
+
+static int cuda_adopt_open(gkv_backend_t *b, int fd, void **src, char *why, size_t cap)
+{
+    return gkv__cuda_adopt_open(on(b)->base.device, fd, src, why, cap);
+}
+
+static int cuda_adopt_copy(gkv_backend_t *b, void *src, uint64_t base, uint64_t base_size,
+                           const uint8_t *exp, size_t exp_len, uint64_t addr, uint64_t len,
+                           gkv_devptr_t dst)
+{
+    cuda_backend_t *c = on(b);
+    if (c->regions_seen != c->regions_made) {
+        /* dst may be a slot of a region just allocated on the batch stream: the shared lane
+         * waits for that allocation. */
+        cudaError_t e = cudaEventRecord(c->batch_ev, c->batch);
+        if (e != cudaSuccess)
+            return cuda_fail("cudaEventRecord (adopting)", e);
+        c->batches++;
+        int rc = shared_after_batches(c);
+        if (rc)
+            return rc;
+        c->regions_seen = c->regions_made;
+    }
+    c->shared_work++;
+    return gkv__cuda_adopt_copy(src, c->shared, base, base_size, exp, exp_len, addr, len, dst.v);
+}
+
+static int cuda_adopt_close(gkv_backend_t *b, void *src)
+{
+    return gkv__cuda_adopt_close(src, on(b)->shared);
 }
 
 static void cuda_close(gkv_backend_t *b)
@@ -650,6 +724,10 @@ static const gkv_backend_ops_t cuda_ops = {
     .staging_free = cuda_staging_free,
     .share = cuda_share,
     .export_ptr = cuda_export_ptr,
+    .origin = cuda_origin,
+    .adopt_open = cuda_adopt_open,
+    .adopt_copy = cuda_adopt_copy,
+    .adopt_close = cuda_adopt_close,
     .close = cuda_close,
 };
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
@@ -188,6 +189,65 @@ static int host_export_ptr(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, uint
     return 0;
 }
 
+static int host_origin(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, uint64_t *base,
+                       uint64_t *base_size, uint8_t *exp, size_t cap, size_t *len)
+{
+    (void)p, (void)size, (void)exp, (void)cap;
+    *base = 0;
+    *base_size = b->capacity;
+    *len = 0;
+    return 0;
+}
+
+/* A predecessor's arena, mapped for reading. */
+typedef struct {
+    const uint8_t *map;
+    uint64_t size;
+} adopted_t;
+
+static int host_adopt_open(gkv_backend_t *b, int fd, void **src, char *why, size_t cap)
+{
+    (void)b;
+    struct stat st;
+    adopted_t *a = calloc(1, sizeof(*a));
+    if (!a || fstat(fd, &st) != 0 || st.st_size <= 0) {
+        snprintf(why, cap, "the stored arena cannot be read: %s", a ? strerror(errno) : "no memory");
+        free(a);
+        return GKV_EIO;
+    }
+    a->size = (uint64_t)st.st_size;
+    a->map = mmap(NULL, a->size, PROT_READ, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    if (a->map == MAP_FAILED) {
+        snprintf(why, cap, "mapping the stored arena failed: %s", strerror(errno));
+        free(a);
+        return GKV_EIO;
+    }
+    *src = a;
+    return 0;
+}
+
+static int host_adopt_copy(gkv_backend_t *b, void *src, uint64_t base, uint64_t base_size,
+                           const uint8_t *exp, size_t exp_len, uint64_t addr, uint64_t len,
+                           gkv_devptr_t dst)
+{
+    (void)exp;
+    adopted_t *a = src;
+    if (exp_len || base || addr > a->size || len > a->size - addr || addr > base_size ||
+        len > base_size - addr)
+        return GKV_EINVAL;
+    memcpy(host_view(b, dst), a->map + addr, len);
+    return 0;
+}
+
+static int host_adopt_close(gkv_backend_t *b, void *src)
+{
+    (void)b;
+    adopted_t *a = src;
+    munmap((void *)a->map, a->size);
+    free(a);
+    return 0;
+}
+
 static void host_close(gkv_backend_t *b)
 {
     host_backend_t *h = (host_backend_t *)b;
@@ -216,6 +276,10 @@ static const gkv_backend_ops_t host_ops = {
     .staging_free = host_staging_free,
     .share = host_share,
     .export_ptr = host_export_ptr,
+    .origin = host_origin,
+    .adopt_open = host_adopt_open,
+    .adopt_copy = host_adopt_copy,
+    .adopt_close = host_adopt_close,
     .close = host_close,
 };
 

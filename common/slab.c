@@ -22,6 +22,7 @@ typedef struct page {
 struct region {
     uint64_t base;
     uint64_t free_mask; /* bit i: page i is unassigned */
+    gkv_slab_note_t note;
     page_t pages[PAGES];
 };
 
@@ -253,6 +254,16 @@ void gkv_slab_put(gkv_slab_t *s, uint64_t addr, uint64_t size)
     r->free_mask |= 1ull << idx;
     if (r->free_mask == ALL_PAGES && s->nregions > 1)
         drop_region(s, ri);
+}
+
+bool gkv_slab_region(const gkv_slab_t *s, uint64_t addr, uint64_t *base, gkv_slab_note_t **note)
+{
+    int ri = region_index(s, addr);
+    if (ri < 0)
+        return false;
+    *base = s->regions[ri]->base;
+    *note = &s->regions[ri]->note;
+    return true;
 }
 
 bool gkv_slab_owns(const gkv_slab_t *s, uint64_t addr)

@@ -35,6 +35,15 @@ int gkv_slab_get(gkv_slab_t *s, uint64_t size, uint64_t *addr);
 /* Gives back a slot that gkv_slab_get returned for the same size. A region whose pages are all
  * free goes back to the backing, except the last one left. */
 void gkv_slab_put(gkv_slab_t *s, uint64_t addr, uint64_t size);
+/* Bytes the backend keeps with a region (its export data, for a successor process to import
+ * it: server/fdstore.h): len 0 until the backend fills it; it goes with the region. */
+typedef struct {
+    uint8_t data[64];
+    uint32_t len;
+} gkv_slab_note_t;
+/* The region addr lies in: true with its base address and its note (valid while the region
+ * is held), or false. */
+bool gkv_slab_region(const gkv_slab_t *s, uint64_t addr, uint64_t *base, gkv_slab_note_t **note);
 /* True when addr lies in one of s's regions. */
 bool gkv_slab_owns(const gkv_slab_t *s, uint64_t addr);
 /* Bytes of regions held, and bytes of slots handed out (their class sizes). */
