@@ -1,10 +1,11 @@
 /* journal.c: the index log in a memfd (journal.h).
  *
  * Layout (little-endian): a 64-byte header ("GKVJRNL1", u32 version 1, u32 zero, u64
- * committed: the bytes of records after the header that are whole), then records, each a
+ * committed: the bytes of records after the header that replay reads), then records, each a
  * multiple of 8 bytes: u32 length (the record's, header included), u32 CRC-32C of the bytes
- * after it, u8 type (1 PUT, 2 DEL, 3 FLUSH), 3 zero bytes, u32 device, u32 key length, u32
- * metadata length, u64 size, u64 address, u64 deadline (Unix ms), then key and metadata,
+ * after it, u8 type (1 PUT, 2 DEL, 3 FLUSH, 4 DEV), 3 zero bytes, u32 device, u32 key length, u32
+ * metadata length, u64 size, u64 address, u64 deadline (Unix ms), u64 origin's base, u64 its
+ * size, u32 export data length (<= 64), u32 zero, then key (a DEV record: the UUID), metadata and export data,
  * zero-padded. */
 #include "journal.h"
 
@@ -24,18 +25,20 @@
 
 #define MAGIC "GKVJRNL1"
 #define HEADER 64
-#define FIXED 48 /* a record's fields before key and metadata */
+#define FIXED 72 /* a record's fields before key, metadata and export data */
 #define INITIAL (16u << 20)
 #define MAX_KEY 65535u
 #define MAX_META 4096u
 
-enum { PUT = 1, DEL = 2, FLUSH = 3 };
+enum { PUT = 1, DEL = 2, FLUSH = 3, DEV = 4 };
 
 struct gkv_journal {
     int fd;
     uint8_t *map;
     size_t cap;     /* bytes mapped (the memfd's size) */
     uint64_t used;  /* bytes of records */
+    uint64_t pins[GKV_JOURNAL_PINS]; /* positions held (gkv_journal_pin), npins of them */
+    unsigned npins;
     bool broken;
 };
 
@@ -77,6 +80,47 @@ uint64_t gkv_journal_used(const gkv_journal_t *j)
     return j->used;
 }
 
+uint64_t gkv_journal_committed(const gkv_journal_t *j)
+{
+    return atomic_load_explicit(committed(j->map), memory_order_relaxed);
+}
+
+/* The committed length: the oldest pin, or every record. */
+static void advance(gkv_journal_t *j)
+{
+    uint64_t to = j->used;
+    for (unsigned i = 0; i < j->npins; i++)
+        if (j->pins[i] < to)
+            to = j->pins[i];
+    atomic_store_explicit(committed(j->map), to, memory_order_release);
+}
+
+bool gkv_journal_idle(const gkv_journal_t *j)
+{
+    return !j->npins && gkv_journal_committed(j) == j->used;
+}
+
+uint64_t gkv_journal_pin(gkv_journal_t *j)
+{
+    if (j->npins == GKV_JOURNAL_PINS) { /* more than every batch of every device: a bug */
+        j->broken = true;
+        return j->used;
+    }
+    j->pins[j->npins++] = j->used;
+    return j->used;
+}
+
+void gkv_journal_unpin(gkv_journal_t *j, uint64_t pin)
+{
+    for (unsigned i = 0; i < j->npins; i++) {
+        if (j->pins[i] == pin) {
+            j->pins[i] = j->pins[--j->npins];
+            break;
+        }
+    }
+    advance(j);
+}
+
 bool gkv_journal_broken(const gkv_journal_t *j)
 {
     return j->broken;
@@ -114,8 +158,10 @@ static int reserve(gkv_journal_t *j, size_t n)
 
 static int append(gkv_journal_t *j, uint8_t type, const gkv_jrec_t *r)
 {
-    uint32_t klen = r ? r->klen : 0, mlen = r ? r->meta_len : 0;
-    size_t len = (FIXED + klen + mlen + 7) & ~(size_t)7;
+    uint32_t klen = r ? r->klen : 0, mlen = r ? r->meta_len : 0, xlen = r ? r->exp_len : 0;
+    if (xlen > GKV_EXPORT_MAX)
+        return GKV_EINVAL;
+    size_t len = (FIXED + klen + mlen + xlen + 7) & ~(size_t)7;
     int rc = reserve(j, len);
     if (rc)
         return rc;
@@ -131,14 +177,21 @@ static int append(gkv_journal_t *j, uint8_t type, const gkv_jrec_t *r)
         memcpy(p + 24, &r->size, 8);
         memcpy(p + 32, &r->addr, 8);
         memcpy(p + 40, &r->expire_unix_ms, 8);
-        memcpy(p + FIXED, r->key, klen);
+        memcpy(p + 48, &r->base, 8);
+        memcpy(p + 56, &r->base_size, 8);
+        memcpy(p + 64, &xlen, 4);
+        if (klen)
+            memcpy(p + FIXED, r->key, klen);
         if (mlen)
             memcpy(p + FIXED + klen, r->meta, mlen);
+        if (xlen)
+            memcpy(p + FIXED + klen + mlen, r->exp, xlen);
     }
     uint32_t crc = gkv_crc32c(0, p + 8, len - 8);
     memcpy(p + 4, &crc, 4);
     j->used += len;
-    atomic_store_explicit(committed(j->map), j->used, memory_order_release);
+    if (!j->npins)
+        atomic_store_explicit(committed(j->map), j->used, memory_order_release);
     return 0;
 }
 
@@ -158,6 +211,13 @@ int gkv_journal_flush(gkv_journal_t *j)
     return append(j, FLUSH, NULL);
 }
 
+int gkv_journal_device(gkv_journal_t *j, uint32_t dev, const char *uuid)
+{
+    size_t n = strnlen(uuid, 47);
+    gkv_jrec_t r = {.key = (const uint8_t *)uuid, .klen = (uint32_t)n, .dev = dev};
+    return dev < GKV_MAX_DEVICES ? append(j, DEV, &r) : GKV_EINVAL;
+}
+
 /* Replay: the last record of each key, by key. */
 typedef struct {
     const uint8_t *rec; /* its PUT record in the mapping */
@@ -174,10 +234,11 @@ static void drop_all(live_t **live)
     }
 }
 
-int gkv_journal_replay(int fd, int (*fn)(void *arg, const gkv_jrec_t *r), void *arg, bool *bad,
-                       char *why, size_t cap)
+int gkv_journal_replay(int fd, gkv_jdevs_t *devs, int (*fn)(void *arg, const gkv_jrec_t *r),
+                       void *arg, bool *bad, char *why, size_t cap)
 {
     *bad = false;
+    memset(devs, 0, sizeof(*devs));
     struct stat st;
     if (fstat(fd, &st) != 0 || st.st_size < HEADER) {
         snprintf(why, cap, "the journal is shorter than its header");
@@ -209,12 +270,21 @@ int gkv_journal_replay(int fd, int (*fn)(void *arg, const gkv_jrec_t *r), void *
                      (unsigned long long)off);
             break;
         }
+        uint32_t dev, xlen;
+        memcpy(&dev, p + 12, 4);
         memcpy(&klen, p + 16, 4);
         memcpy(&mlen, p + 20, 4);
-        if (p[8] == FLUSH) {
+        memcpy(&xlen, p + 64, 4);
+        if (p[8] == DEV && dev < GKV_MAX_DEVICES && klen < 48 && FIXED + (uint64_t)klen <= len) {
+            memset(devs->uuid[dev], 0, sizeof(devs->uuid[dev]));
+            memcpy(devs->uuid[dev], p + FIXED, klen);
+            if (dev >= devs->n)
+                devs->n = dev + 1;
+        } else if (p[8] == FLUSH) {
             drop_all(&live);
         } else if ((p[8] == PUT || p[8] == DEL) && klen >= 1 && klen <= MAX_KEY &&
-                   mlen <= MAX_META && FIXED + (uint64_t)klen + mlen <= len) {
+                   mlen <= MAX_META && xlen <= GKV_EXPORT_MAX &&
+                   FIXED + (uint64_t)klen + mlen + xlen <= len) {
             live_t *l;
             HASH_FIND(hh, live, p + FIXED, klen, l);
             if (p[8] == DEL && l) {
@@ -253,8 +323,12 @@ int gkv_journal_replay(int fd, int (*fn)(void *arg, const gkv_jrec_t *r), void *
         memcpy(&r.size, p + 24, 8);
         memcpy(&r.addr, p + 32, 8);
         memcpy(&r.expire_unix_ms, p + 40, 8);
+        memcpy(&r.base, p + 48, 8);
+        memcpy(&r.base_size, p + 56, 8);
+        memcpy(&r.exp_len, p + 64, 4);
         r.key = p + FIXED;
         r.meta = p + FIXED + r.klen;
+        r.exp = r.meta + r.meta_len;
         rc = fn(arg, &r);
     }
     drop_all(&live);

@@ -1,8 +1,9 @@
 /* test_journal.c: the index log (journal.h): the last PUT of each key survives DEL and FLUSH in
  * replay; bytes past the committed length (a record cut short by a SIGKILL) are never read; a
- * damaged record ends the replay there, what came before standing; the memfd grows; and a store
- * with a journal attached records what it links, swaps in place, deletes, expires and flushes,
- * deadlines included. */
+ * damaged record ends the replay there, what came before standing; the memfd grows; devices and
+ * export data come back; pins hold the committed length back; a store with a journal attached
+ * records what it links, swaps in place, deletes, expires and flushes, deadlines included, and
+ * holds freed memory back while records wait to commit. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -12,6 +13,8 @@
 #include "journal.h"
 #define STORE_LIMIT (1u << 20)
 #include "store_fixture.h"
+
+static gkv_jdevs_t devs;
 
 typedef struct {
     char keys[64][32];
@@ -55,7 +58,7 @@ START_TEST(the_last_put_of_each_live_key_is_replayed)
     seen_t s = {0};
     bool bad;
     char why[128];
-    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), collect, &s, &bad, why, sizeof(why)), 0);
+    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), &devs, collect, &s, &bad, why, sizeof(why)), 0);
     ck_assert(!bad);
     ck_assert_int_eq(s.n, 2);
     ck_assert_uint_eq(addr_of(&s, "a"), 3);
@@ -63,7 +66,7 @@ START_TEST(the_last_put_of_each_live_key_is_replayed)
     ck_assert_int_eq(gkv_journal_flush(j), 0);
     put(j, "d", 5);
     memset(&s, 0, sizeof(s));
-    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), collect, &s, &bad, why, sizeof(why)), 0);
+    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), &devs, collect, &s, &bad, why, sizeof(why)), 0);
     ck_assert_int_eq(s.n, 1);
     ck_assert_uint_eq(addr_of(&s, "d"), 5);
     gkv_journal_close(j);
@@ -85,7 +88,7 @@ START_TEST(bytes_past_the_committed_length_and_damaged_records)
     seen_t s = {0};
     bool bad;
     char why[128];
-    ck_assert_int_eq(gkv_journal_replay(fd, collect, &s, &bad, why, sizeof(why)), 0);
+    ck_assert_int_eq(gkv_journal_replay(fd, &devs, collect, &s, &bad, why, sizeof(why)), 0);
     ck_assert(!bad);
     ck_assert_int_eq(s.n, 2);
     /* A flipped byte in the second record: the first stands, the damage is reported. */
@@ -95,7 +98,7 @@ START_TEST(bytes_past_the_committed_length_and_damaged_records)
     b ^= 1;
     ck_assert_int_eq(pwrite(fd, &b, 1, at), 1);
     memset(&s, 0, sizeof(s));
-    ck_assert_int_eq(gkv_journal_replay(fd, collect, &s, &bad, why, sizeof(why)), 0);
+    ck_assert_int_eq(gkv_journal_replay(fd, &devs, collect, &s, &bad, why, sizeof(why)), 0);
     ck_assert(bad);
     ck_assert_int_eq(s.n, 1);
     ck_assert_uint_eq(addr_of(&s, "a"), 1);
@@ -119,7 +122,7 @@ START_TEST(the_journal_grows_past_its_first_size)
     seen_t s = {0};
     bool bad;
     char why[128];
-    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), collect, &s, &bad, why, sizeof(why)), 0);
+    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), &devs, collect, &s, &bad, why, sizeof(why)), 0);
     ck_assert_int_eq(s.n, 50);
     ck_assert_uint_eq(addr_of(&s, "k7"), 9957);
     gkv_journal_close(j);
@@ -140,7 +143,9 @@ static gkv_entry_t *stored(const char *key, const char *value)
 typedef struct {
     int n;
     char key[8][16];
-    uint64_t addr[8], expire[8];
+    uint64_t addr[8], expire[8], base[8], base_size[8];
+    uint8_t exp[8][64];
+    uint32_t exp_len[8];
 } recs_t;
 
 static int keep(void *arg, const gkv_jrec_t *r)
@@ -149,6 +154,10 @@ static int keep(void *arg, const gkv_jrec_t *r)
     ck_assert_int_lt(s->n, 8);
     snprintf(s->key[s->n], sizeof(s->key[0]), "%.*s", (int)r->klen, (const char *)r->key);
     s->addr[s->n] = r->addr;
+    s->base[s->n] = r->base;
+    s->base_size[s->n] = r->base_size;
+    s->exp_len[s->n] = r->exp_len;
+    memcpy(s->exp[s->n], r->exp, r->exp_len);
     s->expire[s->n++] = r->expire_unix_ms;
     return 0;
 }
@@ -176,7 +185,7 @@ START_TEST(a_store_journals_what_it_links_and_unlinks)
     recs_t s = {0};
     bool bad;
     char why[128];
-    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), keep, &s, &bad, why, sizeof(why)), 0);
+    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), &devs, keep, &s, &bad, why, sizeof(why)), 0);
     ck_assert_int_eq(s.n, 2);
     int ia = find(&s, "a");
     ck_assert_int_ge(ia, 0);
@@ -187,12 +196,102 @@ START_TEST(a_store_journals_what_it_links_and_unlinks)
     gkv_store_flush(&st);
     stored("d", "five");
     memset(&s, 0, sizeof(s));
-    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), keep, &s, &bad, why, sizeof(why)), 0);
+    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), &devs, keep, &s, &bad, why, sizeof(why)), 0);
     ck_assert_int_eq(s.n, 1);
     ck_assert_int_ge(find(&s, "d"), 0);
     ck_assert_uint_eq(s.expire[0], 0);
     st.journal = NULL; /* detached before the fixture's fini */
     gkv_store_flush(&st);
+    gkv_journal_close(j);
+}
+END_TEST
+
+START_TEST(devices_and_export_data_come_back)
+{
+    gkv_journal_t *j;
+    ck_assert_int_eq(gkv_journal_create(&j), 0);
+    ck_assert_int_eq(gkv_journal_device(j, 1, "GPU-1234"), 0);
+    ck_assert_int_eq(gkv_journal_device(j, 0, ""), 0);
+    ck_assert_int_eq(gkv_journal_device(j, GKV_MAX_DEVICES, "x"), GKV_EINVAL);
+    uint8_t exp[64];
+    for (int i = 0; i < 64; i++)
+        exp[i] = (uint8_t)(i * 3);
+    gkv_jrec_t r = {.key = (const uint8_t *)"k", .klen = 1, .size = 100, .addr = 4096 + 64,
+                    .dev = 1, .base = 4096, .base_size = 1 << 20, .exp = exp, .exp_len = 64};
+    ck_assert_int_eq(gkv_journal_put(j, &r), 0);
+    r.exp_len = 65;
+    ck_assert_int_eq(gkv_journal_put(j, &r), GKV_EINVAL);
+    recs_t s = {0};
+    bool bad;
+    char why[128];
+    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), &devs, keep, &s, &bad, why, sizeof(why)), 0);
+    ck_assert_int_eq(s.n, 1);
+    ck_assert_uint_eq(devs.n, 2);
+    ck_assert_str_eq(devs.uuid[1], "GPU-1234");
+    ck_assert_str_eq(devs.uuid[0], "");
+    ck_assert_uint_eq(s.base[0], 4096);
+    ck_assert_uint_eq(s.base_size[0], 1 << 20);
+    ck_assert_uint_eq(s.exp_len[0], 64);
+    ck_assert_mem_eq(s.exp[0], exp, 64);
+    gkv_journal_close(j);
+}
+END_TEST
+
+START_TEST(pins_hold_the_committed_length_back)
+{
+    gkv_journal_t *j;
+    ck_assert_int_eq(gkv_journal_create(&j), 0);
+    put(j, "a", 1);
+    uint64_t one = gkv_journal_used(j);
+    ck_assert_uint_eq(gkv_journal_committed(j), one);
+    ck_assert(gkv_journal_idle(j));
+    uint64_t p1 = gkv_journal_pin(j); /* a batch takes its first write */
+    put(j, "b", 2);                    /* that SET's record: its bytes are not in place yet */
+    uint64_t p2 = gkv_journal_pin(j); /* the next batch */
+    put(j, "c", 3);
+    ck_assert_uint_eq(gkv_journal_committed(j), one);
+    ck_assert(!gkv_journal_idle(j));
+    seen_t s = {0};
+    bool bad;
+    char why[128];
+    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), &devs, collect, &s, &bad, why, sizeof(why)), 0);
+    ck_assert_int_eq(s.n, 1); /* a crash now: only what is in place */
+    gkv_journal_unpin(j, p1);
+    ck_assert_uint_eq(gkv_journal_committed(j), p2); /* b commits, c waits for the second */
+    gkv_journal_unpin(j, p2);
+    ck_assert_uint_eq(gkv_journal_committed(j), gkv_journal_used(j));
+    ck_assert(gkv_journal_idle(j));
+    memset(&s, 0, sizeof(s));
+    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), &devs, collect, &s, &bad, why, sizeof(why)), 0);
+    ck_assert_int_eq(s.n, 3);
+    gkv_journal_close(j);
+}
+END_TEST
+
+START_TEST(freed_memory_waits_for_the_record_that_frees_it)
+{
+    gkv_journal_t *j;
+    ck_assert_int_eq(gkv_journal_create(&j), 0);
+    st.journal = j;
+    stored("a", "one");
+    uint64_t used = st.used;
+    uint64_t pin = gkv_journal_pin(j); /* a batch in flight */
+    ck_assert_int_eq(gkv_store_del(&st, "a", 1), 1);
+    /* The DEL is not committed: a successor would still find "a" at its address, so the
+     * memory stays taken. */
+    ck_assert_uint_eq(st.used, used);
+    ck_assert_uint_gt(st.limbo_bytes, 0);
+    gkv_store_journal_committed(&st);
+    ck_assert_uint_eq(st.used, used); /* nothing committed yet: nothing freed */
+    gkv_journal_unpin(j, pin);
+    gkv_store_journal_committed(&st);
+    ck_assert_uint_eq(st.used, 0);
+    ck_assert_uint_eq(st.limbo_bytes, 0);
+    /* With nothing waiting, memory is freed at once. */
+    stored("b", "two");
+    ck_assert_int_eq(gkv_store_del(&st, "b", 1), 1);
+    ck_assert_uint_eq(st.used, 0);
+    st.journal = NULL;
     gkv_journal_close(j);
 }
 END_TEST
@@ -204,10 +303,13 @@ Suite *make_suite(void)
     tcase_add_test(t, the_last_put_of_each_live_key_is_replayed);
     tcase_add_test(t, bytes_past_the_committed_length_and_damaged_records);
     tcase_add_test(t, the_journal_grows_past_its_first_size);
+    tcase_add_test(t, devices_and_export_data_come_back);
+    tcase_add_test(t, pins_hold_the_committed_length_back);
     suite_add_tcase(s, t);
     t = tcase_create("store");
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_add_test(t, a_store_journals_what_it_links_and_unlinks);
+    tcase_add_test(t, freed_memory_waits_for_the_record_that_frees_it);
     suite_add_tcase(s, t);
     return s;
 }
