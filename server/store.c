@@ -73,14 +73,32 @@ static uint32_t next_random(gkv_store_t *st)
     return (uint32_t)(gkv_xorshift64(&st->rng) >> 32);
 }
 
+/* The journal's record that e's key is gone. */
+static void key_del(gkv_store_t *st, const gkv_entry_t *e)
+{
+    size_t klen;
+    const uint8_t *key = gkv_store_key(st, e, &klen);
+    (void)gkv_journal_del(st->journal, key, (uint32_t)klen);
+}
+
 /* The journal's record of e (linked) as it is now. */
 static void journal_put(gkv_store_t *st, const gkv_entry_t *e)
 {
     if (!st->journal)
         return;
-    size_t klen;
+    size_t klen, exp_len = 0;
     uint32_t meta_len;
+    uint8_t exp[GKV_EXPORT_MAX];
     gkv_jrec_t r = {.size = e->size, .addr = e->size ? e->mem.v : 0, .dev = e->dev};
+    gkv_backend_t *be = st->dev[e->dev].be;
+    if (e->size &&
+        be->ops->origin(be, e->mem, e->size, &r.base, &r.base_size, exp, sizeof(exp), &exp_len)) {
+        /* The successor could not find it: recorded as gone rather than wrongly. */
+        key_del(st, e);
+        return;
+    }
+    r.exp = exp;
+    r.exp_len = (uint32_t)exp_len;
     r.key = gkv_store_key(st, e, &klen);
     r.klen = (uint32_t)klen;
     r.meta = gkv_entry_meta(e, &meta_len);
@@ -93,11 +111,8 @@ static void journal_put(gkv_store_t *st, const gkv_entry_t *e)
 /* Unlinks the linked entry e and drops the index's reference. */
 static void unlink_entry(gkv_store_t *st, gkv_entry_t *e)
 {
-    if (st->journal) {
-        size_t klen;
-        const uint8_t *key = gkv_store_key(st, e, &klen);
-        (void)gkv_journal_del(st->journal, key, (uint32_t)klen);
-    }
+    if (st->journal)
+        key_del(st, e);
     gkv_index_unlink_node(st->ix, e);
     if (has_deadline(e))
         gkv_ttl_remove(&st->ttl, e);
@@ -190,6 +205,11 @@ void gkv_store_fini(gkv_store_t *st)
     st->ix = NULL;
     gkv_ttl_free(&st->ttl);
     gkv_hostcopy_fini(&st->hc);
+    st->journal = NULL;
+    gkv_store_journal_committed(st); /* everything held back */
+    free(st->limbo);
+    st->limbo = NULL;
+    st->limbo_cap = 0;
 }
 
 /* What an entry costs in host memory: itself and its index node (links estimated), the key,
@@ -330,16 +350,83 @@ void gkv_store_ref(gkv_entry_t *e)
     e->refs++;
 }
 
+struct gkv_limbo {
+    uint64_t tag; /* the journal's length when the memory was freed */
+    gkv_devptr_t mem;
+    uint64_t size;
+    unsigned dev;
+};
+
+static void free_memory(gkv_store_t *st, unsigned dev, gkv_devptr_t mem, uint64_t size)
+{
+    gkv_store_dev_t *d = &st->dev[dev];
+    if (size)
+        d->be->ops->free(d->be, mem, size, 0);
+    d->used -= size;
+    st->used -= size;
+}
+
+/* Holds the memory back while the journal's last records wait to commit; false when it need
+ * not wait (or host memory to remember it is short: the memory is then freed now, and the
+ * journal marked broken, which INFO reports). */
+static bool into_limbo(gkv_store_t *st, const gkv_entry_t *e)
+{
+    if (!st->journal || !e->size || gkv_journal_committed(st->journal) == gkv_journal_used(st->journal))
+        return false;
+    if (st->nlimbo == st->limbo_cap) {
+        if (st->limbo_head) { /* slide the live part down first */
+            memmove(st->limbo, st->limbo + st->limbo_head,
+                    (st->nlimbo - st->limbo_head) * sizeof(*st->limbo));
+            st->nlimbo -= st->limbo_head;
+            st->limbo_head = 0;
+        }
+        if (st->nlimbo == st->limbo_cap) {
+            size_t cap = st->limbo_cap ? st->limbo_cap * 2 : 64;
+            struct gkv_limbo *l = realloc(st->limbo, cap * sizeof(*l));
+            if (!l)
+                return false;
+            st->limbo = l;
+            st->limbo_cap = cap;
+        }
+    }
+    st->limbo[st->nlimbo++] =
+        (struct gkv_limbo){gkv_journal_used(st->journal), e->mem, e->size, e->dev};
+    st->limbo_bytes += e->size;
+    return true;
+}
+
+int gkv_store_journal_all(gkv_store_t *st, gkv_journal_t *j)
+{
+    gkv_journal_t *own = st->journal;
+    st->journal = j;
+    for (const gkv_inode_t *in = gkv_index_seek(st->ix, NULL, 0); in; in = gkv_index_next(st->ix, in)) {
+        gkv_entry_t *e = gkv_inode_val(st->ix, in);
+        if (gkv_store_alive(st, e))
+            journal_put(st, e);
+    }
+    st->journal = own;
+    return gkv_journal_broken(j) ? GKV_ESYS : 0;
+}
+
+void gkv_store_journal_committed(gkv_store_t *st)
+{
+    uint64_t upto = st->journal ? gkv_journal_committed(st->journal) : UINT64_MAX;
+    while (st->limbo_head < st->nlimbo && st->limbo[st->limbo_head].tag <= upto) {
+        struct gkv_limbo *l = &st->limbo[st->limbo_head++];
+        free_memory(st, l->dev, l->mem, l->size);
+        st->limbo_bytes -= l->size;
+    }
+    if (st->limbo_head == st->nlimbo)
+        st->limbo_head = st->nlimbo = 0;
+}
+
 void gkv_store_unref(gkv_store_t *st, gkv_entry_t *e)
 {
     if (--e->refs)
         return;
     gkv_hostcopy_drop(&st->hc, e);
-    gkv_store_dev_t *d = &st->dev[e->dev];
-    if (e->size)
-        d->be->ops->free(d->be, e->mem, e->size, 0);
-    d->used -= e->size;
-    st->used -= e->size;
+    if (!into_limbo(st, e))
+        free_memory(st, e->dev, e->mem, e->size);
     size_t klen;
     gkv_store_key(st, e, &klen);
     st->host_bytes -= host_cost(klen, 0) + extras_cost(e->x);

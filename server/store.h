@@ -76,6 +76,13 @@ typedef struct {
     /* The index log that a successor replays after a crash (journal.h), borrowed, or NULL:
      * every link, unlink, deadline change and flush is appended as it happens. */
     struct gkv_journal *journal;
+    /* With a journal: value memory freed while the journal's last records wait to commit
+     * (journal.h, pins). The committed journal may still name it (a key deleted or overwritten
+     * by a record not yet committed), so it is not reused until the record past it commits:
+     * a successor never finds another value's bytes under a key. In the order freed. */
+    struct gkv_limbo *limbo;
+    size_t nlimbo, limbo_head, limbo_cap;
+    uint64_t limbo_bytes;
 } gkv_store_t;
 
 /* Sets up an empty store over be (borrowed, must outlive the store), its device 0, whose values
@@ -93,6 +100,12 @@ unsigned gkv_store_place(gkv_store_t *st, const void *key, size_t klen, uint64_t
 /* Drops every key and frees the index; entries still referenced elsewhere must be unref'd
  * before the backend closes. */
 void gkv_store_fini(gkv_store_t *st);
+/* Appends a PUT to j (not the store's own journal: a rewrite) for every live linked key.
+ * Returns 0, or GKV_ESYS when j broke. */
+int gkv_store_journal_all(gkv_store_t *st, struct gkv_journal *j);
+/* Frees the memory held back for the journal (limbo) that its committed length now covers,
+ * all of it when no journal is attached. Call when the committed length advances. */
+void gkv_store_journal_committed(gkv_store_t *st);
 
 /* Makes an unpublished entry for key (copied) of size bytes (accounted at once) on device dev
  * (< ndev) with a copy of meta (borrowed), allocated on copy lane `lane` (GKV_LANE_SHARED for
