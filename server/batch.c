@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "error.h"
+#include "journal.h"
 #include "log.h"
 
 #define ALIGN 16u /* pieces start 16-byte aligned: the copy kernel then moves 16 bytes a step */
@@ -55,14 +56,36 @@ static void finish_buf(gkv_batcher_t *b, gkv_batch_buf_t *bb, int status, bool d
     bb->nin = bb->nout = bb->nbulk = bb->fill = 0;
 }
 
+/* The open buffer takes a write: it holds the journal's commit back until its copies run. */
+static void pin(gkv_batcher_t *b, gkv_batch_buf_t *bb)
+{
+    if (b->journal && !bb->pinned) {
+        bb->pin = gkv_journal_pin(b->journal);
+        bb->pinned = true;
+    }
+}
+
+static void unpin(gkv_batcher_t *b, gkv_batch_buf_t *bb)
+{
+    if (!bb->pinned)
+        return;
+    bb->pinned = false;
+    if (b->journal) {
+        gkv_journal_unpin(b->journal, bb->pin);
+        b->committed(b->committed_ctx);
+    }
+}
+
 /* Starts the open batch and opens the next buffer of the ring if it is free. */
 static void start_open(gkv_batcher_t *b)
 {
     if (b->open < 0)
         return;
     gkv_batch_buf_t *bb = &b->bufs[b->open];
-    if (!bb->nin && !bb->nout && !bb->nbulk)
+    if (!bb->nin && !bb->nout && !bb->nbulk) {
+        unpin(b, bb); /* a write reserved room and then gave it up */
         return;
+    }
     bb->busy = true;
     atomic_store(&bb->finished, 0);
     b->batches++;
@@ -105,6 +128,7 @@ static void on_wake(uv_async_t *a)
             GKV_ERROR("batch copy failed: %s", gkv_strerror(bb->status));
         finish_buf(b, bb, bb->status, true);
         bb->busy = false;
+        unpin(b, bb); /* its writes are in place: the records naming them commit */
         if (b->open < 0)
             b->open = b->next_done;
         b->next_done = (b->next_done + 1) % GKV_BATCH_BUFS;
@@ -173,6 +197,7 @@ void gkv_batcher_fini(gkv_batcher_t *b)
                 nanosleep(&(struct timespec){0, 100000}, NULL);
         }
         finish_buf(b, bb, GKV_EIO, false); /* no connection is left to deliver to */
+        unpin(b, bb);
         b->be->ops->staging_free(b->be, bb->buf, BUF_SIZE);
         bb->buf = NULL;
     }
@@ -221,6 +246,7 @@ void *gkv_batch_in_reserve(gkv_batcher_t *b, uint32_t len, gkv_waiter_t *w)
         return NULL;
     }
     b->reserved = len;
+    pin(b, bb);
     return bb->buf + align_up(bb->fill);
 }
 
@@ -242,8 +268,11 @@ void gkv_batch_cancel(gkv_batcher_t *b, gkv_waiter_t *w)
 
 bool gkv_batch_bulk_room(gkv_batcher_t *b, gkv_waiter_t *w)
 {
-    if (open_room(b, 0, 0, 0, 1))
+    gkv_batch_buf_t *bb = open_room(b, 0, 0, 0, 1);
+    if (bb) {
+        pin(b, bb);
         return true;
+    }
     gkv_waitq_push(&b->waiters, w);
     return false;
 }

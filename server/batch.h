@@ -50,6 +50,8 @@ typedef struct gkv_batch_buf {
     atomic_int finished;     /* set by the completion (any thread) */
     int status;
     bool busy;               /* started, not yet finished on the loop */
+    bool pinned;             /* holds the journal's pin (a write joined it) */
+    uint64_t pin;
 } gkv_batch_buf_t;
 
 typedef struct gkv_batcher {
@@ -67,6 +69,12 @@ typedef struct gkv_batcher {
     gkv_waitq_t waiters;     /* ready: room may be free, reserve again */
     uint64_t batches, pieces; /* INFO */
     bool ready;
+    /* With the fd store (fdstore.h): the journal, borrowed, or NULL. A buffer pins it when its
+     * first write is reserved (before that SET's record is appended) and unpins it once its
+     * copies have run; committed(ctx) is called after each unpin. */
+    struct gkv_journal *journal;
+    void (*committed)(void *ctx);
+    void *committed_ctx;
 } gkv_batcher_t;
 
 /* Sets b up over be, st, poller and staging (borrowed, must outlive b) with handles on loop.
