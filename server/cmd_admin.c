@@ -233,6 +233,9 @@ int gkv_cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     if ((m = gkv_snapshot_info(srv, text + n, sizeof(text) - (size_t)n)) < 0)
         return GKV_ENOMEM;
     n += m;
+    if ((m = gkv_fdstore_info(srv, text + n, sizeof(text) - (size_t)n)) < 0)
+        return GKV_ENOMEM;
+    n += m;
     gkv_wr_t *w = rep->wr;
     gkv_reply_ok(w, req->id);
     gkv_wr_uint(w, GKV_F_PAYLOAD, (uint64_t)n);

@@ -274,6 +274,10 @@ static const setting_t settings[] = {
     {"snapshot-skip-corrupt", parse_bool, FIELD(snapshot_skip_corrupt), 0, 0, false, "yes|no",
      "at start, skip a corrupt snapshot for the next older one (or none) instead\n"
      "of refusing to start (no)"},
+    {"fd-store", parse_tristate, FIELD(fd_store), 0, 0, false, "auto|yes|no",
+     "keep value memory and a journal of the index in systemd's file\n"
+     "descriptor store, so that a restart after a crash serves the same values\n"
+     "(auto: yes when $NOTIFY_SOCKET is set; yes without it is refused)"},
     {"max-leases", parse_uint, FIELD(max_leases), 1, 1000000, true, "N",
      "zero-copy leases per connection (default 4096)"},
     {"max-leased-bytes", parse_size, FIELD(max_leased_bytes), 1, SZ_MAX, true, "SIZE",

@@ -68,6 +68,7 @@ typedef struct {
     uint64_t snapshot_interval_ms; /* a SAVE this often; 0: only when asked */
     bool snapshot_skip_corrupt;    /* at start, a corrupt snapshot is skipped (else refused) */
     bool snapshot_on_exit;         /* a graceful stop saves before the daemon exits */
+    gkv_tristate_t fd_store;       /* values survive crashes through systemd's fd store (fdstore.h) */
 } gkv_config_t;
 
 /* Fills cfg with the defaults; the socket path follows the user (see gkv_default_socket). */

@@ -273,6 +273,7 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
     rep.authed = c->authed;
     c->op = req->op;
     c->op_started = uv_hrtime();
+    c->journal_mark = gkv_fdstore_mark(c->srv);
     c->srv->store.now_ms = c->op_started / 1000000; /* gkv_server_clock_ms, already read */
     int rc = gkv_dispatch(c->srv, req, &rep);
     if (rep.auth_ok)
@@ -322,6 +323,7 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
 void gkv_conn_op_done(gkv_conn_t *c, int rc)
 {
     gkv_metrics_record(&c->srv->metrics, c->op, uv_hrtime() - c->op_started, rc != 0);
+    gkv_fdstore_hold(c->srv, c, c->journal_mark);
     gkv_server_schedule_expiry(c->srv);
 }
 

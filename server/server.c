@@ -666,12 +666,16 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
     s->expiry.data = s;
     s->watchdog_ms = gkv_notify_watchdog_ms();
     gkv_snapshot_init(s);
-    if ((rc = gkv_snapshot_load(s, err, cap)) || (rc = listen_unix(s, err, cap)) ||
+    bool adopted;
+    if ((rc = gkv_fdstore_open(s, &adopted, err, cap)) ||
+        (!adopted && (rc = gkv_snapshot_load(s, err, cap))) || (rc = listen_unix(s, err, cap)) ||
         (cfg->listen[0] && (rc = listen_tcp(s, err, cap))) ||
         (cfg->metrics_listen[0] && (rc = gkv_metrics_http_listen(s, err, cap))))
         goto fail_handles;
+    gkv_fdstore_serving(s);
     return 0;
 fail_handles:
+    gkv_fdstore_close(s);
     if (s->unix_open) {
         unlink(s->cfg.socket_path);
         close_quietly((uv_handle_t *)&s->unix_listener);
@@ -708,6 +712,7 @@ fail_backend:
 void gkv_server_fini(gkv_server_t *s)
 {
     gkv_snapshot_fini(s); /* a save still running ends first: it reads the devices */
+    gkv_fdstore_close(s);
     free_devices(s, s->ndev);
     gkv_store_fini(&s->store);
     gkv_staging_fini(&s->staging);

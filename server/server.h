@@ -10,6 +10,7 @@
 #include "batch.h"
 #include "config.h"
 #include "device.h"
+#include "fdstore.h"
 #include "lease.h"
 #include "metrics.h"
 #include "poller.h"
@@ -85,6 +86,7 @@ typedef struct gkv_server {
     uv_async_t snap_done;
     uv_timer_t snap_timer;
     uv_idle_t snap_list; /* lists a save's keys a slice per loop turn */
+    gkv_fdstore_t fdstore; /* --fd-store (fdstore.h) */
 } gkv_server_t;
 
 /* Opens the backend, the store and the listeners. cfg is copied; loop is borrowed and must

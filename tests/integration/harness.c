@@ -1,6 +1,8 @@
 /* harness.c: daemon lifecycle for integration tests. */
 #include "harness.h"
 
+#include "fdpass.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gpukv/gpukv.h>
@@ -9,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,7 +30,117 @@ void harness_sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
+/* In the child: m's descriptors as 3.. and the variables systemd would set. */
+static void pass_stored(harness_sm_t *m)
+{
+    int tmp[HARNESS_SM_FDS];
+    char names[HARNESS_SM_FDS * 65] = "";
+    for (unsigned i = 0; i < m->n; i++) /* out of the way of 3.. first */
+        tmp[i] = fcntl(m->fds[i], F_DUPFD, 3 + HARNESS_SM_FDS);
+    for (unsigned i = 0; i < m->n; i++) {
+        dup2(tmp[i], 3 + (int)i); /* without FD_CLOEXEC */
+        close(tmp[i]);
+        strcat(names, i ? ":" : "");
+        strcat(names, m->names[i]);
+    }
+    char v[32];
+    setenv("NOTIFY_SOCKET", m->path, 1);
+    if (m->n) {
+        snprintf(v, sizeof(v), "%u", m->n);
+        setenv("LISTEN_FDS", v, 1);
+        setenv("LISTEN_FDNAMES", names, 1);
+        snprintf(v, sizeof(v), "%d", (int)getpid());
+        setenv("LISTEN_PID", v, 1);
+    }
+}
+
+static int start_daemon(gkv_daemon_t *d, const char *dir, const char *sock,
+                        const char *const *extra, harness_sm_t *m);
+
 int harness_start_at(gkv_daemon_t *d, const char *dir, const char *sock, const char *const *extra)
+{
+    return start_daemon(d, dir, sock, extra, NULL);
+}
+
+int harness_start_sm(gkv_daemon_t *d, const char *dir, const char *sock, const char *const *extra,
+                     harness_sm_t *m)
+{
+    return start_daemon(d, dir, sock, extra, m);
+}
+
+int harness_sm_open(harness_sm_t *m, const char *dir)
+{
+    memset(m, 0, sizeof(*m));
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(m->path, sizeof(m->path), "%s/notify", dir);
+    snprintf(a.sun_path, sizeof(a.sun_path), "%s", m->path);
+    unlink(m->path);
+    m->sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (m->sock < 0 || bind(m->sock, (struct sockaddr *)&a, sizeof(a)) != 0)
+        return -1;
+    return 0;
+}
+
+static void sm_remove(harness_sm_t *m, const char *name)
+{
+    for (unsigned i = 0; i < m->n;) {
+        if (strcmp(m->names[i], name) == 0) {
+            close(m->fds[i]);
+            m->n--;
+            m->fds[i] = m->fds[m->n];
+            memcpy(m->names[i], m->names[m->n], sizeof(m->names[i]));
+        } else {
+            i++;
+        }
+    }
+}
+
+void harness_sm_poll(harness_sm_t *m, int ms)
+{
+    for (;;) {
+        struct pollfd p = {.fd = m->sock, .events = POLLIN};
+        if (poll(&p, 1, ms) <= 0)
+            return;
+        ms = 0;
+        char buf[512];
+        int fds[8];
+        unsigned nfds = 0;
+        ssize_t n = gkv_fds_recv(m->sock, buf, sizeof(buf) - 1, fds, 8, &nfds);
+        if (n <= 0)
+            return;
+        buf[n] = 0;
+        const char *name = strstr(buf, "FDNAME=");
+        char nm[64] = "";
+        if (name)
+            snprintf(nm, sizeof(nm), "%.*s", (int)strcspn(name + 7, "\n"), name + 7);
+        if (strstr(buf, "READY=1"))
+            m->ready++;
+        if (strstr(buf, "FDSTOREREMOVE=1"))
+            sm_remove(m, nm);
+        for (unsigned i = 0; i < nfds; i++) {
+            if (strstr(buf, "FDSTORE=1") && m->n < HARNESS_SM_FDS) {
+                m->fds[m->n] = fds[i];
+                snprintf(m->names[m->n++], sizeof(m->names[0]), "%s", nm);
+            } else {
+                close(fds[i]);
+            }
+        }
+    }
+}
+
+void harness_sm_close(harness_sm_t *m)
+{
+    for (unsigned i = 0; i < m->n; i++)
+        close(m->fds[i]);
+    m->n = 0;
+    if (m->sock >= 0)
+        close(m->sock);
+    m->sock = -1;
+    unlink(m->path);
+}
+
+static int start_daemon(gkv_daemon_t *d, const char *dir, const char *sock,
+                        const char *const *extra, harness_sm_t *m)
 {
     const char *argv[48];
     int n = 0;
@@ -64,6 +178,8 @@ int harness_start_at(gkv_daemon_t *d, const char *dir, const char *sock, const c
             dup2(log, 2);
             close(log);
         }
+        if (m)
+            pass_stored(m);
         execv(GKV_DAEMON_PATH, (char *const *)argv);
         _exit(127);
     }
@@ -75,6 +191,8 @@ int harness_start_at(gkv_daemon_t *d, const char *dir, const char *sock, const c
             return -1;
         }
         gkv_client_t *c;
+        if (m)
+            harness_sm_poll(m, 0);
         if (gkv_client_connect(d->url, &c) == 0) {
             char *info;
             d->tcp_url[0] = 0;

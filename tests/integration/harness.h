@@ -26,6 +26,28 @@ const char *harness_backend(void);
 int harness_start(gkv_daemon_t *d, const char *const *extra);
 /* Same, in an existing directory with a chosen socket path (for stale-socket tests). */
 int harness_start_at(gkv_daemon_t *d, const char *dir, const char *sock, const char *const *extra);
+/* A service manager for the fd store's tests (server/fdstore.h), in place of systemd: a notify
+ * socket that keeps what the daemon stores (FDSTORE=1 with FDNAME=, a descriptor attached),
+ * drops what it removes (FDSTOREREMOVE=1), notes READY=1, and starts the daemon again with the
+ * kept descriptors as fds 3.. in LISTEN_FDS / LISTEN_FDNAMES / LISTEN_PID. */
+#define HARNESS_SM_FDS 64
+typedef struct {
+    char path[108]; /* the notify socket */
+    int sock;
+    int fds[HARNESS_SM_FDS];
+    char names[HARNESS_SM_FDS][64];
+    unsigned n;
+    unsigned ready; /* READY=1 messages seen */
+} harness_sm_t;
+/* A notify socket in dir. Returns 0 or -1. */
+int harness_sm_open(harness_sm_t *m, const char *dir);
+/* Takes in every message waiting, waiting up to ms for the first. */
+void harness_sm_poll(harness_sm_t *m, int ms);
+/* Closes the socket and every kept descriptor. */
+void harness_sm_close(harness_sm_t *m);
+/* Like harness_start_at, the daemon given m's socket as NOTIFY_SOCKET and m's descriptors. */
+int harness_start_sm(gkv_daemon_t *d, const char *dir, const char *sock, const char *const *extra,
+                     harness_sm_t *m);
 /* SIGTERM, then waits up to 15 s. Returns the exit status, or -1 if it had to be killed. */
 int harness_stop(gkv_daemon_t *d);
 /* Kills the daemon with SIGKILL and reaps it. */
