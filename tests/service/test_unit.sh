@@ -13,6 +13,7 @@ echo "$out" | tail -1
 [ $rc -eq 0 ] || { echo "$out" | grep -E "✗" | head -40; echo "FAIL: exposure over 3.0"; exit 1; }
 grep -q '^Type=notify' "$unit" || { echo "FAIL: not Type=notify"; exit 1; }
 grep -q '^DeviceAllow=char-nvidia' "$unit" || { echo "FAIL: GPU devices not allowed"; exit 1; }
+grep -q "^FileDescriptorStoreMax=" "$unit" || { echo "FAIL: no fd store for --fd-store"; exit 1; }
 if command -v systemd-sysusers >/dev/null; then
     systemd-sysusers --dry-run "$src/deploy/gpukv.sysusers" >/dev/null 2>&1 ||
         { systemd-sysusers --dry-run "$src/deploy/gpukv.sysusers"; echo "FAIL: sysusers"; exit 1; }
