@@ -7,8 +7,9 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* Most descriptors one message carries: one per device (GKV_MAX_DEVICES). */
-#define GKV_FDPASS_MAX 8
+/* Most descriptors one message carries: one per device (GKV_MAX_DEVICES), or what TAKEOVER
+ * hands over (listeners, memory, journal). */
+#define GKV_FDPASS_MAX 16
 
 /* Sends len (>= 1) bytes of buf with n (1..GKV_FDPASS_MAX) descriptors attached in one sendmsg
  * (MSG_NOSIGNAL; retried on EINTR). The descriptors stay the caller's. Returns the bytes sent

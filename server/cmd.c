@@ -17,6 +17,7 @@ static const gkv_command_t commands[GKV_OP_MAX] = {
     CMD(RELEASE, release, NULL), CMD(CREATE, create, NULL), CMD(SEAL, seal, NULL),
     CMD(ABORT, abort, NULL),     CMD(EXPIRE, expire, NULL), CMD(PERSIST, persist, NULL),
     CMD(TTL, ttl, NULL),         CMD(MOVE, move, NULL),     CMD(SAVE, save, NULL),
+    CMD(TAKEOVER, takeover, NULL),
 };
 
 const gkv_command_t *gkv_command_lookup(uint64_t op)

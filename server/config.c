@@ -274,6 +274,9 @@ static const setting_t settings[] = {
     {"snapshot-skip-corrupt", parse_bool, FIELD(snapshot_skip_corrupt), 0, 0, false, "yes|no",
      "at start, skip a corrupt snapshot for the next older one (or none) instead\n"
      "of refusing to start (no)"},
+    {"takeover", parse_bool, FIELD(takeover), 0, 0, false, "yes|no",
+     "take over from the gpukvd running on --socket (an upgrade): its values,\n"
+     "its listening sockets and its clients, which reconnect once (no)"},
     {"fd-store", parse_tristate, FIELD(fd_store), 0, 0, false, "auto|yes|no",
      "keep value memory and a journal of the index in systemd's file\n"
      "descriptor store, so that a restart after a crash serves the same values\n"

@@ -68,6 +68,7 @@ typedef struct {
     uint64_t snapshot_interval_ms; /* a SAVE this often; 0: only when asked */
     bool snapshot_skip_corrupt;    /* at start, a corrupt snapshot is skipped (else refused) */
     bool snapshot_on_exit;         /* a graceful stop saves before the daemon exits */
+    bool takeover; /* take the values and sockets of the daemon on --socket (takeover.h) */
     gkv_tristate_t fd_store;       /* values survive crashes through systemd's fd store (fdstore.h) */
 } gkv_config_t;
 

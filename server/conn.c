@@ -264,6 +264,7 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
     gkv_reply_t rep;
     gkv_reply_init(&rep, &c->out, &c->leases);
     rep.local = c->local;
+    rep.conn = c;
     /* A SET's value of one chunk is written by a copy batch: allocate it in the batches'
      * order. */
     rep.lane = req->payload_len && req->payload_len <= GKV_STAGING_CHUNK ? GKV_LANE_BATCH : c->lane;
@@ -406,7 +407,7 @@ static void update_reading(gkv_conn_t *c)
     bool want = !c->closing && !c->copy_busy && !c->waiting_stage && !c->waiting_batch &&
                 !c->yielded && c->state != CONN_SEND &&
                 (c->state != CONN_HEADER || !output_full(c)) &&
-                !(c->state == CONN_HEADER && c->srv->shutting_down);
+                !(c->state == CONN_HEADER && gkv_takeover_refusing(c->srv, c));
     if (want && !c->reading) {
         if (uv_read_start(&c->h.stream, on_alloc, on_read) == 0)
             c->reading = true;
@@ -440,7 +441,7 @@ void gkv_conn_drive(gkv_conn_t *c)
             c->frame_since = 0;
             continue;
         }
-        if (c->srv->shutting_down) {
+        if (gkv_takeover_refusing(c->srv, c)) {
             refuse_pending(c);
             gkv_conn_close(c, true);
             return;

@@ -27,11 +27,6 @@
 #define REWRITE_RECORD 192     /* bytes of a typical live key's record */
 #define DROP_LINES 20          /* dropped records logged one by one, then counted */
 
-struct gkv_stored_fd {
-    int fd;
-    char name[48];
-};
-
 /* A descriptor the predecessor stored: gpukv-m-<epoch>-<idx> or gpukv-j-<epoch>-<idx>. */
 typedef struct {
     int fd;
@@ -46,7 +41,7 @@ static uint64_t mono_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static void name_of(char *out, size_t cap, char kind, uint32_t epoch, uint32_t idx)
+void gkv_fdstore_name(char *out, size_t cap, char kind, uint32_t epoch, uint32_t idx)
 {
     snprintf(out, cap, "gpukv-%c-%" PRIu32 "-%" PRIu32, kind, epoch, idx);
 }
@@ -294,8 +289,7 @@ static void set_journal(gkv_server_t *s, gkv_journal_t *j)
     }
 }
 
-/* A journal of the store as it is now: the devices, then every live key. NULL on failure. */
-static gkv_journal_t *journal_now(gkv_server_t *s)
+gkv_journal_t *gkv_fdstore_journal_now(gkv_server_t *s)
 {
     gkv_journal_t *j;
     if (gkv_journal_create(&j))
@@ -313,7 +307,7 @@ static gkv_journal_t *journal_now(gkv_server_t *s)
 static int store_journal(gkv_server_t *s, gkv_journal_t *j, uint32_t gen)
 {
     char name[64];
-    name_of(name, sizeof(name), 'j', s->fdstore.epoch, gen);
+    gkv_fdstore_name(name, sizeof(name), 'j', s->fdstore.epoch, gen);
     return gkv_notify_fd(name, gkv_journal_fd(j));
 }
 
@@ -329,7 +323,7 @@ static int store_all(gkv_server_t *s, gkv_journal_t *j, char *err, size_t cap)
             snprintf(err, cap, "device %u's memory cannot be stored: %s", i, why);
             return GKV_ESYS;
         }
-        name_of(name, sizeof(name), 'm', f->epoch, i);
+        gkv_fdstore_name(name, sizeof(name), 'm', f->epoch, i);
         int rc = gkv_notify_fd(name, fd);
         int e = errno;
         close(fd);
@@ -349,19 +343,28 @@ static void remove_epoch(const gkv_server_t *s, uint32_t epoch, uint32_t gen)
 {
     char name[64];
     for (unsigned i = 0; i < s->ndev; i++) {
-        name_of(name, sizeof(name), 'm', epoch, i);
+        gkv_fdstore_name(name, sizeof(name), 'm', epoch, i);
         (void)gkv_notify_fd_remove(name);
     }
-    name_of(name, sizeof(name), 'j', epoch, gen);
+    gkv_fdstore_name(name, sizeof(name), 'j', epoch, gen);
     (void)gkv_notify_fd_remove(name);
 }
 
-int gkv_fdstore_open(gkv_server_t *s, bool *adopted, char *err, size_t cap)
+int gkv_fdstore_open(gkv_server_t *s, gkv_stored_fd_t *passed, unsigned npassed, bool *adopted,
+                     char *err, size_t cap)
 {
     gkv_fdstore_t *f = &s->fdstore;
     *adopted = false;
     stored_t stored[STORED_MAX];
     unsigned n = listen_fds(stored, STORED_MAX);
+    for (unsigned i = 0; i < npassed; i++) {
+        if (n < STORED_MAX && parse_name(passed[i].name, &stored[n])) {
+            stored[n++].fd = passed[i].fd;
+        } else {
+            GKV_WARN("takeover: closing descriptor \"%s\": not one of gpukv's", passed[i].name);
+            close(passed[i].fd);
+        }
+    }
     /* The newest epoch with a journal, and its newest journal. */
     const stored_t *j = NULL;
     uint32_t newest = 0;
@@ -389,7 +392,7 @@ int gkv_fdstore_open(gkv_server_t *s, bool *adopted, char *err, size_t cap)
         rc = GKV_EINVAL;
     } else if (on) {
         f->epoch = newest + 1;
-        gkv_journal_t *jn = journal_now(s);
+        gkv_journal_t *jn = gkv_fdstore_journal_now(s);
         if (!jn) {
             snprintf(err, cap, "out of memory for the fd store's journal");
             rc = GKV_ENOMEM;
@@ -407,7 +410,7 @@ int gkv_fdstore_open(gkv_server_t *s, bool *adopted, char *err, size_t cap)
     if (!rc && n && (f->old = calloc(n, sizeof(*f->old)))) {
         for (unsigned i = 0; i < n; i++) {
             f->old[i].fd = stored[i].fd;
-            name_of(f->old[i].name, sizeof(f->old[i].name), stored[i].kind, stored[i].epoch,
+            gkv_fdstore_name(f->old[i].name, sizeof(f->old[i].name), stored[i].kind, stored[i].epoch,
                     stored[i].idx);
         }
         f->nold = n;
@@ -476,7 +479,7 @@ static void broken(gkv_server_t *s)
     GKV_ERROR("fd store: the journal failed; removing it from the fd store: values will NOT "
               "survive a crash from now on");
     char name[64];
-    name_of(name, sizeof(name), 'j', f->epoch, f->gen);
+    gkv_fdstore_name(name, sizeof(name), 'j', f->epoch, f->gen);
     (void)gkv_notify_fd_remove(name);
     set_journal(s, NULL);
     gkv_journal_close(f->journal);
@@ -494,7 +497,7 @@ static void maybe_rewrite(gkv_server_t *s)
     if (f->closing || used < REWRITE_MIN || used < REWRITE_FACTOR * live ||
         used < f->rewrite_after || !gkv_journal_idle(f->journal))
         return;
-    gkv_journal_t *jn = journal_now(s);
+    gkv_journal_t *jn = gkv_fdstore_journal_now(s);
     if (!jn || store_journal(s, jn, f->gen + 1)) {
         GKV_WARN("fd store: rewriting the journal (%" PRIu64 " bytes) failed; trying again at "
                  "twice the size", used);
@@ -503,7 +506,7 @@ static void maybe_rewrite(gkv_server_t *s)
         return;
     }
     char name[64];
-    name_of(name, sizeof(name), 'j', f->epoch, f->gen);
+    gkv_fdstore_name(name, sizeof(name), 'j', f->epoch, f->gen);
     (void)gkv_notify_fd_remove(name);
     GKV_DEBUG("fd store: journal rewritten: %" PRIu64 " bytes to %" PRIu64, used,
               gkv_journal_used(jn));

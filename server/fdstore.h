@@ -28,13 +28,19 @@ typedef struct gkv_server gkv_server_t;
 typedef struct gkv_conn gkv_conn_t;
 struct gkv_journal;
 
+/* A descriptor handed over by name (systemd's store, or a predecessor's TAKEOVER reply). */
+typedef struct gkv_stored_fd {
+    int fd;
+    char name[48];
+} gkv_stored_fd_t;
+
 typedef struct {
     struct gkv_journal *journal; /* owned; NULL while the fd store is off */
     uint32_t epoch, gen;
     bool closing;              /* after the loop: nothing to resume */
     uint64_t rewrite_after;    /* a failed rewrite waits until the journal is this long */
     /* The predecessor's descriptors, removed from the store once this daemon serves. */
-    struct gkv_stored_fd *old;
+    gkv_stored_fd_t *old;
     unsigned nold;
     gkv_conn_t *waiters;       /* connections whose replies wait for a commit (conn.h) */
     /* INFO # Persistence. */
@@ -43,12 +49,19 @@ typedef struct {
 } gkv_fdstore_t;
 
 /* At start, after the devices open and before snapshots load or anything listens: adopts what
- * a predecessor stored (when LISTEN_FDS has gpukv-* descriptors), then, with the fd store on,
- * attaches a fresh journal to the store and the batchers and stores this daemon's descriptors.
- * *adopted says whether values came from the fd store (snapshots then stay unloaded). Returns
+ * a predecessor stored (LISTEN_FDS's gpukv-* descriptors, and the npassed descriptors of passed,
+ * which a TAKEOVER brought: taken over, closed here or by gkv_fdstore_serving), then, with the
+ * fd store on, attaches a fresh journal to the store and the batchers and stores this daemon's
+ * descriptors. *adopted says whether values came over (snapshots then stay unloaded). Returns
  * 0, or GKV_EINVAL / GKV_ESYS / GKV_ENOMEM with err (cap bytes): --fd-store yes outside systemd,
  * the descriptors could not be stored. */
-int gkv_fdstore_open(gkv_server_t *s, bool *adopted, char *err, size_t cap);
+int gkv_fdstore_open(gkv_server_t *s, gkv_stored_fd_t *passed, unsigned npassed, bool *adopted,
+                     char *err, size_t cap);
+/* A journal of the store as it is now (the devices, every live key), the caller's to close, or
+ * NULL when out of memory: what TAKEOVER hands over when no fd store runs. */
+struct gkv_journal *gkv_fdstore_journal_now(gkv_server_t *s);
+/* The names of device i's memory and of journal generation gen in epoch (48 bytes). */
+void gkv_fdstore_name(char *out, size_t cap, char kind, uint32_t epoch, uint32_t idx);
 /* The daemon listens: the predecessor's descriptors leave the fd store (before, a failed start
  * leaves them for the next try). */
 void gkv_fdstore_serving(gkv_server_t *s);

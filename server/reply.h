@@ -15,8 +15,11 @@ typedef struct {
     uint64_t off, len;
 } gkv_segment_t;
 
+#define GKV_REPLY_FDS 16 /* GKV_FDPASS_MAX */
+
 typedef struct {
     gkv_wr_t *wr; /* borrowed: where the reply frame goes */
+    struct gkv_conn *conn; /* borrowed: the connection asking (TAKEOVER checks its peer) */
     uint64_t id;
     bool local;                /* the connection is a Unix socket */
     int lane;                  /* the connection's copy lane: its values are allocated there too */
@@ -28,8 +31,8 @@ typedef struct {
     gkv_leases_t *leases;      /* the connection's leases */
     const struct gkv_command *cmd; /* set by gkv_dispatch: the command being run */
     /* HELLO: the shared-memory fds to pass with the reply (one per device with zc_every_gpu,
-     * else device 0's), owned until passed. */
-    int fds[GKV_MAX_DEVICES];
+     * else device 0's); TAKEOVER: listeners, memory and journal. Owned until passed. */
+    int fds[GKV_REPLY_FDS];
     unsigned nfds;
     const char *msg;               /* message for an error return (static or msgbuf) */
     char msgbuf[192];

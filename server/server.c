@@ -2,6 +2,7 @@
 #include "server.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -264,6 +265,7 @@ static void maybe_finish(gkv_server_t *s)
         uv_close((uv_handle_t *)&s->shutdown_timer, NULL);
         uv_close((uv_handle_t *)&s->sweep, NULL);
         uv_close((uv_handle_t *)&s->expiry, NULL);
+        uv_close((uv_handle_t *)&s->takeover.grace, NULL);
         gkv_snapshot_close(s);
     }
 }
@@ -316,6 +318,7 @@ void gkv_server_conn_closed(gkv_server_t *s, gkv_conn_t *c)
     if (c->next)
         c->next->prev = c->prev;
     s->nconns--;
+    gkv_takeover_conn_closed(s, c);
     maybe_finish(s);
 }
 
@@ -401,9 +404,91 @@ static int clear_stale_socket(const char *path, char *err, size_t cap)
     return 0;
 }
 
+/* Listens on a listening Unix socket taken over (fd). */
+static int listen_unix_fd(gkv_server_t *s, int fd, char *err, size_t cap)
+{
+    uv_pipe_init(s->loop, &s->unix_listener, 0);
+    s->unix_listener.data = s;
+    s->unix_open = true;
+    int e = uv_pipe_open(&s->unix_listener, fd);
+    if (e == 0)
+        e = uv_listen((uv_stream_t *)&s->unix_listener, 511, on_connection);
+    if (e) {
+        snprintf(err, cap, "cannot listen on the Unix socket taken over: %s", uv_strerror(e));
+        return GKV_ESYS;
+    }
+    GKV_INFO("listening on unix:%s (taken over)", s->cfg.socket_path);
+    return 0;
+}
+
+static int listen_tcp_fd(gkv_server_t *s, int fd, char *err, size_t cap)
+{
+    uv_tcp_init(s->loop, &s->tcp_listener);
+    s->tcp_listener.data = s;
+    s->tcp_open = true;
+    int e = uv_tcp_open(&s->tcp_listener, fd);
+    if (e == 0)
+        e = uv_listen((uv_stream_t *)&s->tcp_listener, 511, on_connection);
+    if (e) {
+        snprintf(err, cap, "cannot listen on the TCP socket taken over: %s", uv_strerror(e));
+        return GKV_ESYS;
+    }
+    struct sockaddr_in got;
+    int len = sizeof(got);
+    char ip[64] = "?";
+    if (uv_tcp_getsockname(&s->tcp_listener, (struct sockaddr *)&got, &len) == 0 &&
+        got.sin_family == AF_INET) {
+        uv_ip4_name(&got, ip, sizeof(ip));
+        snprintf(s->tcp_bound, sizeof(s->tcp_bound), "%s:%d", ip, ntohs(got.sin_port));
+    }
+    GKV_INFO("listen: listening on tcp:%s (taken over)", s->tcp_bound);
+    return 0;
+}
+
+void gkv_server_pause_listening(gkv_server_t *s, int *unix_fd, int *tcp_fd)
+{
+    uv_os_fd_t fd;
+    *unix_fd = *tcp_fd = -1;
+    if (s->unix_open) {
+        if (uv_fileno((uv_handle_t *)&s->unix_listener, &fd) == 0)
+            *unix_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        /* libuv unlinks the path of a pipe it bound when the handle closes: the socket file
+         * must stay, for the successor (or this daemon again) listens on the same socket. So
+         * libuv forgets the path (its copy, from the default allocator, freed here). */
+        char *bound = (char *)s->unix_listener.pipe_fname;
+        s->unix_listener.pipe_fname = NULL;
+        uv_close((uv_handle_t *)&s->unix_listener, NULL);
+        free(bound);
+        s->unix_open = false;
+    }
+    if (s->tcp_open) {
+        if (uv_fileno((uv_handle_t *)&s->tcp_listener, &fd) == 0)
+            *tcp_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        uv_close((uv_handle_t *)&s->tcp_listener, NULL);
+        s->tcp_open = false;
+    }
+}
+
+int gkv_server_listen_again(gkv_server_t *s, int unix_fd, int tcp_fd, char *err, size_t cap)
+{
+    int rc = 0;
+    if (unix_fd >= 0)
+        rc = listen_unix_fd(s, unix_fd, err, cap);
+    if (!rc && tcp_fd >= 0)
+        rc = listen_tcp_fd(s, tcp_fd, err, cap);
+    if (!rc && s->cfg.metrics_listen[0])
+        rc = gkv_metrics_http_listen(s, err, cap);
+    return rc;
+}
+
 static int listen_unix(gkv_server_t *s, char *err, size_t cap)
 {
     const char *path = s->cfg.socket_path;
+    if (s->takeover.listen_unix >= 0) {
+        int fd = s->takeover.listen_unix;
+        s->takeover.listen_unix = -1;
+        return listen_unix_fd(s, fd, err, cap);
+    }
     int rc = prepare_socket_dir(path, err, cap);
     if (rc || (rc = clear_stale_socket(path, err, cap)))
         return rc;
@@ -491,6 +576,11 @@ int gkv_server_listen_tcp(gkv_server_t *s, uv_tcp_t *t, const char *what, const 
 /* The TCP listener for clients (--listen). */
 static int listen_tcp(gkv_server_t *s, char *err, size_t cap)
 {
+    if (s->takeover.listen_tcp >= 0) {
+        int fd = s->takeover.listen_tcp;
+        s->takeover.listen_tcp = -1;
+        return listen_tcp_fd(s, fd, err, cap);
+    }
     int rc = gkv_server_listen_tcp(s, &s->tcp_listener, "listen", s->cfg.listen,
                                    "read, write and flush every value", on_connection, s->tcp_bound,
                                    err, cap);
@@ -666,18 +756,29 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
     s->expiry.data = s;
     s->watchdog_ms = gkv_notify_watchdog_ms();
     gkv_snapshot_init(s);
+    gkv_takeover_init(s);
     bool adopted;
-    if ((rc = gkv_fdstore_open(s, &adopted, err, cap)) ||
+    if ((cfg->takeover && (rc = gkv_takeover_fetch(s, err, cap))) ||
+        (rc = gkv_fdstore_open(s, s->takeover.passed, s->takeover.npassed, &adopted, err, cap)) ||
         (!adopted && (rc = gkv_snapshot_load(s, err, cap))) || (rc = listen_unix(s, err, cap)) ||
         (cfg->listen[0] && (rc = listen_tcp(s, err, cap))) ||
         (cfg->metrics_listen[0] && (rc = gkv_metrics_http_listen(s, err, cap))))
         goto fail_handles;
+    s->takeover.npassed = 0; /* gkv_fdstore_open took them */
+    if (s->takeover.listen_tcp >= 0) {
+        GKV_WARN("takeover: no --listen given: the TCP socket taken over is closed");
+        close(s->takeover.listen_tcp);
+        s->takeover.listen_tcp = -1;
+    }
     gkv_fdstore_serving(s);
+    gkv_takeover_done(s);
     return 0;
 fail_handles:
     gkv_fdstore_close(s);
+    gkv_takeover_fini(s);
     if (s->unix_open) {
-        unlink(s->cfg.socket_path);
+        if (!cfg->takeover) /* else the predecessor's: it serves on (takeover.h) */
+            unlink(s->cfg.socket_path);
         close_quietly((uv_handle_t *)&s->unix_listener);
     }
     if (s->tcp_open)
@@ -698,6 +799,7 @@ fail_handles:
     close_quietly((uv_handle_t *)&s->snap_done);
     close_quietly((uv_handle_t *)&s->snap_timer);
     close_quietly((uv_handle_t *)&s->snap_list);
+    close_quietly((uv_handle_t *)&s->takeover.grace);
     uv_run(loop, UV_RUN_DEFAULT);
     free_devices(s, s->ndev);
     gkv_store_fini(&s->store);
@@ -713,6 +815,7 @@ void gkv_server_fini(gkv_server_t *s)
 {
     gkv_snapshot_fini(s); /* a save still running ends first: it reads the devices */
     gkv_fdstore_close(s);
+    gkv_takeover_fini(s);
     free_devices(s, s->ndev);
     gkv_store_fini(&s->store);
     gkv_staging_fini(&s->staging);

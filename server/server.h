@@ -11,6 +11,7 @@
 #include "config.h"
 #include "device.h"
 #include "fdstore.h"
+#include "takeover.h"
 #include "lease.h"
 #include "metrics.h"
 #include "poller.h"
@@ -87,6 +88,7 @@ typedef struct gkv_server {
     uv_timer_t snap_timer;
     uv_idle_t snap_list; /* lists a save's keys a slice per loop turn */
     gkv_fdstore_t fdstore; /* --fd-store (fdstore.h) */
+    gkv_takeover_t takeover; /* TAKEOVER and --takeover (takeover.h) */
 } gkv_server_t;
 
 /* Opens the backend, the store and the listeners. cfg is copied; loop is borrowed and must
@@ -107,6 +109,13 @@ void gkv_server_resolve(const gkv_server_t *s, gkv_config_t *cfg);
  * the reloadable settings; the others are logged as needing a restart (reload.c). A bad config
  * is logged and changes nothing. */
 void gkv_server_reload(gkv_server_t *s);
+
+/* TAKEOVER (takeover.h): stops accepting on the client listeners, their sockets kept open in
+ * *unix_fd and *tcp_fd (-1 for none), so that connections wait in the backlog. */
+void gkv_server_pause_listening(gkv_server_t *s, int *unix_fd, int *tcp_fd);
+/* Listens again on those sockets (taken over; -1 for none) and on --metrics-listen. Returns 0
+ * or GKV_ESYS with err. */
+int gkv_server_listen_again(gkv_server_t *s, int unix_fd, int tcp_fd, char *err, size_t cap);
 
 /* Between server.c and metrics_http.c: binds t (initialised here, t->data = s) to addr
  * ("HOST:PORT", the value of flag what) and listens with cb; the address actually bound goes

@@ -399,7 +399,7 @@ int gkv_store_journal_all(gkv_store_t *st, gkv_journal_t *j)
 {
     gkv_journal_t *own = st->journal;
     st->journal = j;
-    for (const gkv_inode_t *in = gkv_index_seek(st->ix, NULL, 0); in; in = gkv_index_next(st->ix, in)) {
+    for (const gkv_inode_t *in = gkv_index_seek(st->ix, "", 0); in; in = gkv_index_next(st->ix, in)) {
         gkv_entry_t *e = gkv_inode_val(st->ix, in);
         if (gkv_store_alive(st, e))
             journal_put(st, e);

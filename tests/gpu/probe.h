@@ -9,4 +9,7 @@ int gkv_test_gpu_usable(void);
 /* Free and total device memory of device 0 in bytes; 0 on success. */
 int gkv_test_gpu_meminfo(size_t *free_b, size_t *total_b);
 
+/* Copies len bytes of device (or host) memory at src to host memory dst; 0 on success. */
+int gkv_test_gpu_read(void *dst, const void *src, size_t len);
+
 #endif

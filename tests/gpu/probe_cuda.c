@@ -15,3 +15,8 @@ int gkv_test_gpu_meminfo(size_t *free_b, size_t *total_b)
         return -1;
     return cudaMemGetInfo(free_b, total_b) == cudaSuccess ? 0 : -1;
 }
+
+int gkv_test_gpu_read(void *dst, const void *src, size_t len)
+{
+    return cudaMemcpy(dst, src, len, cudaMemcpyDefault) == cudaSuccess ? 0 : -1;
+}
