@@ -36,6 +36,8 @@ static void setup(void)
 
 static void teardown(void)
 {
+    if (getenv("GKV_TEST_KEEP"))
+        return; /* the daemons' logs stay for a look */
     char p[256];
     snprintf(p, sizeof(p), "rm -rf %s", dir);
     ck_assert_int_eq(system(p), 0);
