@@ -4,7 +4,7 @@
  * size, device, address, origin, deadline), DEL, FLUSH and DEV (a device's UUID), after a header
  * whose committed length advances once a record is whole and the bytes it names are in place. A SIGKILL leaves at most a partial record past the committed length, which
  * replay never reads. The store appends at publish, before the old value's memory can be freed,
- * so the journal never names freed memory (docs/snapshots.md, "the plan"). */
+ * so the journal never names freed memory (docs/restarts.md). */
 #ifndef GKV_SERVER_JOURNAL_H
 #define GKV_SERVER_JOURNAL_H
 
