@@ -296,6 +296,38 @@ START_TEST(freed_memory_waits_for_the_record_that_frees_it)
 }
 END_TEST
 
+/* A successor's copy out of adopted memory stays inside it (the host backend: the arena). */
+START_TEST(adopted_copies_stay_inside_the_memory)
+{
+    gkv_entry_t *a = stored("a", "adopt me");
+    int fd;
+    char why[128];
+    ck_assert_int_eq(be->ops->share(be, &fd, why, sizeof(why)), 0);
+    void *src;
+    ck_assert_int_eq(be->ops->adopt_open(be, fd, &src, why, sizeof(why)), 0);
+    gkv_entry_t *b;
+    ck_assert_int_eq(gkv_store_entry_new(&st, 0, "b", 1, 8, NULL, 0, 0, &b), 0);
+    uint64_t base, size;
+    uint8_t exp[64];
+    size_t len;
+    ck_assert_int_eq(be->ops->origin(be, a->mem, 8, &base, &size, exp, sizeof(exp), &len), 0);
+    ck_assert_uint_eq(len, 0);
+    ck_assert_int_eq(be->ops->adopt_copy(be, src, base, size, exp, len, a->mem.v, 8, b->mem), 0);
+    ck_assert_mem_eq(be->ops->host_view(be, b->mem), "adopt me", 8);
+    /* Past the end, straddling it, or with export data the host backend never makes: refused. */
+    ck_assert_int_eq(be->ops->adopt_copy(be, src, base, size, exp, len, size, 8, b->mem),
+                     GKV_EINVAL);
+    ck_assert_int_eq(be->ops->adopt_copy(be, src, base, size, exp, len, size - 4, 8, b->mem),
+                     GKV_EINVAL);
+    ck_assert_int_eq(be->ops->adopt_copy(be, src, base, size, exp, 64, a->mem.v, 8, b->mem),
+                     GKV_EINVAL);
+    ck_assert_int_eq(be->ops->adopt_close(be, src), 0);
+    close(fd);
+    gkv_store_unref(&st, b);
+    gkv_store_flush(&st);
+}
+END_TEST
+
 Suite *make_suite(void)
 {
     Suite *s = suite_create("journal");
@@ -310,6 +342,7 @@ Suite *make_suite(void)
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_add_test(t, a_store_journals_what_it_links_and_unlinks);
     tcase_add_test(t, freed_memory_waits_for_the_record_that_frees_it);
+    tcase_add_test(t, adopted_copies_stay_inside_the_memory);
     suite_add_tcase(s, t);
     return s;
 }
