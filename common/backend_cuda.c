@@ -15,8 +15,8 @@
 #include "backend_cuda_adopt.h"
 #include "backend_cuda_batch.h"
 #include "error.h"
-#include "gpu_uuid.h"
 #include "exports.h"
+#include "gpu_uuid.h"
 #include "log.h"
 #include "slab.h"
 

@@ -70,8 +70,8 @@ int gkv__cuda_adopt_copy(void *src, void *stream, uint64_t base, uint64_t base_s
         im->base = base;
         HASH_ADD(hh, a->allocs, base, sizeof(im->base), im);
     }
-    cudaError_t e = cudaMemcpyAsync((void *)(uintptr_t)dst, (uint8_t *)im->ptr + (addr - base),
-                                    len, cudaMemcpyDefault, (cudaStream_t)stream);
+    cudaError_t e = cudaMemcpyAsync((void *)(uintptr_t)dst, (uint8_t *)im->ptr + (addr - base), len,
+                                    cudaMemcpyDefault, (cudaStream_t)stream);
     if (e != cudaSuccess) {
         if (a->failed == cudaSuccess)
             a->failed = e;

@@ -211,7 +211,8 @@ static int host_adopt_open(gkv_backend_t *b, int fd, void **src, char *why, size
     struct stat st;
     adopted_t *a = calloc(1, sizeof(*a));
     if (!a || fstat(fd, &st) != 0 || st.st_size <= 0) {
-        snprintf(why, cap, "the stored arena cannot be read: %s", a ? strerror(errno) : "no memory");
+        snprintf(why, cap, "the stored arena cannot be read: %s",
+                 a ? strerror(errno) : "no memory");
         free(a);
         return GKV_EIO;
     }

@@ -32,7 +32,7 @@
     X(PERSIST, persist, 18, GKV_CMD_KEY, "take a key's deadline away")                             \
     X(TTL, ttl, 19, GKV_CMD_KEY, "milliseconds a key has left")                                    \
     X(MOVE, move, 20, GKV_CMD_KEY, "move a value to another GPU of the daemon")                    \
-    X(SAVE, save, 21, 0, "write a snapshot of every key to --snapshot-dir")                       \
+    X(SAVE, save, 21, 0, "write a snapshot of every key to --snapshot-dir")                        \
     X(TAKEOVER, takeover, 22, 0, "hand values and sockets to a successor (gpukvd --takeover)")
 
 typedef enum {

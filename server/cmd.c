@@ -10,13 +10,13 @@
     [GKV_OP_##NAME] = {#name, GKV_FLAGS_##NAME, gkv_cmd_##name, payload}
 
 static const gkv_command_t commands[GKV_OP_MAX] = {
-    CMD(HELLO, hello, NULL),     CMD(PING, ping, NULL),     CMD(SET, set, gkv_cmd_set_commit),
-    CMD(GET, get, NULL),         CMD(MGET, mget, NULL),     CMD(EXISTS, exists, NULL),
-    CMD(DEL, del, NULL),         CMD(LIST, list, NULL),     CMD(GETSIZE, getsize, NULL),
-    CMD(FLUSH, flush, NULL),     CMD(INFO, info, NULL),     CMD(MAP, map, NULL),
-    CMD(RELEASE, release, NULL), CMD(CREATE, create, NULL), CMD(SEAL, seal, NULL),
-    CMD(ABORT, abort, NULL),     CMD(EXPIRE, expire, NULL), CMD(PERSIST, persist, NULL),
-    CMD(TTL, ttl, NULL),         CMD(MOVE, move, NULL),     CMD(SAVE, save, NULL),
+    CMD(HELLO, hello, NULL),       CMD(PING, ping, NULL),     CMD(SET, set, gkv_cmd_set_commit),
+    CMD(GET, get, NULL),           CMD(MGET, mget, NULL),     CMD(EXISTS, exists, NULL),
+    CMD(DEL, del, NULL),           CMD(LIST, list, NULL),     CMD(GETSIZE, getsize, NULL),
+    CMD(FLUSH, flush, NULL),       CMD(INFO, info, NULL),     CMD(MAP, map, NULL),
+    CMD(RELEASE, release, NULL),   CMD(CREATE, create, NULL), CMD(SEAL, seal, NULL),
+    CMD(ABORT, abort, NULL),       CMD(EXPIRE, expire, NULL), CMD(PERSIST, persist, NULL),
+    CMD(TTL, ttl, NULL),           CMD(MOVE, move, NULL),     CMD(SAVE, save, NULL),
     CMD(TAKEOVER, takeover, NULL),
 };
 

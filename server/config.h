@@ -69,7 +69,7 @@ typedef struct {
     bool snapshot_skip_corrupt;    /* at start, a corrupt snapshot is skipped (else refused) */
     bool snapshot_on_exit;         /* a graceful stop saves before the daemon exits */
     bool takeover; /* take the values and sockets of the daemon on --socket (takeover.h) */
-    gkv_tristate_t fd_store;       /* values survive crashes through systemd's fd store (fdstore.h) */
+    gkv_tristate_t fd_store; /* values survive crashes through systemd's fd store (fdstore.h) */
 } gkv_config_t;
 
 /* Fills cfg with the defaults; the socket path follows the user (see gkv_default_socket). */

@@ -21,11 +21,11 @@
 #include "server.h"
 #include "slab.h"
 
-#define STORED_MAX 64          /* descriptors taken from LISTEN_FDS */
+#define STORED_MAX 64           /* descriptors taken from LISTEN_FDS */
 #define REWRITE_MIN (16u << 20) /* the journal is rewritten once past this ... */
-#define REWRITE_FACTOR 4       /* ... and this many times a record per live key */
-#define REWRITE_RECORD 192     /* bytes of a typical live key's record */
-#define DROP_LINES 20          /* dropped records logged one by one, then counted */
+#define REWRITE_FACTOR 4        /* ... and this many times a record per live key */
+#define REWRITE_RECORD 192      /* bytes of a typical live key's record */
+#define DROP_LINES 20           /* dropped records logged one by one, then counted */
 
 /* A descriptor the predecessor stored: gpukv-m-<epoch>-<idx> or gpukv-j-<epoch>-<idx>. */
 typedef struct {
@@ -210,8 +210,7 @@ static int adopt_one(void *arg, const gkv_jrec_t *r)
     if (r->size && (rc = be->ops->adopt_copy(be, a->src[r->dev], r->base, r->base_size, r->exp,
                                              r->exp_len, r->addr, r->size, e->mem))) {
         gkv_store_unref(st, e);
-        drop(a, r, rc == GKV_EINVAL ? "it lies outside the memory it names"
-                                    : "copying it failed");
+        drop(a, r, rc == GKV_EINVAL ? "it lies outside the memory it names" : "copying it failed");
         return 0;
     }
     rc = r->expire_unix_ms ? gkv_store_entry_ttl(st, e, r->expire_unix_ms - a->now_unix) : 0;
@@ -271,8 +270,8 @@ static int adopt(gkv_server_t *s, const stored_t *j, const stored_t *stored, uns
     f->adopted_keys = a.keys;
     f->adopted_bytes = a.bytes;
     f->dropped = a.dropped;
-    GKV_INFO("fd store: adopted epoch %" PRIu32 ": %" PRIu64 " keys, %" PRIu64
-             " bytes; %" PRIu64 " past their deadline, %" PRIu64 " dropped",
+    GKV_INFO("fd store: adopted epoch %" PRIu32 ": %" PRIu64 " keys, %" PRIu64 " bytes; %" PRIu64
+             " past their deadline, %" PRIu64 " dropped",
              j->epoch, a.keys, a.bytes, a.expired, a.dropped);
     return 0;
 }
@@ -387,7 +386,8 @@ int gkv_fdstore_open(gkv_server_t *s, gkv_stored_fd_t *passed, unsigned npassed,
                (!getenv("FDSTORE") || strtol(getenv("FDSTORE"), NULL, 10) > 0));
     int rc = 0;
     if (on && !gkv_notify_available()) {
-        snprintf(err, cap, "--fd-store yes needs $NOTIFY_SOCKET: run gpukvd as a systemd "
+        snprintf(err, cap,
+                 "--fd-store yes needs $NOTIFY_SOCKET: run gpukvd as a systemd "
                  "service (Type=notify, FileDescriptorStoreMax=16)");
         rc = GKV_EINVAL;
     } else if (on) {
@@ -403,15 +403,16 @@ int gkv_fdstore_open(gkv_server_t *s, gkv_stored_fd_t *passed, unsigned npassed,
             f->journal = jn;
             set_journal(s, jn);
             GKV_INFO("fd store: on (epoch %" PRIu32 "): value memory and the journal kept in "
-                     "systemd's file descriptor store", f->epoch);
+                     "systemd's file descriptor store",
+                     f->epoch);
         }
     }
     /* The predecessor's descriptors go once this daemon serves (gkv_fdstore_serving). */
     if (!rc && n && (f->old = calloc(n, sizeof(*f->old)))) {
         for (unsigned i = 0; i < n; i++) {
             f->old[i].fd = stored[i].fd;
-            gkv_fdstore_name(f->old[i].name, sizeof(f->old[i].name), stored[i].kind, stored[i].epoch,
-                    stored[i].idx);
+            gkv_fdstore_name(f->old[i].name, sizeof(f->old[i].name), stored[i].kind,
+                             stored[i].epoch, stored[i].idx);
         }
         f->nold = n;
     } else {
@@ -500,7 +501,8 @@ static void maybe_rewrite(gkv_server_t *s)
     gkv_journal_t *jn = gkv_fdstore_journal_now(s);
     if (!jn || store_journal(s, jn, f->gen + 1)) {
         GKV_WARN("fd store: rewriting the journal (%" PRIu64 " bytes) failed; trying again at "
-                 "twice the size", used);
+                 "twice the size",
+                 used);
         gkv_journal_close(jn);
         f->rewrite_after = used * 2;
         return;

@@ -37,15 +37,15 @@ typedef struct gkv_stored_fd {
 typedef struct {
     struct gkv_journal *journal; /* owned; NULL while the fd store is off */
     uint32_t epoch, gen;
-    bool closing;              /* after the loop: nothing to resume */
-    uint64_t rewrite_after;    /* a failed rewrite waits until the journal is this long */
+    bool closing;           /* after the loop: nothing to resume */
+    uint64_t rewrite_after; /* a failed rewrite waits until the journal is this long */
     /* The predecessor's descriptors, removed from the store once this daemon serves. */
     gkv_stored_fd_t *old;
     unsigned nold;
-    gkv_conn_t *waiters;       /* connections whose replies wait for a commit (conn.h) */
+    gkv_conn_t *waiters; /* connections whose replies wait for a commit (conn.h) */
     /* INFO # Persistence. */
     uint64_t adopted_keys, adopted_bytes, dropped, adopt_ms, rewrites, held_replies;
-    uint32_t adopted_epoch;    /* 0: started without stored descriptors */
+    uint32_t adopted_epoch; /* 0: started without stored descriptors */
 } gkv_fdstore_t;
 
 /* At start, after the devices open and before snapshots load or anything listens: adopts what
@@ -78,9 +78,9 @@ void gkv_fdstore_committed(void *arg);
 /* INFO lines (fd_store:..., appended to # Persistence) into text. Returns the length or -1. */
 int gkv_fdstore_info(const gkv_server_t *s, char *text, size_t cap);
 /* A graceful stop (or a failed start), before the store frees its values: removes this
- * daemon's descriptors from the fd store (a planned restart keeps values through --snapshot-on-exit instead: freeing
- * the values would leave the stored journal naming freed memory), detaches the journal from
- * the store and closes it. */
+ * daemon's descriptors from the fd store (a planned restart keeps values through --snapshot-on-exit
+ * instead: freeing the values would leave the stored journal naming freed memory), detaches the
+ * journal from the store and closes it. */
 void gkv_fdstore_close(gkv_server_t *s);
 
 #endif

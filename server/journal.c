@@ -5,8 +5,8 @@
  * multiple of 8 bytes: u32 length (the record's, header included), u32 CRC-32C of the bytes
  * after it, u8 type (1 PUT, 2 DEL, 3 FLUSH, 4 DEV), 3 zero bytes, u32 device, u32 key length, u32
  * metadata length, u64 size, u64 address, u64 deadline (Unix ms), u64 origin's base, u64 its
- * size, u32 export data length (<= 64), u32 zero, then key (a DEV record: the UUID), metadata and export data,
- * zero-padded. */
+ * size, u32 export data length (<= 64), u32 zero, then key (a DEV record: the UUID), metadata and
+ * export data, zero-padded. */
 #include "journal.h"
 
 #include <errno.h>

@@ -2,9 +2,10 @@
  * process (handed to systemd's fd store, fdstore.h), so that a successor started after a crash
  * finds every published value: an append-only log of checksummed records, PUT (key, metadata,
  * size, device, address, origin, deadline), DEL, FLUSH and DEV (a device's UUID), after a header
- * whose committed length advances once a record is whole and the bytes it names are in place. A SIGKILL leaves at most a partial record past the committed length, which
- * replay never reads. The store appends at publish, before the old value's memory can be freed,
- * so the journal never names freed memory (docs/restarts.md). */
+ * whose committed length advances once a record is whole and the bytes it names are in place. A
+ * SIGKILL leaves at most a partial record past the committed length, which replay never reads. The
+ * store appends at publish, before the old value's memory can be freed, so the journal never names
+ * freed memory (docs/restarts.md). */
 #ifndef GKV_SERVER_JOURNAL_H
 #define GKV_SERVER_JOURNAL_H
 
@@ -72,11 +73,11 @@ uint64_t gkv_journal_used(const gkv_journal_t *j);
 bool gkv_journal_broken(const gkv_journal_t *j);
 void gkv_journal_close(gkv_journal_t *j);
 
-/* Replays the journal in fd (borrowed): fills devs from its device records, calls fn for the last PUT of every key that is live at
- * the end (DEL and FLUSH applied), in no particular order, stopping when fn returns non-zero.
- * A record whose checksum or lengths are wrong ends the replay there (what follows cannot be
- * found again): *bad is set and what came before stands. Returns 0, fn's code, or GKV_EIO /
- * GKV_ENOMEM with why (cap bytes). */
+/* Replays the journal in fd (borrowed): fills devs from its device records, calls fn for the last
+ * PUT of every key that is live at the end (DEL and FLUSH applied), in no particular order,
+ * stopping when fn returns non-zero. A record whose checksum or lengths are wrong ends the replay
+ * there (what follows cannot be found again): *bad is set and what came before stands. Returns 0,
+ * fn's code, or GKV_EIO / GKV_ENOMEM with why (cap bytes). */
 int gkv_journal_replay(int fd, gkv_jdevs_t *devs, int (*fn)(void *arg, const gkv_jrec_t *r),
                        void *arg, bool *bad, char *why, size_t cap);
 

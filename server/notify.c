@@ -70,7 +70,8 @@ static int notify_socket(void)
     int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    if (connect(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) != 0) {
+    if (connect(fd, (struct sockaddr *)&a,
+                (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) != 0) {
         int err = errno;
         close(fd);
         errno = err;
@@ -85,7 +86,8 @@ static int send_state(const char *state, int fd)
     if (sock < 0)
         return -1;
     size_t len = strlen(state);
-    ssize_t n = fd >= 0 ? gkv_fds_send(sock, state, len, &fd, 1) : send(sock, state, len, MSG_NOSIGNAL);
+    ssize_t n =
+        fd >= 0 ? gkv_fds_send(sock, state, len, &fd, 1) : send(sock, state, len, MSG_NOSIGNAL);
     int err = errno;
     close(sock);
     errno = err;

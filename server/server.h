@@ -11,13 +11,13 @@
 #include "config.h"
 #include "device.h"
 #include "fdstore.h"
-#include "takeover.h"
 #include "lease.h"
 #include "metrics.h"
 #include "poller.h"
 #include "snapshot.h"
 #include "staging.h"
 #include "store.h"
+#include "takeover.h"
 #include "token.h"
 
 typedef struct gkv_conn gkv_conn_t;
@@ -87,7 +87,7 @@ typedef struct gkv_server {
     uv_async_t snap_done;
     uv_timer_t snap_timer;
     uv_idle_t snap_list; /* lists a save's keys a slice per loop turn */
-    gkv_fdstore_t fdstore; /* --fd-store (fdstore.h) */
+    gkv_fdstore_t fdstore;   /* --fd-store (fdstore.h) */
     gkv_takeover_t takeover; /* TAKEOVER and --takeover (takeover.h) */
 } gkv_server_t;
 

@@ -371,7 +371,8 @@ static void free_memory(gkv_store_t *st, unsigned dev, gkv_devptr_t mem, uint64_
  * journal marked broken, which INFO reports). */
 static bool into_limbo(gkv_store_t *st, const gkv_entry_t *e)
 {
-    if (!st->journal || !e->size || gkv_journal_committed(st->journal) == gkv_journal_used(st->journal))
+    if (!st->journal || !e->size ||
+        gkv_journal_committed(st->journal) == gkv_journal_used(st->journal))
         return false;
     if (st->nlimbo == st->limbo_cap) {
         if (st->limbo_head) { /* slide the live part down first */
@@ -399,7 +400,8 @@ int gkv_store_journal_all(gkv_store_t *st, gkv_journal_t *j)
 {
     gkv_journal_t *own = st->journal;
     st->journal = j;
-    for (const gkv_inode_t *in = gkv_index_seek(st->ix, "", 0); in; in = gkv_index_next(st->ix, in)) {
+    for (const gkv_inode_t *in = gkv_index_seek(st->ix, "", 0); in;
+         in = gkv_index_next(st->ix, in)) {
         gkv_entry_t *e = gkv_inode_val(st->ix, in);
         if (gkv_store_alive(st, e))
             journal_put(st, e);

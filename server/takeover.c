@@ -266,7 +266,8 @@ static int reply(gkv_server_t *s, char *payload, size_t cap, int *fds, unsigned 
                 memcpy(payload, buf + need, resp.payload_len);
                 payload[resp.payload_len] = 0;
                 if (resp.status)
-                    snprintf(why, wcap, "%.*s", (int)resp.message.len, (const char *)resp.message.p);
+                    snprintf(why, wcap, "%.*s", (int)resp.message.len,
+                             (const char *)resp.message.p);
                 return (int)resp.status;
             }
             need = total;

@@ -37,8 +37,8 @@ typedef struct {
     int unix_fd, tcp_fd; /* the listening sockets, kept to listen again if the successor fails */
     uv_timer_t grace;    /* --shutdown-grace: then the other connections close at once */
     /* The successor's side (--takeover). */
-    int sock;                              /* the connection to the predecessor, or -1 */
-    int listen_unix, listen_tcp;           /* passed listening sockets, or -1 */
+    int sock;                                 /* the connection to the predecessor, or -1 */
+    int listen_unix, listen_tcp;              /* passed listening sockets, or -1 */
     gkv_stored_fd_t passed[GKV_TAKEOVER_FDS]; /* memory and journal, for gkv_fdstore_open */
     unsigned npassed;
 } gkv_takeover_t;

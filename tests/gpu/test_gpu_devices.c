@@ -222,7 +222,8 @@ START_TEST(move_under_readers_and_oom_per_device)
     cudaFree(a);
     fprintf(stderr, "MOVE of 1 GiB (%s): %.1f GB/s, cudaMemcpyPeer alone %.1f GB/s%s\n",
             ngpus > 1 ? "GPU 0 <-> GPU 1" : "two pools of GPU 0", (double)g / best / 1e9,
-            (double)g / raw / 1e9, peer ? (direct ? " (peer access on)" : " (no peer access)") : "");
+            (double)g / raw / 1e9,
+            peer ? (direct ? " (peer access on)" : " (no peer access)") : "");
     free(v);
     gkv_client_close(c);
     ck_assert_int_eq(harness_stop(&d), 0);

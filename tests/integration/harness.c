@@ -6,12 +6,12 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gpukv/gpukv.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>

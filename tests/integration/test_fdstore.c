@@ -209,10 +209,12 @@ static int check_keys(const char *url, writer_t *ws, int nw)
                      is_version(w, k, found, got, info.length);
             }
             if (!ok) {
-                fprintf(stderr, "%s: found %s version %llu (%llu bytes), acknowledged %llu, in "
-                        "flight %llu\n", key, rc ? "no" : "", (unsigned long long)found,
-                        (unsigned long long)(rc ? 0 : info.length),
-                        (unsigned long long)ks->acked, (unsigned long long)ks->flying);
+                fprintf(stderr,
+                        "%s: found %s version %llu (%llu bytes), acknowledged %llu, in "
+                        "flight %llu\n",
+                        key, rc ? "no" : "", (unsigned long long)found,
+                        (unsigned long long)(rc ? 0 : info.length), (unsigned long long)ks->acked,
+                        (unsigned long long)ks->flying);
                 wrong++;
             }
             gkv_free(got);
@@ -265,9 +267,10 @@ START_TEST(acknowledged_writes_survive_sigkill_at_random_points)
     ck_assert_int_eq(start(&d, "256M"), 0);
     ck_assert_int_eq(check_keys(d.url, ws, WRITERS), 0);
     harness_stop(&d);
-    fprintf(stderr, "fd store: %d SIGKILLs under load, %llu acknowledged writes, %llu keys "
-            "adopted in all, none wrong\n", rounds, (unsigned long long)writes,
-            (unsigned long long)adopted);
+    fprintf(stderr,
+            "fd store: %d SIGKILLs under load, %llu acknowledged writes, %llu keys "
+            "adopted in all, none wrong\n",
+            rounds, (unsigned long long)writes, (unsigned long long)adopted);
     ck_assert_uint_gt(writes, (uint64_t)rounds);
 }
 END_TEST
@@ -331,9 +334,11 @@ START_TEST(a_large_store_comes_back_after_sigkill)
     }
     gkv_client_close(c);
     harness_stop(&d);
-    fprintf(stderr, "fd store: %.2f GiB in %zu values back after SIGKILL: serving %.0f ms after "
-            "the restart began (adoption %llu ms)\n", (double)(nbig * big) / (1u << 30),
-            nbig + nsmall, serving * 1e3, (unsigned long long)adopt_ms);
+    fprintf(stderr,
+            "fd store: %.2f GiB in %zu values back after SIGKILL: serving %.0f ms after "
+            "the restart began (adoption %llu ms)\n",
+            (double)(nbig * big) / (1u << 30), nbig + nsmall, serving * 1e3,
+            (unsigned long long)adopt_ms);
     free(buf);
     free(want);
 }

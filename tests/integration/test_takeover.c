@@ -24,8 +24,8 @@
 
 static char dir[64], sock[128];
 static const char *const base_args[] = {"--maxmemory", "256M", "--host-zero-copy", "yes", NULL};
-static const char *const takeover_args[] = {"--maxmemory", "256M", "--host-zero-copy", "yes",
-                                            "--takeover", "yes", NULL};
+static const char *const takeover_args[] = {
+    "--maxmemory", "256M", "--host-zero-copy", "yes", "--takeover", "yes", NULL};
 
 static void setup(void)
 {
@@ -194,7 +194,10 @@ START_TEST(a_takeover_under_load_keeps_every_acknowledged_write)
     atomic_bool stop = false;
     pthread_t t[WRITERS];
     for (int w = 0; w < WRITERS; w++) {
-        ws[w] = (writer_t){.id = w, .url = old.url, .stop = &stop, .next = 1,
+        ws[w] = (writer_t){.id = w,
+                           .url = old.url,
+                           .stop = &stop,
+                           .next = 1,
                            .rng = 0x9e3779b97f4a7c15ULL * (uint64_t)(w + 1)};
         ck_assert_int_eq(pthread_create(&t[w], NULL, write_loop, &ws[w]), 0);
     }
@@ -231,7 +234,8 @@ START_TEST(a_takeover_under_load_keeps_every_acknowledged_write)
     ck_assert_ptr_nonnull(strstr(log, "takeover: handing over"));
     ck_assert_ptr_nonnull(strstr(log, "takeover: done"));
     ck_assert_int_eq(harness_stop(&succ), 0);
-    fprintf(stderr, "takeover under load: %llu acknowledged writes by %d writers, reconnects "
+    fprintf(stderr,
+            "takeover under load: %llu acknowledged writes by %d writers, reconnects "
             "%d/%d/%d, none lost; a mapping made before still reads right\n",
             (unsigned long long)writes, WRITERS, ws[0].reconnects, ws[1].reconnects,
             ws[2].reconnects);

@@ -58,7 +58,8 @@ START_TEST(the_last_put_of_each_live_key_is_replayed)
     seen_t s = {0};
     bool bad;
     char why[128];
-    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), &devs, collect, &s, &bad, why, sizeof(why)), 0);
+    ck_assert_int_eq(
+        gkv_journal_replay(gkv_journal_fd(j), &devs, collect, &s, &bad, why, sizeof(why)), 0);
     ck_assert(!bad);
     ck_assert_int_eq(s.n, 2);
     ck_assert_uint_eq(addr_of(&s, "a"), 3);
@@ -66,7 +67,8 @@ START_TEST(the_last_put_of_each_live_key_is_replayed)
     ck_assert_int_eq(gkv_journal_flush(j), 0);
     put(j, "d", 5);
     memset(&s, 0, sizeof(s));
-    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), &devs, collect, &s, &bad, why, sizeof(why)), 0);
+    ck_assert_int_eq(
+        gkv_journal_replay(gkv_journal_fd(j), &devs, collect, &s, &bad, why, sizeof(why)), 0);
     ck_assert_int_eq(s.n, 1);
     ck_assert_uint_eq(addr_of(&s, "d"), 5);
     gkv_journal_close(j);
@@ -122,7 +124,8 @@ START_TEST(the_journal_grows_past_its_first_size)
     seen_t s = {0};
     bool bad;
     char why[128];
-    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), &devs, collect, &s, &bad, why, sizeof(why)), 0);
+    ck_assert_int_eq(
+        gkv_journal_replay(gkv_journal_fd(j), &devs, collect, &s, &bad, why, sizeof(why)), 0);
     ck_assert_int_eq(s.n, 50);
     ck_assert_uint_eq(addr_of(&s, "k7"), 9957);
     gkv_journal_close(j);
@@ -185,7 +188,8 @@ START_TEST(a_store_journals_what_it_links_and_unlinks)
     recs_t s = {0};
     bool bad;
     char why[128];
-    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), &devs, keep, &s, &bad, why, sizeof(why)), 0);
+    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), &devs, keep, &s, &bad, why, sizeof(why)),
+                     0);
     ck_assert_int_eq(s.n, 2);
     int ia = find(&s, "a");
     ck_assert_int_ge(ia, 0);
@@ -196,7 +200,8 @@ START_TEST(a_store_journals_what_it_links_and_unlinks)
     gkv_store_flush(&st);
     stored("d", "five");
     memset(&s, 0, sizeof(s));
-    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), &devs, keep, &s, &bad, why, sizeof(why)), 0);
+    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), &devs, keep, &s, &bad, why, sizeof(why)),
+                     0);
     ck_assert_int_eq(s.n, 1);
     ck_assert_int_ge(find(&s, "d"), 0);
     ck_assert_uint_eq(s.expire[0], 0);
@@ -216,15 +221,23 @@ START_TEST(devices_and_export_data_come_back)
     uint8_t exp[64];
     for (int i = 0; i < 64; i++)
         exp[i] = (uint8_t)(i * 3);
-    gkv_jrec_t r = {.key = (const uint8_t *)"k", .klen = 1, .size = 100, .addr = 4096 + 64,
-                    .dev = 1, .base = 4096, .base_size = 1 << 20, .exp = exp, .exp_len = 64};
+    gkv_jrec_t r = {.key = (const uint8_t *)"k",
+                    .klen = 1,
+                    .size = 100,
+                    .addr = 4096 + 64,
+                    .dev = 1,
+                    .base = 4096,
+                    .base_size = 1 << 20,
+                    .exp = exp,
+                    .exp_len = 64};
     ck_assert_int_eq(gkv_journal_put(j, &r), 0);
     r.exp_len = 65;
     ck_assert_int_eq(gkv_journal_put(j, &r), GKV_EINVAL);
     recs_t s = {0};
     bool bad;
     char why[128];
-    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), &devs, keep, &s, &bad, why, sizeof(why)), 0);
+    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), &devs, keep, &s, &bad, why, sizeof(why)),
+                     0);
     ck_assert_int_eq(s.n, 1);
     ck_assert_uint_eq(devs.n, 2);
     ck_assert_str_eq(devs.uuid[1], "GPU-1234");
@@ -246,7 +259,7 @@ START_TEST(pins_hold_the_committed_length_back)
     ck_assert_uint_eq(gkv_journal_committed(j), one);
     ck_assert(gkv_journal_idle(j));
     uint64_t p1 = gkv_journal_pin(j); /* a batch takes its first write */
-    put(j, "b", 2);                    /* that SET's record: its bytes are not in place yet */
+    put(j, "b", 2);                   /* that SET's record: its bytes are not in place yet */
     uint64_t p2 = gkv_journal_pin(j); /* the next batch */
     put(j, "c", 3);
     ck_assert_uint_eq(gkv_journal_committed(j), one);
@@ -254,7 +267,8 @@ START_TEST(pins_hold_the_committed_length_back)
     seen_t s = {0};
     bool bad;
     char why[128];
-    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), &devs, collect, &s, &bad, why, sizeof(why)), 0);
+    ck_assert_int_eq(
+        gkv_journal_replay(gkv_journal_fd(j), &devs, collect, &s, &bad, why, sizeof(why)), 0);
     ck_assert_int_eq(s.n, 1); /* a crash now: only what is in place */
     gkv_journal_unpin(j, p1);
     ck_assert_uint_eq(gkv_journal_committed(j), p2); /* b commits, c waits for the second */
@@ -262,7 +276,8 @@ START_TEST(pins_hold_the_committed_length_back)
     ck_assert_uint_eq(gkv_journal_committed(j), gkv_journal_used(j));
     ck_assert(gkv_journal_idle(j));
     memset(&s, 0, sizeof(s));
-    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), &devs, collect, &s, &bad, why, sizeof(why)), 0);
+    ck_assert_int_eq(
+        gkv_journal_replay(gkv_journal_fd(j), &devs, collect, &s, &bad, why, sizeof(why)), 0);
     ck_assert_int_eq(s.n, 3);
     gkv_journal_close(j);
 }
