@@ -227,12 +227,9 @@ const char *harness_url(const gkv_daemon_t *d, int i)
     return i ? d->tcp_url : d->url;
 }
 
-int harness_stop(gkv_daemon_t *d)
+int harness_wait_exit(gkv_daemon_t *d, int ms)
 {
-    if (d->pid <= 0)
-        return -1;
-    kill(d->pid, SIGTERM);
-    for (int i = 0; i < 1500; i++) {
+    for (int i = 0; d->pid > 0 && i < ms / 10; i++) {
         int status;
         if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
             d->pid = 0;
@@ -240,8 +237,18 @@ int harness_stop(gkv_daemon_t *d)
         }
         harness_sleep_ms(10);
     }
-    harness_kill(d);
     return -1;
+}
+
+int harness_stop(gkv_daemon_t *d)
+{
+    if (d->pid <= 0)
+        return -1;
+    kill(d->pid, SIGTERM);
+    int rc = harness_wait_exit(d, 15000);
+    if (rc < 0)
+        harness_kill(d);
+    return rc;
 }
 
 void harness_kill(gkv_daemon_t *d)

@@ -50,6 +50,9 @@ int harness_start_sm(gkv_daemon_t *d, const char *dir, const char *sock, const c
                      harness_sm_t *m);
 /* SIGTERM, then waits up to 15 s. Returns the exit status, or -1 if it had to be killed. */
 int harness_stop(gkv_daemon_t *d);
+/* Waits up to ms for the daemon to exit by itself. Returns its exit status (128 + signal when
+ * killed), or -1 if it still runs. */
+int harness_wait_exit(gkv_daemon_t *d, int ms);
 /* Kills the daemon with SIGKILL and reaps it. */
 void harness_kill(gkv_daemon_t *d);
 /* i = 0, 1: d's Unix socket URL, then its TCP URL. */

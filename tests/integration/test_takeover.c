@@ -14,7 +14,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check_client.h"
@@ -163,20 +162,6 @@ static int check_keys(const char *url, writer_t *ws)
     return wrong;
 }
 
-/* Waits for the old daemon to exit (it is this test's child); its exit status. */
-static int wait_exit(gkv_daemon_t *d)
-{
-    for (int i = 0; i < 1500; i++) {
-        int status;
-        if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
-            d->pid = 0;
-            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        }
-        harness_sleep_ms(10);
-    }
-    return -1;
-}
-
 START_TEST(a_takeover_under_load_keeps_every_acknowledged_write)
 {
     gkv_daemon_t old, succ;
@@ -203,7 +188,7 @@ START_TEST(a_takeover_under_load_keeps_every_acknowledged_write)
     }
     harness_sleep_ms(300);
     ck_assert_int_eq(harness_start_at(&succ, dir, sock, takeover_args), 0);
-    ck_assert_int_eq(wait_exit(&old), 0); /* it exits once the successor serves */
+    ck_assert_int_eq(harness_wait_exit(&old, 15000), 0); /* it exits once the successor serves */
     harness_sleep_ms(300);                /* the writers go on against the successor */
     atomic_store(&stop, true);
     uint64_t writes = 0;
