@@ -217,6 +217,21 @@ START_TEST(move_under_readers_and_oom_per_device)
         double t = now_s() - t0;
         raw = t < raw ? t : raw;
     }
+    /* gkv_get_to_device of the value on device 1 into a buffer on GPU 0: a copy out of the
+     * imported pool, peer to peer where the GPUs reach each other. */
+    int moved = gkv_move(c, "g", 1, 1);
+    ck_assert(moved == 0 || moved == 1);
+    double fetch = 1e9;
+    for (int i = 0; i < 4; i++) {
+        gkv_value_info_t vi;
+        double t0 = now_s();
+        ck_assert_int_eq(gkv_get_to_device(c, "g", 1, NULL, a, g, &vi), 0);
+        double t = now_s() - t0;
+        ck_assert_int_eq(vi.gpu, 1);
+        fetch = t < fetch ? t : fetch;
+    }
+    fprintf(stderr, "gkv_get_to_device of 1 GiB on device 1 into GPU 0: %.1f GB/s\n",
+            (double)g / fetch / 1e9);
     cudaFree(b);
     cudaSetDevice(0);
     cudaFree(a);
