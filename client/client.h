@@ -9,10 +9,12 @@
 #include "fdpass.h"
 #include "message.h"
 
-/* The lease cache (mapping.c): read leases of values up to GKV_CACHE_MAX_BYTES after gkv_unmap,
- * of sealed values of any size after gkv_seal, and spares; at most GKV_CACHE_SLOTS per
- * connection and GKV_CACHE_PER_KEY per key (a key's value and its spare). */
+/* The lease cache (mapping.c): read leases of values up to cache_max_value bytes after
+ * gkv_unmap, of sealed values of any size after gkv_seal, and spares; at most cache_slots per
+ * connection (gkv_client_set_lease_cache; these defaults otherwise), cache_max_bytes of values
+ * in all, and GKV_CACHE_PER_KEY per key (a key's value and its spare). */
 #define GKV_CACHE_SLOTS 8
+#define GKV_CACHE_SLOTS_MAX 4096
 #define GKV_CACHE_PER_KEY 2
 #define GKV_CACHE_MAX_BYTES (1u << 20)
 /* SO_SNDBUF asked for on Unix sockets (connect.c): large SETs move in fewer rounds. */
@@ -45,9 +47,13 @@ struct gkv_client {
     /* Each GPU's pool or arena, attached at the first mapping of a value there. */
     struct gkv_attach *attach[GKV_FDPASS_MAX];
     struct mapping *mappings;  /* every live mapping of this connection (mapping.c) */
-    /* The lease cache, oldest first (mapping.c). */
-    gkv_mapping_t *cached[GKV_CACHE_SLOTS];
-    int ncached;
+    /* The lease cache, oldest first (mapping.c), in an array of cache_cap. */
+    gkv_mapping_t **cached;
+    int ncached, cache_cap;
+    bool cache_set;                             /* else the defaults: GKV_CACHE_* */
+    uint32_t cache_slots;
+    uint64_t cache_max_value, cache_max_bytes;  /* max_bytes 0: no total */
+    uint64_t cached_bytes;                      /* value bytes under the cached leases */
 };
 
 /* Starts a request frame with op and a fresh id. */

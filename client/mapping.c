@@ -1,8 +1,8 @@
 /* mapping.c: the zero-copy calls (MAP/RELEASE, CREATE/SEAL/ABORT) and the connection's lease
  * cache. docs/zero-copy.md tells the whole reuse model; libgpukv's part of it is here:
  *
- * The lease cache keeps, per connection, up to GKV_CACHE_SLOTS leases with their imports after
- * the caller is done with them:
+ * The lease cache keeps, per connection, up to GKV_CACHE_SLOTS leases (gkv_client_set_lease_cache
+ * changes the sizes) with their imports after the caller is done with them:
  * - read leases: of values up to GKV_CACHE_MAX_BYTES after gkv_unmap, so that the next MAP of the
  *   key offers the lease and the server names it again while the key still has that value (one
  *   round trip, no import); and of what gkv_seal published (any size), which the next seal of the
@@ -126,8 +126,12 @@ static int drop_mapping(gkv_client_t *c, gkv_mapping_t *pub)
 void gkv__mappings_close(gkv_client_t *c)
 {
     c->ncached = 0; /* closing the socket ends the leases */
+    c->cached_bytes = 0;
     while (c->mappings)
         drop_mapping(c, &c->mappings->pub);
+    free(c->cached);
+    c->cached = NULL;
+    c->cache_cap = 0;
     gkv__import_detach(c);
 }
 
@@ -208,7 +212,18 @@ static gkv_mapping_t *uncache(gkv_client_t *c, int i)
     gkv_mapping_t *m = c->cached[i];
     memmove(&c->cached[i], &c->cached[i + 1], (size_t)(c->ncached - i - 1) * sizeof(*c->cached));
     c->ncached--;
+    c->cached_bytes -= m->value_size;
     return m;
+}
+
+static uint32_t cache_slots(const gkv_client_t *c)
+{
+    return c->cache_set ? c->cache_slots : GKV_CACHE_SLOTS;
+}
+
+static uint64_t cache_max_value(const gkv_client_t *c)
+{
+    return c->cache_set ? c->cache_max_value : GKV_CACHE_MAX_BYTES;
 }
 
 /* Ends the cached lease in slot i. */
@@ -234,23 +249,52 @@ int gkv__cache_flush(gkv_client_t *c)
         return 0;
     int n = c->ncached;
     c->ncached = 0;
+    c->cached_bytes = 0;
     return release(c, c->cached, (size_t)n);
 }
 
 /* Caches pub as its key's newest, ending the key's oldest past GKV_CACHE_PER_KEY and the
- * connection's oldest past GKV_CACHE_SLOTS. */
+ * connection's oldest past its slots or bytes (or pub itself, when the cache is off). */
 static int cache(gkv_client_t *c, gkv_mapping_t *pub)
 {
     mapping_t *m = (mapping_t *)pub;
     int rc = 0, same = 0, oldest = -1;
+    if (c->cache_cap < (int)cache_slots(c)) {
+        gkv_mapping_t **a = realloc(c->cached, cache_slots(c) * sizeof(*a));
+        if (!a)
+            return release(c, &pub, 1);
+        c->cached = a;
+        c->cache_cap = (int)cache_slots(c);
+    }
     for (int i = 0; i < c->ncached; i++)
         if (cached_is(c, i, m->key, m->klen) && same++ == 0)
             oldest = i;
     if (same >= GKV_CACHE_PER_KEY)
         rc = end_cached(c, oldest);
-    else if (c->ncached == GKV_CACHE_SLOTS)
-        rc = end_cached(c, 0);
+    while (c->ncached && (c->ncached >= (int)cache_slots(c) ||
+                          (c->cache_max_bytes && c->cached_bytes + pub->value_size > c->cache_max_bytes)))
+        rc = end_cached(c, 0) ? GKV_EIO : rc;
+    if (!cache_slots(c) ||
+        (c->cache_max_bytes && pub->value_size > c->cache_max_bytes)) /* off, or too large */
+        return release(c, &pub, 1);
     c->cached[c->ncached++] = pub;
+    c->cached_bytes += pub->value_size;
+    return rc;
+}
+
+int gkv_client_set_lease_cache(gkv_client_t *c, uint32_t slots, uint64_t max_value,
+                               uint64_t max_bytes)
+{
+    if (!c || slots > GKV_CACHE_SLOTS_MAX)
+        return GKV_EINVAL;
+    c->cache_set = true;
+    c->cache_slots = slots;
+    c->cache_max_value = max_value;
+    c->cache_max_bytes = max_bytes;
+    int rc = 0;
+    while (c->ncached && (c->ncached > (int)cache_slots(c) ||
+                          (c->cache_max_bytes && c->cached_bytes > c->cache_max_bytes)))
+        rc = end_cached(c, 0) ? GKV_EIO : rc;
     return rc;
 }
 
@@ -289,9 +333,11 @@ int gkv_map(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *ra
     return rc;
 }
 
-/* Sends n MAP requests in one buffer and one send; the server answers them in order. Returns 0
- * with *first the first request's id, or a code (nothing sent). */
-static int send_maps(gkv_client_t *c, const gkv_map_item_t *items, size_t n, uint64_t *first)
+/* Sends n MAP requests in one buffer and one send, each offering the cached lease offered[i]
+ * (or none); the server answers them in order. Returns 0 with *first the first request's id, or
+ * a code (nothing sent). */
+static int send_maps(gkv_client_t *c, const gkv_map_item_t *items, size_t n,
+                     gkv_mapping_t *const *offered, uint64_t *first)
 {
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
@@ -302,6 +348,8 @@ static int send_maps(gkv_client_t *c, const gkv_map_item_t *items, size_t n, uin
             gkv__begin_more(c, GKV_OP_MAP);
         }
         gkv__put_key_range(c, items[i].key, items[i].klen, &items[i].range);
+        if (offered[i])
+            gkv_wr_uint(&c->wr, GKV_F_LEASE, offered[i]->lease);
         if (i + 1 < n)
             rc = gkv__end_frame(c);
     }
@@ -320,17 +368,46 @@ int gkv_map_many(gkv_client_t *c, gkv_map_item_t *items, size_t n)
         items[i].mapping = NULL;
     }
     uint64_t *refused = malloc(n * sizeof(*refused));
-    if (!refused)
+    gkv_mapping_t **offered = calloc(n, sizeof(*offered));
+    if (!refused || !offered) {
+        free(refused);
+        free(offered);
         return GKV_ENOMEM;
+    }
+    /* Each key's cached read lease, offered for renewal (once: a key asked twice renews once). */
+    for (size_t i = 0; i < n; i++) {
+        int ci = cached_read(c, items[i].key, items[i].klen);
+        if (ci < 0)
+            continue;
+        offered[i] = c->cached[ci];
+        for (size_t j = 0; j < i && offered[i]; j++)
+            if (offered[j] == offered[i])
+                offered[i] = NULL;
+    }
     size_t nrefused = 0;
     uint64_t first = 0;
-    int rc = send_maps(c, items, n, &first);
+    int rc = send_maps(c, items, n, offered, &first);
     for (size_t i = 0; i < n && rc == 0; i++) {
         c->next_id = first + i; /* the id this reply carries */
         int st = gkv__recv(c);
         if (c->broken) {
             rc = st ? st : GKV_ECLOSED;
             break;
+        }
+        if (st == 0 && offered[i] && c->resp.lease == offered[i]->lease) {
+            /* Renewed: the cached mapping is this one, import and all. */
+            mapping_t *m = (mapping_t *)offered[i];
+            st = fill_mapping(c, m, m->base);
+            if (st == 0) {
+                for (int ci = 0; ci < c->ncached; ci++)
+                    if (c->cached[ci] == offered[i]) {
+                        items[i].mapping = uncache(c, ci);
+                        break;
+                    }
+                offered[i] = NULL;
+            }
+            items[i].status = st;
+            continue;
         }
         if (st == 0 && (st = make_mapping(c, 0, items[i].key, items[i].klen,
                                           &items[i].mapping)) != 0) {
@@ -356,7 +433,15 @@ int gkv_map_many(gkv_client_t *c, gkv_map_item_t *items, size_t n)
     } else if (nrefused) {
         send_lease_ends(c, GKV_OP_RELEASE, refused, nrefused);
     }
+    /* Offered and not renewed (the key has another value now, or is gone): ended. */
+    for (size_t i = 0; i < n && rc == 0 && !c->broken; i++)
+        for (int ci = 0; offered[i] && ci < c->ncached; ci++)
+            if (c->cached[ci] == offered[i]) {
+                (void)end_cached(c, ci);
+                break;
+            }
     free(refused);
+    free(offered);
     return rc;
 }
 
@@ -376,7 +461,7 @@ int gkv_unmap(gkv_client_t *c, gkv_mapping_t *m)
         return 0;
     if (m->writable)
         return GKV_EINVAL;
-    if (m->value_size <= GKV_CACHE_MAX_BYTES && !c->broken)
+    if (cache_slots(c) && m->value_size <= cache_max_value(c) && !c->broken)
         return cache(c, m);
     return release(c, &m, 1);
 }

@@ -318,8 +318,8 @@ typedef struct {
     gkv_mapping_t *mapping;
 } gkv_map_item_t;
 /* Maps n (1..4096) keys with pipelined MAP requests: all of them go out before the first reply
- * is read, so n leases cost about one round trip. Each item is a gkv_map of its own (no cached
- * lease is offered for renewal). Returns 0 when the requests went through (look at each item's
+ * is read, so n leases cost about one round trip. Each item is a gkv_map of its own, a cached
+ * lease of its key offered for renewal as gkv_map does. Returns 0 when the requests went through (look at each item's
  * status) or a code for the whole call (a bad key, before anything is sent; a broken connection,
  * and then no item is mapped). */
 GKV_EXPORT int gkv_map_many(gkv_client_t *c, gkv_map_item_t *items, size_t n);
@@ -332,6 +332,17 @@ GKV_EXPORT int gkv_map_many(gkv_client_t *c, gkv_map_item_t *items, size_t n);
  * then the server counts them as leases and keeps their memory. Otherwise: frees the import,
  * then releases the lease. docs/zero-copy.md tells the whole model. */
 GKV_EXPORT int gkv_unmap(gkv_client_t *c, gkv_mapping_t *m);
+/* Sizes the connection's lease cache (see gkv_unmap): up to slots (0..4096; 0 turns it off)
+ * leases, of values up to max_value bytes each and max_bytes in all, stay with their imports
+ * after gkv_unmap, so that mapping the key again (gkv_map or gkv_map_many) while it still has
+ * that value costs one round trip and no import. Defaults: 8 leases of values up to 1 MiB, no
+ * total. A cached lease keeps its value's memory in the server after the key is overwritten
+ * (counted against --max-leased-bytes) until the key is mapped again, the lease is evicted, or
+ * a request that is not a mapping call ends the cache. Meant for readers that map the same
+ * values again and again (a zarr array read repeatedly: gpukv.zarr.GpukvStore). Returns 0,
+ * GKV_EINVAL or GKV_ENOMEM. */
+GKV_EXPORT int gkv_client_set_lease_cache(gkv_client_t *c, uint32_t slots, uint64_t max_value,
+                                          uint64_t max_bytes);
 /* Ends n (1..4096) read mappings with one RELEASE (never cached); frees them all. */
 GKV_EXPORT int gkv_unmap_batch(gkv_client_t *c, gkv_mapping_t **m, size_t n);
 /* Reserves a value of size bytes, writable in place through (*out)->ptr and invisible to

@@ -217,6 +217,66 @@ START_TEST(unmap_caches_small_leases_for_the_next_map)
 }
 END_TEST
 
+/* gkv_client_set_lease_cache: a larger cache keeps large values' leases, gkv_map_many renews
+ * them (a key asked twice renews once, a changed key gets a new lease and its new bytes), the
+ * byte budget evicts the oldest, and 0 slots turns the cache off. */
+START_TEST(a_sized_lease_cache_serves_map_many_without_imports)
+{
+    gkv_client_t *c = conn(d.url), *o = conn(d.url);
+    uint64_t base = info_u64(o, "leases");
+    ck_assert_int_eq(gkv_client_set_lease_cache(c, 4097, 0, 0), GKV_EINVAL);
+    ck_assert_int_eq(gkv_client_set_lease_cache(c, 64, 8u << 20, 12u << 20), 0);
+    size_t big = 4u << 20;
+    char *buf = malloc(big), key[16];
+    for (int i = 0; i < 4; i++) {
+        memset(buf, 'a' + i, big);
+        snprintf(key, sizeof(key), "lc/%d", i);
+        ck_assert_int_eq(gkv_set(o, key, strlen(key), buf, big, NULL), 0);
+    }
+    gkv_map_item_t it[5];
+    char keys[5][16];
+    uint64_t first[5];
+    for (int i = 0; i < 5; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "lc/%d", i < 3 ? i : 0); /* lc/0 asked twice */
+        it[i] = (gkv_map_item_t){.key = keys[i], .klen = strlen(keys[i])};
+    }
+    ck_assert_int_eq(gkv_map_many(c, it, 3), 0);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(it[i].status, 0);
+        first[i] = it[i].mapping->lease;
+        ck_assert_int_eq(gkv_unmap(c, it[i].mapping), 0); /* cached: 4 MiB <= 8 MiB */
+    }
+    /* 12 MiB in all: three cached leases fit, with their imports. */
+    ck_assert_uint_eq(info_u64(o, "leases"), base + 3);
+    memset(buf, 'z', big);
+    ck_assert_int_eq(gkv_set(o, KEY("lc/1"), buf, big, NULL), 0); /* lc/1 changes */
+    ck_assert_int_eq(gkv_map_many(c, it, 5), 0);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(it[i].status, 0);
+    ck_assert_uint_eq(it[0].mapping->lease, first[0]); /* renewed */
+    ck_assert_uint_eq(it[2].mapping->lease, first[2]);
+    ck_assert_uint_ne(it[1].mapping->lease, first[1]); /* a new value, a new lease */
+    ck_assert_uint_ne(it[3].mapping->lease, first[0]); /* lc/0 again: a lease of its own */
+    ck_assert_int_eq(((const char *)it[1].mapping->ptr)[big - 1], 'z');
+    ck_assert_int_eq(((const char *)it[0].mapping->ptr)[big - 1], 'a');
+    ck_assert_int_eq(((const char *)it[2].mapping->ptr)[0], 'c');
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(gkv_unmap(c, it[i].mapping), 0);
+    /* Five unmapped, 12 MiB allowed: the three newest stay. */
+    ck_assert_uint_eq(info_u64(o, "leases"), base + 3);
+    /* Off: unmap ends the lease, and what was cached goes. */
+    ck_assert_int_eq(gkv_client_set_lease_cache(c, 0, 0, 0), 0);
+    ck_assert_uint_eq(info_u64(o, "leases"), base);
+    gkv_mapping_t *m;
+    ck_assert_int_eq(gkv_map(c, KEY("lc/2"), NULL, &m), 0);
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    ck_assert_uint_eq(info_u64(o, "leases"), base);
+    free(buf);
+    gkv_client_close(c);
+    gkv_client_close(o);
+}
+END_TEST
+
 START_TEST(zero_copy_is_refused_over_tcp_and_where_not_granted)
 {
     gkv_client_t *t = conn(d.tcp_url);
@@ -291,6 +351,7 @@ int main(void)
         delete_and_overwrite_under_a_lease_keep_the_bytes,
         lease_misuse_gets_errors_and_disturbs_nothing,
         unmap_caches_small_leases_for_the_next_map,
+        a_sized_lease_cache_serves_map_many_without_imports,
         zero_copy_is_refused_over_tcp_and_where_not_granted,
         lease_caps_per_connection,
         thousands_of_unmaps_in_a_row_do_not_stall,

@@ -102,7 +102,7 @@ class GpukvStore(Store):
     supports_listing: bool = True
 
     def __init__(self, url: str | None = None, *, root: str = "", read_only: bool = False,
-                 timeout: float | None = None) -> None:
+                 timeout: float | None = None, lease_cache: int = 1 << 30) -> None:
         super().__init__(read_only=read_only)
         if not isinstance(root, str):
             raise TypeError("root must be a str")
@@ -112,6 +112,14 @@ class GpukvStore(Store):
         self.url = url if url is not None else os.environ.get("GPUKV_URL") or None
         self.root = root
         self.timeout = timeout
+        if not isinstance(lease_cache, int) or lease_cache < 0:
+            raise ValueError("lease_cache must be a number of bytes >= 0")
+        # Chunks read as mappings keep their lease and import this long after zarr drops them
+        # (libgpukv's lease cache, gkv_client_set_lease_cache), up to lease_cache bytes: reading
+        # a chunk again while it has that value then costs a round trip and no CUDA IPC import.
+        # A cached lease holds an overwritten chunk's old memory in the daemon until the chunk
+        # is read again, evicted, or this store sends anything but a read (a write, a listing).
+        self.lease_cache = lease_cache
         self._c: Client | None = None
         self._gen = -1
         self._lock = threading.Lock()
@@ -128,6 +136,8 @@ class GpukvStore(Store):
                 c = self._c
                 if c is None or self._gen != _fork_generation or c.closed:
                     c = Client(self.url, timeout=self.timeout)
+                    if self.lease_cache:
+                        c.set_lease_cache(4096, self.lease_cache, self.lease_cache)
                     self._c, self._gen = c, _fork_generation
         return c
 
@@ -143,14 +153,15 @@ class GpukvStore(Store):
 
     def __getstate__(self) -> dict[str, Any]:
         return {"url": self.url, "root": self.root, "read_only": self._read_only,
-                "timeout": self.timeout}
+                "timeout": self.timeout, "lease_cache": self.lease_cache}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["url"], root=state["root"], read_only=state["read_only"],
-                      timeout=state["timeout"])
+                      timeout=state["timeout"], lease_cache=state.get("lease_cache", 1 << 30))
 
     def with_read_only(self, read_only: bool = False) -> GpukvStore:
-        return type(self)(self.url, root=self.root, read_only=read_only, timeout=self.timeout)
+        return type(self)(self.url, root=self.root, read_only=read_only, timeout=self.timeout,
+                          lease_cache=self.lease_cache)
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, GpukvStore) and self.url == other.url

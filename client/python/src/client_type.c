@@ -350,7 +350,32 @@ static PyObject *client_set_timeout(ClientObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+static PyObject *client_set_lease_cache(ClientObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"slots", "max_value", "max_bytes", NULL};
+    unsigned long long slots, max_value, max_bytes = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "KK|K:set_lease_cache", names, &slots, &max_value,
+                                     &max_bytes))
+        return NULL;
+    if (slots > 4096) {
+        PyErr_SetString(PyExc_ValueError, "slots must be 0..4096");
+        return NULL;
+    }
+    if (client_enter(self) < 0)
+        return NULL;
+    int rc = gkv_client_set_lease_cache(self->c, (uint32_t)slots, max_value, max_bytes);
+    client_leave(self);
+    if (rc < 0)
+        return raise_client(self, rc);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef client_methods[] = {
+    {"set_lease_cache", (PyCFunction)(void (*)(void))client_set_lease_cache,
+     METH_VARARGS | METH_KEYWORDS,
+     "set_lease_cache(slots, max_value, max_bytes=0): after unmap, keep up to slots leases of "
+     "values up to max_value bytes (max_bytes in all, 0: no total) with their imports, so that "
+     "mapping the key again while it has that value needs no import (gkv_client_set_lease_cache)."},
     {"close", (PyCFunction)client_close, METH_NOARGS,
      "Closes the connection. Mappings still open are ended; those that handed out views end "
      "when the last view is gone. Idempotent."},

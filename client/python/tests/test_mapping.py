@@ -260,3 +260,40 @@ def test_map_many(client, daemon):
     with gpukv.Client(daemon.tcp_url) as tcp:
         with pytest.raises(gpukv.NotSupported):
             tcp.map_many(["mm/1"])
+
+
+def test_a_sized_lease_cache_renews_large_values(client, daemon):
+    """set_lease_cache keeps large values' leases after unmap; map_many renews them."""
+    with pytest.raises(ValueError):
+        client.set_lease_cache(5000, 1)
+    client.set_lease_cache(64, 8 << 20, 16 << 20)
+    big = bytes(range(256)) * (8192 * 2)  # 4 MiB
+    client.set("lc/a", big)
+    client.set("lc/b", big[::-1])
+    (m,) = client.map_many(["lc/a"])
+    first = m.lease
+    m.unmap()
+    base = leases(daemon.url)
+    ma, mb = client.map_many(["lc/a", "lc/b"])
+    assert ma.lease == first  # renewed: no new lease, no new import
+    assert bytes(ma) == big and bytes(mb) == big[::-1]
+    ma.unmap()
+    mb.unmap()
+    del ma, mb  # bytes() took views: the mappings end (into the cache) with the objects
+    gc.collect()
+    assert leases(daemon.url) == base + 1  # lc/b's joined the cache
+    client.set_lease_cache(0, 0)  # off: the cached leases end
+    assert wait_for(lambda: leases(daemon.url) == base - 1), leases(daemon.url)
+
+
+def test_the_zarr_store_sizes_its_lease_cache(daemon):
+    from gpukv.zarr import GpukvStore
+
+    with pytest.raises(ValueError):
+        GpukvStore(daemon.url, lease_cache=-1)
+    s = GpukvStore(daemon.url, root="lc", lease_cache=1 << 20)
+    assert s.lease_cache == 1 << 20
+    import pickle
+
+    assert pickle.loads(pickle.dumps(s)).lease_cache == 1 << 20
+    assert s.with_read_only(True).lease_cache == 1 << 20
