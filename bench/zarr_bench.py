@@ -186,7 +186,9 @@ def run(url: str, size: int, chunk: int, gpu: bool, reps: int, tmp: str, profile
     if gpu and rounds > 1:
         ratios = [m / g for m, g in zip(reads[TARGET[0]], reads[TARGET[1]])]
         print(f"{human(chunk)} chunks: GPU reads, GpukvStore / GpuMemoryStore by round: "
-              + ", ".join(f"{x:.2f}" for x in ratios))
+              + ", ".join(f"{x:.2f}" for x in ratios) + " (ms: "
+              + ", ".join(f"{g * 1e3:.1f}/{m * 1e3:.1f}"
+                          for m, g in zip(reads[TARGET[0]], reads[TARGET[1]])) + ")")
     return rows
 
 

@@ -137,7 +137,8 @@ class GpukvStore(Store):
                 if c is None or self._gen != _fork_generation or c.closed:
                     c = Client(self.url, timeout=self.timeout)
                     if self.lease_cache:
-                        c.set_lease_cache(4096, self.lease_cache, self.lease_cache)
+                        # 1024 leases: well under the daemon's --max-leases (4096 by default).
+                        c.set_lease_cache(1024, self.lease_cache, self.lease_cache)
                     self._c, self._gen = c, _fork_generation
         return c
 
