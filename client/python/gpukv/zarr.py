@@ -102,7 +102,7 @@ class GpukvStore(Store):
     supports_listing: bool = True
 
     def __init__(self, url: str | None = None, *, root: str = "", read_only: bool = False,
-                 timeout: float | None = None, lease_cache: int = 1 << 30) -> None:
+                 timeout: float | None = None, lease_cache: int = 0) -> None:
         super().__init__(read_only=read_only)
         if not isinstance(root, str):
             raise TypeError("root must be a str")
@@ -114,11 +114,13 @@ class GpukvStore(Store):
         self.timeout = timeout
         if not isinstance(lease_cache, int) or lease_cache < 0:
             raise ValueError("lease_cache must be a number of bytes >= 0")
-        # Chunks read as mappings keep their lease and import this long after zarr drops them
-        # (libgpukv's lease cache, gkv_client_set_lease_cache), up to lease_cache bytes: reading
-        # a chunk again while it has that value then costs a round trip and no CUDA IPC import.
-        # A cached lease holds an overwritten chunk's old memory in the daemon until the chunk
-        # is read again, evicted, or this store sends anything but a read (a write, a listing).
+        # lease_cache > 0: chunks read as mappings keep their lease and import after zarr drops
+        # them (libgpukv's lease cache, gkv_client_set_lease_cache), up to lease_cache bytes:
+        # reading a chunk again while it has that value then costs a round trip and no CUDA IPC
+        # import. A cached lease holds an overwritten chunk's old memory in the daemon until the
+        # chunk is read again, evicted, or this store sends anything but a read. 0 (the default):
+        # libgpukv's own small cache (8 leases of values up to 1 MiB). Measured on the H100 for
+        # 4 MiB chunks (RESULTS.md, session 16): no clear gain, so it is off by default.
         self.lease_cache = lease_cache
         self._c: Client | None = None
         self._gen = -1
@@ -158,7 +160,7 @@ class GpukvStore(Store):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["url"], root=state["root"], read_only=state["read_only"],
-                      timeout=state["timeout"], lease_cache=state.get("lease_cache", 1 << 30))
+                      timeout=state["timeout"], lease_cache=state.get("lease_cache", 0))
 
     def with_read_only(self, read_only: bool = False) -> GpukvStore:
         return type(self)(self.url, root=self.root, read_only=read_only, timeout=self.timeout,
