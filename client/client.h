@@ -50,10 +50,10 @@ struct gkv_client {
     /* The lease cache, oldest first (mapping.c), in an array of cache_cap. */
     gkv_mapping_t **cached;
     int ncached, cache_cap;
-    bool cache_set;                             /* else the defaults: GKV_CACHE_* */
+    bool cache_set; /* else the defaults: GKV_CACHE_* */
     uint32_t cache_slots;
-    uint64_t cache_max_value, cache_max_bytes;  /* max_bytes 0: no total */
-    uint64_t cached_bytes;                      /* value bytes under the cached leases */
+    uint64_t cache_max_value, cache_max_bytes; /* max_bytes 0: no total */
+    uint64_t cached_bytes;                     /* value bytes under the cached leases */
 };
 
 /* Starts a request frame with op and a fresh id. */

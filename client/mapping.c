@@ -271,8 +271,9 @@ static int cache(gkv_client_t *c, gkv_mapping_t *pub)
             oldest = i;
     if (same >= GKV_CACHE_PER_KEY)
         rc = end_cached(c, oldest);
-    while (c->ncached && (c->ncached >= (int)cache_slots(c) ||
-                          (c->cache_max_bytes && c->cached_bytes + pub->value_size > c->cache_max_bytes)))
+    while (c->ncached &&
+           (c->ncached >= (int)cache_slots(c) ||
+            (c->cache_max_bytes && c->cached_bytes + pub->value_size > c->cache_max_bytes)))
         rc = end_cached(c, 0) ? GKV_EIO : rc;
     if (!cache_slots(c) ||
         (c->cache_max_bytes && pub->value_size > c->cache_max_bytes)) /* off, or too large */

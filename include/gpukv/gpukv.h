@@ -319,9 +319,9 @@ typedef struct {
 } gkv_map_item_t;
 /* Maps n (1..4096) keys with pipelined MAP requests: all of them go out before the first reply
  * is read, so n leases cost about one round trip. Each item is a gkv_map of its own, a cached
- * lease of its key offered for renewal as gkv_map does. Returns 0 when the requests went through (look at each item's
- * status) or a code for the whole call (a bad key, before anything is sent; a broken connection,
- * and then no item is mapped). */
+ * lease of its key offered for renewal as gkv_map does. Returns 0 when the requests went through
+ * (look at each item's status) or a code for the whole call (a bad key, before anything is sent; a
+ * broken connection, and then no item is mapped). */
 GKV_EXPORT int gkv_map_many(gkv_client_t *c, gkv_map_item_t *items, size_t n);
 /* Ends a mapping and frees m. The caller's GPU work reading m->ptr must have finished. For a
  * value of up to 1 MiB the library keeps the lease and the import in the connection's lease

@@ -189,7 +189,7 @@ START_TEST(a_takeover_under_load_keeps_every_acknowledged_write)
     harness_sleep_ms(300);
     ck_assert_int_eq(harness_start_at(&succ, dir, sock, takeover_args), 0);
     ck_assert_int_eq(harness_wait_exit(&old, 15000), 0); /* it exits once the successor serves */
-    harness_sleep_ms(300);                /* the writers go on against the successor */
+    harness_sleep_ms(300); /* the writers go on against the successor */
     atomic_store(&stop, true);
     uint64_t writes = 0;
     for (int w = 0; w < WRITERS; w++) {
