@@ -196,15 +196,9 @@ grep '^| S7' "$dir/s7.md" >>"$rows" || { echo "S7 failed:"; cat "$dir/s7.md"; }
 grep '^| S7' "$dir/s7.md"
 
 # The record.
-commit=${GKV_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
 report=$dir/report.md
 {
-    echo
-    echo "## $(date -u +%Y-%m-%d) — compare.sh, $backend backend"
-    echo
-    echo "- Machine: $(nproc) CPUs ($(awk -F: '/model name/ { print $2; exit }' /proc/cpuinfo | sed 's/^ *//')), $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo) RAM${gpu:+, GPU: $gpu}, $(uname -sr)"
-    echo "- Commit: $commit; $("$build/server/gpukvd" --version); $(redis-server --version | cut -d' ' -f1-3)"
+    report_head "compare.sh, $backend backend"
     echo "- Command: \`bench/compare.sh $args\` (Release build; ${seconds} s per run; clients and servers share the machine)"
     echo
     echo "| # | workload | gpukv | reference | ratio | target met? |"

@@ -113,15 +113,9 @@ for g in $gibs; do
     row "restart after SIGKILL, $g GiB stored | ${line#fd store: } | | |"
 done
 
-commit=${GKV_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
 report=$dir/report.md
 {
-    echo
-    echo "## $(date -u +%Y-%m-%d) — fdstore_bench.sh, $backend backend"
-    echo
-    echo "- Machine: $(nproc) CPUs ($(awk -F: '/model name/ { print $2; exit }' /proc/cpuinfo | sed 's/^ *//')), $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo) RAM${gpu:+, GPU: $gpu}, $(uname -sr)"
-    echo "- Commit: $commit; $("$build/server/gpukvd" --version); $(redis-server --version | cut -d' ' -f1-3)"
+    report_head "fdstore_bench.sh, $backend backend"
     echo "- Command: \`bench/fdstore_bench.sh $args\` (Release build; ${seconds} s per run; the fd store's daemon after the run: $(tr '\n' ' ' <"$dir/fdinfo.txt"))"
     echo
     echo "| workload | --fd-store no | --fd-store yes | yes vs no | redis-server |"
