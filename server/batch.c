@@ -128,6 +128,8 @@ static void on_wake(uv_async_t *a)
             GKV_ERROR("batch copy failed: %s", gkv_strerror(bb->status));
         finish_buf(b, bb, bb->status, true);
         bb->busy = false;
+        if (bb->status && bb->pinned && b->journal)
+            gkv_journal_break(b->journal); /* its records would name bytes never written */
         unpin(b, bb); /* its writes are in place: the records naming them commit */
         if (b->open < 0)
             b->open = b->next_done;

@@ -121,6 +121,11 @@ void gkv_journal_unpin(gkv_journal_t *j, uint64_t pin)
     advance(j);
 }
 
+void gkv_journal_break(gkv_journal_t *j)
+{
+    j->broken = true;
+}
+
 bool gkv_journal_broken(const gkv_journal_t *j)
 {
     return j->broken;

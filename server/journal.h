@@ -71,6 +71,8 @@ uint64_t gkv_journal_committed(const gkv_journal_t *j);
  * estimate of a rewrite's size: when used is several times live, rewrite). */
 uint64_t gkv_journal_used(const gkv_journal_t *j);
 bool gkv_journal_broken(const gkv_journal_t *j);
+/* Marks j broken: something it relies on failed (the store could not hold freed memory back). */
+void gkv_journal_break(gkv_journal_t *j);
 void gkv_journal_close(gkv_journal_t *j);
 
 /* Replays the journal in fd (borrowed): fills devs from its device records, calls fn for the last

@@ -367,8 +367,8 @@ static void free_memory(gkv_store_t *st, unsigned dev, gkv_devptr_t mem, uint64_
 }
 
 /* Holds the memory back while the journal's last records wait to commit; false when it need
- * not wait (or host memory to remember it is short: the memory is then freed now, and the
- * journal marked broken, which INFO reports). */
+ * not wait, or when host memory to remember it is short: the memory is then freed now, and
+ * the journal is marked broken (the fd store then leaves systemd's store, fdstore.c). */
 static bool into_limbo(gkv_store_t *st, const gkv_entry_t *e)
 {
     if (!st->journal || !e->size ||
@@ -384,8 +384,10 @@ static bool into_limbo(gkv_store_t *st, const gkv_entry_t *e)
         if (st->nlimbo == st->limbo_cap) {
             size_t cap = st->limbo_cap ? st->limbo_cap * 2 : 64;
             struct gkv_limbo *l = realloc(st->limbo, cap * sizeof(*l));
-            if (!l)
+            if (!l) {
+                gkv_journal_break(st->journal);
                 return false;
+            }
             st->limbo = l;
             st->limbo_cap = cap;
         }
