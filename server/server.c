@@ -147,6 +147,12 @@ static void on_sweep(uv_timer_t *t)
 static void on_expiry(uv_timer_t *t)
 {
     gkv_server_t *s = t->data;
+    if (s->takeover.draining) {
+        /* Handing over: the memory the journal names must stay as it is (a successor may be
+         * copying it); a successor that goes away schedules expiry again. */
+        s->expiry_at = 0;
+        return;
+    }
     s->store.now_ms = gkv_server_clock_ms();
     gkv_store_reap(&s->store, 1024);
     s->expiry_at = 0;

@@ -200,6 +200,7 @@ void gkv_takeover_conn_closed(gkv_server_t *s, gkv_conn_t *c)
         gkv_server_stop(s);
     }
     t->unix_fd = t->tcp_fd = -1;
+    gkv_server_schedule_expiry(s); /* paused while draining */
 }
 
 /* The successor's side: blocking calls at start, before the loop runs. */
