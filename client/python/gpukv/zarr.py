@@ -229,13 +229,7 @@ class GpukvStore(Store):
         if _is_gpu(prototype):
             import cupy as cp
 
-            # The view made directly on the mapped pointer, its device given: cupy.asarray
-            # through __cuda_array_interface__ asks the driver for the pointer's device and
-            # parses the interface, several microseconds a chunk (RESULTS.md, session 16). The
-            # memory object holds m, so the lease ends when zarr drops the buffer, as before.
-            mem = cp.cuda.UnownedMemory(m.ptr, m.nbytes, m, m.device)
-            arr = cp.ndarray((m.nbytes,), cp.uint8, cp.cuda.MemoryPointer(mem, 0))
-            return prototype.buffer.from_array_like(arr)
+            return prototype.buffer.from_array_like(cp.asarray(m))
         return prototype.buffer.from_array_like(np.asarray(m))  # read-only host view
 
     def _plan(self, key: str, prototype: BufferPrototype | None,
