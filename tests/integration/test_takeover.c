@@ -284,6 +284,51 @@ START_TEST(takeover_with_nothing_running_fails_clearly)
 }
 END_TEST
 
+/* Under --auth-token-file the successor presents the token (from its own --auth-token-file)
+ * before TAKEOVER; one with a wrong token is refused, and the running daemon serves on. */
+START_TEST(a_successor_needs_the_daemons_token)
+{
+    char good[128], bad[128];
+    snprintf(good, sizeof(good), "%s/token", dir);
+    snprintf(bad, sizeof(bad), "%s/wrong", dir);
+    FILE *f = fopen(good, "w");
+    fputs("takeover-token-0123456789abcdef\n", f);
+    fclose(f);
+    f = fopen(bad, "w");
+    fputs("another-token-0123456789abcdef\n", f);
+    fclose(f);
+    setenv("GPUKV_TOKEN", "takeover-token-0123456789abcdef", 1); /* the harness's clients */
+    const char *const args[] = {"--maxmemory", "64M", "--auth-token-file", good, NULL};
+    const char *const wrong[] = {"--maxmemory", "64M", "--auth-token-file", bad,
+                                 "--takeover", "yes", NULL};
+    const char *const right[] = {"--maxmemory", "64M", "--auth-token-file", good,
+                                 "--takeover", "yes", NULL};
+    gkv_daemon_t old, succ;
+    ck_assert_int_eq(harness_start_at(&old, dir, sock, args), 0);
+    gkv_client_t *c = connect_or_fail(old.url);
+    ck_assert_int_eq(gkv_set(c, "k", 1, "v", 1, NULL), 0);
+    gkv_client_close(c);
+    /* The harness's wait may see the old daemon answer first: the successor's exit tells. */
+    (void)harness_start_at(&succ, dir, sock, wrong);
+    ck_assert_int_ne(harness_wait_exit(&succ, 15000), 0);
+    char log[65536];
+    harness_read_log(&succ, log, sizeof(log));
+    ck_assert_msg(strstr(log, "did not hand over") != NULL, "log: %s", log);
+    c = connect_or_fail(old.url); /* still the old daemon's */
+    ck_assert_int_eq(gkv_ping(c), 0);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_start_at(&succ, dir, sock, right), 0);
+    ck_assert_int_eq(harness_wait_exit(&old, 15000), 0);
+    c = connect_or_fail(succ.url);
+    char v[2];
+    ck_assert_int_eq(gkv_get(c, "k", 1, NULL, v, sizeof(v), NULL), 0);
+    ck_assert_int_eq(v[0], 'v');
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&succ), 0);
+    unsetenv("GPUKV_TOKEN");
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("takeover");
@@ -294,6 +339,7 @@ static Suite *make_suite(void)
     tcase_add_test(t, a_successor_that_goes_away_leaves_the_old_daemon_serving);
     tcase_add_test(t, takeover_is_refused_over_tcp);
     tcase_add_test(t, takeover_with_nothing_running_fails_clearly);
+    tcase_add_test(t, a_successor_needs_the_daemons_token);
     suite_add_tcase(s, t);
     return s;
 }
