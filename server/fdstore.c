@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "conn.h"
@@ -33,13 +32,6 @@ typedef struct {
     char kind; /* 'm' or 'j' */
     uint32_t epoch, idx;
 } stored_t;
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 void gkv_fdstore_name(char *out, size_t cap, char kind, uint32_t epoch, uint32_t idx)
 {
@@ -239,12 +231,9 @@ static int adopt(gkv_server_t *s, const stored_t *j, const stored_t *stored, uns
     if (!rc) {
         if (bad)
             GKV_ERROR("fd store: the journal: %s", why);
-        for (unsigned i = 0; i < GKV_MAX_DEVICES; i++) {
-            a.to[i] = -1;
-            for (unsigned d = 0; d < s->ndev && i < a.devs.n; d++)
-                if (strcmp(s->dev[d].be->gpu_uuid, a.devs.uuid[i]) == 0)
-                    a.to[i] = (int)d;
-        }
+        for (unsigned i = 0; i < GKV_MAX_DEVICES; i++)
+            a.to[i] = i < a.devs.n ? gkv_server_map_gpu(s, a.devs.uuid[i], strlen(a.devs.uuid[i]), i)
+                                   : -1;
         find_overlaps(&a);
         s->store.now_ms = gkv_server_clock_ms();
         rc = gkv_journal_replay(j->fd, &a.devs, adopt_one, &a, &bad, why, sizeof(why));
@@ -374,10 +363,10 @@ int gkv_fdstore_open(gkv_server_t *s, gkv_stored_fd_t *passed, unsigned npassed,
             (!j || x->epoch > j->epoch || (x->epoch == j->epoch && x->idx > j->idx)))
             j = x;
     }
-    uint64_t t0 = mono_ms();
+    uint64_t t0 = gkv_server_clock_ms();
     if (j && adopt(s, j, stored, n) == 0) {
         *adopted = true;
-        f->adopt_ms = mono_ms() - t0;
+        f->adopt_ms = gkv_server_clock_ms() - t0;
     } else if (n && !j) {
         GKV_ERROR("fd store: %u stored descriptors but no journal: their values are lost", n);
     }
@@ -388,7 +377,7 @@ int gkv_fdstore_open(gkv_server_t *s, gkv_stored_fd_t *passed, unsigned npassed,
     if (on && !gkv_notify_available()) {
         snprintf(err, cap,
                  "--fd-store yes needs $NOTIFY_SOCKET: run gpukvd as a systemd "
-                 "service (Type=notify, FileDescriptorStoreMax=16)");
+                 "service (Type=notify, FileDescriptorStoreMax=32)");
         rc = GKV_EINVAL;
     } else if (on) {
         f->epoch = newest + 1;

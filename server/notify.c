@@ -1,4 +1,5 @@
-/* notify.c: sd_notify from libsystemd, or nothing. */
+/* notify.c: state lines through sd_notify from libsystemd (or by hand without it), and the fd
+ * store's messages by hand; nothing outside systemd. */
 #include "notify.h"
 
 #include <errno.h>
@@ -21,19 +22,14 @@ static int send_state(const char *state, int fd);
 
 void gkv_notify(const char *fmt, ...)
 {
-#ifdef GKV_HAVE_SYSTEMD
     char state[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(state, sizeof(state), fmt, ap);
     va_end(ap);
+#ifdef GKV_HAVE_SYSTEMD
     sd_notify(0, state);
 #else
-    char state[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(state, sizeof(state), fmt, ap);
-    va_end(ap);
     (void)send_state(state, -1); /* outside systemd: nothing */
 #endif
 }

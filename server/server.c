@@ -25,13 +25,6 @@
 
 #define SWEEP_MS 250 /* how often deadlines are checked */
 
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void on_connection(uv_stream_t *listener, int status)
 {
     gkv_server_t *s = listener->data;
@@ -236,6 +229,13 @@ int gkv_server_find_gpu(const gkv_server_t *s, const char *uuid, size_t len)
     return -1;
 }
 
+int gkv_server_map_gpu(const gkv_server_t *s, const char *uuid, size_t len, unsigned ordinal)
+{
+    if (!len) /* a host backend of one arena: no UUID, the same ordinal, also without one */
+        return ordinal < s->ndev && !s->dev[ordinal].be->gpu_uuid[0] ? (int)ordinal : -1;
+    return gkv_server_find_gpu(s, uuid, len);
+}
+
 static void close_backends(gkv_server_t *s)
 {
     for (unsigned i = 0; i < s->ndev; i++)
@@ -307,7 +307,7 @@ static void on_sighup(uv_signal_t *h, int signum)
 
 uint64_t gkv_server_uptime_s(const gkv_server_t *s)
 {
-    return (now_ms() - s->started_ms) / 1000;
+    return (gkv_server_clock_ms() - s->started_ms) / 1000;
 }
 
 void gkv_server_conn_closed(gkv_server_t *s, gkv_conn_t *c)
@@ -410,6 +410,22 @@ static int clear_stale_socket(const char *path, char *err, size_t cap)
     return 0;
 }
 
+/* The address t is bound to, "HOST:PORT" ("[HOST]:PORT" for IPv6), into bound (128 bytes). */
+static void bound_name(uv_tcp_t *t, char bound[128])
+{
+    struct sockaddr_storage got;
+    int len = sizeof(got);
+    char ip[64] = "?";
+    uv_tcp_getsockname(t, (struct sockaddr *)&got, &len);
+    if (got.ss_family == AF_INET6) {
+        uv_ip6_name((struct sockaddr_in6 *)&got, ip, sizeof(ip));
+        snprintf(bound, 128, "[%s]:%d", ip, ntohs(((struct sockaddr_in6 *)&got)->sin6_port));
+    } else {
+        uv_ip4_name((struct sockaddr_in *)&got, ip, sizeof(ip));
+        snprintf(bound, 128, "%s:%d", ip, ntohs(((struct sockaddr_in *)&got)->sin_port));
+    }
+}
+
 /* Listens on a listening Unix socket taken over (fd). */
 static int listen_unix_fd(gkv_server_t *s, int fd, char *err, size_t cap)
 {
@@ -439,14 +455,7 @@ static int listen_tcp_fd(gkv_server_t *s, int fd, char *err, size_t cap)
         snprintf(err, cap, "cannot listen on the TCP socket taken over: %s", uv_strerror(e));
         return GKV_ESYS;
     }
-    struct sockaddr_in got;
-    int len = sizeof(got);
-    char ip[64] = "?";
-    if (uv_tcp_getsockname(&s->tcp_listener, (struct sockaddr *)&got, &len) == 0 &&
-        got.sin_family == AF_INET) {
-        uv_ip4_name(&got, ip, sizeof(ip));
-        snprintf(s->tcp_bound, sizeof(s->tcp_bound), "%s:%d", ip, ntohs(got.sin_port));
-    }
+    bound_name(&s->tcp_listener, s->tcp_bound);
     GKV_INFO("listen: listening on tcp:%s (taken over)", s->tcp_bound);
     return 0;
 }
@@ -564,17 +573,7 @@ int gkv_server_listen_tcp(gkv_server_t *s, uv_tcp_t *t, const char *what, const 
         snprintf(err, cap, "cannot listen on tcp:%s (%s): %s", addr, what, uv_strerror(e));
         return GKV_ESYS;
     }
-    struct sockaddr_storage got;
-    int len = sizeof(got);
-    char ip[64] = "?";
-    uv_tcp_getsockname(t, (struct sockaddr *)&got, &len);
-    if (got.ss_family == AF_INET6) {
-        uv_ip6_name((struct sockaddr_in6 *)&got, ip, sizeof(ip));
-        snprintf(bound, 128, "[%s]:%d", ip, ntohs(((struct sockaddr_in6 *)&got)->sin6_port));
-    } else {
-        uv_ip4_name((struct sockaddr_in *)&got, ip, sizeof(ip));
-        snprintf(bound, 128, "%s:%d", ip, ntohs(((struct sockaddr_in *)&got)->sin_port));
-    }
+    bound_name(t, bound);
     GKV_INFO("%s: listening on tcp:%s", what, bound);
     return 0;
 }
@@ -683,7 +682,7 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
     memset(s, 0, sizeof(*s));
     s->loop = loop;
     s->cfg = *cfg;
-    s->started_ms = now_ms();
+    s->started_ms = gkv_server_clock_ms();
     gkv_log_set_level(cfg->log_level);
     signal(SIGPIPE, SIG_IGN);
     if (cfg->log_file[0]) {

@@ -156,6 +156,11 @@ typedef struct {
 gkv_dev_totals_t gkv_server_dev_totals(const gkv_server_t *s);
 /* The ordinal of the first device whose GPU UUID is the len bytes at uuid, or -1. */
 int gkv_server_find_gpu(const gkv_server_t *s, const char *uuid, size_t len);
+/* Where a value another daemon recorded on its device `ordinal`, with that GPU's UUID (len
+ * bytes), goes here (snapshots, the fd store): the device with that UUID, or for an empty UUID
+ * (a host arena of one has none) the device of the same ordinal when it has none either; -1
+ * when there is none. */
+int gkv_server_map_gpu(const gkv_server_t *s, const char *uuid, size_t len, unsigned ordinal);
 
 /* The device an entry's value is on. */
 static inline gkv_device_t *gkv_server_dev(gkv_server_t *s, const gkv_entry_t *e)
