@@ -253,6 +253,17 @@ int gkv__cache_flush(gkv_client_t *c)
     return release(c, c->cached, (size_t)n);
 }
 
+/* Ends the oldest cached leases until at most keep remain and `more` bytes more fit under the
+ * byte total. Returns 0 or GKV_EIO (an end failed). */
+static int evict(gkv_client_t *c, uint32_t keep, uint64_t more)
+{
+    int rc = 0;
+    while (c->ncached && ((uint32_t)c->ncached > keep ||
+                          (c->cache_max_bytes && c->cached_bytes + more > c->cache_max_bytes)))
+        rc = end_cached(c, 0) ? GKV_EIO : rc;
+    return rc;
+}
+
 /* Caches pub as its key's newest, ending the key's oldest past GKV_CACHE_PER_KEY and the
  * connection's oldest past its slots or bytes (or pub itself, when the cache is off). */
 static int cache(gkv_client_t *c, gkv_mapping_t *pub)
@@ -271,10 +282,9 @@ static int cache(gkv_client_t *c, gkv_mapping_t *pub)
             oldest = i;
     if (same >= GKV_CACHE_PER_KEY)
         rc = end_cached(c, oldest);
-    while (c->ncached &&
-           (c->ncached >= (int)cache_slots(c) ||
-            (c->cache_max_bytes && c->cached_bytes + pub->value_size > c->cache_max_bytes)))
-        rc = end_cached(c, 0) ? GKV_EIO : rc;
+    uint32_t slots = cache_slots(c);
+    int erc = evict(c, slots ? slots - 1 : 0, pub->value_size); /* room for pub */
+    rc = rc ? rc : erc;
     if (!cache_slots(c) ||
         (c->cache_max_bytes && pub->value_size > c->cache_max_bytes)) /* off, or too large */
         return release(c, &pub, 1);
@@ -292,10 +302,27 @@ int gkv_client_set_lease_cache(gkv_client_t *c, uint32_t slots, uint64_t max_val
     c->cache_slots = slots;
     c->cache_max_value = max_value;
     c->cache_max_bytes = max_bytes;
-    int rc = 0;
-    while (c->ncached && (c->ncached > (int)cache_slots(c) ||
-                          (c->cache_max_bytes && c->cached_bytes > c->cache_max_bytes)))
-        rc = end_cached(c, 0) ? GKV_EIO : rc;
+    return evict(c, slots, 0);
+}
+
+/* The slot of cached mapping m, or -1. */
+static int cached_slot(const gkv_client_t *c, const gkv_mapping_t *m)
+{
+    for (int i = 0; i < c->ncached; i++)
+        if (c->cached[i] == m)
+            return i;
+    return -1;
+}
+
+/* The server renewed the lease of the cached mapping in slot ci (the reply just read): it is
+ * the caller's mapping again, import and all, out of the cache. Returns 0, or fill_mapping's
+ * code (it stays cached). */
+static int take_renewed(gkv_client_t *c, int ci, gkv_mapping_t **out)
+{
+    mapping_t *m = (mapping_t *)c->cached[ci];
+    int rc = fill_mapping(c, m, m->base);
+    if (rc == 0)
+        *out = uncache(c, ci);
     return rc;
 }
 
@@ -315,14 +342,8 @@ int gkv_map(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *ra
             end_cached(c, ci); /* e.g. the key is gone: its old value need not stay */
         return rc;
     }
-    if (ci >= 0 && c->resp.lease == c->cached[ci]->lease) {
-        /* Renewed: the cached mapping is this one, import and all. */
-        mapping_t *m = (mapping_t *)c->cached[ci];
-        if ((rc = fill_mapping(c, m, m->base)))
-            return rc;
-        *out = uncache(c, ci);
-        return 0;
-    }
+    if (ci >= 0 && c->resp.lease == c->cached[ci]->lease)
+        return take_renewed(c, ci, out);
     if ((rc = make_mapping(c, 0, key, klen, out)) && !c->broken) {
         uint64_t lease = c->resp.lease;
         send_lease_ends(c, GKV_OP_RELEASE, &lease, 1);
@@ -396,17 +417,8 @@ int gkv_map_many(gkv_client_t *c, gkv_map_item_t *items, size_t n)
             break;
         }
         if (st == 0 && offered[i] && c->resp.lease == offered[i]->lease) {
-            /* Renewed: the cached mapping is this one, import and all. */
-            mapping_t *m = (mapping_t *)offered[i];
-            st = fill_mapping(c, m, m->base);
-            if (st == 0) {
-                for (int ci = 0; ci < c->ncached; ci++)
-                    if (c->cached[ci] == offered[i]) {
-                        items[i].mapping = uncache(c, ci);
-                        break;
-                    }
+            if ((st = take_renewed(c, cached_slot(c, offered[i]), &items[i].mapping)) == 0)
                 offered[i] = NULL;
-            }
             items[i].status = st;
             continue;
         }
@@ -435,12 +447,11 @@ int gkv_map_many(gkv_client_t *c, gkv_map_item_t *items, size_t n)
         send_lease_ends(c, GKV_OP_RELEASE, refused, nrefused);
     }
     /* Offered and not renewed (the key has another value now, or is gone): ended. */
-    for (size_t i = 0; i < n && rc == 0 && !c->broken; i++)
-        for (int ci = 0; offered[i] && ci < c->ncached; ci++)
-            if (c->cached[ci] == offered[i]) {
-                (void)end_cached(c, ci);
-                break;
-            }
+    for (size_t i = 0; i < n && rc == 0 && !c->broken; i++) {
+        int ci = offered[i] ? cached_slot(c, offered[i]) : -1;
+        if (ci >= 0)
+            (void)end_cached(c, ci);
+    }
     free(refused);
     free(offered);
     return rc;
