@@ -212,13 +212,30 @@ static int start_daemon(gkv_daemon_t *d, const char *dir, const char *sock,
     return -1;
 }
 
-int harness_start(gkv_daemon_t *d, const char *const *extra)
+int harness_tmpdir(char dir[64], char *sock, const char *tag)
 {
-    char dir[] = "/tmp/gkv-it-XXXXXX";
+    snprintf(dir, 64, "/tmp/gkv-%s-XXXXXX", tag);
     if (!mkdtemp(dir))
         return -1;
-    char sock[128];
-    snprintf(sock, sizeof(sock), "%s/gpukv.sock", dir);
+    if (sock)
+        snprintf(sock, 128, "%s/gpukv.sock", dir);
+    return 0;
+}
+
+int harness_rmdir(const char *dir)
+{
+    if (getenv("GKV_TEST_KEEP"))
+        return 0;
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int harness_start(gkv_daemon_t *d, const char *const *extra)
+{
+    char dir[64], sock[128];
+    if (harness_tmpdir(dir, sock, "it"))
+        return -1;
     return harness_start_at(d, dir, sock, extra);
 }
 

@@ -21,6 +21,12 @@ typedef struct {
 
 /* The backend the tests run against. */
 const char *harness_backend(void);
+/* A private directory (mode 0700) for a test's daemons, "/tmp/gkv-<tag>-XXXXXX" into dir (64
+ * bytes), and the socket path in it into sock (128 bytes, or NULL). Returns 0 or -1. */
+int harness_tmpdir(char dir[64], char *sock, const char *tag);
+/* Removes dir and what it holds, unless $GKV_TEST_KEEP is set (the daemons' logs then stay
+ * for a look). Returns 0 or -1. */
+int harness_rmdir(const char *dir);
 /* Starts gpukvd with the backend, a socket in a new directory, TCP on 127.0.0.1:0 and the
  * extra arguments (NULL-terminated, may be NULL). Returns 0 once it answers, else -1. */
 int harness_start(gkv_daemon_t *d, const char *const *extra);

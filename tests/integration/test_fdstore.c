@@ -33,20 +33,14 @@ static harness_sm_t sm;
 
 static void setup(void)
 {
-    snprintf(dir, sizeof(dir), "/tmp/gkv-fds-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(sock, sizeof(sock), "%s/gpukv.sock", dir);
+    ck_assert_int_eq(harness_tmpdir(dir, sock, "fds"), 0);
     ck_assert_int_eq(harness_sm_open(&sm, dir), 0);
 }
 
 static void teardown(void)
 {
     harness_sm_close(&sm);
-    if (getenv("GKV_TEST_KEEP"))
-        return; /* the daemons' logs stay for a look */
-    char p[256];
-    snprintf(p, sizeof(p), "rm -rf %s", dir);
-    ck_assert_int_eq(system(p), 0);
+    ck_assert_int_eq(harness_rmdir(dir), 0);
 }
 
 static int start(gkv_daemon_t *d, const char *maxmemory)

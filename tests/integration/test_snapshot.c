@@ -24,23 +24,12 @@ static char snaps[64];
 
 static void make_dir(void)
 {
-    snprintf(snaps, sizeof(snaps), "/tmp/gkv-snap-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(snaps));
+    ck_assert_int_eq(harness_tmpdir(snaps, NULL, "snap"), 0);
 }
 
 static void remove_dir(void)
 {
-    DIR *d = opendir(snaps);
-    struct dirent *de;
-    while (d && (de = readdir(d))) {
-        char p[512];
-        snprintf(p, sizeof(p), "%s/%s", snaps, de->d_name);
-        if (de->d_name[0] != '.' || strlen(de->d_name) > 2)
-            unlink(p);
-    }
-    if (d)
-        closedir(d);
-    rmdir(snaps);
+    ck_assert_int_eq(harness_rmdir(snaps), 0);
 }
 
 /* A daemon on the test's snapshot directory; skip: --snapshot-skip-corrupt; the save at a

@@ -28,18 +28,12 @@ static const char *const takeover_args[] = {
 
 static void setup(void)
 {
-    snprintf(dir, sizeof(dir), "/tmp/gkv-to-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(sock, sizeof(sock), "%s/gpukv.sock", dir);
+    ck_assert_int_eq(harness_tmpdir(dir, sock, "to"), 0);
 }
 
 static void teardown(void)
 {
-    if (getenv("GKV_TEST_KEEP"))
-        return; /* the daemons' logs stay for a look */
-    char p[256];
-    snprintf(p, sizeof(p), "rm -rf %s", dir);
-    ck_assert_int_eq(system(p), 0);
+    ck_assert_int_eq(harness_rmdir(dir), 0);
 }
 
 /* Writers: each owns its keys and retries an operation that failed (after reconnecting), so
