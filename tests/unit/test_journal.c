@@ -16,6 +16,16 @@
 
 static gkv_jdevs_t devs;
 
+/* Replays the journal in fd through fn (the test fails unless the replay returns 0); true when
+ * it met a damaged record. */
+static bool replay(int fd, int (*fn)(void *arg, const gkv_jrec_t *r), void *arg)
+{
+    bool bad;
+    char why[128];
+    ck_assert_int_eq(gkv_journal_replay(fd, &devs, fn, arg, &bad, why, sizeof(why)), 0);
+    return bad;
+}
+
 typedef struct {
     char keys[64][32];
     uint64_t addr[64];
@@ -56,19 +66,14 @@ START_TEST(the_last_put_of_each_live_key_is_replayed)
     ck_assert_int_eq(gkv_journal_del(j, (const uint8_t *)"b", 1), 0);
     put(j, "c", 4);
     seen_t s = {0};
-    bool bad;
-    char why[128];
-    ck_assert_int_eq(
-        gkv_journal_replay(gkv_journal_fd(j), &devs, collect, &s, &bad, why, sizeof(why)), 0);
-    ck_assert(!bad);
+    ck_assert(!replay(gkv_journal_fd(j), collect, &s));
     ck_assert_int_eq(s.n, 2);
     ck_assert_uint_eq(addr_of(&s, "a"), 3);
     ck_assert_uint_eq(addr_of(&s, "c"), 4);
     ck_assert_int_eq(gkv_journal_flush(j), 0);
     put(j, "d", 5);
     memset(&s, 0, sizeof(s));
-    ck_assert_int_eq(
-        gkv_journal_replay(gkv_journal_fd(j), &devs, collect, &s, &bad, why, sizeof(why)), 0);
+    ck_assert(!replay(gkv_journal_fd(j), collect, &s));
     ck_assert_int_eq(s.n, 1);
     ck_assert_uint_eq(addr_of(&s, "d"), 5);
     gkv_journal_close(j);
@@ -88,10 +93,7 @@ START_TEST(bytes_past_the_committed_length_and_damaged_records)
     memset(junk, 0xab, sizeof(junk));
     ck_assert_int_eq(pwrite(fd, junk, sizeof(junk), (off_t)(64 + used)), (ssize_t)sizeof(junk));
     seen_t s = {0};
-    bool bad;
-    char why[128];
-    ck_assert_int_eq(gkv_journal_replay(fd, &devs, collect, &s, &bad, why, sizeof(why)), 0);
-    ck_assert(!bad);
+    ck_assert(!replay(fd, collect, &s));
     ck_assert_int_eq(s.n, 2);
     /* A flipped byte in the second record: the first stands, the damage is reported. */
     uint8_t b;
@@ -100,8 +102,7 @@ START_TEST(bytes_past_the_committed_length_and_damaged_records)
     b ^= 1;
     ck_assert_int_eq(pwrite(fd, &b, 1, at), 1);
     memset(&s, 0, sizeof(s));
-    ck_assert_int_eq(gkv_journal_replay(fd, &devs, collect, &s, &bad, why, sizeof(why)), 0);
-    ck_assert(bad);
+    ck_assert(replay(fd, collect, &s));
     ck_assert_int_eq(s.n, 1);
     ck_assert_uint_eq(addr_of(&s, "a"), 1);
     gkv_journal_close(j);
@@ -122,10 +123,7 @@ START_TEST(the_journal_grows_past_its_first_size)
     }
     ck_assert_uint_gt(gkv_journal_used(j), 32u << 20);
     seen_t s = {0};
-    bool bad;
-    char why[128];
-    ck_assert_int_eq(
-        gkv_journal_replay(gkv_journal_fd(j), &devs, collect, &s, &bad, why, sizeof(why)), 0);
+    ck_assert(!replay(gkv_journal_fd(j), collect, &s));
     ck_assert_int_eq(s.n, 50);
     ck_assert_uint_eq(addr_of(&s, "k7"), 9957);
     gkv_journal_close(j);
@@ -186,10 +184,7 @@ START_TEST(a_store_journals_what_it_links_and_unlinks)
     ck_assert_int_eq(gkv_store_expire(&st, "a", 1, 60000), 1);
     stored("c", "four");
     recs_t s = {0};
-    bool bad;
-    char why[128];
-    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), &devs, keep, &s, &bad, why, sizeof(why)),
-                     0);
+    ck_assert(!replay(gkv_journal_fd(j), keep, &s));
     ck_assert_int_eq(s.n, 2);
     int ia = find(&s, "a");
     ck_assert_int_ge(ia, 0);
@@ -200,8 +195,7 @@ START_TEST(a_store_journals_what_it_links_and_unlinks)
     gkv_store_flush(&st);
     stored("d", "five");
     memset(&s, 0, sizeof(s));
-    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), &devs, keep, &s, &bad, why, sizeof(why)),
-                     0);
+    ck_assert(!replay(gkv_journal_fd(j), keep, &s));
     ck_assert_int_eq(s.n, 1);
     ck_assert_int_ge(find(&s, "d"), 0);
     ck_assert_uint_eq(s.expire[0], 0);
@@ -234,10 +228,7 @@ START_TEST(devices_and_export_data_come_back)
     r.exp_len = 65;
     ck_assert_int_eq(gkv_journal_put(j, &r), GKV_EINVAL);
     recs_t s = {0};
-    bool bad;
-    char why[128];
-    ck_assert_int_eq(gkv_journal_replay(gkv_journal_fd(j), &devs, keep, &s, &bad, why, sizeof(why)),
-                     0);
+    ck_assert(!replay(gkv_journal_fd(j), keep, &s));
     ck_assert_int_eq(s.n, 1);
     ck_assert_uint_eq(devs.n, 2);
     ck_assert_str_eq(devs.uuid[1], "GPU-1234");
@@ -265,10 +256,7 @@ START_TEST(pins_hold_the_committed_length_back)
     ck_assert_uint_eq(gkv_journal_committed(j), one);
     ck_assert(!gkv_journal_idle(j));
     seen_t s = {0};
-    bool bad;
-    char why[128];
-    ck_assert_int_eq(
-        gkv_journal_replay(gkv_journal_fd(j), &devs, collect, &s, &bad, why, sizeof(why)), 0);
+    ck_assert(!replay(gkv_journal_fd(j), collect, &s));
     ck_assert_int_eq(s.n, 1); /* a crash now: only what is in place */
     gkv_journal_unpin(j, p1);
     ck_assert_uint_eq(gkv_journal_committed(j), p2); /* b commits, c waits for the second */
@@ -276,8 +264,7 @@ START_TEST(pins_hold_the_committed_length_back)
     ck_assert_uint_eq(gkv_journal_committed(j), gkv_journal_used(j));
     ck_assert(gkv_journal_idle(j));
     memset(&s, 0, sizeof(s));
-    ck_assert_int_eq(
-        gkv_journal_replay(gkv_journal_fd(j), &devs, collect, &s, &bad, why, sizeof(why)), 0);
+    ck_assert(!replay(gkv_journal_fd(j), collect, &s));
     ck_assert_int_eq(s.n, 3);
     gkv_journal_close(j);
 }
