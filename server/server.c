@@ -107,13 +107,27 @@ static void on_signal(uv_signal_t *h, int signum)
     gkv_server_stop(s);
 }
 
+void gkv_server_stop_conns(gkv_server_t *s, const gkv_conn_t *except, bool now)
+{
+    gkv_conn_t *c = s->conns;
+    while (c) {
+        gkv_conn_t *next = c->next; /* c may leave the list only in its close callback */
+        if (c != except) {
+            if (now)
+                gkv_conn_stop_now(c);
+            else
+                gkv_conn_stop(c);
+        }
+        c = next;
+    }
+}
+
 static void on_grace_timeout(uv_timer_t *t)
 {
     gkv_server_t *s = t->data;
     GKV_WARN("%llu connections still open after %llu ms; closing them",
              (unsigned long long)s->nconns, (unsigned long long)s->cfg.shutdown_grace_ms);
-    for (gkv_conn_t *c = s->conns; c; c = c->next)
-        gkv_conn_stop_now(c);
+    gkv_server_stop_conns(s, NULL, true);
 }
 
 static void on_sweep(uv_timer_t *t)
@@ -346,12 +360,7 @@ void gkv_server_stop(gkv_server_t *s)
     }
     gkv_metrics_http_close(s);
     uv_timer_start(&s->shutdown_timer, on_grace_timeout, s->cfg.shutdown_grace_ms, 0);
-    gkv_conn_t *c = s->conns;
-    while (c) {
-        gkv_conn_t *next = c->next; /* c may leave the list only in its close callback */
-        gkv_conn_stop(c);
-        c = next;
-    }
+    gkv_server_stop_conns(s, NULL, false);
     maybe_finish(s);
 }
 

@@ -110,6 +110,9 @@ void gkv_server_resolve(const gkv_server_t *s, gkv_config_t *cfg);
  * is logged and changes nothing. */
 void gkv_server_reload(gkv_server_t *s);
 
+/* Asks every connection but except (NULL: none) to close after its request in flight
+ * (gkv_conn_stop), or at once (now: gkv_conn_stop_now). */
+void gkv_server_stop_conns(gkv_server_t *s, const gkv_conn_t *except, bool now);
 /* TAKEOVER (takeover.h): stops accepting on the client listeners, their sockets kept open in
  * *unix_fd and *tcp_fd (-1 for none), so that connections wait in the backlog. */
 void gkv_server_pause_listening(gkv_server_t *s, int *unix_fd, int *tcp_fd);

@@ -45,9 +45,7 @@ bool gkv_takeover_refusing(const gkv_server_t *s, const gkv_conn_t *c)
 static void on_grace(uv_timer_t *h)
 {
     gkv_server_t *s = h->data;
-    for (gkv_conn_t *c = s->conns; c; c = c->next)
-        if (c != s->takeover.conn)
-            gkv_conn_stop_now(c);
+    gkv_server_stop_conns(s, s->takeover.conn, true);
 }
 
 static void begin(gkv_server_t *s, gkv_conn_t *c, pid_t pid)
@@ -59,12 +57,7 @@ static void begin(gkv_server_t *s, gkv_conn_t *c, pid_t pid)
     gkv_metrics_http_close(s);
     GKV_INFO("takeover: pid %d takes over; not accepting, %llu connections finish their request",
              (int)pid, (unsigned long long)(s->nconns - 1));
-    for (gkv_conn_t *o = s->conns; o;) {
-        gkv_conn_t *next = o->next; /* o leaves the list only in its close callback */
-        if (o != c)
-            gkv_conn_stop(o);
-        o = next;
-    }
+    gkv_server_stop_conns(s, c, false);
     uv_timer_start(&t->grace, on_grace, s->cfg.shutdown_grace_ms, 0);
 }
 
