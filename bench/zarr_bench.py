@@ -74,20 +74,31 @@ def make_store(kind: str, url: str, root: str, tmp: str):
     return GpukvStore(url, root=root)
 
 
-def read_in_child(url: str, root: str, gpu: bool, reps: int, size: int, profile: bool) -> float:
-    """Reads the array back in a second process; returns its median time."""
+def read_in_child(url: str, root: str, gpu: bool, reps: int, size: int, profile: bool,
+                  lease_cache: int = 0, concurrency: int | None = None) -> dict:
+    """Reads the array back in a second process. Returns the median time ("median") and, with
+    GPU buffers, the median time of a GpuMemoryStore in that same process holding the same
+    array, read in turn with it ("ref"): the two then share the process's speed."""
     code = f"""
 import contextlib, json, time, zarr
 from gpukv.zarr import GpukvStore
 import gpukv
 gpu, reps = {gpu!r}, {reps!r}
+if {concurrency!r}:
+    zarr.config.set({{"async.concurrency": {concurrency!r}}})
 def sync():
     if gpu:
         import cupy as cp
         cp.cuda.Device().synchronize()
-store = GpukvStore({url!r}, root={root!r}, read_only=True)
+store = GpukvStore({url!r}, root={root!r}, read_only=True, lease_cache={lease_cache!r})
 z = zarr.open_array(store, mode="r")
-times = []
+ref = None
+if gpu:
+    with zarr.config.enable_gpu():
+        ref = zarr.create_array(zarr.storage.GpuMemoryStore(), shape=z.shape, chunks=z.chunks,
+                                dtype=z.dtype, compressors=None)
+        ref[:] = z[:]
+times, ref_times = [], []
 # With --profile: where each read's time goes, in the store's two steps (the pipelined MAPs, and
 # the views zarr gets), the rest being zarr's own work and the event loop.
 spent = {{"map_many": 0.0, "views": 0.0}}
@@ -110,10 +121,15 @@ with zarr.config.enable_gpu() if gpu else contextlib.nullcontext():
         if i:
             times.append(time.perf_counter() - t0)
             steps.append((times[-1], spent["map_many"], spent["views"]))
+        if ref is not None:
+            sync(); t0 = time.perf_counter(); ref[:]; sync()
+            if i:
+                ref_times.append(time.perf_counter() - t0)
     tail = out[-1000:]
     tail = tail.get() if gpu else tail
 assert tail.nbytes == 1000 and int(tail[-1]) == ({size} - 1) % 256, int(tail[-1])
-result = {{"median": sorted(times)[len(times) // 2], "steps": steps}}
+med = lambda t: sorted(t)[len(t) // 2]
+result = {{"median": med(times), "steps": steps, "ref": med(ref_times) if ref_times else None}}
 if {profile!r} and gpu:
     import cupy as cp
     from zarr.core.buffer import gpu as gbuf
@@ -146,14 +162,15 @@ print(json.dumps(result))
         print(f"each read of the array, {root}: " + "; ".join(
             f"{t * 1e3:.1f} ms (map_many {m * 1e3:.1f}, views {v * 1e3:.1f})"
             for t, m, v in res["steps"]))
-    return res["median"]
+    return res
 
 
 TARGET = (("GpuMemoryStore", True), ("GpukvStore", True))
 
 
 def run(url: str, size: int, chunk: int, gpu: bool, reps: int, tmp: str, profile: bool,
-        rounds: int, gpu_only: bool = False) -> list[dict]:
+        rounds: int, gpu_only: bool = False, lease_cache: int = 0,
+        concurrency: int | None = None) -> list[dict]:
     host = np.arange(size, dtype=np.uint8)  # wraps at 256
     dev = None
     if gpu:
@@ -165,6 +182,7 @@ def run(url: str, size: int, chunk: int, gpu: bool, reps: int, tmp: str, profile
     if gpu:
         configs += [("GpuMemoryStore", True), ("LocalStore", True), ("GpukvStore", True)]
     arrays, writes, reads = {}, {}, {cfg: [] for cfg in configs}
+    same = []  # (gpukv, GpuMemoryStore) medians in the reading process, by round
     for kind, on_gpu in configs:
         root = f"zb/{kind}/{'gpu' if on_gpu else 'host'}/{chunk}"
         store = make_store(kind, url, root, tmp)
@@ -184,7 +202,11 @@ def run(url: str, size: int, chunk: int, gpu: bool, reps: int, tmp: str, profile
             store, z, root = arrays[cfg]
             kind, on_gpu = cfg
             if kind == "GpukvStore":
-                t = read_in_child(url, root, on_gpu, reps, size, profile)
+                res = read_in_child(url, root, on_gpu, reps, size, profile, lease_cache,
+                                    concurrency)
+                t = res["median"]
+                if res["ref"]:
+                    same.append((t, res["ref"]))
             else:
                 with zarr.config.enable_gpu() if on_gpu else contextlib.nullcontext():
                     t = timed(lambda: z[:], reps, on_gpu, warmup=1)
@@ -210,6 +232,11 @@ def run(url: str, size: int, chunk: int, gpu: bool, reps: int, tmp: str, profile
               + ", ".join(f"{x:.2f}" for x in ratios) + " (ms: "
               + ", ".join(f"{g * 1e3:.1f}/{m * 1e3:.1f}"
                           for m, g in zip(reads[TARGET[0]], reads[TARGET[1]])) + ")")
+    if same:
+        print(f"{human(chunk)} chunks: GPU reads, GpukvStore / GpuMemoryStore in the reading "
+              "process, read in turn, by round: " + ", ".join(f"{r / g:.2f}" for g, r in same)
+              + " (ms: " + ", ".join(f"{g * 1e3:.1f}/{r * 1e3:.1f}" for g, r in same)
+              + f"); median {statistics.median(r / g for g, r in same):.2f}")
     return rows
 
 
@@ -231,14 +258,19 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--gpu-only", action="store_true",
                     help="only the GPU-buffer rows (with --gpu)")
+    ap.add_argument("--lease-cache", type=parse_size, default=0,
+                    help="the reading GpukvStore's lease_cache (bytes)")
+    ap.add_argument("--concurrency", type=int, help="zarr's async.concurrency (default 10)")
     a = ap.parse_args()
     size = parse_size(a.size)
+    if a.concurrency:
+        zarr.config.set({"async.concurrency": a.concurrency})
     tmp = tempfile.mkdtemp(prefix="gkv-zarr-bench-", dir="/dev/shm")
     rows = []
     try:
         for c in a.chunks.split(","):
             rows += run(a.url, size, parse_size(c), a.gpu, a.reads, tmp, a.profile, a.rounds,
-                        a.gpu_only)
+                        a.gpu_only, a.lease_cache, a.concurrency)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     ref = {(r["chunk"], r["buffers"]): r["read_gbs"] for r in rows
