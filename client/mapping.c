@@ -467,15 +467,42 @@ int gkv_unmap_batch(gkv_client_t *c, gkv_mapping_t **ms, size_t n)
     return release(c, ms, n);
 }
 
+/* Whether gkv_unmap keeps read mapping m in the lease cache. */
+static bool cacheable(const gkv_client_t *c, const gkv_mapping_t *m)
+{
+    return cache_slots(c) && m->value_size <= cache_max_value(c) && !c->broken;
+}
+
 int gkv_unmap(gkv_client_t *c, gkv_mapping_t *m)
 {
     if (!m)
         return 0;
     if (m->writable)
         return GKV_EINVAL;
-    if (cache_slots(c) && m->value_size <= cache_max_value(c) && !c->broken)
-        return cache(c, m);
-    return release(c, &m, 1);
+    return cacheable(c, m) ? cache(c, m) : release(c, &m, 1);
+}
+
+int gkv_unmap_many(gkv_client_t *c, gkv_mapping_t **ms, size_t n)
+{
+    if (n == 0 || n > GKV_MAX_BATCH)
+        return GKV_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (!ms[i] || ms[i]->writable)
+            return GKV_EINVAL;
+    gkv_mapping_t **ends = malloc(n * sizeof(*ends));
+    if (!ends)
+        return release(c, ms, n); /* ended, uncached */
+    size_t nend = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!cacheable(c, ms[i]))
+            ends[nend++] = ms[i];
+        else if (cache(c, ms[i]))
+            rc = GKV_EIO;
+    }
+    int erc = nend ? release(c, ends, nend) : 0;
+    free(ends);
+    return rc ? rc : erc;
 }
 
 /* Takes the cached spare in slot i for a value of size bytes with opts (no request: the server

@@ -345,6 +345,9 @@ GKV_EXPORT int gkv_client_set_lease_cache(gkv_client_t *c, uint32_t slots, uint6
                                           uint64_t max_bytes);
 /* Ends n (1..4096) read mappings with one RELEASE (never cached); frees them all. */
 GKV_EXPORT int gkv_unmap_batch(gkv_client_t *c, gkv_mapping_t **m, size_t n);
+/* Unmaps n (1..4096) read mappings as gkv_unmap does each: the lease cache keeps those it
+ * takes, and the rest end with one RELEASE. Frees them all. */
+GKV_EXPORT int gkv_unmap_many(gkv_client_t *c, gkv_mapping_t **m, size_t n);
 /* Reserves a value of size bytes, writable in place through (*out)->ptr and invisible to
  * readers until gkv_seal. opts: NX/XX (checked at seal, and at CREATE when one is sent) and
  * metadata. A new value reads as zeros (never another value's bytes). When the cache holds the

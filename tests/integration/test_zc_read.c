@@ -219,7 +219,8 @@ END_TEST
 
 /* gkv_client_set_lease_cache: a larger cache keeps large values' leases, gkv_map_many renews
  * them (a key asked twice renews once, a changed key gets a new lease and its new bytes), the
- * byte budget evicts the oldest, and 0 slots turns the cache off. */
+ * byte budget evicts the oldest (gkv_unmap and gkv_unmap_many alike; gkv_unmap_batch never
+ * caches), and 0 slots turns the cache off. */
 START_TEST(a_sized_lease_cache_serves_map_many_without_imports)
 {
     gkv_client_t *c = conn(d.url), *o = conn(d.url);
@@ -260,9 +261,18 @@ START_TEST(a_sized_lease_cache_serves_map_many_without_imports)
     ck_assert_int_eq(((const char *)it[1].mapping->ptr)[big - 1], 'z');
     ck_assert_int_eq(((const char *)it[0].mapping->ptr)[big - 1], 'a');
     ck_assert_int_eq(((const char *)it[2].mapping->ptr)[0], 'c');
+    gkv_mapping_t *five[5];
     for (int i = 0; i < 5; i++)
-        ck_assert_int_eq(gkv_unmap(c, it[i].mapping), 0);
+        five[i] = it[i].mapping;
+    ck_assert_int_eq(gkv_unmap_many(c, five, 0), GKV_EINVAL);
+    ck_assert_int_eq(gkv_unmap_many(c, five, 5), 0); /* as gkv_unmap on each */
     /* Five unmapped, 12 MiB allowed: the three newest stay. */
+    ck_assert_uint_eq(info_u64(o, "leases"), base + 3);
+    /* gkv_unmap_batch ends its leases, cached or not. */
+    gkv_mapping_t *once;
+    ck_assert_int_eq(gkv_map(c, KEY("lc/3"), NULL, &once), 0);
+    ck_assert_uint_eq(info_u64(o, "leases"), base + 4);
+    ck_assert_int_eq(gkv_unmap_batch(c, &once, 1), 0);
     ck_assert_uint_eq(info_u64(o, "leases"), base + 3);
     /* Off: unmap ends the lease, and what was cached goes. */
     ck_assert_int_eq(gkv_client_set_lease_cache(c, 0, 0, 0), 0);

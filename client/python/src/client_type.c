@@ -14,7 +14,8 @@ PyObject *raise_closed(void)
 }
 
 /* Ends the queued mappings (lock held, GIL held; releases the GIL for the I/O): the read ones
- * with gkv_unmap_batch (their imports freed, then one RELEASE), created ones with gkv_abort. */
+ * with gkv_unmap_many (the lease cache keeps those it takes; the others' imports are freed, then
+ * one RELEASE), created ones with gkv_abort. */
 static void end_pending(ClientObject *self)
 {
     pending_end_t *list = self->pending;
@@ -36,12 +37,12 @@ static void end_pending(ClientObject *self)
         }
         reads[nr++] = list[i].m;
         if (nr == sizeof(reads) / sizeof(reads[0]) || i == n - 1) {
-            (void)gkv_unmap_batch(c, reads, nr);
+            (void)gkv_unmap_many(c, reads, nr);
             nr = 0;
         }
     }
     if (nr)
-        (void)gkv_unmap_batch(c, reads, nr);
+        (void)gkv_unmap_many(c, reads, nr);
     PyMem_RawFree(list);
     Py_END_ALLOW_THREADS
 }
