@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import types
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -91,6 +92,54 @@ def _is_gpu(prototype: BufferPrototype) -> bool:
     return issubclass(prototype.buffer, _gpu_buffer)
 
 
+def _cupy_view(m: Mapping) -> Any:
+    """A CuPy array over GPU mapping m, owning it (the lease ends when the array goes). Made
+    directly (the pointer, size and device are known), which is about 2 us a chunk faster
+    than cupy.asarray(m)."""
+    import cupy as cp
+
+    cai = m.__cuda_array_interface__  # marks the mapping as viewed: it outlives its client
+    n = cai["shape"][0]
+    mem = cp.cuda.UnownedMemory(cai["data"][0], n, m, m.device)
+    return cp.ndarray((n,), cp.uint8, cp.cuda.MemoryPointer(mem, 0))
+
+
+class _Failed:
+    """An exception a batched read raises instead of returning."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+class _Batch:
+    """The reads one event loop issued together, mapped by one _map_batch."""
+
+    __slots__ = ("items", "results")
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, dict, BufferPrototype]] = []
+        self.results: list | None = None  # set when the batch has run
+
+    def add(self, k: str, rng: dict, prototype: BufferPrototype) -> int:
+        self.items.append((k, rng, prototype))
+        return len(self.items) - 1
+
+    def take(self, i: int) -> Buffer | None:
+        assert self.results is not None
+        r, self.results[i] = self.results[i], None  # the buffer is the caller's alone
+        if isinstance(r, _Failed):
+            raise r.exc
+        return r
+
+
+@types.coroutine
+def _one_turn() -> Any:
+    """Gives up one turn of the event loop, as asyncio.sleep(0) does, more cheaply."""
+    yield
+
+
 class GpukvStore(Store):
     """A zarr v3 store whose keys live in a gpukvd, under ``root`` (a key prefix; "" for the
     whole keyspace). ``url`` as for ``gpukv.Client`` (None: ``$GPUKV_URL`` or the default
@@ -125,7 +174,7 @@ class GpukvStore(Store):
         self._c: Client | None = None
         self._gen = -1
         self._lock = threading.Lock()
-        self._batches: dict[asyncio.AbstractEventLoop, list] = {}
+        self._batches: dict[asyncio.AbstractEventLoop, _Batch] = {}
 
     # -- connection ------------------------------------------------------------------------
 
@@ -227,9 +276,7 @@ class GpukvStore(Store):
             m.unmap()
             return prototype.buffer.create_zero_length()
         if _is_gpu(prototype):
-            import cupy as cp
-
-            return prototype.buffer.from_array_like(cp.asarray(m))
+            return prototype.buffer.from_array_like(_cupy_view(m))
         return prototype.buffer.from_array_like(np.asarray(m))  # read-only host view
 
     def _plan(self, key: str, prototype: BufferPrototype | None,
@@ -255,36 +302,41 @@ class GpukvStore(Store):
         k, rng, prototype, mapped = self._plan(key, prototype, byte_range)
         if not mapped:
             return self._over_socket(k, rng, prototype)
-        # Join the reads waiting in this event loop; the first one schedules the batch, which
-        # runs once every task already scheduled has had its turn.
+        # Join the batch of reads waiting in this event loop; the first read schedules it, to
+        # run once every task already scheduled has had its turn. Then give up one turn of the
+        # loop (no future: the batch was scheduled before this task, so it runs first) and
+        # take this read's result.
         loop = asyncio.get_running_loop()
-        fut = loop.create_future()
         batch = self._batches.get(loop)
         if batch is None:
-            batch = self._batches[loop] = []
-            loop.call_soon(self._map_batch, loop)
-        batch.append((k, rng, prototype, fut))
-        return await fut
+            batch = self._batches[loop] = _Batch()
+            loop.call_soon(self._map_batch, loop, batch)
+        i = batch.add(k, rng, prototype)
+        await _one_turn()
+        if batch.results is None:  # a loop that ran this task first: run the batch now
+            self._map_batch(loop, batch)
+        return batch.take(i)
 
-    def _map_batch(self, loop: asyncio.AbstractEventLoop) -> None:
-        batch = self._batches.pop(loop, [])
-        for i in range(0, len(batch), MAX_BATCH):
-            part = batch[i : i + MAX_BATCH]
+    def _map_batch(self, loop: asyncio.AbstractEventLoop, batch: _Batch) -> None:
+        if batch.results is not None:
+            return
+        if self._batches.get(loop) is batch:
+            del self._batches[loop]
+        items, results = batch.items, []
+        for j in range(0, len(items), MAX_BATCH):
+            part = items[j : j + MAX_BATCH]
             try:
-                maps = self.client._map_many([b[0] for b in part],
-                                             [_range_tuple(b[1]) for b in part])
-            except BaseException as e:  # noqa: BLE001 - handed to every waiting read
-                for *_, fut in part:
-                    if not fut.done():
-                        fut.set_exception(e)
+                maps = self.client._map_many([it[0] for it in part],
+                                             [_range_tuple(it[1]) for it in part])
+            except BaseException as e:  # noqa: BLE001 - raised by every read of the part
+                results += [_Failed(e)] * len(part)
                 continue
-            for (k, rng, prototype, fut), m in zip(part, maps):
-                if fut.done():  # cancelled: a mapping is ended with its object
-                    continue
+            for (k, rng, prototype), m in zip(part, maps):
                 try:
-                    fut.set_result(self._from_mapping(k, rng, prototype, m))
+                    results.append(self._from_mapping(k, rng, prototype, m))
                 except BaseException as e:  # noqa: BLE001
-                    fut.set_exception(e)
+                    results.append(_Failed(e))
+        batch.results = results
 
     async def get_partial_values(self, prototype: BufferPrototype,
                                  key_ranges: Iterable[tuple[str, ByteRequest | None]]

@@ -222,3 +222,38 @@ async def test_reads_issued_together_are_mapped_together(daemon, monkeypatch):
     gc.collect()
     s.client.ping()
     assert leases(daemon.url) == base
+
+
+async def test_a_batch_that_fails_or_loses_a_reader_fails_no_other(daemon, monkeypatch):
+    import asyncio
+    import gc
+
+    from conftest import leases
+
+    s = await GpukvStore.open(daemon.url, root="batchfail")
+    if s.client.zero_copy != "host-memfd":
+        pytest.skip("needs a daemon that shares its arena (--host-zero-copy yes)")
+    for i in range(4):
+        await s.set(f"c/{i}", cpu.Buffer.from_bytes(bytes([i]) * 10))
+    base = leases(daemon.url)
+    # A cancelled read: the others still get their bytes, and its mapping ends.
+    tasks = [asyncio.ensure_future(s.get(f"c/{i}", _proto())) for i in range(4)]
+    await asyncio.sleep(0)  # every read has joined the batch
+    tasks[1].cancel()
+    done = await asyncio.gather(*tasks, return_exceptions=True)
+    assert isinstance(done[1], asyncio.CancelledError)
+    assert [done[i].to_bytes() for i in (0, 2, 3)] == [bytes([i]) * 10 for i in (0, 2, 3)]
+    del done, tasks
+    await asyncio.sleep(0)
+    gc.collect()
+    s.client.ping()
+    assert leases(daemon.url) == base
+    # A batch whose MAPs fail: every read in it raises that error.
+
+    def broken(self, keys, ranges):
+        raise gpukv.ConnectionError("gone")
+
+    monkeypatch.setattr(gpukv.Client, "_map_many", broken)
+    got = await asyncio.gather(*[s.get(f"c/{i}", _proto()) for i in range(3)],
+                               return_exceptions=True)
+    assert [type(g) for g in got] == [gpukv.ConnectionError] * 3
