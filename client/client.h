@@ -47,9 +47,11 @@ struct gkv_client {
     /* Each GPU's pool or arena, attached at the first mapping of a value there. */
     struct gkv_attach *attach[GKV_FDPASS_MAX];
     struct mapping *mappings;  /* every live mapping of this connection (mapping.c) */
-    /* The lease cache, oldest first (mapping.c), in an array of cache_cap. */
+    /* The lease cache, oldest first (mapping.c), in an array of cache_cap, and its index by
+     * key (a hash of each cached key's entries). */
     gkv_mapping_t **cached;
     int ncached, cache_cap;
+    struct cache_key *cache_index;
     bool cache_set; /* else the defaults: GKV_CACHE_* */
     uint32_t cache_slots;
     uint64_t cache_max_value, cache_max_bytes; /* max_bytes 0: no total */

@@ -21,6 +21,7 @@
 #include "client.h"
 #include "commands.h"
 #include "error.h"
+#include "hash.h"
 #include "import.h"
 
 /* A mapping and what the library keeps beside it. */
@@ -35,6 +36,15 @@ typedef struct mapping {
     size_t klen;
     uint8_t key[];   /* the key it was mapped under */
 } mapping_t;
+
+/* The lease cache's index: one cached key's entries, oldest first. It makes a lookup by key
+ * cost the same with 4096 cached leases as with 8 (a scan of the array compared every key). */
+typedef struct cache_key {
+    UT_hash_handle hh;
+    int n;
+    gkv_mapping_t *m[GKV_CACHE_PER_KEY];
+    uint8_t key[]; /* the hash's key */
+} cache_key_t;
 
 static void link_mapping(gkv_client_t *c, mapping_t *m)
 {
@@ -123,10 +133,13 @@ static int drop_mapping(gkv_client_t *c, gkv_mapping_t *pub)
     return rc;
 }
 
+static void index_clear(gkv_client_t *c);
+
 void gkv__mappings_close(gkv_client_t *c)
 {
     c->ncached = 0; /* closing the socket ends the leases */
     c->cached_bytes = 0;
+    index_clear(c);
     while (c->mappings)
         drop_mapping(c, &c->mappings->pub);
     free(c->cached);
@@ -178,31 +191,91 @@ static int release(gkv_client_t *c, gkv_mapping_t **ms, size_t n)
     return rc ? rc : freed;
 }
 
-/* The lease cache, oldest first. */
+/* The lease cache, oldest first, and its index. */
 
-static bool cached_is(const gkv_client_t *c, int i, const void *key, size_t klen)
+static cache_key_t *index_find(const gkv_client_t *c, const void *key, size_t klen)
 {
-    const mapping_t *m = (const mapping_t *)c->cached[i];
-    return m->klen == klen && memcmp(m->key, key, klen) == 0;
+    cache_key_t *k;
+    HASH_FIND(hh, c->cache_index, key, klen, k);
+    return k;
 }
 
-/* The newest cached read lease of key (the likeliest to be on its value now), or -1. */
-static int cached_read(const gkv_client_t *c, const void *key, size_t klen)
+/* Adds cached mapping pub to the index as its key's newest entry (its key has fewer than
+ * GKV_CACHE_PER_KEY). Returns 0 or GKV_ENOMEM (nothing added). */
+static int index_add(gkv_client_t *c, gkv_mapping_t *pub)
 {
-    for (int i = c->ncached - 1; i >= 0; i--)
-        if (cached_is(c, i, key, klen) && !c->cached[i]->writable)
-            return i;
-    return -1;
+    mapping_t *m = (mapping_t *)pub;
+    cache_key_t *k = index_find(c, m->key, m->klen);
+    if (!k) {
+        if (!(k = calloc(1, sizeof(*k) + m->klen)))
+            return GKV_ENOMEM;
+        memcpy(k->key, m->key, m->klen);
+        gkv__hash_oom = 0;
+        HASH_ADD_KEYPTR(hh, c->cache_index, k->key, m->klen, k);
+        if (gkv__hash_oom) {
+            free(k);
+            return GKV_ENOMEM;
+        }
+    }
+    k->m[k->n++] = pub;
+    return 0;
 }
 
-/* A cached spare of key for a value of size bytes on the GPU opts names (if any), or -1. */
-static int cached_spare(const gkv_client_t *c, const void *key, size_t klen, uint64_t size,
-                        const gkv_set_opts_t *opts)
+static void index_remove(gkv_client_t *c, gkv_mapping_t *pub)
+{
+    mapping_t *m = (mapping_t *)pub;
+    cache_key_t *k = index_find(c, m->key, m->klen);
+    if (!k)
+        return;
+    int i = 0;
+    while (i < k->n && k->m[i] != pub)
+        i++;
+    if (i == k->n)
+        return;
+    memmove(&k->m[i], &k->m[i + 1], (size_t)(k->n - i - 1) * sizeof(k->m[0]));
+    if (--k->n == 0) {
+        HASH_DEL(c->cache_index, k);
+        free(k);
+    }
+}
+
+static void index_clear(gkv_client_t *c)
+{
+    cache_key_t *k, *tmp;
+    HASH_ITER(hh, c->cache_index, k, tmp)
+    {
+        HASH_DEL(c->cache_index, k);
+        free(k);
+    }
+}
+
+/* The newest cached read lease of key (the likeliest to be on its value now), or NULL. */
+static gkv_mapping_t *cached_read(const gkv_client_t *c, const void *key, size_t klen)
+{
+    const cache_key_t *k = index_find(c, key, klen);
+    for (int i = k ? k->n - 1 : -1; i >= 0; i--)
+        if (!k->m[i]->writable)
+            return k->m[i];
+    return NULL;
+}
+
+/* A cached spare of key for a value of size bytes on the GPU opts names (if any), or NULL. */
+static gkv_mapping_t *cached_spare(const gkv_client_t *c, const void *key, size_t klen,
+                                   uint64_t size, const gkv_set_opts_t *opts)
 {
     int gpu = opts && opts->gpu > 0 ? opts->gpu - 1 : -1;
+    const cache_key_t *k = index_find(c, key, klen);
+    for (int i = 0; k && i < k->n; i++)
+        if (k->m[i]->writable && k->m[i]->value_size == size && (gpu < 0 || k->m[i]->gpu == gpu))
+            return k->m[i];
+    return NULL;
+}
+
+/* The slot of cached mapping m, or -1. */
+static int cached_slot(const gkv_client_t *c, const gkv_mapping_t *m)
+{
     for (int i = 0; i < c->ncached; i++)
-        if (cached_is(c, i, key, klen) && c->cached[i]->writable &&
-            c->cached[i]->value_size == size && (gpu < 0 || c->cached[i]->gpu == gpu))
+        if (c->cached[i] == m)
             return i;
     return -1;
 }
@@ -213,6 +286,7 @@ static gkv_mapping_t *uncache(gkv_client_t *c, int i)
     memmove(&c->cached[i], &c->cached[i + 1], (size_t)(c->ncached - i - 1) * sizeof(*c->cached));
     c->ncached--;
     c->cached_bytes -= m->value_size;
+    index_remove(c, m);
     return m;
 }
 
@@ -237,9 +311,8 @@ static int end_cached(gkv_client_t *c, int i)
 static int end_cached_key(gkv_client_t *c, const void *key, size_t klen)
 {
     int rc = 0;
-    for (int i = c->ncached - 1; i >= 0; i--)
-        if (cached_is(c, i, key, klen))
-            rc = end_cached(c, i) ? GKV_EIO : rc;
+    for (cache_key_t *k; (k = index_find(c, key, klen));)
+        rc = end_cached(c, cached_slot(c, k->m[0])) ? GKV_EIO : rc;
     return rc;
 }
 
@@ -250,6 +323,7 @@ int gkv__cache_flush(gkv_client_t *c)
     int n = c->ncached;
     c->ncached = 0;
     c->cached_bytes = 0;
+    index_clear(c);
     return release(c, c->cached, (size_t)n);
 }
 
@@ -269,7 +343,7 @@ static int evict(gkv_client_t *c, uint32_t keep, uint64_t more)
 static int cache(gkv_client_t *c, gkv_mapping_t *pub)
 {
     mapping_t *m = (mapping_t *)pub;
-    int rc = 0, same = 0, oldest = -1;
+    int rc = 0;
     if (c->cache_cap < (int)cache_slots(c)) {
         gkv_mapping_t **a = realloc(c->cached, cache_slots(c) * sizeof(*a));
         if (!a)
@@ -277,16 +351,15 @@ static int cache(gkv_client_t *c, gkv_mapping_t *pub)
         c->cached = a;
         c->cache_cap = (int)cache_slots(c);
     }
-    for (int i = 0; i < c->ncached; i++)
-        if (cached_is(c, i, m->key, m->klen) && same++ == 0)
-            oldest = i;
-    if (same >= GKV_CACHE_PER_KEY)
-        rc = end_cached(c, oldest);
+    const cache_key_t *k = index_find(c, m->key, m->klen);
+    if (k && k->n >= GKV_CACHE_PER_KEY)
+        rc = end_cached(c, cached_slot(c, k->m[0]));
     uint32_t slots = cache_slots(c);
     int erc = evict(c, slots ? slots - 1 : 0, pub->value_size); /* room for pub */
     rc = rc ? rc : erc;
     if (!cache_slots(c) ||
-        (c->cache_max_bytes && pub->value_size > c->cache_max_bytes)) /* off, or too large */
+        (c->cache_max_bytes && pub->value_size > c->cache_max_bytes) || /* off, or too large */
+        index_add(c, pub))
         return release(c, &pub, 1);
     c->cached[c->ncached++] = pub;
     c->cached_bytes += pub->value_size;
@@ -303,15 +376,6 @@ int gkv_client_set_lease_cache(gkv_client_t *c, uint32_t slots, uint64_t max_val
     c->cache_max_value = max_value;
     c->cache_max_bytes = max_bytes;
     return evict(c, slots, 0);
-}
-
-/* The slot of cached mapping m, or -1. */
-static int cached_slot(const gkv_client_t *c, const gkv_mapping_t *m)
-{
-    for (int i = 0; i < c->ncached; i++)
-        if (c->cached[i] == m)
-            return i;
-    return -1;
 }
 
 /* The server renewed the lease of the cached mapping in slot ci (the reply just read): it is
@@ -332,7 +396,8 @@ int gkv_map(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *ra
     int rc = gkv__check_key(c, key, klen);
     if (rc)
         return rc;
-    int ci = cached_read(c, key, klen);
+    gkv_mapping_t *cm = cached_read(c, key, klen);
+    int ci = cm ? cached_slot(c, cm) : -1;
     gkv__begin(c, GKV_OP_MAP);
     gkv__put_key_range(c, key, klen, range);
     if (ci >= 0)
@@ -398,10 +463,8 @@ int gkv_map_many(gkv_client_t *c, gkv_map_item_t *items, size_t n)
     }
     /* Each key's cached read lease, offered for renewal (once: a key asked twice renews once). */
     for (size_t i = 0; i < n; i++) {
-        int ci = cached_read(c, items[i].key, items[i].klen);
-        if (ci < 0)
+        if (!(offered[i] = cached_read(c, items[i].key, items[i].klen)))
             continue;
-        offered[i] = c->cached[ci];
         for (size_t j = 0; j < i && offered[i]; j++)
             if (offered[j] == offered[i])
                 offered[i] = NULL;
@@ -534,9 +597,9 @@ int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
         return GKV_ETOOBIG;
     if (opts && (opts->flags & ~(unsigned)(GKV_SET_NX | GKV_SET_XX)))
         return GKV_EINVAL;
-    int si = size ? cached_spare(c, key, klen, size, opts) : -1;
-    if (si >= 0)
-        return take_spare(c, si, size, opts, out);
+    gkv_mapping_t *spare = size ? cached_spare(c, key, klen, size, opts) : NULL;
+    if (spare)
+        return take_spare(c, cached_slot(c, spare), size, opts, out);
     gkv__begin(c, GKV_OP_CREATE);
     gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
     gkv_wr_uint(&c->wr, GKV_F_SIZE, size);
@@ -568,8 +631,8 @@ int gkv_seal(gkv_client_t *c, gkv_mapping_t *pub)
      * (NX/XX refused it) as a spare on the discarded one; the server frees nothing under it.
      * The key's newest cached read lease is most likely on the value this seal replaces: the
      * server makes it a spare when nothing else holds it. */
-    int ci = cached_read(c, m->key, m->klen);
-    uint64_t asked = ci >= 0 ? c->cached[ci]->lease : 0;
+    gkv_mapping_t *cm = cached_read(c, m->key, m->klen);
+    uint64_t asked = cm ? cm->lease : 0;
     gkv__begin(c, GKV_OP_SEAL);
     gkv_wr_uint(&c->wr, GKV_F_LEASE, pub->lease);
     gkv_wr_uint(&c->wr, GKV_F_FLAGS, GKV_SEAL_KEEP | m->flags);
@@ -577,7 +640,7 @@ int gkv_seal(gkv_client_t *c, gkv_mapping_t *pub)
         gkv_wr_bin(&c->wr, GKV_F_META, pub->meta, (uint32_t)pub->meta_len);
     if (m->ttl_ms)
         gkv_wr_uint(&c->wr, GKV_F_TTL, m->ttl_ms);
-    if (ci >= 0)
+    if (cm)
         gkv_wr_uint(&c->wr, GKV_F_SPARE, asked);
     int rc = gkv__send(c, NULL, 0);
     if (rc == 0)
@@ -590,9 +653,9 @@ int gkv_seal(gkv_client_t *c, gkv_mapping_t *pub)
         release(c, &pub, 1); /* refused (checked here first, so unexpected): end the lease */
         return rc;
     }
-    if (rc == 0 && ci >= 0 && c->resp.spare == asked) {
-        c->cached[ci]->writable = 1;
-        set_meta((mapping_t *)c->cached[ci], NULL, 0);
+    if (rc == 0 && cm && c->resp.spare == asked) {
+        cm->writable = 1;
+        set_meta((mapping_t *)cm, NULL, 0);
     }
     m->flags = 0;
     m->ttl_ms = 0;

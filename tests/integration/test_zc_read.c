@@ -266,22 +266,76 @@ START_TEST(a_sized_lease_cache_serves_map_many_without_imports)
         five[i] = it[i].mapping;
     ck_assert_int_eq(gkv_unmap_many(c, five, 0), GKV_EINVAL);
     ck_assert_int_eq(gkv_unmap_many(c, five, 5), 0); /* as gkv_unmap on each */
-    /* Five unmapped, 12 MiB allowed: the three newest stay. */
+    /* Five unmapped, 12 MiB allowed: the three newest stay (the evictions' RELEASEs, sent
+     * without waiting, are answered before the next reply on c). */
+    gkv_mapping_t *m;
+    ck_assert_int_eq(gkv_map(c, KEY("absent"), NULL, &m), GKV_ENOTFOUND);
     ck_assert_uint_eq(info_u64(o, "leases"), base + 3);
-    /* gkv_unmap_batch ends its leases, cached or not. */
-    gkv_mapping_t *once;
-    ck_assert_int_eq(gkv_map(c, KEY("lc/3"), NULL, &once), 0);
+    /* gkv_unmap_batch ends its leases, cached or not: mapped again, a key gets a new lease. */
+    ck_assert_int_eq(gkv_map(c, KEY("lc/3"), NULL, &m), 0);
+    uint64_t once = m->lease;
+    ck_assert_int_eq(gkv_unmap_batch(c, &m, 1), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("lc/3"), NULL, &m), 0);
+    ck_assert_uint_ne(m->lease, once);
     ck_assert_uint_eq(info_u64(o, "leases"), base + 4);
-    ck_assert_int_eq(gkv_unmap_batch(c, &once, 1), 0);
+    ck_assert_int_eq(gkv_unmap_batch(c, &m, 1), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("absent"), NULL, &m), GKV_ENOTFOUND);
     ck_assert_uint_eq(info_u64(o, "leases"), base + 3);
     /* Off: unmap ends the lease, and what was cached goes. */
     ck_assert_int_eq(gkv_client_set_lease_cache(c, 0, 0, 0), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("absent"), NULL, &m), GKV_ENOTFOUND);
     ck_assert_uint_eq(info_u64(o, "leases"), base);
-    gkv_mapping_t *m;
     ck_assert_int_eq(gkv_map(c, KEY("lc/2"), NULL, &m), 0);
     ck_assert_int_eq(gkv_unmap(c, m), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("absent"), NULL, &m), GKV_ENOTFOUND);
     ck_assert_uint_eq(info_u64(o, "leases"), base);
     free(buf);
+    gkv_client_close(c);
+    gkv_client_close(o);
+}
+END_TEST
+
+/* A cache of hundreds of keys (found by key through its index, not a scan): every lease of a
+ * read repeated with gkv_map_many and gkv_unmap_many is renewed, and a key rewritten meanwhile
+ * gets its new bytes. */
+START_TEST(a_large_lease_cache_renews_every_key_of_a_repeated_read)
+{
+    enum { N = 300 };
+    gkv_client_t *c = conn(d.url), *o = conn(d.url);
+    uint64_t base = info_u64(o, "leases");
+    ck_assert_int_eq(gkv_client_set_lease_cache(c, 1024, 1 << 20, 0), 0);
+    static char keys[N][16];
+    static gkv_map_item_t it[N];
+    static gkv_mapping_t *ms[N];
+    static uint64_t first[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "many/%d", i);
+        ck_assert_int_eq(gkv_set(o, keys[i], strlen(keys[i]), keys[i], strlen(keys[i]), NULL),
+                         0);
+        it[i] = (gkv_map_item_t){.key = keys[i], .klen = strlen(keys[i])};
+    }
+    for (int round = 0; round < 3; round++) {
+        if (round == 2)
+            ck_assert_int_eq(gkv_set(o, KEY("many/7"), "new", 3, NULL), 0);
+        ck_assert_int_eq(gkv_map_many(c, it, N), 0);
+        for (int i = 0; i < N; i++) {
+            ck_assert_int_eq(it[i].status, 0);
+            ms[i] = it[i].mapping;
+            if (round == 0)
+                first[i] = ms[i]->lease;
+            else if (round == 1 || i != 7)
+                ck_assert_uint_eq(ms[i]->lease, first[i]); /* renewed */
+        }
+        if (round == 2) {
+            ck_assert_uint_ne(ms[7]->lease, first[7]);
+            ck_assert_int_eq(memcmp(ms[7]->ptr, "new", 3), 0);
+        }
+        ck_assert_int_eq(memcmp(ms[299]->ptr, "many/299", 8), 0);
+        ck_assert_int_eq(gkv_unmap_many(c, ms, N), 0);
+    }
+    gkv_mapping_t *m;
+    ck_assert_int_eq(gkv_map(c, KEY("absent"), NULL, &m), GKV_ENOTFOUND);
+    ck_assert_uint_eq(info_u64(o, "leases"), base + N);
     gkv_client_close(c);
     gkv_client_close(o);
 }
@@ -362,6 +416,7 @@ int main(void)
         lease_misuse_gets_errors_and_disturbs_nothing,
         unmap_caches_small_leases_for_the_next_map,
         a_sized_lease_cache_serves_map_many_without_imports,
+        a_large_lease_cache_renews_every_key_of_a_repeated_read,
         zero_copy_is_refused_over_tcp_and_where_not_granted,
         lease_caps_per_connection,
         thousands_of_unmaps_in_a_row_do_not_stall,
