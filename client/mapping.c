@@ -327,43 +327,90 @@ int gkv__cache_flush(gkv_client_t *c)
     return release(c, c->cached, (size_t)n);
 }
 
-/* Ends the oldest cached leases until at most keep remain and `more` bytes more fit under the
- * byte total. Returns 0 or GKV_EIO (an end failed). */
-static int evict(gkv_client_t *c, uint32_t keep, uint64_t more)
+/* Leases to end together: one RELEASE for all of them (ends_flush). */
+typedef struct ends {
+    gkv_mapping_t **m;
+    size_t n, cap;
+} ends_t;
+
+/* Adds m to e, or ends it at once when e cannot grow. Returns 0 or release's code. */
+static int ends_add(gkv_client_t *c, ends_t *e, gkv_mapping_t *m)
+{
+    if (e->n == e->cap) {
+        size_t cap = e->cap ? e->cap * 2 : 16;
+        gkv_mapping_t **a = realloc(e->m, cap * sizeof(*a));
+        if (!a)
+            return release(c, &m, 1);
+        e->m = a;
+        e->cap = cap;
+    }
+    e->m[e->n++] = m;
+    return 0;
+}
+
+/* Ends what e holds (one RELEASE per GKV_MAX_BATCH leases) and empties it. Returns 0 or the
+ * first code release gave. */
+static int ends_flush(gkv_client_t *c, ends_t *e)
 {
     int rc = 0;
-    while (c->ncached && ((uint32_t)c->ncached > keep ||
-                          (c->cache_max_bytes && c->cached_bytes + more > c->cache_max_bytes)))
-        rc = end_cached(c, 0) ? GKV_EIO : rc;
+    for (size_t i = 0; i < e->n; i += GKV_MAX_BATCH) {
+        size_t n = e->n - i < GKV_MAX_BATCH ? e->n - i : GKV_MAX_BATCH;
+        int r = release(c, e->m + i, n);
+        rc = rc ? rc : r;
+    }
+    free(e->m);
+    *e = (ends_t){0};
     return rc;
 }
 
-/* Caches pub as its key's newest, ending the key's oldest past GKV_CACHE_PER_KEY and the
- * connection's oldest past its slots or bytes (or pub itself, when the cache is off). */
-static int cache(gkv_client_t *c, gkv_mapping_t *pub)
+/* Takes the oldest cached leases out, into e, until at most keep remain and `more` bytes more
+ * fit under the byte total. Returns 0 or ends_add's code. */
+static int evict(gkv_client_t *c, uint32_t keep, uint64_t more, ends_t *e)
+{
+    int rc = 0;
+    while (c->ncached && ((uint32_t)c->ncached > keep ||
+                          (c->cache_max_bytes && c->cached_bytes + more > c->cache_max_bytes))) {
+        int r = ends_add(c, e, uncache(c, 0));
+        rc = rc ? rc : r;
+    }
+    return rc;
+}
+
+/* Caches pub as its key's newest; the key's oldest past GKV_CACHE_PER_KEY and the connection's
+ * oldest past its slots or bytes (or pub itself, when the cache is off) go into e, to end. */
+static int cache_into(gkv_client_t *c, gkv_mapping_t *pub, ends_t *e)
 {
     mapping_t *m = (mapping_t *)pub;
     int rc = 0;
     if (c->cache_cap < (int)cache_slots(c)) {
         gkv_mapping_t **a = realloc(c->cached, cache_slots(c) * sizeof(*a));
         if (!a)
-            return release(c, &pub, 1);
+            return ends_add(c, e, pub);
         c->cached = a;
         c->cache_cap = (int)cache_slots(c);
     }
     const cache_key_t *k = index_find(c, m->key, m->klen);
     if (k && k->n >= GKV_CACHE_PER_KEY)
-        rc = end_cached(c, cached_slot(c, k->m[0]));
+        rc = ends_add(c, e, uncache(c, cached_slot(c, k->m[0])));
     uint32_t slots = cache_slots(c);
-    int erc = evict(c, slots ? slots - 1 : 0, pub->value_size); /* room for pub */
+    int erc = evict(c, slots ? slots - 1 : 0, pub->value_size, e); /* room for pub */
     rc = rc ? rc : erc;
     if (!cache_slots(c) ||
         (c->cache_max_bytes && pub->value_size > c->cache_max_bytes) || /* off, or too large */
         index_add(c, pub))
-        return release(c, &pub, 1);
+        return ends_add(c, e, pub);
     c->cached[c->ncached++] = pub;
     c->cached_bytes += pub->value_size;
     return rc;
+}
+
+/* cache_into, ending what it lets go at once. */
+static int cache(gkv_client_t *c, gkv_mapping_t *pub)
+{
+    ends_t e = {0};
+    int rc = cache_into(c, pub, &e);
+    int frc = ends_flush(c, &e);
+    return rc ? rc : frc;
 }
 
 int gkv_client_set_lease_cache(gkv_client_t *c, uint32_t slots, uint64_t max_value,
@@ -375,7 +422,10 @@ int gkv_client_set_lease_cache(gkv_client_t *c, uint32_t slots, uint64_t max_val
     c->cache_slots = slots;
     c->cache_max_value = max_value;
     c->cache_max_bytes = max_bytes;
-    return evict(c, slots, 0);
+    ends_t e = {0};
+    int rc = evict(c, slots, 0, &e);
+    int frc = ends_flush(c, &e);
+    return rc ? rc : frc;
 }
 
 /* The server renewed the lease of the cached mapping in slot ci (the reply just read): it is
@@ -552,20 +602,15 @@ int gkv_unmap_many(gkv_client_t *c, gkv_mapping_t **ms, size_t n)
     for (size_t i = 0; i < n; i++)
         if (!ms[i] || ms[i]->writable)
             return GKV_EINVAL;
-    gkv_mapping_t **ends = malloc(n * sizeof(*ends));
-    if (!ends)
-        return release(c, ms, n); /* ended, uncached */
-    size_t nend = 0;
+    /* What the cache does not take, and what it lets go to take the others, end together. */
+    ends_t e = {0};
     int rc = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!cacheable(c, ms[i]))
-            ends[nend++] = ms[i];
-        else if (cache(c, ms[i]))
-            rc = GKV_EIO;
+        int r = cacheable(c, ms[i]) ? cache_into(c, ms[i], &e) : ends_add(c, &e, ms[i]);
+        rc = rc ? rc : r;
     }
-    int erc = nend ? release(c, ends, nend) : 0;
-    free(ends);
-    return rc ? rc : erc;
+    int frc = ends_flush(c, &e);
+    return rc ? rc : frc;
 }
 
 /* Takes the cached spare in slot i for a value of size bytes with opts (no request: the server

@@ -338,6 +338,18 @@ START_TEST(a_large_lease_cache_renews_every_key_of_a_repeated_read)
     gkv_mapping_t *m;
     ck_assert_int_eq(gkv_map(c, KEY("absent"), NULL, &m), GKV_ENOTFOUND);
     ck_assert_uint_eq(info_u64(o, "leases"), base + N);
+    /* Shrunk to 8 slots, a read of all of them again keeps the 8 newest, and what it lets go
+     * (the 292 evicted and the ones it could not keep) ends with one RELEASE. */
+    ck_assert_int_eq(gkv_client_set_lease_cache(c, 8, 1 << 20, 0), 0);
+    ck_assert_int_eq(gkv_map_many(c, it, N), 0);
+    for (int i = 0; i < N; i++)
+        ms[i] = it[i].mapping;
+    uint64_t before = info_u64(o, "total_commands_processed");
+    ck_assert_int_eq(gkv_unmap_many(c, ms, N), 0);
+    ck_assert_int_eq(gkv_map(c, KEY("absent"), NULL, &m), GKV_ENOTFOUND);
+    /* The INFO before, one RELEASE, the MAP: 3 commands (one RELEASE per lease would be 295). */
+    ck_assert_uint_eq(info_u64(o, "total_commands_processed") - before, 3);
+    ck_assert_uint_eq(info_u64(o, "leases"), base + 8);
     gkv_client_close(c);
     gkv_client_close(o);
 }

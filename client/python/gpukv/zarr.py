@@ -40,6 +40,10 @@ from .client import MAX_BATCH, Client
 
 __all__ = ["GpukvStore"]
 
+# The read leases a store keeps for chunks read again (bytes, and chunks): see GpukvStore.
+LEASE_CACHE = 1 << 30
+LEASE_CACHE_SLOTS = 1024
+
 # Bumped in a forked child: a store's connection is its process's own (os.getpid() per call
 # would be a system call).
 _fork_generation = 0
@@ -151,7 +155,7 @@ class GpukvStore(Store):
     supports_listing: bool = True
 
     def __init__(self, url: str | None = None, *, root: str = "", read_only: bool = False,
-                 timeout: float | None = None, lease_cache: int = 0) -> None:
+                 timeout: float | None = None, lease_cache: int = LEASE_CACHE) -> None:
         super().__init__(read_only=read_only)
         if not isinstance(root, str):
             raise TypeError("root must be a str")
@@ -163,13 +167,14 @@ class GpukvStore(Store):
         self.timeout = timeout
         if not isinstance(lease_cache, int) or lease_cache < 0:
             raise ValueError("lease_cache must be a number of bytes >= 0")
-        # lease_cache > 0: chunks read as mappings keep their lease and import after zarr drops
-        # them (libgpukv's lease cache, gkv_client_set_lease_cache), up to lease_cache bytes:
-        # reading a chunk again while it has that value then costs a round trip and no CUDA IPC
-        # import. A cached lease holds an overwritten chunk's old memory in the daemon until the
-        # chunk is read again, evicted, or this store sends anything but a read. 0 (the default):
-        # libgpukv's own small cache (8 leases of values up to 1 MiB). Measured on the H100 for
-        # 4 MiB chunks (RESULTS.md, session 16): no clear gain, so it is off by default.
+        # Chunks read as mappings keep their lease and import after zarr drops them (libgpukv's
+        # lease cache, gkv_client_set_lease_cache), up to lease_cache bytes and 1024 chunks:
+        # reading a chunk again while it has that value costs a share of a round trip and no
+        # CUDA IPC import (on the H100, 4 MiB chunks: 0.86-0.88x of an in-process GpuMemoryStore
+        # with it, 0.70-0.81x without; RESULTS.md, session 17). The price: a cached lease holds
+        # an overwritten chunk's old memory in the daemon until the chunk is read again, the
+        # cache lets it go, or this store sends anything but a read (a metadata read, a write,
+        # a listing). 0: libgpukv's own small cache (8 leases of values up to 1 MiB).
         self.lease_cache = lease_cache
         self._c: Client | None = None
         self._gen = -1
@@ -189,7 +194,7 @@ class GpukvStore(Store):
                     c = Client(self.url, timeout=self.timeout)
                     if self.lease_cache:
                         # 1024 leases: well under the daemon's --max-leases (4096 by default).
-                        c.set_lease_cache(1024, self.lease_cache, self.lease_cache)
+                        c.set_lease_cache(LEASE_CACHE_SLOTS, self.lease_cache, self.lease_cache)
                     self._c, self._gen = c, _fork_generation
         return c
 
@@ -209,7 +214,7 @@ class GpukvStore(Store):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["url"], root=state["root"], read_only=state["read_only"],
-                      timeout=state["timeout"], lease_cache=state.get("lease_cache", 0))
+                      timeout=state["timeout"], lease_cache=state.get("lease_cache", LEASE_CACHE))
 
     def with_read_only(self, read_only: bool = False) -> GpukvStore:
         return type(self)(self.url, root=self.root, read_only=read_only, timeout=self.timeout,

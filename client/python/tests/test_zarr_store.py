@@ -224,6 +224,45 @@ async def test_reads_issued_together_are_mapped_together(daemon, monkeypatch):
     assert leases(daemon.url) == base
 
 
+@pytest.mark.parametrize("lease_cache", [None, 0])
+async def test_chunks_read_keep_their_leases_for_the_next_read(daemon, lease_cache):
+    """By default the store keeps the leases (and imports) of the chunks zarr dropped, up to
+    1 GiB and 1024 chunks, so that reading them again imports nothing; lease_cache=0 leaves
+    libgpukv's 8."""
+    import asyncio
+    import gc
+
+    from conftest import leases, wait_for
+
+    n = 40  # more than the binding's batch of deferred ends (32)
+    kw = {} if lease_cache is None else {"lease_cache": lease_cache}
+    s = await GpukvStore.open(daemon.url, root=f"keep{lease_cache}", **kw)
+    if s.client.zero_copy != "host-memfd":
+        pytest.skip("needs a daemon that shares its arena (--host-zero-copy yes)")
+    for i in range(n):
+        await s.set(f"c/{i}", cpu.Buffer.from_bytes(bytes([i]) * 100))
+    s.client.ping()
+    base = leases(daemon.url)
+    got = await asyncio.gather(*[s.get(f"c/{i}", _proto()) for i in range(n)])
+    assert [g.to_bytes() for g in got] == [bytes([i]) * 100 for i in range(n)]
+    del got
+    await asyncio.sleep(0)
+    gc.collect()
+    # The dropped chunks' mappings end at the store's next read, into the cache; that read
+    # renews c/0's cached lease (with the default cache) or gets a new one.
+    b = await s.get("c/0", _proto())
+    assert b.to_bytes() == bytes([0]) * 100
+    if lease_cache is None:  # all kept: 39 cached, c/0's renewed
+        assert wait_for(lambda: leases(daemon.url) == base + n), leases(daemon.url)
+    else:  # 8 cached (c/0's lease among them or not), c/0's mapping
+        assert wait_for(lambda: leases(daemon.url) <= base + 9), leases(daemon.url)
+    del b
+    gc.collect()
+    s.client.ping()  # anything but a read ends the cache
+    assert wait_for(lambda: leases(daemon.url) == base), leases(daemon.url)
+    s.close()
+
+
 async def test_a_batch_that_fails_or_loses_a_reader_fails_no_other(daemon, monkeypatch):
     import asyncio
     import gc
