@@ -19,8 +19,8 @@ run at different speeds on a shared machine (the same code's reads swing 1.5x fr
 process to the next), so the reading process also holds the array in a GpuMemoryStore of its own
 and reads the two in turn: the last column, the median over rounds of that ratio, compares them
 at one process's speed.
---lease-cache BYTES: the reading store's lease_cache (chunks read again renew their leases
-instead of importing the memory again). --concurrency N: zarr's async.concurrency.
+--lease-cache BYTES: the reading store's lease_cache (default: the store's own, 1 GiB; chunks
+read again renew their leases instead of importing the memory again). --concurrency N: zarr's async.concurrency.
 --profile: the reading process also times the steps of a GPU chunk read (MAP, the CuPy view,
 the store's get) over distinct chunks.
 """
@@ -81,7 +81,7 @@ def make_store(kind: str, url: str, root: str, tmp: str):
 
 
 def read_in_child(url: str, root: str, gpu: bool, reps: int, size: int, profile: bool,
-                  lease_cache: int = 0, concurrency: int | None = None) -> dict:
+                  lease_cache: int | None = None, concurrency: int | None = None) -> dict:
     """Reads the array back in a second process. Returns the median time ("median") and, with
     GPU buffers, the median time of a GpuMemoryStore in that same process holding the same
     array, read in turn with it ("ref"): the two then share the process's speed."""
@@ -96,7 +96,9 @@ def sync():
     if gpu:
         import cupy as cp
         cp.cuda.Device().synchronize()
-store = GpukvStore({url!r}, root={root!r}, read_only=True, lease_cache={lease_cache!r})
+lease_cache = {lease_cache!r}
+store = GpukvStore({url!r}, root={root!r}, read_only=True,
+                   **({{}} if lease_cache is None else {{"lease_cache": lease_cache}}))
 z = zarr.open_array(store, mode="r")
 ref = None
 if gpu:
@@ -175,7 +177,7 @@ TARGET = (("GpuMemoryStore", True), ("GpukvStore", True))
 
 
 def run(url: str, size: int, chunk: int, gpu: bool, reps: int, tmp: str, profile: bool,
-        rounds: int, gpu_only: bool = False, lease_cache: int = 0,
+        rounds: int, gpu_only: bool = False, lease_cache: int | None = None,
         concurrency: int | None = None) -> list[dict]:
     host = np.arange(size, dtype=np.uint8)  # wraps at 256
     dev = None
@@ -266,8 +268,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--gpu-only", action="store_true",
                     help="only the GPU-buffer rows (with --gpu)")
-    ap.add_argument("--lease-cache", type=parse_size, default=0,
-                    help="the reading GpukvStore's lease_cache (bytes)")
+    ap.add_argument("--lease-cache", type=parse_size,
+                    help="the reading GpukvStore's lease_cache (bytes; default: the store's)")
     ap.add_argument("--concurrency", type=int, help="zarr's async.concurrency (default 10)")
     a = ap.parse_args()
     size = parse_size(a.size)
