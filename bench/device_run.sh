@@ -75,6 +75,7 @@ if { [ "$what" = all ] || [ "$what" = py ]; } && [ -n "$python" ]; then
     stop_daemon
     start_daemon --maxmemory 16G
     echo "zarr_bench on $gpu, commit $commit"
+    "$python" bench/zarr_steps.py "unix:$dir/s.sock" | tee "$out/zarr_steps.md"
     "$python" bench/zarr_bench.py "unix:$dir/s.sock" --gpu --profile ${GKV_ZARR_ARGS:-} |
         tee "$out/zarr_bench.md"
     stop_daemon

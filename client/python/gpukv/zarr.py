@@ -7,8 +7,9 @@ kept in GPU memory: zarr's GpuMemoryStore as a service.
 
 With zarr's GPU buffers (``zarr.config.enable_gpu()``) on a local connection to a cuda-backend
 daemon, a read is zero-copy: the chunk buffer zarr gets *is* the value's memory in the daemon's
-pool, mapped into this process (MAP; the lease ends when zarr drops the buffer, and the value
-stays unchanged until then whatever other clients do); host buffers are read the same way from
+pool, mapped into this process (MAP; the value stays unchanged while zarr holds the buffer,
+whatever other clients do, and its lease and import stay in the lease cache after, for the next
+read of the chunk: see ``lease_cache``); host buffers are read the same way from
 a host-backend daemon that shares its arena (``--host-zero-copy yes``). The reads zarr issues
 together are mapped with one pipelined round trip. Zarr's codecs never write into a buffer they
 read (they copy first, as they must for MemoryStore). A write of a GPU buffer goes from device
@@ -250,9 +251,9 @@ class GpukvStore(Store):
     #
     # On a local connection whose zero-copy reaches the memory the buffers live in (cuda for
     # GPU buffers, the host arena for host buffers) a read is a view of the mapped value: no
-    # copy, and a lease that ends when zarr drops the buffer. The reads zarr issues together
-    # (async.concurrency of them) are mapped together: one gkv_map_many, one round trip.
-    # Otherwise the bytes come over the socket.
+    # copy, and a lease held while zarr holds the buffer (then cached, for the chunk's next
+    # read). The reads zarr issues together (async.concurrency of them) are mapped together:
+    # one gkv_map_many, one round trip. Otherwise the bytes come over the socket.
 
     def _maps_into(self, prototype: BufferPrototype) -> bool:
         zc = self.client.zero_copy
