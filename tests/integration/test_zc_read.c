@@ -312,8 +312,7 @@ START_TEST(a_large_lease_cache_renews_every_key_of_a_repeated_read)
     static uint64_t first[N];
     for (int i = 0; i < N; i++) {
         snprintf(keys[i], sizeof(keys[i]), "many/%d", i);
-        ck_assert_int_eq(gkv_set(o, keys[i], strlen(keys[i]), keys[i], strlen(keys[i]), NULL),
-                         0);
+        ck_assert_int_eq(gkv_set(o, keys[i], strlen(keys[i]), keys[i], strlen(keys[i]), NULL), 0);
         it[i] = (gkv_map_item_t){.key = keys[i], .klen = strlen(keys[i])};
     }
     for (int round = 0; round < 3; round++) {
