@@ -570,14 +570,21 @@ int gkv_map_many(gkv_client_t *c, gkv_map_item_t *items, size_t n)
     return rc;
 }
 
-int gkv_unmap_batch(gkv_client_t *c, gkv_mapping_t **ms, size_t n)
+/* 0 when ms holds 1..GKV_MAX_BATCH read mappings, else GKV_EINVAL. */
+static int check_reads(gkv_mapping_t *const *ms, size_t n)
 {
     if (n == 0 || n > GKV_MAX_BATCH)
         return GKV_EINVAL;
     for (size_t i = 0; i < n; i++)
         if (!ms[i] || ms[i]->writable)
             return GKV_EINVAL;
-    return release(c, ms, n);
+    return 0;
+}
+
+int gkv_unmap_batch(gkv_client_t *c, gkv_mapping_t **ms, size_t n)
+{
+    int rc = check_reads(ms, n);
+    return rc ? rc : release(c, ms, n);
 }
 
 /* Whether gkv_unmap keeps read mapping m in the lease cache. */
@@ -597,14 +604,11 @@ int gkv_unmap(gkv_client_t *c, gkv_mapping_t *m)
 
 int gkv_unmap_many(gkv_client_t *c, gkv_mapping_t **ms, size_t n)
 {
-    if (n == 0 || n > GKV_MAX_BATCH)
-        return GKV_EINVAL;
-    for (size_t i = 0; i < n; i++)
-        if (!ms[i] || ms[i]->writable)
-            return GKV_EINVAL;
+    int rc = check_reads(ms, n);
+    if (rc)
+        return rc;
     /* What the cache does not take, and what it lets go to take the others, end together. */
     ends_t e = {0};
-    int rc = 0;
     for (size_t i = 0; i < n; i++) {
         int r = cacheable(c, ms[i]) ? cache_into(c, ms[i], &e) : ends_add(c, &e, ms[i]);
         rc = rc ? rc : r;

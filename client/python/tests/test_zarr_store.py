@@ -187,17 +187,24 @@ def test_a_forked_child_gets_its_own_connection(daemon):
     assert s.get_sync("k2").to_bytes() == b"child"
 
 
+async def _mapped_store(daemon, root: str, n: int, size: int, **kw) -> GpukvStore:
+    """A store whose reads are views (a host daemon sharing its arena), with chunks c/0..c/n-1
+    of size bytes, each all bytes i."""
+    s = await GpukvStore.open(daemon.url, root=root, **kw)
+    if s.client.zero_copy != "host-memfd":
+        pytest.skip("needs a daemon that shares its arena (--host-zero-copy yes)")
+    for i in range(n):
+        await s.set(f"c/{i}", cpu.Buffer.from_bytes(bytes([i]) * size))
+    return s
+
+
 async def test_reads_issued_together_are_mapped_together(daemon, monkeypatch):
     import asyncio
     import gc
 
     from conftest import leases
 
-    s = await GpukvStore.open(daemon.url, root="batch")
-    if s.client.zero_copy != "host-memfd":
-        pytest.skip("needs a daemon that shares its arena (--host-zero-copy yes)")
-    for i in range(20):
-        await s.set(f"c/{i}", cpu.Buffer.from_bytes(bytes([i]) * 100))
+    s = await _mapped_store(daemon, "batch", 20, 100)
     base = leases(daemon.url)
     calls = []
     orig = gpukv.Client._map_many
@@ -236,11 +243,7 @@ async def test_chunks_read_keep_their_leases_for_the_next_read(daemon, lease_cac
 
     n = 40  # more than the binding's batch of deferred ends (32)
     kw = {} if lease_cache is None else {"lease_cache": lease_cache}
-    s = await GpukvStore.open(daemon.url, root=f"keep{lease_cache}", **kw)
-    if s.client.zero_copy != "host-memfd":
-        pytest.skip("needs a daemon that shares its arena (--host-zero-copy yes)")
-    for i in range(n):
-        await s.set(f"c/{i}", cpu.Buffer.from_bytes(bytes([i]) * 100))
+    s = await _mapped_store(daemon, f"keep{lease_cache}", n, 100, **kw)
     s.client.ping()
     base = leases(daemon.url)
     got = await asyncio.gather(*[s.get(f"c/{i}", _proto()) for i in range(n)])
@@ -269,11 +272,7 @@ async def test_a_batch_that_fails_or_loses_a_reader_fails_no_other(daemon, monke
 
     from conftest import leases
 
-    s = await GpukvStore.open(daemon.url, root="batchfail")
-    if s.client.zero_copy != "host-memfd":
-        pytest.skip("needs a daemon that shares its arena (--host-zero-copy yes)")
-    for i in range(4):
-        await s.set(f"c/{i}", cpu.Buffer.from_bytes(bytes([i]) * 10))
+    s = await _mapped_store(daemon, "batchfail", 4, 10)
     base = leases(daemon.url)
     # A cancelled read: the others still get their bytes, and its mapping ends.
     tasks = [asyncio.ensure_future(s.get(f"c/{i}", _proto())) for i in range(4)]
