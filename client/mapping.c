@@ -310,9 +310,9 @@ static int end_cached(gkv_client_t *c, int i)
 /* Ends every cached lease of key. */
 static int end_cached_key(gkv_client_t *c, const void *key, size_t klen)
 {
-    int rc = 0;
-    for (cache_key_t *k; (k = index_find(c, key, klen));)
-        rc = end_cached(c, cached_slot(c, k->m[0])) ? GKV_EIO : rc;
+    int rc = 0, i;
+    for (cache_key_t *k; (k = index_find(c, key, klen)) && (i = cached_slot(c, k->m[0])) >= 0;)
+        rc = end_cached(c, i) ? GKV_EIO : rc;
     return rc;
 }
 
@@ -390,8 +390,9 @@ static int cache_into(gkv_client_t *c, gkv_mapping_t *pub, ends_t *e)
         c->cache_cap = (int)cache_slots(c);
     }
     const cache_key_t *k = index_find(c, m->key, m->klen);
-    if (k && k->n >= GKV_CACHE_PER_KEY)
-        rc = ends_add(c, e, uncache(c, cached_slot(c, k->m[0])));
+    int oldest = k && k->n >= GKV_CACHE_PER_KEY ? cached_slot(c, k->m[0]) : -1;
+    if (oldest >= 0)
+        rc = ends_add(c, e, uncache(c, oldest));
     uint32_t slots = cache_slots(c);
     int erc = evict(c, slots ? slots - 1 : 0, pub->value_size, e); /* room for pub */
     rc = rc ? rc : erc;
@@ -647,8 +648,9 @@ int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
     if (opts && (opts->flags & ~(unsigned)(GKV_SET_NX | GKV_SET_XX)))
         return GKV_EINVAL;
     gkv_mapping_t *spare = size ? cached_spare(c, key, klen, size, opts) : NULL;
-    if (spare)
-        return take_spare(c, cached_slot(c, spare), size, opts, out);
+    int si = spare ? cached_slot(c, spare) : -1;
+    if (si >= 0)
+        return take_spare(c, si, size, opts, out);
     gkv__begin(c, GKV_OP_CREATE);
     gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
     gkv_wr_uint(&c->wr, GKV_F_SIZE, size);

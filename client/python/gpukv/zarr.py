@@ -98,7 +98,7 @@ def _is_gpu(prototype: BufferPrototype) -> bool:
 
 
 def _cupy_view(m: Mapping) -> Any:
-    """A CuPy array over GPU mapping m, owning it (the lease ends when the array goes). Made
+    """A CuPy array over GPU mapping m, owning it (m is unmapped when the array goes). Made
     directly (the pointer, size and device are known), which is about 2 us a chunk faster
     than cupy.asarray(m)."""
     import cupy as cp
@@ -171,7 +171,7 @@ class GpukvStore(Store):
         # Chunks read as mappings keep their lease and import after zarr drops them (libgpukv's
         # lease cache, gkv_client_set_lease_cache), up to lease_cache bytes and 1024 chunks:
         # reading a chunk again while it has that value costs a share of a round trip and no
-        # CUDA IPC import (on the H100, 4 MiB chunks: 0.86-0.88x of an in-process GpuMemoryStore
+        # CUDA IPC import (on the H100, 4 MiB chunks: 0.85-0.90x of an in-process GpuMemoryStore
         # with it, 0.70-0.81x without; RESULTS.md, session 17). The price: a cached lease holds
         # an overwritten chunk's old memory in the daemon until the chunk is read again, the
         # cache lets it go, or this store sends anything but a read (a metadata read, a write,
