@@ -435,6 +435,20 @@ static void bound_name(uv_tcp_t *t, char bound[128])
     }
 }
 
+/* Listens on st with cb once e (what bound or opened st) is 0. Returns 0, or GKV_ESYS with err
+ * "cannot listen on WHERE: why". */
+static int start_listening(uv_stream_t *st, int e, uv_connection_cb cb, const char *where,
+                           char *err, size_t cap)
+{
+    if (e == 0)
+        e = uv_listen(st, 511, cb);
+    if (e) {
+        snprintf(err, cap, "cannot listen on %s: %s", where, uv_strerror(e));
+        return GKV_ESYS;
+    }
+    return 0;
+}
+
 /* Listens on a listening Unix socket taken over (fd). */
 static int listen_unix_fd(gkv_server_t *s, int fd, char *err, size_t cap)
 {
@@ -442,12 +456,10 @@ static int listen_unix_fd(gkv_server_t *s, int fd, char *err, size_t cap)
     s->unix_listener.data = s;
     s->unix_open = true;
     int e = uv_pipe_open(&s->unix_listener, fd);
-    if (e == 0)
-        e = uv_listen((uv_stream_t *)&s->unix_listener, 511, on_connection);
-    if (e) {
-        snprintf(err, cap, "cannot listen on the Unix socket taken over: %s", uv_strerror(e));
-        return GKV_ESYS;
-    }
+    int rc = start_listening((uv_stream_t *)&s->unix_listener, e, on_connection,
+                             "the Unix socket taken over", err, cap);
+    if (rc)
+        return rc;
     GKV_INFO("listening on unix:%s (taken over)", s->cfg.socket_path);
     return 0;
 }
@@ -458,12 +470,10 @@ static int listen_tcp_fd(gkv_server_t *s, int fd, char *err, size_t cap)
     s->tcp_listener.data = s;
     s->tcp_open = true;
     int e = uv_tcp_open(&s->tcp_listener, fd);
-    if (e == 0)
-        e = uv_listen((uv_stream_t *)&s->tcp_listener, 511, on_connection);
-    if (e) {
-        snprintf(err, cap, "cannot listen on the TCP socket taken over: %s", uv_strerror(e));
-        return GKV_ESYS;
-    }
+    int rc = start_listening((uv_stream_t *)&s->tcp_listener, e, on_connection,
+                             "the TCP socket taken over", err, cap);
+    if (rc)
+        return rc;
     bound_name(&s->tcp_listener, s->tcp_bound);
     GKV_INFO("listen: listening on tcp:%s (taken over)", s->tcp_bound);
     return 0;
@@ -525,12 +535,8 @@ static int listen_unix(gkv_server_t *s, char *err, size_t cap)
     umask(old);
     if (e == 0 && chmod(path, 0660) != 0)
         e = uv_translate_sys_error(errno);
-    if (e == 0)
-        e = uv_listen((uv_stream_t *)&s->unix_listener, 511, on_connection);
-    if (e) {
-        snprintf(err, cap, "cannot listen on %s: %s", path, uv_strerror(e));
-        return GKV_ESYS;
-    }
+    if ((rc = start_listening((uv_stream_t *)&s->unix_listener, e, on_connection, path, err, cap)))
+        return rc;
     GKV_INFO("listening on unix:%s", path);
     return 0;
 }
@@ -576,12 +582,11 @@ int gkv_server_listen_tcp(gkv_server_t *s, uv_tcp_t *t, const char *what, const 
     uv_tcp_init(s->loop, t); /* from here on the caller closes t, also on failure */
     t->data = s;
     int e = uv_tcp_bind(t, (struct sockaddr *)&sa, 0);
-    if (e == 0)
-        e = uv_listen((uv_stream_t *)t, 511, cb);
-    if (e) {
-        snprintf(err, cap, "cannot listen on tcp:%s (%s): %s", addr, what, uv_strerror(e));
-        return GKV_ESYS;
-    }
+    char where[sizeof(buf) + 64];
+    snprintf(where, sizeof(where), "tcp:%s (%s)", addr, what);
+    int rc = start_listening((uv_stream_t *)t, e, cb, where, err, cap);
+    if (rc)
+        return rc;
     bound_name(t, bound);
     GKV_INFO("%s: listening on tcp:%s", what, bound);
     return 0;
