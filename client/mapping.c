@@ -560,12 +560,15 @@ int gkv_map_many(gkv_client_t *c, gkv_map_item_t *items, size_t n)
     } else if (nrefused) {
         send_lease_ends(c, GKV_OP_RELEASE, refused, nrefused);
     }
-    /* Offered and not renewed (the key has another value now, or is gone): ended. */
+    /* Offered and not renewed (the key has another value now, or is gone): ended, with one
+     * RELEASE. */
+    ends_t e = {0};
     for (size_t i = 0; i < n && rc == 0 && !c->broken; i++) {
         int ci = offered[i] ? cached_slot(c, offered[i]) : -1;
         if (ci >= 0)
-            (void)end_cached(c, ci);
+            (void)ends_add(c, &e, uncache(c, ci));
     }
+    (void)ends_flush(c, &e);
     free(refused);
     free(offered);
     return rc;
