@@ -3,6 +3,7 @@
  * (or at once, on the host backend) and come back through the server's wake-up queue. */
 #include "conn.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,7 @@ static void on_closed(uv_handle_t *h)
 {
     gkv_conn_t *c = h->data;
     gkv_server_t *srv = c->srv;
+    assert(c->copies == 0 && c->held == 0); /* the lifetime rule (conn.h) */
     /* A disconnect ends every lease and discards unsealed CREATEs. */
     gkv_leases_fini(&c->leases, &srv->store);
     if (c->recv)
@@ -53,7 +55,7 @@ static void on_shutdown(uv_shutdown_t *req, int status)
 
 void gkv_conn_finish_close(gkv_conn_t *c)
 {
-    if (c->copy_busy || c->flight || c->ahead_busy || c->held || c->close_started)
+    if (c->copies || c->copy_busy || c->flight || c->ahead_busy || c->held || c->close_started)
         return;
     c->close_started = true;
     if (c->graceful) {
@@ -173,15 +175,34 @@ static void start_fence(gkv_conn_t *c, gkv_reply_t *rep)
     c->fencing = c->copy_busy = true;
     c->held++;
     gkv_backend_t *be = c->srv->dev[rep->fence_dev].be;
-    int rc = be->ops->fence_shared(be, rep->fence_batches, &c->copy);
+    bool begun = gkv_conn_copy_begin(c);
+    int rc = begun ? be->ops->fence_shared(be, rep->fence_batches, &c->copy) : GKV_ECLOSED;
     if (rc) {
+        if (begun)
+            gkv_conn_copy_unbegin(c);
         c->copy_busy = false;
         fence_done(c, rc < 0 ? rc : 0); /* 1: nothing to wait for; drive() goes on */
     }
 }
 
+bool gkv_conn_copy_begin(gkv_conn_t *c)
+{
+    if (c->closing)
+        return false;
+    c->copies++;
+    return true;
+}
+
+void gkv_conn_copy_unbegin(gkv_conn_t *c)
+{
+    assert(c->copies > 0);
+    c->copies--;
+}
+
 void gkv_conn_copy_finished(gkv_conn_t *c)
 {
+    assert(c->copies > 0);
+    c->copies--;
     c->copy_busy = false;
     bool ahead = c->ahead_busy;
     c->ahead_busy = false;
@@ -417,11 +438,10 @@ static void update_reading(gkv_conn_t *c)
     }
 }
 
-void gkv_conn_drive(gkv_conn_t *c)
+/* Handles what input and state allow. True when it stopped only because the output was full
+ * (--output-buffer-limit): requests may still wait in the input buffer. */
+static bool drive_input(gkv_conn_t *c, unsigned *frames)
 {
-    if (c->yielded)
-        return; /* the server drives it again in its turn */
-    unsigned frames = 0;
     while (!c->closing && !c->copy_busy && !c->waiting_stage && !c->waiting_batch) {
         if (c->state == CONN_SEND)
             break;
@@ -444,17 +464,33 @@ void gkv_conn_drive(gkv_conn_t *c)
         if (gkv_takeover_refusing(c->srv, c)) {
             refuse_pending(c);
             gkv_conn_close(c, true);
-            return;
+            return false;
         }
         if (output_full(c))
-            break;
-        if (frames == GKV_FRAMES_PER_TURN) {
+            return true;
+        if (*frames == GKV_FRAMES_PER_TURN) {
             gkv_server_yield(c->srv, c);
             break;
         }
         if (parse_one(c) <= 0)
             break;
-        frames++;
+        (*frames)++;
+    }
+    return false;
+}
+
+void gkv_conn_drive(gkv_conn_t *c)
+{
+    if (c->yielded)
+        return; /* the server drives it again in its turn */
+    unsigned frames = 0;
+    /* Requests already read stay in the input buffer while the output is full; once a flush
+     * drains it they are handled here, not only when more input comes (which a client that
+     * waits for its replies never sends). on_write drives c again when queued output drains. */
+    while (drive_input(c, &frames) && !c->closing && !c->held) {
+        gkv_conn_flush(c);
+        if (c->closing || output_full(c))
+            break;
     }
     if (c->closing)
         return;

@@ -17,6 +17,21 @@
 /* Most requests one connection handles before the loop serves the others again. */
 #define GKV_FRAMES_PER_TURN 16
 
+/* A connection's lifetime. It is allocated at accept and freed only in its close callback
+ * (on_closed), which runs after uv_close; uv_close is called only by gkv_conn_finish_close once
+ * nobody else holds a pointer to it. Besides the server's list of connections (which it leaves
+ * in the close callback), these hold a gkv_conn_t pointer, and each is counted or cancelled
+ * before the close may start:
+ *   - the backend and the server's completion queue, from the start of a copy or fence on
+ *     c->copy until gkv_conn_copy_finished ran for it: counted in `copies`;
+ *   - copy batches that owe a reply its bytes (gkv_batch_out), the fd store's commit list, and
+ *     a failed HELLO's delay: counted in `held`;
+ *   - the staging and batch waiter queues (c->waiter, c->bwaiter): cancelled by gkv_conn_close;
+ *   - the server's yielded list: unlinked in the close callback.
+ * Once `closing` is set nothing starts new work for c: a copy started on a closing connection
+ * is refused (conn_transfer.c), so `copies` only falls. tests/integration/test_lifetime.c closes
+ * connections at every stage of a transfer under ASan. */
+
 typedef enum {
     CONN_HEADER,  /* waiting for / parsing request headers */
     CONN_PAYLOAD, /* receiving a SET payload into an entry */
@@ -51,10 +66,10 @@ struct gkv_conn {
     /* --fd-store: the replies are held (one count of held) until the journal has committed
      * what this connection's requests appended, up to journal_until (fdstore.h). */
     bool journal_wait;
-    uint64_t journal_until, journal_mark;     /* mark: the journal's length as the request began */
-    gkv_conn_t *journal_next;                 /* the fd store's list of waiting connections */
-    gkv_entry_t *copied_from, *copied_to;     /* the fence's MAP or MOVE copy (reply.h) */
-    uint64_t requests;                        /* requests handled so far */
+    uint64_t journal_until, journal_mark; /* mark: the journal's length as the request began */
+    gkv_conn_t *journal_next;             /* the fd store's list of waiting connections */
+    gkv_entry_t *copied_from, *copied_to; /* the fence's MAP or MOVE copy (reply.h) */
+    uint64_t requests;                    /* requests handled so far */
     uint64_t op, op_started; /* the request in progress: opcode, uv_hrtime at its header */
     /* Deadlines (conn_limits.c), in uv_now milliseconds. */
     uint64_t frame_since;     /* the frame in progress began (or last kept moving); 0: none */
@@ -70,8 +85,10 @@ struct gkv_conn {
     /* Replies produced since the last write, and bytes handed to libuv not yet written. */
     gkv_wr_t out;
     size_t out_pending;
-    /* The one backend copy (or fence) this connection may have in flight. */
+    /* The one backend copy (or fence) this connection may have in flight, and how many were
+     * started on it whose completion has not been handled yet (the lifetime rule above). */
     gkv_copy_t copy;
+    uint32_t copies;
     int copy_status;
     gkv_waiter_t waiter;
     void *stage;
@@ -154,6 +171,11 @@ bool gkv_conn_recv_step(gkv_conn_t *c);
  * buffer when nothing is buffered before them (sets c->read_to_stage), else NULL (the input
  * buffer). */
 uint8_t *gkv_conn_read_target(gkv_conn_t *c, size_t *len);
+/* Counts a backend copy or fence about to start on c->copy. False when c is closing: then
+ * nothing may start. */
+bool gkv_conn_copy_begin(gkv_conn_t *c);
+/* A start that gkv_conn_copy_begin counted failed: its completion will not come. */
+void gkv_conn_copy_unbegin(gkv_conn_t *c);
 /* The copy in flight (not a fence) finished without error. */
 void gkv_conn_chunk_copied(gkv_conn_t *c);
 /* The payload chunk in flight was copied (or failed: c then closes): counts it and keeps its

@@ -80,8 +80,9 @@ static void on_write(uv_write_t *req, int status)
             push_chunk(c);
         else
             gkv_conn_send_step(c); /* the chunk went out, or the buffer was given back */
-    } else if (!c->reading && c->out_pending <= c->srv->cfg.output_limit / 4) {
-        gkv_conn_drive(c);
+    } else if (c->out_pending <= c->srv->cfg.output_limit / 4 &&
+               (!c->reading || (c->state == CONN_HEADER && c->in_pos < c->in_len))) {
+        gkv_conn_drive(c); /* requests read while the output was full go on */
     }
 }
 
@@ -171,16 +172,19 @@ static bool take_stage(gkv_conn_t *c)
     return false;
 }
 
-/* After starting a backend copy on device d (copy_busy set before the call: its completion may
- * be queued before the call returns): rc is what the start returned; on failure closes c. */
+/* After starting a backend copy on device d (counted by gkv_conn_copy_begin, copy_busy set
+ * before the call: its completion may be queued before the call returns): rc is what the start
+ * returned (GKV_ECLOSED: c was closing, nothing started); on failure closes c. */
 static void copy_started(gkv_conn_t *c, gkv_device_t *d, int rc)
 {
     if (!rc) {
         gkv_poller_arm(&d->poller);
-    } else {
-        c->copy_busy = false;
-        gkv_conn_close(c, false);
+        return;
     }
+    if (rc != GKV_ECLOSED)
+        gkv_conn_copy_unbegin(c);
+    c->copy_busy = false;
+    gkv_conn_close(c, false);
 }
 
 /* While stage's chunk goes out, copies the segment's next chunk into spare (or a free staging
@@ -204,8 +208,10 @@ static void copy_ahead(gkv_conn_t *c, void *spare)
     c->ahead_len = left < GKV_STAGING_CHUNK ? (size_t)left : GKV_STAGING_CHUNK;
     c->ahead_busy = true;
     gkv_device_t *d = gkv_server_dev(srv, s->entry);
-    int rc = d->be->ops->copy_out(d->be, spare, s->entry->mem, s->off + next, c->ahead_len, c->lane,
-                                  &c->copy);
+    int rc = !gkv_conn_copy_begin(c)
+                 ? GKV_ECLOSED
+                 : d->be->ops->copy_out(d->be, spare, s->entry->mem, s->off + next, c->ahead_len,
+                                        c->lane, &c->copy);
     if (rc) {
         c->ahead_busy = false;
         gkv_conn_release_ahead(c);
@@ -238,6 +244,8 @@ void gkv_conn_send_step(gkv_conn_t *c)
     if (c->held)
         return; /* replies before this one are held; gkv_conn_resume comes back here */
     gkv_conn_flush(c);
+    if (c->closing)
+        return;     /* the flush failed (the client went away): nothing more starts */
     if (c->ahead) { /* the next chunk was copied while the last one went out */
         if (c->ahead_busy) {
             c->copy_busy = true; /* its completion comes back here */
@@ -264,8 +272,10 @@ void gkv_conn_send_step(gkv_conn_t *c)
     c->sent = 0;
     c->copy_busy = true;
     copy_started(c, d,
-                 d->be->ops->copy_out(d->be, c->stage, s->entry->mem, s->off + c->seg_pos, c->chunk,
-                                      c->lane, &c->copy));
+                 !gkv_conn_copy_begin(c)
+                     ? GKV_ECLOSED
+                     : d->be->ops->copy_out(d->be, c->stage, s->entry->mem, s->off + c->seg_pos,
+                                            c->chunk, c->lane, &c->copy));
 }
 
 /* True when the copy batches of the devices rep's segments are on have room for them. */
@@ -491,8 +501,10 @@ static void start_flight(gkv_conn_t *c, bool overlap)
         c->stage = gkv_staging_try(&srv->staging);
     c->copy_busy = !c->stage;
     gkv_device_t *d = gkv_server_dev(srv, c->recv);
-    int rc = d->be->ops->copy_in(d->be, c->recv->mem, c->recv_got, c->flight, c->flight_len,
-                                 c->lane, &c->copy);
+    int rc = !gkv_conn_copy_begin(c)
+                 ? GKV_ECLOSED
+                 : d->be->ops->copy_in(d->be, c->recv->mem, c->recv_got, c->flight, c->flight_len,
+                                       c->lane, &c->copy);
     if (rc) { /* nothing is in flight after all */
         c->flight_len = 0;
         put_back(c, &c->flight);

@@ -220,7 +220,12 @@ static void on_connection(uv_stream_t *listener, int status)
 
 int gkv_metrics_http_listen(gkv_server_t *s, char *err, size_t cap)
 {
-    int rc = gkv_server_listen_tcp(s, &s->metrics_listener, "metrics-listen", s->cfg.metrics_listen,
+    /* Listening again after a takeover that failed: on the port bound before (port 0 in the
+     * flag would pick another one, and scrapers would lose the endpoint). */
+    char addr[sizeof(s->cfg.metrics_listen)];
+    snprintf(addr, sizeof(addr), "%s",
+             s->metrics_bound[0] ? s->metrics_bound : s->cfg.metrics_listen);
+    int rc = gkv_server_listen_tcp(s, &s->metrics_listener, "metrics-listen", addr,
                                    "read the server's metrics", on_connection, s->metrics_bound,
                                    err, cap);
     s->metrics_open = uv_handle_get_type((uv_handle_t *)&s->metrics_listener) == UV_TCP;
@@ -230,7 +235,8 @@ int gkv_metrics_http_listen(gkv_server_t *s, char *err, size_t cap)
 void gkv_metrics_http_close(gkv_server_t *s)
 {
     if (s->metrics_open) {
-        uv_close((uv_handle_t *)&s->metrics_listener, NULL);
+        s->listeners_closing++;
+        uv_close((uv_handle_t *)&s->metrics_listener, gkv_server_listener_closed);
         s->metrics_open = false;
     }
     for (gkv_http_conn_t *c = s->http_conns; c; c = c->next)

@@ -347,8 +347,7 @@ void gkv_server_stop(gkv_server_t *s)
     if (s->shutting_down)
         return;
     s->shutting_down = true;
-    gkv_notify("STOPPING=1\nSTATUS=stopping: %llu connections open",
-               (unsigned long long)s->nconns);
+    gkv_notify("STOPPING=1\nSTATUS=stopping: %llu connections open", (unsigned long long)s->nconns);
     if (s->unix_open) {
         uv_close((uv_handle_t *)&s->unix_listener, NULL);
         s->unix_open = false;
@@ -491,28 +490,64 @@ void gkv_server_pause_listening(gkv_server_t *s, int *unix_fd, int *tcp_fd)
          * libuv forgets the path (its copy, from the default allocator, freed here). */
         char *bound = (char *)s->unix_listener.pipe_fname;
         s->unix_listener.pipe_fname = NULL;
-        uv_close((uv_handle_t *)&s->unix_listener, NULL);
+        s->listeners_closing++;
+        uv_close((uv_handle_t *)&s->unix_listener, gkv_server_listener_closed);
         free(bound);
         s->unix_open = false;
     }
     if (s->tcp_open) {
         if (uv_fileno((uv_handle_t *)&s->tcp_listener, &fd) == 0)
             *tcp_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-        uv_close((uv_handle_t *)&s->tcp_listener, NULL);
+        s->listeners_closing++;
+        uv_close((uv_handle_t *)&s->tcp_listener, gkv_server_listener_closed);
         s->tcp_open = false;
+    }
+}
+
+static int listen_now(gkv_server_t *s, int unix_fd, int tcp_fd, char *err, size_t cap)
+{
+    int rc = 0;
+    if (unix_fd >= 0)
+        rc = listen_unix_fd(s, unix_fd, err, cap);
+    if (rc && tcp_fd >= 0)
+        close(tcp_fd);
+    if (!rc && tcp_fd >= 0)
+        rc = listen_tcp_fd(s, tcp_fd, err, cap);
+    if (!rc && s->cfg.metrics_listen[0] && !s->shutting_down)
+        rc = gkv_metrics_http_listen(s, err, cap);
+    return rc;
+}
+
+void gkv_server_listener_closed(uv_handle_t *h)
+{
+    gkv_server_t *s = h->data;
+    if (--s->listeners_closing || !s->relisten_pending)
+        return;
+    s->relisten_pending = false;
+    char err[256];
+    int ufd = s->relisten_fds[0], tfd = s->relisten_fds[1];
+    if (s->shutting_down) {
+        if (ufd >= 0)
+            close(ufd);
+        if (tfd >= 0)
+            close(tfd);
+        return;
+    }
+    if (listen_now(s, ufd, tfd, err, sizeof(err))) {
+        GKV_ERROR("listening again: %s; stopping", err);
+        gkv_server_stop(s);
     }
 }
 
 int gkv_server_listen_again(gkv_server_t *s, int unix_fd, int tcp_fd, char *err, size_t cap)
 {
-    int rc = 0;
-    if (unix_fd >= 0)
-        rc = listen_unix_fd(s, unix_fd, err, cap);
-    if (!rc && tcp_fd >= 0)
-        rc = listen_tcp_fd(s, tcp_fd, err, cap);
-    if (!rc && s->cfg.metrics_listen[0])
-        rc = gkv_metrics_http_listen(s, err, cap);
-    return rc;
+    if (s->listeners_closing) { /* the handles are still closing: once they have */
+        s->relisten_pending = true;
+        s->relisten_fds[0] = unix_fd;
+        s->relisten_fds[1] = tcp_fd;
+        return 0;
+    }
+    return listen_now(s, unix_fd, tcp_fd, err, cap);
 }
 
 static int listen_unix(gkv_server_t *s, char *err, size_t cap)

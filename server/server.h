@@ -27,15 +27,15 @@ typedef struct {
     uint64_t total_connections, rejected_connections, total_commands, protocol_errors;
     uint64_t bytes_in, bytes_out;
     uint64_t frame_timeouts, idle_timeouts, write_timeouts; /* connections closed for each */
-    uint64_t staging_yields; /* staging buffers taken from stalled clients for waiting ones */
-    uint64_t auth_failures;  /* HELLOs with a wrong or missing token */
-    uint64_t rejected_peers; /* Unix connections refused by --allow-uid / --allow-gid */
-    uint64_t staging_waits;  /* transfers that queued for a staging buffer */
+    uint64_t staging_yields;  /* staging buffers taken from stalled clients for waiting ones */
+    uint64_t auth_failures;   /* HELLOs with a wrong or missing token */
+    uint64_t rejected_peers;  /* Unix connections refused by --allow-uid / --allow-gid */
+    uint64_t staging_waits;   /* transfers that queued for a staging buffer */
     uint64_t metrics_scrapes; /* answers on --metrics-listen */
 } gkv_server_stats_t;
 
 typedef struct gkv_server {
-    uv_loop_t *loop;         /* borrowed */
+    uv_loop_t *loop; /* borrowed */
     gkv_config_t cfg;
     gkv_device_t dev[GKV_MAX_DEVICES]; /* the store's device i is dev[i] */
     unsigned ndev;
@@ -44,18 +44,24 @@ typedef struct gkv_server {
     uv_pipe_t unix_listener;
     uv_tcp_t tcp_listener;
     bool unix_open, tcp_open, shutting_down;
+    /* Listener handles closed by gkv_server_pause_listening (or the metrics listener) whose
+     * close callback has not run yet: a handle is initialised again only after it has, so a
+     * relisten asked for meanwhile waits in relisten_fds (takeover.c). */
+    unsigned listeners_closing;
+    bool relisten_pending;
+    int relisten_fds[2];
     char tcp_bound[128]; /* "host:port" actually bound, or "" */
     uv_signal_t sigterm, sigint, sighup;
     int argc; /* the command line, parsed again on SIGHUP (gkv_server_reload) */
     char **argv;
     uv_timer_t shutdown_timer;
-    uv_timer_t sweep; /* checks every connection's deadlines (conn_limits.c) */
+    uv_timer_t sweep;  /* checks every connection's deadlines (conn_limits.c) */
     uv_timer_t expiry; /* active expiry: due at the earliest key deadline (expiry_at) */
     uint64_t expiry_at;
-    uv_async_t wake;  /* copy completions from other threads */
+    uv_async_t wake; /* copy completions from other threads */
     pthread_mutex_t done_lock;
-    gkv_conn_t *done_head;   /* connections whose copy finished, under done_lock */
-    gkv_conn_t *conns;       /* every open connection */
+    gkv_conn_t *done_head; /* connections whose copy finished, under done_lock */
+    gkv_conn_t *conns;     /* every open connection */
     uint64_t nconns, next_conn_id;
     unsigned wide_sndbufs; /* connections with a raised send buffer (conn_transfer.c) */
     uint64_t started_ms;
@@ -68,7 +74,7 @@ typedef struct gkv_server {
     gkv_http_conn_t *http_conns;
     unsigned nhttp; /* of them, not closing */
     gkv_lease_totals_t lease_totals;
-    uv_idle_t spin;          /* --busy-poll: while active the loop polls without sleeping */
+    uv_idle_t spin; /* --busy-poll: while active the loop polls without sleeping */
     uint64_t spin_until_ns;
     /* Connections that handled GKV_FRAMES_PER_TURN frames and yielded to the others: driven
      * again from an idle callback, after the loop has polled every socket once more. */
@@ -86,7 +92,7 @@ typedef struct gkv_server {
     gkv_snapshots_t snapshots;
     uv_async_t snap_done;
     uv_timer_t snap_timer;
-    uv_idle_t snap_list; /* lists a save's keys a slice per loop turn */
+    uv_idle_t snap_list;     /* lists a save's keys a slice per loop turn */
     gkv_fdstore_t fdstore;   /* --fd-store (fdstore.h) */
     gkv_takeover_t takeover; /* TAKEOVER and --takeover (takeover.h) */
 } gkv_server_t;
@@ -116,8 +122,9 @@ void gkv_server_stop_conns(gkv_server_t *s, const gkv_conn_t *except, bool now);
 /* TAKEOVER (takeover.h): stops accepting on the client listeners, their sockets kept open in
  * *unix_fd and *tcp_fd (-1 for none), so that connections wait in the backlog. */
 void gkv_server_pause_listening(gkv_server_t *s, int *unix_fd, int *tcp_fd);
-/* Listens again on those sockets (taken over; -1 for none) and on --metrics-listen. Returns 0
- * or GKV_ESYS with err. */
+/* Listens again on those sockets (taken over; -1 for none; owned by the call) and on
+ * --metrics-listen. While the paused listeners still close, that happens once they have closed
+ * (a failure then stops the daemon, logged). Returns 0 or GKV_ESYS with err. */
 int gkv_server_listen_again(gkv_server_t *s, int unix_fd, int tcp_fd, char *err, size_t cap);
 
 /* Between server.c and metrics_http.c: binds t (initialised here, t->data = s) to addr
@@ -146,6 +153,10 @@ uint64_t gkv_server_uptime_s(const gkv_server_t *s);
 
 /* A connection received input: with --busy-poll, keep the loop polling for a while. */
 void gkv_server_input(gkv_server_t *s);
+
+/* The close callback of a listener handle closed while the daemon runs on (pause, metrics):
+ * h->data is the server. */
+void gkv_server_listener_closed(uv_handle_t *h);
 
 /* Called by connections as they come and go (conn.c). */
 void gkv_server_conn_closed(gkv_server_t *s, gkv_conn_t *c);

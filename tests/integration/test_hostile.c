@@ -217,6 +217,45 @@ START_TEST(a_pipelining_client_does_not_starve_others)
 }
 END_TEST
 
+/* Issue 32: a client that pipelines more GETs than --output-buffer-limit holds and then waits
+ * for its replies gets every one. Requests read while the output was full stayed in the input
+ * buffer and were handled only when more input came: 3,000 GETs of 4 KiB got 1,018 replies. */
+START_TEST(pipelining_past_the_output_limit_gets_every_reply)
+{
+    static const struct {
+        size_t size;
+        int n;
+    } cases[] = {{4u << 10, 3000}, {16u << 10, 2000}, {64u << 10, 300}, {100, 5000}};
+    gkv_daemon_t d;
+    const char *const extra[] = {"--output-buffer-limit", "1M", NULL};
+    start(&d, extra);
+    gkv_client_t *c = connect_to(&d);
+    static uint8_t v[64u << 10], got[64u << 10];
+    static uint8_t hdr[HDR_CAP];
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        harness_fill(v, cases[k].size, k);
+        ck_assert_int_eq(gkv_set(c, "v", 1, v, cases[k].size, NULL), 0);
+        int fd = raw_connect(d.sock);
+        pipeline(fd, GKV_OP_GET, cases[k].n, GKV_F_KEY, "v");
+        harness_sleep_ms(300); /* the daemon fills its output and stops */
+        for (int i = 0; i < cases[k].n; i++) {
+            struct pollfd p = {fd, POLLIN, 0};
+            ck_assert_msg(poll(&p, 1, 10000) == 1, "%zu-byte GETs: reply %d of %d never came",
+                          cases[k].size, i, cases[k].n);
+            gkv_response_t r;
+            ck_assert_int_eq(raw_read_response(fd, &r, hdr, sizeof(hdr)), 0);
+            ck_assert_uint_eq(r.id, (uint64_t)i);
+            ck_assert_uint_eq(r.payload_len, cases[k].size);
+            ck_assert_int_eq(recv(fd, got, r.payload_len, MSG_WAITALL), (ssize_t)r.payload_len);
+            ck_assert_int_eq(memcmp(got, v, cases[k].size), 0);
+        }
+        close(fd);
+    }
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
 /* Failure 4: connections that send a header a byte at a time are closed after --frame-timeout. */
 START_TEST(a_header_that_never_completes_is_cut_off)
 {
@@ -690,6 +729,7 @@ static Suite *make_suite(void)
     tcase_set_timeout(t, 120);
     tcase_add_test(t, getsize_of_a_prefix_pages_with_a_cursor);
     tcase_add_test(t, a_pipelining_client_does_not_starve_others);
+    tcase_add_test(t, pipelining_past_the_output_limit_gets_every_reply);
     suite_add_tcase(s, t);
     t = tcase_create("timeouts");
     tcase_set_timeout(t, 120);

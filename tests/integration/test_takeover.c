@@ -6,17 +6,21 @@
  * over TCP and out of order; --takeover with nothing to take over fails clearly. Host backend
  * in CI; the cuda run (gpu_takeover) hands GPU memory over and reads the mapping on the GPU. */
 #include <check.h>
+#include <fcntl.h>
 #include <gpukv/gpukv.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check_client.h"
+#include "commands.h"
 #include "harness.h"
 #include "raw_frame.h"
 #include "suite_main.h"
@@ -255,6 +259,101 @@ START_TEST(a_successor_that_goes_away_leaves_the_old_daemon_serving)
 }
 END_TEST
 
+/* Sends TAKEOVER (flags 0) without waiting for its answer, then what `tail` holds (n bytes), and
+ * closes at once: the daemon paused its listeners and must listen again although their handles
+ * had not finished closing (issue 32: libuv asserted and the daemon aborted, every time). */
+static void takeover_and_drop(const char *path, const void *tail, size_t n)
+{
+    int fd = raw_connect(path);
+    gkv_wr_t w;
+    gkv_wr_init(&w);
+    gkv_wr_begin(&w);
+    gkv_wr_uint(&w, GKV_F_OP, 22);
+    gkv_wr_uint(&w, GKV_F_ID, 1);
+    gkv_wr_uint(&w, GKV_F_FLAGS, 0);
+    gkv_wr_end(&w);
+    if (n)
+        msgpack_sbuffer_write(&w.sb, tail, n);
+    ck_assert_int_eq(write(fd, w.sb.data, w.sb.size), (ssize_t)w.sb.size);
+    gkv_wr_fini(&w);
+    close(fd);
+}
+
+START_TEST(a_takeover_dropped_by_its_sender_leaves_the_daemon_serving)
+{
+    gkv_daemon_t d;
+    const char *const args[] = {
+        "--maxmemory", "64M", "--metrics-listen", "127.0.0.1:0", "--shutdown-grace", "20s", NULL};
+    ck_assert_int_eq(harness_start_at(&d, dir, sock, args), 0);
+    gkv_client_t *c = connect_or_fail(d.url);
+    ck_assert_int_eq(gkv_set(c, "k", 1, "v", 1, NULL), 0);
+    gkv_client_close(c);
+    static const uint8_t garbage[] = {0xff, 0xff, 0xff, 0xff, 'x', 'y'};
+    for (int i = 0; i < 20; i++) {
+        takeover_and_drop(sock, garbage, i % 2 ? sizeof(garbage) : 0);
+        /* Every other round the next client comes at once, while the handles close. */
+        if (i % 4 < 2)
+            harness_sleep_ms(50);
+        c = NULL;
+        for (int tries = 0; tries < 100 && !c; tries++)
+            if (gkv_client_connect(i % 3 ? d.url : d.tcp_url, &c) != 0) {
+                c = NULL;
+                harness_sleep_ms(20);
+            }
+        ck_assert_msg(c != NULL, "round %d: the daemon does not answer", i);
+        char v[2];
+        int rc = gkv_get(c, "k", 1, NULL, v, sizeof(v), NULL);
+        gkv_client_close(c);
+        if (rc == GKV_ECLOSED || rc == GKV_ESHUTDOWN) { /* closed by a drain still under way */
+            i--;
+            continue;
+        }
+        ck_assert_int_eq(rc, 0);
+        ck_assert_int_eq(v[0], 'v');
+    }
+    /* A successor killed right after it began taking over: the same, from a real gpukvd. A SET
+     * left half sent keeps the hand-over waiting (the drain lets it finish, up to
+     * --shutdown-grace), so the successor dies before it has taken anything. */
+    int stalled = raw_connect(sock);
+    gkv_wr_t w;
+    gkv_wr_init(&w);
+    gkv_wr_begin(&w);
+    gkv_wr_uint(&w, GKV_F_OP, GKV_OP_SET);
+    gkv_wr_uint(&w, GKV_F_ID, 1);
+    gkv_wr_bin(&w, GKV_F_KEY, "stalled", 7);
+    gkv_wr_uint(&w, GKV_F_PAYLOAD, 1u << 20);
+    gkv_wr_end(&w);
+    ck_assert_int_eq(write(stalled, w.sb.data, w.sb.size), (ssize_t)w.sb.size);
+    ck_assert_int_eq(write(stalled, "abc", 3), 3);
+    gkv_wr_fini(&w);
+    for (int i = 0; i < 6; i++) {
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            int null = open("/dev/null", O_WRONLY);
+            dup2(null, 1);
+            dup2(null, 2);
+            execl(GKV_DAEMON_PATH, GKV_DAEMON_PATH, "--socket", sock, "--backend",
+                  harness_backend(), "--maxmemory", "64M", "--takeover", "yes", (char *)NULL);
+            _exit(127);
+        }
+        harness_sleep_ms(i * 15);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    harness_sleep_ms(300);
+    close(stalled);
+    c = connect_or_fail(d.url);
+    char v[2];
+    ck_assert_int_eq(gkv_get(c, "k", 1, NULL, v, sizeof(v), NULL), 0);
+    gkv_client_close(c);
+    char log[1 << 16];
+    harness_read_log(&d, log, sizeof(log));
+    ck_assert_msg(strstr(log, "the successor serves") == NULL, "a successor took over");
+    ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
 START_TEST(takeover_is_refused_over_tcp)
 {
     gkv_daemon_t d;
@@ -293,10 +392,10 @@ START_TEST(a_successor_needs_the_daemons_token)
     fclose(f);
     setenv("GPUKV_TOKEN", "takeover-token-0123456789abcdef", 1); /* the harness's clients */
     const char *const args[] = {"--maxmemory", "64M", "--auth-token-file", good, NULL};
-    const char *const wrong[] = {"--maxmemory", "64M", "--auth-token-file", bad,
-                                 "--takeover", "yes", NULL};
-    const char *const right[] = {"--maxmemory", "64M", "--auth-token-file", good,
-                                 "--takeover", "yes", NULL};
+    const char *const wrong[] = {"--maxmemory", "64M", "--auth-token-file", bad, "--takeover",
+                                 "yes",         NULL};
+    const char *const right[] = {"--maxmemory", "64M", "--auth-token-file", good, "--takeover",
+                                 "yes",         NULL};
     gkv_daemon_t old, succ;
     ck_assert_int_eq(harness_start_at(&old, dir, sock, args), 0);
     gkv_client_t *c = connect_or_fail(old.url);
@@ -331,6 +430,7 @@ static Suite *make_suite(void)
     tcase_set_timeout(t, 300);
     tcase_add_test(t, a_takeover_under_load_keeps_every_acknowledged_write);
     tcase_add_test(t, a_successor_that_goes_away_leaves_the_old_daemon_serving);
+    tcase_add_test(t, a_takeover_dropped_by_its_sender_leaves_the_daemon_serving);
     tcase_add_test(t, takeover_is_refused_over_tcp);
     tcase_add_test(t, takeover_with_nothing_running_fails_clearly);
     tcase_add_test(t, a_successor_needs_the_daemons_token);
