@@ -167,23 +167,26 @@ typedef struct {
 
 struct gkv_backend {
     const gkv_backend_ops_t *ops;
-    const char *name;      /* "cuda" or "host" */
-    int device;            /* CUDA ordinal, -1 on host */
-    char gpu_uuid[48];     /* "GPU-..." or "" */
-    char gpu_name[64];     /* device name or "host" */
-    int lanes;             /* independent copy queues (CUDA streams) */
-    int host_visible;      /* host_view works: the daemon can read and write values directly */
+    const char *name;  /* "cuda" or "host" */
+    int device;        /* CUDA ordinal, -1 on host */
+    char gpu_uuid[48]; /* "GPU-..." or "" */
+    char gpu_name[64]; /* device name or "host" */
+    int lanes;         /* independent copy queues (CUDA streams) */
+    int host_visible;  /* host_view works: the daemon can read and write values directly */
     const char *share_mechanism; /* "cuda-pool-fd" or "host-memfd" */
-    uint64_t capacity;     /* bytes this backend may hand out (the memory limit) */
-    uint64_t device_total; /* total memory of the device (or RAM) */
-    uint64_t kept_bytes;   /* freed exported allocations kept for reuse (cuda; exports.h) */
-    uint64_t kept_reuses;  /* allocations served from them so far */
+    uint64_t capacity;           /* bytes this backend may hand out (the memory limit) */
+    uint64_t device_total;       /* total memory of the device (or RAM) */
+    uint64_t kept_bytes;         /* freed exported allocations kept for reuse (cuda; exports.h) */
+    uint64_t kept_reuses;        /* allocations served from them so far */
 };
 
 typedef struct {
     gkv_backend_kind_t kind;
-    int device;       /* CUDA device ordinal */
-    uint64_t limit;   /* bytes of value memory; 0 = 90% of the GPU's free memory (or RAM) */
+    int device;     /* CUDA device ordinal */
+    uint64_t limit; /* bytes of value memory; 0 = 90% of the GPU's free memory (or RAM) */
+    /* Host memory the daemon needs besides values (keys, the index): the host backend's default
+     * limit is 90% of usable RAM (ram.h) less this, so that values and keys together fit. */
+    uint64_t host_reserve;
 } gkv_backend_config_t;
 
 /* Opens the backend cfg asks for. AUTO takes cuda when a GPU is usable, else host. On success

@@ -7,13 +7,13 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include "arena.h"
 #include "backend.h"
 #include "error.h"
 #include "log.h"
+#include "ram.h"
 
 /* Values are 64-byte aligned like cache lines. */
 #define HOST_ALIGN 64
@@ -287,13 +287,17 @@ static const gkv_backend_ops_t host_ops = {
 int gkv_backend_host_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, char *why,
                           size_t cap)
 {
-    struct sysinfo si;
-    if (sysinfo(&si) != 0) {
-        snprintf(why, cap, "sysinfo failed: %s", strerror(errno));
+    /* Usable RAM: the machine's, or a cgroup's limit (a container, a unit's MemoryMax=). */
+    uint64_t ram = gkv_ram_usable();
+    if (!ram) {
+        snprintf(why, cap, "the machine's memory size cannot be read");
         return GKV_ESYS;
     }
-    uint64_t ram = (uint64_t)si.totalram * si.mem_unit;
-    uint64_t limit = cfg->limit ? cfg->limit : ram / 10 * 9;
+    uint64_t limit = cfg->limit;
+    if (!limit) {
+        limit = ram / 10 * 9;
+        limit = limit > cfg->host_reserve * 2 ? limit - cfg->host_reserve : limit / 2;
+    }
     limit = (limit + HOST_ALIGN - 1) & ~(uint64_t)(HOST_ALIGN - 1);
     if (limit == 0)
         limit = HOST_ALIGN;
@@ -312,8 +316,8 @@ int gkv_backend_host_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, 
         goto fail;
     }
     if (ftruncate(h->fd, (off_t)limit) != 0) {
-        snprintf(why, cap, "sizing the arena to %llu bytes failed: %s",
-                 (unsigned long long)limit, strerror(errno));
+        snprintf(why, cap, "sizing the arena to %llu bytes failed: %s", (unsigned long long)limit,
+                 strerror(errno));
         goto fail;
     }
     /* Zero-copy clients get this descriptor: sealed, none can resize it (a shrunk memfd would

@@ -436,7 +436,7 @@ static void print_usage(FILE *f)
     fputs("usage: gpukvd [options]\n", f);
     for (size_t i = 0; i < NSETTINGS; i++) {
         const setting_t *s = &settings[i];
-        char flag[64];
+        char flag[128];
         snprintf(flag, sizeof(flag), "--%s %s", s->name, s->arg);
         fprintf(f, "  %-24s", flag);
         if (strlen(flag) >= 24)
@@ -448,11 +448,12 @@ static void print_usage(FILE *f)
         }
         fputc('\n', f);
     }
-    fputs("  --config FILE           read the same keys (\"maxmemory = 8G\") from FILE; flags win;\n"
-          "                          -FILE: skipped when FILE does not exist\n"
-          "  --version, --help\n"
-          "SIGHUP reopens --log-file and applies new values (from the config file) of:\n ",
-          f);
+    fputs(
+        "  --config FILE           read the same keys (\"maxmemory = 8G\") from FILE; flags win;\n"
+        "                          -FILE: skipped when FILE does not exist\n"
+        "  --version, --help\n"
+        "SIGHUP reopens --log-file and applies new values (from the config file) of:\n ",
+        f);
     int n = 0;
     for (size_t i = 0; i < NSETTINGS; i++)
         if (settings[i].reload)

@@ -67,6 +67,19 @@ void gkv_conn_finish_close(gkv_conn_t *c)
     uv_close(&c->h.handle, on_closed);
 }
 
+/* A closing connection parses nothing more: its input buffer goes at once, not when the close
+ * ends, which a failed HELLO's delay or a client that does not read puts off for seconds (a
+ * flood of wrong tokens kept 64 KiB per connection so). Not while a request is handled: its
+ * fields point into the buffer. */
+static void drop_input(gkv_conn_t *c)
+{
+    if (c->handling || !c->in)
+        return;
+    free(c->in);
+    c->in = NULL;
+    c->in_cap = c->in_len = c->in_pos = 0;
+}
+
 void gkv_conn_close(gkv_conn_t *c, bool graceful)
 {
     if (c->closing)
@@ -77,6 +90,7 @@ void gkv_conn_close(gkv_conn_t *c, bool graceful)
         uv_read_stop(&c->h.stream);
         c->reading = false;
     }
+    drop_input(c);
     gkv_staging_cancel(&c->srv->staging, &c->waiter);
     for (unsigned i = 0; i < c->srv->ndev; i++) /* it waits on at most one */
         gkv_batch_cancel(&c->srv->dev[i].batcher, &c->bwaiter);
@@ -391,8 +405,14 @@ static int parse_one(gkv_conn_t *c)
         return -1;
     }
     c->in_pos += need;
+    c->handling = true;
     handle_request(c, &req);
-    return c->closing ? -1 : 1;
+    c->handling = false;
+    if (c->closing) {
+        drop_input(c);
+        return -1;
+    }
+    return 1;
 }
 
 /* Requests are not read while the client leaves this much output untaken (--output-limit). */

@@ -53,6 +53,7 @@ struct gkv_conn {
     uint64_t id;
     int lane;
     bool local, reading, closing, close_started, graceful, copy_busy, waiting_stage;
+    bool handling;      /* inside handle_request: the request's fields point into the input */
     bool zero_copy;     /* zero-copy granted: the shared-memory fds were passed */
     bool zc_every_gpu;  /* ... one per device (HELLO zero_copy 2), else device 0's */
     bool yielded;       /* handled its share of frames this turn (server.h) */

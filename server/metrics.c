@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "conn.h"
+#include "journal.h"
+#include "procstat.h"
 #include "server.h"
 #include "version.h"
 
@@ -189,6 +191,72 @@ static void render_memory(const gkv_server_t *srv, gkv_text_t *t)
         srv->store.hc.hits);
 }
 
+/* Snapshots and the fd store: what INFO's # Persistence says, for alerting on saves that stop
+ * succeeding or a journal that grows. */
+static void render_persistence(const gkv_server_t *srv, gkv_text_t *t)
+{
+    const gkv_snapshots_t *sn = &srv->snapshots;
+    const gkv_fdstore_t *f = &srv->fdstore;
+    uint64_t k, kt, b, bt;
+    one(t, "snapshot_saving", "gauge", "1 while a SAVE writes a snapshot.",
+        gkv_snapshot_progress(srv, &k, &kt, &b, &bt));
+    family(t, "snapshot_saves_total", "counter", "SAVEs finished, by result.");
+    labelled(t, "snapshot_saves_total", "result", "ok", sn->saves);
+    labelled(t, "snapshot_saves_total", "result", "failed", sn->failures);
+    family(t, "snapshot_last_success_timestamp_seconds", "gauge",
+           "Unix time of the last snapshot written whole (0: none yet).");
+    gkv_text_printf(t, "gpukv_snapshot_last_success_timestamp_seconds %.3f\n",
+                    (double)sn->last_unix_ms / 1000.0);
+    one(t, "snapshot_last_failed", "gauge", "1 when the last SAVE failed.", sn->last_status != 0);
+    family(t, "snapshot_last_duration_seconds", "gauge", "How long the last snapshot took.");
+    gkv_text_printf(t, "gpukv_snapshot_last_duration_seconds %.3f\n", (double)sn->last_ms / 1000.0);
+    one(t, "snapshot_last_keys", "gauge", "Keys in the last snapshot.", sn->last_keys);
+    one(t, "snapshot_last_bytes", "gauge", "Value bytes in the last snapshot.", sn->last_bytes);
+    const gkv_journal_t *j = f->journal;
+    one(t, "fd_store_enabled", "gauge",
+        "1 when values and the index journal are kept in the service manager's fd store.",
+        j != NULL);
+    one(t, "fd_store_journal_bytes", "gauge", "Bytes of the index journal.",
+        j ? gkv_journal_used(j) : 0);
+    one(t, "fd_store_journal_rewrites_total", "counter", "Journal rewrites (compactions).",
+        f->rewrites);
+    one(t, "fd_store_held_replies_total", "counter",
+        "Replies held until the journal had committed their request.", f->held_replies);
+    one(t, "fd_store_limbo_bytes", "gauge",
+        "Freed value bytes kept until the journal no longer names them.", srv->store.limbo_bytes);
+    one(t, "fd_store_adopted_keys", "gauge", "Keys adopted from the fd store at start.",
+        f->adopted_keys);
+}
+
+/* The process_* series Prometheus client libraries export (no gpukv_ prefix: dashboards and
+ * alerts written for any exporter read them). */
+static void render_process(gkv_text_t *t)
+{
+    gkv_procstat_t p;
+    if (!gkv_procstat_read(&p))
+        return;
+    gkv_text_printf(t,
+                    "# HELP process_cpu_seconds_total Total user and system CPU time spent in "
+                    "seconds.\n# TYPE process_cpu_seconds_total counter\n"
+                    "process_cpu_seconds_total %.2f\n"
+                    "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
+                    "# TYPE process_resident_memory_bytes gauge\n"
+                    "process_resident_memory_bytes %llu\n"
+                    "# HELP process_virtual_memory_bytes Virtual memory size in bytes.\n"
+                    "# TYPE process_virtual_memory_bytes gauge\n"
+                    "process_virtual_memory_bytes %llu\n"
+                    "# HELP process_open_fds Number of open file descriptors.\n"
+                    "# TYPE process_open_fds gauge\nprocess_open_fds %llu\n"
+                    "# HELP process_max_fds Maximum number of open file descriptors.\n"
+                    "# TYPE process_max_fds gauge\nprocess_max_fds %llu\n"
+                    "# HELP process_start_time_seconds Start time of the process since unix "
+                    "epoch in seconds.\n# TYPE process_start_time_seconds gauge\n"
+                    "process_start_time_seconds %.2f\n",
+                    p.cpu_seconds, (unsigned long long)p.resident_bytes,
+                    (unsigned long long)p.virtual_bytes, (unsigned long long)p.open_fds,
+                    (unsigned long long)p.max_fds, p.start_time_seconds);
+}
+
 void gkv_metrics_render(const gkv_server_t *srv, gkv_text_t *t)
 {
     const gkv_server_stats_t *ss = &srv->stats;
@@ -247,4 +315,6 @@ void gkv_metrics_render(const gkv_server_t *srv, gkv_text_t *t)
     one(t, "batched_copies_total", "counter", "Small-value copies made in batches.", dt.pieces);
     one(t, "metrics_scrapes_total", "counter", "Answers given on --metrics-listen.",
         ss->metrics_scrapes);
+    render_persistence(srv, t);
+    render_process(t);
 }

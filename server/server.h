@@ -87,6 +87,8 @@ typedef struct gkv_server {
     char token[GKV_TOKEN_MAX + 1];
     size_t token_len;
     uint64_t auth_recent, auth_decay_at;
+    /* Connections closed since the heap was last trimmed, and when that was (uv_now ms). */
+    uint64_t closed_since_trim, trimmed_at;
     uint64_t watchdog_ms, watchdog_at; /* systemd's WatchdogSec=, pinged from the sweep */
     /* Snapshots (snapshot.h): state, the save thread's completion, --snapshot-interval. */
     gkv_snapshots_t snapshots;

@@ -184,6 +184,54 @@ START_TEST(counts_and_histograms_follow_the_requests)
 }
 END_TEST
 
+/* Issue 32: persistence (snapshots, the fd store) and the process_* series exporters carry. */
+START_TEST(persistence_and_process_series_are_exported)
+{
+    char dir[64];
+    ck_assert_int_eq(harness_tmpdir(dir, NULL, "mp"), 0);
+    const char *const extra[] = {"--snapshot-dir", dir, NULL};
+    gkv_daemon_t d;
+    ck_assert_int_eq(harness_start(&d, extra), 0);
+    gkv_client_t *c = connect_or_fail(d.url);
+    ck_assert_int_eq(gkv_set(c, "k", 1, "value", 5, NULL), 0);
+    char *text;
+    ck_assert_int_eq(gkv_metrics(c, &text), 0);
+    ck_assert(sample(text, "gpukv_snapshot_saves_total{result=\"ok\"}") == 0);
+    ck_assert(sample(text, "gpukv_snapshot_last_success_timestamp_seconds") == 0);
+    ck_assert(sample(text, "gpukv_fd_store_enabled") == 0);
+    gkv_free(text);
+    time_t before = time(NULL);
+    ck_assert_int_eq(gkv_save(c), 0);
+    double saves = 0;
+    for (int i = 0; i < 200 && saves < 1; i++) {
+        ck_assert_int_eq(gkv_metrics(c, &text), 0);
+        saves = sample(text, "gpukv_snapshot_saves_total{result=\"ok\"}");
+        if (saves < 1)
+            gkv_free(text);
+        harness_sleep_ms(saves < 1 ? 50 : 0);
+    }
+    ck_assert(saves == 1);
+    double at = sample(text, "gpukv_snapshot_last_success_timestamp_seconds");
+    ck_assert_msg(at >= (double)before - 1 && at <= (double)time(NULL) + 1, "last save at %f", at);
+    ck_assert(sample(text, "gpukv_snapshot_last_keys") == 1);
+    ck_assert(sample(text, "gpukv_snapshot_saving") == 0);
+    ck_assert(sample(text, "gpukv_snapshot_last_failed") == 0);
+    ck_assert(sample(text, "process_resident_memory_bytes") > 1e6);
+    ck_assert(sample(text, "process_virtual_memory_bytes") > 1e6);
+    ck_assert(sample(text, "process_open_fds") >= 3);
+    ck_assert(sample(text, "process_max_fds") >= sample(text, "process_open_fds"));
+    ck_assert(sample(text, "process_cpu_seconds_total") >= 0);
+    double started = sample(text, "process_start_time_seconds");
+    ck_assert_msg(started > (double)before - 600 && started <= (double)time(NULL) + 1,
+                  "started at %f", started);
+    ck_assert_ptr_nonnull(strstr(text, "# TYPE process_cpu_seconds_total counter\n"));
+    gkv_free(text);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&d), 0);
+    ck_assert_int_eq(harness_rmdir(dir), 0);
+}
+END_TEST
+
 START_TEST(only_get_and_head_of_metrics_are_served)
 {
     char addr[128];
@@ -278,6 +326,7 @@ static Suite *make_suite(void)
     TCase *tc = tcase_create("metrics");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, counts_and_histograms_follow_the_requests);
+    tcase_add_test(tc, persistence_and_process_series_are_exported);
     tcase_add_test(tc, only_get_and_head_of_metrics_are_served);
     tcase_add_test(tc, scrapes_need_the_token_when_the_server_has_one);
     tcase_add_test(tc, silent_scrapers_are_bounded_and_dropped);
