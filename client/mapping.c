@@ -28,13 +28,13 @@
 typedef struct mapping {
     gkv_mapping_t pub; /* first: the caller's pointer is this */
     gkv_import_t *imp;
-    void *base;      /* the value's first byte (ptr is base + offset) */
+    void *base; /* the value's first byte (ptr is base + offset) */
     uint8_t *meta;
     unsigned flags;  /* a spare taken by gkv_create: its NX/XX, sent with the SEAL */
     uint64_t ttl_ms; /* gkv_create's ttl, sent again with the SEAL (a spare had no CREATE) */
     struct mapping *prev, *next; /* the connection's live mappings (freed at close) */
     size_t klen;
-    uint8_t key[];   /* the key it was mapped under */
+    uint8_t key[]; /* the key it was mapped under */
 } mapping_t;
 
 /* The lease cache's index: one cached key's entries, oldest first. It makes a lookup by key
@@ -441,11 +441,23 @@ static int take_renewed(gkv_client_t *c, int ci, gkv_mapping_t **out)
     return rc;
 }
 
+/* GKV_ENOTSUP, with the daemon's reason (HELLO's zero_copy_why: "start gpukvd with
+ * --host-zero-copy yes", "zero-copy needs a Unix socket ..."), when this connection was given
+ * no memory to map; else 0. Checked before sending, so the caller reads why, not protocol. */
+static int need_zero_copy(gkv_client_t *c)
+{
+    if (c->nshared)
+        return 0;
+    snprintf(c->errmsg, sizeof(c->errmsg), "no zero-copy on this connection: %s",
+             c->info.zero_copy_why[0] ? c->info.zero_copy_why : "the server did not offer it");
+    return GKV_ENOTSUP;
+}
+
 int gkv_map(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
             gkv_mapping_t **out)
 {
     int rc = gkv__check_key(c, key, klen);
-    if (rc)
+    if (rc || (rc = need_zero_copy(c)))
         return rc;
     gkv_mapping_t *cm = cached_read(c, key, klen);
     int ci = cm ? cached_slot(c, cm) : -1;
@@ -498,6 +510,9 @@ int gkv_map_many(gkv_client_t *c, gkv_map_item_t *items, size_t n)
 {
     if (!items || n == 0 || n > GKV_MAX_BATCH)
         return GKV_EINVAL;
+    int zc = need_zero_copy(c);
+    if (zc)
+        return zc;
     for (size_t i = 0; i < n; i++) {
         int rc = gkv__check_key(c, items[i].key, items[i].klen);
         if (rc)
@@ -536,8 +551,8 @@ int gkv_map_many(gkv_client_t *c, gkv_map_item_t *items, size_t n)
             items[i].status = st;
             continue;
         }
-        if (st == 0 && (st = make_mapping(c, 0, items[i].key, items[i].klen,
-                                          &items[i].mapping)) != 0) {
+        if (st == 0 &&
+            (st = make_mapping(c, 0, items[i].key, items[i].klen, &items[i].mapping)) != 0) {
             if (c->broken) {
                 rc = st;
                 break;
@@ -650,6 +665,8 @@ int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
         return GKV_ETOOBIG;
     if (opts && (opts->flags & ~(unsigned)(GKV_SET_NX | GKV_SET_XX)))
         return GKV_EINVAL;
+    if ((rc = need_zero_copy(c)))
+        return rc;
     gkv_mapping_t *spare = size ? cached_spare(c, key, klen, size, opts) : NULL;
     int si = spare ? cached_slot(c, spare) : -1;
     if (si >= 0)

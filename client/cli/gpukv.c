@@ -1,8 +1,10 @@
 /* gpukv.c: the command-line client: parses the whole command line (parse.c), connects, runs
  * one command. Exit codes: 0 ok, 1 key not found or server error, 2 usage error, 3 cannot
  * connect. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -47,36 +49,131 @@ static void progress(gkv_client_t *c, uint64_t total)
         gkv_client_set_progress(c, draw_bar, NULL);
 }
 
-static int read_stdin(uint8_t **out, size_t *len)
+/* A value read from a stream of unknown length (a pipe, a terminal, a FIFO, /dev/stdin): the
+ * protocol announces a payload's length up front. Up to SPOOL_MEM bytes are kept in memory; a
+ * longer stream goes on into an unlinked temporary file in $TMPDIR (or /tmp), so that the CLI's
+ * memory stays bounded whatever the value's size (issue 32: 1 GiB from stdin took 1 GiB). */
+#define SPOOL_MEM (64u << 20)
+
+typedef struct {
+    uint8_t *mem; /* the bytes, while they fit in memory */
+    int fd;       /* else the file holding them, positioned at 0 */
+    uint64_t len;
+} spooled_t;
+
+/* Moves what is in memory into a temporary file. Returns 0 or an errno. */
+static int spill(spooled_t *sp)
 {
-    size_t cap = 65536, n = 0;
-    uint8_t *buf = malloc(cap);
-    for (;;) {
-        if (!buf)
-            return -1;
-        if (n == cap) {
-            uint8_t *b = realloc(buf, cap * 2);
-            if (!b) {
-                free(buf);
-                return -1;
-            }
-            buf = b;
-            cap *= 2;
-        }
-        ssize_t r = read(0, buf + n, cap - n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            free(buf);
-            return -1;
-        }
-        if (r == 0)
-            break;
-        n += (size_t)r;
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir)
+        dir = "/tmp";
+    sp->fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (sp->fd < 0) { /* a filesystem without O_TMPFILE */
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/gpukv-set-XXXXXX", dir);
+        sp->fd = mkstemp(path);
+        if (sp->fd >= 0)
+            unlink(path);
     }
-    *out = buf;
-    *len = n;
+    if (sp->fd < 0)
+        return errno;
+    for (uint64_t done = 0; done < sp->len;) {
+        ssize_t w = write(sp->fd, sp->mem + done, (size_t)(sp->len - done));
+        if (w < 0 && errno != EINTR)
+            return errno;
+        done += w > 0 ? (uint64_t)w : 0;
+    }
+    free(sp->mem);
+    sp->mem = NULL;
     return 0;
+}
+
+/* Reads in to its end into *sp. Returns 0, or -1 with the reason on stderr. */
+static int spool(int in, const char *what, spooled_t *sp)
+{
+    enum { CHUNK = 1 << 20 };
+    size_t cap = CHUNK;
+    *sp = (spooled_t){.mem = malloc(cap), .fd = -1};
+    uint8_t *buf = sp->mem;
+    int err = buf ? 0 : ENOMEM;
+    while (!err) {
+        if (sp->fd < 0 && sp->len == cap) {
+            if (cap < SPOOL_MEM) {
+                uint8_t *more = realloc(sp->mem, cap * 2);
+                if (!more) {
+                    err = ENOMEM;
+                    break;
+                }
+                sp->mem = more;
+                cap *= 2;
+            } else if ((err = spill(sp)) || !(buf = malloc(CHUNK))) {
+                err = err ? err : ENOMEM;
+                break;
+            }
+        }
+        uint8_t *at = sp->fd < 0 ? sp->mem + sp->len : buf;
+        size_t room = sp->fd < 0 ? cap - (size_t)sp->len : CHUNK;
+        ssize_t n = read(in, at, room);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            err = n < 0 ? errno : 0;
+            break;
+        }
+        for (ssize_t done = 0; sp->fd >= 0 && done < n && !err;) {
+            ssize_t w = write(sp->fd, buf + done, (size_t)(n - done));
+            if (w < 0 && errno != EINTR)
+                err = errno;
+            done += w > 0 ? w : 0;
+        }
+        sp->len += (uint64_t)n;
+    }
+    if (sp->fd >= 0) {
+        free(buf);
+        if (!err && lseek(sp->fd, 0, SEEK_SET) != 0)
+            err = errno;
+    }
+    if (err) {
+        fprintf(stderr, "gpukv set: cannot read %s: %s%s\n", what, strerror(err),
+                sp->fd >= 0 ? " (buffering it in $TMPDIR)" : "");
+        free(sp->mem);
+        if (sp->fd >= 0)
+            close(sp->fd);
+        return -1;
+    }
+    return 0;
+}
+
+/* The value's source for set: a regular file is read as it is (fd, len); anything else
+ * (stdin, a pipe, /dev/stdin, a process substitution) is a stream, spooled first (sp). Returns
+ * 0, or -1 with the reason on stderr. */
+static int open_value(const char *path, int *fd_out, spooled_t *sp)
+{
+    bool std = strcmp(path, "-") == 0;
+    int fd = std ? dup(0) : open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    *sp = (spooled_t){.fd = -1};
+    *fd_out = -1;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        fprintf(stderr, "gpukv set: cannot read %s: %s\n", std ? "stdin" : path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "gpukv set: %s is a directory\n", path);
+        close(fd);
+        return -1;
+    }
+    if (S_ISREG(st.st_mode)) {
+        off_t at = lseek(fd, 0, SEEK_CUR); /* stdin redirected from a file may be part-read */
+        sp->len = (uint64_t)st.st_size - (uint64_t)(at > 0 ? at : 0);
+        *fd_out = fd;
+        return 0;
+    }
+    int rc = spool(fd, std ? "stdin" : path, sp);
+    close(fd);
+    return rc;
 }
 
 /* The daemon's ordinal of the GPU name gives (an ordinal, or a UUID of gkv_client_info's
@@ -108,27 +205,21 @@ int gkv_cli_set(gkv_client_t *c, const gkv_cli_args_t *a)
             return EXIT_USAGE;
         opts.gpu = GKV_GPU(gpu);
     }
-    if (file) {
-        int fd = open(file, O_RDONLY | O_CLOEXEC);
-        struct stat st;
-        if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-            fprintf(stderr, "gpukv: cannot read regular file %s: %s\n", file, strerror(errno));
-            if (fd >= 0)
-                close(fd);
+    if (file || strcmp(value, "-") == 0) {
+        int fd;
+        spooled_t sp;
+        if (open_value(file ? file : "-", &fd, &sp))
             return EXIT_USAGE;
-        }
-        progress(c, (uint64_t)st.st_size);
-        rc = gkv_set_from_fd(c, key, strlen(key), fd, (uint64_t)st.st_size, so);
-        close(fd);
-    } else if (strcmp(value, "-") == 0) {
-        uint8_t *buf;
-        size_t len;
-        if (read_stdin(&buf, &len)) {
-            fprintf(stderr, "gpukv: cannot read stdin\n");
-            return EXIT_USAGE;
-        }
-        rc = gkv_set(c, key, strlen(key), buf, len, so);
-        free(buf);
+        progress(c, sp.len);
+        if (sp.mem)
+            rc = gkv_set(c, key, strlen(key), sp.mem, (size_t)sp.len, so);
+        else
+            rc = gkv_set_from_fd(c, key, strlen(key), fd >= 0 ? fd : sp.fd, sp.len, so);
+        free(sp.mem);
+        if (fd >= 0)
+            close(fd);
+        if (sp.fd >= 0)
+            close(sp.fd);
     } else {
         rc = gkv_set(c, key, strlen(key), value, strlen(value), so);
     }
@@ -137,6 +228,49 @@ int gkv_cli_set(gkv_client_t *c, const gkv_cli_args_t *a)
     if (isatty(1))
         puts("OK");
     return EXIT_OKAY;
+}
+
+/* get -o FILE: the value goes into a temporary file beside FILE (into tmp, cap bytes), renamed
+ * over FILE only once the whole value is there, so that a missing key or a bad range leaves an
+ * existing FILE as it was. What is not a regular file (a device, a FIFO) is written directly.
+ * Returns the fd to write, or -1 with the reason on stderr. */
+static int open_output(const char *out, char *tmp, size_t cap)
+{
+    struct stat st;
+    bool exists = stat(out, &st) == 0;
+    if (exists && !S_ISREG(st.st_mode)) {
+        tmp[0] = 0;
+        int fd = open(out, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+            fprintf(stderr, "gpukv get: cannot write %s: %s\n", out, strerror(errno));
+        return fd;
+    }
+    snprintf(tmp, cap, "%s.gpukv-XXXXXX", out);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) {
+        fprintf(stderr, "gpukv get: cannot write beside %s: %s\n", out, strerror(errno));
+        return -1;
+    }
+    /* The mode a new file would get (0666 less the umask), or the existing file's. */
+    mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fd, exists ? (st.st_mode & 07777) : (0666 & ~mask));
+    return fd;
+}
+
+/* Closes fd; with tmp set, renames it over out when ok, else removes it. Returns 0, or -1 with
+ * the reason on stderr (the value was read but could not be put in place). */
+static int finish_output(int fd, const char *out, const char *tmp, bool ok)
+{
+    int rc = close(fd);
+    if (!tmp[0])
+        return rc == 0 || !ok ? 0 : -1;
+    if (ok && rc == 0 && rename(tmp, out) == 0)
+        return 0;
+    if (ok)
+        fprintf(stderr, "gpukv get: cannot write %s: %s\n", out, strerror(errno));
+    unlink(tmp);
+    return ok ? -1 : 0;
 }
 
 /* get --meta: the metadata stored with the value, as it was given. */
@@ -164,20 +298,16 @@ int gkv_cli_get(gkv_client_t *c, const gkv_cli_args_t *a)
     if (range.length == 0)
         range.length = GKV_TO_END;
     int fd = 1;
-    if (out && strcmp(out, "-") != 0) {
-        fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0) {
-            fprintf(stderr, "gpukv: cannot write %s: %s\n", out, strerror(errno));
-            return EXIT_USAGE;
-        }
-    }
+    char tmp[4200] = "";
+    if (out && strcmp(out, "-") != 0 && (fd = open_output(out, tmp, sizeof(tmp))) < 0)
+        return EXIT_USAGE;
     uint64_t size = 0;
     if (isatty(2) && gkv_getsize(c, key, strlen(key), &size) == 0)
         progress(c, size);
     gkv_value_info_t info;
     int rc = gkv_get_to_fd(c, key, strlen(key), &range, fd, &info);
-    if (fd != 1)
-        close(fd);
+    if (fd != 1 && finish_output(fd, out, tmp, rc == 0) && rc == 0)
+        return EXIT_SERVER;
     if (rc)
         return fail(c, "get", rc);
     /* A terminal gets a newline after the value; pipes and files get the exact bytes. */
@@ -206,9 +336,8 @@ int gkv_cli_map(gkv_client_t *c, const gkv_cli_args_t *a)
                m->gpu_uuid, m->ptr);
     else
         printf("location: host memory (the daemon's shared arena), pointer %p\n", m->ptr);
-    printf("bytes:    %llu at offset %llu of a %llu-byte value\n",
-           (unsigned long long)m->length, (unsigned long long)m->offset,
-           (unsigned long long)m->value_size);
+    printf("bytes:    %llu at offset %llu of a %llu-byte value\n", (unsigned long long)m->length,
+           (unsigned long long)m->offset, (unsigned long long)m->value_size);
     if (ok)
         printf("checksum: %016llx (gkv-sum64, computed on the %s through the mapping)\n",
                (unsigned long long)sum, m->on_device ? "GPU" : "CPU");
@@ -336,15 +465,63 @@ int gkv_cli_ping(gkv_client_t *c, const gkv_cli_args_t *a)
     return EXIT_OKAY;
 }
 
+/* A section's name for comparing: lower case, without spaces, '_' or '-' ("Host copies",
+ * "host-copies" and "host_copies" are one). */
+static void section_key(const char *name, size_t n, char *key, size_t cap)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n && k + 1 < cap; i++)
+        if (name[i] != ' ' && name[i] != '_' && name[i] != '-')
+            key[k++] = (char)tolower((unsigned char)name[i]);
+    key[k] = 0;
+}
+
+/* INFO's text, or one section of it ("# Memory" for "memory", as redis-cli's `info memory`).
+ * An unknown section is a usage error that lists the sections there are. */
+static int print_section(const char *text, const char *want)
+{
+    char wkey[64], key[64], names[512] = "";
+    section_key(want, strlen(want), wkey, sizeof(wkey));
+    if (strcmp(wkey, "all") == 0 || strcmp(wkey, "everything") == 0 || !wkey[0]) {
+        fputs(text, stdout);
+        return EXIT_OKAY;
+    }
+    bool found = false, on = false;
+    for (const char *l = text; *l;) {
+        size_t n = strcspn(l, "\n");
+        if (l[0] == '#') {
+            size_t h = n > 2 && l[n - 1] == '\r' ? n - 1 : n;
+            section_key(l + 2, h > 2 ? h - 2 : 0, key, sizeof(key));
+            on = strcmp(key, wkey) == 0;
+            found |= on;
+            size_t len = strlen(names);
+            snprintf(names + len, sizeof(names) - len, "%s%.*s", len ? ", " : "",
+                     (int)(h > 2 ? h - 2 : 0), l + 2);
+        }
+        if (on)
+            fwrite(l, 1, n + (l[n] == '\n'), stdout);
+        l += n + (l[n] == '\n');
+    }
+    if (!found) {
+        fprintf(stderr, "gpukv info: no section '%s'; the server's sections: %s\n", want, names);
+        return EXIT_USAGE;
+    }
+    return EXIT_OKAY;
+}
+
 int gkv_cli_info(gkv_client_t *c, const gkv_cli_args_t *a)
 {
     char *text;
     int rc = a->prometheus ? gkv_metrics(c, &text) : gkv_info(c, &text);
     if (rc)
         return fail(c, "info", rc);
-    fputs(text, stdout);
+    int ex = EXIT_OKAY;
+    if (a->noperands && !a->prometheus)
+        ex = print_section(text, a->operands[0]);
+    else
+        fputs(text, stdout);
     gkv_free(text);
-    return EXIT_OKAY;
+    return ex;
 }
 
 /* The value of INFO's "name:" line into buf (cap bytes); false when there is none. */
@@ -414,8 +591,12 @@ int gkv_cli_expire(gkv_client_t *c, const gkv_cli_args_t *a)
     int rc = gkv_expire(c, key, strlen(key), a->ttl_ms);
     if (rc < 0)
         return fail(c, "expire", rc);
+    if (rc == 0) { /* scripts read the exit status; people read why */
+        fprintf(stderr, "gpukv expire: no key '%s'\n", key);
+        return EXIT_SERVER;
+    }
     printf("%d\n", rc);
-    return rc ? EXIT_OKAY : EXIT_SERVER;
+    return EXIT_OKAY;
 }
 
 int gkv_cli_ttl(gkv_client_t *c, const gkv_cli_args_t *a)
@@ -460,9 +641,21 @@ int main(int argc, char **argv)
     if (rc) {
         int e = errno;
         const char *url = a.url ? a.url : getenv("GPUKV_URL");
-        fprintf(stderr, "gpukv: cannot connect to %s: %s%s%s%s\n", url ? url : "the default socket",
-                gkv_strerror(rc), rc == GKV_ECONNECT && e ? " (" : "",
-                rc == GKV_ECONNECT && e ? strerror(e) : "", rc == GKV_ECONNECT && e ? ")" : "");
+        char where[4200];
+        if (url && *url) {
+            snprintf(where, sizeof(where), "%s", url);
+        } else {
+            char sock[4096];
+            if (gkv_default_socket(sock, sizeof(sock)) < 0)
+                snprintf(sock, sizeof(sock), "?");
+            snprintf(where, sizeof(where), "unix:%s (the default socket)", sock);
+        }
+        fprintf(stderr, "gpukv: cannot connect to %s: %s%s%s%s\n", where, gkv_strerror(rc),
+                rc == GKV_ECONNECT && e ? " (" : "", rc == GKV_ECONNECT && e ? strerror(e) : "",
+                rc == GKV_ECONNECT && e ? ")" : "");
+        if (!url || !*url)
+            fprintf(stderr, "gpukv: is gpukvd running? Name its socket with -s PATH, -u URL or "
+                            "GPUKV_URL\n");
         if (rc == GKV_EAUTH)
             fprintf(stderr, "gpukv: the server needs its token: --token-file FILE, "
                             "GPUKV_TOKEN or GPUKV_TOKEN_FILE\n");

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "commands.h"
 #include "frame.h"
 #include "paths.h"
 #include "size.h"
@@ -29,6 +28,7 @@ enum {
     OPT_TTL,
     OPT_GPU,
     OPT_WAIT,
+    OPT_HELP_ALL,
 };
 
 /* clang-format off */
@@ -61,7 +61,10 @@ static const struct option o_get[] = {HELP_OPT,
 static const struct option o_map[] = {HELP_OPT, RANGE_OPTS, END_OPT};
 static const struct option o_ls[] = {
     HELP_OPT, {"long", no_argument, NULL, 'l'}, {"dir", no_argument, NULL, 'd'}, END_OPT};
-static const struct option o_del[] = {HELP_OPT, {"prefix", required_argument, NULL, 'p'}, END_OPT};
+static const struct option o_del[] = {HELP_OPT,
+                                      {"prefix", required_argument, NULL, 'p'},
+                                      {"yes", no_argument, NULL, OPT_YES},
+                                      END_OPT};
 static const struct option o_size[] = {HELP_OPT, {"prefix", required_argument, NULL, 'p'}, END_OPT};
 static const struct option o_info[] = {
     HELP_OPT, {"prometheus", no_argument, NULL, OPT_PROMETHEUS}, END_OPT};
@@ -97,7 +100,8 @@ static const command_t table[] = {
       gkv_cli_del},
      ":hp:",
      o_del,
-     "  -p, --prefix PREFIX  every key under PREFIX (\"\" for every key)\n"},
+     "  -p, --prefix PREFIX  every key under PREFIX (\"\" for every key: needs --yes)\n"
+     "  --yes                confirm --prefix \"\"\n"},
     {{"exists", "exists KEY...", "count the keys that exist (exit 1: one key, missing)", 1, -1,
       gkv_cli_exists},
      ":h",
@@ -118,7 +122,9 @@ static const command_t table[] = {
      ":h",
      o_map,
      RANGE_HELP},
-    {{"info", "info", "server, memory, clients and keyspace statistics", 0, 0, gkv_cli_info},
+    {{"info", "info [SECTION]",
+      "server, memory, clients and keyspace statistics (SECTION: one of them, e.g. memory)", 0, 1,
+      gkv_cli_info},
      ":h",
      o_info,
      "  --prometheus  the metrics in the Prometheus text format (what\n"
@@ -163,22 +169,31 @@ static void usage(FILE *f)
                "  -s, --socket PATH    same as -u unix:PATH\n"
                "  --token-file FILE    the token of a gpukvd started with --auth-token-file\n"
                "                       (default: $GPUKV_TOKEN, else the file $GPUKV_TOKEN_FILE)\n"
-               "  -h, --help, --version\n"
+               "  -h, --help, --help-all, --version\n"
                "Options take \"--opt value\" or \"--opt=value\"; \"--\" ends them.\n"
                "Exit: 0 ok, 1 not found or server error, 2 usage error, 3 cannot connect.\n\n"
                "commands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
         fprintf(f, "  %-8s %s\n", table[i].cmd.name, table[i].cmd.summary);
-    fprintf(f, "\nprotocol commands (proto/PROTOCOL.md):\n");
-#define GKV_HELP_ROW(NAME, name, num, flags, help) fprintf(f, "  %-8s %s\n", #name, help);
-    GKV_COMMAND_LIST(GKV_HELP_ROW)
-#undef GKV_HELP_ROW
+    fprintf(f, "\n`gpukv COMMAND --help` shows a command's options, `gpukv --help-all` every one.\n"
+               "The wire protocol's other operations (MGET, LIST pages, leases, ...) are for\n"
+               "programs: libgpukv (<gpukv/gpukv.h>) and the Python package.\n");
 }
 
 static void command_help(const command_t *t)
 {
     printf("usage: gpukv [GLOBAL OPTIONS] %s\n  %s\n\noptions:\n%s  -h, --help  this help\n",
            t->cmd.synopsis, t->cmd.summary, t->options);
+}
+
+/* --help-all: the usage, then every command's help (the man page is made from it). */
+static void help_all(void)
+{
+    usage(stdout);
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        printf("\n");
+        command_help(&table[i]);
+    }
 }
 
 static int bad(const char *cmd, const char *fmt, const char *what)
@@ -207,6 +222,20 @@ static int number(const char *cmd, const char *name, const char *v, uint64_t *ou
         return EXIT_USAGE;
     }
     return 0;
+}
+
+/* --length and --suffix: 0 would read the whole value (the protocol's "to the end"), not the
+ * nothing it says; leave the option out for that. */
+static int positive(const char *cmd, const char *name, const char *v, uint64_t *out)
+{
+    int rc = number(cmd, name, v, out);
+    if (rc == 0 && *out == 0) {
+        fprintf(stderr,
+                "gpukv %s: --%s must be at least 1 (leave --length out to read to the end)\n", cmd,
+                name);
+        return EXIT_USAGE;
+    }
+    return rc;
 }
 
 /* A TTL in milliseconds: decimal digits, at least 1. */
@@ -252,9 +281,9 @@ static int apply(const command_t *t, int opt, gkv_cli_args_t *a)
     case OPT_OFFSET:
         return number(cmd, "offset", optarg, &a->range.offset);
     case OPT_LENGTH:
-        return number(cmd, "length", optarg, &a->range.length);
+        return positive(cmd, "length", optarg, &a->range.length);
     case OPT_SUFFIX:
-        return number(cmd, "suffix", optarg, &a->range.suffix);
+        return positive(cmd, "suffix", optarg, &a->range.suffix);
     case 'l':
         a->longfmt = true;
         return 0;
@@ -320,10 +349,10 @@ static int check(const command_t *t, gkv_cli_args_t *a)
             return bad(cmd, "%s", "--meta is over 4096 bytes");
     }
     struct stat st;
-    if (a->file) {
+    if (a->file && strcmp(a->file, "-") != 0) { /* a stream (a FIFO, /dev/stdin) will do too */
         const char *why = stat(a->file, &st) != 0 || access(a->file, R_OK) != 0 ? strerror(errno)
-                          : !S_ISREG(st.st_mode) ? "not a regular file"
-                                                 : NULL;
+                          : S_ISDIR(st.st_mode)                                 ? "a directory"
+                                                                                : NULL;
         if (why) {
             fprintf(stderr, "gpukv set: cannot read %s: %s\n", a->file, why);
             return EXIT_USAGE;
@@ -339,6 +368,11 @@ static int check(const command_t *t, gkv_cli_args_t *a)
         return bad(cmd, "MS is a number of milliseconds, at least 1, not '%s'", a->operands[1]);
     if (strcmp(cmd, "flush") == 0 && !a->yes) {
         fprintf(stderr, "gpukv: flush deletes every key; confirm with: gpukv flush --yes\n");
+        return EXIT_USAGE;
+    }
+    if (strcmp(cmd, "del") == 0 && a->prefix && !a->prefix[0] && !a->yes) {
+        fprintf(stderr, "gpukv: del --prefix \"\" deletes every key; confirm with: gpukv del "
+                        "--prefix \"\" --yes\n");
         return EXIT_USAGE;
     }
     return GKV_CLI_RUN;
@@ -367,6 +401,7 @@ int gkv_cli_parse(int argc, char **argv, gkv_cli_args_t *a)
         {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
+        {"help-all", no_argument, NULL, OPT_HELP_ALL},
         END_OPT,
     };
     memset(a, 0, sizeof(*a));
@@ -395,6 +430,9 @@ int gkv_cli_parse(int argc, char **argv, gkv_cli_args_t *a)
             return GKV_CLI_DONE;
         case OPT_VERSION:
             printf("gpukv %s\n", GKV_VERSION_STRING);
+            return GKV_CLI_DONE;
+        case OPT_HELP_ALL:
+            help_all();
             return GKV_CLI_DONE;
         default:
             return refused(NULL, opt, argv);

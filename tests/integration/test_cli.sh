@@ -106,6 +106,68 @@ grep -q '^checksum: ' "$dir/out" && grep -q '^bytes:    2 ' "$dir/out" && passes
 check map-missing 1 g map nothing
 check info 0 g info
 grep -q '^keys:' "$dir/out" && grep -q '^leases:0' "$dir/out" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL info keys/leases"; }
+ok() { passes=$((passes + 1)); }
+bad() { fails=$((fails + 1)); echo "FAIL $*"; }
+# Issue 32. info SECTION, as redis-cli takes it: one section; an unknown one lists the others.
+check info-section 0 g info memory
+head -1 "$dir/out" | grep -q '^# Memory' && grep -q '^used_bytes:' "$dir/out" && ! grep -q '^keys:' "$dir/out" && ok || bad "info memory: $(head -3 "$dir/out")"
+check info-section-spaces 0 g info host-copies
+head -1 "$dir/out" | grep -q '^# Host copies' && ok || bad "info host-copies"
+check info-unknown-section 2 g info nosuch
+grep -q "no section 'nosuch'.*Memory" "$dir/err" && ok || bad "info nosuch: $(cat "$dir/err")"
+# get -o FILE keeps an existing FILE when the key is missing or the range is bad.
+printf 'precious' >"$dir/keep"
+check get-o-missing 1 g get nosuchkey -o "$dir/keep"
+[ "$(cat "$dir/keep")" = precious ] && ok || bad "get -o of a missing key emptied the file"
+check get-o-range 1 g get greeting --offset 99 -o "$dir/keep"
+[ "$(cat "$dir/keep")" = precious ] && ok || bad "get -o of a bad range emptied the file"
+[ -z "$(ls "$dir" | grep gpukv-)" ] && ok || bad "get -o left a temporary file: $(ls "$dir")"
+check get-o-replaces 0 g get greeting -o "$dir/keep"
+[ "$(cat "$dir/keep")" = hi ] && ok || bad "get -o did not replace the file"
+check get-o-devnull 0 g get greeting -o /dev/null
+# --length 0 and --suffix 0 would read the whole value: refused.
+check usage-length-zero 2 nob get k --length 0
+check usage-suffix-zero 2 nob get k --suffix 0
+# del --prefix "" deletes everything: it needs --yes, as flush does.
+g set keepme v >/dev/null
+check usage-del-all 2 g del --prefix ""
+check del-all-kept 0 g exists keepme;       expect_out del-all-kept 1
+# expire of a missing key says so.
+check expire-missing-says 1 g expire nobody 50
+grep -q "no key 'nobody'" "$dir/err" && ok || bad "expire of a missing key: '$(cat "$dir/err")'"
+# set from streams: a pipe (more than the 64 MiB kept in memory: the rest goes to $TMPDIR),
+# -f /dev/stdin, -f <(cmd), -f - .
+head -c $((70 << 20)) /dev/urandom >"$dir/big"
+cat "$dir/big" | g set big - && g get big | cmp -s - "$dir/big" && ok || bad "set - of 70 MiB"
+g set devstdin -f /dev/stdin <"$dir/blob" && g get devstdin | cmp -s - "$dir/blob" && ok || bad "set -f /dev/stdin"
+g set procsub -f <(cat "$dir/blob") && g get procsub | cmp -s - "$dir/blob" && ok || bad "set -f <(cmd)"
+printf 'dash' | g set dashf -f - && [ "$(g get dashf)" = dash ] && ok || bad "set -f -"
+printf '' | g set empty - && [ "$(g size empty)" = 0 ] && ok || bad "set - of nothing"
+check usage-set-dir 2 nob set k -f "$dir"
+rm -f "$dir/big"
+# --help lists only commands the CLI runs: each one's own --help works.
+check help 0 "$cli" --help
+for cmd in $(sed -n '/^commands:/,/^$/p' "$dir/out" | awk 'NF > 1 {print $1}'); do
+    "$cli" "$cmd" --help >/dev/null 2>&1 && ok || bad "gpukv --help lists '$cmd', which the CLI refuses"
+done
+grep -qE '^  (mget|hello|takeover|list) ' "$dir/out" && bad "gpukv --help lists protocol operations" || ok
+check help-all 0 "$cli" --help-all
+grep -q -- '--prefix PREFIX' "$dir/out" && grep -q 'usage: gpukv \[GLOBAL OPTIONS\] info \[SECTION\]' "$dir/out" && ok || bad "--help-all"
+# map on a daemon that refuses zero-copy gives the daemon's reason, not protocol words.
+"$daemon" --socket "$dir/nozc.sock" --backend host --maxmemory 16M 2>>"$dir/log" &
+nozc=$!
+for _ in $(seq 100); do "$cli" -s "$dir/nozc.sock" ping >/dev/null 2>&1 && break; sleep 0.05; done
+"$cli" -s "$dir/nozc.sock" set k v >/dev/null
+check map-no-zero-copy 1 "$cli" -s "$dir/nozc.sock" map k
+grep -q -- '--host-zero-copy yes' "$dir/err" && ! grep -q 'HELLO' "$dir/err" && ok || bad "map's reason: $(cat "$dir/err")"
+kill -TERM "$nozc"; wait "$nozc"
+# The default socket's path is named when nothing listens there.
+want=$dir/xdg/gpukv/gpukv.sock
+[ "$(id -u)" = 0 ] && want=/run/gpukv/gpukv.sock
+if [ -S "$want" ]; then ok; else
+    check connect-default 3 env -u GPUKV_URL XDG_RUNTIME_DIR="$dir/xdg" "$cli" ping
+    grep -q "unix:$want (the default socket)" "$dir/err" && ok || bad "default socket not named: $(cat "$dir/err")"
+fi
 check flush-unconfirmed 2 g flush
 check flush 0 g flush --yes
 check empty-after-flush 1 g get greeting
