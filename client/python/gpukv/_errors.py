@@ -31,9 +31,11 @@ class ProtocolError(Error):
 
 
 class NotFound(Error, KeyError):
-    """No such key."""
+    """No such key. The message names it; ``key`` is the key as the call was given it (None
+    where the call named no single key)."""
 
     code = -2
+    key: object = None
 
 
 class Exists(Error):

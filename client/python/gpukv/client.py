@@ -203,7 +203,10 @@ class Client(_gpukv.Client):
 
     def delete_prefix(self, prefix: Key) -> int:
         """Deletes every key under prefix (2,048 per request, others served in between);
-        returns how many existed."""
+        returns how many existed. An empty prefix would delete every key: that is what
+        ``flush()`` says, so ``delete_prefix("")`` is a ValueError and deletes nothing."""
+        if len(prefix) == 0:
+            raise ValueError("delete_prefix('') would delete every key: call flush() for that")
         return self._delete_prefix(prefix)
 
     def set_from_device(self, key: Key, array: Any, *, nx: bool = False, xx: bool = False,

@@ -2,6 +2,8 @@
  * serialises its calls, deferred mapping ends, properties and method table. */
 #include "client.h"
 
+#include <errno.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +78,20 @@ static int enter(ClientObject *self, bool map)
     if (!map || self->npending >= PENDING_MAX || self->pending_bytes >= PENDING_BYTES)
         end_pending(self);
     return 0;
+}
+
+/* The pending exception (a ConnectionError, an OSError) gets errno e, as OSErrors raised by
+ * Python's own socket calls carry it. */
+static void set_errno(int e)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *n = PyLong_FromLong(e);
+    if (value && n && PyObject_SetAttrString(value, "errno", n) < 0)
+        PyErr_Clear();
+    Py_XDECREF(n);
+    PyErr_Restore(type, value, tb);
 }
 
 int client_enter(ClientObject *self)
@@ -185,16 +201,29 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
     }
     gkv_client_t *c = NULL;
     int rc;
-    NOGIL(rc, gkv_client_connect_timeout(u, ms, &c));
+    int sys = 0;
+    Py_BEGIN_ALLOW_THREADS errno = 0;
+    rc = gkv_client_connect_timeout(u, ms, &c);
+    sys = errno;
+    Py_END_ALLOW_THREADS
     if (rc < 0) {
-        char msg[600];
+        /* The system's reason too (No such file or directory, Connection refused, Permission
+         * denied), as the CLI shows it: a user needs it to tell a stopped daemon from a socket
+         * they may not open. */
+        char msg[700], why[160] = "";
         char def[512] = "";
+        if (rc == GKV_ECONNECT && sys)
+            snprintf(why, sizeof(why), " (%s)", strerror(sys));
         if (!u && gkv_default_socket(def, sizeof(def)) >= 0 && !getenv("GPUKV_URL"))
-            snprintf(msg, sizeof(msg), "cannot connect to unix:%s: %s", def, gkv_strerror(rc));
+            snprintf(msg, sizeof(msg), "cannot connect to unix:%s (the default socket): %s%s",
+                     def, gkv_strerror(rc), why);
         else
-            snprintf(msg, sizeof(msg), "cannot connect to %s: %s",
-                     u ? u : (getenv("GPUKV_URL") ? getenv("GPUKV_URL") : "?"), gkv_strerror(rc));
+            snprintf(msg, sizeof(msg), "cannot connect to %s: %s%s",
+                     u ? u : (getenv("GPUKV_URL") ? getenv("GPUKV_URL") : "?"), gkv_strerror(rc),
+                     why);
         raise_code(rc, msg);
+        if (rc == GKV_ECONNECT && sys)
+            set_errno(sys);
         return -1;
     }
     self->c = c;

@@ -180,11 +180,11 @@ static PyObject *get_bytes(ClientObject *self, PyObject *key, PyObject *off, PyO
         }
         client_leave(self);
     }
-    key_release(&k);
+    if (rc < 0 && !PyErr_Occurred())
+        raise_client(self, rc);
+    key_release(&k); /* after the raise: a NotFound gets the key */
     if (rc < 0) {
         Py_XDECREF(sink.obj);
-        if (!PyErr_Occurred())
-            raise_client(self, rc);
         return NULL;
     }
     if (sink.empty) {

@@ -55,6 +55,7 @@ PyObject *raise_client(ClientObject *self, int code)
 int key_get(PyObject *obj, key_arg_t *k)
 {
     memset(k, 0, sizeof(*k));
+    k->obj = obj;
     if (PyUnicode_Check(obj)) {
         k->p = PyUnicode_AsUTF8AndSize(obj, &k->len);
         if (!k->p) {
@@ -88,8 +89,27 @@ int key_get(PyObject *obj, key_arg_t *k)
     return 0;
 }
 
+/* Sets the key attribute of a pending NotFound to key. */
+static void note_key(PyObject *key)
+{
+    PyObject *code = PyLong_FromLong(GKV_ENOTFOUND);
+    PyObject *cls = code && error_classes ? PyDict_GetItemWithError(error_classes, code) : NULL;
+    Py_XDECREF(code);
+    if (!cls || !PyErr_ExceptionMatches(cls))
+        return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (value && PyObject_SetAttrString(value, "key", key) < 0)
+        PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+}
+
 void key_release(key_arg_t *k)
 {
+    if (k->obj && PyErr_Occurred())
+        note_key(k->obj);
+    k->obj = NULL;
     if (k->has_view)
         PyBuffer_Release(&k->view);
     Py_CLEAR(k->tmp);

@@ -93,9 +93,12 @@ typedef struct {
     Py_ssize_t len;
     Py_buffer view;
     PyObject *tmp;
+    PyObject *obj; /* the key as the caller gave it (borrowed) */
     bool has_view;
 } key_arg_t;
 int key_get(PyObject *obj, key_arg_t *k);
+/* Releases what key_get took. A NotFound raised meanwhile (by the call the key was for) gets
+ * the key as its `key` attribute, as KeyError's users expect to find which key was missing. */
 void key_release(key_arg_t *k);
 
 /* offset/length/suffix keywords (None where absent) into a range. *empty is set when the caller

@@ -3,6 +3,7 @@ stops answering."""
 
 from __future__ import annotations
 
+import errno
 import os
 import pickle
 import signal
@@ -280,6 +281,9 @@ def test_connect_errors():
     with pytest.raises(gpukv.ConnectionError) as e:
         gpukv.Client("unix:/nonexistent/gpukv.sock")
     assert "unix:/nonexistent/gpukv.sock" in str(e.value)
+    # The system's reason, as the CLI shows it, and as OSError's errno (issue 32).
+    assert "No such file or directory" in str(e.value)
+    assert e.value.errno == errno.ENOENT
     with pytest.raises(gpukv.InvalidArgument):
         gpukv.Client("http://example")
     with pytest.raises(TypeError):
@@ -451,6 +455,25 @@ def test_delete_prefix(client):
     assert client.delete_prefix("dp/") == 3000
     assert client.count_prefix("dp/") == 0
     assert client.exists("dq") == 1
+    # An empty prefix would delete every key: flush() says that; this deletes nothing.
+    for everything in ("", b""):
+        with pytest.raises(ValueError, match="flush"):
+            client.delete_prefix(everything)
+    assert client.exists("dq") == 1
+
+
+def test_not_found_names_the_key(client):
+    for call in (lambda k: client.get(k), lambda k: client.getsize(k),
+                 lambda k: client.pttl(k), lambda k: client.get_into(k, bytearray(4))):
+        with pytest.raises(gpukv.NotFound) as e:
+            call("no/such/key")
+        assert e.value.key == "no/such/key"
+        assert "no/such/key" in str(e.value)
+        assert isinstance(e.value, KeyError)
+    with pytest.raises(gpukv.NotFound) as e:
+        client.get(b"bin\x00ary")
+    assert e.value.key == b"bin\x00ary"
+    assert "bin\\x00ary" in str(e.value)
 
 
 @pytest.mark.skipif(BACKEND != "host", reason="two host arenas stand for two GPUs")
