@@ -20,6 +20,21 @@ gkv_install_deps() {
     gkv_apt_install "${missing[@]}"
 }
 
+# What the build and the tests use when they are there, installed when apt can: help2man (the
+# man pages; without it they are not made), logrotate (checks the snippet), clang (the fuzz
+# targets' libFuzzer). A machine without apt (the GPU machines) goes on without them.
+GKV_OPTIONAL_PACKAGES="help2man logrotate clang"
+
+gkv_install_optional() {
+    command -v apt-get >/dev/null && command -v dpkg-query >/dev/null || return 0
+    local missing=() p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    gkv_apt_install "${missing[@]}" || echo "warning: could not install ${missing[*]}" >&2
+}
+
 # gkv_apt_install PACKAGE...: installs Debian packages (as root, or through sudo).
 gkv_apt_install() {
     local sudo=""

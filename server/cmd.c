@@ -27,6 +27,23 @@ const gkv_command_t *gkv_command_lookup(uint64_t op)
     return &commands[op];
 }
 
+/* NOTFOUND names the key (printable bytes as they are, others as \xNN, at most 40 bytes of it),
+ * so that a client's error says which of its keys was missing. */
+static void not_found(gkv_reply_t *rep, gkv_slice_t key)
+{
+    char shown[40 * 4 + 4];
+    size_t n = 0;
+    for (uint32_t i = 0; i < key.len && i < 40; i++) {
+        uint8_t b = ((const uint8_t *)key.p)[i];
+        if (b >= 0x20 && b < 0x7f && b != '\\' && b != '\'')
+            shown[n++] = (char)b;
+        else
+            n += (size_t)snprintf(shown + n, sizeof(shown) - n, "\\x%02x", b);
+    }
+    shown[n] = 0;
+    gkv_reply_fail(rep, GKV_ENOTFOUND, "no such key '%s'%s", shown, key.len > 40 ? "..." : "");
+}
+
 int gkv_dispatch(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
     srv->stats.total_commands++;
@@ -54,6 +71,8 @@ int gkv_dispatch(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         ;
     else
         rc = cmd->run(srv, req, rep);
+    if (rc == GKV_ENOTFOUND && !rep->msg && (req->has & GKV_HAS_KEY))
+        not_found(rep, req->key);
     if (rc < 0) {
         gkv_reply_release(srv, rep);
         rep->wr->sb.size = mark;
