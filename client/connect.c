@@ -41,7 +41,7 @@ static int find_token(gkv_client_t *c, char *buf, size_t *len)
     return 0;
 }
 
-static int hello(gkv_client_t *c)
+static int hello(gkv_client_t *c, unsigned version)
 {
     char token[GKV_TOKEN_MAX + 1];
     size_t tlen;
@@ -49,7 +49,7 @@ static int hello(gkv_client_t *c)
     if (rc)
         return rc;
     gkv__begin(c, GKV_OP_HELLO);
-    gkv_wr_uint(&c->wr, GKV_F_VERSION, GKV_PROTOCOL_VERSION);
+    gkv_wr_uint(&c->wr, GKV_F_VERSION, version);
     if (c->local)
         gkv_wr_uint(&c->wr, GKV_F_ZC, GKV_ZC_EVERY_GPU);
     if (tlen)
@@ -107,7 +107,8 @@ static int hello(gkv_client_t *c)
         while (c->nshared)
             close(c->shared_fds[--c->nshared]);
         snprintf(c->s_zero_copy, sizeof(c->s_zero_copy), "none");
-        snprintf(c->s_zero_copy_why, sizeof(c->s_zero_copy_why), "the server did not pass its memory");
+        snprintf(c->s_zero_copy_why, sizeof(c->s_zero_copy_why),
+                 "the server did not pass its memory");
     }
     return 0;
 }
@@ -196,32 +197,38 @@ int gkv_client_connect_timeout(const char *url, uint32_t timeout_ms, gkv_client_
             return GKV_EINVAL;
         url = def;
     }
-    int fd;
-    if (strncmp(url, "unix:", 5) == 0)
-        fd = dial_unix(url + 5, timeout_ms);
-    else if (strncmp(url, "tcp:", 4) == 0)
-        fd = dial_tcp(url + 4, timeout_ms);
-    else if (url[0] == '/' || url[0] == '.')
-        fd = dial_unix(url, timeout_ms);
-    else
-        return GKV_EINVAL;
-    if (fd < 0)
-        return fd;
-    gkv_client_t *c = calloc(1, sizeof(*c));
-    if (!c) {
-        close(fd);
-        return GKV_ENOMEM;
-    }
-    c->fd = fd;
-    c->local = strncmp(url, "tcp:", 4) != 0;
-    gkv_wr_init(&c->wr);
-    int rc = hello(c);
-    if (rc) {
+    /* The newest protocol first; a server that speaks only protocol 1 answers VERSION, and a
+     * new connection asks for 1 (zero-copy is asked for in a connection's first request). This
+     * library works with either meaning of protocol 1's spares (PROTOCOL.md, Changelog). */
+    int rc = GKV_EVERSION;
+    for (unsigned v = GKV_PROTOCOL_VERSION; v >= GKV_PROTOCOL_MIN && rc == GKV_EVERSION; v--) {
+        int fd;
+        if (strncmp(url, "unix:", 5) == 0)
+            fd = dial_unix(url + 5, timeout_ms);
+        else if (strncmp(url, "tcp:", 4) == 0)
+            fd = dial_tcp(url + 4, timeout_ms);
+        else if (url[0] == '/' || url[0] == '.')
+            fd = dial_unix(url, timeout_ms);
+        else
+            return GKV_EINVAL;
+        if (fd < 0)
+            return fd;
+        gkv_client_t *c = calloc(1, sizeof(*c));
+        if (!c) {
+            close(fd);
+            return GKV_ENOMEM;
+        }
+        c->fd = fd;
+        c->local = strncmp(url, "tcp:", 4) != 0;
+        gkv_wr_init(&c->wr);
+        rc = hello(c, v);
+        if (rc == 0) {
+            *out = c;
+            return 0;
+        }
         gkv_client_close(c);
-        return rc == GKV_ECLOSED ? GKV_ECONNECT : rc;
     }
-    *out = c;
-    return 0;
+    return rc == GKV_ECLOSED ? GKV_ECONNECT : rc;
 }
 
 int gkv_client_set_timeout(gkv_client_t *c, uint32_t timeout_ms)

@@ -5,7 +5,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GKV_PROTOCOL_VERSION 1
+/* The protocol versions this code speaks (proto/PROTOCOL.md, Changelog): a server answers a
+ * client that asks for any of them with that version's meaning; libgpukv asks for the newest. */
+#define GKV_PROTOCOL_VERSION 2
+#define GKV_PROTOCOL_MIN 1
 #define GKV_FRAME_PREFIX 4        /* big-endian header length */
 #define GKV_MAX_HEADER (1u << 20) /* largest msgpack header, request or response */
 #define GKV_MAX_META 4096u        /* largest metadata blob */

@@ -27,10 +27,10 @@ static void share_devices(gkv_server_t *srv, unsigned n, gkv_reply_t *rep, char 
 
 int gkv_cmd_hello(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
-    if (req->version && req->version != GKV_PROTOCOL_VERSION)
+    if (req->version && (req->version < GKV_PROTOCOL_MIN || req->version > GKV_PROTOCOL_VERSION))
         return gkv_reply_fail(rep, GKV_EVERSION,
-                              "protocol version %" PRIu64 " not supported (server: %d)",
-                              req->version, GKV_PROTOCOL_VERSION);
+                              "protocol version %" PRIu64 " not supported (server: %d to %d)",
+                              req->version, GKV_PROTOCOL_MIN, GKV_PROTOCOL_VERSION);
     if (srv->token_len) {
         if (!gkv_token_equal(req->token.p, req->token.len, srv->token, srv->token_len)) {
             rep->auth_failed = true;
@@ -40,9 +40,12 @@ int gkv_cmd_hello(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         }
         rep->auth_ok = true;
     }
+    /* The connection speaks the version asked for (a client of protocol 1 gets its meaning of
+     * RELEASE, CREATE and SEAL: PROTOCOL.md, Changelog), the newest when none was named. */
+    rep->version = (uint8_t)(req->version ? req->version : GKV_PROTOCOL_VERSION);
     gkv_wr_t *w = rep->wr;
     gkv_reply_ok(w, req->id);
-    gkv_wr_uint(w, GKV_F_VERSION, GKV_PROTOCOL_VERSION);
+    gkv_wr_uint(w, GKV_F_VERSION, rep->version);
     gkv_wr_str(w, GKV_F_SERVER, GKV_VERSION_STRING);
     gkv_backend_t *be = srv->dev[0].be; /* the first GPU stands for all in the one-GPU fields */
     gkv_wr_str(w, GKV_F_BACKEND, be->name);
@@ -142,14 +145,13 @@ static int info_gpus(const gkv_server_t *srv, char *text, size_t cap)
     for (unsigned i = 0; i < srv->ndev && n >= 0 && (size_t)n < cap; i++) {
         const gkv_backend_t *be = srv->dev[i].be;
         const gkv_store_dev_t *d = &st->dev[i];
-        int m =
-            snprintf(text + n, cap - (size_t)n,
-                     "gpu%u:uuid=%s,name=%s,cuda_device=%d,used=%" PRIu64 ",maxmemory=%" PRIu64
-                     ",keys=%" PRIu64 ",linked_bytes=%" PRIu64 ",oom_errors=%" PRIu64
-                     ",device_total=%" PRIu64 ",peers=0x%02x\r\n",
-                     i, be->gpu_uuid[0] ? be->gpu_uuid : "none", be->gpu_name, be->device, d->used,
-                     d->limit, d->keys, d->linked_bytes, d->oom_errors, be->device_total,
-                     srv->dev[i].peers);
+        int m = snprintf(text + n, cap - (size_t)n,
+                         "gpu%u:uuid=%s,name=%s,cuda_device=%d,used=%" PRIu64 ",maxmemory=%" PRIu64
+                         ",keys=%" PRIu64 ",linked_bytes=%" PRIu64 ",oom_errors=%" PRIu64
+                         ",device_total=%" PRIu64 ",peers=0x%02x\r\n",
+                         i, be->gpu_uuid[0] ? be->gpu_uuid : "none", be->gpu_name, be->device,
+                         d->used, d->limit, d->keys, d->linked_bytes, d->oom_errors,
+                         be->device_total, srv->dev[i].peers);
         n = m < 0 ? -1 : n + m;
     }
     return n >= 0 && (size_t)n < cap ? n : -1;

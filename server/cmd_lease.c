@@ -40,6 +40,29 @@ static int write_export(gkv_server_t *srv, gkv_wr_t *w, gkv_entry_t *e)
     return 0;
 }
 
+/* True when read lease s is a spare of key (klen bytes; NULL: its own key): its value is of
+ * that key and nothing else holds it: no key names it and no other lease or transfer uses it
+ * (refs == 1), so no other process has it imported and none can reach it again. Its memory may
+ * then take the key's next value, written in place by this connection, whose import of it
+ * stays good. */
+static bool is_spare(gkv_server_t *srv, const gkv_lease_t *s, const uint8_t *key, size_t klen)
+{
+    if (!s || s->writable || s->entry->refs != 1 || !s->entry->size)
+        return false;
+    size_t slen;
+    const uint8_t *skey = gkv_store_key(&srv->store, s->entry, &slen);
+    return !key || (slen == klen && memcmp(skey, key, klen) == 0);
+}
+
+/* Makes spare s writable (no metadata, deadline or NX/XX). False when the store cannot. */
+static bool take_spare(gkv_server_t *srv, gkv_reply_t *rep, gkv_lease_t *s)
+{
+    if (gkv_store_entry_reset(&srv->store, s->entry) != 0)
+        return false;
+    gkv_lease_to_write(rep->leases, s);
+    return true;
+}
+
 /* The lease a MAP request offers for reuse (field lease) when it is this connection's MAP
  * lease on e, the value this MAP returns; else NULL. */
 static gkv_lease_t *offered_lease(const gkv_request_t *req, gkv_reply_t *rep, gkv_entry_t *e)
@@ -104,14 +127,49 @@ int gkv_cmd_map(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     return rc;
 }
 
+/* Protocol 1's CREATE offering a spare (`lease`): when it is this connection's spare of the
+ * same key and size, the reply names the same lease, now writable, on the same memory (not
+ * cleared: it holds this key's older value, which this connection mapped). Returns 1 when the
+ * offer does not qualify (CREATE allocates as usual and the offered lease is untouched), else
+ * what the request returns. */
+static int reuse_spare(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    gkv_lease_t *s = gkv_lease_find(rep->leases, req->lease);
+    if (!is_spare(srv, s, req->key.p, req->key.len) || s->entry->size != req->size ||
+        !take_spare(srv, rep, s))
+        return 1;
+    gkv_entry_t *e = s->entry;
+    s->flags = (unsigned)req->flags;
+    int rc = 0;
+    if ((req->has & GKV_HAS_META) &&
+        (rc = gkv_store_entry_renew(&srv->store, e, req->meta.p, req->meta.len)))
+        return rc;
+    if ((req->has & GKV_HAS_TTL) && (rc = gkv_store_entry_ttl(&srv->store, e, req->ttl)))
+        return rc;
+    gkv_wr_t *w = rep->wr;
+    gkv_reply_ok(w, req->id);
+    if ((rc = write_export(srv, w, e)))
+        return rc;
+    gkv_wr_uint(w, GKV_F_LEASE, s->id);
+    gkv_wr_uint(w, GKV_F_SIZE, e->size);
+    gkv_wr_uint(w, GKV_F_OFFSET, 0);
+    gkv_wr_uint(w, GKV_F_LENGTH, e->size);
+    return gkv_wr_end(w);
+}
+
 int gkv_cmd_create(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
     if (!(req->has & GKV_HAS_SIZE))
         return gkv_reply_fail(rep, GKV_EINVAL, "CREATE needs a size");
-    /* A `lease` offered for reuse (protocol 1's spares) is ignored: spares are writable leases
-     * now, taken by the client without a CREATE. */
+    /* A `lease` offered for reuse is protocol 1's: protocol 2 ignores it (spares are writable
+     * leases the client takes without a CREATE). */
     int rc = gkv_cmd_check_new_value(srv, req, req->size, rep);
-    if (rc || (rc = lease_room(srv, rep, req->size)))
+    if (rc)
+        return rc;
+    if (rep->version < 2 && (req->has & GKV_HAS_LEASE))
+        if ((rc = reuse_spare(srv, req, rep)) != 1)
+            return rc;
+    if ((rc = lease_room(srv, rep, req->size)))
         return rc;
     gkv_entry_t *e;
     uint64_t t0 = uv_hrtime();
@@ -145,8 +203,10 @@ int gkv_cmd_create(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep
     return rc;
 }
 
-/* The writable lease a SEAL or ABORT names (field lease), held by this connection. */
-static int named_lease(const gkv_request_t *req, gkv_reply_t *rep, gkv_lease_t **out)
+/* The writable lease a SEAL or ABORT names (field lease), held by this connection. Protocol 1
+ * also SEALs a spare that is still a read lease (seal: true): it is taken here. */
+static int named_lease(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep, bool seal,
+                       gkv_lease_t **out)
 {
     if (!(req->has & GKV_HAS_LEASE))
         return gkv_reply_fail(rep, GKV_EINVAL, "needs a lease");
@@ -154,36 +214,31 @@ static int named_lease(const gkv_request_t *req, gkv_reply_t *rep, gkv_lease_t *
     if (!*out)
         return gkv_reply_fail(rep, GKV_ENOLEASE, "lease %" PRIu64 " is not held by this connection",
                               req->lease);
-    if (!(*out)->writable)
+    if (!(*out)->writable &&
+        !(seal && rep->version < 2 && is_spare(srv, *out, NULL, 0) && take_spare(srv, rep, *out)))
         return gkv_reply_fail(rep, GKV_EINVAL, "lease %" PRIu64 " is a MAP lease: RELEASE it",
                               req->lease);
     return 0;
 }
 
-/* Makes the read lease the SEAL names in `spare` (typically this connection's lease on the value
- * the seal just replaced) a spare when its value is of the same key and nothing else holds it:
- * no key names it and no other lease or transfer uses it (refs == 1), so no other process has
- * it imported and none can reach it again. Its memory may then take the key's next value,
- * written in place by this connection, whose import of it stays good. Returns the lease or NULL. */
+/* The read lease the SEAL names in `spare` (typically this connection's lease on the value the
+ * seal just replaced), when it is a spare of key: made writable (protocol 2), or left a read
+ * lease that a later CREATE or SEAL may take (protocol 1). Returns the lease or NULL. */
 static gkv_lease_t *make_spare(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep,
                                const uint8_t *key, size_t klen)
 {
     gkv_lease_t *s = req->has & GKV_HAS_SPARE ? gkv_lease_find(rep->leases, req->spare) : NULL;
-    if (!s || s->writable || s->entry->refs != 1 || !s->entry->size)
+    if (!is_spare(srv, s, key, klen))
         return NULL;
-    size_t slen;
-    const uint8_t *skey = gkv_store_key(&srv->store, s->entry, &slen);
-    if (slen != klen || memcmp(skey, key, klen) != 0 ||
-        gkv_store_entry_reset(&srv->store, s->entry) != 0)
-        return NULL;
-    gkv_lease_to_write(rep->leases, s);
-    return s;
+    if (rep->version < 2)
+        return s;
+    return take_spare(srv, rep, s) ? s : NULL;
 }
 
 int gkv_cmd_seal(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
     gkv_lease_t *l = NULL;
-    int rc = named_lease(req, rep, &l);
+    int rc = named_lease(srv, req, rep, true, &l);
     if (rc)
         return rc;
     if (req->flags & ~(uint64_t)(GKV_SEAL_KEEP | GKV_SET_NX | GKV_SET_XX))
@@ -226,7 +281,7 @@ int gkv_cmd_seal(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 int gkv_cmd_abort(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
     gkv_lease_t *l = NULL;
-    int rc = named_lease(req, rep, &l);
+    int rc = named_lease(srv, req, rep, false, &l);
     if (rc)
         return rc;
     gkv_lease_drop(rep->leases, &srv->store, l);
@@ -237,7 +292,10 @@ int gkv_cmd_abort(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 int gkv_cmd_release(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
 {
     bool batch = req->has & GKV_HAS_LEASES;
-    if (batch && (req->nleases == 0 || req->nleases > GKV_MAX_BATCH))
+    if (batch && req->nleases > GKV_MAX_BATCH)
+        return gkv_reply_fail(rep, GKV_ETOOBIG, "RELEASE takes at most %u leases, not %" PRIu32,
+                              GKV_MAX_BATCH, req->nleases);
+    if (batch && req->nleases == 0)
         return gkv_reply_fail(rep, GKV_EINVAL, "RELEASE takes 1..%u leases", GKV_MAX_BATCH);
     if (!batch && !(req->has & GKV_HAS_LEASE))
         return gkv_reply_fail(rep, GKV_EINVAL, "RELEASE needs a lease or a leases array");
@@ -262,6 +320,9 @@ int gkv_cmd_release(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
                                 "lease %" PRIu64 " is not held by this connection", id);
         else if (l->marked)
             rc = gkv_reply_fail(rep, GKV_ENOLEASE, "lease %" PRIu64 " is named twice", id);
+        else if (l->writable && rep->version < 2) /* protocol 1: SEAL or ABORT it */
+            rc = gkv_reply_fail(rep, GKV_EINVAL,
+                                "lease %" PRIu64 " is a CREATE lease: SEAL or ABORT it", id);
         else {
             l->marked = true;
             found[nfound++] = l;

@@ -307,11 +307,14 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
     rep.zero_copy = c->zero_copy;
     rep.zc_every_gpu = c->zc_every_gpu;
     rep.authed = c->authed;
+    rep.version = c->version;
     c->op = req->op;
     c->op_started = uv_hrtime();
     c->journal_mark = gkv_fdstore_mark(c->srv);
     c->srv->store.now_ms = c->op_started / 1000000; /* gkv_server_clock_ms, already read */
     int rc = gkv_dispatch(c->srv, req, &rep);
+    if (rc == 0 && req->op == GKV_OP_HELLO)
+        c->version = rep.version;
     if (rep.auth_ok)
         c->authed = true;
     if (rep.auth_failed)
@@ -678,6 +681,7 @@ int gkv_conn_accept(gkv_server_t *srv, uv_stream_t *listener, bool local)
         return GKV_EAUTH;
     }
     c->authed = srv->token_len == 0;
+    c->version = GKV_PROTOCOL_VERSION;
     gkv_conn_drive(c);
     return 0;
 }

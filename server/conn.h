@@ -58,6 +58,7 @@ struct gkv_conn {
     bool zc_every_gpu;  /* ... one per device (HELLO zero_copy 2), else device 0's */
     bool yielded;       /* handled its share of frames this turn (server.h) */
     bool authed;        /* every command allowed: no token configured, or HELLO had it */
+    uint8_t version;    /* the protocol version HELLO asked for (the newest until one does) */
     bool waiting_batch; /* a small SET waits for room in a copy batch */
     bool fencing;       /* copy is a fence_shared a reply waits for */
     gkv_waiter_t bwaiter;

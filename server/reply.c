@@ -14,6 +14,7 @@ void gkv_reply_init(gkv_reply_t *rep, gkv_wr_t *wr, gkv_leases_t *leases)
     memset(rep, 0, sizeof(*rep));
     rep->wr = wr;
     rep->leases = leases;
+    rep->version = GKV_PROTOCOL_VERSION;
 }
 
 int gkv_reply_fail(gkv_reply_t *rep, int code, const char *fmt, ...)

@@ -18,23 +18,26 @@ typedef struct {
 #define GKV_REPLY_FDS 16 /* GKV_FDPASS_MAX */
 
 typedef struct {
-    gkv_wr_t *wr; /* borrowed: where the reply frame goes */
+    gkv_wr_t *wr;          /* borrowed: where the reply frame goes */
     struct gkv_conn *conn; /* borrowed: the connection asking (TAKEOVER checks its peer) */
     uint64_t id;
-    bool local;                /* the connection is a Unix socket */
-    int lane;                  /* the connection's copy lane: its values are allocated there too */
-    bool first;                /* this is the connection's first request */
-    bool zero_copy;            /* zero-copy was granted on this connection */
-    bool zc_every_gpu;         /* ... for every device (HELLO zero_copy 2), else device 0's */
-    bool authed;               /* in: the connection may run every command (auth.md) */
-    bool auth_ok, auth_failed; /* out (HELLO): the token was right, or wrong or missing */
-    gkv_leases_t *leases;      /* the connection's leases */
+    bool local;        /* the connection is a Unix socket */
+    int lane;          /* the connection's copy lane: its values are allocated there too */
+    bool first;        /* this is the connection's first request */
+    bool zero_copy;    /* zero-copy was granted on this connection */
+    bool zc_every_gpu; /* ... for every device (HELLO zero_copy 2), else device 0's */
+    bool authed;       /* in: the connection may run every command (auth.md) */
+    /* in: the protocol version the connection speaks (GKV_PROTOCOL_VERSION until a HELLO says
+     * otherwise); out (HELLO): the version it asked for. */
+    uint8_t version;
+    bool auth_ok, auth_failed;     /* out (HELLO): the token was right, or wrong or missing */
+    gkv_leases_t *leases;          /* the connection's leases */
     const struct gkv_command *cmd; /* set by gkv_dispatch: the command being run */
     /* HELLO: the shared-memory fds to pass with the reply (one per device with zc_every_gpu,
      * else device 0's); TAKEOVER: listeners, memory and journal. Owned until passed. */
     int fds[GKV_REPLY_FDS];
     unsigned nfds;
-    const char *msg;               /* message for an error return (static or msgbuf) */
+    const char *msg; /* message for an error return (static or msgbuf) */
     char msgbuf[192];
     /* Payload to stream after the header, in order: segs points at one or at a heap array. */
     gkv_segment_t one;

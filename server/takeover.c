@@ -221,7 +221,9 @@ static int request(gkv_server_t *s, uint64_t op, uint64_t id, uint64_t flags)
     gkv_wr_uint(&w, GKV_F_OP, op);
     gkv_wr_uint(&w, GKV_F_ID, id);
     if (op == GKV_OP_HELLO) {
-        gkv_wr_uint(&w, GKV_F_VERSION, GKV_PROTOCOL_VERSION);
+        /* Protocol 1: the running daemon may be an older version (TAKEOVER means the same in
+         * every version). */
+        gkv_wr_uint(&w, GKV_F_VERSION, GKV_PROTOCOL_MIN);
         gkv_wr_str(&w, GKV_F_CLIENT, "gpukvd --takeover");
         if (s->token_len)
             gkv_wr_bin(&w, GKV_F_TOKEN, s->token, s->token_len);

@@ -69,6 +69,7 @@ static inline void raw_hello_fds(int fd, unsigned zc, int *fds, unsigned cap, un
 typedef struct {
     const char *key, *meta;
     uint64_t size, lease, flags, spare;
+    uint64_t version; /* HELLO: the protocol version asked for */
 } raw_fields_t;
 
 /* One request of op with fields f (id 7); returns the response's status. */
@@ -82,6 +83,8 @@ static inline int64_t raw_request(int fd, unsigned op, raw_fields_t f, gkv_respo
     gkv_wr_uint(&w, GKV_F_ID, 7);
     if (op == 1) /* HELLO */
         gkv_wr_uint(&w, GKV_F_ZC, 1);
+    if (f.version)
+        gkv_wr_uint(&w, GKV_F_VERSION, f.version);
     if (f.key)
         gkv_wr_bin(&w, GKV_F_KEY, f.key, strlen(f.key));
     if (f.size)

@@ -31,7 +31,7 @@ START_TEST(every_command_through_the_library)
 {
     gkv_client_t *c = connect_or_fail(shared_url(_i));
     const gkv_server_info_t *info = gkv_client_info(c);
-    ck_assert_uint_eq(info->protocol, 1);
+    ck_assert_uint_eq(info->protocol, 2); /* the newest: libgpukv asks for it */
     ck_assert_str_eq(info->backend, harness_backend());
     ck_assert_uint_eq(info->max_key, 1024);
     /* Zero-copy: over a Unix socket on the cuda backend (the host one shares its arena only

@@ -293,6 +293,131 @@ START_TEST(create_never_shows_a_deleted_value)
 }
 END_TEST
 
+/* Protocol versions (PROTOCOL.md, Changelog): HELLO names one of 1..2 (none: the newest);
+ * anything else is VERSION. */
+START_TEST(hello_negotiates_the_protocol_version)
+{
+    static uint8_t hdr[65536];
+    gkv_response_t r;
+    static const struct {
+        uint64_t asked, got;
+        int64_t status;
+    } cases[] = {{0, 2, 0}, {1, 1, 0}, {2, 2, 0}, {3, 0, GKV_EVERSION}, {99, 0, GKV_EVERSION}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int fd = raw_zc_connect();
+        ck_assert_int_eq(
+            raw_req(fd, GKV_OP_HELLO, (raw_fields_t){.version = cases[i].asked}, &r, hdr),
+            cases[i].status);
+        if (!cases[i].status)
+            ck_assert_uint_eq(r.version, cases[i].got);
+        close(fd);
+    }
+    /* libgpukv asks for the newest. */
+    gkv_client_t *c = conn(d.url);
+    ck_assert_uint_eq(gkv_client_info(c)->protocol, 2);
+    gkv_client_close(c);
+}
+END_TEST
+
+/* RELEASE of more leases than a batch takes is TOOBIG, as PROTOCOL.md's limits say (it was
+ * INVAL), and ends none. */
+START_TEST(release_of_more_than_a_batch_is_toobig)
+{
+    static uint8_t hdr[65536];
+    gkv_response_t r;
+    int fd = raw_zc_connect();
+    ck_assert_int_eq(raw_op(fd, GKV_OP_HELLO, NULL, 0, &r, hdr), 0);
+    gkv_client_t *c = conn(d.url);
+    ck_assert_int_eq(gkv_set(c, KEY("rel/k"), "v", 1, NULL), 0);
+    ck_assert_int_eq(raw_op(fd, GKV_OP_MAP, "rel/k", 0, &r, hdr), 0);
+    uint64_t lease = r.lease;
+    gkv_wr_t w;
+    gkv_wr_init(&w);
+    gkv_wr_begin(&w);
+    gkv_wr_uint(&w, GKV_F_OP, GKV_OP_RELEASE);
+    gkv_wr_uint(&w, GKV_F_ID, 3);
+    size_t at = gkv_wr_array_begin(&w, GKV_F_LEASES);
+    for (uint32_t i = 0; i <= GKV_MAX_BATCH; i++)
+        msgpack_pack_uint64(&w.pk, lease);
+    gkv_wr_array_end(&w, at, GKV_MAX_BATCH + 1);
+    ck_assert_int_eq(gkv_wr_end(&w), 0);
+    ck_assert_int_eq(raw_call(fd, &w, &r, hdr, sizeof(hdr)), GKV_ETOOBIG);
+    gkv_wr_fini(&w);
+    ck_assert_int_eq(raw_op(fd, GKV_OP_RELEASE, NULL, lease, &r, hdr), 0); /* still held */
+    close(fd);
+    gkv_client_close(c);
+}
+END_TEST
+
+/* A client of protocol 1 as it was until 2026-11-23 keeps its meaning: RELEASE of a CREATE lease
+ * is INVAL; CREATE may offer a spare (a MAP lease on a value nothing else holds) in `lease` and
+ * gets the same lease, writable, on the same memory; SEAL may name such a read spare directly;
+ * SEAL's `spare` only reports one (the lease stays a MAP lease). */
+START_TEST(protocol_1_clients_keep_their_meaning)
+{
+    static uint8_t hdr[65536];
+    gkv_response_t r;
+    gkv_client_t *c = conn(d.url);
+    int fd = raw_zc_connect();
+    ck_assert_int_eq(raw_req(fd, GKV_OP_HELLO, (raw_fields_t){.version = 1}, &r, hdr), 0);
+    ck_assert_uint_eq(r.version, 1);
+    char old[16] = "old-bytes-16-byt", back[16];
+    ck_assert_int_eq(gkv_set(c, KEY("v1/k"), old, 16, NULL), 0);
+    /* CREATE reusing a spare. */
+    ck_assert_int_eq(raw_op(fd, GKV_OP_MAP, "v1/k", 0, &r, hdr), 0);
+    uint64_t a = r.lease, a_off = r.arena_offset;
+    ck_assert_int_eq(gkv_set(c, KEY("v1/k"), "newer-value-16by", 16, NULL), 0); /* a: a spare */
+    ck_assert_int_eq(raw_zc(fd, GKV_OP_CREATE, "v1/k", 16, a, 0, &r, hdr), 0);
+    ck_assert_uint_eq(r.lease, a);
+    ck_assert_uint_eq(r.arena_offset, a_off);
+    ck_assert_int_eq(raw_op(fd, GKV_OP_RELEASE, NULL, a, &r, hdr), GKV_EINVAL);
+    ck_assert_int_eq(raw_op(fd, GKV_OP_SEAL, NULL, a, &r, hdr), 0);
+    ck_assert_int_eq(gkv_get(c, KEY("v1/k"), NULL, back, sizeof(back), NULL), 0);
+    ck_assert_int_eq(memcmp(back, old, 16), 0); /* the spare's memory, published as it was */
+    /* An offer that is not a spare (the key still names the value) is ignored. */
+    ck_assert_int_eq(raw_op(fd, GKV_OP_MAP, "v1/k", 0, &r, hdr), 0);
+    uint64_t b = r.lease;
+    ck_assert_int_eq(raw_zc(fd, GKV_OP_CREATE, "v1/k", 16, b, 0, &r, hdr), 0);
+    ck_assert_uint_ne(r.lease, b);
+    ck_assert_int_eq(raw_op(fd, GKV_OP_ABORT, NULL, r.lease, &r, hdr), 0);
+    /* SEAL of a read spare publishes it. */
+    ck_assert_int_eq(gkv_set(c, KEY("v1/k"), "third-value-16by", 16, NULL), 0); /* b: a spare */
+    ck_assert_int_eq(raw_op(fd, GKV_OP_SEAL, NULL, b, &r, hdr), 0);
+    ck_assert_int_eq(gkv_get(c, KEY("v1/k"), NULL, back, sizeof(back), NULL), 0);
+    ck_assert_int_eq(memcmp(back, old, 16), 0);
+    /* SEAL of a MAP lease that is not a spare is INVAL. */
+    ck_assert_int_eq(raw_op(fd, GKV_OP_MAP, "v1/k", 0, &r, hdr), 0);
+    uint64_t m = r.lease;
+    ck_assert_int_eq(raw_op(fd, GKV_OP_SEAL, NULL, m, &r, hdr), GKV_EINVAL);
+    ck_assert_int_eq(raw_op(fd, GKV_OP_RELEASE, NULL, m, &r, hdr), 0);
+    /* SEAL's spare reports the lease; it stays a MAP lease (RELEASE ends it, nothing unsealed). */
+    ck_assert_int_eq(raw_zc(fd, GKV_OP_CREATE, "v1/s", 32, 0, 0, &r, hdr), 0);
+    uint64_t l1 = r.lease;
+    ck_assert_int_eq(raw_zc(fd, GKV_OP_SEAL, NULL, 0, l1, GKV_SEAL_KEEP, &r, hdr), 0);
+    ck_assert_int_eq(raw_zc(fd, GKV_OP_CREATE, "v1/s", 32, 0, 0, &r, hdr), 0);
+    uint64_t l2 = r.lease;
+    ck_assert_int_eq(raw_req(fd, GKV_OP_SEAL, (raw_fields_t){.lease = l2, .spare = l1}, &r, hdr),
+                     0);
+    ck_assert_uint_eq(r.spare, l1);
+    ck_assert_uint_eq(info_u64(c, "unsealed_creates"), 0);
+    ck_assert_int_eq(raw_op(fd, GKV_OP_RELEASE, NULL, l1, &r, hdr), 0);
+    /* The same requests on protocol 2: CREATE ignores the offer, RELEASE ends a CREATE lease. */
+    int fd2 = raw_zc_connect();
+    ck_assert_int_eq(raw_op(fd2, GKV_OP_HELLO, NULL, 0, &r, hdr), 0);
+    ck_assert_int_eq(raw_op(fd2, GKV_OP_MAP, "v1/k", 0, &r, hdr), 0);
+    uint64_t e = r.lease;
+    ck_assert_int_eq(gkv_set(c, KEY("v1/k"), "fourth-value-16b", 16, NULL), 0);
+    ck_assert_int_eq(raw_zc(fd2, GKV_OP_CREATE, "v1/k", 16, e, 0, &r, hdr), 0);
+    ck_assert_uint_ne(r.lease, e);
+    ck_assert_int_eq(raw_op(fd2, GKV_OP_RELEASE, NULL, r.lease, &r, hdr), 0);
+    ck_assert_int_eq(raw_op(fd2, GKV_OP_RELEASE, NULL, e, &r, hdr), 0);
+    close(fd);
+    close(fd2);
+    wait_leases(c, 0);
+    gkv_client_close(c);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
@@ -301,6 +426,9 @@ int main(void)
         leased_bytes_stay_exact_when_a_seal_moves_the_value,
         rewrites_go_into_the_spare_in_one_round_trip,
         create_never_shows_a_deleted_value,
+        hello_negotiates_the_protocol_version,
+        release_of_more_than_a_batch_is_toobig,
+        protocol_1_clients_keep_their_meaning,
     };
     return zc_run_suite("zc_write", tests, sizeof(tests) / sizeof(tests[0]));
 }
