@@ -101,6 +101,11 @@ void gkv_conn_abort(gkv_conn_t *c)
 {
     gkv_conn_close(c, false);
     c->graceful = false;
+    if (c->auth_hold_until) { /* a failed HELLO's delay: its reply is dropped with the rest */
+        c->auth_hold_until = 0;
+        c->held--;
+        gkv_conn_finish_close(c);
+    }
     if (c->close_started && !uv_is_closing(&c->h.handle))
         uv_close(&c->h.handle, on_closed); /* pending writes and the shutdown are cancelled */
 }
@@ -630,14 +635,21 @@ static bool peer_allowed(gkv_conn_t *c, char *why, size_t cap)
     return false;
 }
 
-int gkv_conn_accept(gkv_server_t *srv, uv_stream_t *listener, bool local)
+/* A connection's start, from a listener's pending connection (listener) or a connected socket
+ * (fd, listener NULL). */
+static int conn_start(gkv_server_t *srv, uv_stream_t *listener, int fd, bool local)
 {
     gkv_conn_t *c = calloc(1, sizeof(*c));
-    if (!c)
+    if (!c) {
+        if (!listener)
+            close(fd);
         return GKV_ENOMEM;
+    }
     int rc = local ? uv_pipe_init(srv->loop, &c->h.pipe, 0) : uv_tcp_init(srv->loop, &c->h.tcp);
     if (rc) {
         free(c);
+        if (!listener)
+            close(fd);
         return GKV_ESYS;
     }
     c->h.handle.data = c;
@@ -658,7 +670,13 @@ int gkv_conn_accept(gkv_server_t *srv, uv_stream_t *listener, bool local)
     srv->nconns++;
     srv->stats.total_connections++;
     c->in = malloc(IN_INITIAL);
-    if (!c->in || uv_accept(listener, &c->h.stream) != 0) {
+    if (listener)
+        rc = uv_accept(listener, &c->h.stream);
+    else
+        rc = local ? uv_pipe_open(&c->h.pipe, fd) : uv_tcp_open(&c->h.tcp, fd);
+    if (rc && !listener)
+        close(fd);
+    if (!c->in || rc != 0) {
         gkv_conn_close(c, false);
         return GKV_ESYS;
     }
@@ -684,4 +702,14 @@ int gkv_conn_accept(gkv_server_t *srv, uv_stream_t *listener, bool local)
     c->version = GKV_PROTOCOL_VERSION;
     gkv_conn_drive(c);
     return 0;
+}
+
+int gkv_conn_accept(gkv_server_t *srv, uv_stream_t *listener, bool local)
+{
+    return conn_start(srv, listener, -1, local);
+}
+
+int gkv_conn_open(gkv_server_t *srv, int fd, bool local)
+{
+    return conn_start(srv, NULL, fd, local);
 }

@@ -131,6 +131,10 @@ struct gkv_conn {
 /* Accepts a pending connection on listener (borrowed). local: a Unix socket. The connection is
  * owned by the server's list and frees itself when closed. Returns 0 or a negative code. */
 int gkv_conn_accept(gkv_server_t *srv, uv_stream_t *listener, bool local);
+/* A connection on fd, a socket already connected (socket activation, a test's socketpair: the
+ * whole-daemon fuzzer drives one): owned by the call, closed on failure. local: a Unix socket.
+ * Returns like gkv_conn_accept. */
+int gkv_conn_open(gkv_server_t *srv, int fd, bool local);
 /* Closes c: graceful waits for queued replies to be written. Freed in the close callback. */
 void gkv_conn_close(gkv_conn_t *c, bool graceful);
 /* Closes c without waiting for its queued output: at once, or when its backend copy in

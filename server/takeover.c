@@ -31,6 +31,7 @@ void gkv_takeover_init(gkv_server_t *s)
 {
     gkv_takeover_t *t = &s->takeover;
     t->unix_fd = t->tcp_fd = t->sock = t->listen_unix = t->listen_tcp = -1;
+    t->exit_now = _exit;
     uv_timer_init(s->loop, &t->grace);
     t->grace.data = s;
 }
@@ -170,7 +171,8 @@ int gkv_cmd_takeover(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *r
         /* Nothing is freed: the successor has copied the values, and zero-copy clients may
          * still map this daemon's memory, which lives on while they import it. */
         GKV_INFO("takeover: the successor serves; exiting");
-        _exit(0);
+        t->exit_now(0);
+        return gkv_reply_fail(rep, GKV_ESHUTDOWN, "the daemon is exiting");
     default:
         return gkv_reply_fail(rep, GKV_EINVAL, "TAKEOVER flags are 0, 1 or 2");
     }

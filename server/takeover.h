@@ -36,6 +36,10 @@ typedef struct {
     bool draining;       /* no new connections; the others close after their request */
     int unix_fd, tcp_fd; /* the listening sockets, kept to listen again if the successor fails */
     uv_timer_t grace;    /* --shutdown-grace: then the other connections close at once */
+    /* How the daemon leaves once the successor serves (TAKEOVER flags 2): _exit, without
+     * freeing memory that zero-copy clients still map. The whole-daemon fuzzer replaces it with
+     * one that returns (the request is then answered SHUTDOWN). */
+    void (*exit_now)(int status);
     /* The successor's side (--takeover). */
     int sock;                                 /* the connection to the predecessor, or -1 */
     int listen_unix, listen_tcp;              /* passed listening sockets, or -1 */

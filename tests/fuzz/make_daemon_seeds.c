@@ -1,0 +1,314 @@
+/* make_daemon_seeds.c: writes fuzz_daemon's seed corpus (fuzz_daemon.c says how an input is
+ * read) into the directory given: sessions of one to three clients that use every command, move
+ * small and large values, pipeline past the output limit, go away mid-transfer, hand over and
+ * drop a TAKEOVER, and stop the daemon under load. Its output is committed in corpus_daemon/;
+ * run it again after changing the steps (tests/fuzz/run.sh builds it). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "message.h"
+
+static unsigned char buf[1 << 20];
+static size_t len;
+
+static void byte(unsigned b)
+{
+    if (len < sizeof(buf))
+        buf[len++] = (unsigned char)b;
+}
+
+/* Client k writes w's frames (then w is reset). */
+static void send_frames(int k, gkv_wr_t *w)
+{
+    const unsigned char *p = (const unsigned char *)w->sb.data;
+    size_t n = w->sb.size;
+    while (n) {
+        size_t m = n > 256 ? 256 : n;
+        byte((0u << 2) | (unsigned)k);
+        byte((unsigned)(m - 1));
+        for (size_t i = 0; i < m; i++)
+            byte(p[i]);
+        p += m;
+        n -= m;
+    }
+    gkv_wr_reset(w);
+}
+
+static void filler(int k, unsigned pages) /* pages * 4 KiB of payload */
+{
+    while (pages) {
+        unsigned m = pages > 63 ? 63 : pages;
+        byte((3u << 2) | (unsigned)k);
+        byte(m);
+        pages -= m;
+    }
+}
+
+static void turns(unsigned n)
+{
+    byte(4u << 2);
+    byte(n - 1);
+}
+
+static void drain(int k)
+{
+    byte((5u << 2) | (unsigned)k);
+}
+
+static void leave(int k, int reset)
+{
+    byte((7u << 2) | (unsigned)k);
+    byte(reset ? 1 : 0);
+}
+
+static void stop_daemon(void)
+{
+    byte(0xff); /* (c >> 5) == 7 with op 7 */
+}
+
+static void save(const char *dir, const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        perror(path);
+        exit(1);
+    }
+    fwrite(buf, 1, len, f);
+    fclose(f);
+    len = 0;
+}
+
+static void req(gkv_wr_t *w, unsigned op, unsigned id, const char *key)
+{
+    gkv_wr_begin(w);
+    gkv_wr_uint(w, GKV_F_OP, op);
+    gkv_wr_uint(w, GKV_F_ID, id);
+    if (key)
+        gkv_wr_bin(w, GKV_F_KEY, key, strlen(key));
+}
+
+static void hello(gkv_wr_t *w, unsigned version)
+{
+    req(w, GKV_OP_HELLO, 1, NULL);
+    if (version)
+        gkv_wr_uint(w, GKV_F_VERSION, version);
+    gkv_wr_uint(w, GKV_F_ZC, 2);
+    gkv_wr_end(w);
+}
+
+static void set_small(gkv_wr_t *w, unsigned id, const char *key, const char *value)
+{
+    req(w, GKV_OP_SET, id, key);
+    gkv_wr_uint(w, GKV_F_PAYLOAD, strlen(value));
+    gkv_wr_bin(w, GKV_F_META, "dtype=u1", 8);
+    gkv_wr_end(w);
+    msgpack_sbuffer_write(&w->sb, value, strlen(value));
+}
+
+static void set_large_header(gkv_wr_t *w, unsigned id, const char *key, unsigned pages)
+{
+    req(w, GKV_OP_SET, id, key);
+    gkv_wr_uint(w, GKV_F_PAYLOAD, (uint64_t)pages * 4096);
+    gkv_wr_end(w);
+}
+
+static void get(gkv_wr_t *w, unsigned id, const char *key)
+{
+    req(w, GKV_OP_GET, id, key);
+    gkv_wr_end(w);
+}
+
+int main(int argc, char **argv)
+{
+    const char *dir = argc > 1 ? argv[1] : ".";
+    gkv_wr_t w;
+    gkv_wr_init(&w);
+
+    /* Values small and large, read back, ranges, metadata. */
+    hello(&w, 0);
+    set_small(&w, 2, "a/b/1", "hello");
+    get(&w, 3, "a/b/1");
+    req(&w, GKV_OP_GET, 4, "a/b/1");
+    gkv_wr_uint(&w, GKV_F_SUFFIX, 2);
+    gkv_wr_end(&w);
+    send_frames(0, &w);
+    set_large_header(&w, 5, "big", 300);
+    send_frames(0, &w);
+    filler(0, 300);
+    turns(8);
+    get(&w, 6, "big");
+    req(&w, GKV_OP_GET, 7, "big");
+    gkv_wr_uint(&w, GKV_F_OFFSET, 4096);
+    gkv_wr_uint(&w, GKV_F_LENGTH, 70000);
+    gkv_wr_end(&w);
+    send_frames(0, &w);
+    turns(8);
+    drain(0);
+    turns(8);
+    drain(0);
+    save(dir, "values");
+
+    /* Every other command. */
+    hello(&w, 0);
+    set_small(&w, 2, "k/1", "one");
+    set_small(&w, 3, "k/2", "two");
+    req(&w, GKV_OP_MGET, 4, NULL);
+    size_t at = gkv_wr_array_begin(&w, GKV_F_ITEMS);
+    for (int i = 0; i < 3; i++) {
+        msgpack_pack_array(&w.pk, 4);
+        msgpack_pack_bin(&w.pk, 3);
+        msgpack_pack_bin_body(&w.pk, i == 0 ? "k/1" : i == 1 ? "k/2" : "k/9", 3);
+        msgpack_pack_uint64(&w.pk, 0);
+        msgpack_pack_uint64(&w.pk, 0);
+        msgpack_pack_uint64(&w.pk, 0);
+    }
+    gkv_wr_array_end(&w, at, 3);
+    gkv_wr_end(&w);
+    for (unsigned op = GKV_OP_EXISTS; op <= GKV_OP_DEL; op++) {
+        req(&w, op, 5, NULL);
+        at = gkv_wr_array_begin(&w, GKV_F_KEYS);
+        msgpack_pack_bin(&w.pk, 3);
+        msgpack_pack_bin_body(&w.pk, "k/2", 3);
+        gkv_wr_array_end(&w, at, 1);
+        gkv_wr_end(&w);
+    }
+    req(&w, GKV_OP_LIST, 6, NULL);
+    gkv_wr_bin(&w, GKV_F_PREFIX, "k/", 2);
+    gkv_wr_bin(&w, GKV_F_DELIM, "/", 1);
+    gkv_wr_uint(&w, GKV_F_LIMIT, 1);
+    gkv_wr_uint(&w, GKV_F_FLAGS, 1);
+    gkv_wr_end(&w);
+    req(&w, GKV_OP_GETSIZE, 7, NULL);
+    gkv_wr_bin(&w, GKV_F_PREFIX, "k/", 2);
+    gkv_wr_end(&w);
+    req(&w, GKV_OP_GETSIZE, 8, "k/1");
+    gkv_wr_end(&w);
+    req(&w, GKV_OP_EXPIRE, 9, "k/1");
+    gkv_wr_uint(&w, GKV_F_TTL, 100000);
+    gkv_wr_end(&w);
+    req(&w, GKV_OP_TTL, 10, "k/1");
+    gkv_wr_end(&w);
+    req(&w, GKV_OP_PERSIST, 11, "k/1");
+    gkv_wr_end(&w);
+    req(&w, GKV_OP_MOVE, 12, "k/1");
+    gkv_wr_uint(&w, GKV_F_GPU, 0);
+    gkv_wr_end(&w);
+    req(&w, GKV_OP_INFO, 13, NULL);
+    gkv_wr_end(&w);
+    req(&w, GKV_OP_INFO, 14, NULL);
+    gkv_wr_uint(&w, GKV_F_FLAGS, 1);
+    gkv_wr_end(&w);
+    req(&w, GKV_OP_SAVE, 15, NULL);
+    gkv_wr_end(&w);
+    req(&w, GKV_OP_DEL, 16, NULL);
+    gkv_wr_bin(&w, GKV_F_PREFIX, "k/", 2);
+    gkv_wr_end(&w);
+    req(&w, GKV_OP_PING, 17, NULL);
+    gkv_wr_end(&w);
+    req(&w, GKV_OP_FLUSH, 18, NULL);
+    gkv_wr_end(&w);
+    send_frames(1, &w);
+    turns(8);
+    drain(1);
+    save(dir, "commands");
+
+    /* Zero-copy: MAP, CREATE, SEAL (keep, spare), ABORT, RELEASE; protocol 1 too. */
+    for (unsigned v = 1; v <= 2; v++) {
+        hello(&w, v);
+        set_small(&w, 2, "z/k", "0123456789abcdef");
+        req(&w, GKV_OP_MAP, 3, "z/k");
+        gkv_wr_end(&w);
+        req(&w, GKV_OP_CREATE, 4, "z/k");
+        gkv_wr_uint(&w, GKV_F_SIZE, 16);
+        gkv_wr_uint(&w, GKV_F_LEASE, 1);
+        gkv_wr_end(&w);
+        req(&w, GKV_OP_SEAL, 5, NULL);
+        gkv_wr_uint(&w, GKV_F_LEASE, 2);
+        gkv_wr_uint(&w, GKV_F_SPARE, 1);
+        gkv_wr_uint(&w, GKV_F_FLAGS, 4);
+        gkv_wr_end(&w);
+        req(&w, GKV_OP_CREATE, 6, "z/n");
+        gkv_wr_uint(&w, GKV_F_SIZE, 70000);
+        gkv_wr_end(&w);
+        req(&w, GKV_OP_ABORT, 7, NULL);
+        gkv_wr_uint(&w, GKV_F_LEASE, 3);
+        gkv_wr_end(&w);
+        req(&w, GKV_OP_RELEASE, 8, NULL);
+        at = gkv_wr_array_begin(&w, GKV_F_LEASES);
+        msgpack_pack_uint64(&w.pk, 1);
+        msgpack_pack_uint64(&w.pk, 2);
+        gkv_wr_array_end(&w, at, 2);
+        gkv_wr_end(&w);
+        send_frames(2, &w);
+        turns(4);
+        drain(2);
+        leave(2, 0);
+        save(dir, v == 1 ? "zero_copy_v1" : "zero_copy");
+    }
+
+    /* Issue 32's defects: GETs pipelined and the client gone; past the output limit; a TAKEOVER
+     * dropped at once; the daemon stopped under load. */
+    hello(&w, 0);
+    set_large_header(&w, 2, "v64", 16);
+    send_frames(0, &w);
+    filler(0, 16);
+    turns(4);
+    for (int i = 0; i < 200; i++)
+        get(&w, 10 + (unsigned)i, "v64");
+    send_frames(0, &w);
+    turns(2);
+    leave(0, 1);
+    turns(8);
+    save(dir, "gets_then_gone");
+
+    hello(&w, 0);
+    set_small(&w, 2, "s", "0123456789012345678901234567890123456789");
+    for (int i = 0; i < 600; i++)
+        get(&w, 10 + (unsigned)i, "s");
+    send_frames(0, &w);
+    turns(8);
+    drain(0);
+    turns(8);
+    drain(0);
+    save(dir, "past_the_output_limit");
+
+    req(&w, GKV_OP_TAKEOVER, 1, NULL);
+    gkv_wr_uint(&w, GKV_F_FLAGS, 0);
+    gkv_wr_end(&w);
+    send_frames(1, &w);
+    leave(1, 0);
+    hello(&w, 0);
+    send_frames(0, &w);
+    turns(4);
+    drain(0);
+    req(&w, GKV_OP_TAKEOVER, 1, NULL);
+    gkv_wr_uint(&w, GKV_F_FLAGS, 0);
+    gkv_wr_end(&w);
+    req(&w, GKV_OP_TAKEOVER, 2, NULL);
+    gkv_wr_uint(&w, GKV_F_FLAGS, 1);
+    gkv_wr_end(&w);
+    req(&w, GKV_OP_TAKEOVER, 3, NULL);
+    gkv_wr_uint(&w, GKV_F_FLAGS, 2);
+    gkv_wr_end(&w);
+    send_frames(2, &w);
+    turns(8);
+    save(dir, "takeover");
+
+    hello(&w, 0);
+    set_large_header(&w, 2, "big", 2000);
+    send_frames(0, &w);
+    filler(0, 500);
+    get(&w, 3, "big");
+    send_frames(1, &w);
+    stop_daemon();
+    filler(0, 100);
+    turns(8);
+    save(dir, "stop_under_load");
+
+    gkv_wr_fini(&w);
+    return 0;
+}
