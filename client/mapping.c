@@ -510,16 +510,16 @@ int gkv_map_many(gkv_client_t *c, gkv_map_item_t *items, size_t n)
 {
     if (!items || n == 0 || n > GKV_MAX_BATCH)
         return GKV_EINVAL;
-    int zc = need_zero_copy(c);
-    if (zc)
-        return zc;
+    int zc = need_zero_copy(c); /* then every item says why, as the server would have */
     for (size_t i = 0; i < n; i++) {
         int rc = gkv__check_key(c, items[i].key, items[i].klen);
         if (rc)
             return rc;
-        items[i].status = 0;
+        items[i].status = zc;
         items[i].mapping = NULL;
     }
+    if (zc)
+        return 0;
     uint64_t *refused = malloc(n * sizeof(*refused));
     gkv_mapping_t **offered = calloc(n, sizeof(*offered));
     if (!refused || !offered) {

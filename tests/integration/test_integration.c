@@ -86,7 +86,7 @@ START_TEST(every_command_through_the_library)
     ck_assert_int_eq(memcmp(heap, "abcdefghij", 10), 0);
     gkv_free(heap);
     ck_assert_int_eq(gkv_get(c, KEY("missing"), NULL, buf, sizeof(buf), &vi), GKV_ENOTFOUND);
-    ck_assert_str_eq(gkv_client_errmsg(c), "key not found");
+    ck_assert_str_eq(gkv_client_errmsg(c), "no such key 'missing'"); /* it names the key */
 
     /* NX / XX. */
     gkv_set_opts_t nx = {.flags = GKV_SET_NX}, xx = {.flags = GKV_SET_XX};
