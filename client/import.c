@@ -103,7 +103,7 @@ int gkv__import_get(gkv_client_t *c, const gkv_response_t *r, void **base, gkv_i
         *base = a->arena + r->arena_offset;
         return 0;
     }
-    if (r->export_data.len == 0 || r->export_data.len > GKV_EXPORT_MAX)
+    if (r->export_data.len == 0 || r->export_data.len > GKV_MAX_EXPORT)
         return gkv__break(c, GKV_EPROTO);
     return gkv__cuda_import(a->pool, r->export_data.p, r->export_data.len, imp, base);
 }

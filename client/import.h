@@ -5,7 +5,6 @@
 #ifndef GKV_CLIENT_IMPORT_H
 #define GKV_CLIENT_IMPORT_H
 
-#include "backend.h" /* GKV_EXPORT_MAX */
 #include "client.h"
 
 /* One value imported into this process, refcounted by the mappings that use it. */

@@ -17,6 +17,7 @@
 #define GKV_SIZE_WALK 2048u       /* most keys one GETSIZE of a prefix counts */
 #define GKV_MAX_DEPTH 8           /* deepest msgpack nesting accepted */
 #define GKV_MAX_TTL_MS (100ull * 365 * 86400 * 1000) /* longest TTL: a century */
+#define GKV_MAX_EXPORT 64u /* a value's import data in MAP/CREATE replies (field export) */
 
 /* Reads the 4-byte length prefix at p (borrowed, 4 bytes). */
 uint32_t gkv_frame_get_len(const uint8_t *p);

@@ -9,7 +9,8 @@
 /* Devices (backends) one daemon may serve at once (--devices). */
 #define GKV_MAX_DEVICES 8
 
-/* Largest per-value export blob (cudaMemPoolPtrExportData is 64 bytes). */
+/* Largest per-value export blob (cudaMemPoolPtrExportData is 64 bytes); what the wire carries
+ * is proto's GKV_MAX_EXPORT, which the daemon checks it fits. */
 #define GKV_EXPORT_MAX 64
 #include <stdint.h>
 

@@ -1,0 +1,114 @@
+/* backend_cuda.h: what the cuda backend's two files share (not a public interface): its state,
+ * and the functions of backend_cuda_copy.c (copies, their completions, the shared lane's fences)
+ * that backend_cuda.c's ops table names. CUDA types appear only in these files. */
+#ifndef GKV_MEM_BACKEND_CUDA_H
+#define GKV_MEM_BACKEND_CUDA_H
+
+#include <cuda_runtime.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "backend.h"
+#include "exports.h"
+#include "slab.h"
+
+#define CUDA_LANES 8
+
+/* A started copy waiting for its event; kept for reuse (with its event) once reported. */
+typedef struct done_rec {
+    cudaEvent_t ev;
+    gkv_copy_t *op;
+    struct done_rec *next;
+} done_rec_t;
+
+/* The started copies of one stream, oldest first (a stream runs its work in order). */
+typedef struct {
+    done_rec_t *head, *tail;
+} done_q_t;
+
+typedef struct {
+    gkv_backend_t base;
+    cudaMemPool_t pool;
+    cudaStream_t lanes[CUDA_LANES];
+    /* The shared lane (GKV_LANE_SHARED): allocations and copies handed to other processes.
+     * shared_work counts what was queued there, shared_fenced its value at the last fence;
+     * fences_done (set by the fences' callbacks) trails fences until they have all run. */
+    cudaStream_t shared;
+    uint64_t shared_work, shared_fenced, fences, shared_batches;
+    _Atomic uint64_t fences_done;
+    /* Batched small copies: their stream, an event recorded after each batch, how many batches
+     * were started, and up to which batch each lane already waits. */
+    cudaStream_t batch;
+    cudaEvent_t batch_ev;
+    /* Recorded on the shared lane for another device's copy from this one (copy_from). */
+    cudaEvent_t peer_ev;
+    uint64_t batches, lane_seen[CUDA_LANES];
+    /* Small values written by batches are carved from slab regions, allocated from the pool
+     * on the batch stream: a pool allocation each would cost a driver call and ~1 KiB of
+     * host memory per value. */
+    gkv_slab_t *slab;
+    uint64_t regions_made, regions_seen; /* slab regions allocated; as of the last adopt_copy */
+    bool pool_exported; /* the pool's handle went out once (share): its pointers export */
+    /* Exported allocations: their export data, and freed ones kept for the next allocation of
+     * the same size (exports.h says why). */
+    gkv_exports_t *exports;
+    /* Kept allocations are cleared as they are kept, on the shared lane, and zero_ev is
+     * recorded after the latest such clear (zero_pending until it has been seen complete): a
+     * CREATE that takes one finds it already zero, in the common case without waiting for the
+     * GPU. zero_taken: the kept allocation just handed out, which gkv_store_clear then need not
+     * clear again; zero_broken: a clear failed to queue, so every CREATE clears its own. */
+    cudaEvent_t zero_ev;
+    bool zero_pending, zero_broken;
+    uint64_t zero_taken;
+    /* Copies waiting to be reported by cuda_poll: a queue per lane, then the batch stream's. */
+    done_q_t done_q[CUDA_LANES + 1];
+    done_rec_t *spare;
+    int in_flight;
+} cuda_backend_t;
+
+/* The CUDA device each thread last made current (cudaSetDevice), -1 before any. */
+extern _Thread_local int gkv__cuda_current_device;
+
+/* b's backend with its device made current: a daemon with several devices (--devices) has a
+ * backend per device, and the runtime's calls act on the thread's current device. Costs a
+ * compare when it is current already. */
+static inline cuda_backend_t *gkv__cuda_on(gkv_backend_t *b)
+{
+    if (gkv__cuda_current_device != b->device && cudaSetDevice(b->device) == cudaSuccess)
+        gkv__cuda_current_device = b->device;
+    return (cuda_backend_t *)b;
+}
+
+/* The stream of a copy lane (GKV_LANE_SHARED, GKV_LANE_BATCH or a lane number). */
+static inline cudaStream_t gkv__cuda_lane(cuda_backend_t *c, int lane)
+{
+    if (lane == GKV_LANE_SHARED)
+        return c->shared;
+    return lane == GKV_LANE_BATCH ? c->batch : c->lanes[lane % CUDA_LANES];
+}
+
+/* Logs a failed CUDA call once, where it happened, and gives the code to pass up. */
+int gkv__cuda_fail(const char *what, cudaError_t e);
+
+/* backend_cuda_copy.c: the ops of backend.h that move bytes and report their completion. */
+int gkv__cuda_poll(gkv_backend_t *b);
+int gkv__cuda_copy_in(gkv_backend_t *b, gkv_devptr_t dst, uint64_t off, const void *src, size_t len,
+                      int lane, gkv_copy_t *op);
+int gkv__cuda_copy_out(gkv_backend_t *b, void *dst, gkv_devptr_t src, uint64_t off, size_t len,
+                       int lane, gkv_copy_t *op);
+int gkv__cuda_copy_batch(gkv_backend_t *b, void *buf, const gkv_piece_t *in, uint32_t nin,
+                         const gkv_piece_t *out, uint32_t nout, const gkv_bulk_t *bulk,
+                         uint32_t nbulk, gkv_copy_t *op);
+void gkv__cuda_batch_wait(gkv_backend_t *b);
+int gkv__cuda_copy_shared(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src, uint64_t len);
+int gkv__cuda_copy_from(gkv_backend_t *b, gkv_devptr_t dst, gkv_backend_t *from, gkv_devptr_t src,
+                        uint64_t len);
+int gkv__cuda_read_sync(gkv_backend_t *b, void *dst, gkv_devptr_t src, size_t len);
+int gkv__cuda_write_sync(gkv_backend_t *b, gkv_devptr_t dst, const void *src, size_t len);
+int gkv__cuda_zero_shared(gkv_backend_t *b, gkv_devptr_t p, uint64_t size);
+int gkv__cuda_fence_shared(gkv_backend_t *b, int after_batches, gkv_copy_t *op);
+/* Makes the shared lane wait for every batch started so far (one of them may write what the
+ * shared lane reads or hands out). Returns 0 or GKV_EIO. */
+int gkv__cuda_shared_after_batches(cuda_backend_t *c);
+
+#endif

@@ -1,0 +1,271 @@
+/* backend_cuda_copy.c: the cuda backend's copies (lanes, batches, the shared lane, between
+ * devices), their completions (an event after each, queried by the loop through poll) and the
+ * shared lane's fences (cudaLaunchHostFunc). backend_cuda.c has the rest. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_cuda.h"
+#include "backend_cuda_batch.h"
+#include "error.h"
+#include "log.h"
+
+/* Queues op's report (by cuda_poll) after the work queued on s so far (q: s's queue).
+ * Returns 0, GKV_ENOMEM or GKV_EIO (op will then not be reported). */
+static int report_after(cuda_backend_t *c, cudaStream_t s, done_q_t *q, gkv_copy_t *op)
+{
+    done_rec_t *r = c->spare;
+    cudaError_t e;
+    if (r) {
+        c->spare = r->next;
+    } else {
+        if (!(r = calloc(1, sizeof(*r))))
+            return GKV_ENOMEM;
+        if ((e = cudaEventCreateWithFlags(&r->ev, cudaEventDisableTiming)) != cudaSuccess) {
+            free(r);
+            return gkv__cuda_fail("cudaEventCreate (copy completion)", e);
+        }
+    }
+    if ((e = cudaEventRecord(r->ev, s)) != cudaSuccess) {
+        r->next = c->spare;
+        c->spare = r;
+        return gkv__cuda_fail("cudaEventRecord (copy completion)", e);
+    }
+    r->op = op;
+    r->next = NULL;
+    if (q->tail)
+        q->tail->next = r;
+    else
+        q->head = r;
+    q->tail = r;
+    c->in_flight++;
+    return 0;
+}
+
+int gkv__cuda_poll(gkv_backend_t *b)
+{
+    cuda_backend_t *c = gkv__cuda_on(b);
+    for (int i = 0; i <= CUDA_LANES; i++) {
+        done_q_t *q = &c->done_q[i];
+        done_rec_t *r;
+        /* done may start copies: they join the queues' tails and are looked at in turn. */
+        while ((r = q->head)) {
+            cudaError_t e = cudaEventQuery(r->ev);
+            if (e == cudaErrorNotReady)
+                break;
+            if (!(q->head = r->next))
+                q->tail = NULL;
+            c->in_flight--;
+            gkv_copy_t *op = r->op;
+            r->next = c->spare;
+            c->spare = r;
+            op->done(op, e == cudaSuccess ? 0 : gkv__cuda_fail("a copy", e));
+        }
+    }
+    return c->in_flight;
+}
+
+static int cuda_copy(cuda_backend_t *c, void *dst, const void *src, size_t len,
+                     enum cudaMemcpyKind kind, int lane, gkv_copy_t *op)
+{
+    int l = lane % CUDA_LANES;
+    cudaStream_t s = c->lanes[l];
+    cudaError_t e;
+    if (c->lane_seen[l] != c->batches) {
+        /* A value a batch wrote may be published before the batch ran: wait for it. */
+        if ((e = cudaStreamWaitEvent(s, c->batch_ev, 0)) != cudaSuccess)
+            return gkv__cuda_fail("cudaStreamWaitEvent", e);
+        c->lane_seen[l] = c->batches;
+    }
+    e = cudaMemcpyAsync(dst, src, len, kind, s);
+    if (e != cudaSuccess)
+        return gkv__cuda_fail("cudaMemcpyAsync", e);
+    int rc = report_after(c, s, &c->done_q[l], op);
+    if (rc) /* the copy is queued but nobody would hear of its end: wait for it here, once */
+        cudaStreamSynchronize(s);
+    return rc;
+}
+
+int gkv__cuda_copy_in(gkv_backend_t *b, gkv_devptr_t dst, uint64_t off, const void *src, size_t len,
+                      int lane, gkv_copy_t *op)
+{
+    return cuda_copy(gkv__cuda_on(b), (uint8_t *)(uintptr_t)dst.v + off, src, len,
+                     cudaMemcpyHostToDevice, lane, op);
+}
+
+int gkv__cuda_copy_out(gkv_backend_t *b, void *dst, gkv_devptr_t src, uint64_t off, size_t len,
+                       int lane, gkv_copy_t *op)
+{
+    return cuda_copy(gkv__cuda_on(b), dst, (const uint8_t *)(uintptr_t)src.v + off, len,
+                     cudaMemcpyDeviceToHost, lane, op);
+}
+
+int gkv__cuda_copy_batch(gkv_backend_t *b, void *buf, const gkv_piece_t *in, uint32_t nin,
+                         const gkv_piece_t *out, uint32_t nout, const gkv_bulk_t *bulk,
+                         uint32_t nbulk, gkv_copy_t *op)
+{
+    cuda_backend_t *c = gkv__cuda_on(b);
+    cudaError_t e = cudaSuccess;
+    for (uint32_t i = 0; i < nbulk && e == cudaSuccess; i++)
+        e = cudaMemcpyAsync((void *)(uintptr_t)bulk[i].dev, bulk[i].host, bulk[i].len,
+                            cudaMemcpyHostToDevice, c->batch);
+    if (e != cudaSuccess) {
+        int rc = gkv__cuda_fail("cudaMemcpyAsync (a batch's bulk copy)", e);
+        cudaStreamSynchronize(c->batch); /* those queued before must not outlive the buffers */
+        return rc;
+    }
+    e = gkv_cuda_batch_launch(in, nin, out, nout, buf, c->batch);
+    if (e != cudaSuccess) {
+        int rc = gkv__cuda_fail("the batch copy kernel", e);
+        cudaStreamSynchronize(c->batch);
+        return rc;
+    }
+    if ((e = cudaEventRecord(c->batch_ev, c->batch)) != cudaSuccess) {
+        int rc = gkv__cuda_fail("cudaEventRecord", e);
+        cudaStreamSynchronize(c->batch);
+        return rc;
+    }
+    c->batches++;
+    int rc = report_after(c, c->batch, &c->done_q[CUDA_LANES], op);
+    if (rc)
+        cudaStreamSynchronize(c->batch);
+    return rc;
+}
+
+void gkv__cuda_batch_wait(gkv_backend_t *b)
+{
+    cuda_backend_t *c = gkv__cuda_on(b);
+    cudaError_t e;
+    if (c->batches && (e = cudaEventSynchronize(c->batch_ev)) != cudaSuccess)
+        gkv__cuda_fail("waiting for a batch", e);
+}
+
+/* Makes the shared lane wait for every batch started so far (one of them may write what the
+ * shared lane reads or hands out). */
+int gkv__cuda_shared_after_batches(cuda_backend_t *c)
+{
+    if (c->shared_batches == c->batches)
+        return 0;
+    cudaError_t e = cudaStreamWaitEvent(c->shared, c->batch_ev, 0);
+    if (e != cudaSuccess)
+        return gkv__cuda_fail("cudaStreamWaitEvent (shared lane)", e);
+    c->shared_batches = c->batches;
+    c->shared_work++;
+    return 0;
+}
+
+int gkv__cuda_copy_shared(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src, uint64_t len)
+{
+    cuda_backend_t *c = gkv__cuda_on(b);
+    int rc = gkv__cuda_shared_after_batches(c);
+    if (rc)
+        return rc;
+    cudaError_t e = cudaMemcpyAsync((void *)(uintptr_t)dst.v, (const void *)(uintptr_t)src.v, len,
+                                    cudaMemcpyDeviceToDevice, c->shared);
+    if (e != cudaSuccess)
+        return gkv__cuda_fail("copying a value on the device", e);
+    c->shared_work++;
+    return 0;
+}
+
+/* The copy follows the source's shared lane (and its batches) through an event there, and runs
+ * on this device's shared lane. cudaMemcpyPeerAsync copies directly when the GPUs reach each
+ * other (NVLink or PCIe peer access) and through host memory otherwise; both are the driver's
+ * choice. */
+int gkv__cuda_copy_from(gkv_backend_t *b, gkv_devptr_t dst, gkv_backend_t *from, gkv_devptr_t src,
+                        uint64_t len)
+{
+    cuda_backend_t *s = gkv__cuda_on(from);
+    int rc = gkv__cuda_shared_after_batches(s);
+    if (rc)
+        return rc;
+    cudaError_t e = cudaEventRecord(s->peer_ev, s->shared);
+    if (e != cudaSuccess)
+        return gkv__cuda_fail("cudaEventRecord (copy between devices)", e);
+    cuda_backend_t *c = gkv__cuda_on(b);
+    if ((rc = gkv__cuda_shared_after_batches(c)))
+        return rc;
+    if ((e = cudaStreamWaitEvent(c->shared, s->peer_ev, 0)) != cudaSuccess)
+        return gkv__cuda_fail("cudaStreamWaitEvent (copy between devices)", e);
+    e = cudaMemcpyPeerAsync((void *)(uintptr_t)dst.v, b->device, (const void *)(uintptr_t)src.v,
+                            from->device, len, c->shared);
+    if (e != cudaSuccess)
+        return gkv__cuda_fail("cudaMemcpyPeerAsync (copy between devices)", e);
+    c->shared_work++;
+    return 0;
+}
+
+/* On the legacy default stream of the calling thread: the value was written by work that has
+ * run (batch_wait), and its allocation long before. */
+int gkv__cuda_read_sync(gkv_backend_t *b, void *dst, gkv_devptr_t src, size_t len)
+{
+    (void)gkv__cuda_on(b);
+    cudaError_t e = cudaMemcpy(dst, (const void *)(uintptr_t)src.v, len, cudaMemcpyDeviceToHost);
+    return e == cudaSuccess ? 0 : gkv__cuda_fail("reading a value for a snapshot", e);
+}
+
+/* On the shared lane, where dst was allocated (stream order), then waited for. */
+int gkv__cuda_write_sync(gkv_backend_t *b, gkv_devptr_t dst, const void *src, size_t len)
+{
+    cuda_backend_t *c = gkv__cuda_on(b);
+    cudaError_t e =
+        cudaMemcpyAsync((void *)(uintptr_t)dst.v, src, len, cudaMemcpyHostToDevice, c->shared);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(c->shared);
+    return e == cudaSuccess ? 0 : gkv__cuda_fail("writing a value from a snapshot", e);
+}
+
+/* On the GPU, in stream order: the loop only queues it (H100: about 0.4 ms per GiB), but the
+ * reply's fence waits for it, and the daemon's GPU work waits for the GPU to switch from the
+ * client's context (~0.35 ms on the H200 when the client has just used the GPU). A kept
+ * allocation just taken was cleared when it was kept: nothing to queue. */
+int gkv__cuda_zero_shared(gkv_backend_t *b, gkv_devptr_t p, uint64_t size)
+{
+    cuda_backend_t *c = gkv__cuda_on(b);
+    if (p.v == c->zero_taken && !c->zero_broken) {
+        c->zero_taken = 0;
+        return 0;
+    }
+    cudaError_t e = cudaMemsetAsync((void *)(uintptr_t)p.v, 0, size, c->shared);
+    if (e != cudaSuccess)
+        return gkv__cuda_fail("cudaMemsetAsync (clearing a new value)", e);
+    c->shared_work++;
+    return 0;
+}
+
+typedef struct {
+    cuda_backend_t *c;
+    gkv_copy_t *op;
+} fence_t;
+
+static void CUDART_CB fence_finished(void *arg)
+{
+    fence_t *f = arg;
+    gkv_copy_t *op = f->op;
+    atomic_fetch_add(&f->c->fences_done, 1);
+    free(f);
+    op->done(op, 0);
+}
+
+int gkv__cuda_fence_shared(gkv_backend_t *b, int after_batches, gkv_copy_t *op)
+{
+    cuda_backend_t *c = gkv__cuda_on(b);
+    int rc = after_batches ? gkv__cuda_shared_after_batches(c) : 0;
+    if (rc)
+        return rc;
+    /* Nothing queued since the last fence, and that fence has run: nothing to wait for. */
+    if (c->shared_fenced == c->shared_work && atomic_load(&c->fences_done) == c->fences)
+        return 1;
+    fence_t *f = malloc(sizeof(*f));
+    if (!f)
+        return GKV_ENOMEM;
+    *f = (fence_t){c, op};
+    cudaError_t e = cudaLaunchHostFunc(c->shared, fence_finished, f);
+    if (e != cudaSuccess) {
+        free(f);
+        return gkv__cuda_fail("cudaLaunchHostFunc (shared lane)", e);
+    }
+    c->shared_fenced = c->shared_work;
+    c->fences++;
+    return 0;
+}
