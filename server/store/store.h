@@ -29,11 +29,11 @@ typedef struct {
  * a device's memory). */
 typedef struct gkv_entry {
     uint32_t refs;
-    uint32_t access;      /* when last read or written, for eviction (evict.h) */
-    uint64_t size : 56;   /* bytes */
-    uint64_t dev : 8;     /* the store's device whose memory mem is (moves with mem) */
-    gkv_devptr_t mem;     /* unset when size is 0 */
-    gkv_extras_t *x;      /* owned, NULL without metadata */
+    uint32_t access;    /* when last read or written, for eviction (evict.h) */
+    uint64_t size : 56; /* bytes */
+    uint64_t dev : 8;   /* the store's device whose memory mem is (moves with mem) */
+    gkv_devptr_t mem;   /* unset when size is 0 */
+    gkv_extras_t *x;    /* owned, NULL without metadata */
 } gkv_entry_t;
 _Static_assert(sizeof(gkv_entry_t) == 32, "an entry stays 32 bytes (S4)");
 

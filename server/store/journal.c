@@ -35,8 +35,8 @@ enum { PUT = 1, DEL = 2, FLUSH = 3, DEV = 4 };
 struct gkv_journal {
     int fd;
     uint8_t *map;
-    size_t cap;     /* bytes mapped (the memfd's size) */
-    uint64_t used;  /* bytes of records */
+    size_t cap;                      /* bytes mapped (the memfd's size) */
+    uint64_t used;                   /* bytes of records */
     uint64_t pins[GKV_JOURNAL_PINS]; /* positions held (gkv_journal_pin), npins of them */
     unsigned npins;
     bool broken;

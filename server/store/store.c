@@ -1,6 +1,4 @@
 /* store.c: entry lifetime and accounting. */
-#include "store.h"
-
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,11 +6,7 @@
 #include "error.h"
 #include "hash.h"
 #include "journal.h"
-
-static bool has_deadline(const gkv_entry_t *e)
-{
-    return e->x && e->x->expire_at;
-}
+#include "store_impl.h"
 
 int gkv_store_init(gkv_store_t *st, gkv_backend_t *be, uint64_t limit)
 {
@@ -73,48 +67,13 @@ static uint32_t next_random(gkv_store_t *st)
     return (uint32_t)(gkv_xorshift64(&st->rng) >> 32);
 }
 
-/* The journal's record that e's key is gone. */
-static void key_del(gkv_store_t *st, const gkv_entry_t *e)
-{
-    size_t klen;
-    const uint8_t *key = gkv_store_key(st, e, &klen);
-    (void)gkv_journal_del(st->journal, key, (uint32_t)klen);
-}
-
-/* The journal's record of e (linked) as it is now. */
-static void journal_put(gkv_store_t *st, const gkv_entry_t *e)
-{
-    if (!st->journal)
-        return;
-    size_t klen, exp_len = 0;
-    uint32_t meta_len;
-    uint8_t exp[GKV_EXPORT_MAX];
-    gkv_jrec_t r = {.size = e->size, .addr = e->size ? e->mem.v : 0, .dev = e->dev};
-    gkv_backend_t *be = st->dev[e->dev].be;
-    if (e->size &&
-        be->ops->origin(be, e->mem, e->size, &r.base, &r.base_size, exp, sizeof(exp), &exp_len)) {
-        /* The successor could not find it: recorded as gone rather than wrongly. */
-        key_del(st, e);
-        return;
-    }
-    r.exp = exp;
-    r.exp_len = (uint32_t)exp_len;
-    r.key = gkv_store_key(st, e, &klen);
-    r.klen = (uint32_t)klen;
-    r.meta = gkv_entry_meta(e, &meta_len);
-    r.meta_len = meta_len;
-    if (has_deadline(e))
-        r.expire_unix_ms = gkv_store_deadline_unix(st, e, gkv_wall_clock_ms());
-    (void)gkv_journal_put(st->journal, &r); /* failing: broken, which INFO reports */
-}
-
 /* Unlinks the linked entry e and drops the index's reference. */
-static void unlink_entry(gkv_store_t *st, gkv_entry_t *e)
+void gkv__store_unlink(gkv_store_t *st, gkv_entry_t *e)
 {
     if (st->journal)
-        key_del(st, e);
+        gkv__store_journal_del(st, e);
     gkv_index_unlink_node(st->ix, e);
-    if (has_deadline(e))
+    if (gkv__store_has_deadline(e))
         gkv_ttl_remove(&st->ttl, e);
     count_linked(st, e, -1);
     gkv_store_unref(st, e);
@@ -124,7 +83,7 @@ static void unlink_entry(gkv_store_t *st, gkv_entry_t *e)
 static void evict(gkv_store_t *st, gkv_entry_t *e)
 {
     st->stats.evicted++;
-    unlink_entry(st, e);
+    gkv__store_unlink(st, e);
 }
 
 #define EVICT_SCAN 65536u /* keys looked at when sampling found no candidate */
@@ -304,8 +263,8 @@ int gkv_store_entry_new(gkv_store_t *st, unsigned dev, const void *key, size_t k
 
 /* Gives e extras holding meta (borrowed) and the deadline expire_at, or none when both are
  * empty; e is not in the TTL heap. Returns 0 or GKV_ENOMEM (e unchanged). */
-static int set_extras(gkv_store_t *st, gkv_entry_t *e, const void *meta, uint32_t meta_len,
-                      uint64_t expire_at)
+int gkv__store_set_extras(gkv_store_t *st, gkv_entry_t *e, const void *meta, uint32_t meta_len,
+                          uint64_t expire_at)
 {
     gkv_extras_t *x = NULL;
     if (meta_len || expire_at) {
@@ -329,20 +288,20 @@ static int set_extras(gkv_store_t *st, gkv_entry_t *e, const void *meta, uint32_
 
 int gkv_store_entry_renew(gkv_store_t *st, gkv_entry_t *e, const void *meta, uint32_t meta_len)
 {
-    return set_extras(st, e, meta, meta_len, e->x ? e->x->expire_at : 0);
+    return gkv__store_set_extras(st, e, meta, meta_len, e->x ? e->x->expire_at : 0);
 }
 
 int gkv_store_entry_reset(gkv_store_t *st, gkv_entry_t *e)
 {
     gkv_hostcopy_drop(&st->hc, e); /* its memory takes a new value next */
-    return set_extras(st, e, NULL, 0, 0);
+    return gkv__store_set_extras(st, e, NULL, 0, 0);
 }
 
 int gkv_store_entry_ttl(gkv_store_t *st, gkv_entry_t *e, uint64_t ttl_ms)
 {
     uint32_t meta_len;
     const uint8_t *meta = gkv_entry_meta(e, &meta_len);
-    return set_extras(st, e, meta, meta_len, st->now_ms + ttl_ms);
+    return gkv__store_set_extras(st, e, meta, meta_len, st->now_ms + ttl_ms);
 }
 
 void gkv_store_ref(gkv_entry_t *e)
@@ -350,14 +309,7 @@ void gkv_store_ref(gkv_entry_t *e)
     e->refs++;
 }
 
-struct gkv_limbo {
-    uint64_t tag; /* the journal's length when the memory was freed */
-    gkv_devptr_t mem;
-    uint64_t size;
-    unsigned dev;
-};
-
-static void free_memory(gkv_store_t *st, unsigned dev, gkv_devptr_t mem, uint64_t size)
+void gkv__store_free_memory(gkv_store_t *st, unsigned dev, gkv_devptr_t mem, uint64_t size)
 {
     gkv_store_dev_t *d = &st->dev[dev];
     if (size)
@@ -366,71 +318,13 @@ static void free_memory(gkv_store_t *st, unsigned dev, gkv_devptr_t mem, uint64_
     st->used -= size;
 }
 
-/* Holds the memory back while the journal's last records wait to commit; false when it need
- * not wait, or when host memory to remember it is short: the memory is then freed now, and
- * the journal is marked broken (the fd store then leaves systemd's store, fdstore.c). */
-static bool into_limbo(gkv_store_t *st, const gkv_entry_t *e)
-{
-    if (!st->journal || !e->size ||
-        gkv_journal_committed(st->journal) == gkv_journal_used(st->journal))
-        return false;
-    if (st->nlimbo == st->limbo_cap) {
-        if (st->limbo_head) { /* slide the live part down first */
-            memmove(st->limbo, st->limbo + st->limbo_head,
-                    (st->nlimbo - st->limbo_head) * sizeof(*st->limbo));
-            st->nlimbo -= st->limbo_head;
-            st->limbo_head = 0;
-        }
-        if (st->nlimbo == st->limbo_cap) {
-            size_t cap = st->limbo_cap ? st->limbo_cap * 2 : 64;
-            struct gkv_limbo *l = realloc(st->limbo, cap * sizeof(*l));
-            if (!l) {
-                gkv_journal_break(st->journal);
-                return false;
-            }
-            st->limbo = l;
-            st->limbo_cap = cap;
-        }
-    }
-    st->limbo[st->nlimbo++] =
-        (struct gkv_limbo){gkv_journal_used(st->journal), e->mem, e->size, e->dev};
-    st->limbo_bytes += e->size;
-    return true;
-}
-
-int gkv_store_journal_all(gkv_store_t *st, gkv_journal_t *j)
-{
-    gkv_journal_t *own = st->journal;
-    st->journal = j;
-    for (const gkv_inode_t *in = gkv_index_seek(st->ix, "", 0); in;
-         in = gkv_index_next(st->ix, in)) {
-        gkv_entry_t *e = gkv_inode_val(st->ix, in);
-        if (gkv_store_alive(st, e))
-            journal_put(st, e);
-    }
-    st->journal = own;
-    return gkv_journal_broken(j) ? GKV_ESYS : 0;
-}
-
-void gkv_store_journal_committed(gkv_store_t *st)
-{
-    uint64_t upto = st->journal ? gkv_journal_committed(st->journal) : UINT64_MAX;
-    while (st->limbo_head < st->nlimbo && st->limbo[st->limbo_head].tag <= upto) {
-        struct gkv_limbo *l = &st->limbo[st->limbo_head++];
-        free_memory(st, l->dev, l->mem, l->size);
-        st->limbo_bytes -= l->size;
-    }
-    if (st->limbo_head == st->nlimbo)
-        st->limbo_head = st->nlimbo = 0;
-}
-
 void gkv_store_unref(gkv_store_t *st, gkv_entry_t *e)
 {
     if (--e->refs)
         return;
     gkv_hostcopy_drop(&st->hc, e);
-    if (!into_limbo(st, e))
-        free_memory(st, e->dev, e->mem, e->size);
+    if (!gkv__store_into_limbo(st, e))
+        gkv__store_free_memory(st, e->dev, e->mem, e->size);
     size_t klen;
     gkv_store_key(st, e, &klen);
     st->host_bytes -= host_cost(klen, 0) + extras_cost(e->x);
@@ -453,24 +347,24 @@ const uint8_t *gkv_entry_meta(const gkv_entry_t *e, uint32_t *len)
 /* Links e under its key with the index's reference (and e's deadline in the TTL heap),
  * dropping the index's reference on the entry it replaces. Returns 0 or GKV_ENOMEM (nothing
  * changed). */
-static int link_entry(gkv_store_t *st, gkv_entry_t *e)
+int gkv__store_link(gkv_store_t *st, gkv_entry_t *e)
 {
     void *old;
-    if (has_deadline(e) && gkv_ttl_add(&st->ttl, e))
+    if (gkv__store_has_deadline(e) && gkv_ttl_add(&st->ttl, e))
         return GKV_ENOMEM;
     gkv_store_ref(e);
     if (gkv_index_link(st->ix, e, &old)) {
         e->refs--;
-        if (has_deadline(e))
+        if (gkv__store_has_deadline(e))
             gkv_ttl_remove(&st->ttl, e);
         return GKV_ENOMEM;
     }
     e->access = gkv_access_new(st->policy, st->now_ms);
     count_linked(st, e, 1);
-    journal_put(st, e);
+    gkv__store_journal_put(st, e);
     if (old) {
         gkv_entry_t *o = old;
-        if (has_deadline(o))
+        if (gkv__store_has_deadline(o))
             gkv_ttl_remove(&st->ttl, o);
         count_linked(st, o, -1);
         gkv_store_unref(st, o);
@@ -494,11 +388,11 @@ int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags, gkv_entry
     if (cur && cur->refs == 1) {
         /* Nothing but the index uses the current entry: move the new value into it, in place,
          * and leave the old value with e (freed when its owner lets go). Replacing the node
-         * would cost a walk down the radix tree and a hash lookup; this costs none. The deadline moves with the
-         * value: the old one leaves the TTL heap, the new one (if any) joins it. */
-        if (has_deadline(e) && gkv_ttl_reserve(&st->ttl))
+         * would cost a walk down the radix tree and a hash lookup; this costs none. The deadline
+         * moves with the value: the old one leaves the TTL heap, the new one (if any) joins it. */
+        if (gkv__store_has_deadline(e) && gkv_ttl_reserve(&st->ttl))
             return GKV_ENOMEM;
-        if (has_deadline(cur))
+        if (gkv__store_has_deadline(cur))
             gkv_ttl_remove(&st->ttl, cur);
         gkv_hostcopy_drop(&st->hc, cur); /* its bytes change */
         uint64_t size = cur->size;
@@ -516,42 +410,37 @@ int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags, gkv_entry
         e->x = x;
         e->dev = dev;
         cur->access = gkv_access_touch(st->policy, cur->access, st->now_ms, next_random(st));
-        if (has_deadline(cur))
+        if (gkv__store_has_deadline(cur))
             (void)gkv_ttl_add(&st->ttl, cur); /* room was reserved above: cannot fail */
-        journal_put(st, cur);
+        gkv__store_journal_put(st, cur);
         if (holder)
             *holder = cur;
         st->stats.sets++;
         return 0;
     }
-    if (link_entry(st, e))
+    if (gkv__store_link(st, e))
         return GKV_ENOMEM;
     st->stats.sets++;
     return 0;
 }
 
-uint64_t gkv_store_deadline_unix(const gkv_store_t *st, const gkv_entry_t *e, uint64_t now_unix_ms)
-{
-    return has_deadline(e) ? now_unix_ms + (e->x->expire_at - st->now_ms) : 0;
-}
-
 bool gkv_store_alive(const gkv_store_t *st, const gkv_entry_t *e)
 {
-    return !has_deadline(e) || e->x->expire_at > st->now_ms;
+    return !gkv__store_has_deadline(e) || e->x->expire_at > st->now_ms;
 }
 
 /* e is linked and past its deadline: it goes. */
-static void expire(gkv_store_t *st, gkv_entry_t *e)
+void gkv__store_expire_one(gkv_store_t *st, gkv_entry_t *e)
 {
     st->stats.expired++;
-    unlink_entry(st, e);
+    gkv__store_unlink(st, e);
 }
 
 gkv_entry_t *gkv_store_find(gkv_store_t *st, const void *key, size_t klen)
 {
     gkv_entry_t *e = gkv_index_get(st->ix, key, klen);
     if (e && !gkv_store_alive(st, e)) {
-        expire(st, e);
+        gkv__store_expire_one(st, e);
         return NULL;
     }
     return e;
@@ -575,7 +464,7 @@ int gkv_store_del(gkv_store_t *st, const void *key, size_t klen)
     if (!e)
         return 0;
     st->stats.dels++;
-    unlink_entry(st, e);
+    gkv__store_unlink(st, e);
     return 1;
 }
 
@@ -588,125 +477,4 @@ void gkv_store_flush(gkv_store_t *st)
     st->linked_bytes = 0;
     for (unsigned i = 0; i < st->ndev; i++)
         st->dev[i].linked_bytes = st->dev[i].keys = 0;
-}
-
-int gkv_store_expire(gkv_store_t *st, const void *key, size_t klen, uint64_t ttl_ms)
-{
-    gkv_entry_t *e = gkv_store_find(st, key, klen);
-    if (!e)
-        return 0;
-    bool member = has_deadline(e);
-    if (!member) {
-        uint32_t meta_len;
-        const uint8_t *meta = gkv_entry_meta(e, &meta_len);
-        if (set_extras(st, e, meta, meta_len, st->now_ms + ttl_ms))
-            return GKV_ENOMEM;
-        if (gkv_ttl_add(&st->ttl, e)) {
-            e->x->expire_at = 0;
-            return GKV_ENOMEM;
-        }
-        journal_put(st, e);
-        return 1;
-    }
-    gkv_ttl_remove(&st->ttl, e);
-    e->x->expire_at = st->now_ms + ttl_ms;
-    (void)gkv_ttl_add(&st->ttl, e); /* it was a member: there is room */
-    journal_put(st, e);
-    return 1;
-}
-
-int gkv_store_persist(gkv_store_t *st, const void *key, size_t klen)
-{
-    gkv_entry_t *e = gkv_store_find(st, key, klen);
-    if (!e)
-        return GKV_ENOTFOUND;
-    if (!has_deadline(e))
-        return 0;
-    gkv_ttl_remove(&st->ttl, e);
-    e->x->expire_at = 0;
-    journal_put(st, e);
-    return 1;
-}
-
-int gkv_store_ttl(gkv_store_t *st, const void *key, size_t klen, uint64_t *left)
-{
-    gkv_entry_t *e = gkv_store_find(st, key, klen);
-    if (!e)
-        return GKV_ENOTFOUND;
-    *left = has_deadline(e) ? e->x->expire_at - st->now_ms : UINT64_MAX;
-    return 0;
-}
-
-uint32_t gkv_store_reap(gkv_store_t *st, uint32_t limit)
-{
-    uint32_t n = 0;
-    gkv_entry_t *e;
-    while (n < limit && (e = gkv_ttl_top(&st->ttl)) && e->x->expire_at <= st->now_ms) {
-        expire(st, e);
-        n++;
-    }
-    return n;
-}
-
-uint64_t gkv_store_next_deadline(const gkv_store_t *st)
-{
-    gkv_entry_t *e = gkv_ttl_top(&st->ttl);
-    return e ? e->x->expire_at : 0;
-}
-
-int gkv_store_export(gkv_store_t *st, const gkv_entry_t *e, uint8_t *buf, size_t cap,
-                     uint32_t *len)
-{
-    size_t n = 0;
-    gkv_backend_t *be = gkv_store_be(st, e);
-    int rc = e->size ? be->ops->export_ptr(be, e->mem, e->size, buf, cap, &n) : 0;
-    *len = (uint32_t)n;
-    return rc;
-}
-
-int gkv_store_clear(gkv_store_t *st, gkv_entry_t *e)
-{
-    gkv_backend_t *be = gkv_store_be(st, e);
-    return e->size ? be->ops->zero_shared(be, e->mem, e->size) : 0;
-}
-
-bool gkv_store_exportable(const gkv_store_t *st, const gkv_entry_t *e)
-{
-    gkv_backend_t *be = gkv_store_be(st, e);
-    return !e->size || be->ops->exportable(be, e->mem);
-}
-
-int gkv_store_copy_begin(gkv_store_t *st, gkv_entry_t *e, unsigned dev, gkv_entry_t **copy)
-{
-    size_t klen;
-    uint32_t meta_len;
-    const uint8_t *key = gkv_store_key(st, e, &klen);
-    const uint8_t *meta = gkv_entry_meta(e, &meta_len);
-    gkv_entry_t *n;
-    int rc = gkv_store_entry_new(st, dev, key, klen, e->size, meta, meta_len, GKV_LANE_SHARED, &n);
-    if (rc)
-        return rc;
-    if (has_deadline(e) && (rc = set_extras(st, n, meta, meta_len, e->x->expire_at))) {
-        gkv_store_unref(st, n);
-        return rc;
-    }
-    gkv_backend_t *to = gkv_store_be(st, n), *from = gkv_store_be(st, e);
-    if (e->size && (rc = to == from ? to->ops->copy_shared(to, n->mem, e->mem, e->size)
-                                    : to->ops->copy_from(to, n->mem, from, e->mem, e->size))) {
-        gkv_store_unref(st, n);
-        return rc;
-    }
-    *copy = n;
-    return 0;
-}
-
-bool gkv_store_copy_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *copy)
-{
-    size_t klen;
-    const uint8_t *key = gkv_store_key(st, e, &klen);
-    if (gkv_index_get(st->ix, key, klen) != e || !gkv_store_alive(st, e))
-        return false;
-    /* Linked as it is, never moved into e in place (publish's shortcut): the caller's lease
-     * may hold copy's memory, which another process has been told about. */
-    return link_entry(st, copy) == 0; /* out of memory: the key keeps e */
 }

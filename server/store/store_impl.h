@@ -1,0 +1,48 @@
+/* store_impl.h: what the store's files share (not an interface of the store): store.c keeps
+ * entries, their accounting and the index; store_ttl.c deadlines; store_journal.c the journal's
+ * records and the memory held back for them; store_share.c what zero-copy asks. */
+#ifndef GKV_STORE_STORE_IMPL_H
+#define GKV_STORE_STORE_IMPL_H
+
+#include "store.h"
+
+/* Value memory freed while the journal's last records wait to commit (store_journal.c). */
+struct gkv_limbo {
+    uint64_t tag; /* the journal's length when the memory was freed */
+    gkv_devptr_t mem;
+    uint64_t size;
+    unsigned dev;
+};
+
+static inline bool gkv__store_has_deadline(const gkv_entry_t *e)
+{
+    return e->x && e->x->expire_at;
+}
+
+/* store.c. */
+/* Unlinks the linked entry e and drops the index's reference. */
+void gkv__store_unlink(gkv_store_t *st, gkv_entry_t *e);
+/* e is linked and past its deadline: it goes (counted as expired). */
+void gkv__store_expire_one(gkv_store_t *st, gkv_entry_t *e);
+/* Links e under its key with the index's reference (and e's deadline in the TTL heap),
+ * dropping the index's reference on the entry it replaces. Returns 0 or GKV_ENOMEM (nothing
+ * changed). */
+int gkv__store_link(gkv_store_t *st, gkv_entry_t *e);
+/* Gives e extras holding meta (borrowed) and the deadline expire_at, or none when both are
+ * empty; e is not in the TTL heap. Returns 0 or GKV_ENOMEM (e unchanged). */
+int gkv__store_set_extras(gkv_store_t *st, gkv_entry_t *e, const void *meta, uint32_t meta_len,
+                          uint64_t expire_at);
+/* Gives size bytes at mem back to device dev's backend and accounting. */
+void gkv__store_free_memory(gkv_store_t *st, unsigned dev, gkv_devptr_t mem, uint64_t size);
+
+/* store_journal.c. */
+/* The journal's record of e (linked) as it is now; nothing without a journal. */
+void gkv__store_journal_put(gkv_store_t *st, const gkv_entry_t *e);
+/* The journal's record that e's key is gone. */
+void gkv__store_journal_del(gkv_store_t *st, const gkv_entry_t *e);
+/* Holds e's memory back while the journal's last records wait to commit; false when it need
+ * not wait, or when host memory to remember it is short: the memory is then freed now, and
+ * the journal is marked broken (the fd store then leaves systemd's store). */
+bool gkv__store_into_limbo(gkv_store_t *st, const gkv_entry_t *e);
+
+#endif
