@@ -14,7 +14,7 @@
 static void share_devices(gkv_server_t *srv, unsigned n, gkv_reply_t *rep, char *why, size_t cap)
 {
     for (unsigned i = 0; i < n; i++) {
-        gkv_backend_t *be = srv->dev[i].be;
+        gkv_backend_t *be = srv->devs.dev[i].be;
         if (be->ops->share(be, &rep->fds[i], why, cap) != 0) {
             while (i)
                 close(rep->fds[--i]);
@@ -22,7 +22,7 @@ static void share_devices(gkv_server_t *srv, unsigned n, gkv_reply_t *rep, char 
         }
     }
     rep->nfds = n;
-    rep->zc_every_gpu = n == srv->ndev;
+    rep->zc_every_gpu = n == srv->devs.n;
 }
 
 int gkv_cmd_hello(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
@@ -47,13 +47,13 @@ int gkv_cmd_hello(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     gkv_reply_ok(w, req->id);
     gkv_wr_uint(w, GKV_F_VERSION, rep->version);
     gkv_wr_str(w, GKV_F_SERVER, GKV_VERSION_STRING);
-    gkv_backend_t *be = srv->dev[0].be; /* the first GPU stands for all in the one-GPU fields */
+    gkv_backend_t *be = srv->devs.dev[0].be; /* the first GPU stands for all in the one-GPU fields */
     gkv_wr_str(w, GKV_F_BACKEND, be->name);
     gkv_wr_int(w, GKV_F_DEVICE, be->device);
     size_t pos = gkv_wr_array_begin(w, GKV_F_GPUS);
     uint32_t n = 0;
-    for (unsigned i = 0; i < srv->ndev; i++) {
-        const char *uuid = srv->dev[i].be->gpu_uuid;
+    for (unsigned i = 0; i < srv->devs.n; i++) {
+        const char *uuid = srv->devs.dev[i].be->gpu_uuid;
         if (!uuid[0])
             continue;
         msgpack_pack_str(&w->pk, strlen(uuid));
@@ -73,7 +73,7 @@ int gkv_cmd_hello(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
                  "the host backend would share its whole arena; start gpukvd "
                  "with --host-zero-copy yes to allow it");
     else
-        share_devices(srv, req->zero_copy == GKV_ZC_EVERY_GPU ? srv->ndev : 1, rep, why,
+        share_devices(srv, req->zero_copy == GKV_ZC_EVERY_GPU ? srv->devs.n : 1, rep, why,
                       sizeof(why));
     gkv_wr_str(w, GKV_F_ZC, rep->nfds ? be->share_mechanism : "none");
     gkv_wr_str(w, GKV_F_ZC_WHY, why);
@@ -141,9 +141,9 @@ static uint64_t evictable_estimate(const gkv_server_t *srv)
 static int info_gpus(const gkv_server_t *srv, char *text, size_t cap)
 {
     const gkv_store_t *st = &srv->store;
-    int n = snprintf(text, cap, "# GPUs\r\ngpus:%u\r\n", srv->ndev);
-    for (unsigned i = 0; i < srv->ndev && n >= 0 && (size_t)n < cap; i++) {
-        const gkv_backend_t *be = srv->dev[i].be;
+    int n = snprintf(text, cap, "# GPUs\r\ngpus:%u\r\n", srv->devs.n);
+    for (unsigned i = 0; i < srv->devs.n && n >= 0 && (size_t)n < cap; i++) {
+        const gkv_backend_t *be = srv->devs.dev[i].be;
         const gkv_store_dev_t *d = &st->dev[i];
         int m = snprintf(text + n, cap - (size_t)n,
                          "gpu%u:uuid=%s,name=%s,cuda_device=%d,used=%" PRIu64 ",maxmemory=%" PRIu64
@@ -151,7 +151,7 @@ static int info_gpus(const gkv_server_t *srv, char *text, size_t cap)
                          ",device_total=%" PRIu64 ",peers=0x%02x\r\n",
                          i, be->gpu_uuid[0] ? be->gpu_uuid : "none", be->gpu_name, be->device,
                          d->used, d->limit, d->keys, d->linked_bytes, d->oom_errors,
-                         be->device_total, srv->dev[i].peers);
+                         be->device_total, srv->devs.dev[i].peers);
         n = m < 0 ? -1 : n + m;
     }
     return n >= 0 && (size_t)n < cap ? n : -1;
@@ -166,8 +166,8 @@ int gkv_cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     char text[12288];
     const gkv_store_t *st = &srv->store;
     const gkv_server_stats_t *ss = &srv->stats;
-    const gkv_backend_t *be0 = srv->dev[0].be;
-    gkv_dev_totals_t dt = gkv_server_dev_totals(srv);
+    const gkv_backend_t *be0 = srv->devs.dev[0].be;
+    gkv_dev_totals_t dt = gkv_devices_totals(&srv->devs);
     int n = snprintf(
         text, sizeof(text),
         "# Server\r\nversion:%s\r\nprotocol:%d\r\npid:%d\r\nuptime_seconds:%" PRIu64

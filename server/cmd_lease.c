@@ -87,7 +87,7 @@ int gkv_cmd_map(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
                               "GPU 0 only (HELLO zero_copy 2 asks for every GPU)",
                               e->dev, gkv_store_be(&srv->store, e)->gpu_uuid);
     rep->fence_dev = e->dev;
-    rep->fence_batches = gkv_batch_writes_pending(&gkv_server_dev(srv, e)->batcher);
+    rep->fence_batches = gkv_batch_writes_pending(&gkv_devices_of(&srv->devs, e)->batcher);
     rep->fence = rep->fence_batches;
     if (!gkv_store_exportable(&srv->store, e)) {
         gkv_entry_t *copy;

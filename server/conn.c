@@ -92,8 +92,8 @@ void gkv_conn_close(gkv_conn_t *c, bool graceful)
     }
     drop_input(c);
     gkv_staging_cancel(&c->srv->staging, &c->waiter);
-    for (unsigned i = 0; i < c->srv->ndev; i++) /* it waits on at most one */
-        gkv_batch_cancel(&c->srv->dev[i].batcher, &c->bwaiter);
+    for (unsigned i = 0; i < c->srv->devs.n; i++) /* it waits on at most one */
+        gkv_batch_cancel(&c->srv->devs.dev[i].batcher, &c->bwaiter);
     gkv_conn_finish_close(c);
 }
 
@@ -193,7 +193,7 @@ static void start_fence(gkv_conn_t *c, gkv_reply_t *rep)
     rep->copied_from = rep->copied_to = NULL;
     c->fencing = c->copy_busy = true;
     c->held++;
-    gkv_backend_t *be = c->srv->dev[rep->fence_dev].be;
+    gkv_backend_t *be = c->srv->devs.dev[rep->fence_dev].be;
     bool begun = gkv_conn_copy_begin(c);
     int rc = begun ? be->ops->fence_shared(be, rep->fence_batches, &c->copy) : GKV_ECLOSED;
     if (rc) {
@@ -656,7 +656,7 @@ static int conn_start(gkv_server_t *srv, uv_stream_t *listener, int fd, bool loc
     c->srv = srv;
     c->local = local;
     c->id = ++srv->next_conn_id;
-    c->lane = (int)(c->id % (uint64_t)srv->dev[0].be->lanes); /* every device has as many */
+    c->lane = (int)(c->id % (uint64_t)srv->devs.dev[0].be->lanes); /* every device has as many */
     c->copy.done = copy_done_any_thread;
     c->copy.arg = c;
     c->waiter.ready = on_stage_ready;

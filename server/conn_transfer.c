@@ -207,7 +207,7 @@ static void copy_ahead(gkv_conn_t *c, void *spare)
     c->ahead = spare;
     c->ahead_len = left < GKV_STAGING_CHUNK ? (size_t)left : GKV_STAGING_CHUNK;
     c->ahead_busy = true;
-    gkv_device_t *d = gkv_server_dev(srv, s->entry);
+    gkv_device_t *d = gkv_devices_of(&srv->devs, s->entry);
     int rc = !gkv_conn_copy_begin(c)
                  ? GKV_ECLOSED
                  : d->be->ops->copy_out(d->be, spare, s->entry->mem, s->off + next, c->ahead_len,
@@ -265,7 +265,7 @@ void gkv_conn_send_step(gkv_conn_t *c)
     if (!c->stage && !take_stage(c))
         return;
     gkv_segment_t *s = &c->segs[c->seg_i];
-    gkv_device_t *d = gkv_server_dev(srv, s->entry);
+    gkv_device_t *d = gkv_devices_of(&srv->devs, s->entry);
     gkv_batch_start_writes(&d->batcher); /* the lane copy waits for them in the backend */
     uint64_t left = s->len - c->seg_pos;
     c->chunk = left < GKV_STAGING_CHUNK ? (size_t)left : GKV_STAGING_CHUNK;
@@ -287,8 +287,8 @@ static bool batch_room(gkv_server_t *srv, const gkv_reply_t *rep)
         n[rep->segs[i].entry->dev]++;
         bytes[rep->segs[i].entry->dev] += rep->segs[i].len;
     }
-    for (unsigned d = 0; d < srv->ndev; d++)
-        if (n[d] && !gkv_batch_out_room(&srv->dev[d].batcher, n[d], bytes[d]))
+    for (unsigned d = 0; d < srv->devs.n; d++)
+        if (n[d] && !gkv_batch_out_room(&srv->devs.dev[d].batcher, n[d], bytes[d]))
             return false;
     return true;
 }
@@ -305,7 +305,7 @@ static bool send_batched(gkv_conn_t *c, gkv_reply_t *rep, uint64_t total)
         c->out.failed = true; /* the connection closes once the batch is done */
     for (uint32_t i = 0; i < rep->nsegs; i++) {
         gkv_segment_t *s = &rep->segs[i];
-        gkv_batcher_t *b = &gkv_server_dev(c->srv, s->entry)->batcher;
+        gkv_batcher_t *b = &gkv_devices_of(&c->srv->devs, s->entry)->batcher;
         gkv_batch_out(b, s->entry, s->off, (uint32_t)s->len, c, at); /* takes the reference */
         at += s->len;
         c->held++;
@@ -500,7 +500,7 @@ static void start_flight(gkv_conn_t *c, bool overlap)
     if (overlap && payload_pending(c))
         c->stage = gkv_staging_try(&srv->staging);
     c->copy_busy = !c->stage;
-    gkv_device_t *d = gkv_server_dev(srv, c->recv);
+    gkv_device_t *d = gkv_devices_of(&srv->devs, c->recv);
     int rc = !gkv_conn_copy_begin(c)
                  ? GKV_ECLOSED
                  : d->be->ops->copy_in(d->be, c->recv->mem, c->recv_got, c->flight, c->flight_len,
@@ -540,7 +540,7 @@ static bool recv_batched(gkv_conn_t *c)
     uint32_t size = (uint32_t)e->size;
     if (c->in_len - c->in_pos < size)
         return false; /* the input buffer (64 KiB at least) holds a whole small payload */
-    gkv_batcher_t *b = &gkv_server_dev(srv, e)->batcher; /* holder's too: e's value moves */
+    gkv_batcher_t *b = &gkv_devices_of(&srv->devs, e)->batcher; /* holder's too: e's value moves */
     void *dst = gkv_batch_in_reserve(b, size, &c->bwaiter);
     if (!dst) {
         c->waiting_batch = true;
@@ -564,7 +564,7 @@ static bool recv_batched(gkv_conn_t *c)
 static bool recv_bulk(gkv_conn_t *c)
 {
     gkv_server_t *srv = c->srv;
-    gkv_batcher_t *b = &gkv_server_dev(srv, c->recv)->batcher; /* holder's too: the value moves */
+    gkv_batcher_t *b = &gkv_devices_of(&srv->devs, c->recv)->batcher; /* holder's too: the value moves */
     if (!gkv_batch_bulk_room(b, &c->bwaiter)) {
         c->waiting_batch = true;
         return false;

@@ -179,7 +179,7 @@ static int adopt_one(void *arg, const gkv_jrec_t *r)
         return 0;
     }
     unsigned to = (unsigned)a->to[r->dev];
-    gkv_backend_t *be = s->dev[to].be;
+    gkv_backend_t *be = s->devs.dev[to].be;
     char why[192];
     if (r->size && !a->src[r->dev] && !a->unusable[r->dev] &&
         be->ops->adopt_open(be, a->mem[r->dev]->fd, &a->src[r->dev], why, sizeof(why))) {
@@ -232,7 +232,7 @@ static int adopt(gkv_server_t *s, const stored_t *j, const stored_t *stored, uns
         if (bad)
             GKV_ERROR("fd store: the journal: %s", why);
         for (unsigned i = 0; i < GKV_MAX_DEVICES; i++)
-            a.to[i] = i < a.devs.n ? gkv_server_map_gpu(s, a.devs.uuid[i], strlen(a.devs.uuid[i]), i)
+            a.to[i] = i < a.devs.n ? gkv_devices_map_gpu(&s->devs, a.devs.uuid[i], strlen(a.devs.uuid[i]), i)
                                    : -1;
         find_overlaps(&a);
         s->store.now_ms = gkv_server_clock_ms();
@@ -241,7 +241,7 @@ static int adopt(gkv_server_t *s, const stored_t *j, const stored_t *stored, uns
     for (unsigned i = 0; i < GKV_MAX_DEVICES; i++) {
         if (!a.src[i])
             continue;
-        gkv_backend_t *be = s->dev[a.to[i]].be;
+        gkv_backend_t *be = s->devs.dev[a.to[i]].be;
         if (be->ops->adopt_close(be, a.src[i]) && !rc) {
             snprintf(why, sizeof(why), "copying device %u's values failed", i);
             rc = GKV_EIO;
@@ -270,10 +270,10 @@ static int adopt(gkv_server_t *s, const stored_t *j, const stored_t *stored, uns
 static void set_journal(gkv_server_t *s, gkv_journal_t *j)
 {
     s->store.journal = j;
-    for (unsigned i = 0; i < s->ndev; i++) {
-        s->dev[i].batcher.journal = j;
-        s->dev[i].batcher.committed = gkv_fdstore_committed;
-        s->dev[i].batcher.committed_ctx = s;
+    for (unsigned i = 0; i < s->devs.n; i++) {
+        s->devs.dev[i].batcher.journal = j;
+        s->devs.dev[i].batcher.committed = gkv_fdstore_committed;
+        s->devs.dev[i].batcher.committed_ctx = s;
     }
 }
 
@@ -283,8 +283,8 @@ gkv_journal_t *gkv_fdstore_journal_now(gkv_server_t *s)
     if (gkv_journal_create(&j))
         return NULL;
     int rc = 0;
-    for (unsigned i = 0; i < s->ndev && !rc; i++)
-        rc = gkv_journal_device(j, i, s->dev[i].be->gpu_uuid);
+    for (unsigned i = 0; i < s->devs.n && !rc; i++)
+        rc = gkv_journal_device(j, i, s->devs.dev[i].be->gpu_uuid);
     if (rc || gkv_store_journal_all(&s->store, j)) {
         gkv_journal_close(j);
         return NULL;
@@ -303,8 +303,8 @@ static int store_journal(gkv_server_t *s, gkv_journal_t *j, uint32_t gen)
 static int store_all(gkv_server_t *s, gkv_journal_t *j, char *err, size_t cap)
 {
     gkv_fdstore_t *f = &s->fdstore;
-    for (unsigned i = 0; i < s->ndev; i++) {
-        gkv_backend_t *be = s->dev[i].be;
+    for (unsigned i = 0; i < s->devs.n; i++) {
+        gkv_backend_t *be = s->devs.dev[i].be;
         int fd;
         char why[160], name[64];
         if (be->ops->share(be, &fd, why, sizeof(why))) {
@@ -330,7 +330,7 @@ static int store_all(gkv_server_t *s, gkv_journal_t *j, char *err, size_t cap)
 static void remove_epoch(const gkv_server_t *s, uint32_t epoch, uint32_t gen)
 {
     char name[64];
-    for (unsigned i = 0; i < s->ndev; i++) {
+    for (unsigned i = 0; i < s->devs.n; i++) {
         gkv_fdstore_name(name, sizeof(name), 'm', epoch, i);
         (void)gkv_notify_fd_remove(name);
     }

@@ -35,7 +35,7 @@ int main(int argc, char **argv)
     GKV_INFO("ready");
     gkv_notify("READY=1\nSTATUS=serving on unix:%s%s%s, %s backend, %u device%s",
                srv.cfg.socket_path, srv.tcp_bound[0] ? " and tcp:" : "", srv.tcp_bound,
-               srv.dev[0].be->name, srv.ndev, srv.ndev == 1 ? "" : "s");
+               srv.devs.dev[0].be->name, srv.devs.n, srv.devs.n == 1 ? "" : "s");
     uv_run(loop, UV_RUN_DEFAULT);
     gkv_server_fini(&srv);
     uv_loop_close(loop);

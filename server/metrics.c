@@ -149,7 +149,7 @@ static void render_commands(const gkv_metrics_t *m, gkv_text_t *t)
 /* The labels of the store's device i: backend, CUDA ordinal, GPU UUID, into buf. */
 static const char *device_labels(const gkv_server_t *srv, unsigned i, char *buf, size_t cap)
 {
-    const gkv_backend_t *be = srv->dev[i].be;
+    const gkv_backend_t *be = srv->devs.dev[i].be;
     char uuid[112];
     snprintf(buf, cap, "backend=\"%s\",device=\"%d\",gpu_uuid=\"%s\"", be->name, be->device,
              label(be->gpu_uuid, uuid, sizeof(uuid)));
@@ -160,10 +160,10 @@ static void render_memory(const gkv_server_t *srv, gkv_text_t *t)
 {
     char gpu[160], dev[160];
     family(t, "build_info", "gauge", "Always 1: the version, backend and GPU of this gpukvd.");
-    for (unsigned i = 0; i < srv->ndev; i++)
+    for (unsigned i = 0; i < srv->devs.n; i++)
         gkv_text_printf(t, "gpukv_build_info{version=\"%s\",%s,gpu_name=\"%s\"} 1\n",
                         GKV_VERSION_STRING, device_labels(srv, i, dev, sizeof(dev)),
-                        label(srv->dev[i].be->gpu_name, gpu, sizeof(gpu)));
+                        label(srv->devs.dev[i].be->gpu_name, gpu, sizeof(gpu)));
     static const struct {
         const char *name, *help;
     } per_device[] = {
@@ -174,8 +174,8 @@ static void render_memory(const gkv_server_t *srv, gkv_text_t *t)
     };
     for (size_t f = 0; f < sizeof(per_device) / sizeof(per_device[0]); f++) {
         family(t, per_device[f].name, "gauge", per_device[f].help);
-        for (unsigned i = 0; i < srv->ndev; i++) {
-            const gkv_backend_t *be = srv->dev[i].be;
+        for (unsigned i = 0; i < srv->devs.n; i++) {
+            const gkv_backend_t *be = srv->devs.dev[i].be;
             const gkv_store_dev_t *d = &srv->store.dev[i];
             uint64_t v[] = {d->used, d->limit, be->device_total, be->kept_bytes};
             gkv_text_printf(t, "gpukv_%s{%s} %llu\n", per_device[f].name,
@@ -310,7 +310,7 @@ void gkv_metrics_render(const gkv_server_t *srv, gkv_text_t *t)
     labelled(t, "staging_buffers", "state", "in_use",
              (uint64_t)(srv->staging.ntotal - srv->staging.nfree));
     labelled(t, "staging_buffers", "state", "idle", (uint64_t)srv->staging.nfree);
-    gkv_dev_totals_t dt = gkv_server_dev_totals(srv);
+    gkv_dev_totals_t dt = gkv_devices_totals(&srv->devs);
     one(t, "copy_batches_total", "counter", "Copy batches run for small values.", dt.batches);
     one(t, "batched_copies_total", "counter", "Small-value copies made in batches.", dt.pieces);
     one(t, "metrics_scrapes_total", "counter", "Answers given on --metrics-listen.",

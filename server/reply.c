@@ -174,13 +174,13 @@ int gkv_cmd_named_device(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_
     if (!(req->has & GKV_HAS_GPU))
         return 0;
     if (!req->gpu_uuid.len) {
-        if (req->gpu >= srv->ndev)
+        if (req->gpu >= srv->devs.n)
             return gkv_reply_fail(rep, GKV_EINVAL, "no GPU %" PRIu64 ": this server has %u",
-                                  req->gpu, srv->ndev);
+                                  req->gpu, srv->devs.n);
         *dev = (int)req->gpu;
         return 0;
     }
-    *dev = gkv_server_find_gpu(srv, (const char *)req->gpu_uuid.p, req->gpu_uuid.len);
+    *dev = gkv_devices_find_gpu(&srv->devs, (const char *)req->gpu_uuid.p, req->gpu_uuid.len);
     if (*dev >= 0)
         return 0;
     return gkv_reply_fail(rep, GKV_EINVAL, "no GPU %.*s on this server",

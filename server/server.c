@@ -223,67 +223,13 @@ static void on_kick(uv_prepare_t *p)
     gkv_index_kick(s->store.ix);
 }
 
-/* Starts closing the batcher and poller handles of the first n devices. */
-static void close_devices(gkv_server_t *s, unsigned n)
-{
-    for (unsigned i = 0; i < n; i++) {
-        gkv_batcher_close(&s->dev[i].batcher);
-        gkv_poller_close(&s->dev[i].poller);
-    }
-}
-
-/* Frees the first n devices' batchers (their handles closed, the loop run out). */
-static void free_devices(gkv_server_t *s, unsigned n)
-{
-    for (unsigned i = 0; i < n; i++)
-        gkv_batcher_fini(&s->dev[i].batcher);
-}
-
-gkv_dev_totals_t gkv_server_dev_totals(const gkv_server_t *s)
-{
-    gkv_dev_totals_t t = {0};
-    for (unsigned i = 0; i < s->ndev; i++) {
-        const gkv_device_t *d = &s->dev[i];
-        t.device_total += d->be->device_total;
-        t.kept_bytes += d->be->kept_bytes;
-        t.kept_reuses += d->be->kept_reuses;
-        t.batches += d->batcher.batches;
-        t.pieces += d->batcher.pieces;
-    }
-    return t;
-}
-
-int gkv_server_find_gpu(const gkv_server_t *s, const char *uuid, size_t len)
-{
-    for (unsigned i = 0; i < s->ndev; i++) {
-        const char *u = s->dev[i].be->gpu_uuid;
-        if (len && strlen(u) == len && memcmp(u, uuid, len) == 0)
-            return (int)i;
-    }
-    return -1;
-}
-
-int gkv_server_map_gpu(const gkv_server_t *s, const char *uuid, size_t len, unsigned ordinal)
-{
-    if (!len) /* a host backend of one arena: no UUID, the same ordinal, also without one */
-        return ordinal < s->ndev && !s->dev[ordinal].be->gpu_uuid[0] ? (int)ordinal : -1;
-    return gkv_server_find_gpu(s, uuid, len);
-}
-
-static void close_backends(gkv_server_t *s)
-{
-    for (unsigned i = 0; i < s->ndev; i++)
-        s->dev[i].be->ops->close(s->dev[i].be);
-    s->ndev = 0;
-}
-
 /* Once every connection is gone, closing the remaining handles lets uv_run return. */
 static void maybe_finish(gkv_server_t *s)
 {
     if (!s->shutting_down || s->nconns)
         return;
     if (!uv_is_closing((uv_handle_t *)&s->wake)) {
-        close_devices(s, s->ndev);
+        gkv_devices_close(&s->devs);
         uv_close((uv_handle_t *)&s->spin, NULL);
         uv_close((uv_handle_t *)&s->turns, NULL);
         uv_close((uv_handle_t *)&s->kick, NULL);
@@ -314,9 +260,9 @@ void gkv_server_resolve(const gkv_server_t *s, gkv_config_t *cfg)
 {
     /* Each device's limit is its backend's capacity (--maxmemory, or 90% of its memory). */
     uint64_t total = 0, largest = 0;
-    for (unsigned i = 0; i < s->ndev; i++) {
-        total += s->dev[i].be->capacity;
-        largest = s->dev[i].be->capacity > largest ? s->dev[i].be->capacity : largest;
+    for (unsigned i = 0; i < s->devs.n; i++) {
+        total += s->devs.dev[i].be->capacity;
+        largest = s->devs.dev[i].be->capacity > largest ? s->devs.dev[i].be->capacity : largest;
     }
     cfg->maxmemory = total;
     cfg->nmaxmemory = s->cfg.nmaxmemory; /* as given: a reload compares them */
@@ -326,7 +272,7 @@ void gkv_server_resolve(const gkv_server_t *s, gkv_config_t *cfg)
     if (!cfg->max_leased_bytes)
         cfg->max_leased_bytes = cfg->maxmemory;
     if (cfg->host_copy == GKV_SIZE_AUTO)
-        cfg->host_copy = s->dev[0].be->host_visible ? 0 : GKV_HOST_COPY_AUTO;
+        cfg->host_copy = s->devs.dev[0].be->host_visible ? 0 : GKV_HOST_COPY_AUTO;
     if (!cfg->maxmemory_keys) /* a quarter of usable RAM: a cgroup's limit counts (ram.h) */
         cfg->maxmemory_keys = gkv_ram_usable() / 4;
 }
@@ -668,81 +614,28 @@ static void close_quietly(uv_handle_t *h)
         uv_close(h, NULL);
 }
 
-/* Opens the backends of the devices cfg names (--devices, else --device) into s->dev. With
- * several on the host backend, each arena stands for a GPU and says so (HOST-i). */
-/* Lets each device's copies reach the others' memory where the hardware allows (MOVE between
- * devices), and notes which do in peers. */
-static int link_devices(gkv_server_t *s, char *err, size_t cap)
-{
-    for (unsigned i = 0; i < s->ndev; i++) {
-        for (unsigned j = 0; j < s->ndev; j++) {
-            gkv_backend_t *be = s->dev[j].be;
-            int rc = i == j || !be->ops->link ? 1 : be->ops->link(be, s->dev[i].be);
-            if (rc < 0) {
-                snprintf(err, cap, "giving device %u access to device %u failed", i, j);
-                close_backends(s);
-                return rc;
-            }
-            if (rc)
-                s->dev[i].peers |= (uint8_t)(1u << j);
-        }
-    }
-    return 0;
-}
-
+/* Opens the devices cfg names (--devices, else --device), each with its --maxmemory. */
 static int open_devices(gkv_server_t *s, char *err, size_t cap)
 {
     const gkv_config_t *cfg = &s->cfg;
-    int ids[GKV_MAX_DEVICES] = {cfg->device};
-    uint32_t n = 1;
+    gkv_devices_spec_t spec = {.kind = cfg->backend, .ids = {cfg->device}, .n = 1};
     if (cfg->devices_all) {
         int count = gkv_backend_count(cfg->backend);
-        n = (uint32_t)(count < 1 ? 1 : count > GKV_MAX_DEVICES ? GKV_MAX_DEVICES : count);
-        for (uint32_t i = 0; i < n; i++)
-            ids[i] = (int)i;
+        spec.n = (unsigned)(count < 1 ? 1 : count > GKV_MAX_DEVICES ? GKV_MAX_DEVICES : count);
+        for (unsigned i = 0; i < spec.n; i++)
+            spec.ids[i] = (int)i;
     } else if (cfg->ndevices) {
-        n = cfg->ndevices;
-        memcpy(ids, cfg->devices, n * sizeof(ids[0]));
+        spec.n = cfg->ndevices;
+        memcpy(spec.ids, cfg->devices, spec.n * sizeof(spec.ids[0]));
     }
-    if (cfg->nmaxmemory > 1 && cfg->nmaxmemory != n) {
-        snprintf(err, cap, "--maxmemory lists %u sizes for %u devices", cfg->nmaxmemory, n);
+    if (cfg->nmaxmemory > 1 && cfg->nmaxmemory != spec.n) {
+        snprintf(err, cap, "--maxmemory lists %u sizes for %u devices", cfg->nmaxmemory, spec.n);
         return GKV_EINVAL;
     }
-    gkv_backend_kind_t kind = cfg->backend;
-    uint64_t keys = cfg->maxmemory_keys ? cfg->maxmemory_keys : gkv_ram_usable() / 4;
-    for (uint32_t i = 0; i < n; i++) {
-        uint64_t limit = cfg->nmaxmemory > 1 ? cfg->maxmemory_each[i] : cfg->maxmemory;
-        gkv_backend_config_t bc = {kind, ids[i], limit, keys};
-        int rc = gkv_backend_open(&bc, &s->dev[i].be, err, cap);
-        if (rc) {
-            close_backends(s);
-            return rc;
-        }
-        s->ndev = i + 1;
-        gkv_backend_t *be = s->dev[i].be;
-        kind = strcmp(be->name, "cuda") == 0 ? GKV_BACKEND_CUDA : GKV_BACKEND_HOST;
-        if (n > 1 && kind == GKV_BACKEND_HOST)
-            snprintf(be->gpu_uuid, sizeof(be->gpu_uuid), "HOST-%u", i);
-    }
-    return link_devices(s, err, cap);
-}
-
-/* Sets up each device's poller and batcher. Returns 0 or GKV_ENOMEM (err says why). */
-static int start_devices(gkv_server_t *s, char *err, size_t cap)
-{
-    for (unsigned i = 0; i < s->ndev; i++) {
-        gkv_device_t *d = &s->dev[i];
-        if (gkv_batcher_init(&d->batcher, d->be, &s->store, s->loop, &d->poller, &s->staging,
-                             gkv_conn_batch_deliver)) {
-            snprintf(err, cap, "out of pinned host memory for copy batches");
-            close_devices(s, i);
-            uv_run(s->loop, UV_RUN_DEFAULT);
-            free_devices(s, i);
-            return GKV_ENOMEM;
-        }
-        gkv_poller_init(&d->poller, d->be, s->loop); /* the batcher keeps its address only */
-    }
-    return 0;
+    for (unsigned i = 0; i < spec.n; i++)
+        spec.limits[i] = cfg->nmaxmemory > 1 ? cfg->maxmemory_each[i] : cfg->maxmemory;
+    spec.host_reserve = cfg->maxmemory_keys ? cfg->maxmemory_keys : gkv_ram_usable() / 4;
+    return gkv_devices_open(&s->devs, &spec, err, cap);
 }
 
 int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, char *err,
@@ -780,26 +673,30 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
         return rc;
     }
     gkv_server_resolve(s, &s->cfg); /* maxmemory 0: the backends' capacity */
-    for (unsigned i = 0; i < s->ndev; i++) {
-        gkv_backend_t *be = s->dev[i].be;
+    for (unsigned i = 0; i < s->devs.n; i++) {
+        gkv_backend_t *be = s->devs.dev[i].be;
         char limit[32];
         gkv_size_format(be->capacity, limit, sizeof(limit));
         GKV_INFO("device %u: backend %s (%s%s%s), maxmemory %s", i, be->name, be->gpu_name,
                  be->gpu_uuid[0] ? " " : "", be->gpu_uuid, limit);
     }
-    if ((rc = gkv_store_init(&s->store, s->dev[0].be, s->dev[0].be->capacity))) {
+    if ((rc = gkv_store_init(&s->store, s->devs.dev[0].be, s->devs.dev[0].be->capacity))) {
         snprintf(err, cap, "out of host memory");
         goto fail_backend;
     }
-    for (unsigned i = 1; i < s->ndev; i++)
-        (void)gkv_store_add_device(&s->store, s->dev[i].be, s->dev[i].be->capacity);
+    for (unsigned i = 1; i < s->devs.n; i++)
+        (void)gkv_store_add_device(&s->store, s->devs.dev[i].be, s->devs.dev[i].be->capacity);
     s->store.host_limit = s->cfg.maxmemory_keys;
     gkv_hostcopy_init(&s->store.hc, s->cfg.host_copy, s->cfg.host_copy_max_value);
     s->store.policy = s->cfg.maxmemory_policy;
     s->key_order_thread = start_key_order(s);
     pthread_sigmask(SIG_SETMASK, &before, NULL);
-    gkv_staging_init(&s->staging, s->dev[0].be); /* portable: every device's copies use it */
-    if ((rc = start_devices(s, err, cap))) {
+    gkv_staging_init(&s->staging, s->devs.dev[0].be); /* portable: every device's copies use it */
+    if ((rc = gkv_devices_start(&s->devs, &s->store, loop, &s->staging, gkv_conn_batch_deliver, err,
+                                cap))) {
+        gkv_devices_close(&s->devs);
+        uv_run(s->loop, UV_RUN_DEFAULT);
+        gkv_devices_fini(&s->devs);
         gkv_staging_fini(&s->staging);
         gkv_store_fini(&s->store);
         goto fail_backend;
@@ -863,7 +760,7 @@ fail_handles:
     close_quietly((uv_handle_t *)&s->spin);
     close_quietly((uv_handle_t *)&s->turns);
     close_quietly((uv_handle_t *)&s->kick);
-    close_devices(s, s->ndev);
+    gkv_devices_close(&s->devs);
     close_quietly((uv_handle_t *)&s->sigterm);
     close_quietly((uv_handle_t *)&s->sigint);
     close_quietly((uv_handle_t *)&s->sighup);
@@ -875,13 +772,13 @@ fail_handles:
     close_quietly((uv_handle_t *)&s->snap_list);
     close_quietly((uv_handle_t *)&s->takeover.grace);
     uv_run(loop, UV_RUN_DEFAULT);
-    free_devices(s, s->ndev);
+    gkv_devices_fini(&s->devs);
     gkv_store_fini(&s->store);
     gkv_staging_fini(&s->staging);
     pthread_mutex_destroy(&s->done_lock);
 fail_backend:
     pthread_sigmask(SIG_SETMASK, &before, NULL);
-    close_backends(s);
+    gkv_devices_close_backends(&s->devs);
     return rc;
 }
 
@@ -890,9 +787,9 @@ void gkv_server_fini(gkv_server_t *s)
     gkv_snapshot_fini(s); /* a save still running ends first: it reads the devices */
     gkv_fdstore_close(s);
     gkv_takeover_fini(s);
-    free_devices(s, s->ndev);
+    gkv_devices_fini(&s->devs);
     gkv_store_fini(&s->store);
     gkv_staging_fini(&s->staging);
-    close_backends(s);
+    gkv_devices_close_backends(&s->devs);
     pthread_mutex_destroy(&s->done_lock);
 }

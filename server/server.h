@@ -37,8 +37,7 @@ typedef struct {
 typedef struct gkv_server {
     uv_loop_t *loop; /* borrowed */
     gkv_config_t cfg;
-    gkv_device_t dev[GKV_MAX_DEVICES]; /* the store's device i is dev[i] */
-    unsigned ndev;
+    gkv_devices_t devs;
     gkv_store_t store;
     gkv_staging_t staging;
     uv_pipe_t unix_listener;
@@ -164,24 +163,5 @@ void gkv_server_listener_closed(uv_handle_t *h);
 void gkv_server_conn_closed(gkv_server_t *s, gkv_conn_t *c);
 /* c handled its share of frames: it goes on in a later loop iteration (c->yielded set). */
 void gkv_server_yield(gkv_server_t *s, gkv_conn_t *c);
-
-/* What the devices' backends and batchers count, summed (INFO, metrics). */
-typedef struct {
-    uint64_t device_total, kept_bytes, kept_reuses, batches, pieces;
-} gkv_dev_totals_t;
-gkv_dev_totals_t gkv_server_dev_totals(const gkv_server_t *s);
-/* The ordinal of the first device whose GPU UUID is the len bytes at uuid, or -1. */
-int gkv_server_find_gpu(const gkv_server_t *s, const char *uuid, size_t len);
-/* Where a value another daemon recorded on its device `ordinal`, with that GPU's UUID (len
- * bytes), goes here (snapshots, the fd store): the device with that UUID, or for an empty UUID
- * (a host arena of one has none) the device of the same ordinal when it has none either; -1
- * when there is none. */
-int gkv_server_map_gpu(const gkv_server_t *s, const char *uuid, size_t len, unsigned ordinal);
-
-/* The device an entry's value is on. */
-static inline gkv_device_t *gkv_server_dev(gkv_server_t *s, const gkv_entry_t *e)
-{
-    return &s->dev[e->dev];
-}
 
 #endif

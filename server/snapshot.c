@@ -151,7 +151,7 @@ static int write_header(gkv_save_t *sv)
 {
     gkv_server_t *s = sv->srv;
     uint8_t h[HEADER_LEN] = {0};
-    uint32_t version = VERSION, ndev = s->ndev;
+    uint32_t version = VERSION, ndev = s->devs.n;
     memcpy(h, MAGIC, 8);
     memcpy(h + 8, &version, 4);
     memcpy(h + 12, &ndev, 4);
@@ -162,7 +162,7 @@ static int write_header(gkv_save_t *sv)
     memcpy(h + 60, &crc, 4);
     uint8_t table[GKV_MAX_DEVICES * UUID_LEN + 4] = {0};
     for (unsigned i = 0; i < ndev; i++)
-        snprintf((char *)table + i * UUID_LEN, UUID_LEN, "%s", s->dev[i].be->gpu_uuid);
+        snprintf((char *)table + i * UUID_LEN, UUID_LEN, "%s", s->devs.dev[i].be->gpu_uuid);
     crc = gkv_crc32c(0, table, ndev * UUID_LEN);
     memcpy(table + ndev * UUID_LEN, &crc, 4);
     int rc = write_all(sv, h, sizeof(h));
@@ -188,7 +188,7 @@ static int write_record(gkv_save_t *sv, const item_t *it)
         (rc = write_all(sv, names, (size_t)it->klen + it->meta_len)))
         return fail(sv, rc, "writing");
     crc = gkv_crc32c(0, names, (size_t)it->klen + it->meta_len);
-    gkv_backend_t *be = sv->srv->dev[e->dev].be;
+    gkv_backend_t *be = sv->srv->devs.dev[e->dev].be;
     for (uint64_t off = 0; off < size;) {
         size_t n = CHUNK - sv->fill < size - off ? CHUNK - sv->fill : (size_t)(size - off);
         uint8_t *at = sv->buf + sv->fill;
@@ -341,7 +341,7 @@ static void save_free(gkv_server_t *s, gkv_save_t *sv)
     for (uint64_t i = 0; i < sv->n; i++)
         gkv_store_unref(&s->store, sv->items[i].e);
     if (sv->buf)
-        s->dev[0].be->ops->staging_free(s->dev[0].be, sv->buf, CHUNK + 4096);
+        s->devs.dev[0].be->ops->staging_free(s->devs.dev[0].be, sv->buf, CHUNK + 4096);
     if (sv->fd >= 0) {
         close(sv->fd);
         unlink(sv->tmp);
@@ -468,7 +468,7 @@ static int start_save(gkv_server_t *s, bool threaded, char *why, size_t cap)
     sv->started_ms = gkv_server_clock_ms();
     sv->unix_ms = gkv_wall_clock_ms();
     sv->cursor = malloc(s->cfg.max_key + 1);
-    sv->buf = s->dev[0].be->ops->staging_alloc(s->dev[0].be, CHUNK + 4096);
+    sv->buf = s->devs.dev[0].be->ops->staging_alloc(s->devs.dev[0].be, CHUNK + 4096);
     if (!sv->cursor || !sv->buf) {
         snprintf(why, cap, "out of host memory for a snapshot");
         save_free(s, sv);
@@ -500,8 +500,8 @@ static int start_save(gkv_server_t *s, bool threaded, char *why, size_t cap)
 static void launch(gkv_server_t *s, gkv_save_t *sv)
 {
     /* A value answered before its copy batch ran is complete once the batches have. */
-    for (unsigned i = 0; i < s->ndev; i++)
-        s->dev[i].be->ops->batch_wait(s->dev[i].be);
+    for (unsigned i = 0; i < s->devs.n; i++)
+        s->devs.dev[i].be->ops->batch_wait(s->devs.dev[i].be);
     GKV_INFO("snapshot: saving %" PRIu64 " keys, %" PRIu64 " value bytes to %s (listed in %" PRIu64
              " ms, %u keys per loop turn)",
              sv->n, sv->bytes_total, sv->path, gkv_server_clock_ms() - sv->started_ms, SLICE);
@@ -729,7 +729,7 @@ static int load_header(loader_t *l, uint64_t *nkeys)
     /* By UUID: a successor may see the GPUs in another order; one it lacks loses the map. */
     for (uint32_t i = 0; i < ndev; i++) {
         const char *u = (const char *)table + i * UUID_LEN;
-        l->map[i] = gkv_server_map_gpu(l->s, u, strnlen(u, UUID_LEN), i);
+        l->map[i] = gkv_devices_map_gpu(&l->s->devs, u, strnlen(u, UUID_LEN), i);
     }
     return 0;
 }
@@ -824,7 +824,7 @@ static int load_file(gkv_server_t *s, const char *path, char *err, size_t cap)
         snprintf(err, cap, "cannot open snapshot %s: %s", path, strerror(errno));
         return GKV_EIO;
     }
-    l.buf = s->dev[0].be->ops->staging_alloc(s->dev[0].be, CHUNK);
+    l.buf = s->devs.dev[0].be->ops->staging_alloc(s->devs.dev[0].be, CHUNK);
     uint64_t nkeys = 0, t0 = gkv_server_clock_ms(), now_unix = gkv_wall_clock_ms();
     s->store.now_ms = t0;
     int rc = l.buf ? load_header(&l, &nkeys) : GKV_ENOMEM;
@@ -844,7 +844,7 @@ static int load_file(gkv_server_t *s, const char *path, char *err, size_t cap)
             rc = bad(&l, "bytes follow the trailer");
     }
     if (l.buf)
-        s->dev[0].be->ops->staging_free(s->dev[0].be, l.buf, CHUNK);
+        s->devs.dev[0].be->ops->staging_free(s->devs.dev[0].be, l.buf, CHUNK);
     close(l.fd);
     if (rc == GKV_ENOMEM)
         snprintf(err, cap, "out of pinned host memory to load %s", path);

@@ -70,8 +70,8 @@ static const char *not_ready(gkv_server_t *s, char *why, size_t cap)
                  (unsigned long long)(s->nconns - 1));
         return why;
     }
-    for (unsigned i = 0; i < s->ndev; i++)
-        if (gkv_batch_writes_pending(&s->dev[i].batcher))
+    for (unsigned i = 0; i < s->devs.n; i++)
+        if (gkv_batch_writes_pending(&s->devs.dev[i].batcher))
             return "copies are in flight";
     if (s->fdstore.journal && !gkv_journal_idle(s->fdstore.journal))
         return "the journal has records to commit";
@@ -105,8 +105,8 @@ static int hand_over(gkv_server_t *s, const gkv_request_t *req, gkv_reply_t *rep
         rc = add_fd(rep, names, sizeof(names), fcntl(t->tcp_fd, F_DUPFD_CLOEXEC, 3),
                     "gpukv-listen-tcp");
     uint32_t epoch = s->fdstore.journal ? s->fdstore.epoch : 0;
-    for (unsigned i = 0; i < s->ndev && !rc; i++) {
-        gkv_backend_t *be = s->dev[i].be;
+    for (unsigned i = 0; i < s->devs.n && !rc; i++) {
+        gkv_backend_t *be = s->devs.dev[i].be;
         int fd = -1;
         if (be->ops->share(be, &fd, why, sizeof(why)))
             return gkv_reply_fail(rep, GKV_ENOTSUP, "device %u's memory cannot be passed: %s", i,

@@ -20,11 +20,11 @@ static inline void setup(void)
     memset(&srv, 0, sizeof(srv));
     gkv_backend_config_t bc = {GKV_BACKEND_HOST, 0, 1 << 20};
     char why[256];
-    ck_assert_int_eq(gkv_backend_open(&bc, &srv.dev[0].be, why, sizeof(why)), 0);
-    srv.ndev = 1;
+    ck_assert_int_eq(gkv_backend_open(&bc, &srv.devs.dev[0].be, why, sizeof(why)), 0);
+    srv.devs.n = 1;
     gkv_config_defaults(&srv.cfg);
     srv.cfg.maxmemory = srv.cfg.max_value = srv.cfg.max_leased_bytes = 1 << 20;
-    ck_assert_int_eq(gkv_store_init(&srv.store, srv.dev[0].be, 1 << 20), 0);
+    ck_assert_int_eq(gkv_store_init(&srv.store, srv.devs.dev[0].be, 1 << 20), 0);
     gkv_wr_init(&wr);
     gkv_leases_init(&leases, &srv.lease_totals);
 }
@@ -34,7 +34,7 @@ static inline void teardown(void)
     gkv_leases_fini(&leases, &srv.store);
     gkv_wr_fini(&wr);
     gkv_store_fini(&srv.store);
-    srv.dev[0].be->ops->close(srv.dev[0].be);
+    srv.devs.dev[0].be->ops->close(srv.devs.dev[0].be);
 }
 
 /* Builds a request header with the given fields, decodes it, dispatches it. */
@@ -77,7 +77,7 @@ static inline int put(const char *key, const char *value, unsigned flags)
     if (rc)
         return rc;
     if (q.payload_len)
-        memcpy(srv.dev[0].be->ops->host_view(srv.dev[0].be, rep.recv->mem), value, q.payload_len);
+        memcpy(srv.devs.dev[0].be->ops->host_view(srv.devs.dev[0].be, rep.recv->mem), value, q.payload_len);
     gkv_wr_reset(&wr);
     rep.cmd->on_payload(&srv, q.id, rep.recv, flags, &wr, NULL);
     gkv_store_unref(&srv.store, rep.recv);

@@ -112,7 +112,7 @@ START_TEST(oom_keeps_stored_values)
     gkv_request_t q = req_key(GKV_OP_GET, "one");
     gkv_reply_t rep;
     ck_assert_int_eq(run(&rep, &q), 0);
-    const char *v = srv.dev[0].be->ops->host_view(srv.dev[0].be, rep.segs[0].entry->mem);
+    const char *v = srv.devs.dev[0].be->ops->host_view(srv.devs.dev[0].be, rep.segs[0].entry->mem);
     ck_assert_int_eq(memcmp(v, big, sizeof(big) - 1), 0);
     gkv_reply_release(&srv, &rep);
     q = req_key(GKV_OP_DEL, "one");
@@ -131,7 +131,7 @@ START_TEST(deleted_value_lives_while_referenced)
     gkv_entry_t *e = get.segs[0].entry;
     ck_assert_int_eq(gkv_store_del(&srv.store, "k", 1), 1);
     ck_assert_uint_eq(srv.store.entries, 1); /* still alive for the transfer */
-    ck_assert_int_eq(memcmp(srv.dev[0].be->ops->host_view(srv.dev[0].be, e->mem), "payload", 7), 0);
+    ck_assert_int_eq(memcmp(srv.devs.dev[0].be->ops->host_view(srv.devs.dev[0].be, e->mem), "payload", 7), 0);
     gkv_reply_release(&srv, &get);
     ck_assert_uint_eq(srv.store.entries, 0);
     ck_assert_uint_eq(srv.store.used, 0);

@@ -69,7 +69,7 @@ static char *lease_bytes(uint64_t id)
 {
     gkv_lease_t *l = gkv_lease_find(&leases, id);
     ck_assert_ptr_nonnull(l);
-    return srv.dev[0].be->ops->host_view(srv.dev[0].be, l->entry->mem);
+    return srv.devs.dev[0].be->ops->host_view(srv.devs.dev[0].be, l->entry->mem);
 }
 
 START_TEST(map_pins_the_value_through_overwrite_and_delete)
@@ -125,7 +125,7 @@ START_TEST(create_is_unpublished_until_seal)
     ck_assert_uint_eq(srv.lease_totals.creates, 0);
     ck_assert_int_eq(run(&rep, &g), 0);
     ck_assert_int_eq(
-        memcmp(srv.dev[0].be->ops->host_view(srv.dev[0].be, rep.segs[0].entry->mem), "abcd", 4), 0);
+        memcmp(srv.devs.dev[0].be->ops->host_view(srv.devs.dev[0].be, rep.segs[0].entry->mem), "abcd", 4), 0);
     gkv_reply_release(&srv, &rep);
 }
 END_TEST

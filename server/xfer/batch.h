@@ -40,33 +40,33 @@ typedef struct {
 
 typedef struct gkv_batch_buf {
     struct gkv_batcher *owner;
-    uint8_t *buf;            /* staging memory: payload, then the in and out piece arrays */
-    gkv_piece_t *in, *out;   /* inside buf */
+    uint8_t *buf;          /* staging memory: payload, then the in and out piece arrays */
+    gkv_piece_t *in, *out; /* inside buf */
     gkv_batch_ref_t in_refs[GKV_BATCH_PIECES], out_refs[GKV_BATCH_PIECES];
     gkv_bulk_t bulk[GKV_BATCH_BULK];        /* host: a staging buffer, given back when done */
     gkv_entry_t *bulk_refs[GKV_BATCH_BULK]; /* one reference each */
     uint32_t nin, nout, nbulk, fill;
     gkv_copy_t op;
-    atomic_int finished;     /* set by the completion (any thread) */
+    atomic_int finished; /* set by the completion (any thread) */
     int status;
-    bool busy;               /* started, not yet finished on the loop */
-    bool pinned;             /* holds the journal's pin (a write joined it) */
+    bool busy;   /* started, not yet finished on the loop */
+    bool pinned; /* holds the journal's pin (a write joined it) */
     uint64_t pin;
 } gkv_batch_buf_t;
 
 typedef struct gkv_batcher {
-    gkv_backend_t *be;       /* borrowed */
-    gkv_store_t *st;         /* borrowed */
-    gkv_poller_t *poller;    /* borrowed: armed as each batch starts */
-    gkv_staging_t *staging;  /* borrowed: where bulk copies' buffers go back */
+    gkv_backend_t *be;      /* borrowed */
+    gkv_store_t *st;        /* borrowed */
+    gkv_poller_t *poller;   /* borrowed: armed as each batch starts */
+    gkv_staging_t *staging; /* borrowed: where bulk copies' buffers go back */
     gkv_batch_deliver_fn deliver;
     gkv_batch_buf_t bufs[GKV_BATCH_BUFS];
-    int open;                /* the buffer being filled, -1 when all are busy */
-    int next_done;           /* the oldest busy buffer (completions come in order) */
-    uint32_t reserved;       /* gkv_batch_in_reserve: bytes promised to the next in_commit */
-    uv_prepare_t prepare;    /* starts the filled batch before the loop blocks */
-    uv_async_t wake;         /* completions */
-    gkv_waitq_t waiters;     /* ready: room may be free, reserve again */
+    int open;                 /* the buffer being filled, -1 when all are busy */
+    int next_done;            /* the oldest busy buffer (completions come in order) */
+    uint32_t reserved;        /* gkv_batch_in_reserve: bytes promised to the next in_commit */
+    uv_prepare_t prepare;     /* starts the filled batch before the loop blocks */
+    uv_async_t wake;          /* completions */
+    gkv_waitq_t waiters;      /* ready: room may be free, reserve again */
     uint64_t batches, pieces; /* INFO */
     bool ready;
     /* With the fd store (fdstore.h): the journal, borrowed, or NULL. A buffer pins it when its

@@ -12,7 +12,6 @@
 #define GKV_STAGING_CHUNK (4u << 20)
 #define GKV_STAGING_MAX 32
 
-
 typedef struct {
     gkv_backend_t *be; /* borrowed */
     void *free_bufs[GKV_STAGING_MAX];
