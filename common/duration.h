@@ -1,5 +1,6 @@
-/* duration.h: spans of time written by people ("30s", "500ms", "2m") to milliseconds, and the
- * wall clock that times leaving the process (snapshots, the journal) are written in. */
+/* duration.h: spans of time written by people ("30s", "500ms", "2m") to milliseconds, the wall
+ * clock that times leaving the process (snapshots, the journal) are written in, and the
+ * monotonic clock the daemon keeps time with. */
 #ifndef GKV_COMMON_DURATION_H
 #define GKV_COMMON_DURATION_H
 
@@ -11,5 +12,10 @@
 int gkv_duration_parse(const char *s, uint64_t *ms);
 /* The wall clock (CLOCK_REALTIME) in Unix milliseconds. */
 uint64_t gkv_wall_clock_ms(void);
+/* The daemon's clock (the store's access stamps and deadlines, uptime): milliseconds of
+ * CLOCK_MONOTONIC, the clock libuv's uv_hrtime and uv_now run on, read now rather than at the
+ * start of the loop's iteration, which a busy iteration makes stale by milliseconds (a deadline
+ * would then fall early). */
+uint64_t gkv_clock_ms(void);
 
 #endif

@@ -1,5 +1,5 @@
 /* cmd_admin.c: the connection and the server: HELLO, PING, FLUSH, INFO. */
-#include "handlers.h"
+#include "admin.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "server.h"
 #include "token.h"
 #include "version.h"
 
@@ -25,8 +26,9 @@ static void share_devices(gkv_server_t *srv, unsigned n, gkv_reply_t *rep, char 
     rep->zc_every_gpu = n == srv->devs.n;
 }
 
-int gkv_cmd_hello(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+int gkv_cmd_hello(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
+    gkv_server_t *srv = ctx->owner;
     if (req->version && (req->version < GKV_PROTOCOL_MIN || req->version > GKV_PROTOCOL_VERSION))
         return gkv_reply_fail(rep, GKV_EVERSION,
                               "protocol version %" PRIu64 " not supported (server: %d to %d)",
@@ -47,7 +49,8 @@ int gkv_cmd_hello(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     gkv_reply_ok(w, req->id);
     gkv_wr_uint(w, GKV_F_VERSION, rep->version);
     gkv_wr_str(w, GKV_F_SERVER, GKV_VERSION_STRING);
-    gkv_backend_t *be = srv->devs.dev[0].be; /* the first GPU stands for all in the one-GPU fields */
+    gkv_backend_t *be =
+        srv->devs.dev[0].be; /* the first GPU stands for all in the one-GPU fields */
     gkv_wr_str(w, GKV_F_BACKEND, be->name);
     gkv_wr_int(w, GKV_F_DEVICE, be->device);
     size_t pos = gkv_wr_array_begin(w, GKV_F_GPUS);
@@ -62,11 +65,11 @@ int gkv_cmd_hello(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     }
     gkv_wr_array_end(w, pos, n);
     char why[192] = "";
-    if (!rep->local)
+    if (!rep->in.local)
         snprintf(why, sizeof(why), "zero-copy needs a Unix socket connection on the same machine");
     else if (!req->zero_copy)
         snprintf(why, sizeof(why), "not asked for (HELLO zero_copy = 1)");
-    else if (!rep->first)
+    else if (!rep->in.first)
         snprintf(why, sizeof(why), "zero-copy must be asked for in the connection's first request");
     else if (be->host_visible && !srv->cfg.host_zero_copy)
         snprintf(why, sizeof(why),
@@ -86,8 +89,9 @@ int gkv_cmd_hello(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     return gkv_wr_end(w);
 }
 
-int gkv_cmd_save(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+int gkv_cmd_save(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
+    gkv_server_t *srv = ctx->owner;
     char why[192] = "";
     int rc = gkv_snapshot_start(srv, why, sizeof(why));
     if (rc)
@@ -95,18 +99,11 @@ int gkv_cmd_save(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     return gkv_reply_count(rep, req->id, 1);
 }
 
-int gkv_cmd_ping(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+int gkv_cmd_ping(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
-    (void)srv;
+    (void)ctx;
     gkv_reply_ok(rep->wr, req->id);
     return gkv_wr_end(rep->wr);
-}
-
-int gkv_cmd_flush(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
-{
-    uint64_t count = gkv_index_count(srv->store.ix);
-    gkv_store_flush(&srv->store);
-    return gkv_reply_count(rep, req->id, count);
 }
 
 /* INFO with flags GKV_INFO_PROMETHEUS: the metrics text that --metrics-listen serves. */
@@ -157,8 +154,9 @@ static int info_gpus(const gkv_server_t *srv, char *text, size_t cap)
     return n >= 0 && (size_t)n < cap ? n : -1;
 }
 
-int gkv_cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+int gkv_cmd_info(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
+    gkv_server_t *srv = ctx->owner;
     if (req->flags & ~(uint64_t)GKV_INFO_PROMETHEUS)
         return gkv_reply_fail(rep, GKV_EINVAL, "INFO flags: only 1 (Prometheus text) is known");
     if (req->flags & GKV_INFO_PROMETHEUS)
@@ -195,7 +193,7 @@ int gkv_cmd_info(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         srv->nconns, srv->cfg.maxclients, st->used, st->limit, gkv_policy_name(st->policy),
         evictable_estimate(srv), dt.device_total, dt.kept_bytes, dt.kept_reuses,
         gkv_index_memory(st->ix), srv->cfg.max_value, srv->cfg.max_key, ss->total_connections,
-        ss->rejected_connections, ss->total_commands, ss->protocol_errors, st->stats.hits,
+        ss->rejected_connections, srv->cmd.commands, ss->protocol_errors, st->stats.hits,
         st->stats.misses, st->stats.sets, st->stats.dels, st->stats.evicted, st->stats.expired,
         st->stats.oom_errors, ss->bytes_in, ss->bytes_out, dt.batches, dt.pieces,
         gkv_index_count(st->ix), st->ttl.n, st->entries,

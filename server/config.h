@@ -36,8 +36,8 @@ typedef struct {
     uint64_t maxmemory_each[GKV_MAX_DEVICES];
     uint32_t nmaxmemory;
     gkv_policy_t maxmemory_policy; /* what makes room for a value that does not fit */
-    uint64_t max_value; /* 0: maxmemory */
-    uint64_t max_key;   /* 1..65535 */
+    uint64_t max_value;            /* 0: maxmemory */
+    uint64_t max_key;              /* 1..65535 */
     uint64_t maxclients;
     int log_level;
     uint64_t max_leases;       /* per connection */

@@ -303,21 +303,24 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
 {
     gkv_reply_t rep;
     gkv_reply_init(&rep, &c->out, &c->leases);
-    rep.local = c->local;
-    rep.conn = c;
+    rep.in.local = c->local;
+    rep.in.conn_id = c->id;
+    rep.in.peer_uid = c->peer_uid;
+    rep.in.peer_pid = c->peer_pid;
     /* A SET's value of one chunk is written by a copy batch: allocate it in the batches'
      * order. */
-    rep.lane = req->payload_len && req->payload_len <= GKV_STAGING_CHUNK ? GKV_LANE_BATCH : c->lane;
-    rep.first = c->requests++ == 0;
-    rep.zero_copy = c->zero_copy;
-    rep.zc_every_gpu = c->zc_every_gpu;
-    rep.authed = c->authed;
-    rep.version = c->version;
+    rep.in.lane =
+        req->payload_len && req->payload_len <= GKV_STAGING_CHUNK ? GKV_LANE_BATCH : c->lane;
+    rep.in.first = c->requests++ == 0;
+    rep.in.zero_copy = c->zero_copy;
+    rep.in.zc_every_gpu = c->zc_every_gpu;
+    rep.in.authed = c->authed;
+    rep.in.version = c->version;
     c->op = req->op;
     c->op_started = uv_hrtime();
     c->journal_mark = gkv_fdstore_mark(c->srv);
     c->srv->store.now_ms = c->op_started / 1000000; /* gkv_server_clock_ms, already read */
-    int rc = gkv_dispatch(c->srv, req, &rep);
+    int rc = gkv_dispatch(&c->srv->cmd, req, &rep);
     if (rc == 0 && req->op == GKV_OP_HELLO)
         c->version = rep.version;
     if (rep.auth_ok)
@@ -359,7 +362,7 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
     if (rep.nsegs)
         gkv_conn_send(c, &rep);
     else
-        gkv_reply_release(c->srv, &rep);
+        gkv_reply_release(&c->srv->store, &rep);
     if (c->state != CONN_SEND)
         gkv_conn_op_done(c, 0); /* else when its last byte went to the socket */
 }
@@ -612,26 +615,40 @@ static bool listed(const uint32_t *ids, uint32_t n, uint32_t id)
     return false;
 }
 
-/* --allow-uid / --allow-gid: the Unix peer's credentials (SO_PEERCRED), checked before it can
- * send anything, so no descriptor ever reaches a process that is not allowed. The daemon's own
- * user is always allowed. */
+/* The Unix peer's credentials (SO_PEERCRED), read once as the connection begins: TAKEOVER and
+ * --allow-uid/--allow-gid look at them. -1 where there are none (TCP) or they cannot be read. */
+static void read_peer(gkv_conn_t *c)
+{
+    c->peer_uid = c->peer_gid = c->peer_pid = -1;
+    uv_os_fd_t fd;
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    if (c->local && uv_fileno(&c->h.handle, &fd) == 0 &&
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+        c->peer_uid = (int)cred.uid;
+        c->peer_gid = (int)cred.gid;
+        c->peer_pid = (int)cred.pid;
+    }
+}
+
+/* --allow-uid / --allow-gid: the Unix peer's credentials, checked before it can send anything,
+ * so no descriptor ever reaches a process that is not allowed. The daemon's own user is always
+ * allowed. */
 static bool peer_allowed(gkv_conn_t *c, char *why, size_t cap)
 {
     const gkv_config_t *cfg = &c->srv->cfg;
     if (!cfg->n_allow_uids && !cfg->n_allow_gids)
         return true;
-    uv_os_fd_t fd;
-    struct ucred cred;
-    socklen_t len = sizeof(cred);
-    if (uv_fileno(&c->h.handle, &fd) || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len)) {
+    if (c->peer_uid < 0) {
         snprintf(why, cap, "the peer's credentials cannot be read");
         return false;
     }
-    if (cred.uid == getuid() || listed(cfg->allow_uids, cfg->n_allow_uids, cred.uid) ||
-        listed(cfg->allow_gids, cfg->n_allow_gids, cred.gid))
+    uint32_t uid = (uint32_t)c->peer_uid, gid = (uint32_t)c->peer_gid;
+    if (uid == getuid() || listed(cfg->allow_uids, cfg->n_allow_uids, uid) ||
+        listed(cfg->allow_gids, cfg->n_allow_gids, gid))
         return true;
-    snprintf(why, cap, "uid %u (gid %u) is not in --allow-uid or --allow-gid", (unsigned)cred.uid,
-             (unsigned)cred.gid);
+    snprintf(why, cap, "uid %u (gid %u) is not in --allow-uid or --allow-gid", (unsigned)uid,
+             (unsigned)gid);
     return false;
 }
 
@@ -682,6 +699,7 @@ static int conn_start(gkv_server_t *srv, uv_stream_t *listener, int fd, bool loc
     }
     c->in_cap = IN_INITIAL;
     c->active_at = uv_now(srv->loop);
+    read_peer(c);
     if (!local)
         uv_tcp_nodelay(&c->h.tcp, 1);
     if (srv->nconns > srv->cfg.maxclients) {

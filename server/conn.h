@@ -53,14 +53,15 @@ struct gkv_conn {
     uint64_t id;
     int lane;
     bool local, reading, closing, close_started, graceful, copy_busy, waiting_stage;
-    bool handling;      /* inside handle_request: the request's fields point into the input */
-    bool zero_copy;     /* zero-copy granted: the shared-memory fds were passed */
-    bool zc_every_gpu;  /* ... one per device (HELLO zero_copy 2), else device 0's */
-    bool yielded;       /* handled its share of frames this turn (server.h) */
-    bool authed;        /* every command allowed: no token configured, or HELLO had it */
-    uint8_t version;    /* the protocol version HELLO asked for (the newest until one does) */
-    bool waiting_batch; /* a small SET waits for room in a copy batch */
-    bool fencing;       /* copy is a fence_shared a reply waits for */
+    bool handling;     /* inside handle_request: the request's fields point into the input */
+    bool zero_copy;    /* zero-copy granted: the shared-memory fds were passed */
+    bool zc_every_gpu; /* ... one per device (HELLO zero_copy 2), else device 0's */
+    bool yielded;      /* handled its share of frames this turn (server.h) */
+    bool authed;       /* every command allowed: no token configured, or HELLO had it */
+    uint8_t version;   /* the protocol version HELLO asked for (the newest until one does) */
+    int peer_uid, peer_gid, peer_pid; /* a Unix peer's credentials, read at accept; else -1 */
+    bool waiting_batch;               /* a small SET waits for room in a copy batch */
+    bool fencing;                     /* copy is a fence_shared a reply waits for */
     gkv_waiter_t bwaiter;
     /* Replies held back in the reply buffer: GET replies whose bytes a copy batch has yet to
      * bring, a reply that waits for a fence. Nothing is written while any is held. */

@@ -52,8 +52,8 @@ void gkv_conn_sweep(gkv_conn_t *c, uint64_t now)
         gkv_conn_resume(c); /* the failed HELLO's reply goes out; c closes */
         return;
     }
-    if (c->stage && gkv_waitq_busy(&srv->staging.waiters) &&
-        now - c->active_at >= STAGE_STALL_MS && gkv_conn_yield_stage(c))
+    if (c->stage && gkv_waitq_busy(&srv->staging.waiters) && now - c->active_at >= STAGE_STALL_MS &&
+        gkv_conn_yield_stage(c))
         srv->stats.staging_yields++;
     if (c->out_pending && cfg->write_timeout_ms && now - c->write_since >= cfg->write_timeout_ms) {
         srv->stats.write_timeouts++;

@@ -526,7 +526,8 @@ static void recv_end(gkv_conn_t *c, int rc)
 
 static void recv_commit(gkv_conn_t *c)
 {
-    recv_end(c, c->recv_cmd->on_payload(c->srv, c->req_id, c->recv, c->recv_flags, &c->out, NULL));
+    recv_end(
+        c, c->recv_cmd->on_payload(&c->srv->cmd, c->req_id, c->recv, c->recv_flags, &c->out, NULL));
     gkv_conn_release_stage(c);
 }
 
@@ -548,7 +549,7 @@ static bool recv_batched(gkv_conn_t *c)
     }
     memcpy(dst, c->in + c->in_pos, size);
     c->in_pos += size;
-    int rc = c->recv_cmd->on_payload(srv, c->req_id, e, c->recv_flags, &c->out, &holder);
+    int rc = c->recv_cmd->on_payload(&srv->cmd, c->req_id, e, c->recv_flags, &c->out, &holder);
     if (rc == 0) {
         gkv_batch_in_commit(b, holder);
         gkv_hostcopy_put(&srv->store.hc, holder, dst, size);
@@ -564,7 +565,8 @@ static bool recv_batched(gkv_conn_t *c)
 static bool recv_bulk(gkv_conn_t *c)
 {
     gkv_server_t *srv = c->srv;
-    gkv_batcher_t *b = &gkv_devices_of(&srv->devs, c->recv)->batcher; /* holder's too: the value moves */
+    gkv_batcher_t *b =
+        &gkv_devices_of(&srv->devs, c->recv)->batcher; /* holder's too: the value moves */
     if (!gkv_batch_bulk_room(b, &c->bwaiter)) {
         c->waiting_batch = true;
         return false;
@@ -574,7 +576,7 @@ static bool recv_bulk(gkv_conn_t *c)
     uint64_t off = c->recv_got, len = c->stage_fill;
     c->stage = NULL;
     c->stage_fill = 0;
-    int rc = c->recv_cmd->on_payload(srv, c->req_id, e, c->recv_flags, &c->out, &holder);
+    int rc = c->recv_cmd->on_payload(&srv->cmd, c->req_id, e, c->recv_flags, &c->out, &holder);
     /* No host copy here: copying 64 KiB cost a SET more (3-6 us on the H100) than the first
      * GET's read-through costs; small values' copies (recv_batched) cost well under 1 us. */
     if (rc == 0) /* holder holds the memory the chunks before went to (store.h) */

@@ -232,10 +232,11 @@ static int adopt(gkv_server_t *s, const stored_t *j, const stored_t *stored, uns
         if (bad)
             GKV_ERROR("fd store: the journal: %s", why);
         for (unsigned i = 0; i < GKV_MAX_DEVICES; i++)
-            a.to[i] = i < a.devs.n ? gkv_devices_map_gpu(&s->devs, a.devs.uuid[i], strlen(a.devs.uuid[i]), i)
-                                   : -1;
+            a.to[i] = i < a.devs.n
+                          ? gkv_devices_map_gpu(&s->devs, a.devs.uuid[i], strlen(a.devs.uuid[i]), i)
+                          : -1;
         find_overlaps(&a);
-        s->store.now_ms = gkv_server_clock_ms();
+        s->store.now_ms = gkv_clock_ms();
         rc = gkv_journal_replay(j->fd, &a.devs, adopt_one, &a, &bad, why, sizeof(why));
     }
     for (unsigned i = 0; i < GKV_MAX_DEVICES; i++) {
@@ -363,10 +364,10 @@ int gkv_fdstore_open(gkv_server_t *s, gkv_stored_fd_t *passed, unsigned npassed,
             (!j || x->epoch > j->epoch || (x->epoch == j->epoch && x->idx > j->idx)))
             j = x;
     }
-    uint64_t t0 = gkv_server_clock_ms();
+    uint64_t t0 = gkv_clock_ms();
     if (j && adopt(s, j, stored, n) == 0) {
         *adopted = true;
-        f->adopt_ms = gkv_server_clock_ms() - t0;
+        f->adopt_ms = gkv_clock_ms() - t0;
     } else if (n && !j) {
         GKV_ERROR("fd store: %u stored descriptors but no journal: their values are lost", n);
     }

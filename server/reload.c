@@ -40,8 +40,7 @@ static int reload(gkv_server_t *s)
     s->token_len = token_len;
     explicit_bzero(token, sizeof(token));
     gkv_log_set_level(s->cfg.log_level);
-    s->store.host_limit = s->cfg.maxmemory_keys;
-    s->store.policy = s->cfg.maxmemory_policy;
+    gkv_server_apply_settings(s);
     gkv_snapshot_schedule(s); /* --snapshot-interval */
     return changed;
 }
@@ -56,6 +55,6 @@ void gkv_server_reload(gkv_server_t *s)
     int changed = reload(s);
     if (changed >= 0)
         GKV_INFO("SIGHUP: %d setting%s changed", changed, changed == 1 ? "" : "s");
-    gkv_notify("READY=1\nSTATUS=%s", changed < 0 ? "reload failed: configuration kept (see the log)"
-                                                  : "reloaded");
+    gkv_notify("READY=1\nSTATUS=%s",
+               changed < 0 ? "reload failed: configuration kept (see the log)" : "reloaded");
 }

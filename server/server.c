@@ -15,7 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "admin.h"
 #include "conn.h"
+#include "duration.h"
 #include "error.h"
 #include "hostport.h"
 #include "log.h"
@@ -109,12 +111,12 @@ static void on_signal(uv_signal_t *h, int signum)
     gkv_server_stop(s);
 }
 
-void gkv_server_stop_conns(gkv_server_t *s, const gkv_conn_t *except, bool now)
+void gkv_server_stop_conns(gkv_server_t *s, uint64_t except, bool now)
 {
     gkv_conn_t *c = s->conns;
     while (c) {
         gkv_conn_t *next = c->next; /* c may leave the list only in its close callback */
-        if (c != except) {
+        if (c->id != except) {
             if (now)
                 gkv_conn_stop_now(c);
             else
@@ -129,7 +131,7 @@ static void on_grace_timeout(uv_timer_t *t)
     gkv_server_t *s = t->data;
     GKV_WARN("%llu connections still open after %llu ms; closing them",
              (unsigned long long)s->nconns, (unsigned long long)s->cfg.shutdown_grace_ms);
-    gkv_server_stop_conns(s, NULL, true);
+    gkv_server_stop_conns(s, 0, true);
 }
 
 /* After many connections have come and gone (a flood of wrong tokens, a churning client
@@ -180,7 +182,7 @@ static void on_expiry(uv_timer_t *t)
         s->expiry_at = 0;
         return;
     }
-    s->store.now_ms = gkv_server_clock_ms();
+    s->store.now_ms = gkv_clock_ms();
     gkv_store_reap(&s->store, 1024);
     s->expiry_at = 0;
     gkv_server_schedule_expiry(s);
@@ -191,7 +193,7 @@ void gkv_server_schedule_expiry(gkv_server_t *s)
     uint64_t next = gkv_store_next_deadline(&s->store);
     if (!next || s->shutting_down || (s->expiry_at && s->expiry_at <= next))
         return;
-    uint64_t now = gkv_server_clock_ms();
+    uint64_t now = gkv_clock_ms();
     s->expiry_at = next;
     /* Relative to the loop's (older) time: it may fire a little early, then schedules again. */
     uv_timer_start(&s->expiry, on_expiry, next > now ? next - now : 0, 0);
@@ -277,6 +279,17 @@ void gkv_server_resolve(const gkv_server_t *s, gkv_config_t *cfg)
         cfg->maxmemory_keys = gkv_ram_usable() / 4;
 }
 
+void gkv_server_apply_settings(gkv_server_t *s)
+{
+    const gkv_config_t *cfg = &s->cfg;
+    s->store.host_limit = cfg->maxmemory_keys;
+    s->store.policy = cfg->maxmemory_policy;
+    s->cmd.lim = (gkv_cmd_limits_t){.max_key = cfg->max_key,
+                                    .max_value = cfg->max_value,
+                                    .max_leases = cfg->max_leases,
+                                    .max_leased_bytes = cfg->max_leased_bytes};
+}
+
 static void on_sighup(uv_signal_t *h, int signum)
 {
     (void)signum;
@@ -285,7 +298,7 @@ static void on_sighup(uv_signal_t *h, int signum)
 
 uint64_t gkv_server_uptime_s(const gkv_server_t *s)
 {
-    return (gkv_server_clock_ms() - s->started_ms) / 1000;
+    return (gkv_clock_ms() - s->started_ms) / 1000;
 }
 
 void gkv_server_conn_closed(gkv_server_t *s, gkv_conn_t *c)
@@ -324,7 +337,7 @@ void gkv_server_stop(gkv_server_t *s)
     }
     gkv_metrics_http_close(s);
     uv_timer_start(&s->shutdown_timer, on_grace_timeout, s->cfg.shutdown_grace_ms, 0);
-    gkv_server_stop_conns(s, NULL, false);
+    gkv_server_stop_conns(s, 0, false);
     maybe_finish(s);
 }
 
@@ -644,7 +657,7 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
     memset(s, 0, sizeof(*s));
     s->loop = loop;
     s->cfg = *cfg;
-    s->started_ms = gkv_server_clock_ms();
+    s->started_ms = gkv_clock_ms();
     gkv_log_set_level(cfg->log_level);
     signal(SIGPIPE, SIG_IGN);
     if (cfg->log_file[0]) {
@@ -686,9 +699,13 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
     }
     for (unsigned i = 1; i < s->devs.n; i++)
         (void)gkv_store_add_device(&s->store, s->devs.dev[i].be, s->devs.dev[i].be->capacity);
-    s->store.host_limit = s->cfg.maxmemory_keys;
     gkv_hostcopy_init(&s->store.hc, s->cfg.host_copy, s->cfg.host_copy_max_value);
-    s->store.policy = s->cfg.maxmemory_policy;
+    s->cmd = (gkv_cmd_ctx_t){.store = &s->store,
+                             .devs = &s->devs,
+                             .lease_totals = &s->lease_totals,
+                             .table = gkv_command_table,
+                             .owner = s};
+    gkv_server_apply_settings(s);
     s->key_order_thread = start_key_order(s);
     pthread_sigmask(SIG_SETMASK, &before, NULL);
     gkv_staging_init(&s->staging, s->devs.dev[0].be); /* portable: every device's copies use it */

@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "batch.h"
+#include "cmd.h"
 #include "config.h"
 #include "device.h"
 #include "fdstore.h"
@@ -73,7 +74,8 @@ typedef struct gkv_server {
     gkv_http_conn_t *http_conns;
     unsigned nhttp; /* of them, not closing */
     gkv_lease_totals_t lease_totals;
-    uv_idle_t spin; /* --busy-poll: while active the loop polls without sleeping */
+    gkv_cmd_ctx_t cmd; /* what handlers reach (cmd.h): the store, devices, limits, this server */
+    uv_idle_t spin;    /* --busy-poll: while active the loop polls without sleeping */
     uint64_t spin_until_ns;
     /* Connections that handled GKV_FRAMES_PER_TURN frames and yielded to the others: driven
      * again from an idle callback, after the loop has polled every socket once more. */
@@ -112,14 +114,17 @@ void gkv_server_fini(gkv_server_t *s);
 /* Fills the settings of cfg whose 0 means "derived": max-value-size, max-leased-bytes (from
  * maxmemory), maxmemory-keys (a quarter of RAM). */
 void gkv_server_resolve(const gkv_server_t *s, gkv_config_t *cfg);
+/* Gives the layers below the settings they go by (the handlers' limits, the store's policy and
+ * key memory): at start, and after a reload changed them. */
+void gkv_server_apply_settings(gkv_server_t *s);
 /* SIGHUP: reopens --log-file, parses the command line (and its --config file) again and applies
  * the reloadable settings; the others are logged as needing a restart (reload.c). A bad config
  * is logged and changes nothing. */
 void gkv_server_reload(gkv_server_t *s);
 
-/* Asks every connection but except (NULL: none) to close after its request in flight
- * (gkv_conn_stop), or at once (now: gkv_conn_stop_now). */
-void gkv_server_stop_conns(gkv_server_t *s, const gkv_conn_t *except, bool now);
+/* Asks every connection but the one whose id is except (0: none) to close after its request in
+ * flight (gkv_conn_stop), or at once (now: gkv_conn_stop_now). */
+void gkv_server_stop_conns(gkv_server_t *s, uint64_t except, bool now);
 /* TAKEOVER (takeover.h): stops accepting on the client listeners, their sockets kept open in
  * *unix_fd and *tcp_fd (-1 for none), so that connections wait in the backlog. */
 void gkv_server_pause_listening(gkv_server_t *s, int *unix_fd, int *tcp_fd);
@@ -136,14 +141,6 @@ int gkv_server_listen_again(gkv_server_t *s, int unix_fd, int tcp_fd, char *err,
 int gkv_server_listen_tcp(gkv_server_t *s, uv_tcp_t *t, const char *what, const char *addr,
                           const char *exposes, uv_connection_cb cb, char bound[128], char *err,
                           size_t cap);
-
-/* The store's clock (access stamps, deadlines): milliseconds of the monotonic clock libuv's own
- * uv_now runs on, read now rather than at the start of the loop iteration, which a busy
- * iteration makes stale by milliseconds (a deadline would then fall early). */
-static inline uint64_t gkv_server_clock_ms(void)
-{
-    return uv_hrtime() / 1000000;
-}
 
 /* A request ended: if a key's deadline now comes before the expiry timer, the timer is moved
  * up (keys past their deadline are reaped, up to 1024 per loop turn). */

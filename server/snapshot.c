@@ -53,7 +53,7 @@ struct gkv_save {
     uint64_t names_len, names_cap;
     uint8_t *cursor; /* the last key listed (max-key-size bytes); cursor_len 0: none yet */
     size_t cursor_len;
-    uint8_t *buf;   /* CHUNK + 4 KiB pinned bytes (dev[0]'s staging_alloc: portable) */
+    uint8_t *buf; /* CHUNK + 4 KiB pinned bytes (dev[0]'s staging_alloc: portable) */
     int fd;
     bool direct;      /* fd is O_DIRECT (write_fd) */
     size_t fill;      /* bytes gathered in buf */
@@ -361,7 +361,7 @@ static void save_done(gkv_server_t *s)
     if (sv->started)
         pthread_join(sv->thread, NULL);
     gkv_snapshots_t *st = &s->snapshots;
-    uint64_t ms = gkv_server_clock_ms() - sv->started_ms;
+    uint64_t ms = gkv_clock_ms() - sv->started_ms;
     st->last_status = sv->status;
     if (sv->status) {
         st->failures++;
@@ -465,7 +465,7 @@ static int start_save(gkv_server_t *s, bool threaded, char *why, size_t cap)
     sv->srv = s;
     sv->fd = -1;
     sv->progress_at = 1ull << 30;
-    sv->started_ms = gkv_server_clock_ms();
+    sv->started_ms = gkv_clock_ms();
     sv->unix_ms = gkv_wall_clock_ms();
     sv->cursor = malloc(s->cfg.max_key + 1);
     sv->buf = s->devs.dev[0].be->ops->staging_alloc(s->devs.dev[0].be, CHUNK + 4096);
@@ -504,7 +504,7 @@ static void launch(gkv_server_t *s, gkv_save_t *sv)
         s->devs.dev[i].be->ops->batch_wait(s->devs.dev[i].be);
     GKV_INFO("snapshot: saving %" PRIu64 " keys, %" PRIu64 " value bytes to %s (listed in %" PRIu64
              " ms, %u keys per loop turn)",
-             sv->n, sv->bytes_total, sv->path, gkv_server_clock_ms() - sv->started_ms, SLICE);
+             sv->n, sv->bytes_total, sv->path, gkv_clock_ms() - sv->started_ms, SLICE);
     sv->started = pthread_create(&sv->thread, NULL, save_thread, sv) == 0;
     if (!sv->started) {
         fail(sv, GKV_ESYS, "starting the save's thread");
@@ -529,7 +529,7 @@ static void on_list(uv_idle_t *h)
 static bool list_keys(gkv_server_t *s, gkv_save_t *sv, uint64_t max)
 {
     gkv_store_t *st = &s->store;
-    st->now_ms = gkv_server_clock_ms();
+    st->now_ms = gkv_clock_ms();
     uint64_t now_unix = gkv_wall_clock_ms();
     const gkv_inode_t *in = gkv_index_seek(st->ix, sv->cursor, sv->cursor_len);
     if (in && sv->cursor_len) { /* the cursor's own key was listed */
@@ -825,7 +825,7 @@ static int load_file(gkv_server_t *s, const char *path, char *err, size_t cap)
         return GKV_EIO;
     }
     l.buf = s->devs.dev[0].be->ops->staging_alloc(s->devs.dev[0].be, CHUNK);
-    uint64_t nkeys = 0, t0 = gkv_server_clock_ms(), now_unix = gkv_wall_clock_ms();
+    uint64_t nkeys = 0, t0 = gkv_clock_ms(), now_unix = gkv_wall_clock_ms();
     s->store.now_ms = t0;
     int rc = l.buf ? load_header(&l, &nkeys) : GKV_ENOMEM;
     for (uint64_t i = 0; !rc && i < nkeys; i++)
@@ -856,7 +856,7 @@ static int load_file(gkv_server_t *s, const char *path, char *err, size_t cap)
     snprintf(st->loaded_file, sizeof(st->loaded_file), "%s", strrchr(path, '/') + 1);
     st->loaded_keys = l.keys;
     st->loaded_bytes = l.bytes;
-    st->load_ms = gkv_server_clock_ms() - t0;
+    st->load_ms = gkv_clock_ms() - t0;
     GKV_INFO("snapshot: loaded %s: %" PRIu64 " keys, %" PRIu64 " bytes in %.2f s; skipped %" PRIu64
              " past their deadline, %" PRIu64 " for want of room",
              path, l.keys, l.bytes, (double)st->load_ms / 1e3, l.skipped_expired, l.skipped_room);

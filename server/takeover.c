@@ -14,11 +14,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "admin.h"
 #include "conn.h"
 #include "error.h"
 #include "fdpass.h"
 #include "frame.h"
-#include "handlers.h"
 #include "journal.h"
 #include "log.h"
 #include "message.h"
@@ -38,7 +38,7 @@ void gkv_takeover_init(gkv_server_t *s)
 
 bool gkv_takeover_refusing(const gkv_server_t *s, const gkv_conn_t *c)
 {
-    return s->shutting_down || (s->takeover.draining && c != s->takeover.conn);
+    return s->shutting_down || (s->takeover.draining && c->id != s->takeover.conn_id);
 }
 
 /* The running daemon's side. */
@@ -46,19 +46,19 @@ bool gkv_takeover_refusing(const gkv_server_t *s, const gkv_conn_t *c)
 static void on_grace(uv_timer_t *h)
 {
     gkv_server_t *s = h->data;
-    gkv_server_stop_conns(s, s->takeover.conn, true);
+    gkv_server_stop_conns(s, s->takeover.conn_id, true);
 }
 
-static void begin(gkv_server_t *s, gkv_conn_t *c, pid_t pid)
+static void begin(gkv_server_t *s, uint64_t conn_id, int pid)
 {
     gkv_takeover_t *t = &s->takeover;
-    t->conn = c;
+    t->conn_id = conn_id;
     t->draining = true;
     gkv_server_pause_listening(s, &t->unix_fd, &t->tcp_fd);
     gkv_metrics_http_close(s);
     GKV_INFO("takeover: pid %d takes over; not accepting, %llu connections finish their request",
              (int)pid, (unsigned long long)(s->nconns - 1));
-    gkv_server_stop_conns(s, c, false);
+    gkv_server_stop_conns(s, conn_id, false);
     uv_timer_start(&t->grace, on_grace, s->cfg.shutdown_grace_ms, 0);
 }
 
@@ -136,31 +136,28 @@ static int hand_over(gkv_server_t *s, const gkv_request_t *req, gkv_reply_t *rep
     return msgpack_sbuffer_write(&w->sb, names, strlen(names)) ? GKV_ENOMEM : 0;
 }
 
-int gkv_cmd_takeover(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+int gkv_cmd_takeover(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
+    gkv_server_t *srv = ctx->owner;
     gkv_takeover_t *t = &srv->takeover;
-    gkv_conn_t *c = rep->conn;
-    struct ucred cred = {0};
-    socklen_t len = sizeof(cred);
-    uv_os_fd_t fd;
-    if (!rep->local)
+    uint64_t c = rep->in.conn_id;
+    if (!rep->in.local)
         return gkv_reply_fail(rep, GKV_ENOTSUP, "TAKEOVER is only for the Unix socket");
-    if (uv_fileno(&c->h.handle, &fd) || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) ||
-        cred.uid != geteuid())
+    if (rep->in.peer_uid < 0 || (uid_t)rep->in.peer_uid != geteuid())
         return gkv_reply_fail(rep, GKV_EAUTH, "TAKEOVER only from the daemon's own user (uid %u)",
                               (unsigned)geteuid());
-    if (t->conn && t->conn != c)
+    if (t->conn_id && t->conn_id != c)
         return gkv_reply_fail(rep, GKV_EBUSY, "another process is taking over");
     if (srv->shutting_down)
         return gkv_reply_fail(rep, GKV_ESHUTDOWN, "the daemon is shutting down");
-    if (req->flags != GKV_TAKEOVER_BEGIN && !t->conn)
+    if (req->flags != GKV_TAKEOVER_BEGIN && !t->conn_id)
         return gkv_reply_fail(rep, GKV_EINVAL, "send TAKEOVER with flags 0 first");
     char why[96];
     const char *wait;
     switch (req->flags) {
     case GKV_TAKEOVER_BEGIN:
-        if (!t->conn)
-            begin(srv, c, cred.pid);
+        if (!t->conn_id)
+            begin(srv, c, rep->in.peer_pid);
         gkv_reply_ok(rep->wr, req->id);
         return gkv_wr_end(rep->wr);
     case GKV_TAKEOVER_FETCH:
@@ -181,9 +178,9 @@ int gkv_cmd_takeover(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *r
 void gkv_takeover_conn_closed(gkv_server_t *s, gkv_conn_t *c)
 {
     gkv_takeover_t *t = &s->takeover;
-    if (c != t->conn)
+    if (c->id != t->conn_id)
         return;
-    t->conn = NULL;
+    t->conn_id = 0;
     t->draining = false;
     uv_timer_stop(&t->grace);
     if (s->shutting_down)

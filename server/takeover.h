@@ -32,7 +32,7 @@ enum { GKV_TAKEOVER_BEGIN = 0, GKV_TAKEOVER_FETCH = 1, GKV_TAKEOVER_DONE = 2 };
 
 typedef struct {
     /* The running daemon's side. */
-    gkv_conn_t *conn;    /* the successor's connection, while it takes over */
+    uint64_t conn_id;    /* the successor's connection (its id), while it takes over; 0: none */
     bool draining;       /* no new connections; the others close after their request */
     int unix_fd, tcp_fd; /* the listening sockets, kept to listen again if the successor fails */
     uv_timer_t grace;    /* --shutdown-grace: then the other connections close at once */

@@ -16,6 +16,7 @@ void gkv__store_journal_del(gkv_store_t *st, const gkv_entry_t *e)
     const uint8_t *key = gkv_store_key(st, e, &klen);
     (void)gkv_journal_del(st->journal, key, (uint32_t)klen);
 }
+
 /* The journal's record of e (linked) as it is now. */
 void gkv__store_journal_put(gkv_store_t *st, const gkv_entry_t *e)
 {
@@ -42,6 +43,7 @@ void gkv__store_journal_put(gkv_store_t *st, const gkv_entry_t *e)
         r.expire_unix_ms = gkv_store_deadline_unix(st, e, gkv_wall_clock_ms());
     (void)gkv_journal_put(st->journal, &r); /* failing: broken, which INFO reports */
 }
+
 /* Holds the memory back while the journal's last records wait to commit; false when it need
  * not wait, or when host memory to remember it is short: the memory is then freed now, and
  * the journal is marked broken (the fd store then leaves systemd's store, fdstore.c). */
@@ -73,6 +75,7 @@ bool gkv__store_into_limbo(gkv_store_t *st, const gkv_entry_t *e)
     st->limbo_bytes += e->size;
     return true;
 }
+
 int gkv_store_journal_all(gkv_store_t *st, gkv_journal_t *j)
 {
     gkv_journal_t *own = st->journal;
@@ -86,6 +89,7 @@ int gkv_store_journal_all(gkv_store_t *st, gkv_journal_t *j)
     st->journal = own;
     return gkv_journal_broken(j) ? GKV_ESYS : 0;
 }
+
 void gkv_store_journal_committed(gkv_store_t *st)
 {
     uint64_t upto = st->journal ? gkv_journal_committed(st->journal) : UINT64_MAX;

@@ -11,16 +11,19 @@ int gkv_store_export(gkv_store_t *st, const gkv_entry_t *e, uint8_t *buf, size_t
     *len = (uint32_t)n;
     return rc;
 }
+
 int gkv_store_clear(gkv_store_t *st, gkv_entry_t *e)
 {
     gkv_backend_t *be = gkv_store_be(st, e);
     return e->size ? be->ops->zero_shared(be, e->mem, e->size) : 0;
 }
+
 bool gkv_store_exportable(const gkv_store_t *st, const gkv_entry_t *e)
 {
     gkv_backend_t *be = gkv_store_be(st, e);
     return !e->size || be->ops->exportable(be, e->mem);
 }
+
 int gkv_store_copy_begin(gkv_store_t *st, gkv_entry_t *e, unsigned dev, gkv_entry_t **copy)
 {
     size_t klen;
@@ -45,6 +48,7 @@ int gkv_store_copy_begin(gkv_store_t *st, gkv_entry_t *e, unsigned dev, gkv_entr
     *copy = n;
     return 0;
 }
+
 bool gkv_store_copy_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *copy)
 {
     size_t klen;

@@ -9,6 +9,7 @@ uint64_t gkv_store_deadline_unix(const gkv_store_t *st, const gkv_entry_t *e, ui
 {
     return gkv__store_has_deadline(e) ? now_unix_ms + (e->x->expire_at - st->now_ms) : 0;
 }
+
 int gkv_store_expire(gkv_store_t *st, const void *key, size_t klen, uint64_t ttl_ms)
 {
     gkv_entry_t *e = gkv_store_find(st, key, klen);
@@ -33,6 +34,7 @@ int gkv_store_expire(gkv_store_t *st, const void *key, size_t klen, uint64_t ttl
     gkv__store_journal_put(st, e);
     return 1;
 }
+
 int gkv_store_persist(gkv_store_t *st, const void *key, size_t klen)
 {
     gkv_entry_t *e = gkv_store_find(st, key, klen);
@@ -45,6 +47,7 @@ int gkv_store_persist(gkv_store_t *st, const void *key, size_t klen)
     gkv__store_journal_put(st, e);
     return 1;
 }
+
 int gkv_store_ttl(gkv_store_t *st, const void *key, size_t klen, uint64_t *left)
 {
     gkv_entry_t *e = gkv_store_find(st, key, klen);
@@ -53,6 +56,7 @@ int gkv_store_ttl(gkv_store_t *st, const void *key, size_t klen, uint64_t *left)
     *left = gkv__store_has_deadline(e) ? e->x->expire_at - st->now_ms : UINT64_MAX;
     return 0;
 }
+
 uint32_t gkv_store_reap(gkv_store_t *st, uint32_t limit)
 {
     uint32_t n = 0;
@@ -63,6 +67,7 @@ uint32_t gkv_store_reap(gkv_store_t *st, uint32_t limit)
     }
     return n;
 }
+
 uint64_t gkv_store_next_deadline(const gkv_store_t *st)
 {
     gkv_entry_t *e = gkv_ttl_top(&st->ttl);

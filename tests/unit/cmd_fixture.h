@@ -1,6 +1,6 @@
 /* cmd_fixture.h: a server without sockets or loop (host backend, 1 MiB) for driving command
- * handlers directly, and helpers to build requests and read replies. Included by one test file
- * each. */
+ * handlers directly through its command context, and helpers to build requests and read replies.
+ * Included by one test file each. */
 #ifndef GKV_TESTS_CMD_FIXTURE_H
 #define GKV_TESTS_CMD_FIXTURE_H
 
@@ -8,8 +8,10 @@
 #include <gpukv/gpukv.h>
 #include <string.h>
 
+#include "admin.h"
 #include "cmd.h"
 #include "commands.h"
+#include "server.h"
 
 static gkv_server_t srv;
 static gkv_wr_t wr;
@@ -25,6 +27,12 @@ static inline void setup(void)
     gkv_config_defaults(&srv.cfg);
     srv.cfg.maxmemory = srv.cfg.max_value = srv.cfg.max_leased_bytes = 1 << 20;
     ck_assert_int_eq(gkv_store_init(&srv.store, srv.devs.dev[0].be, 1 << 20), 0);
+    srv.cmd = (gkv_cmd_ctx_t){.store = &srv.store,
+                              .devs = &srv.devs,
+                              .lease_totals = &srv.lease_totals,
+                              .table = gkv_command_table,
+                              .owner = &srv};
+    gkv_server_apply_settings(&srv);
     gkv_wr_init(&wr);
     gkv_leases_init(&leases, &srv.lease_totals);
 }
@@ -41,10 +49,10 @@ static inline void teardown(void)
 static inline int run(gkv_reply_t *rep, gkv_request_t *req)
 {
     gkv_reply_init(rep, &wr, &leases);
-    rep->zero_copy = true;
-    rep->authed = true;
+    rep->in.zero_copy = true;
+    rep->in.authed = true;
     gkv_wr_reset(&wr);
-    return gkv_dispatch(&srv, req, rep);
+    return gkv_dispatch(&srv.cmd, req, rep);
 }
 
 static inline gkv_response_t last_response(void)
@@ -77,9 +85,10 @@ static inline int put(const char *key, const char *value, unsigned flags)
     if (rc)
         return rc;
     if (q.payload_len)
-        memcpy(srv.devs.dev[0].be->ops->host_view(srv.devs.dev[0].be, rep.recv->mem), value, q.payload_len);
+        memcpy(srv.devs.dev[0].be->ops->host_view(srv.devs.dev[0].be, rep.recv->mem), value,
+               q.payload_len);
     gkv_wr_reset(&wr);
-    rep.cmd->on_payload(&srv, q.id, rep.recv, flags, &wr, NULL);
+    rep.cmd->on_payload(&srv.cmd, q.id, rep.recv, flags, &wr, NULL);
     gkv_store_unref(&srv.store, rep.recv);
     return (int)last_response().status;
 }

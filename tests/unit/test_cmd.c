@@ -14,7 +14,7 @@ START_TEST(set_get_ranges)
     ck_assert_int_eq(run(&rep, &q), 0);
     ck_assert_uint_eq(rep.nsegs, 1);
     ck_assert_uint_eq(rep.segs[0].len, 10);
-    gkv_reply_release(&srv, &rep);
+    gkv_reply_release(&srv.store, &rep);
     q.offset = 3;
     q.length = 4;
     ck_assert_int_eq(run(&rep, &q), 0);
@@ -23,13 +23,13 @@ START_TEST(set_get_ranges)
     gkv_response_t r = last_response();
     ck_assert_uint_eq(r.size, 10);
     ck_assert_uint_eq(r.payload_len, 4);
-    gkv_reply_release(&srv, &rep);
+    gkv_reply_release(&srv.store, &rep);
     q.offset = 0;
     q.length = 0;
     q.suffix = 3;
     ck_assert_int_eq(run(&rep, &q), 0);
     ck_assert_uint_eq(rep.segs[0].off, 7);
-    gkv_reply_release(&srv, &rep);
+    gkv_reply_release(&srv.store, &rep);
     q.suffix = 0;
     q.offset = 11;
     ck_assert_int_eq(run(&rep, &q), GKV_ERANGE);
@@ -59,21 +59,21 @@ START_TEST(unauthenticated_connections_run_hello_and_ping_only)
     gkv_request_t q = req_key(GKV_OP_GET, "k");
     gkv_reply_init(&rep, &wr, &leases);
     gkv_wr_reset(&wr);
-    ck_assert_int_eq(gkv_dispatch(&srv, &q, &rep), GKV_EAUTH);
+    ck_assert_int_eq(gkv_dispatch(&srv.cmd, &q, &rep), GKV_EAUTH);
     q = req_key(GKV_OP_PING, "k");
     gkv_reply_init(&rep, &wr, &leases);
-    ck_assert_int_eq(gkv_dispatch(&srv, &q, &rep), 0);
+    ck_assert_int_eq(gkv_dispatch(&srv.cmd, &q, &rep), 0);
     memcpy(srv.token, "0123456789abcdef", 17);
     srv.token_len = 16;
     q = req_key(GKV_OP_HELLO, "k");
     q.token.p = (const uint8_t *)"0123456789abcdeX";
     q.token.len = 16;
     gkv_reply_init(&rep, &wr, &leases);
-    ck_assert_int_eq(gkv_dispatch(&srv, &q, &rep), GKV_EAUTH);
+    ck_assert_int_eq(gkv_dispatch(&srv.cmd, &q, &rep), GKV_EAUTH);
     ck_assert(rep.auth_failed && !rep.auth_ok);
     q.token.p = (const uint8_t *)"0123456789abcdef";
     gkv_reply_init(&rep, &wr, &leases);
-    ck_assert_int_eq(gkv_dispatch(&srv, &q, &rep), 0);
+    ck_assert_int_eq(gkv_dispatch(&srv.cmd, &q, &rep), 0);
     ck_assert(rep.auth_ok && !rep.auth_failed);
     srv.token_len = 0;
 }
@@ -114,7 +114,7 @@ START_TEST(oom_keeps_stored_values)
     ck_assert_int_eq(run(&rep, &q), 0);
     const char *v = srv.devs.dev[0].be->ops->host_view(srv.devs.dev[0].be, rep.segs[0].entry->mem);
     ck_assert_int_eq(memcmp(v, big, sizeof(big) - 1), 0);
-    gkv_reply_release(&srv, &rep);
+    gkv_reply_release(&srv.store, &rep);
     q = req_key(GKV_OP_DEL, "one");
     ck_assert_int_eq(run(&rep, &q), 0);
     ck_assert_uint_eq(last_response().count, 1);
@@ -131,8 +131,9 @@ START_TEST(deleted_value_lives_while_referenced)
     gkv_entry_t *e = get.segs[0].entry;
     ck_assert_int_eq(gkv_store_del(&srv.store, "k", 1), 1);
     ck_assert_uint_eq(srv.store.entries, 1); /* still alive for the transfer */
-    ck_assert_int_eq(memcmp(srv.devs.dev[0].be->ops->host_view(srv.devs.dev[0].be, e->mem), "payload", 7), 0);
-    gkv_reply_release(&srv, &get);
+    ck_assert_int_eq(
+        memcmp(srv.devs.dev[0].be->ops->host_view(srv.devs.dev[0].be, e->mem), "payload", 7), 0);
+    gkv_reply_release(&srv.store, &get);
     ck_assert_uint_eq(srv.store.entries, 0);
     ck_assert_uint_eq(srv.store.used, 0);
 }
@@ -188,7 +189,7 @@ START_TEST(table_covers_the_command_list)
 {
     unsigned n = 0;
     for (unsigned op = 1; op < GKV_OP_MAX; op++) {
-        const gkv_command_t *cmd = gkv_command_lookup(op);
+        const gkv_command_t *cmd = gkv_command_lookup(&srv.cmd, op);
         ck_assert_ptr_nonnull(cmd);
         ck_assert_str_eq(cmd->name, gkv_op_name(op));
         ck_assert_ptr_nonnull(cmd->run);
@@ -196,8 +197,8 @@ START_TEST(table_covers_the_command_list)
         n++;
     }
     ck_assert_uint_eq(n, 22);
-    ck_assert_ptr_null(gkv_command_lookup(0));
-    ck_assert_ptr_null(gkv_command_lookup(GKV_OP_MAX));
+    ck_assert_ptr_null(gkv_command_lookup(&srv.cmd, 0));
+    ck_assert_ptr_null(gkv_command_lookup(&srv.cmd, GKV_OP_MAX));
 }
 END_TEST
 

@@ -21,7 +21,7 @@ static uint64_t map(const char *key, int *status)
     gkv_request_t q = req_key(GKV_OP_MAP, key);
     gkv_reply_t rep;
     *status = run(&rep, &q);
-    gkv_reply_release(&srv, &rep);
+    gkv_reply_release(&srv.store, &rep);
     return *status ? 0 : last_response().lease;
 }
 
@@ -36,7 +36,7 @@ static uint64_t create(const char *key, uint64_t size, unsigned flags, int *stat
     *status = run(&rep, &q);
     if (*status == 0)
         ck_assert(rep.fence); /* its memory is another process's only once allocated */
-    gkv_reply_release(&srv, &rep);
+    gkv_reply_release(&srv.store, &rep);
     return *status ? 0 : last_response().lease;
 }
 
@@ -103,9 +103,9 @@ START_TEST(map_is_refused_without_zero_copy)
     gkv_request_t q = req_key(GKV_OP_MAP, "k");
     gkv_reply_t rep;
     gkv_reply_init(&rep, &wr, &leases);
-    rep.authed = true;
+    rep.in.authed = true;
     gkv_wr_reset(&wr);
-    ck_assert_int_eq(gkv_dispatch(&srv, &q, &rep), GKV_ENOTSUP);
+    ck_assert_int_eq(gkv_dispatch(&srv.cmd, &q, &rep), GKV_ENOTSUP);
     ck_assert_uint_eq(leases.count, 0);
 }
 END_TEST
@@ -125,8 +125,10 @@ START_TEST(create_is_unpublished_until_seal)
     ck_assert_uint_eq(srv.lease_totals.creates, 0);
     ck_assert_int_eq(run(&rep, &g), 0);
     ck_assert_int_eq(
-        memcmp(srv.devs.dev[0].be->ops->host_view(srv.devs.dev[0].be, rep.segs[0].entry->mem), "abcd", 4), 0);
-    gkv_reply_release(&srv, &rep);
+        memcmp(srv.devs.dev[0].be->ops->host_view(srv.devs.dev[0].be, rep.segs[0].entry->mem),
+               "abcd", 4),
+        0);
+    gkv_reply_release(&srv.store, &rep);
 }
 END_TEST
 
@@ -208,7 +210,7 @@ START_TEST(seal_makes_a_spare_of_the_replaced_value)
     gkv_reply_t rep;
     ck_assert_int_eq(run(&rep, &g), 0);
     ck_assert_uint_eq(rep.segs[0].entry->mem.v, old_mem.v);
-    gkv_reply_release(&srv, &rep);
+    gkv_reply_release(&srv.store, &rep);
 
     /* Another reference on the replaced value (a second lease): no spare. */
     uint64_t r1 = map("k", &st), r2 = map("k", &st);
@@ -253,6 +255,7 @@ START_TEST(limits_refuse_more_leases)
     int st;
     srv.cfg.max_leases = 2;
     srv.cfg.max_leased_bytes = 10;
+    gkv_server_apply_settings(&srv);
     ck_assert_int_eq(put("k", "12345678", 0), 0);
     ck_assert_uint_ne(map("k", &st), 0);
     ck_assert_uint_eq(map("k", &st), 0);

@@ -5,11 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checks.h"
 #include "error.h"
 
 /* Calls fn on each key of a KEYS array, or on the single KEY field. */
-static int each_key(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep,
-                    int (*fn)(gkv_server_t *, gkv_slice_t), uint64_t *count)
+static int each_key(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep,
+                    int (*fn)(gkv_cmd_ctx_t *, gkv_slice_t), uint64_t *count)
 {
     gkv_slice_t k;
     *count = 0;
@@ -27,11 +28,11 @@ static int each_key(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
             for (uint32_t i = 0; i < n; i++) {
                 gkv_req_keys_next(&it, &k);
                 if (pass == 0) {
-                    int rc = gkv_cmd_check_key(srv, k, rep);
+                    int rc = gkv_check_key(ctx, k, rep);
                     if (rc)
                         return rc;
                 } else {
-                    *count += (uint64_t)fn(srv, k);
+                    *count += (uint64_t)fn(ctx, k);
                 }
             }
         }
@@ -39,27 +40,27 @@ static int each_key(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
     }
     if (!(req->has & GKV_HAS_KEY))
         return gkv_reply_fail(rep, GKV_EINVAL, "needs a key or a keys array");
-    int rc = gkv_cmd_check_key(srv, req->key, rep);
+    int rc = gkv_check_key(ctx, req->key, rep);
     if (rc)
         return rc;
-    *count = (uint64_t)fn(srv, req->key);
+    *count = (uint64_t)fn(ctx, req->key);
     return 0;
 }
 
-static int key_exists(gkv_server_t *srv, gkv_slice_t k)
+static int key_exists(gkv_cmd_ctx_t *ctx, gkv_slice_t k)
 {
-    return gkv_store_find(&srv->store, k.p, k.len) != NULL;
+    return gkv_store_find(ctx->store, k.p, k.len) != NULL;
 }
 
-static int key_delete(gkv_server_t *srv, gkv_slice_t k)
+static int key_delete(gkv_cmd_ctx_t *ctx, gkv_slice_t k)
 {
-    return gkv_store_del(&srv->store, k.p, k.len);
+    return gkv_store_del(ctx->store, k.p, k.len);
 }
 
-int gkv_cmd_exists(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+int gkv_cmd_exists(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
     uint64_t count;
-    int rc = each_key(srv, req, rep, key_exists, &count);
+    int rc = each_key(ctx, req, rep, key_exists, &count);
     return rc ? rc : gkv_reply_count(rep, req->id, count);
 }
 
@@ -68,11 +69,11 @@ static bool has_prefix_node(const gkv_inode_t *n, gkv_slice_t prefix);
 /* DEL of a prefix: the first GKV_SIZE_WALK keys under it go; a cursor in the reply says that
  * more may be left (the client asks again: the keys deleted are gone, so the next request
  * starts over at the prefix). */
-static int del_prefix(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+static int del_prefix(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
-    if (req->prefix.len > srv->cfg.max_key)
+    if (req->prefix.len > ctx->lim.max_key)
         return gkv_reply_fail(rep, GKV_ETOOBIG, "prefix longer than max-key-size");
-    gkv_store_t *st = &srv->store;
+    gkv_store_t *st = ctx->store;
     const gkv_inode_t *n = gkv_index_seek(st->ix, req->prefix.p, req->prefix.len);
     uint64_t count = 0;
     bool more = false;
@@ -95,15 +96,15 @@ static int del_prefix(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *
     return gkv_wr_end(w);
 }
 
-int gkv_cmd_del(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+int gkv_cmd_del(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
     if (req->has & GKV_HAS_PREFIX) {
         if (req->has & (GKV_HAS_KEY | GKV_HAS_KEYS))
             return gkv_reply_fail(rep, GKV_EINVAL, "DEL takes keys or a prefix, not both");
-        return del_prefix(srv, req, rep);
+        return del_prefix(ctx, req, rep);
     }
     uint64_t count;
-    int rc = each_key(srv, req, rep, key_delete, &count);
+    int rc = each_key(ctx, req, rep, key_delete, &count);
     return rc ? rc : gkv_reply_count(rep, req->id, count);
 }
 
@@ -142,12 +143,12 @@ static size_t prefix_successor(const uint8_t *s, size_t len, uint8_t *buf)
     return len;
 }
 
-int gkv_cmd_list(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+int gkv_cmd_list(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
     gkv_slice_t prefix = req->prefix;
     if (!(req->has & GKV_HAS_PREFIX))
         prefix = (gkv_slice_t){(const uint8_t *)"", 0};
-    if (prefix.len > srv->cfg.max_key || req->cursor.len > srv->cfg.max_key)
+    if (prefix.len > ctx->lim.max_key || req->cursor.len > ctx->lim.max_key)
         return gkv_reply_fail(rep, GKV_ETOOBIG, "prefix or cursor longer than max-key-size");
     if ((req->has & GKV_HAS_DELIM) && req->delim.len > 1)
         return gkv_reply_fail(rep, GKV_EINVAL, "the delimiter is a single byte");
@@ -157,21 +158,21 @@ int gkv_cmd_list(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     if (limit > GKV_MAX_LIST)
         return gkv_reply_fail(rep, GKV_ETOOBIG, "limit %" PRIu64 " exceeds %u", limit,
                               GKV_MAX_LIST);
-    uint8_t *succ = malloc(srv->cfg.max_key + 1);
+    uint8_t *succ = malloc(ctx->lim.max_key + 1);
     if (!succ)
         return GKV_ENOMEM;
-    gkv_store_reap(&srv->store, GKV_REAP_BEFORE_WALK); /* keys past their deadline go first */
+    gkv_store_reap(ctx->store, GKV_REAP_BEFORE_WALK); /* keys past their deadline go first */
     const gkv_inode_t *n;
     if (req->cursor.len) {
         bool dir_cursor = delim >= 0 && req->cursor.p[req->cursor.len - 1] == delim;
         if (dir_cursor) {
             size_t sl = prefix_successor(req->cursor.p, req->cursor.len, succ);
-            n = sl ? gkv_index_seek(srv->store.ix, succ, sl) : NULL;
+            n = sl ? gkv_index_seek(ctx->store->ix, succ, sl) : NULL;
         } else {
-            n = seek_after(srv->store.ix, req->cursor);
+            n = seek_after(ctx->store->ix, req->cursor);
         }
     } else {
-        n = gkv_index_seek(srv->store.ix, prefix.p, prefix.len);
+        n = gkv_index_seek(ctx->store->ix, prefix.p, prefix.len);
     }
     gkv_wr_t *w = rep->wr;
     gkv_reply_ok(w, req->id);
@@ -203,12 +204,12 @@ int gkv_cmd_list(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
             last = k;
             last_len = dl;
             size_t sl = prefix_successor(k, dl, succ);
-            n = sl ? gkv_index_seek(srv->store.ix, succ, sl) : NULL;
+            n = sl ? gkv_index_seek(ctx->store->ix, succ, sl) : NULL;
             continue;
         }
-        gkv_entry_t *e = gkv_inode_val(srv->store.ix, n);
-        if (!gkv_store_alive(&srv->store, e)) { /* due, not reaped yet: already gone */
-            n = gkv_index_next(srv->store.ix, n);
+        gkv_entry_t *e = gkv_inode_val(ctx->store->ix, n);
+        if (!gkv_store_alive(ctx->store, e)) { /* due, not reaped yet: already gone */
+            n = gkv_index_next(ctx->store->ix, n);
             continue;
         }
         msgpack_pack_array(&w->pk, with_gpu ? 3 : 2);
@@ -220,7 +221,7 @@ int gkv_cmd_list(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         nentries++;
         last = k;
         last_len = kl;
-        n = gkv_index_next(srv->store.ix, n);
+        n = gkv_index_next(ctx->store->ix, n);
     }
     gkv_wr_array_end(w, epos, nentries);
     size_t dpos = gkv_wr_array_begin(w, GKV_F_DIRS);
@@ -234,14 +235,14 @@ int gkv_cmd_list(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     return gkv_wr_end(w);
 }
 
-int gkv_cmd_getsize(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+int gkv_cmd_getsize(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
     gkv_wr_t *w = rep->wr;
     if (req->has & GKV_HAS_KEY) {
-        int rc = gkv_cmd_check_key(srv, req->key, rep);
+        int rc = gkv_check_key(ctx, req->key, rep);
         if (rc)
             return rc;
-        gkv_entry_t *e = gkv_store_find(&srv->store, req->key.p, req->key.len);
+        gkv_entry_t *e = gkv_store_find(ctx->store, req->key.p, req->key.len);
         if (!e)
             return GKV_ENOTFOUND;
         gkv_reply_ok(w, req->id);
@@ -251,32 +252,32 @@ int gkv_cmd_getsize(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
     }
     if (!(req->has & GKV_HAS_PREFIX))
         return gkv_reply_fail(rep, GKV_EINVAL, "GETSIZE needs a key or a prefix");
-    if (req->prefix.len > srv->cfg.max_key || req->cursor.len > srv->cfg.max_key)
+    if (req->prefix.len > ctx->lim.max_key || req->cursor.len > ctx->lim.max_key)
         return gkv_reply_fail(rep, GKV_ETOOBIG, "prefix or cursor longer than max-key-size");
     uint64_t bytes = 0, count = 0;
     const gkv_inode_t *n = NULL, *last = NULL;
-    gkv_store_t *st = &srv->store;
+    gkv_store_t *st = ctx->store;
     gkv_store_reap(st, GKV_REAP_BEFORE_WALK);
     uint64_t due = gkv_store_next_deadline(st);
     if (req->prefix.len == 0 && req->cursor.len == 0 && (!due || due > st->now_ms)) {
         /* Every key, none past its deadline: the store keeps the sums. */
-        bytes = srv->store.linked_bytes;
-        count = gkv_index_count(srv->store.ix);
+        bytes = ctx->store->linked_bytes;
+        count = gkv_index_count(ctx->store->ix);
     } else if (req->cursor.len) {
-        n = seek_after(srv->store.ix, req->cursor);
+        n = seek_after(ctx->store->ix, req->cursor);
     } else {
-        n = gkv_index_seek(srv->store.ix, req->prefix.p, req->prefix.len);
+        n = gkv_index_seek(ctx->store->ix, req->prefix.p, req->prefix.len);
     }
     /* At most GKV_SIZE_WALK keys per request, so that one request never holds the loop for
      * long; the cursor (the last key counted) lets the client go on. */
     bool more = false;
     for (uint32_t walked = 0; n && has_prefix_node(n, req->prefix);
-         n = gkv_index_next(srv->store.ix, n)) {
+         n = gkv_index_next(ctx->store->ix, n)) {
         if (walked++ == GKV_SIZE_WALK) {
             more = true;
             break;
         }
-        const gkv_entry_t *e = gkv_inode_val(srv->store.ix, n);
+        const gkv_entry_t *e = gkv_inode_val(ctx->store->ix, n);
         last = n;
         if (!gkv_store_alive(st, e))
             continue;
@@ -292,4 +293,11 @@ int gkv_cmd_getsize(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
         gkv_wr_bin(w, GKV_F_CURSOR, k, kl);
     }
     return gkv_wr_end(w);
+}
+
+int gkv_cmd_flush(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    uint64_t count = gkv_index_count(ctx->store->ix);
+    gkv_store_flush(ctx->store);
+    return gkv_reply_count(rep, req->id, count);
 }

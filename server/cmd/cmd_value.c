@@ -4,24 +4,26 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+#include "checks.h"
+#include "duration.h"
 #include "error.h"
 
-int gkv_cmd_set(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+int gkv_cmd_set(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
-    int rc = gkv_cmd_check_new_value(srv, req, req->payload_len, rep);
+    int rc = gkv_check_new_value(ctx, req, req->payload_len, rep);
     /* Allocated in stream order on the lane that will copy into it. */
-    if (rc || (rc = gkv_cmd_new_entry(srv, req, req->payload_len, rep->lane, rep, &rep->recv)))
+    if (rc || (rc = gkv_new_entry(ctx, req, req->payload_len, rep->in.lane, rep, &rep->recv)))
         return rc;
     rep->recv_flags = (unsigned)req->flags;
     return 0;
 }
 
-int gkv_cmd_set_commit(gkv_server_t *srv, uint64_t id, gkv_entry_t *e, unsigned flags, gkv_wr_t *wr,
-                       gkv_entry_t **holder)
+int gkv_cmd_set_commit(gkv_cmd_ctx_t *ctx, uint64_t id, gkv_entry_t *e, unsigned flags,
+                       gkv_wr_t *wr, gkv_entry_t **holder)
 {
     /* The payload may have taken long since the header's request set the store's clock. */
-    srv->store.now_ms = gkv_server_clock_ms();
-    int rc = gkv_store_publish(&srv->store, e, flags, holder);
+    ctx->store->now_ms = gkv_clock_ms();
+    int rc = gkv_store_publish(ctx->store, e, flags, holder);
     if (rc == GKV_EEXISTS)
         gkv_reply_error(wr, id, rc, "key exists (NX)");
     else if (rc == GKV_ENOTFOUND)
@@ -35,11 +37,11 @@ int gkv_cmd_set_commit(gkv_server_t *srv, uint64_t id, gkv_entry_t *e, unsigned 
     return rc;
 }
 
-int gkv_cmd_get(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+int gkv_cmd_get(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
     gkv_entry_t *e;
     uint64_t off = 0, len = 0;
-    int rc = gkv_cmd_lookup_range(srv, req, rep, &e, &off, &len);
+    int rc = gkv_lookup_range(ctx, req, rep, &e, &off, &len);
     if (rc)
         return rc;
     gkv_wr_t *w = rep->wr;
@@ -61,7 +63,7 @@ int gkv_cmd_get(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     return 0;
 }
 
-int gkv_cmd_mget(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+int gkv_cmd_mget(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
     if (!(req->has & GKV_HAS_ITEMS) || req->nitems == 0)
         return gkv_reply_fail(rep, GKV_EINVAL, "MGET needs a non-empty items array");
@@ -75,7 +77,7 @@ int gkv_cmd_mget(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     gkv_read_array(&it, &n);
     for (uint32_t i = 0; i < n; i++) {
         gkv_req_items_next(&it, &item);
-        int rc = gkv_cmd_check_key(srv, item.key, rep);
+        int rc = gkv_check_key(ctx, item.key, rep);
         if (rc)
             return rc;
     }
@@ -90,7 +92,7 @@ int gkv_cmd_mget(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     gkv_read_array(&it, &n);
     for (uint32_t i = 0; i < n; i++) {
         gkv_req_items_next(&it, &item);
-        gkv_entry_t *e = gkv_store_get(&srv->store, item.key.p, item.key.len);
+        gkv_entry_t *e = gkv_store_get(ctx->store, item.key.p, item.key.len);
         int status = e ? 0 : GKV_ENOTFOUND;
         uint64_t off = 0, len = 0;
         if (e)

@@ -6,16 +6,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checks.h"
 #include "error.h"
 #include "log.h"
 
-static int lease_room(gkv_server_t *srv, gkv_reply_t *rep, uint64_t size)
+static int lease_room(gkv_cmd_ctx_t *ctx, gkv_reply_t *rep, uint64_t size)
 {
-    if (rep->leases->count >= srv->cfg.max_leases)
+    if (rep->leases->count >= ctx->lim.max_leases)
         return gkv_reply_fail(rep, GKV_ELEASELIMIT,
                               "this connection holds %" PRIu64 " leases (max-leases)",
                               rep->leases->count);
-    if (size > srv->cfg.max_leased_bytes - rep->leases->bytes)
+    if (size > ctx->lim.max_leased_bytes - rep->leases->bytes)
         return gkv_reply_fail(rep, GKV_ELEASELIMIT,
                               "this connection has %" PRIu64 " bytes under lease; "
                               "%" PRIu64 " more exceed max-leased-bytes",
@@ -24,15 +25,15 @@ static int lease_room(gkv_server_t *srv, gkv_reply_t *rep, uint64_t size)
 }
 
 /* Writes what an importer needs to reach e: export data or arena offset, and the device. */
-static int write_export(gkv_server_t *srv, gkv_wr_t *w, gkv_entry_t *e)
+static int write_export(gkv_cmd_ctx_t *ctx, gkv_wr_t *w, gkv_entry_t *e)
 {
     uint8_t data[GKV_EXPORT_MAX];
     uint32_t len;
-    int rc = gkv_store_export(&srv->store, e, data, sizeof(data), &len);
+    int rc = gkv_store_export(ctx->store, e, data, sizeof(data), &len);
     if (rc)
         return rc;
     gkv_wr_bin(w, GKV_F_EXPORT, data, len);
-    const gkv_backend_t *be = gkv_store_be(&srv->store, e);
+    const gkv_backend_t *be = gkv_store_be(ctx->store, e);
     if (be->host_visible)
         gkv_wr_uint(w, GKV_F_ARENA_OFFSET, e->size ? e->mem.v : 0);
     gkv_wr_int(w, GKV_F_DEVICE, be->device);
@@ -45,19 +46,19 @@ static int write_export(gkv_server_t *srv, gkv_wr_t *w, gkv_entry_t *e)
  * (refs == 1), so no other process has it imported and none can reach it again. Its memory may
  * then take the key's next value, written in place by this connection, whose import of it
  * stays good. */
-static bool is_spare(gkv_server_t *srv, const gkv_lease_t *s, const uint8_t *key, size_t klen)
+static bool is_spare(gkv_cmd_ctx_t *ctx, const gkv_lease_t *s, const uint8_t *key, size_t klen)
 {
     if (!s || s->writable || s->entry->refs != 1 || !s->entry->size)
         return false;
     size_t slen;
-    const uint8_t *skey = gkv_store_key(&srv->store, s->entry, &slen);
+    const uint8_t *skey = gkv_store_key(ctx->store, s->entry, &slen);
     return !key || (slen == klen && memcmp(skey, key, klen) == 0);
 }
 
 /* Makes spare s writable (no metadata, deadline or NX/XX). False when the store cannot. */
-static bool take_spare(gkv_server_t *srv, gkv_reply_t *rep, gkv_lease_t *s)
+static bool take_spare(gkv_cmd_ctx_t *ctx, gkv_reply_t *rep, gkv_lease_t *s)
 {
-    if (gkv_store_entry_reset(&srv->store, s->entry) != 0)
+    if (gkv_store_entry_reset(ctx->store, s->entry) != 0)
         return false;
     gkv_lease_to_write(rep->leases, s);
     return true;
@@ -73,25 +74,25 @@ static gkv_lease_t *offered_lease(const gkv_request_t *req, gkv_reply_t *rep, gk
     return l && !l->writable && l->entry == e ? l : NULL;
 }
 
-int gkv_cmd_map(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+int gkv_cmd_map(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
     gkv_entry_t *e;
     uint64_t off = 0, len = 0;
-    int rc = gkv_cmd_lookup_range(srv, req, rep, &e, &off, &len);
+    int rc = gkv_lookup_range(ctx, req, rep, &e, &off, &len);
     if (rc)
         return rc;
     /* The value may have been answered before a batch copied it: the reply waits for that. */
-    if (e->dev != 0 && !rep->zc_every_gpu) /* HELLO passed device 0's memory only */
+    if (e->dev != 0 && !rep->in.zc_every_gpu) /* HELLO passed device 0's memory only */
         return gkv_reply_fail(rep, GKV_ENOTSUP,
                               "the value is on GPU %u (%s); this connection's zero-copy reaches "
                               "GPU 0 only (HELLO zero_copy 2 asks for every GPU)",
-                              e->dev, gkv_store_be(&srv->store, e)->gpu_uuid);
+                              e->dev, gkv_store_be(ctx->store, e)->gpu_uuid);
     rep->fence_dev = e->dev;
-    rep->fence_batches = gkv_batch_writes_pending(&gkv_devices_of(&srv->devs, e)->batcher);
+    rep->fence_batches = gkv_batch_writes_pending(&gkv_devices_of(ctx->devs, e)->batcher);
     rep->fence = rep->fence_batches;
-    if (!gkv_store_exportable(&srv->store, e)) {
+    if (!gkv_store_exportable(ctx->store, e)) {
         gkv_entry_t *copy;
-        if ((rc = gkv_store_copy_begin(&srv->store, e, e->dev, &copy)))
+        if ((rc = gkv_store_copy_begin(ctx->store, e, e->dev, &copy)))
             return rc;
         gkv_store_ref(e);
         rep->copied_from = e;
@@ -100,17 +101,17 @@ int gkv_cmd_map(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     }
     /* A lease the client still holds on this very value is named again: no lease is added. */
     gkv_lease_t *l = offered_lease(req, rep, e);
-    if (!l && (rc = lease_room(srv, rep, e->size)))
+    if (!l && (rc = lease_room(ctx, rep, e->size)))
         return rc;
     gkv_wr_t *w = rep->wr;
     gkv_reply_ok(w, req->id);
-    if ((rc = write_export(srv, w, e)))
+    if ((rc = write_export(ctx, w, e)))
         return rc;
     bool added = !l;
     if (added) {
         gkv_store_ref(e);
         if ((rc = gkv_lease_add(rep->leases, e, false, 0, &l))) {
-            gkv_store_unref(&srv->store, e);
+            gkv_store_unref(ctx->store, e);
             return rc;
         }
     }
@@ -123,7 +124,7 @@ int gkv_cmd_map(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     if (meta_len)
         gkv_wr_bin(w, GKV_F_META, meta, meta_len);
     if ((rc = gkv_wr_end(w)) && added)
-        gkv_lease_drop(rep->leases, &srv->store, l);
+        gkv_lease_drop(rep->leases, ctx->store, l);
     return rc;
 }
 
@@ -132,23 +133,23 @@ int gkv_cmd_map(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
  * cleared: it holds this key's older value, which this connection mapped). Returns 1 when the
  * offer does not qualify (CREATE allocates as usual and the offered lease is untouched), else
  * what the request returns. */
-static int reuse_spare(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+static int reuse_spare(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
     gkv_lease_t *s = gkv_lease_find(rep->leases, req->lease);
-    if (!is_spare(srv, s, req->key.p, req->key.len) || s->entry->size != req->size ||
-        !take_spare(srv, rep, s))
+    if (!is_spare(ctx, s, req->key.p, req->key.len) || s->entry->size != req->size ||
+        !take_spare(ctx, rep, s))
         return 1;
     gkv_entry_t *e = s->entry;
     s->flags = (unsigned)req->flags;
     int rc = 0;
     if ((req->has & GKV_HAS_META) &&
-        (rc = gkv_store_entry_renew(&srv->store, e, req->meta.p, req->meta.len)))
+        (rc = gkv_store_entry_renew(ctx->store, e, req->meta.p, req->meta.len)))
         return rc;
-    if ((req->has & GKV_HAS_TTL) && (rc = gkv_store_entry_ttl(&srv->store, e, req->ttl)))
+    if ((req->has & GKV_HAS_TTL) && (rc = gkv_store_entry_ttl(ctx->store, e, req->ttl)))
         return rc;
     gkv_wr_t *w = rep->wr;
     gkv_reply_ok(w, req->id);
-    if ((rc = write_export(srv, w, e)))
+    if ((rc = write_export(ctx, w, e)))
         return rc;
     gkv_wr_uint(w, GKV_F_LEASE, s->id);
     gkv_wr_uint(w, GKV_F_SIZE, e->size);
@@ -157,39 +158,39 @@ static int reuse_spare(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t 
     return gkv_wr_end(w);
 }
 
-int gkv_cmd_create(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+int gkv_cmd_create(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
     if (!(req->has & GKV_HAS_SIZE))
         return gkv_reply_fail(rep, GKV_EINVAL, "CREATE needs a size");
     /* A `lease` offered for reuse is protocol 1's: protocol 2 ignores it (spares are writable
      * leases the client takes without a CREATE). */
-    int rc = gkv_cmd_check_new_value(srv, req, req->size, rep);
+    int rc = gkv_check_new_value(ctx, req, req->size, rep);
     if (rc)
         return rc;
-    if (rep->version < 2 && (req->has & GKV_HAS_LEASE))
-        if ((rc = reuse_spare(srv, req, rep)) != 1)
+    if (rep->in.version < 2 && (req->has & GKV_HAS_LEASE))
+        if ((rc = reuse_spare(ctx, req, rep)) != 1)
             return rc;
-    if ((rc = lease_room(srv, rep, req->size)))
+    if ((rc = lease_room(ctx, rep, req->size)))
         return rc;
     gkv_entry_t *e;
     uint64_t t0 = uv_hrtime();
-    rc = gkv_cmd_new_entry(srv, req, req->size, GKV_LANE_SHARED, rep, &e);
+    rc = gkv_new_entry(ctx, req, req->size, GKV_LANE_SHARED, rep, &e);
     GKV_DEBUG("CREATE of %" PRIu64 " bytes: allocation took %.1f us", req->size,
               (double)(uv_hrtime() - t0) / 1e3);
     if (rc)
         return rc;
     /* The memory may have held another key's value: it is cleared before the reply goes out
      * (stream-ordered on the GPU, waited for by the reply's fence). */
-    if ((rc = gkv_store_clear(&srv->store, e))) {
-        gkv_store_unref(&srv->store, e);
+    if ((rc = gkv_store_clear(ctx->store, e))) {
+        gkv_store_unref(ctx->store, e);
         return rc;
     }
     gkv_wr_t *w = rep->wr;
     gkv_lease_t *l;
     gkv_reply_ok(w, req->id);
-    if ((rc = write_export(srv, w, e)) ||
+    if ((rc = write_export(ctx, w, e)) ||
         (rc = gkv_lease_add(rep->leases, e, true, (unsigned)req->flags, &l))) {
-        gkv_store_unref(&srv->store, e);
+        gkv_store_unref(ctx->store, e);
         return rc;
     }
     gkv_wr_uint(w, GKV_F_LEASE, l->id);
@@ -199,13 +200,13 @@ int gkv_cmd_create(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep
     rep->fence = true; /* the memory is another process's once its allocation has run */
     rep->fence_dev = e->dev;
     if ((rc = gkv_wr_end(w)))
-        gkv_lease_drop(rep->leases, &srv->store, l);
+        gkv_lease_drop(rep->leases, ctx->store, l);
     return rc;
 }
 
 /* The writable lease a SEAL or ABORT names (field lease), held by this connection. Protocol 1
  * also SEALs a spare that is still a read lease (seal: true): it is taken here. */
-static int named_lease(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep, bool seal,
+static int named_lease(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep, bool seal,
                        gkv_lease_t **out)
 {
     if (!(req->has & GKV_HAS_LEASE))
@@ -214,8 +215,8 @@ static int named_lease(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t 
     if (!*out)
         return gkv_reply_fail(rep, GKV_ENOLEASE, "lease %" PRIu64 " is not held by this connection",
                               req->lease);
-    if (!(*out)->writable &&
-        !(seal && rep->version < 2 && is_spare(srv, *out, NULL, 0) && take_spare(srv, rep, *out)))
+    if (!(*out)->writable && !(seal && rep->in.version < 2 && is_spare(ctx, *out, NULL, 0) &&
+                               take_spare(ctx, rep, *out)))
         return gkv_reply_fail(rep, GKV_EINVAL, "lease %" PRIu64 " is a MAP lease: RELEASE it",
                               req->lease);
     return 0;
@@ -224,21 +225,21 @@ static int named_lease(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t 
 /* The read lease the SEAL names in `spare` (typically this connection's lease on the value the
  * seal just replaced), when it is a spare of key: made writable (protocol 2), or left a read
  * lease that a later CREATE or SEAL may take (protocol 1). Returns the lease or NULL. */
-static gkv_lease_t *make_spare(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep,
+static gkv_lease_t *make_spare(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep,
                                const uint8_t *key, size_t klen)
 {
     gkv_lease_t *s = req->has & GKV_HAS_SPARE ? gkv_lease_find(rep->leases, req->spare) : NULL;
-    if (!is_spare(srv, s, key, klen))
+    if (!is_spare(ctx, s, key, klen))
         return NULL;
-    if (rep->version < 2)
+    if (rep->in.version < 2)
         return s;
-    return take_spare(srv, rep, s) ? s : NULL;
+    return take_spare(ctx, rep, s) ? s : NULL;
 }
 
-int gkv_cmd_seal(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+int gkv_cmd_seal(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
     gkv_lease_t *l = NULL;
-    int rc = named_lease(srv, req, rep, true, &l);
+    int rc = named_lease(ctx, req, rep, true, &l);
     if (rc)
         return rc;
     if (req->flags & ~(uint64_t)(GKV_SEAL_KEEP | GKV_SET_NX | GKV_SET_XX))
@@ -246,21 +247,21 @@ int gkv_cmd_seal(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
     unsigned flags = l->flags | (unsigned)(req->flags & (GKV_SET_NX | GKV_SET_XX));
     if ((flags & GKV_SET_NX) && (flags & GKV_SET_XX))
         return gkv_reply_fail(rep, GKV_EINVAL, "NX and XX exclude each other");
-    if ((rc = gkv_cmd_check_meta(req, rep)) || (rc = gkv_cmd_check_ttl(req, rep)))
+    if ((rc = gkv_check_meta(req, rep)) || (rc = gkv_check_ttl(req, rep)))
         return rc;
     if ((req->has & GKV_HAS_META) &&
-        (rc = gkv_store_entry_renew(&srv->store, l->entry, req->meta.p, req->meta.len)))
+        (rc = gkv_store_entry_renew(ctx->store, l->entry, req->meta.p, req->meta.len)))
         return rc;
-    if ((req->has & GKV_HAS_TTL) && (rc = gkv_store_entry_ttl(&srv->store, l->entry, req->ttl)))
+    if ((req->has & GKV_HAS_TTL) && (rc = gkv_store_entry_ttl(ctx->store, l->entry, req->ttl)))
         return rc;
     gkv_entry_t *holder = NULL;
-    rc = gkv_store_publish(&srv->store, l->entry, flags, &holder);
+    rc = gkv_store_publish(ctx->store, l->entry, flags, &holder);
     /* With keep, the lease goes on: on the published value as a read lease, or (NX/XX refused
      * it) still writable on the discarded one, which is then a spare with no flags. */
     if (!(req->flags & GKV_SEAL_KEEP))
-        gkv_lease_drop(rep->leases, &srv->store, l);
+        gkv_lease_drop(rep->leases, ctx->store, l);
     else if (rc == 0)
-        gkv_lease_to_read(rep->leases, &srv->store, l, holder);
+        gkv_lease_to_read(rep->leases, ctx->store, l, holder);
     else
         l->flags = 0;
     if (rc == GKV_EEXISTS)
@@ -271,25 +272,25 @@ int gkv_cmd_seal(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
         return rc;
     gkv_reply_ok(rep->wr, req->id);
     size_t klen;
-    const uint8_t *key = gkv_store_key(&srv->store, holder, &klen);
-    gkv_lease_t *s = make_spare(srv, req, rep, key, klen);
+    const uint8_t *key = gkv_store_key(ctx->store, holder, &klen);
+    gkv_lease_t *s = make_spare(ctx, req, rep, key, klen);
     if (s)
         gkv_wr_uint(rep->wr, GKV_F_SPARE, s->id);
     return gkv_wr_end(rep->wr);
 }
 
-int gkv_cmd_abort(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+int gkv_cmd_abort(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
     gkv_lease_t *l = NULL;
-    int rc = named_lease(srv, req, rep, false, &l);
+    int rc = named_lease(ctx, req, rep, false, &l);
     if (rc)
         return rc;
-    gkv_lease_drop(rep->leases, &srv->store, l);
+    gkv_lease_drop(rep->leases, ctx->store, l);
     gkv_reply_ok(rep->wr, req->id);
     return gkv_wr_end(rep->wr);
 }
 
-int gkv_cmd_release(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+int gkv_cmd_release(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
     bool batch = req->has & GKV_HAS_LEASES;
     if (batch && req->nleases > GKV_MAX_BATCH)
@@ -320,7 +321,7 @@ int gkv_cmd_release(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
                                 "lease %" PRIu64 " is not held by this connection", id);
         else if (l->marked)
             rc = gkv_reply_fail(rep, GKV_ENOLEASE, "lease %" PRIu64 " is named twice", id);
-        else if (l->writable && rep->version < 2) /* protocol 1: SEAL or ABORT it */
+        else if (l->writable && rep->in.version < 2) /* protocol 1: SEAL or ABORT it */
             rc = gkv_reply_fail(rep, GKV_EINVAL,
                                 "lease %" PRIu64 " is a CREATE lease: SEAL or ABORT it", id);
         else {
@@ -332,7 +333,7 @@ int gkv_cmd_release(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *re
         if (rc)
             found[i]->marked = false;
         else
-            gkv_lease_drop(rep->leases, &srv->store, found[i]);
+            gkv_lease_drop(rep->leases, ctx->store, found[i]);
     }
     free(found);
     return rc ? rc : gkv_reply_count(rep, req->id, n);

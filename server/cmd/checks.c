@@ -1,88 +1,19 @@
-/* reply.c: building replies, and the checks and lookups handlers share (reply.h). */
-#include "reply.h"
+/* checks.c: the checks and lookups the data handlers share (checks.h). */
+#include "checks.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "error.h"
+#include "frame.h"
 
-void gkv_reply_init(gkv_reply_t *rep, gkv_wr_t *wr, gkv_leases_t *leases)
-{
-    memset(rep, 0, sizeof(*rep));
-    rep->wr = wr;
-    rep->leases = leases;
-    rep->version = GKV_PROTOCOL_VERSION;
-}
-
-int gkv_reply_fail(gkv_reply_t *rep, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(rep->msgbuf, sizeof(rep->msgbuf), fmt, ap);
-    va_end(ap);
-    rep->msg = rep->msgbuf;
-    return code;
-}
-
-void gkv_reply_error(gkv_wr_t *wr, uint64_t id, int code, const char *msg)
-{
-    gkv_wr_begin(wr);
-    gkv_wr_uint(wr, GKV_F_ID, id);
-    gkv_wr_int(wr, GKV_F_STATUS, code);
-    gkv_wr_str(wr, GKV_F_MESSAGE, msg ? msg : gkv_strerror(code));
-    gkv_wr_end(wr);
-}
-
-void gkv_reply_ok(gkv_wr_t *wr, uint64_t id)
-{
-    gkv_wr_begin(wr);
-    gkv_wr_uint(wr, GKV_F_ID, id);
-    gkv_wr_int(wr, GKV_F_STATUS, 0);
-}
-
-void gkv_reply_release(gkv_server_t *srv, gkv_reply_t *rep)
-{
-    for (uint32_t i = 0; i < rep->nsegs; i++)
-        gkv_store_unref(&srv->store, rep->segs[i].entry);
-    if (rep->segs != &rep->one)
-        free(rep->segs);
-    rep->segs = NULL;
-    rep->nsegs = 0;
-    if (rep->recv)
-        gkv_store_unref(&srv->store, rep->recv);
-    rep->recv = NULL;
-    if (rep->copied_from) {
-        gkv_store_unref(&srv->store, rep->copied_from);
-        gkv_store_unref(&srv->store, rep->copied_to);
-    }
-    rep->copied_from = rep->copied_to = NULL;
-    rep->fence = rep->fence_batches = false;
-    rep->fence_dev = 0;
-}
-
-int gkv_reply_count(gkv_reply_t *rep, uint64_t id, uint64_t count)
-{
-    gkv_reply_ok(rep->wr, id);
-    gkv_wr_uint(rep->wr, GKV_F_COUNT, count);
-    return gkv_wr_end(rep->wr);
-}
-
-void gkv_reply_add_segment(gkv_reply_t *rep, gkv_entry_t *e, uint64_t off, uint64_t len)
-{
-    gkv_store_ref(e);
-    rep->segs[rep->nsegs++] = (gkv_segment_t){e, off, len};
-}
-
-int gkv_cmd_check_key(gkv_server_t *srv, gkv_slice_t key, gkv_reply_t *rep)
+int gkv_check_key(const gkv_cmd_ctx_t *ctx, gkv_slice_t key, gkv_reply_t *rep)
 {
     if (key.len == 0)
         return gkv_reply_fail(rep, GKV_EINVAL, "keys must be at least 1 byte");
-    if (key.len > srv->cfg.max_key)
+    if (key.len > ctx->lim.max_key)
         return gkv_reply_fail(rep, GKV_ETOOBIG, "key of %u bytes exceeds max-key-size %" PRIu64,
-                              key.len, srv->cfg.max_key);
+                              key.len, ctx->lim.max_key);
     return 0;
 }
 
@@ -102,10 +33,10 @@ int gkv_range_resolve(uint64_t size, uint64_t offset, uint64_t length, uint64_t 
     return 0;
 }
 
-int gkv_cmd_lookup_range(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep,
-                         gkv_entry_t **e, uint64_t *off, uint64_t *len)
+int gkv_lookup_range(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep,
+                     gkv_entry_t **e, uint64_t *off, uint64_t *len)
 {
-    *e = gkv_store_get(&srv->store, req->key.p, req->key.len);
+    *e = gkv_store_get(ctx->store, req->key.p, req->key.len);
     if (!*e)
         return GKV_ENOTFOUND;
     if (gkv_range_resolve((*e)->size, req->offset, req->length, req->suffix, off, len))
@@ -115,7 +46,7 @@ int gkv_cmd_lookup_range(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_
     return 0;
 }
 
-int gkv_cmd_check_meta(const gkv_request_t *req, gkv_reply_t *rep)
+int gkv_check_meta(const gkv_request_t *req, gkv_reply_t *rep)
 {
     if (req->meta.len > GKV_MAX_META)
         return gkv_reply_fail(rep, GKV_ETOOBIG, "metadata of %u bytes exceeds %u", req->meta.len,
@@ -123,7 +54,7 @@ int gkv_cmd_check_meta(const gkv_request_t *req, gkv_reply_t *rep)
     return 0;
 }
 
-int gkv_cmd_check_ttl(const gkv_request_t *req, gkv_reply_t *rep)
+int gkv_check_ttl(const gkv_request_t *req, gkv_reply_t *rep)
 {
     if ((req->has & GKV_HAS_TTL) && (req->ttl == 0 || req->ttl > GKV_MAX_TTL_MS))
         return gkv_reply_fail(rep, GKV_EINVAL, "ttl is 1..%" PRIu64 " milliseconds",
@@ -131,24 +62,24 @@ int gkv_cmd_check_ttl(const gkv_request_t *req, gkv_reply_t *rep)
     return 0;
 }
 
-int gkv_cmd_check_new_value(gkv_server_t *srv, const gkv_request_t *req, uint64_t size,
-                            gkv_reply_t *rep)
+int gkv_check_new_value(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, uint64_t size,
+                        gkv_reply_t *rep)
 {
     if (req->flags & ~(uint64_t)(GKV_SET_NX | GKV_SET_XX))
         return gkv_reply_fail(rep, GKV_EINVAL, "unknown flags 0x%" PRIx64, req->flags);
     if ((req->flags & GKV_SET_NX) && (req->flags & GKV_SET_XX))
         return gkv_reply_fail(rep, GKV_EINVAL, "NX and XX exclude each other");
-    int rc = gkv_cmd_check_ttl(req, rep);
+    int rc = gkv_check_ttl(req, rep);
     if (rc)
         return rc;
-    if (size > srv->cfg.max_value)
+    if (size > ctx->lim.max_value)
         return gkv_reply_fail(rep, GKV_ETOOBIG,
                               "value of %" PRIu64 " bytes exceeds max-value-size %" PRIu64, size,
-                              srv->cfg.max_value);
-    rc = gkv_cmd_check_meta(req, rep);
+                              ctx->lim.max_value);
+    rc = gkv_check_meta(req, rep);
     if (rc)
         return rc;
-    bool exists = gkv_store_find(&srv->store, req->key.p, req->key.len) != NULL;
+    bool exists = gkv_store_find(ctx->store, req->key.p, req->key.len) != NULL;
     if ((req->flags & GKV_SET_NX) && exists)
         return gkv_reply_fail(rep, GKV_EEXISTS, "key exists (NX)");
     if ((req->flags & GKV_SET_XX) && !exists)
@@ -168,19 +99,19 @@ int gkv_reply_oom(gkv_reply_t *rep, const gkv_store_t *st, unsigned dev, uint64_
                           size, where, d->used, d->limit);
 }
 
-int gkv_cmd_named_device(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep, int *dev)
+int gkv_check_device(const gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep, int *dev)
 {
     *dev = -1;
     if (!(req->has & GKV_HAS_GPU))
         return 0;
     if (!req->gpu_uuid.len) {
-        if (req->gpu >= srv->devs.n)
+        if (req->gpu >= ctx->devs->n)
             return gkv_reply_fail(rep, GKV_EINVAL, "no GPU %" PRIu64 ": this server has %u",
-                                  req->gpu, srv->devs.n);
+                                  req->gpu, ctx->devs->n);
         *dev = (int)req->gpu;
         return 0;
     }
-    *dev = gkv_devices_find_gpu(&srv->devs, (const char *)req->gpu_uuid.p, req->gpu_uuid.len);
+    *dev = gkv_devices_find_gpu(ctx->devs, (const char *)req->gpu_uuid.p, req->gpu_uuid.len);
     if (*dev >= 0)
         return 0;
     return gkv_reply_fail(rep, GKV_EINVAL, "no GPU %.*s on this server",
@@ -188,15 +119,15 @@ int gkv_cmd_named_device(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_
                           (const char *)req->gpu_uuid.p);
 }
 
-int gkv_cmd_new_entry(gkv_server_t *srv, const gkv_request_t *req, uint64_t size, int lane,
-                      gkv_reply_t *rep, gkv_entry_t **out)
+int gkv_new_entry(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, uint64_t size, int lane,
+                  gkv_reply_t *rep, gkv_entry_t **out)
 {
-    gkv_store_t *st = &srv->store;
+    gkv_store_t *st = ctx->store;
     int named;
-    int rc = gkv_cmd_named_device(srv, req, rep, &named);
+    int rc = gkv_check_device(ctx, req, rep, &named);
     if (rc)
         return rc;
-    if (lane == GKV_LANE_SHARED && !rep->zc_every_gpu) {
+    if (lane == GKV_LANE_SHARED && !rep->in.zc_every_gpu) {
         if (named > 0)
             return gkv_reply_fail(rep, GKV_ENOTSUP,
                                   "this connection's zero-copy reaches GPU 0 only "
@@ -208,17 +139,16 @@ int gkv_cmd_new_entry(gkv_server_t *srv, const gkv_request_t *req, uint64_t size
     rc = gkv_store_entry_new(st, dev, req->key.p, req->key.len, size, req->meta.p, req->meta.len,
                              lane, out);
     if (rc == 0 && (req->has & GKV_HAS_TTL) &&
-        (rc = gkv_store_entry_ttl(&srv->store, *out, req->ttl))) {
-        gkv_store_unref(&srv->store, *out);
+        (rc = gkv_store_entry_ttl(ctx->store, *out, req->ttl))) {
+        gkv_store_unref(ctx->store, *out);
         *out = NULL;
     }
     if (rc == GKV_EOOM)
         return gkv_reply_oom(rep, st, dev, size);
-    if (rc == GKV_ENOMEM &&
-        !gkv_store_host_room(&srv->store, req->key.len, (uint32_t)req->meta.len))
+    if (rc == GKV_ENOMEM && !gkv_store_host_room(ctx->store, req->key.len, (uint32_t)req->meta.len))
         return gkv_reply_fail(rep, rc,
                               "keys and metadata are over --maxmemory-keys: %" PRIu64 " of %" PRIu64
                               " host bytes used",
-                              gkv_store_host_memory(&srv->store), srv->store.host_limit);
+                              gkv_store_host_memory(ctx->store), ctx->store->host_limit);
     return rc;
 }

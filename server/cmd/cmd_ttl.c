@@ -1,28 +1,29 @@
 /* cmd_ttl.c: deadlines: EXPIRE, PERSIST, TTL (SET and CREATE take a ttl field too). */
 #include "handlers.h"
 
+#include "checks.h"
 #include "error.h"
 
-int gkv_cmd_expire(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+int gkv_cmd_expire(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
     if (!(req->has & GKV_HAS_TTL))
         return gkv_reply_fail(rep, GKV_EINVAL, "EXPIRE needs a ttl");
-    int rc = gkv_cmd_check_ttl(req, rep);
+    int rc = gkv_check_ttl(req, rep);
     if (rc == 0)
-        rc = gkv_store_expire(&srv->store, req->key.p, req->key.len, req->ttl);
+        rc = gkv_store_expire(ctx->store, req->key.p, req->key.len, req->ttl);
     return rc < 0 ? rc : gkv_reply_count(rep, req->id, (uint64_t)rc);
 }
 
-int gkv_cmd_persist(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+int gkv_cmd_persist(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
-    int rc = gkv_store_persist(&srv->store, req->key.p, req->key.len);
+    int rc = gkv_store_persist(ctx->store, req->key.p, req->key.len);
     return rc < 0 ? rc : gkv_reply_count(rep, req->id, (uint64_t)rc);
 }
 
-int gkv_cmd_ttl(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+int gkv_cmd_ttl(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
     uint64_t left;
-    int rc = gkv_store_ttl(&srv->store, req->key.p, req->key.len, &left);
+    int rc = gkv_store_ttl(ctx->store, req->key.p, req->key.len, &left);
     if (rc)
         return rc;
     gkv_wr_t *w = rep->wr;

@@ -4,19 +4,20 @@
  * the key while the copy runs wins over the move. */
 #include "handlers.h"
 
+#include "checks.h"
 #include "error.h"
 
-int gkv_cmd_move(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+int gkv_cmd_move(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
     int to;
-    int rc = gkv_cmd_named_device(srv, req, rep, &to);
+    int rc = gkv_check_device(ctx, req, rep, &to);
     if (rc)
         return rc;
     if (to < 0)
         return gkv_reply_fail(rep, GKV_EINVAL, "MOVE needs a gpu (an ordinal or a UUID)");
-    if ((rc = gkv_cmd_check_key(srv, req->key, rep)))
+    if ((rc = gkv_check_key(ctx, req->key, rep)))
         return rc;
-    gkv_store_t *st = &srv->store;
+    gkv_store_t *st = ctx->store;
     gkv_entry_t *e = gkv_store_get(st, req->key.p, req->key.len);
     if (!e)
         return GKV_ENOTFOUND;

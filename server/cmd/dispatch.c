@@ -1,30 +1,16 @@
-/* cmd.c: the command table and dispatch; the handlers live in cmd_<family>.c. */
-#include "cmd.h"
-
+/* dispatch.c: the generic checks every request passes before its handler, and the handler. */
 #include <inttypes.h>
+#include <stdio.h>
 
+#include "checks.h"
+#include "cmd.h"
 #include "error.h"
-#include "handlers.h"
 
-#define CMD(NAME, name, payload)                                                                   \
-    [GKV_OP_##NAME] = {#name, GKV_FLAGS_##NAME, gkv_cmd_##name, payload}
-
-static const gkv_command_t commands[GKV_OP_MAX] = {
-    CMD(HELLO, hello, NULL),       CMD(PING, ping, NULL),     CMD(SET, set, gkv_cmd_set_commit),
-    CMD(GET, get, NULL),           CMD(MGET, mget, NULL),     CMD(EXISTS, exists, NULL),
-    CMD(DEL, del, NULL),           CMD(LIST, list, NULL),     CMD(GETSIZE, getsize, NULL),
-    CMD(FLUSH, flush, NULL),       CMD(INFO, info, NULL),     CMD(MAP, map, NULL),
-    CMD(RELEASE, release, NULL),   CMD(CREATE, create, NULL), CMD(SEAL, seal, NULL),
-    CMD(ABORT, abort, NULL),       CMD(EXPIRE, expire, NULL), CMD(PERSIST, persist, NULL),
-    CMD(TTL, ttl, NULL),           CMD(MOVE, move, NULL),     CMD(SAVE, save, NULL),
-    CMD(TAKEOVER, takeover, NULL),
-};
-
-const gkv_command_t *gkv_command_lookup(uint64_t op)
+const gkv_command_t *gkv_command_lookup(const gkv_cmd_ctx_t *ctx, uint64_t op)
 {
-    if (op == 0 || op >= GKV_OP_MAX || !commands[op].name)
+    if (op == 0 || op >= GKV_OP_MAX || !ctx->table[op].name)
         return NULL;
-    return &commands[op];
+    return &ctx->table[op];
 }
 
 /* NOTFOUND names the key (printable bytes as they are, others as \xNN, at most 40 bytes of it),
@@ -44,37 +30,37 @@ static void not_found(gkv_reply_t *rep, gkv_slice_t key)
     gkv_reply_fail(rep, GKV_ENOTFOUND, "no such key '%s'%s", shown, key.len > 40 ? "..." : "");
 }
 
-int gkv_dispatch(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
+int gkv_dispatch(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
-    srv->stats.total_commands++;
-    const gkv_command_t *cmd = gkv_command_lookup(req->op);
+    ctx->commands++;
+    const gkv_command_t *cmd = gkv_command_lookup(ctx, req->op);
     size_t mark = rep->wr->sb.size;
     int rc;
     rep->msg = NULL;
     rep->cmd = cmd;
     if (!cmd)
         rc = gkv_reply_fail(rep, GKV_EUNKNOWNCMD, "unknown command %" PRIu64, req->op);
-    else if (!rep->authed && req->op != GKV_OP_HELLO && req->op != GKV_OP_PING)
+    else if (!rep->in.authed && req->op != GKV_OP_HELLO && req->op != GKV_OP_PING)
         rc = gkv_reply_fail(rep, GKV_EAUTH,
                             "authentication required: send HELLO with the token first "
                             "(GPUKV_TOKEN or GPUKV_TOKEN_FILE)");
     else if (req->payload_len && !(cmd->flags & GKV_CMD_PAYLOAD))
         rc = gkv_reply_fail(rep, GKV_EINVAL, "%s takes no payload", cmd->name);
-    else if ((cmd->flags & GKV_CMD_LOCAL) && !rep->zero_copy)
+    else if ((cmd->flags & GKV_CMD_LOCAL) && !rep->in.zero_copy)
         rc = gkv_reply_fail(rep, GKV_ENOTSUP,
                             "%s needs zero-copy: a Unix socket connection whose first "
                             "request was HELLO with zero_copy = 1 (see its zero_copy_why)",
                             cmd->name);
     else if ((cmd->flags & GKV_CMD_KEY) && !(req->has & GKV_HAS_KEY))
         rc = gkv_reply_fail(rep, GKV_EINVAL, "%s needs a key", cmd->name);
-    else if ((cmd->flags & GKV_CMD_KEY) && (rc = gkv_cmd_check_key(srv, req->key, rep)) != 0)
+    else if ((cmd->flags & GKV_CMD_KEY) && (rc = gkv_check_key(ctx, req->key, rep)) != 0)
         ;
     else
-        rc = cmd->run(srv, req, rep);
+        rc = cmd->run(ctx, req, rep);
     if (rc == GKV_ENOTFOUND && !rep->msg && (req->has & GKV_HAS_KEY))
         not_found(rep, req->key);
     if (rc < 0) {
-        gkv_reply_release(srv, rep);
+        gkv_reply_release(ctx->store, rep);
         rep->wr->sb.size = mark;
         rep->wr->failed = false;
         gkv_reply_error(rep->wr, req->id, rc, rep->msg);
