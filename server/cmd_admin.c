@@ -93,7 +93,7 @@ int gkv_cmd_save(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
     gkv_server_t *srv = ctx->owner;
     char why[192] = "";
-    int rc = gkv_snapshot_start(srv, why, sizeof(why));
+    int rc = gkv_snapshot_start(&srv->snapshots, why, sizeof(why));
     if (rc)
         return gkv_reply_fail(rep, rc, "%s", why[0] ? why : gkv_strerror(rc));
     return gkv_reply_count(rep, req->id, 1);
@@ -230,10 +230,10 @@ int gkv_cmd_info(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
     if ((m = info_gpus(srv, text + n, sizeof(text) - (size_t)n)) < 0)
         return GKV_ENOMEM;
     n += m;
-    if ((m = gkv_snapshot_info(srv, text + n, sizeof(text) - (size_t)n)) < 0)
+    if ((m = gkv_snapshot_info(&srv->snapshots, text + n, sizeof(text) - (size_t)n)) < 0)
         return GKV_ENOMEM;
     n += m;
-    if ((m = gkv_fdstore_info(srv, text + n, sizeof(text) - (size_t)n)) < 0)
+    if ((m = gkv_fdstore_info(&srv->fdstore, text + n, sizeof(text) - (size_t)n)) < 0)
         return GKV_ENOMEM;
     n += m;
     gkv_wr_t *w = rep->wr;

@@ -318,7 +318,7 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
     rep.in.version = c->version;
     c->op = req->op;
     c->op_started = uv_hrtime();
-    c->journal_mark = gkv_fdstore_mark(c->srv);
+    c->journal_mark = gkv_fdstore_mark(&c->srv->fdstore);
     c->srv->store.now_ms = c->op_started / 1000000; /* gkv_server_clock_ms, already read */
     int rc = gkv_dispatch(&c->srv->cmd, req, &rep);
     if (rc == 0 && req->op == GKV_OP_HELLO)
@@ -370,7 +370,8 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
 void gkv_conn_op_done(gkv_conn_t *c, int rc)
 {
     gkv_metrics_record(&c->srv->metrics, c->op, uv_hrtime() - c->op_started, rc != 0);
-    gkv_fdstore_hold(c->srv, c, c->journal_mark);
+    if (gkv_fdstore_hold(&c->srv->fdstore, &c->commit, c->journal_mark))
+        c->held++;
     gkv_server_schedule_expiry(c->srv);
 }
 
@@ -652,6 +653,15 @@ static bool peer_allowed(gkv_conn_t *c, char *why, size_t cap)
     return false;
 }
 
+/* The journal has committed what c's requests appended (commit.h): its replies may go. */
+static void on_committed(gkv_commit_waiter_t *w, bool resume)
+{
+    gkv_conn_t *c = (gkv_conn_t *)((char *)w - offsetof(gkv_conn_t, commit));
+    c->held--;
+    if (resume)
+        gkv_conn_resume(c);
+}
+
 /* A connection's start, from a listener's pending connection (listener) or a connected socket
  * (fd, listener NULL). */
 static int conn_start(gkv_server_t *srv, uv_stream_t *listener, int fd, bool local)
@@ -678,6 +688,7 @@ static int conn_start(gkv_server_t *srv, uv_stream_t *listener, int fd, bool loc
     c->copy.arg = c;
     c->waiter.ready = on_stage_ready;
     c->bwaiter.ready = on_batch_room;
+    c->commit.ready = on_committed;
     gkv_leases_init(&c->leases, &srv->lease_totals);
     gkv_wr_init(&c->out);
     c->next = srv->conns;

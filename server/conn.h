@@ -66,11 +66,10 @@ struct gkv_conn {
     /* Replies held back in the reply buffer: GET replies whose bytes a copy batch has yet to
      * bring, a reply that waits for a fence. Nothing is written while any is held. */
     uint32_t held;
-    /* --fd-store: the replies are held (one count of held) until the journal has committed
-     * what this connection's requests appended, up to journal_until (fdstore.h). */
-    bool journal_wait;
-    uint64_t journal_until, journal_mark; /* mark: the journal's length as the request began */
-    gkv_conn_t *journal_next;             /* the fd store's list of waiting connections */
+    /* --fd-store: the replies are held (one count of held, while commit is queued) until the
+     * journal has committed what this connection's requests appended (commit.h). */
+    gkv_commit_waiter_t commit;
+    uint64_t journal_mark; /* the journal's length as the request began */
     gkv_entry_t *copied_from, *copied_to; /* the fence's MAP or MOVE copy (reply.h) */
     uint64_t requests;                    /* requests handled so far */
     uint64_t op, op_started; /* the request in progress: opcode, uv_hrtime at its header */

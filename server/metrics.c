@@ -199,7 +199,7 @@ static void render_persistence(const gkv_server_t *srv, gkv_text_t *t)
     const gkv_fdstore_t *f = &srv->fdstore;
     uint64_t k, kt, b, bt;
     one(t, "snapshot_saving", "gauge", "1 while a SAVE writes a snapshot.",
-        gkv_snapshot_progress(srv, &k, &kt, &b, &bt));
+        gkv_snapshot_progress(sn, &k, &kt, &b, &bt));
     family(t, "snapshot_saves_total", "counter", "SAVEs finished, by result.");
     labelled(t, "snapshot_saves_total", "result", "ok", sn->saves);
     labelled(t, "snapshot_saves_total", "result", "failed", sn->failures);
@@ -221,7 +221,7 @@ static void render_persistence(const gkv_server_t *srv, gkv_text_t *t)
     one(t, "fd_store_journal_rewrites_total", "counter", "Journal rewrites (compactions).",
         f->rewrites);
     one(t, "fd_store_held_replies_total", "counter",
-        "Replies held until the journal had committed their request.", f->held_replies);
+        "Replies held until the journal had committed their request.", f->commits.waits);
     one(t, "fd_store_limbo_bytes", "gauge",
         "Freed value bytes kept until the journal no longer names them.", srv->store.limbo_bytes);
     one(t, "fd_store_adopted_keys", "gauge", "Keys adopted from the fd store at start.",

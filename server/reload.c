@@ -41,7 +41,7 @@ static int reload(gkv_server_t *s)
     explicit_bzero(token, sizeof(token));
     gkv_log_set_level(s->cfg.log_level);
     gkv_server_apply_settings(s);
-    gkv_snapshot_schedule(s); /* --snapshot-interval */
+    gkv_snapshot_schedule(&s->snapshots, s->cfg.snapshot_interval_ms);
     return changed;
 }
 

@@ -254,7 +254,7 @@ static void maybe_finish(gkv_server_t *s)
         uv_close((uv_handle_t *)&s->sweep, NULL);
         uv_close((uv_handle_t *)&s->expiry, NULL);
         uv_close((uv_handle_t *)&s->takeover.grace, NULL);
-        gkv_snapshot_close(s);
+        gkv_snapshot_close(&s->snapshots);
     }
 }
 
@@ -743,13 +743,21 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
     uv_timer_init(loop, &s->expiry);
     s->expiry.data = s;
     s->watchdog_ms = gkv_notify_watchdog_ms();
-    gkv_snapshot_init(s);
+    s->persist = (gkv_persist_env_t){
+        .store = &s->store, .devs = &s->devs, .loop = loop, .max_key = s->cfg.max_key};
+    gkv_snapshot_init(&s->snapshots, &s->persist, s->cfg.snapshot_dir,
+                      s->cfg.snapshot_skip_corrupt);
+    gkv_snapshot_schedule(&s->snapshots, s->cfg.snapshot_interval_ms);
     gkv_takeover_init(s);
     bool adopted;
+    gkv_fdstore_mode_t fd_mode = cfg->fd_store == GKV_YES  ? GKV_FDSTORE_ON
+                                 : cfg->fd_store == GKV_NO ? GKV_FDSTORE_OFF
+                                                           : GKV_FDSTORE_AUTO;
     if ((cfg->takeover && (rc = gkv_takeover_fetch(s, err, cap))) ||
-        (rc = gkv_fdstore_open(s, s->takeover.passed, s->takeover.npassed, &adopted, err, cap)) ||
-        (!adopted && (rc = gkv_snapshot_load(s, err, cap))) || (rc = listen_unix(s, err, cap)) ||
-        (cfg->listen[0] && (rc = listen_tcp(s, err, cap))) ||
+        (rc = gkv_fdstore_open(&s->fdstore, &s->persist, fd_mode, s->takeover.passed,
+                               s->takeover.npassed, &adopted, err, cap)) ||
+        (!adopted && (rc = gkv_snapshot_load(&s->snapshots, err, cap))) ||
+        (rc = listen_unix(s, err, cap)) || (cfg->listen[0] && (rc = listen_tcp(s, err, cap))) ||
         (cfg->metrics_listen[0] && (rc = gkv_metrics_http_listen(s, err, cap))))
         goto fail_handles;
     s->takeover.npassed = 0; /* gkv_fdstore_open took them */
@@ -758,11 +766,11 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
         close(s->takeover.listen_tcp);
         s->takeover.listen_tcp = -1;
     }
-    gkv_fdstore_serving(s);
+    gkv_fdstore_serving(&s->fdstore);
     gkv_takeover_done(s);
     return 0;
 fail_handles:
-    gkv_fdstore_close(s);
+    gkv_fdstore_close(&s->fdstore);
     gkv_takeover_fini(s);
     if (s->unix_open) {
         if (!cfg->takeover) /* else the predecessor's: it serves on (takeover.h) */
@@ -784,9 +792,7 @@ fail_handles:
     close_quietly((uv_handle_t *)&s->shutdown_timer);
     close_quietly((uv_handle_t *)&s->sweep);
     close_quietly((uv_handle_t *)&s->expiry);
-    close_quietly((uv_handle_t *)&s->snap_done);
-    close_quietly((uv_handle_t *)&s->snap_timer);
-    close_quietly((uv_handle_t *)&s->snap_list);
+    gkv_snapshot_close(&s->snapshots);
     close_quietly((uv_handle_t *)&s->takeover.grace);
     uv_run(loop, UV_RUN_DEFAULT);
     gkv_devices_fini(&s->devs);
@@ -801,8 +807,9 @@ fail_backend:
 
 void gkv_server_fini(gkv_server_t *s)
 {
-    gkv_snapshot_fini(s); /* a save still running ends first: it reads the devices */
-    gkv_fdstore_close(s);
+    /* A save still running ends first: it reads the devices. */
+    gkv_snapshot_fini(&s->snapshots, s->cfg.snapshot_on_exit && s->shutting_down);
+    gkv_fdstore_close(&s->fdstore);
     gkv_takeover_fini(s);
     gkv_devices_fini(&s->devs);
     gkv_store_fini(&s->store);

@@ -91,12 +91,9 @@ typedef struct gkv_server {
     /* Connections closed since the heap was last trimmed, and when that was (uv_now ms). */
     uint64_t closed_since_trim, trimmed_at;
     uint64_t watchdog_ms, watchdog_at; /* systemd's WatchdogSec=, pinged from the sweep */
-    /* Snapshots (snapshot.h): state, the save thread's completion, --snapshot-interval. */
-    gkv_snapshots_t snapshots;
-    uv_async_t snap_done;
-    uv_timer_t snap_timer;
-    uv_idle_t snap_list;     /* lists a save's keys a slice per loop turn */
-    gkv_fdstore_t fdstore;   /* --fd-store (fdstore.h) */
+    gkv_persist_env_t persist; /* what snapshots and the fd store work on (persist_env.h) */
+    gkv_snapshots_t snapshots; /* --snapshot-dir (snapshot.h) */
+    gkv_fdstore_t fdstore;     /* --fd-store (fdstore.h) */
     gkv_takeover_t takeover; /* TAKEOVER and --takeover (takeover.h) */
 } gkv_server_t;
 

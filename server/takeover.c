@@ -117,7 +117,7 @@ static int hand_over(gkv_server_t *s, const gkv_request_t *req, gkv_reply_t *rep
     /* Without the fd store, a journal made now, from an index no request changes any more. */
     gkv_journal_t *j = s->fdstore.journal, *made = NULL;
     uint32_t gen = j ? s->fdstore.gen : 0;
-    if (!rc && !j && !(j = made = gkv_fdstore_journal_now(s)))
+    if (!rc && !j && !(j = made = gkv_fdstore_journal_now(&s->persist)))
         return gkv_reply_fail(rep, GKV_ENOMEM, "out of memory for the journal");
     if (!rc) {
         gkv_fdstore_name(name, sizeof(name), 'j', epoch, gen);

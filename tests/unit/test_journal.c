@@ -51,8 +51,12 @@ static uint64_t addr_of(const seen_t *s, const char *key)
 
 static void put(gkv_journal_t *j, const char *key, uint64_t addr)
 {
-    gkv_jrec_t r = {.key = (const uint8_t *)key, .klen = (uint32_t)strlen(key),
-                    .meta = (const uint8_t *)"m", .meta_len = 1, .size = 10, .addr = addr};
+    gkv_jrec_t r = {.key = (const uint8_t *)key,
+                    .klen = (uint32_t)strlen(key),
+                    .meta = (const uint8_t *)"m",
+                    .meta_len = 1,
+                    .size = 10,
+                    .addr = addr};
     ck_assert_int_eq(gkv_journal_put(j, &r), 0);
 }
 
@@ -109,6 +113,37 @@ START_TEST(bytes_past_the_committed_length_and_damaged_records)
 }
 END_TEST
 
+/* Any one flipped bit in any byte of a record is detected: the replay stops before it. */
+START_TEST(every_damaged_byte_of_a_record_is_detected)
+{
+    gkv_journal_t *j;
+    ck_assert_int_eq(gkv_journal_create(&j), 0);
+    put(j, "a", 1);
+    uint64_t first = gkv_journal_used(j);
+    put(j, "bb", 2);
+    uint64_t used = gkv_journal_used(j);
+    int fd = gkv_journal_fd(j);
+    for (uint64_t i = first; i < used; i++) {
+        for (unsigned bit = 0; bit < 8; bit++) {
+            uint8_t b, d;
+            off_t at = (off_t)(64 + i);
+            ck_assert_int_eq(pread(fd, &b, 1, at), 1);
+            d = b ^ (uint8_t)(1u << bit);
+            ck_assert_int_eq(pwrite(fd, &d, 1, at), 1);
+            seen_t s = {0};
+            ck_assert_msg(replay(fd, collect, &s), "byte %llu bit %u", (unsigned long long)i, bit);
+            ck_assert_int_eq(s.n, 1);
+            ck_assert_uint_eq(addr_of(&s, "a"), 1);
+            ck_assert_int_eq(pwrite(fd, &b, 1, at), 1);
+        }
+    }
+    seen_t s = {0};
+    ck_assert(!replay(fd, collect, &s));
+    ck_assert_int_eq(s.n, 2);
+    gkv_journal_close(j);
+}
+END_TEST
+
 START_TEST(the_journal_grows_past_its_first_size)
 {
     gkv_journal_t *j;
@@ -117,8 +152,12 @@ START_TEST(the_journal_grows_past_its_first_size)
     char key[32];
     for (int i = 0; i < 10000; i++) { /* ~41 MB */
         snprintf(key, sizeof(key), "k%d", i % 50);
-        gkv_jrec_t r = {.key = (const uint8_t *)key, .klen = (uint32_t)strlen(key), .meta = meta,
-                        .meta_len = sizeof(meta), .size = 1, .addr = (uint64_t)i};
+        gkv_jrec_t r = {.key = (const uint8_t *)key,
+                        .klen = (uint32_t)strlen(key),
+                        .meta = meta,
+                        .meta_len = sizeof(meta),
+                        .size = 1,
+                        .addr = (uint64_t)i};
         ck_assert_int_eq(gkv_journal_put(j, &r), 0);
     }
     ck_assert_uint_gt(gkv_journal_used(j), 32u << 20);
@@ -336,6 +375,7 @@ Suite *make_suite(void)
     TCase *t = tcase_create("log");
     tcase_add_test(t, the_last_put_of_each_live_key_is_replayed);
     tcase_add_test(t, bytes_past_the_committed_length_and_damaged_records);
+    tcase_add_test(t, every_damaged_byte_of_a_record_is_detected);
     tcase_add_test(t, the_journal_grows_past_its_first_size);
     tcase_add_test(t, devices_and_export_data_come_back);
     tcase_add_test(t, pins_hold_the_committed_length_back);

@@ -10,20 +10,31 @@
  * place and fsyncs the directory, and wakes the loop, which drops the references. Each key is
  * saved as it was when the listing reached it; a value overwritten or deleted once listed keeps
  * its memory until the save ends. */
-#ifndef GKV_SERVER_SNAPSHOT_H
-#define GKV_SERVER_SNAPSHOT_H
+#ifndef GKV_PERSIST_SNAPSHOT_H
+#define GKV_PERSIST_SNAPSHOT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <uv.h>
 
-typedef struct gkv_server gkv_server_t;
+#include "persist_env.h"
+
 typedef struct gkv_save gkv_save_t;
 
-/* What INFO's # Persistence shows. Written by the loop, except the progress counters, which the
- * save thread updates (read racily for display). */
+/* Snapshots: the daemon's settings, the loop's handles and what INFO's # Persistence shows.
+ * Written by the loop, except the running save's progress, which its thread updates (read
+ * racily for display). */
 typedef struct {
-    gkv_save_t *running; /* the save in progress, or NULL */
+    gkv_persist_env_t env;
+    const char *dir;      /* --snapshot-dir, borrowed; "" for none */
+    uint64_t interval_ms; /* --snapshot-interval (gkv_snapshot_schedule) */
+    bool skip_corrupt;    /* --snapshot-skip-corrupt */
+    bool closed;          /* the loop is ending: no save starts on the timer */
+    uv_async_t done;      /* the save's thread has ended */
+    uv_timer_t timer;     /* --snapshot-interval */
+    uv_idle_t list;       /* lists a save's keys a slice per loop turn */
+    gkv_save_t *running;  /* the save in progress, or NULL */
     uint64_t saves, failures;
     uint64_t last_unix_ms, last_ms, last_keys, last_bytes; /* the last save that succeeded */
     int last_status;                                       /* 0 or the last failure's code */
@@ -33,30 +44,33 @@ typedef struct {
     uint64_t loaded_keys, loaded_bytes, load_ms, skipped_corrupt;
 } gkv_snapshots_t;
 
+/* Sets sn up on env (copied; what it points at borrowed) with --snapshot-dir dir (borrowed, ""
+ * for none) and --snapshot-skip-corrupt, and its handles on env's loop. */
+void gkv_snapshot_init(gkv_snapshots_t *sn, const gkv_persist_env_t *env, const char *dir,
+                       bool skip_corrupt);
+/* (Re)starts the interval timer: a save every interval_ms, 0 for none (init, SIGHUP). */
+void gkv_snapshot_schedule(gkv_snapshots_t *sn, uint64_t interval_ms);
 /* Starts a save (SAVE, the interval timer). Returns 0, GKV_ENOTSUP (no --snapshot-dir),
  * GKV_EBUSY (one is running), or GKV_ENOMEM / GKV_EIO / GKV_ESYS with why (cap bytes) saying
  * what failed; nothing is held then. */
-int gkv_snapshot_start(gkv_server_t *s, char *why, size_t cap);
+int gkv_snapshot_start(gkv_snapshots_t *sn, char *why, size_t cap);
 /* Keys and bytes the running save has written so far, and its totals; false when none runs. */
-bool gkv_snapshot_progress(const gkv_server_t *s, uint64_t *keys, uint64_t *keys_total,
+bool gkv_snapshot_progress(const gkv_snapshots_t *sn, uint64_t *keys, uint64_t *keys_total,
                            uint64_t *bytes, uint64_t *bytes_total);
 /* INFO's # Persistence section into text (cap bytes). Returns its length, or -1 when it does
  * not fit. */
-int gkv_snapshot_info(const gkv_server_t *s, char *text, size_t cap);
-/* At start, before anything is served: loads the newest valid snapshot of --snapshot-dir into
+int gkv_snapshot_info(const gkv_snapshots_t *sn, char *text, size_t cap);
+/* At start, before anything is served: loads the newest valid snapshot of the directory into
  * the empty store. Every record is checked before the daemon serves; a corrupt or unreadable
  * file leaves the store empty and is refused (GKV_EIO, err naming the file and what is wrong),
  * or with --snapshot-skip-corrupt logged and skipped for the next older one. A value whose
  * deadline has passed, or that fits on no device, is skipped with a count in the log.
  * Returns 0 (loaded, or nothing to load) or a negative code. */
-int gkv_snapshot_load(gkv_server_t *s, char *err, size_t cap);
-/* Sets up the save's completion handle and the interval timer on the loop (gkv_server_init). */
-void gkv_snapshot_init(gkv_server_t *s);
-/* (Re)starts the interval timer from --snapshot-interval (init, and SIGHUP's reload). */
-void gkv_snapshot_schedule(gkv_server_t *s);
-/* Closes them (the loop is ending: maybe_finish). A save still running goes on. */
-void gkv_snapshot_close(gkv_server_t *s);
-/* After the loop: waits for a save still running and drops what it holds. */
-void gkv_snapshot_fini(gkv_server_t *s);
+int gkv_snapshot_load(gkv_snapshots_t *sn, char *err, size_t cap);
+/* Closes the handles (the loop is ending; idempotent). A save still running goes on. */
+void gkv_snapshot_close(gkv_snapshots_t *sn);
+/* After the loop: waits for a save still running and drops what it holds; then, with
+ * save_now (a graceful stop with --snapshot-on-exit), saves once more on this thread. */
+void gkv_snapshot_fini(gkv_snapshots_t *sn, bool save_now);
 
 #endif

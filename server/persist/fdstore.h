@@ -17,15 +17,16 @@
  * journal has committed them (journal.h: copy batches pin it until their bytes are in place),
  * and memory freed meanwhile is not reused until then (store.h, limbo). docs/restarts.md has
  * the reasoning, the memory cost and what was measured. */
-#ifndef GKV_SERVER_FDSTORE_H
-#define GKV_SERVER_FDSTORE_H
+#ifndef GKV_PERSIST_FDSTORE_H
+#define GKV_PERSIST_FDSTORE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct gkv_server gkv_server_t;
-typedef struct gkv_conn gkv_conn_t;
+#include "commit.h"
+#include "persist_env.h"
+
 struct gkv_journal;
 
 /* A descriptor handed over by name (systemd's store, or a predecessor's TAKEOVER reply). */
@@ -34,7 +35,11 @@ typedef struct gkv_stored_fd {
     char name[48];
 } gkv_stored_fd_t;
 
+/* --fd-store: on, off, or on when $NOTIFY_SOCKET is there and $FDSTORE (if set) is not 0. */
+typedef enum { GKV_FDSTORE_AUTO, GKV_FDSTORE_ON, GKV_FDSTORE_OFF } gkv_fdstore_mode_t;
+
 typedef struct {
+    gkv_persist_env_t env;
     struct gkv_journal *journal; /* owned; NULL while the fd store is off */
     uint32_t epoch, gen;
     bool closing;           /* after the loop: nothing to resume */
@@ -42,45 +47,47 @@ typedef struct {
     /* The predecessor's descriptors, removed from the store once this daemon serves. */
     gkv_stored_fd_t *old;
     unsigned nold;
-    gkv_conn_t *waiters; /* connections whose replies wait for a commit (conn.h) */
+    gkv_commits_t commits; /* replies waiting for a commit (commit.h) */
     /* INFO # Persistence. */
-    uint64_t adopted_keys, adopted_bytes, dropped, adopt_ms, rewrites, held_replies;
+    uint64_t adopted_keys, adopted_bytes, dropped, adopt_ms, rewrites;
     uint32_t adopted_epoch; /* 0: started without stored descriptors */
 } gkv_fdstore_t;
 
 /* At start, after the devices open and before snapshots load or anything listens: adopts what
  * a predecessor stored (LISTEN_FDS's gpukv-* descriptors, and the npassed descriptors of passed,
- * which a TAKEOVER brought: taken over, closed here or by gkv_fdstore_serving), then, with the
- * fd store on, attaches a fresh journal to the store and the batchers and stores this daemon's
- * descriptors. *adopted says whether values came over (snapshots then stay unloaded). Returns
- * 0, or GKV_EINVAL / GKV_ESYS / GKV_ENOMEM with err (cap bytes): --fd-store yes outside systemd,
- * the descriptors could not be stored. */
-int gkv_fdstore_open(gkv_server_t *s, gkv_stored_fd_t *passed, unsigned npassed, bool *adopted,
-                     char *err, size_t cap);
-/* A journal of the store as it is now (the devices, every live key), the caller's to close, or
- * NULL when out of memory: what TAKEOVER hands over when no fd store runs. */
-struct gkv_journal *gkv_fdstore_journal_now(gkv_server_t *s);
+ * which a TAKEOVER brought: taken over, closed here or by gkv_fdstore_serving) into env's store,
+ * then, with the fd store on (mode), attaches a fresh journal to the store and the batchers and
+ * stores this daemon's descriptors. *adopted says whether values came over (snapshots then stay
+ * unloaded). Returns 0, or GKV_EINVAL / GKV_ESYS / GKV_ENOMEM with err (cap bytes): --fd-store
+ * yes outside systemd, the descriptors could not be stored. Either way gkv_fdstore_close ends
+ * it. */
+int gkv_fdstore_open(gkv_fdstore_t *f, const gkv_persist_env_t *env, gkv_fdstore_mode_t mode,
+                     gkv_stored_fd_t *passed, unsigned npassed, bool *adopted, char *err,
+                     size_t cap);
+/* A journal of env's store as it is now (the devices, every live key), the caller's to close,
+ * or NULL when out of memory: what TAKEOVER hands over when no fd store runs. */
+struct gkv_journal *gkv_fdstore_journal_now(const gkv_persist_env_t *env);
 /* The names of device i's memory and of journal generation gen in epoch (48 bytes). */
 void gkv_fdstore_name(char *out, size_t cap, char kind, uint32_t epoch, uint32_t idx);
 /* The daemon listens: the predecessor's descriptors leave the fd store (before, a failed start
  * leaves them for the next try). */
-void gkv_fdstore_serving(gkv_server_t *s);
-/* A request on c has been answered (gkv_conn_op_done): when it appended journal records that
- * have not committed yet (mark: the journal's length when it began), c's replies are held until
- * they have. */
-void gkv_fdstore_hold(gkv_server_t *s, gkv_conn_t *c, uint64_t mark);
+void gkv_fdstore_serving(gkv_fdstore_t *f);
 /* The journal's length now (the mark of a request beginning), 0 when off. */
-uint64_t gkv_fdstore_mark(const gkv_server_t *s);
+uint64_t gkv_fdstore_mark(const gkv_fdstore_t *f);
+/* A request has been answered: when it appended journal records that have not committed yet
+ * (mark: the journal's length when it began), w waits for them (commit.h) and true is returned:
+ * its owner holds the reply until w->ready. False: nothing to wait for. */
+bool gkv_fdstore_hold(gkv_fdstore_t *f, gkv_commit_waiter_t *w, uint64_t mark);
 /* A batch's pin went (batch.h committed): frees the store's limbo up to the committed length,
- * releases the connections waiting for it, and rewrites the journal when it has grown to
- * several times the index. arg is the server. */
+ * releases the waiters whose records have committed, and rewrites the journal when it has grown
+ * to several times the index. arg is the fd store. */
 void gkv_fdstore_committed(void *arg);
 /* INFO lines (fd_store:..., appended to # Persistence) into text. Returns the length or -1. */
-int gkv_fdstore_info(const gkv_server_t *s, char *text, size_t cap);
+int gkv_fdstore_info(const gkv_fdstore_t *f, char *text, size_t cap);
 /* A graceful stop (or a failed start), before the store frees its values: removes this
  * daemon's descriptors from the fd store (a planned restart keeps values through --snapshot-on-exit
  * instead: freeing the values would leave the stored journal naming freed memory), detaches the
- * journal from the store and closes it. */
-void gkv_fdstore_close(gkv_server_t *s);
+ * journal from the store, closes it and releases every waiter (not resumed). */
+void gkv_fdstore_close(gkv_fdstore_t *f);
 
 #endif
