@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "prometheus.h"
 #include "server.h"
 #include "token.h"
 #include "version.h"
@@ -35,8 +36,7 @@ int gkv_cmd_hello(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep
                               req->version, GKV_PROTOCOL_MIN, GKV_PROTOCOL_VERSION);
     if (srv->token_len) {
         if (!gkv_token_equal(req->token.p, req->token.len, srv->token, srv->token_len)) {
-            rep->auth_failed = true;
-            srv->stats.auth_failures++;
+            rep->auth_failed = true; /* counted by the connection */
             return gkv_reply_fail(rep, GKV_EAUTH,
                                   req->token.len ? "wrong token" : "this server needs a token");
         }
@@ -163,7 +163,7 @@ int gkv_cmd_info(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
         return info_prometheus(srv, req, rep);
     char text[12288];
     const gkv_store_t *st = &srv->store;
-    const gkv_server_stats_t *ss = &srv->stats;
+    const gkv_net_stats_t *ss = &srv->net.stats;
     const gkv_backend_t *be0 = srv->devs.dev[0].be;
     gkv_dev_totals_t dt = gkv_devices_totals(&srv->devs);
     int n = snprintf(
@@ -190,7 +190,7 @@ int gkv_cmd_info(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
         be0->name, be0->device, be0->gpu_name, be0->gpu_uuid, srv->cfg.socket_path,
         srv->tcp_bound[0] ? srv->tcp_bound : "off",
         srv->metrics_bound[0] ? srv->metrics_bound : "off", srv->key_order_thread ? "yes" : "no",
-        srv->nconns, srv->cfg.maxclients, st->used, st->limit, gkv_policy_name(st->policy),
+        srv->net.nconns, srv->cfg.maxclients, st->used, st->limit, gkv_policy_name(st->policy),
         evictable_estimate(srv), dt.device_total, dt.kept_bytes, dt.kept_reuses,
         gkv_index_memory(st->ix), srv->cfg.max_value, srv->cfg.max_key, ss->total_connections,
         ss->rejected_connections, srv->cmd.commands, ss->protocol_errors, st->stats.hits,
@@ -211,8 +211,9 @@ int gkv_cmd_info(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
         "\r\nauth_failures:%" PRIu64 "\r\nrejected_peers:%" PRIu64 "\r\nauth_required:%s\r\n",
         ss->frame_timeouts, ss->idle_timeouts, ss->write_timeouts, srv->cfg.frame_timeout_ms,
         srv->cfg.idle_timeout_ms, srv->cfg.write_timeout_ms, srv->cfg.output_limit,
-        gkv_store_host_memory(st), st->host_limit, ss->staging_yields, srv->wide_sndbufs,
-        ss->auth_failures, ss->rejected_peers, srv->token_len ? "yes" : "no");
+        gkv_store_host_memory(st), st->host_limit, ss->staging_yields, srv->net.wide_sndbufs,
+        ss->auth_failures + srv->http_auth_failures, ss->rejected_peers,
+        srv->token_len ? "yes" : "no");
     if (m < 0 || (size_t)m >= sizeof(text) - (size_t)n)
         return GKV_ENOMEM;
     n += m;

@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "log.h"
+#include "prometheus.h"
 #include "token.h"
 
 struct gkv_http_conn {
@@ -144,13 +145,13 @@ static void handle(gkv_http_conn_t *c)
         return;
     }
     if (!authorized(c)) {
-        s->stats.auth_failures++;
+        s->http_auth_failures++;
         GKV_WARN("metrics: a request without the right bearer token");
         gkv_text_printf(&c->body, "this server needs Authorization: Bearer TOKEN\n");
         answer(c, "401 Unauthorized", "WWW-Authenticate: Bearer realm=\"gpukv\"\r\n", head_only);
         return;
     }
-    s->stats.metrics_scrapes++;
+    s->metrics_scrapes++;
     gkv_metrics_render(s, &c->body);
     answer(c, "200 OK", "", head_only);
 }

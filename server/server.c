@@ -38,70 +38,7 @@ static void on_connection(uv_stream_t *listener, int status)
     }
     if (s->shutting_down)
         return;
-    gkv_conn_accept(s, listener, listener == (uv_stream_t *)&s->unix_listener);
-}
-
-static void on_wake(uv_async_t *a)
-{
-    gkv_server_t *s = a->data;
-    pthread_mutex_lock(&s->done_lock);
-    gkv_conn_t *list = s->done_head;
-    s->done_head = NULL;
-    pthread_mutex_unlock(&s->done_lock);
-    while (list) {
-        gkv_conn_t *next = list->done_next;
-        gkv_conn_copy_finished(list);
-        list = next;
-    }
-}
-
-static void on_spin(uv_idle_t *h)
-{
-    gkv_server_t *s = h->data;
-    if (uv_hrtime() > s->spin_until_ns)
-        uv_idle_stop(h);
-}
-
-void gkv_server_input(gkv_server_t *s)
-{
-    if (!s->cfg.busy_poll_us || s->shutting_down)
-        return;
-    s->spin_until_ns = uv_hrtime() + s->cfg.busy_poll_us * 1000;
-    if (!uv_is_active((uv_handle_t *)&s->spin))
-        uv_idle_start(&s->spin, on_spin);
-}
-
-static void on_turns(uv_idle_t *h)
-{
-    gkv_server_t *s = h->data;
-    gkv_conn_t *list = s->yielded;
-    s->yielded = NULL;
-    uv_idle_stop(h);
-    /* In the order they yielded; each may yield again onto the fresh list. */
-    gkv_conn_t *rev = NULL;
-    while (list) {
-        gkv_conn_t *next = list->yield_next;
-        list->yield_next = rev;
-        rev = list;
-        list = next;
-    }
-    while (rev) {
-        gkv_conn_t *c = rev;
-        rev = c->yield_next;
-        c->yield_next = NULL;
-        c->yielded = false;
-        if (!c->closing)
-            gkv_conn_drive(c);
-    }
-}
-
-void gkv_server_yield(gkv_server_t *s, gkv_conn_t *c)
-{
-    c->yielded = true;
-    c->yield_next = s->yielded;
-    s->yielded = c;
-    if (!uv_is_active((uv_handle_t *)&s->turns))
-        uv_idle_start(&s->turns, on_turns);
+    gkv_conn_accept(&s->net, listener, listener == (uv_stream_t *)&s->unix_listener);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -111,44 +48,12 @@ static void on_signal(uv_signal_t *h, int signum)
     gkv_server_stop(s);
 }
 
-void gkv_server_stop_conns(gkv_server_t *s, uint64_t except, bool now)
-{
-    gkv_conn_t *c = s->conns;
-    while (c) {
-        gkv_conn_t *next = c->next; /* c may leave the list only in its close callback */
-        if (c->id != except) {
-            if (now)
-                gkv_conn_stop_now(c);
-            else
-                gkv_conn_stop(c);
-        }
-        c = next;
-    }
-}
-
 static void on_grace_timeout(uv_timer_t *t)
 {
     gkv_server_t *s = t->data;
     GKV_WARN("%llu connections still open after %llu ms; closing them",
-             (unsigned long long)s->nconns, (unsigned long long)s->cfg.shutdown_grace_ms);
-    gkv_server_stop_conns(s, 0, true);
-}
-
-/* After many connections have come and gone (a flood of wrong tokens, a churning client
- * population), the pages their buffers freed in the middle of the heap go back to the kernel:
- * glibc returns only the heap's top by itself, so the resident size crept up with every flood
- * (measured: 20 MiB to 35 MiB over five floods of 3,000 failed HELLOs, flat with the trim). At
- * most every TRIM_MS, and only after TRIM_CLOSED closes. */
-#define TRIM_MS 5000
-#define TRIM_CLOSED 1000
-
-static void trim_heap(gkv_server_t *s, uint64_t now)
-{
-    if (s->closed_since_trim < TRIM_CLOSED || now - s->trimmed_at < TRIM_MS)
-        return;
-    s->closed_since_trim = 0;
-    s->trimmed_at = now;
-    malloc_trim(0);
+             (unsigned long long)s->net.nconns, (unsigned long long)s->cfg.shutdown_grace_ms);
+    gkv_net_stop_conns(&s->net, 0, true);
 }
 
 static void on_sweep(uv_timer_t *t)
@@ -159,17 +64,7 @@ static void on_sweep(uv_timer_t *t)
         gkv_notify("WATCHDOG=1");
         s->watchdog_at = now;
     }
-    if (now >= s->auth_decay_at) {
-        s->auth_recent /= 2;
-        s->auth_decay_at = now + 10000;
-    }
-    trim_heap(s, now);
-    gkv_conn_t *c = s->conns;
-    while (c) {
-        gkv_conn_t *next = c->next; /* c leaves the list only in its close callback */
-        gkv_conn_sweep(c, now);
-        c = next;
-    }
+    gkv_net_sweep(&s->net, now);
     gkv_metrics_http_sweep(s, now);
 }
 
@@ -228,14 +123,12 @@ static void on_kick(uv_prepare_t *p)
 /* Once every connection is gone, closing the remaining handles lets uv_run return. */
 static void maybe_finish(gkv_server_t *s)
 {
-    if (!s->shutting_down || s->nconns)
+    if (!s->shutting_down || s->net.nconns)
         return;
-    if (!uv_is_closing((uv_handle_t *)&s->wake)) {
+    if (s->net.open) {
         gkv_devices_close(&s->devs);
-        uv_close((uv_handle_t *)&s->spin, NULL);
-        uv_close((uv_handle_t *)&s->turns, NULL);
+        gkv_net_close(&s->net);
         uv_close((uv_handle_t *)&s->kick, NULL);
-        uv_close((uv_handle_t *)&s->wake, NULL);
         /* A second SIGTERM (or SIGINT) while the store is torn down must not kill it half-way.
          * Closing a signal handle puts back the default action at once: the signals stay
          * blocked until they are ignored, so none can arrive in between. */
@@ -288,6 +181,34 @@ void gkv_server_apply_settings(gkv_server_t *s)
                                     .max_value = cfg->max_value,
                                     .max_leases = cfg->max_leases,
                                     .max_leased_bytes = cfg->max_leased_bytes};
+    s->net.set = (gkv_net_settings_t){.output_limit = cfg->output_limit,
+                                      .frame_timeout_ms = cfg->frame_timeout_ms,
+                                      .idle_timeout_ms = cfg->idle_timeout_ms,
+                                      .write_timeout_ms = cfg->write_timeout_ms,
+                                      .maxclients = cfg->maxclients,
+                                      .busy_poll_us = cfg->busy_poll_us,
+                                      .allow_uids = cfg->allow_uids,
+                                      .allow_gids = cfg->allow_gids,
+                                      .n_allow_uids = cfg->n_allow_uids,
+                                      .n_allow_gids = cfg->n_allow_gids,
+                                      .token = s->token_len > 0};
+}
+
+/* The connections' calls up (net.h). */
+static bool conn_refusing(void *owner, const gkv_conn_t *c)
+{
+    return gkv_takeover_refusing(owner, c);
+}
+
+static void conn_closed(void *owner, gkv_conn_t *c)
+{
+    gkv_takeover_conn_closed(owner, c);
+    maybe_finish(owner);
+}
+
+static void request_done(void *owner)
+{
+    gkv_server_schedule_expiry(owner);
 }
 
 static void on_sighup(uv_signal_t *h, int signum)
@@ -301,31 +222,14 @@ uint64_t gkv_server_uptime_s(const gkv_server_t *s)
     return (gkv_clock_ms() - s->started_ms) / 1000;
 }
 
-void gkv_server_conn_closed(gkv_server_t *s, gkv_conn_t *c)
-{
-    for (gkv_conn_t **p = &s->yielded; c->yielded && *p; p = &(*p)->yield_next)
-        if (*p == c) {
-            *p = c->yield_next;
-            break;
-        }
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        s->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    s->nconns--;
-    s->closed_since_trim++;
-    gkv_takeover_conn_closed(s, c);
-    maybe_finish(s);
-}
-
 void gkv_server_stop(gkv_server_t *s)
 {
     if (s->shutting_down)
         return;
     s->shutting_down = true;
-    gkv_notify("STOPPING=1\nSTATUS=stopping: %llu connections open", (unsigned long long)s->nconns);
+    s->net.stopping = true;
+    gkv_notify("STOPPING=1\nSTATUS=stopping: %llu connections open",
+               (unsigned long long)s->net.nconns);
     if (s->unix_open) {
         uv_close((uv_handle_t *)&s->unix_listener, NULL);
         s->unix_open = false;
@@ -337,7 +241,7 @@ void gkv_server_stop(gkv_server_t *s)
     }
     gkv_metrics_http_close(s);
     uv_timer_start(&s->shutdown_timer, on_grace_timeout, s->cfg.shutdown_grace_ms, 0);
-    gkv_server_stop_conns(s, 0, false);
+    gkv_net_stop_conns(&s->net, 0, false);
     maybe_finish(s);
 }
 
@@ -705,6 +609,14 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
                              .lease_totals = &s->lease_totals,
                              .table = gkv_command_table,
                              .owner = s};
+    s->net.store = &s->store;
+    s->net.devs = &s->devs;
+    s->net.staging = &s->staging;
+    s->net.cmd = &s->cmd;
+    s->net.fdstore = &s->fdstore;
+    s->net.lease_totals = &s->lease_totals;
+    s->net.hooks = (gkv_net_hooks_t){
+        .owner = s, .refusing = conn_refusing, .closed = conn_closed, .request_done = request_done};
     gkv_server_apply_settings(s);
     s->key_order_thread = start_key_order(s);
     pthread_sigmask(SIG_SETMASK, &before, NULL);
@@ -718,13 +630,7 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
         gkv_store_fini(&s->store);
         goto fail_backend;
     }
-    pthread_mutex_init(&s->done_lock, NULL);
-    uv_async_init(loop, &s->wake, on_wake);
-    s->wake.data = s;
-    uv_idle_init(loop, &s->spin);
-    s->spin.data = s;
-    uv_idle_init(loop, &s->turns);
-    s->turns.data = s;
+    gkv_net_init(&s->net, loop);
     uv_prepare_init(loop, &s->kick);
     s->kick.data = s;
     uv_prepare_start(&s->kick, on_kick);
@@ -781,9 +687,7 @@ fail_handles:
         close_quietly((uv_handle_t *)&s->tcp_listener);
     if (s->metrics_open)
         close_quietly((uv_handle_t *)&s->metrics_listener);
-    close_quietly((uv_handle_t *)&s->wake);
-    close_quietly((uv_handle_t *)&s->spin);
-    close_quietly((uv_handle_t *)&s->turns);
+    gkv_net_close(&s->net);
     close_quietly((uv_handle_t *)&s->kick);
     gkv_devices_close(&s->devs);
     close_quietly((uv_handle_t *)&s->sigterm);
@@ -798,7 +702,7 @@ fail_handles:
     gkv_devices_fini(&s->devs);
     gkv_store_fini(&s->store);
     gkv_staging_fini(&s->staging);
-    pthread_mutex_destroy(&s->done_lock);
+    gkv_net_fini(&s->net);
 fail_backend:
     pthread_sigmask(SIG_SETMASK, &before, NULL);
     gkv_devices_close_backends(&s->devs);
@@ -815,5 +719,5 @@ void gkv_server_fini(gkv_server_t *s)
     gkv_store_fini(&s->store);
     gkv_staging_fini(&s->staging);
     gkv_devices_close_backends(&s->devs);
-    pthread_mutex_destroy(&s->done_lock);
+    gkv_net_fini(&s->net);
 }

@@ -13,7 +13,7 @@
 #include "device.h"
 #include "fdstore.h"
 #include "lease.h"
-#include "metrics.h"
+#include "net.h"
 #include "poller.h"
 #include "snapshot.h"
 #include "staging.h"
@@ -21,19 +21,7 @@
 #include "takeover.h"
 #include "token.h"
 
-typedef struct gkv_conn gkv_conn_t;
 typedef struct gkv_http_conn gkv_http_conn_t;
-
-typedef struct {
-    uint64_t total_connections, rejected_connections, total_commands, protocol_errors;
-    uint64_t bytes_in, bytes_out;
-    uint64_t frame_timeouts, idle_timeouts, write_timeouts; /* connections closed for each */
-    uint64_t staging_yields;  /* staging buffers taken from stalled clients for waiting ones */
-    uint64_t auth_failures;   /* HELLOs with a wrong or missing token */
-    uint64_t rejected_peers;  /* Unix connections refused by --allow-uid / --allow-gid */
-    uint64_t staging_waits;   /* transfers that queued for a staging buffer */
-    uint64_t metrics_scrapes; /* answers on --metrics-listen */
-} gkv_server_stats_t;
 
 typedef struct gkv_server {
     uv_loop_t *loop; /* borrowed */
@@ -58,43 +46,28 @@ typedef struct gkv_server {
     uv_timer_t sweep;  /* checks every connection's deadlines (conn_limits.c) */
     uv_timer_t expiry; /* active expiry: due at the earliest key deadline (expiry_at) */
     uint64_t expiry_at;
-    uv_async_t wake; /* copy completions from other threads */
-    pthread_mutex_t done_lock;
-    gkv_conn_t *done_head; /* connections whose copy finished, under done_lock */
-    gkv_conn_t *conns;     /* every open connection */
-    uint64_t nconns, next_conn_id;
-    unsigned wide_sndbufs; /* connections with a raised send buffer (conn_transfer.c) */
     uint64_t started_ms;
-    gkv_server_stats_t stats;
-    gkv_metrics_t metrics; /* per-command counts and latencies */
+    gkv_net_t net; /* the client connections (net.h) */
     /* --metrics-listen: the HTTP listener and its connections (metrics_http.c). */
     uv_tcp_t metrics_listener;
     bool metrics_open;
     char metrics_bound[128]; /* "host:port" actually bound, or "" */
     gkv_http_conn_t *http_conns;
-    unsigned nhttp; /* of them, not closing */
+    unsigned nhttp;              /* of them, not closing */
+    uint64_t metrics_scrapes;    /* answers on --metrics-listen */
+    uint64_t http_auth_failures; /* scrapes without the token */
     gkv_lease_totals_t lease_totals;
     gkv_cmd_ctx_t cmd; /* what handlers reach (cmd.h): the store, devices, limits, this server */
-    uv_idle_t spin;    /* --busy-poll: while active the loop polls without sleeping */
-    uint64_t spin_until_ns;
-    /* Connections that handled GKV_FRAMES_PER_TURN frames and yielded to the others: driven
-     * again from an idle callback, after the loop has polled every socket once more. */
-    uv_idle_t turns;
-    gkv_conn_t *yielded;
-    uv_prepare_t kick;     /* before the loop waits: wakes the key order's helper (order.h) */
+    uv_prepare_t kick; /* before the loop waits: wakes the key order's helper (order.h) */
     bool key_order_thread; /* the helper runs (--key-order-thread) */
-    /* --auth-token-file: the token (token_len 0: none), and recent failures, which slow the
-     * next ones down (halved every 10 s). */
+    /* --auth-token-file: the token (token_len 0: none). */
     char token[GKV_TOKEN_MAX + 1];
     size_t token_len;
-    uint64_t auth_recent, auth_decay_at;
-    /* Connections closed since the heap was last trimmed, and when that was (uv_now ms). */
-    uint64_t closed_since_trim, trimmed_at;
     uint64_t watchdog_ms, watchdog_at; /* systemd's WatchdogSec=, pinged from the sweep */
-    gkv_persist_env_t persist; /* what snapshots and the fd store work on (persist_env.h) */
-    gkv_snapshots_t snapshots; /* --snapshot-dir (snapshot.h) */
-    gkv_fdstore_t fdstore;     /* --fd-store (fdstore.h) */
-    gkv_takeover_t takeover; /* TAKEOVER and --takeover (takeover.h) */
+    gkv_persist_env_t persist;         /* what snapshots and the fd store work on (persist_env.h) */
+    gkv_snapshots_t snapshots;         /* --snapshot-dir (snapshot.h) */
+    gkv_fdstore_t fdstore;             /* --fd-store (fdstore.h) */
+    gkv_takeover_t takeover;           /* TAKEOVER and --takeover (takeover.h) */
 } gkv_server_t;
 
 /* Opens the backend, the store and the listeners. cfg is copied; loop is borrowed and must
@@ -119,9 +92,6 @@ void gkv_server_apply_settings(gkv_server_t *s);
  * is logged and changes nothing. */
 void gkv_server_reload(gkv_server_t *s);
 
-/* Asks every connection but the one whose id is except (0: none) to close after its request in
- * flight (gkv_conn_stop), or at once (now: gkv_conn_stop_now). */
-void gkv_server_stop_conns(gkv_server_t *s, uint64_t except, bool now);
 /* TAKEOVER (takeover.h): stops accepting on the client listeners, their sockets kept open in
  * *unix_fd and *tcp_fd (-1 for none), so that connections wait in the backlog. */
 void gkv_server_pause_listening(gkv_server_t *s, int *unix_fd, int *tcp_fd);
@@ -146,16 +116,8 @@ void gkv_server_schedule_expiry(gkv_server_t *s);
 /* Seconds since gkv_server_init. */
 uint64_t gkv_server_uptime_s(const gkv_server_t *s);
 
-/* A connection received input: with --busy-poll, keep the loop polling for a while. */
-void gkv_server_input(gkv_server_t *s);
-
 /* The close callback of a listener handle closed while the daemon runs on (pause, metrics):
  * h->data is the server. */
 void gkv_server_listener_closed(uv_handle_t *h);
-
-/* Called by connections as they come and go (conn.c). */
-void gkv_server_conn_closed(gkv_server_t *s, gkv_conn_t *c);
-/* c handled its share of frames: it goes on in a later loop iteration (c->yielded set). */
-void gkv_server_yield(gkv_server_t *s, gkv_conn_t *c);
 
 #endif

@@ -46,7 +46,7 @@ bool gkv_takeover_refusing(const gkv_server_t *s, const gkv_conn_t *c)
 static void on_grace(uv_timer_t *h)
 {
     gkv_server_t *s = h->data;
-    gkv_server_stop_conns(s, s->takeover.conn_id, true);
+    gkv_net_stop_conns(&s->net, s->takeover.conn_id, true);
 }
 
 static void begin(gkv_server_t *s, uint64_t conn_id, int pid)
@@ -57,17 +57,17 @@ static void begin(gkv_server_t *s, uint64_t conn_id, int pid)
     gkv_server_pause_listening(s, &t->unix_fd, &t->tcp_fd);
     gkv_metrics_http_close(s);
     GKV_INFO("takeover: pid %d takes over; not accepting, %llu connections finish their request",
-             (int)pid, (unsigned long long)(s->nconns - 1));
-    gkv_server_stop_conns(s, conn_id, false);
+             (int)pid, (unsigned long long)(s->net.nconns - 1));
+    gkv_net_stop_conns(&s->net, conn_id, false);
     uv_timer_start(&t->grace, on_grace, s->cfg.shutdown_grace_ms, 0);
 }
 
 /* Why the hand-over must wait, or NULL when everything before it has finished. */
 static const char *not_ready(gkv_server_t *s, char *why, size_t cap)
 {
-    if (s->nconns > 1) {
+    if (s->net.nconns > 1) {
         snprintf(why, cap, "%llu connections are finishing their request",
-                 (unsigned long long)(s->nconns - 1));
+                 (unsigned long long)(s->net.nconns - 1));
         return why;
     }
     for (unsigned i = 0; i < s->devs.n; i++)

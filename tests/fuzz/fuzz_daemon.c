@@ -79,7 +79,7 @@ static bool connect_client(gkv_server_t *srv, client_t *cl)
         return false;
     fcntl(sv[0], F_SETFL, O_NONBLOCK);
     /* A refusal (max clients, say) still leaves a connection that answers and closes. */
-    (void)gkv_conn_open(srv, sv[1], true);
+    (void)gkv_conn_open(&srv->net, sv[1], true);
     cl->fd = sv[0];
     return true;
 }

@@ -1,31 +1,18 @@
-/* metrics.c: per-command latency histograms and the Prometheus text exposition (format 0.0.4)
- * of the server's counters and gauges. Every figure comes from the same fields INFO reads. */
-#include "metrics.h"
+/* prometheus.c: the Prometheus text exposition (format 0.0.4) of the daemon's counters and
+ * gauges. Every figure comes from the same fields INFO reads. */
+#include "prometheus.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "conn.h"
 #include "journal.h"
 #include "procstat.h"
 #include "server.h"
 #include "version.h"
 
 static const uint64_t bounds_us[GKV_LATENCY_BUCKETS - 1] = {GKV_LATENCY_BOUNDS};
-
-void gkv_metrics_record(gkv_metrics_t *m, uint64_t op, uint64_t ns, int failed)
-{
-    gkv_cmd_stats_t *s = &m->cmd[op < GKV_OP_MAX ? op : 0];
-    int b = 0; /* the first bucket whose bound is >= ns (Prometheus' "le") */
-    while (b < GKV_LATENCY_BUCKETS - 1 && ns > bounds_us[b] * 1000)
-        b++;
-    s->calls++;
-    s->errors += failed != 0;
-    s->buckets[b]++;
-    s->sum_ns += ns;
-}
 
 void gkv_text_printf(gkv_text_t *t, const char *fmt, ...)
 {
@@ -259,14 +246,12 @@ static void render_process(gkv_text_t *t)
 
 void gkv_metrics_render(const gkv_server_t *srv, gkv_text_t *t)
 {
-    const gkv_server_stats_t *ss = &srv->stats;
+    const gkv_net_stats_t *ss = &srv->net.stats;
     const gkv_store_t *st = &srv->store;
-    uint64_t waiting = 0;
-    for (const gkv_conn_t *c = srv->conns; c; c = c->next)
-        waiting += c->waiting_stage;
+    uint64_t waiting = gkv_net_waiting_stage(&srv->net);
     render_memory(srv, t);
     one(t, "uptime_seconds", "gauge", "Seconds since gpukvd started.", gkv_server_uptime_s(srv));
-    render_commands(&srv->metrics, t);
+    render_commands(&srv->net.metrics, t);
     one(t, "received_bytes_total", "counter", "Bytes read from clients.", ss->bytes_in);
     one(t, "sent_bytes_total", "counter", "Bytes written to clients.", ss->bytes_out);
     one(t, "keys", "gauge", "Keys stored.", gkv_index_count(st->ix));
@@ -285,7 +270,7 @@ void gkv_metrics_render(const gkv_server_t *srv, gkv_text_t *t)
     one(t, "leased_bytes", "gauge", "Bytes under zero-copy leases.", srv->lease_totals.bytes);
     one(t, "unsealed_creates", "gauge", "CREATEs not sealed or aborted yet.",
         srv->lease_totals.creates);
-    one(t, "connections", "gauge", "Open client connections.", srv->nconns);
+    one(t, "connections", "gauge", "Open client connections.", srv->net.nconns);
     one(t, "max_connections", "gauge", "--maxclients.", srv->cfg.maxclients);
     one(t, "connections_total", "counter", "Client connections accepted.", ss->total_connections);
     family(t, "rejected_connections_total", "counter",
@@ -293,7 +278,7 @@ void gkv_metrics_render(const gkv_server_t *srv, gkv_text_t *t)
     labelled(t, "rejected_connections_total", "reason", "limit", ss->rejected_connections);
     labelled(t, "rejected_connections_total", "reason", "peer", ss->rejected_peers);
     one(t, "auth_failures_total", "counter", "HELLOs (and /metrics scrapes) with a wrong token.",
-        ss->auth_failures);
+        ss->auth_failures + srv->http_auth_failures);
     one(t, "protocol_errors_total", "counter", "Connections closed for a malformed frame.",
         ss->protocol_errors);
     family(t, "timeouts_total", "counter",
@@ -314,7 +299,7 @@ void gkv_metrics_render(const gkv_server_t *srv, gkv_text_t *t)
     one(t, "copy_batches_total", "counter", "Copy batches run for small values.", dt.batches);
     one(t, "batched_copies_total", "counter", "Small-value copies made in batches.", dt.pieces);
     one(t, "metrics_scrapes_total", "counter", "Answers given on --metrics-listen.",
-        ss->metrics_scrapes);
+        srv->metrics_scrapes);
     render_persistence(srv, t);
     render_process(t);
 }

@@ -1,11 +1,8 @@
-/* metrics.h: what gpukvd counts per command (calls, errors, a latency histogram) and the
- * Prometheus text exposition of every counter and gauge the server keeps (metrics.c). The same
- * text answers INFO with flags GKV_INFO_PROMETHEUS and GET /metrics on --metrics-listen
- * (metrics_http.c). */
-#ifndef GKV_SERVER_METRICS_H
-#define GKV_SERVER_METRICS_H
+/* metrics.h: what connections count per command: calls, errors and a latency histogram
+ * (recorded as each request ends; rendered by the daemon for INFO and /metrics). */
+#ifndef GKV_NET_METRICS_H
+#define GKV_NET_METRICS_H
 
-#include <stddef.h>
 #include <stdint.h>
 
 #include "commands.h"
@@ -30,20 +27,5 @@ typedef struct {
 /* A request of opcode op (unknown ones count as 0) ended after ns nanoseconds of server time;
  * failed: it was answered with an error. */
 void gkv_metrics_record(gkv_metrics_t *m, uint64_t op, uint64_t ns, int failed);
-
-/* A growing text buffer. */
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int failed; /* an allocation failed: p holds what fitted before */
-} gkv_text_t;
-
-/* Appends printf-style text. */
-void gkv_text_printf(gkv_text_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void gkv_text_free(gkv_text_t *t);
-
-struct gkv_server;
-/* Appends srv's metrics in the Prometheus text format (version 0.0.4) to t. */
-void gkv_metrics_render(const struct gkv_server *srv, gkv_text_t *t);
 
 #endif

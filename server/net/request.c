@@ -1,0 +1,213 @@
+/* request.c: a connection's requests: frames parsed from the input, each handed to its
+ * handler (cmd.h) with what the handler may know of the connection, and its reply's effects
+ * applied: authentication, descriptors passed, a payload to receive, values to send, a fence to
+ * wait for; a journal commit to wait for once it is answered. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "conn_impl.h"
+#include "error.h"
+#include "fdpass.h"
+#include "log.h"
+
+static void protocol_error(gkv_conn_t *c, const char *why)
+{
+    c->net->stats.protocol_errors++;
+    GKV_INFO("conn %llu: protocol error: %s; closing", (unsigned long long)c->id, why);
+    gkv_reply_error(&c->out, 0, GKV_EPROTO, why);
+    gkv_conn_close(c, true);
+}
+
+/* Sends the replies written so far (the HELLO reply alone: it is the connection's first) with fds
+ * attached, straight on the socket: libuv cannot pass arbitrary descriptors. Nothing else has
+ * been written on this connection, so the bytes cannot overtake or split earlier output. */
+static void send_with_fds(gkv_conn_t *c, const int *fds, unsigned nfds)
+{
+    uv_os_fd_t sock;
+    ssize_t n = -1;
+    if (c->snd.pending == 0 && uv_fileno(&c->h.handle, &sock) == 0)
+        n = gkv_fds_send(sock, c->out.sb.data, c->out.sb.size, fds, nfds);
+    for (unsigned i = 0; i < nfds; i++)
+        close(fds[i]);
+    if (n <= 0) {
+        GKV_WARN("conn %llu: passing the shared-memory fd failed: %s", (unsigned long long)c->id,
+                 n < 0 ? strerror(errno) : "output pending");
+        gkv_wr_reset(&c->out);
+        gkv_conn_close(c, false);
+        return;
+    }
+    c->zero_copy = true;
+    c->net->stats.bytes_out += (uint64_t)n;
+    /* A short send leaves the rest of the frame to the ordinary path. */
+    memmove(c->out.sb.data, c->out.sb.data + n, c->out.sb.size - (size_t)n);
+    c->out.sb.size -= (size_t)n;
+}
+
+/* A wrong token: the reply waits longer the more failures came lately (250 ms to 5 s, released
+ * by the sweep), then the connection closes; guessing costs a connection and time each. */
+static void hold_failed_auth(gkv_conn_t *c)
+{
+    gkv_net_t *net = c->net;
+    uint64_t delay = 250 * (1 + net->auth_recent);
+    net->auth_recent++;
+    net->stats.auth_failures++;
+    c->auth_hold_until = uv_now(net->loop) + (delay < 5000 ? delay : 5000);
+    c->hold.auth = true;
+    GKV_WARN("conn %llu: authentication failed (%llu lately)", (unsigned long long)c->id,
+             (unsigned long long)net->auth_recent);
+    gkv_conn_close(c, true);
+}
+
+static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
+{
+    gkv_reply_t rep;
+    gkv_reply_init(&rep, &c->out, &c->leases);
+    rep.in.local = c->local;
+    rep.in.conn_id = c->id;
+    rep.in.peer_uid = c->peer_uid;
+    rep.in.peer_pid = c->peer_pid;
+    /* A SET's value of one chunk is written by a copy batch: allocate it in the batches'
+     * order. */
+    rep.in.lane =
+        req->payload_len && req->payload_len <= GKV_STAGING_CHUNK ? GKV_LANE_BATCH : c->lane;
+    rep.in.first = c->requests++ == 0;
+    rep.in.zero_copy = c->zero_copy;
+    rep.in.zc_every_gpu = c->zc_every_gpu;
+    rep.in.authed = c->authed;
+    rep.in.version = c->version;
+    c->op = req->op;
+    c->op_started = uv_hrtime();
+    c->journal_mark = gkv_fdstore_mark(c->net->fdstore);
+    c->net->store->now_ms = c->op_started / 1000000; /* the store clock, already read */
+    int rc = gkv_dispatch(c->net->cmd, req, &rep);
+    if (rc == 0 && req->op == GKV_OP_HELLO)
+        c->version = rep.version;
+    if (rep.auth_ok)
+        c->authed = true;
+    if (rep.auth_failed)
+        hold_failed_auth(c);
+    if (rep.nfds) {
+        if (rc == 0) {
+            c->zc_every_gpu = rep.zc_every_gpu;
+            send_with_fds(c, rep.fds, rep.nfds);
+        } else {
+            for (unsigned i = 0; i < rep.nfds; i++)
+                close(rep.fds[i]);
+        }
+    }
+    if (rc < 0) {
+        gkv_conn_op_done(c, rc);
+        if (req->payload_len) {
+            c->rcv.discard_left = req->payload_len;
+            c->phase = CONN_DISCARD;
+            c->frame_since = uv_now(c->net->loop);
+            c->frame_bytes = 0;
+        }
+        return;
+    }
+    if (rep.recv) {
+        c->rcv.entry = rep.recv;
+        c->rcv.cmd = rep.cmd;
+        c->rcv.flags = rep.recv_flags;
+        c->rcv.got = 0;
+        c->rcv.req_id = req->id;
+        c->phase = CONN_PAYLOAD;
+        c->frame_since = uv_now(c->net->loop);
+        c->frame_bytes = 0;
+        return;
+    }
+    if (rep.fence)
+        gkv_conn_start_fence(c, &rep);
+    if (rep.nsegs)
+        gkv_conn_send(c, &rep);
+    else
+        gkv_reply_release(c->net->store, &rep);
+    if (c->phase != CONN_SEND)
+        gkv_conn_op_done(c, 0); /* else when its last byte went to the socket */
+}
+
+void gkv_conn_op_done(gkv_conn_t *c, int rc)
+{
+    gkv_metrics_record(&c->net->metrics, c->op, uv_hrtime() - c->op_started, rc != 0);
+    if (gkv_fdstore_hold(c->net->fdstore, &c->commit, c->journal_mark))
+        c->hold.commit = true;
+    if (c->net->hooks.request_done)
+        c->net->hooks.request_done(c->net->hooks.owner);
+}
+
+/* Parses and handles one request. Returns 1 when one was handled, 0 when more bytes are
+ * needed, -1 when the connection is closing. */
+int gkv_conn_parse_one(gkv_conn_t *c)
+{
+    size_t avail = c->in_len - c->in_pos;
+    if (avail < GKV_FRAME_PREFIX)
+        return 0;
+    uint32_t len = gkv_frame_get_len(c->in + c->in_pos);
+    if (gkv_frame_check_len(len, GKV_MAX_HEADER)) {
+        protocol_error(c, "header length is 0 or over the 1 MiB limit");
+        return -1;
+    }
+    if (!c->authed && len > GKV_PREAUTH_HEADER) {
+        protocol_error(c, "headers over 16 KiB need authentication first");
+        return -1;
+    }
+    size_t need = GKV_FRAME_PREFIX + (size_t)len;
+    if (avail < need) {
+        /* The buffer grows with the bytes that came (at most twice them), not with the length
+         * the prefix declares: a client that announces 1 MiB and sends little costs little. */
+        if (need > c->in_cap && avail >= c->in_cap / 2) { /* need <= GKV_MAX_HEADER + 4 */
+            memmove(c->in, c->in + c->in_pos, avail);
+            c->in_len = avail;
+            c->in_pos = 0;
+            size_t cap = c->in_cap * 2 < need ? c->in_cap * 2 : need;
+            uint8_t *bigger = realloc(c->in, cap);
+            if (!bigger) {
+                gkv_conn_close(c, false);
+                return -1;
+            }
+            c->in = bigger;
+            c->in_cap = cap;
+        }
+        return 0;
+    }
+    gkv_request_t req;
+    const char *why;
+    if (gkv_req_decode(c->in + c->in_pos + GKV_FRAME_PREFIX, len, &req, &why)) {
+        protocol_error(c, why);
+        return -1;
+    }
+    c->in_pos += need;
+    c->handling = true;
+    handle_request(c, &req);
+    c->handling = false;
+    if (c->closing) {
+        gkv_conn_drop_input(c);
+        return -1;
+    }
+    return 1;
+}
+
+/* The server is stopping: every complete request still in the input is answered SHUTDOWN, up
+ * to the first that carries a payload (what follows it cannot be told apart). */
+void gkv_conn_refuse_pending(gkv_conn_t *c)
+{
+    for (;;) {
+        size_t avail = c->in_len - c->in_pos;
+        if (avail < GKV_FRAME_PREFIX)
+            return;
+        uint32_t len = gkv_frame_get_len(c->in + c->in_pos);
+        gkv_request_t req;
+        const char *why;
+        if (gkv_frame_check_len(len, GKV_MAX_HEADER) || avail < GKV_FRAME_PREFIX + (size_t)len ||
+            gkv_req_decode(c->in + c->in_pos + GKV_FRAME_PREFIX, len, &req, &why))
+            return;
+        c->in_pos += GKV_FRAME_PREFIX + (size_t)len;
+        gkv_reply_error(&c->out, req.id, GKV_ESHUTDOWN, "the server is shutting down");
+        if (req.payload_len)
+            return;
+    }
+}
