@@ -40,6 +40,7 @@ typedef struct {
      * freeing memory that zero-copy clients still map. The whole-daemon fuzzer replaces it with
      * one that returns (the request is then answered SHUTDOWN). */
     void (*exit_now)(int status);
+    bool exiting; /* TAKEOVER flags 2 was handled: exit once its request has ended */
     /* The successor's side (--takeover). */
     int sock;                                 /* the connection to the predecessor, or -1 */
     int listen_unix, listen_tcp;              /* passed listening sockets, or -1 */
@@ -51,6 +52,10 @@ typedef struct {
 void gkv_takeover_init(gkv_server_t *s);
 /* True when c must stop taking requests: the daemon stops, or hands over to another process. */
 bool gkv_takeover_refusing(const gkv_server_t *s, const gkv_conn_t *c);
+/* A request ended (the net's request_done): after TAKEOVER flags 2, the daemon exits here,
+ * outside the handler, without answering (the successor takes the connection's end closing as
+ * the answer). */
+void gkv_takeover_request_done(gkv_server_t *s);
 /* The running daemon: a connection closed (before it is freed). The successor's, before it said
  * DONE: the daemon listens again. */
 void gkv_takeover_conn_closed(gkv_server_t *s, gkv_conn_t *c);

@@ -100,7 +100,12 @@ void gkv_server_pause_listening(gkv_server_t *s, int *unix_fd, int *tcp_fd);
  * (a failure then stops the daemon, logged). Returns 0 or GKV_ESYS with err. */
 int gkv_server_listen_again(gkv_server_t *s, int unix_fd, int tcp_fd, char *err, size_t cap);
 
-/* Between server.c and metrics_http.c: binds t (initialised here, t->data = s) to addr
+/* Between server.c and listen.c: the Unix listener (--socket, or the one taken over) and the
+ * clients' TCP listener (--listen, or the one taken over). Return 0 or a code with err. */
+int gkv_server_listen_unix(gkv_server_t *s, char *err, size_t cap);
+int gkv_server_listen_clients(gkv_server_t *s, char *err, size_t cap);
+
+/* Between server.c, listen.c and metrics_http.c: binds t (initialised here, t->data = s) to addr
  * ("HOST:PORT", the value of flag what) and listens with cb; the address actually bound goes
  * into bound (128 bytes). A non-loopback address without a token is refused unless
  * --insecure-listen, exposes says what anyone could then do. Returns 0, GKV_EINVAL or

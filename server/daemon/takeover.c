@@ -168,11 +168,20 @@ int gkv_cmd_takeover(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *
         /* Nothing is freed: the successor has copied the values, and zero-copy clients may
          * still map this daemon's memory, which lives on while they import it. */
         GKV_INFO("takeover: the successor serves; exiting");
-        t->exit_now(0);
+        t->exiting = true; /* once this request has ended: gkv_takeover_request_done */
         return gkv_reply_fail(rep, GKV_ESHUTDOWN, "the daemon is exiting");
     default:
         return gkv_reply_fail(rep, GKV_EINVAL, "TAKEOVER flags are 0, 1 or 2");
     }
+}
+
+void gkv_takeover_request_done(gkv_server_t *s)
+{
+    gkv_takeover_t *t = &s->takeover;
+    if (!t->exiting)
+        return;
+    t->exiting = false;
+    t->exit_now(0);
 }
 
 void gkv_takeover_conn_closed(gkv_server_t *s, gkv_conn_t *c)

@@ -1,0 +1,466 @@
+/* server.c: listeners, signals, the copy-completion wake-up and orderly shutdown. */
+#include "server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "admin.h"
+#include "conn.h"
+#include "duration.h"
+#include "error.h"
+#include "hostport.h"
+#include "log.h"
+#include "metrics_http.h"
+#include "notify.h"
+#include "paths.h"
+#include "ram.h"
+#include "size.h"
+
+#define SWEEP_MS 250 /* how often deadlines are checked */
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    gkv_server_t *s = h->data;
+    GKV_INFO("received %s, shutting down", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    gkv_server_stop(s);
+}
+
+static void on_grace_timeout(uv_timer_t *t)
+{
+    gkv_server_t *s = t->data;
+    GKV_WARN("%llu connections still open after %llu ms; closing them",
+             (unsigned long long)s->net.nconns, (unsigned long long)s->cfg.shutdown_grace_ms);
+    gkv_net_stop_conns(&s->net, 0, true);
+}
+
+static void on_sweep(uv_timer_t *t)
+{
+    gkv_server_t *s = t->data;
+    uint64_t now = uv_now(s->loop);
+    if (s->watchdog_ms && now - s->watchdog_at >= s->watchdog_ms / 2) {
+        gkv_notify("WATCHDOG=1");
+        s->watchdog_at = now;
+    }
+    gkv_net_sweep(&s->net, now);
+    gkv_metrics_http_sweep(s, now);
+}
+
+static void on_expiry(uv_timer_t *t)
+{
+    gkv_server_t *s = t->data;
+    if (s->takeover.draining) {
+        /* Handing over: the memory the journal names must stay as it is (a successor may be
+         * copying it); a successor that goes away schedules expiry again. */
+        s->expiry_at = 0;
+        return;
+    }
+    s->store.now_ms = gkv_clock_ms();
+    gkv_store_reap(&s->store, 1024);
+    s->expiry_at = 0;
+    gkv_server_schedule_expiry(s);
+}
+
+void gkv_server_schedule_expiry(gkv_server_t *s)
+{
+    uint64_t next = gkv_store_next_deadline(&s->store);
+    if (!next || s->shutting_down || (s->expiry_at && s->expiry_at <= next))
+        return;
+    uint64_t now = gkv_clock_ms();
+    s->expiry_at = next;
+    /* Relative to the loop's (older) time: it may fire a little early, then schedules again. */
+    uv_timer_start(&s->expiry, on_expiry, next > now ? next - now : 0, 0);
+}
+
+/* --key-order-thread: auto starts the helper where 4 or more CPUs may run this process (on
+ * fewer it takes CPU from the clients beside it: RESULTS.md, session 12). True when it runs. */
+static bool start_key_order(gkv_server_t *s)
+{
+    gkv_tristate_t want = s->cfg.key_order_thread;
+    if (want == GKV_AUTO) {
+        cpu_set_t set;
+        bool many = sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) >= 4;
+        want = many ? GKV_YES : GKV_NO;
+    }
+    if (want != GKV_YES)
+        return false;
+    int rc = gkv_index_start_helper(s->store.ix);
+    if (rc)
+        GKV_WARN("no key order thread (%s): the loop keeps the key order", strerror(rc));
+    return rc == 0;
+}
+
+/* Once per turn, before the loop waits for I/O: what the turn queued for the key order is
+ * applied by its helper meanwhile (order.h). */
+static void on_kick(uv_prepare_t *p)
+{
+    gkv_server_t *s = p->data;
+    gkv_index_kick(s->store.ix);
+}
+
+/* Once every connection is gone, closing the remaining handles lets uv_run return. */
+static void maybe_finish(gkv_server_t *s)
+{
+    if (!s->shutting_down || s->net.nconns)
+        return;
+    if (s->net.open) {
+        gkv_devices_close(&s->devs);
+        gkv_net_close(&s->net);
+        uv_close((uv_handle_t *)&s->kick, NULL);
+        /* A second SIGTERM (or SIGINT) while the store is torn down must not kill it half-way.
+         * Closing a signal handle puts back the default action at once: the signals stay
+         * blocked until they are ignored, so none can arrive in between. */
+        sigset_t term, old;
+        sigemptyset(&term);
+        sigaddset(&term, SIGTERM);
+        sigaddset(&term, SIGINT);
+        pthread_sigmask(SIG_BLOCK, &term, &old);
+        uv_close((uv_handle_t *)&s->sigterm, NULL);
+        uv_close((uv_handle_t *)&s->sigint, NULL);
+        signal(SIGTERM, SIG_IGN);
+        signal(SIGINT, SIG_IGN);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        uv_close((uv_handle_t *)&s->sighup, NULL);
+        uv_close((uv_handle_t *)&s->shutdown_timer, NULL);
+        uv_close((uv_handle_t *)&s->sweep, NULL);
+        uv_close((uv_handle_t *)&s->expiry, NULL);
+        uv_close((uv_handle_t *)&s->takeover.grace, NULL);
+        gkv_snapshot_close(&s->snapshots);
+    }
+}
+
+void gkv_server_resolve(const gkv_server_t *s, gkv_config_t *cfg)
+{
+    /* Each device's limit is its backend's capacity (--maxmemory, or 90% of its memory). */
+    uint64_t total = 0, largest = 0;
+    for (unsigned i = 0; i < s->devs.n; i++) {
+        total += s->devs.dev[i].be->capacity;
+        largest = s->devs.dev[i].be->capacity > largest ? s->devs.dev[i].be->capacity : largest;
+    }
+    cfg->maxmemory = total;
+    cfg->nmaxmemory = s->cfg.nmaxmemory; /* as given: a reload compares them */
+    memcpy(cfg->maxmemory_each, s->cfg.maxmemory_each, sizeof(cfg->maxmemory_each));
+    if (!cfg->max_value || cfg->max_value > largest)
+        cfg->max_value = largest; /* a value lives on one device */
+    if (!cfg->max_leased_bytes)
+        cfg->max_leased_bytes = cfg->maxmemory;
+    if (cfg->host_copy == GKV_SIZE_AUTO)
+        cfg->host_copy = s->devs.dev[0].be->host_visible ? 0 : GKV_HOST_COPY_AUTO;
+    if (!cfg->maxmemory_keys) /* a quarter of usable RAM: a cgroup's limit counts (ram.h) */
+        cfg->maxmemory_keys = gkv_ram_usable() / 4;
+}
+
+void gkv_server_apply_settings(gkv_server_t *s)
+{
+    const gkv_config_t *cfg = &s->cfg;
+    s->store.host_limit = cfg->maxmemory_keys;
+    s->store.policy = cfg->maxmemory_policy;
+    s->cmd.lim = (gkv_cmd_limits_t){.max_key = cfg->max_key,
+                                    .max_value = cfg->max_value,
+                                    .max_leases = cfg->max_leases,
+                                    .max_leased_bytes = cfg->max_leased_bytes};
+    s->net.set = (gkv_net_settings_t){.output_limit = cfg->output_limit,
+                                      .frame_timeout_ms = cfg->frame_timeout_ms,
+                                      .idle_timeout_ms = cfg->idle_timeout_ms,
+                                      .write_timeout_ms = cfg->write_timeout_ms,
+                                      .maxclients = cfg->maxclients,
+                                      .busy_poll_us = cfg->busy_poll_us,
+                                      .allow_uids = cfg->allow_uids,
+                                      .allow_gids = cfg->allow_gids,
+                                      .n_allow_uids = cfg->n_allow_uids,
+                                      .n_allow_gids = cfg->n_allow_gids,
+                                      .token = s->token_len > 0};
+}
+
+/* The connections' calls up (net.h). */
+static bool conn_refusing(void *owner, const gkv_conn_t *c)
+{
+    return gkv_takeover_refusing(owner, c);
+}
+
+static void conn_closed(void *owner, gkv_conn_t *c)
+{
+    gkv_takeover_conn_closed(owner, c);
+    maybe_finish(owner);
+}
+
+static void request_done(void *owner)
+{
+    gkv_server_schedule_expiry(owner);
+    gkv_takeover_request_done(owner);
+}
+
+static void on_sighup(uv_signal_t *h, int signum)
+{
+    (void)signum;
+    gkv_server_reload(h->data);
+}
+
+uint64_t gkv_server_uptime_s(const gkv_server_t *s)
+{
+    return (gkv_clock_ms() - s->started_ms) / 1000;
+}
+
+void gkv_server_stop(gkv_server_t *s)
+{
+    if (s->shutting_down)
+        return;
+    s->shutting_down = true;
+    s->net.stopping = true;
+    gkv_notify("STOPPING=1\nSTATUS=stopping: %llu connections open",
+               (unsigned long long)s->net.nconns);
+    if (s->unix_open) {
+        uv_close((uv_handle_t *)&s->unix_listener, NULL);
+        s->unix_open = false;
+        unlink(s->cfg.socket_path);
+    }
+    if (s->tcp_open) {
+        uv_close((uv_handle_t *)&s->tcp_listener, NULL);
+        s->tcp_open = false;
+    }
+    gkv_metrics_http_close(s);
+    uv_timer_start(&s->shutdown_timer, on_grace_timeout, s->cfg.shutdown_grace_ms, 0);
+    gkv_net_stop_conns(&s->net, 0, false);
+    maybe_finish(s);
+}
+
+static void close_quietly(uv_handle_t *h)
+{
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+/* Opens the devices cfg names (--devices, else --device), each with its --maxmemory. */
+static int open_devices(gkv_server_t *s, char *err, size_t cap)
+{
+    const gkv_config_t *cfg = &s->cfg;
+    gkv_devices_spec_t spec = {.kind = cfg->backend, .ids = {cfg->device}, .n = 1};
+    if (cfg->devices_all) {
+        int count = gkv_backend_count(cfg->backend);
+        spec.n = (unsigned)(count < 1 ? 1 : count > GKV_MAX_DEVICES ? GKV_MAX_DEVICES : count);
+        for (unsigned i = 0; i < spec.n; i++)
+            spec.ids[i] = (int)i;
+    } else if (cfg->ndevices) {
+        spec.n = cfg->ndevices;
+        memcpy(spec.ids, cfg->devices, spec.n * sizeof(spec.ids[0]));
+    }
+    if (cfg->nmaxmemory > 1 && cfg->nmaxmemory != spec.n) {
+        snprintf(err, cap, "--maxmemory lists %u sizes for %u devices", cfg->nmaxmemory, spec.n);
+        return GKV_EINVAL;
+    }
+    for (unsigned i = 0; i < spec.n; i++)
+        spec.limits[i] = cfg->nmaxmemory > 1 ? cfg->maxmemory_each[i] : cfg->maxmemory;
+    spec.host_reserve = cfg->maxmemory_keys ? cfg->maxmemory_keys : gkv_ram_usable() / 4;
+    return gkv_devices_open(&s->devs, &spec, err, cap);
+}
+
+/* The store over the devices, and what each layer above is given to reach the ones below: the
+ * handlers' context, the connections' environment, persistence's. */
+static int wire_layers(gkv_server_t *s, char *err, size_t cap)
+{
+    int rc = gkv_store_init(&s->store, s->devs.dev[0].be, s->devs.dev[0].be->capacity);
+    if (rc) {
+        snprintf(err, cap, "out of host memory");
+        return rc;
+    }
+    for (unsigned i = 1; i < s->devs.n; i++)
+        (void)gkv_store_add_device(&s->store, s->devs.dev[i].be, s->devs.dev[i].be->capacity);
+    gkv_hostcopy_init(&s->store.hc, s->cfg.host_copy, s->cfg.host_copy_max_value);
+    s->cmd = (gkv_cmd_ctx_t){.store = &s->store,
+                             .devs = &s->devs,
+                             .lease_totals = &s->lease_totals,
+                             .table = gkv_command_table,
+                             .owner = s};
+    s->net.store = &s->store;
+    s->net.devs = &s->devs;
+    s->net.staging = &s->staging;
+    s->net.cmd = &s->cmd;
+    s->net.fdstore = &s->fdstore;
+    s->net.lease_totals = &s->lease_totals;
+    s->net.hooks = (gkv_net_hooks_t){
+        .owner = s, .refusing = conn_refusing, .closed = conn_closed, .request_done = request_done};
+    s->persist = (gkv_persist_env_t){
+        .store = &s->store, .devs = &s->devs, .loop = s->loop, .max_key = s->cfg.max_key};
+    gkv_server_apply_settings(s);
+    return 0;
+}
+
+/* The loop's handles: the connections', the key order's kick, signals, timers, snapshots'. */
+static void init_handles(gkv_server_t *s)
+{
+    uv_loop_t *loop = s->loop;
+    gkv_net_init(&s->net, loop);
+    uv_prepare_init(loop, &s->kick);
+    s->kick.data = s;
+    uv_prepare_start(&s->kick, on_kick);
+    uv_signal_init(loop, &s->sigterm);
+    uv_signal_init(loop, &s->sigint);
+    uv_signal_init(loop, &s->sighup);
+    s->sigterm.data = s->sigint.data = s->sighup.data = s;
+    uv_signal_start(&s->sighup, on_sighup, SIGHUP);
+    uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+    uv_signal_start(&s->sigint, on_signal, SIGINT);
+    uv_timer_init(loop, &s->shutdown_timer);
+    s->shutdown_timer.data = s;
+    uv_timer_init(loop, &s->sweep);
+    s->sweep.data = s;
+    uv_timer_start(&s->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
+    uv_timer_init(loop, &s->expiry);
+    s->expiry.data = s;
+    s->watchdog_ms = gkv_notify_watchdog_ms();
+    gkv_snapshot_init(&s->snapshots, &s->persist, s->cfg.snapshot_dir,
+                      s->cfg.snapshot_skip_corrupt);
+    gkv_snapshot_schedule(&s->snapshots, s->cfg.snapshot_interval_ms);
+    gkv_takeover_init(s);
+}
+
+/* Closes what init_handles and the listeners opened, and lets the loop run out (a failed
+ * start). */
+static void close_handles(gkv_server_t *s)
+{
+    if (s->unix_open) {
+        if (!s->cfg.takeover) /* else the predecessor's: it serves on (takeover.h) */
+            unlink(s->cfg.socket_path);
+        close_quietly((uv_handle_t *)&s->unix_listener);
+    }
+    if (s->tcp_open)
+        close_quietly((uv_handle_t *)&s->tcp_listener);
+    if (s->metrics_open)
+        close_quietly((uv_handle_t *)&s->metrics_listener);
+    gkv_net_close(&s->net);
+    close_quietly((uv_handle_t *)&s->kick);
+    gkv_devices_close(&s->devs);
+    close_quietly((uv_handle_t *)&s->sigterm);
+    close_quietly((uv_handle_t *)&s->sigint);
+    close_quietly((uv_handle_t *)&s->sighup);
+    close_quietly((uv_handle_t *)&s->shutdown_timer);
+    close_quietly((uv_handle_t *)&s->sweep);
+    close_quietly((uv_handle_t *)&s->expiry);
+    gkv_snapshot_close(&s->snapshots);
+    close_quietly((uv_handle_t *)&s->takeover.grace);
+    uv_run(s->loop, UV_RUN_DEFAULT);
+}
+
+/* Values back (a predecessor's, taken over or left in the fd store; else the newest snapshot),
+ * then the listeners. */
+static int start_serving(gkv_server_t *s, char *err, size_t cap)
+{
+    const gkv_config_t *cfg = &s->cfg;
+    bool adopted;
+    gkv_fdstore_mode_t fd_mode = cfg->fd_store == GKV_YES  ? GKV_FDSTORE_ON
+                                 : cfg->fd_store == GKV_NO ? GKV_FDSTORE_OFF
+                                                           : GKV_FDSTORE_AUTO;
+    int rc;
+    if ((cfg->takeover && (rc = gkv_takeover_fetch(s, err, cap))) ||
+        (rc = gkv_fdstore_open(&s->fdstore, &s->persist, fd_mode, s->takeover.passed,
+                               s->takeover.npassed, &adopted, err, cap)) ||
+        (!adopted && (rc = gkv_snapshot_load(&s->snapshots, err, cap))) ||
+        (rc = gkv_server_listen_unix(s, err, cap)) ||
+        (cfg->listen[0] && (rc = gkv_server_listen_clients(s, err, cap))) ||
+        (cfg->metrics_listen[0] && (rc = gkv_metrics_http_listen(s, err, cap))))
+        return rc;
+    s->takeover.npassed = 0; /* gkv_fdstore_open took them */
+    if (s->takeover.listen_tcp >= 0) {
+        GKV_WARN("takeover: no --listen given: the TCP socket taken over is closed");
+        close(s->takeover.listen_tcp);
+        s->takeover.listen_tcp = -1;
+    }
+    gkv_fdstore_serving(&s->fdstore);
+    gkv_takeover_done(s);
+    return 0;
+}
+
+int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, char *err,
+                    size_t cap)
+{
+    memset(s, 0, sizeof(*s));
+    s->loop = loop;
+    s->cfg = *cfg;
+    s->started_ms = gkv_clock_ms();
+    gkv_log_set_level(cfg->log_level);
+    signal(SIGPIPE, SIG_IGN);
+    if (cfg->log_file[0]) {
+        if (gkv_log_reopen(cfg->log_file)) {
+            snprintf(err, cap, "cannot open the log file %s: %s", cfg->log_file, strerror(errno));
+            return GKV_EINVAL;
+        }
+        unsetenv("JOURNAL_STREAM"); /* lines go to the file, not to journald */
+    }
+    if (cfg->auth_token_file[0] &&
+        gkv_token_load(cfg->auth_token_file, s->token, &s->token_len, err, cap))
+        return GKV_EINVAL;
+    /* Threads started from here on (the CUDA runtime's, as devices open, and the key order
+     * helper) inherit a mask that blocks the signals the loop handles, so that the loop thread
+     * is the one that gets them: a SIGTERM taken by another thread while the loop closes its
+     * signal handles would find the default action there and kill the daemon mid-teardown. */
+    sigset_t handled, before;
+    sigemptyset(&handled);
+    sigaddset(&handled, SIGTERM);
+    sigaddset(&handled, SIGINT);
+    sigaddset(&handled, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &handled, &before);
+    int rc = open_devices(s, err, cap);
+    if (rc) {
+        pthread_sigmask(SIG_SETMASK, &before, NULL);
+        return rc;
+    }
+    gkv_server_resolve(s, &s->cfg); /* maxmemory 0: the backends' capacity */
+    for (unsigned i = 0; i < s->devs.n; i++) {
+        gkv_backend_t *be = s->devs.dev[i].be;
+        char limit[32];
+        gkv_size_format(be->capacity, limit, sizeof(limit));
+        GKV_INFO("device %u: backend %s (%s%s%s), maxmemory %s", i, be->name, be->gpu_name,
+                 be->gpu_uuid[0] ? " " : "", be->gpu_uuid, limit);
+    }
+    if ((rc = wire_layers(s, err, cap)))
+        goto fail_backend;
+    s->key_order_thread = start_key_order(s);
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
+    gkv_staging_init(&s->staging, s->devs.dev[0].be); /* portable: every device's copies use it */
+    if ((rc = gkv_devices_start(&s->devs, &s->store, loop, &s->staging, gkv_conn_batch_deliver, err,
+                                cap))) {
+        gkv_devices_close(&s->devs);
+        uv_run(s->loop, UV_RUN_DEFAULT);
+        gkv_devices_fini(&s->devs);
+        gkv_staging_fini(&s->staging);
+        gkv_store_fini(&s->store);
+        goto fail_backend;
+    }
+    init_handles(s);
+    if ((rc = start_serving(s, err, cap)) == 0)
+        return 0;
+    gkv_fdstore_close(&s->fdstore);
+    gkv_takeover_fini(s);
+    close_handles(s);
+    gkv_devices_fini(&s->devs);
+    gkv_store_fini(&s->store);
+    gkv_staging_fini(&s->staging);
+    gkv_net_fini(&s->net);
+fail_backend:
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
+    gkv_devices_close_backends(&s->devs);
+    return rc;
+}
+
+void gkv_server_fini(gkv_server_t *s)
+{
+    /* A save still running ends first: it reads the devices. */
+    gkv_snapshot_fini(&s->snapshots, s->cfg.snapshot_on_exit && s->shutting_down);
+    gkv_fdstore_close(&s->fdstore);
+    gkv_takeover_fini(s);
+    gkv_devices_fini(&s->devs);
+    gkv_store_fini(&s->store);
+    gkv_staging_fini(&s->staging);
+    gkv_devices_close_backends(&s->devs);
+    gkv_net_fini(&s->net);
+}
