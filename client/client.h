@@ -7,55 +7,40 @@
 #include <stdbool.h>
 
 #include "fdpass.h"
+#include "lease_cache.h"
 #include "message.h"
 
-/* The lease cache (mapping.c): read leases of values up to cache_max_value bytes after
- * gkv_unmap, of sealed values of any size after gkv_seal, and spares; at most cache_slots per
- * connection (gkv_client_set_lease_cache; these defaults otherwise), cache_max_bytes of values
- * in all, and GKV_CACHE_PER_KEY per key (a key's value and its spare). */
-#define GKV_CACHE_SLOTS 8
-#define GKV_CACHE_SLOTS_MAX 4096
-#define GKV_CACHE_PER_KEY 2
-#define GKV_CACHE_MAX_BYTES (1u << 20)
 /* SO_SNDBUF asked for on Unix sockets (connect.c): large SETs move in fewer rounds. */
 #define GKV_CLIENT_SNDBUF (4 << 20)
 
 struct gkv_client {
     int fd;
-    bool broken;           /* the byte stream lost sync: every call is GKV_ECLOSED */
+    bool broken; /* the byte stream lost sync: every call is GKV_ECLOSED */
     uint64_t next_id;
-    gkv_wr_t wr;           /* request being built */
-    uint8_t *hdr;          /* last response header */
+    gkv_wr_t wr;  /* request being built */
+    uint8_t *hdr; /* last response header */
     size_t hdr_cap;
-    gkv_response_t resp;   /* decoded from hdr */
+    gkv_response_t resp; /* decoded from hdr */
     char errmsg[256];
     gkv_server_info_t info;
     char s_server[32], s_backend[16], s_zero_copy[32], s_zero_copy_why[160];
     char s_uuids[GKV_FDPASS_MAX][48]; /* HELLO's gpus, in the daemon's order */
     const char *uuid_ptrs[GKV_FDPASS_MAX];
-    uint8_t *meta;         /* copy of the last value's metadata */
+    uint8_t *meta; /* copy of the last value's metadata */
     gkv_progress_fn progress;
     void *progress_arg;
     /* Zero-copy: the fds passed with HELLO (one per GPU, or the first GPU's only), what they
      * are, and this connection's imports. */
     bool local;
-    uint32_t deferred;     /* replies to read and drop before the next one (RELEASE) */
-    uint64_t deferred_id;  /* the id of the oldest of them; the others follow it */
+    uint32_t deferred;    /* replies to read and drop before the next one (RELEASE) */
+    uint64_t deferred_id; /* the id of the oldest of them; the others follow it */
     int shared_fds[GKV_FDPASS_MAX];
     unsigned nshared;
     uint64_t arena_size; /* the first GPU's arena (host backend); the others' from fstat */
     /* Each GPU's pool or arena, attached at the first mapping of a value there. */
     struct gkv_attach *attach[GKV_FDPASS_MAX];
-    struct mapping *mappings;  /* every live mapping of this connection (mapping.c) */
-    /* The lease cache, oldest first (mapping.c), in an array of cache_cap, and its index by
-     * key (a hash of each cached key's entries). */
-    gkv_mapping_t **cached;
-    int ncached, cache_cap;
-    struct cache_key *cache_index;
-    bool cache_set; /* else the defaults: GKV_CACHE_* */
-    uint32_t cache_slots;
-    uint64_t cache_max_value, cache_max_bytes; /* max_bytes 0: no total */
-    uint64_t cached_bytes;                     /* value bytes under the cached leases */
+    struct mapping *mappings; /* every live mapping of this connection (mapping.c) */
+    gkv_lease_cache_t lc;     /* what is kept after the caller is done, and later ends */
 };
 
 /* Starts a request frame with op and a fresh id. */
@@ -96,6 +81,7 @@ int gkv__drain(gkv_client_t *c, uint64_t len);
  * that is not a mapping call runs it first, so that what its request sees (INFO's leases, the
  * memory a DEL frees) is what the caller's unmaps and seals left. Returns 0 or a code. */
 int gkv__cache_flush(gkv_client_t *c);
+
 /* At close: frees every mapping of c still alive (cached or the caller's: their pointers become
  * invalid) and detaches from the server's memory. The socket's end ends the leases. */
 void gkv__mappings_close(gkv_client_t *c);

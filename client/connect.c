@@ -221,6 +221,7 @@ int gkv_client_connect_timeout(const char *url, uint32_t timeout_ms, gkv_client_
         c->fd = fd;
         c->local = strncmp(url, "tcp:", 4) != 0;
         gkv_wr_init(&c->wr);
+        gkv_lc_init(&c->lc);
         rc = hello(c, v);
         if (rc == 0) {
             *out = c;

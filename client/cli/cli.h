@@ -52,7 +52,14 @@ enum { GKV_CLI_RUN = 0, GKV_CLI_DONE = 1 };
  * reason written to stderr. argv is permuted (getopt_long) and borrowed by *a. */
 int gkv_cli_parse(int argc, char **argv, gkv_cli_args_t *a);
 
-/* The command runners (gpukv.c), named in parse.c's table. */
+/* Prints "gpukv: WHAT: error (NAME): the server's message" to stderr; returns the exit code
+ * (EXIT_CONNECT or EXIT_SERVER). c may be NULL. */
+int gkv_cli_fail(gkv_client_t *c, const char *what, int rc);
+/* The ordinal of the GPU name gives (an ordinal, or a UUID among the server's), for cmd; -1
+ * (said on stderr) when there is none such (values.c). */
+int gkv_cli_gpu_ordinal(gkv_client_t *c, const char *cmd, const char *name);
+
+/* The command runners (gpukv.c, values.c, server.c), named in parse.c's table. */
 int gkv_cli_ping(gkv_client_t *c, const gkv_cli_args_t *a);
 int gkv_cli_set(gkv_client_t *c, const gkv_cli_args_t *a);
 int gkv_cli_get(gkv_client_t *c, const gkv_cli_args_t *a);

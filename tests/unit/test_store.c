@@ -188,7 +188,7 @@ END_TEST
 
 /* MAP's copy of a value: published in the value's place only while the key still names it, and
  * linked as it is (the caller's lease keeps its memory). */
-START_TEST(unshare_publishes_the_copy_only_over_what_it_copied)
+START_TEST(copy_end_publishes_the_copy_only_over_what_it_copied)
 {
     gkv_entry_t *e = make("k", "chunk"), *copy;
     ck_assert_int_eq(gkv_store_publish(&st, e, 0, NULL), 0);
@@ -230,7 +230,7 @@ Suite *make_suite(void)
     tcase_add_test(t, a_deleted_value_lives_while_referenced);
     tcase_add_test(t, metadata_is_copied_and_renewed);
     tcase_add_test(t, keys_and_metadata_count_against_the_host_limit);
-    tcase_add_test(t, unshare_publishes_the_copy_only_over_what_it_copied);
+    tcase_add_test(t, copy_end_publishes_the_copy_only_over_what_it_copied);
     suite_add_tcase(s, t);
     return s;
 }

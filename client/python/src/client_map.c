@@ -20,12 +20,11 @@ static PyObject *wrap(ClientObject *self, gkv_mapping_t *m, PyObject *key, const
     PyObject *out = kb ? mapping_new(self, m, kb, writable) : NULL;
     Py_XDECREF(kb);
     if (!out)
-        client_defer_end(self, m, writable ? END_ABORT : END_UNMAP);
+        client_defer_end(self, m);
     return out;
 }
 
-PyObject *client_map(ClientObject *self, PyObject *const *args, Py_ssize_t nargs,
-                            PyObject *kwnames)
+PyObject *client_map(ClientObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     PyObject *key, *off, *len, *suf;
     if (parse_key_range(args, nargs, kwnames, "map", &key, &off, &len, &suf) < 0)
@@ -43,7 +42,7 @@ PyObject *client_map(ClientObject *self, PyObject *const *args, Py_ssize_t nargs
         return NULL;
     gkv_mapping_t *m = NULL;
     int rc;
-    CLIENT_CALL(client_enter_map, self, rc, gkv_map(self->c, k.p, (size_t)k.len, &r, &m));
+    CLIENT_CALL(client_enter, self, rc, gkv_map(self->c, k.p, (size_t)k.len, &r, &m));
     PyObject *out = rc == 0 ? wrap(self, m, key, &k, false) : NULL;
     key_release(&k);
     return out;
@@ -82,7 +81,7 @@ PyObject *client_create(ClientObject *self, PyObject *args, PyObject *kw)
     o.ttl_ms = ttl_ms;
     gkv_mapping_t *m = NULL;
     int rc;
-    CLIENT_CALL(client_enter_map, self, rc,
+    CLIENT_CALL(client_enter, self, rc,
                 gkv_create(self->c, k.p, (size_t)k.len, (uint64_t)size, &o, &m));
     PyObject *out = rc == 0 ? wrap(self, m, key, &k, true) : NULL;
     if (has_meta)
@@ -118,11 +117,11 @@ PyObject *client_map_many(ClientObject *self, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "an empty range cannot be mapped");
             goto done;
         }
-        items[i] = (gkv_map_item_t){.key = b.keys[i].p, .klen = (size_t)b.keys[i].len,
-                                    .range = b.range[i]};
+        items[i] = (gkv_map_item_t){
+            .key = b.keys[i].p, .klen = (size_t)b.keys[i].len, .range = b.range[i]};
     }
     int rc;
-    CLIENT_CALL(client_enter_map, self, rc, gkv_map_many(self->c, items, (size_t)n));
+    CLIENT_CALL(client_enter, self, rc, gkv_map_many(self->c, items, (size_t)n));
     if (rc < 0)
         goto done;
     out = PyList_New(n);
@@ -134,7 +133,7 @@ PyObject *client_map_many(ClientObject *self, PyObject *args)
         else if (out)
             o = PyLong_FromLong(items[i].status);
         else if (mapped) /* the list failed: whatever was mapped ends at the next call */
-            client_defer_end(self, items[i].mapping, END_UNMAP);
+            client_defer_end(self, items[i].mapping);
         if (!o) {
             Py_CLEAR(out);
             continue;

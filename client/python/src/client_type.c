@@ -1,5 +1,5 @@
 /* client_type.c: _gpukv.Client, one libgpukv connection: its lifecycle, the lock that
- * serialises its calls, deferred mapping ends, properties and method table. */
+ * serialises its calls, deferred mapping ends (libgpukv's), properties and method table. */
 #include "client.h"
 
 #include <errno.h>
@@ -15,50 +15,15 @@ PyObject *raise_closed(void)
     return raise_code(GKV_ECLOSED, "the client is closed");
 }
 
-/* Ends the queued mappings (lock held, GIL held; releases the GIL for the I/O): the read ones
- * with gkv_unmap_many (the lease cache keeps those it takes; the others' imports are freed, then
- * one RELEASE), created ones with gkv_abort. */
-static void end_pending(ClientObject *self)
-{
-    pending_end_t *list = self->pending;
-    Py_ssize_t n = self->npending;
-    if (!n)
-        return;
-    self->pending = NULL;
-    self->npending = self->cap_pending = 0;
-    self->pending_bytes = 0;
-    gkv_client_t *c = self->c;
-    Py_BEGIN_ALLOW_THREADS
-    gkv_mapping_t *reads[64];
-    size_t nr = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        /* Errors cannot be reported to anyone here; the server ends leases at close anyway. */
-        if (list[i].op == END_ABORT) {
-            (void)gkv_abort(c, list[i].m);
-            continue;
-        }
-        reads[nr++] = list[i].m;
-        if (nr == sizeof(reads) / sizeof(reads[0]) || i == n - 1) {
-            (void)gkv_unmap_many(c, reads, nr);
-            nr = 0;
-        }
-    }
-    if (nr)
-        (void)gkv_unmap_many(c, reads, nr);
-    PyMem_RawFree(list);
-    Py_END_ALLOW_THREADS
-}
-
 static void lock_nogil(ClientObject *self)
 {
     if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
-        Py_BEGIN_ALLOW_THREADS
-        PyThread_acquire_lock(self->lock, WAIT_LOCK);
+        Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(self->lock, WAIT_LOCK);
         Py_END_ALLOW_THREADS
     }
 }
 
-static int enter(ClientObject *self, bool map)
+static int enter(ClientObject *self)
 {
     if (!self->c || self->closing) {
         raise_closed();
@@ -75,8 +40,6 @@ static int enter(ClientObject *self, bool map)
         raise_closed();
         return -1;
     }
-    if (!map || self->npending >= PENDING_MAX || self->pending_bytes >= PENDING_BYTES)
-        end_pending(self);
     return 0;
 }
 
@@ -96,12 +59,12 @@ static void set_errno(int e)
 
 int client_enter(ClientObject *self)
 {
-    return enter(self, false);
+    return enter(self);
 }
 
-int client_enter_map(ClientObject *self)
+int client_defer_end(ClientObject *self, gkv_mapping_t *m)
 {
-    return enter(self, true);
+    return gkv__end_later(self->c, m) ? -1 : 0; /* else the lease ends with the connection */
 }
 
 void client_leave(ClientObject *self)
@@ -109,29 +72,12 @@ void client_leave(ClientObject *self)
     PyThread_release_lock(self->lock);
 }
 
-int client_defer_end(ClientObject *self, gkv_mapping_t *m, int op)
-{
-    if (self->npending == self->cap_pending) {
-        Py_ssize_t cap = self->cap_pending ? self->cap_pending * 2 : 8;
-        pending_end_t *p = PyMem_RawRealloc(self->pending, (size_t)cap * sizeof(*p));
-        if (!p)
-            return -1; /* the lease then ends with the connection */
-        self->pending = p;
-        self->cap_pending = cap;
-    }
-    self->pending[self->npending++] = (pending_end_t){m, op};
-    self->pending_bytes += m->length;
-    return 0;
-}
-
-/* Closes the C client (lock held): ends what is pending, then frees every import. */
+/* Closes the C client (lock held): frees every import; the socket's end ends the leases. */
 static void close_c(ClientObject *self)
 {
-    end_pending(self);
     gkv_client_t *c = self->c;
     self->c = NULL;
-    Py_BEGIN_ALLOW_THREADS
-    gkv_client_close(c);
+    Py_BEGIN_ALLOW_THREADS gkv_client_close(c);
     Py_END_ALLOW_THREADS
 }
 
@@ -205,8 +151,8 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
     Py_BEGIN_ALLOW_THREADS errno = 0;
     rc = gkv_client_connect_timeout(u, ms, &c);
     sys = errno;
-    Py_END_ALLOW_THREADS
-    if (rc < 0) {
+    Py_END_ALLOW_THREADS if (rc < 0)
+    {
         /* The system's reason too (No such file or directory, Connection refused, Permission
          * denied), as the CLI shows it: a user needs it to tell a stopped daemon from a socket
          * they may not open. */
@@ -215,8 +161,8 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
         if (rc == GKV_ECONNECT && sys)
             snprintf(why, sizeof(why), " (%s)", strerror(sys));
         if (!u && gkv_default_socket(def, sizeof(def)) >= 0 && !getenv("GPUKV_URL"))
-            snprintf(msg, sizeof(msg), "cannot connect to unix:%s (the default socket): %s%s",
-                     def, gkv_strerror(rc), why);
+            snprintf(msg, sizeof(msg), "cannot connect to unix:%s (the default socket): %s%s", def,
+                     gkv_strerror(rc), why);
         else
             snprintf(msg, sizeof(msg), "cannot connect to %s: %s%s",
                      u ? u : (getenv("GPUKV_URL") ? getenv("GPUKV_URL") : "?"), gkv_strerror(rc),
@@ -257,7 +203,6 @@ static void client_dealloc(ClientObject *self)
         PyThread_release_lock(self->lock);
     }
     /* In a forked child the connection is the parent's: leave it alone. */
-    PyMem_RawFree(self->pending);
     if (self->lock)
         PyThread_free_lock(self->lock);
     Py_XDECREF(self->url);
@@ -277,7 +222,6 @@ static PyObject *client_close(ClientObject *self, PyObject *noargs)
     }
     lock_nogil(self);
     self->closing = true;
-    end_pending(self);
     /* End every open mapping that handed out no view; the others end with their objects. */
     MappingObject *m = self->open;
     while (m) {
@@ -467,8 +411,8 @@ static PyMethodDef client_methods[] = {
 static PyGetSetDef client_getset[] = {
     {"url", (getter)client_get_url, NULL, "The server's URL.", NULL},
     {"closed", (getter)client_get_closed, NULL, "True once closed.", NULL},
-    {"server_info", (getter)client_get_server_info, NULL,
-     "What the server said in HELLO (a dict).", NULL},
+    {"server_info", (getter)client_get_server_info, NULL, "What the server said in HELLO (a dict).",
+     NULL},
     {"zero_copy", (getter)client_get_zero_copy, NULL,
      "The zero-copy mechanism granted to this connection (cuda-pool-fd, host-memfd), or none.",
      NULL},

@@ -34,8 +34,8 @@ PyObject *mapping_new(ClientObject *client, gkv_mapping_t *m, PyObject *key, boo
     MappingObject *self = (MappingObject *)MappingType.tp_alloc(&MappingType, 0);
     if (!self)
         return NULL;
-    self->meta = m->meta ? PyBytes_FromStringAndSize(m->meta, (Py_ssize_t)m->meta_len)
-                         : Py_NewRef(Py_None);
+    self->meta =
+        m->meta ? PyBytes_FromStringAndSize(m->meta, (Py_ssize_t)m->meta_len) : Py_NewRef(Py_None);
     if (!self->meta) {
         Py_TYPE(self)->tp_free((PyObject *)self);
         return NULL;
@@ -93,7 +93,7 @@ static void mapping_dealloc(MappingObject *self)
         gkv_mapping_t *m = take(self);
         /* In a forked child the connection is the parent's: the child leaves it alone. */
         if (c->c && CLIENT_OURS(c))
-            client_defer_end(c, m, self->writable ? END_ABORT : END_UNMAP);
+            client_defer_end(c, m);
     }
     bool viewed = self->viewed;
     Py_XDECREF(self->key);
@@ -330,8 +330,8 @@ static PyObject *get_cai(MappingObject *self, void *closure)
      * exported as writable memory: writing through it would change the value for every reader,
      * which the documentation forbids. */
     return Py_BuildValue("{s:(K),s:s,s:(NO),s:i,s:O}", "shape", (unsigned long long)m->length,
-                         "typestr", "|u1", "data", PyLong_FromVoidPtr(m->ptr), Py_False,
-                         "version", 3, "strides", Py_None);
+                         "typestr", "|u1", "data", PyLong_FromVoidPtr(m->ptr), Py_False, "version",
+                         3, "strides", Py_None);
 }
 
 static PyObject *mapping_dlpack_device(MappingObject *self, PyObject *noargs)
@@ -388,8 +388,8 @@ static PyObject *mapping_dlpack(MappingObject *self, PyObject *args, PyObject *k
     }
     /* Read-only where the consumers can say so (host memory: NumPy); device memory as for the
      * CUDA array interface above. */
-    PyObject *cap = dlpack_capsule(self, m->ptr, m->length, versioned,
-                                   !self->writable && !m->on_device);
+    PyObject *cap =
+        dlpack_capsule(self, m->ptr, m->length, versioned, !self->writable && !m->on_device);
     if (cap)
         mark_viewed(self);
     return cap;
@@ -409,8 +409,8 @@ static int mapping_getbuffer(MappingObject *self, Py_buffer *view, int flags)
         return -1;
     }
     void *p = self->m->length ? self->m->ptr : empty;
-    if (PyBuffer_FillInfo(view, (PyObject *)self, p, (Py_ssize_t)self->m->length,
-                          !self->writable, flags) < 0)
+    if (PyBuffer_FillInfo(view, (PyObject *)self, p, (Py_ssize_t)self->m->length, !self->writable,
+                          flags) < 0)
         return -1;
     mark_viewed(self);
     return 0;
@@ -442,11 +442,11 @@ static PyObject *mapping_repr(MappingObject *self)
         snprintf(where, sizeof(where), "cuda:%d", m->device);
     else
         snprintf(where, sizeof(where), "host");
-    return PyUnicode_FromFormat("<gpukv.Mapping %R %llu bytes at %llu of %llu on %s, %s, lease %llu>",
-                                self->key, (unsigned long long)m->length,
-                                (unsigned long long)m->offset, (unsigned long long)m->value_size,
-                                where, self->writable ? "writable" : "read-only",
-                                (unsigned long long)m->lease);
+    return PyUnicode_FromFormat(
+        "<gpukv.Mapping %R %llu bytes at %llu of %llu on %s, %s, lease %llu>", self->key,
+        (unsigned long long)m->length, (unsigned long long)m->offset,
+        (unsigned long long)m->value_size, where, self->writable ? "writable" : "read-only",
+        (unsigned long long)m->lease);
 }
 
 static PyMethodDef mapping_methods[] = {
@@ -486,7 +486,8 @@ static PyGetSetDef mapping_getset[] = {
     {"closed", (getter)get_closed, NULL, "True once unmapped, sealed or aborted.", NULL},
     {"__cuda_array_interface__", (getter)get_cai, NULL,
      "CUDA array interface v3 (device memory only): a 1-D uint8 array. GPU frameworks have no "
-     "read-only arrays: never write through a read mapping.", NULL},
+     "read-only arrays: never write through a read mapping.",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

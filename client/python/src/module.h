@@ -6,17 +6,10 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <gpukv/gpukv.h>
+#include <lease_cache.h> /* libgpukv's later ends (the repository's client/) */
 #include <pythread.h>
 #include <stdbool.h>
 #include <sys/types.h>
-
-/* What a pending end does (see ClientObject.pending). */
-enum { END_UNMAP, END_ABORT };
-
-typedef struct {
-    gkv_mapping_t *m;
-    int op; /* END_UNMAP or END_ABORT */
-} pending_end_t;
 
 typedef struct MappingObject MappingObject;
 
@@ -24,20 +17,11 @@ typedef struct MappingObject MappingObject;
  * GIL released, so a client shared by threads is safe (one client per thread is faster). The
  * GIL is released around every libgpukv call. */
 typedef struct {
-    PyObject_HEAD
-    gkv_client_t *c;       /* NULL once closed at the C level */
+    PyObject_HEAD gkv_client_t *c; /* NULL once closed at the C level */
     PyThread_type_lock lock;
-    unsigned long gen;     /* fork_generation when connected: a forked child connects again */
-    bool closing;          /* close() was called: every call raises ConnectionClosed */
-    PyObject *url;         /* str, as given (or the default) */
-    /* Mappings whose end was deferred (dealloc of a mapping that was not ended, or that had
-     * handed out views): ended together (read ones with one RELEASE, after freeing their
-     * imports: one device synchronisation for all) at the start of the next call other than
-     * map/create, by map/create once PENDING_MAX or PENDING_BYTES are waiting, and at the C
-     * close. Touched only with the GIL held. */
-    pending_end_t *pending;
-    Py_ssize_t npending, cap_pending;
-    uint64_t pending_bytes;
+    unsigned long gen; /* fork_generation when connected: a forked child connects again */
+    bool closing;      /* close() was called: every call raises ConnectionClosed */
+    PyObject *url;     /* str, as given (or the default) */
     /* Open mappings (their C mapping not ended yet), so that close() can end them. */
     MappingObject *open;
     /* Mapping objects alive that handed out a view: their memory must stay mapped, so the C
@@ -54,14 +38,13 @@ typedef struct {
  * memory it shows. Views of a writable mapping are for writing it: after seal or abort they
  * must not be used (as in C). */
 struct MappingObject {
-    PyObject_HEAD
-    ClientObject *client; /* strong reference */
-    gkv_mapping_t *m;     /* NULL once the C mapping has ended or was handed to `pending` */
-    PyObject *key;        /* bytes */
-    PyObject *meta;       /* bytes or None */
-    const char *state;    /* NULL while open, else "unmapped", "sealed" or "aborted" */
+    PyObject_HEAD ClientObject *client; /* strong reference */
+    gkv_mapping_t *m;  /* NULL once the C mapping has ended or its end was deferred */
+    PyObject *key;     /* bytes */
+    PyObject *meta;    /* bytes or None */
+    const char *state; /* NULL while open, else "unmapped", "sealed" or "aborted" */
     bool writable;
-    bool viewed;          /* a view was handed out */
+    bool viewed;                /* a view was handed out */
     MappingObject *prev, *next; /* in client->open while m is set */
 };
 
@@ -75,9 +58,8 @@ extern unsigned long fork_generation;
 
 /* Parses (key, *, offset=None, length=None, suffix=None) of a vectorcall method named fname.
  * Returns 0 or -1 with TypeError set. */
-int parse_key_range(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                    const char *fname, PyObject **key, PyObject **off, PyObject **len,
-                    PyObject **suf);
+int parse_key_range(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, const char *fname,
+                    PyObject **key, PyObject **off, PyObject **len, PyObject **suf);
 
 /* Raises the gpukv exception for code (negative GKV_E*), with message (NULL: the code's
  * sentence). Returns NULL for `return raise_code(...)`. */
@@ -107,9 +89,6 @@ void key_release(key_arg_t *k);
  * caller returns no bytes. Returns 0 or -1 with ValueError/TypeError set. */
 int range_get(PyObject *offset, PyObject *length, PyObject *suffix, gkv_range_t *r, bool *empty);
 
-#define PENDING_MAX 32
-#define PENDING_BYTES (64u << 20)
-
 /* The arguments of a batch call: keys, a list of at most 4096 keys, and ranges, None or a list
  * as long of None or (offset, length, suffix). keys[i], range[i] and empty[i] (see range_get)
  * describe item i; release with batch_release, whatever batch_get returned. */
@@ -123,16 +102,17 @@ typedef struct {
 int batch_get(PyObject *keys, PyObject *ranges, batch_arg_t *b);
 void batch_release(batch_arg_t *b);
 
-/* Starts a call on the client: raises when it is closed or was made in another process, takes
- * the lock (waiting without the GIL) and ends pending mappings. Returns 0 or -1 with an
- * exception set. Every successful enter is paired with client_leave. client_enter_map is the
- * same for map and create, which leave pending ends to wait until enough are pending (a reader
- * of many chunks then frees their imports and ends their leases in batches). */
+/* Starts a call on the client: raises when it is closed or was made in another process, and
+ * takes the lock (waiting without the GIL). Returns 0 or -1 with an exception set. Every
+ * successful enter is paired with client_leave. */
 int client_enter(ClientObject *self);
-int client_enter_map(ClientObject *self);
 void client_leave(ClientObject *self);
-/* Queues the end of m (GIL held; never blocks). */
-int client_defer_end(ClientObject *self, gkv_mapping_t *m, int op);
+/* Ends m (read: unmapped; writable: aborted) at the client's next call that may end it: libgpukv's
+ * later ends (client/lease_cache.h), ended together (read ones with one RELEASE, after freeing
+ * their imports: one device synchronisation for all) before the next call that is not a
+ * mapping call, by a mapping call once enough wait, and at close. GIL held; never blocks; any
+ * thread, even while another is in a call on the client. */
+int client_defer_end(ClientObject *self, gkv_mapping_t *m);
 /* Called when a mapping object that had handed out views goes away. */
 void client_viewed_gone(ClientObject *self);
 

@@ -1,0 +1,47 @@
+/* mapping_impl.h: between mapping.c (mappings, MAP, unmapping, the lease cache's glue) and
+ * create.c (CREATE, SEAL, ABORT). Private to libgpukv. */
+#ifndef GKV_CLIENT_MAPPING_IMPL_H
+#define GKV_CLIENT_MAPPING_IMPL_H
+
+#include "client.h"
+#include "import.h"
+
+/* A mapping and what the library keeps beside it. */
+typedef struct mapping {
+    gkv_mapping_t pub; /* first: the caller's pointer is this */
+    gkv_import_t *imp;
+    void *base; /* the value's first byte (ptr is base + offset) */
+    uint8_t *meta;
+    unsigned flags;  /* a spare taken by gkv_create: its NX/XX, sent with the SEAL */
+    uint64_t ttl_ms; /* gkv_create's ttl, sent again with the SEAL (a spare had no CREATE) */
+    struct mapping *prev, *next; /* the connection's live mappings (freed at close) */
+    size_t klen;
+    uint8_t key[]; /* the key it was mapped under */
+} mapping_t;
+
+/* Gives m a copy of len bytes of metadata at p (none when len is 0). Returns 0 or GKV_ENOMEM
+ * (m unchanged). */
+int gkv__mapping_set_meta(mapping_t *m, const void *p, size_t len);
+/* Builds a mapping from a MAP or CREATE response (c->resp). */
+int gkv__mapping_make(gkv_client_t *c, int writable, const void *key, size_t klen,
+                      gkv_mapping_t **out);
+/* Frees the import and the mapping (not the lease). Returns 0 or GKV_EIO. */
+int gkv__mapping_drop(gkv_client_t *c, gkv_mapping_t *pub);
+/* Ends n mappings (read ones, writable ones: discarded, or spares): frees their imports, then
+ * sends one RELEASE without waiting for its reply. */
+int gkv__lease_release(gkv_client_t *c, gkv_mapping_t **ms, size_t n);
+/* Ends leases given by id with op (RELEASE, or ABORT of one CREATE lease) and waits for the
+ * reply: for leases the server granted that this process cannot use. */
+void gkv__lease_send_ends(gkv_client_t *c, unsigned op, const uint64_t *ids, size_t n);
+/* Offers pub to the lease cache as its key's newest, ending at once what that lets go. */
+int gkv__lease_cache(gkv_client_t *c, gkv_mapping_t *pub);
+/* Ends every cached lease of key. */
+int gkv__lease_end_key(gkv_client_t *c, const void *key, size_t klen);
+/* Ends the later ends (lease_cache.h) now: at the start of every call but MAP and CREATE. */
+int gkv__end_later_now(gkv_client_t *c);
+/* MAP and CREATE: the later ends once enough wait. */
+int gkv__end_later_if_due(gkv_client_t *c);
+/* GKV_ENOTSUP, with the daemon's reason, when this connection was given no memory to map. */
+int gkv__need_zero_copy(gkv_client_t *c);
+
+#endif
