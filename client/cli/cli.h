@@ -56,7 +56,7 @@ int gkv_cli_parse(int argc, char **argv, gkv_cli_args_t *a);
  * (EXIT_CONNECT or EXIT_SERVER). c may be NULL. */
 int gkv_cli_fail(gkv_client_t *c, const char *what, int rc);
 /* The ordinal of the GPU name gives (an ordinal, or a UUID among the server's), for cmd; -1
- * (said on stderr) when there is none such (values.c). */
+ * (said on stderr) when there is none such (common.c). */
 int gkv_cli_gpu_ordinal(gkv_client_t *c, const char *cmd, const char *name);
 
 /* The command runners (gpukv.c, values.c, server.c), named in parse.c's table. */

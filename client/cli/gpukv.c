@@ -15,18 +15,6 @@
 #include "frame.h"
 #include "size.h"
 
-int gkv_cli_fail(gkv_client_t *c, const char *what, int rc)
-{
-    const char *msg = c ? gkv_client_errmsg(c) : "";
-    if (strcmp(msg, gkv_strerror(rc)) == 0)
-        msg = "";
-    fprintf(stderr, "gpukv: %s: %s (%s)%s%s\n", what, gkv_strerror(rc), gkv_err_name(rc),
-            *msg ? ": " : "", msg);
-    if (rc == GKV_ECONNECT)
-        return EXIT_CONNECT;
-    return EXIT_SERVER;
-}
-
 /* A value read from a stream of unknown length (a pipe, a terminal, a FIFO, /dev/stdin): the
  * protocol announces a payload's length up front. Up to SPOOL_MEM bytes are kept in memory; a
  * longer stream goes on into an unlinked temporary file in $TMPDIR (or /tmp), so that the CLI's

@@ -161,23 +161,6 @@ static int open_value(const char *path, int *fd_out, spooled_t *sp)
     return rc;
 }
 
-/* The daemon's ordinal of the GPU name gives (an ordinal, or a UUID of gkv_client_info's
- * list), or -1 with the reason on stderr. */
-int gkv_cli_gpu_ordinal(gkv_client_t *c, const char *cmd, const char *name)
-{
-    const gkv_server_info_t *in = gkv_client_info(c);
-    char *end;
-    unsigned long n = strtoul(name, &end, 10);
-    if (*name >= '0' && *name <= '9' && !*end && n < in->gpus)
-        return (int)n;
-    for (uint32_t i = 0; i < in->gpus; i++)
-        if (strcmp(in->gpu_uuids[i], name) == 0)
-            return (int)i;
-    fprintf(stderr, "gpukv %s: the server has no GPU '%s' (it has %u: gpukv info lists them)\n",
-            cmd, name, in->gpus);
-    return -1;
-}
-
 int gkv_cli_set(gkv_client_t *c, const gkv_cli_args_t *a)
 {
     gkv_set_opts_t opts = a->set, *so = &opts;
