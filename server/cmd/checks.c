@@ -79,6 +79,8 @@ int gkv_check_new_value(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, uint64_t s
     rc = gkv_check_meta(req, rep);
     if (rc)
         return rc;
+    if (!(req->flags & (GKV_SET_NX | GKV_SET_XX)))
+        return 0; /* the key is looked up only when a flag asks */
     bool exists = gkv_store_find(ctx->store, req->key.p, req->key.len) != NULL;
     if ((req->flags & GKV_SET_NX) && exists)
         return gkv_reply_fail(rep, GKV_EEXISTS, "key exists (NX)");
