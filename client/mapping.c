@@ -224,16 +224,17 @@ int gkv__lease_end_key(gkv_client_t *c, const void *key, size_t klen)
     return first_code(rc, ends_flush(&e));
 }
 
-/* The ends gkv__end_later queued, into e: read mappings as gkv_unmap_many ends them (the cache
- * keeps what it wants), writable ones discarded (a RELEASE of a writable lease is an ABORT). */
-static int end_later(gkv_client_t *c, ends_t *e)
+/* The ends gkv__end_later queued, into e: read mappings as gkv_unmap_many ends them (with
+ * cache, the cache keeps what it wants), writable ones discarded (a RELEASE of a writable lease
+ * is an ABORT). */
+static int end_later(gkv_client_t *c, ends_t *e, bool cache)
 {
     gkv_mapping_t **list;
     size_t n = gkv_lc_take_later(&c->lc, &list);
     int rc = 0;
     for (size_t i = 0; i < n; i++) {
         gkv_mapping_t *m = list[i];
-        int r = !m->writable && cacheable(c, m) ? cache_into(c, m, e) : end_into(e, m);
+        int r = cache && !m->writable && cacheable(c, m) ? cache_into(c, m, e) : end_into(e, m);
         rc = first_code(rc, r);
     }
     free(list);
@@ -247,7 +248,7 @@ int gkv__end_later_now(gkv_client_t *c)
     if (c->broken)
         return 0;
     ends_t e = {.c = c};
-    int rc = end_later(c, &e);
+    int rc = end_later(c, &e, true);
     return first_code(rc, ends_flush(&e));
 }
 
@@ -268,7 +269,7 @@ int gkv__cache_flush(gkv_client_t *c)
     if (c->broken)
         return 0;
     ends_t e = {.c = c};
-    int rc = end_later(c, &e);
+    int rc = end_later(c, &e, false); /* the cache ends everything here: none goes through it */
     rc = first_code(rc, gkv_lc_end_all(&c->lc, end_into, &e));
     return first_code(rc, ends_flush(&e));
 }

@@ -286,7 +286,6 @@ static int wire_layers(gkv_server_t *s, char *err, size_t cap)
     s->net.staging = &s->staging;
     s->net.cmd = &s->cmd;
     s->net.fdstore = &s->fdstore;
-    s->net.lease_totals = &s->lease_totals;
     s->net.hooks = (gkv_net_hooks_t){
         .owner = s, .refusing = conn_refusing, .closed = conn_closed, .request_done = request_done};
     s->persist = (gkv_persist_env_t){

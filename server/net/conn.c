@@ -475,7 +475,7 @@ static int conn_start(gkv_net_t *net, uv_stream_t *listener, int fd, bool local)
     c->waiter.ready = on_stage_ready;
     c->bwaiter.ready = on_batch_room;
     c->commit.ready = on_committed;
-    gkv_leases_init(&c->leases, net->lease_totals);
+    gkv_leases_init(&c->leases, net->cmd->lease_totals);
     gkv_wr_init(&c->out);
     c->next = net->conns;
     if (net->conns)

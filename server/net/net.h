@@ -64,7 +64,6 @@ struct gkv_net {
     gkv_staging_t *staging;
     gkv_cmd_ctx_t *cmd;
     gkv_fdstore_t *fdstore;
-    gkv_lease_totals_t *lease_totals;
     gkv_net_settings_t set;
     gkv_net_hooks_t hooks;
     bool stopping; /* the daemon stops: no busy-polling */

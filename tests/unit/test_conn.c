@@ -75,7 +75,6 @@ static void setup(void)
     net.staging = &staging;
     net.cmd = &cmd;
     net.fdstore = &fdstore;
-    net.lease_totals = &totals;
     net.set = (gkv_net_settings_t){.output_limit = 1u << 20, .maxclients = 16};
     int sv[2];
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
