@@ -77,6 +77,7 @@ struct gkv_net {
     uint64_t auth_recent, auth_decay_at;
     /* Connections closed since the heap was last trimmed, and when that was (uv_now ms). */
     uint64_t closed_since_trim, trimmed_at;
+    bool trim_wave; /* the last trim was for TRIM_CLOSED closes: the wave's tail gets one more */
     /* The completion queue: connections whose copy finished on another thread, under
      * done_lock, drained on the loop by wake (turns.c). */
     uv_async_t wake;

@@ -10,7 +10,9 @@
  * population), the pages their buffers freed in the middle of the heap go back to the kernel:
  * glibc returns only the heap's top by itself, so the resident size crept up with every flood
  * (measured: 20 MiB to 35 MiB over five floods of 3,000 failed HELLOs, flat with the trim). At
- * most every TRIM_MS, and only after TRIM_CLOSED closes. */
+ * most every TRIM_MS, after TRIM_CLOSED closes; and once more for what a wave of closes left
+ * after its last trim (fewer than TRIM_CLOSED), so that its tail is not kept until the next
+ * wave. A trickle of closes alone never trims. */
 #define TRIM_MS 5000
 #define TRIM_CLOSED 1000
 
@@ -155,8 +157,10 @@ void gkv_net_stop_conns(gkv_net_t *net, uint64_t except, bool now)
 
 static void trim_heap(gkv_net_t *net, uint64_t now)
 {
-    if (net->closed_since_trim < TRIM_CLOSED || now - net->trimmed_at < TRIM_MS)
+    if (!net->closed_since_trim || now - net->trimmed_at < TRIM_MS ||
+        (net->closed_since_trim < TRIM_CLOSED && !net->trim_wave))
         return;
+    net->trim_wave = net->closed_since_trim >= TRIM_CLOSED; /* its tail is trimmed next time */
     net->closed_since_trim = 0;
     net->trimmed_at = now;
     malloc_trim(0);

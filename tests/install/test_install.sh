@@ -13,8 +13,14 @@ set -euo pipefail
 src=$(cd "$1" && pwd)
 tmp=$(mktemp -d /tmp/gkv-install-XXXXXX)
 prefix=$tmp/prefix
-pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$tmp"; }
+pid= cfgpid= authpid=
+# Every daemon this script started is stopped, also when a check fails half-way (a bare wait
+# would otherwise wait for one still running).
+cleanup() {
+    for p in $pid $cfgpid $authpid; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$tmp"
+}
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 gen=Ninja; command -v ninja >/dev/null || gen="Unix Makefiles"
