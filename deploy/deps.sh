@@ -20,10 +20,13 @@ gkv_install_deps() {
     gkv_apt_install "${missing[@]}"
 }
 
-# What the build and the tests use when they are there, installed when apt can: help2man (the
-# man pages; without it they are not made), logrotate (checks the snippet), clang (the fuzz
-# targets' libFuzzer). A machine without apt (the GPU machines) goes on without them.
-GKV_OPTIONAL_PACKAGES="help2man logrotate clang"
+# What the build and the tests use when they are there, installed when apt can: libcurl and
+# cJSON (--cluster: etcd's JSON gateway; without them gpukvd is built for one node), help2man
+# (the man pages; without it they are not made), logrotate (checks the snippet), clang (the
+# fuzz targets' libFuzzer). A machine without apt (the GPU machines) goes on without them.
+GKV_OPTIONAL_PACKAGES="libcurl4-openssl-dev libcjson-dev help2man logrotate clang"
+# What only the tests use: a private etcd for the cluster tests (without it they are skipped).
+GKV_TEST_PACKAGES="etcd-server"
 
 gkv_install_optional() {
     command -v apt-get >/dev/null && command -v dpkg-query >/dev/null || return 0

@@ -7,7 +7,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 . deploy/deps.sh
 gkv_install_deps
-gkv_install_optional $GKV_OPTIONAL_PACKAGES
+gkv_install_optional $GKV_OPTIONAL_PACKAGES $GKV_TEST_PACKAGES
 build=${GKV_BUILD_DIR:-build-test}
 # The Python package, built from this checkout into a virtual environment (PyPI for zarr,
 # NumPy, pytest). Without one the Python tests report "skipped".

@@ -41,7 +41,8 @@ extern "C" {
     X(NOLEASE, 19, "no such lease on this connection")                                             \
     X(LEASELIMIT, 20, "too many leases or leased bytes on this connection")                        \
     X(TIMEDOUT, 21, "timed out waiting for the server")                                            \
-    X(AUTH, 22, "authentication required or refused")
+    X(AUTH, 22, "authentication required or refused")                                              \
+    X(UNAVAILABLE, 23, "a cluster node this request needs is unreachable")
 
 typedef enum {
     GKV_OK = 0,

@@ -3,6 +3,7 @@
  * reloads all work. */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <ini.h>
@@ -114,6 +115,41 @@ static int parse_listen(const setting_t *s, gkv_config_t *cfg, const char *v)
     if (strlen(v) >= s->len || (*v && !strrchr(v, ':')))
         return -1;
     memcpy(field(s, cfg), v, strlen(v) + 1);
+    return 0;
+}
+
+/* --cluster: "etcd://" and a comma-separated list of host:port ("" for none). The field keeps
+ * the list without the scheme. */
+static int parse_cluster(const setting_t *s, gkv_config_t *cfg, const char *v)
+{
+    char *dst = field(s, cfg);
+    if (!*v) {
+        dst[0] = 0;
+        return 0;
+    }
+    if (strncmp(v, "etcd://", 7) != 0)
+        return -1;
+    v += 7;
+    size_t n = strlen(v);
+    if (!n || n >= s->len || v[n - 1] == ',' || strstr(v, ",,"))
+        return -1;
+    for (const char *p = v; *p; p++)
+        if (*p == '/' || *p == ' ')
+            return -1;
+    memcpy(dst, v, n + 1);
+    return 0;
+}
+
+/* A cluster's or node's name: 1..63 bytes of [A-Za-z0-9._-]. */
+static int parse_name(const setting_t *s, gkv_config_t *cfg, const char *v)
+{
+    size_t n = strlen(v);
+    if (!n || n >= s->len)
+        return -1;
+    for (const char *p = v; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '.' && *p != '_' && *p != '-')
+            return -1;
+    memcpy(field(s, cfg), v, n + 1);
     return 0;
 }
 
@@ -317,6 +353,19 @@ static const setting_t settings[] = {
      "Unix socket: only these users (and --allow-gid groups) may connect"},
     {"allow-gid", parse_ids, FIELD(allow_gids), 0, 0, true, "GID,...",
      "Unix socket: only members of these primary groups (and --allow-uid users)"},
+    {"cluster", parse_cluster, FIELD(cluster), 0, 0, false, "etcd://HOST:PORT[,HOST:PORT...]",
+     "join a cluster whose members are kept in this etcd (default: none)"},
+    {"cluster-name", parse_name, FIELD(cluster_name), 0, 0, false, "NAME",
+     "the cluster's name: nodes with the same one form a cluster (default gpukv)"},
+    {"node-name", parse_name, FIELD(node_name), 0, 0, false, "NAME",
+     "this node's name in the cluster, unique in it (default: the host name)"},
+    {"advertise", parse_listen, FIELD(advertise), 0, 0, false, "HOST:PORT",
+     "where the other nodes reach this one (default: --listen's address)"},
+    {"cluster-weight", parse_uint, FIELD(cluster_weight), 1, 1000, false, "N",
+     "this node's share of keys' homes relative to the others' (default 1)"},
+    {"cluster-ttl", parse_uint, FIELD(cluster_ttl_s), 2, 60, false, "SECONDS",
+     "the membership lease: a node that stops renewing it leaves the cluster\n"
+     "after this long (default 5)"},
     {"insecure-listen", parse_bool, FIELD(insecure_listen), 0, 0, false, "yes|no",
      "allow --listen and --metrics-listen on a non-loopback address without a\n"
      "token (no)"},
@@ -348,6 +397,9 @@ void gkv_config_defaults(gkv_config_t *cfg)
     cfg->snapshot_on_exit = true;
     cfg->host_copy = GKV_SIZE_AUTO;
     cfg->host_copy_max_value = 64u << 10;
+    strcpy(cfg->cluster_name, "gpukv");
+    cfg->cluster_weight = 1;
+    cfg->cluster_ttl_s = 5;
 }
 
 int gkv_config_set(gkv_config_t *cfg, const char *key, const char *value, char *err, size_t cap)

@@ -70,6 +70,14 @@ typedef struct {
     bool snapshot_on_exit;         /* a graceful stop saves before the daemon exits */
     bool takeover; /* take the values and sockets of the daemon on --socket (takeover.h) */
     gkv_tristate_t fd_store; /* values survive crashes through systemd's fd store (fdstore.h) */
+    /* A cluster (docs/cluster.md): etcd's endpoints ("" for none: one node, as before), the
+     * cluster's and this node's names, where peers reach it, its weight and lease TTL. */
+    char cluster[1024];
+    char cluster_name[64];
+    char node_name[64];
+    char advertise[128];
+    uint64_t cluster_weight;
+    uint64_t cluster_ttl_s;
 } gkv_config_t;
 
 /* Fills cfg with the defaults; the socket path follows the user (see gkv_default_socket). */

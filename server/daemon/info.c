@@ -67,7 +67,7 @@ int gkv_cmd_info(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
         return gkv_reply_fail(rep, GKV_EINVAL, "INFO flags: only 1 (Prometheus text) is known");
     if (req->flags & GKV_INFO_PROMETHEUS)
         return info_prometheus(srv, req, rep);
-    char text[12288];
+    char text[32768]; /* the member list of a large cluster included */
     const gkv_store_t *st = &srv->store;
     const gkv_net_stats_t *ss = &srv->net.stats;
     const gkv_backend_t *be0 = srv->devs.dev[0].be;
@@ -141,6 +141,9 @@ int gkv_cmd_info(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
         return GKV_ENOMEM;
     n += m;
     if ((m = gkv_fdstore_info(&srv->fdstore, text + n, sizeof(text) - (size_t)n)) < 0)
+        return GKV_ENOMEM;
+    n += m;
+    if ((m = gkv_cluster_info(&srv->cluster, text + n, sizeof(text) - (size_t)n)) < 0)
         return GKV_ENOMEM;
     n += m;
     gkv_wr_t *w = rep->wr;

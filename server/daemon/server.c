@@ -229,6 +229,7 @@ void gkv_server_stop(gkv_server_t *s)
         s->tcp_open = false;
     }
     gkv_metrics_http_close(s);
+    gkv_cluster_stop(&s->cluster); /* the others stop sending this node requests at once */
     uv_timer_start(&s->shutdown_timer, on_grace_timeout, s->cfg.shutdown_grace_ms, 0);
     gkv_net_stop_conns(&s->net, 0, false);
     maybe_finish(s);
@@ -379,6 +380,44 @@ static int start_serving(gkv_server_t *s, char *err, size_t cap)
     return 0;
 }
 
+/* --cluster: joins once the listeners are up (the others may send requests at once). Peers reach
+ * this node on its TCP listener with the cluster's token, so both are required. */
+static int join_cluster(gkv_server_t *s, char *err, size_t cap)
+{
+    const gkv_config_t *cfg = &s->cfg;
+    char node[GKV_NODE_NAME_MAX + 1], advertise[128];
+    if (!cfg->cluster[0])
+        return 0;
+    if (!s->tcp_bound[0] || !s->token_len) {
+        snprintf(err, cap, "--cluster needs --listen (the other nodes connect to it) and "
+                            "--auth-token-file (the cluster's token, the same on every node)");
+        return GKV_EINVAL;
+    }
+    if (cfg->node_name[0]) {
+        strcpy(node, cfg->node_name);
+    } else if (gethostname(node, sizeof(node)) || !node[0]) {
+        snprintf(err, cap, "--cluster: no host name to name this node by; give --node-name");
+        return GKV_EINVAL;
+    }
+    const char *adv = cfg->advertise[0] ? cfg->advertise : s->tcp_bound;
+    if (!cfg->advertise[0] && (!strncmp(adv, "0.0.0.0:", 8) || !strncmp(adv, "[::]:", 5))) {
+        snprintf(err, cap, "--cluster: --listen %s is every address; give --advertise HOST:PORT, "
+                           "where the other nodes reach this one", adv);
+        return GKV_EINVAL;
+    }
+    snprintf(advertise, sizeof(advertise), "%s", adv);
+    gkv_cluster_cfg_t cc = {
+        .endpoints = cfg->cluster, .cluster = cfg->cluster_name, .node = node,
+        .advertise = advertise, .weight = (uint32_t)cfg->cluster_weight,
+        .ttl_s = (int)cfg->cluster_ttl_s,
+    };
+    int rc = gkv_cluster_start(&s->cluster, s->loop, &cc, err, cap);
+    if (!rc)
+        GKV_INFO("cluster: %s in cluster %s, advertised at %s, %zu members", node,
+                 cfg->cluster_name, advertise, s->cluster.members.n);
+    return rc;
+}
+
 int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, char *err,
                     size_t cap)
 {
@@ -436,7 +475,7 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
         goto fail_backend;
     }
     init_handles(s);
-    if ((rc = start_serving(s, err, cap)) == 0)
+    if ((rc = start_serving(s, err, cap)) == 0 && (rc = join_cluster(s, err, cap)) == 0)
         return 0;
     gkv_fdstore_close(&s->fdstore);
     gkv_takeover_fini(s);
@@ -453,6 +492,7 @@ fail_backend:
 
 void gkv_server_fini(gkv_server_t *s)
 {
+    gkv_cluster_fini(&s->cluster);
     /* A save still running ends first: it reads the devices. */
     gkv_snapshot_fini(&s->snapshots, s->cfg.snapshot_on_exit && s->shutting_down);
     gkv_fdstore_close(&s->fdstore);

@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "batch.h"
+#include "cluster.h"
 #include "cmd.h"
 #include "config.h"
 #include "device.h"
@@ -68,6 +69,7 @@ typedef struct gkv_server {
     gkv_snapshots_t snapshots;         /* --snapshot-dir (snapshot.h) */
     gkv_fdstore_t fdstore;             /* --fd-store (fdstore.h) */
     gkv_takeover_t takeover;           /* TAKEOVER and --takeover (takeover.h) */
+    gkv_cluster_t cluster;             /* --cluster (cluster.h) */
 } gkv_server_t;
 
 /* Opens the backend, the store and the listeners. cfg is copied; loop is borrowed and must

@@ -16,9 +16,10 @@ import sys
 
 # Each layer and the layers it may use (directly or not), top to bottom.
 BELOW = {
-    "daemon": ["net", "cmd", "persist", "xfer", "store", "mem", "proto", "common"],
-    "net": ["cmd", "persist", "xfer", "store", "mem", "proto", "common"],
-    "cmd": ["xfer", "store", "mem", "proto", "common"],
+    "daemon": ["net", "cmd", "cluster", "persist", "xfer", "store", "mem", "proto", "common"],
+    "net": ["cmd", "cluster", "persist", "xfer", "store", "mem", "proto", "common"],
+    "cmd": ["cluster", "xfer", "store", "mem", "proto", "common"],
+    "cluster": ["xfer", "store", "mem", "proto", "common"],
     "persist": ["xfer", "store", "mem", "proto", "common"],
     "xfer": ["store", "mem", "proto", "common"],
     "store": ["mem", "proto", "common"],
@@ -28,7 +29,7 @@ BELOW = {
 }
 FOLDER = {
     "daemon": "server/daemon", "net": "server/net", "cmd": "server/cmd",
-    "persist": "server/persist", "xfer": "server/xfer", "store": "server/store",
+    "cluster": "server/cluster", "persist": "server/persist", "xfer": "server/xfer", "store": "server/store",
     "mem": "common/mem", "proto": "proto", "common": "common",
 }
 PRIVATE = re.compile(r"(_impl\.h|^backend_cuda\.h)$")

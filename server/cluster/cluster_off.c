@@ -1,0 +1,46 @@
+/* cluster_off.c: cluster.h for a build without libcurl or cJSON: --cluster is refused. */
+#include "cluster.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "error.h"
+
+int gkv_cluster_start(gkv_cluster_t *cl, uv_loop_t *loop, const gkv_cluster_cfg_t *cfg,
+                      char *err, size_t cap)
+{
+    (void)loop, (void)cfg;
+    memset(cl, 0, sizeof(*cl));
+    snprintf(err, cap, "cluster: this gpukvd was built without libcurl and cJSON "
+                       "(libcurl4-openssl-dev, libcjson-dev), so it cannot join a cluster");
+    return GKV_ENOTSUP;
+}
+
+void gkv_cluster_stop(gkv_cluster_t *cl)
+{
+    (void)cl;
+}
+
+void gkv_cluster_fini(gkv_cluster_t *cl)
+{
+    (void)cl;
+}
+
+const gkv_member_t *gkv_cluster_home(const gkv_cluster_t *cl, const void *key, size_t len)
+{
+    (void)cl, (void)key, (void)len;
+    return NULL;
+}
+
+bool gkv_cluster_is_self(const gkv_cluster_t *cl, const gkv_member_t *m)
+{
+    (void)cl, (void)m;
+    return false;
+}
+
+int gkv_cluster_info(const gkv_cluster_t *cl, char *buf, size_t cap)
+{
+    (void)cl;
+    int n = snprintf(buf, cap, "# Cluster\r\ncluster_enabled:0\r\n");
+    return n < 0 || (size_t)n >= cap ? -1 : n;
+}
