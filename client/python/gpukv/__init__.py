@@ -35,6 +35,7 @@ from ._errors import (
     SystemCallError,
     TimeoutError,
     TooBig,
+    Unavailable,
     UnknownCommand,
     VersionError,
 )
@@ -49,6 +50,6 @@ __all__ = [
     "AuthError", "BackendError", "Busy", "Client", "ClientPool", "ConnectionClosed", "ConnectionError",
     "Error", "Exists", "HAVE_CUDA", "InvalidArgument", "LeaseLimit", "ListEntry", "Mapping",
     "NoLease", "NoMemory", "NoSpace", "NotFound", "NotSupported", "OOM", "ProtocolError",
-    "RangeError", "ShuttingDown", "SystemCallError", "TimeoutError", "TooBig",
+    "RangeError", "ShuttingDown", "SystemCallError", "TimeoutError", "TooBig", "Unavailable",
     "UnknownCommand", "Value", "VersionError", "default_socket",
 ]

@@ -157,13 +157,20 @@ class AuthError(Error, PermissionError):
     code = -22
 
 
+class Unavailable(Error):
+    """A cluster node this request needs did not answer in time; nothing stored
+    changed. Retrying later may succeed."""
+
+    code = -23
+
+
 CLASSES: dict[int, type[Error]] = {
     cls.code: cls
     for cls in (
         ProtocolError, NotFound, Exists, OOM, InvalidArgument, TooBig, UnknownCommand,
         RangeError, Busy, BackendError, ConnectionError, ConnectionClosed, NoMemory,
         NotSupported, ShuttingDown, SystemCallError, VersionError, NoSpace, NoLease, LeaseLimit,
-        TimeoutError, AuthError,
+        TimeoutError, AuthError, Unavailable,
     )
 }
 

@@ -52,6 +52,9 @@ PYTHON = {
     "AUTH": ("AuthError", ["PermissionError"],
              "The server needs a token (set GPUKV_TOKEN or GPUKV_TOKEN_FILE), the token was wrong, or\n"
              "    this user may not connect (--allow-uid / --allow-gid)."),
+    "UNAVAILABLE": ("Unavailable", [],
+                    "A cluster node this request needs did not answer in time; nothing stored\n"
+                    "    changed. Retrying later may succeed."),
 }
 # Which of them extra keys (a class's "key" attribute).
 EXTRA = {"NOTFOUND": ["    key: object = None"]}
