@@ -188,6 +188,24 @@ int gkv_req_decode(const uint8_t *hdr, size_t len, gkv_request_t *req, const cha
             rc = read_leases(&r, &req->leases, &req->nleases, why);
             req->has |= GKV_HAS_LEASES;
             break;
+        case GKV_F_NODE_OP:
+            rc = gkv_read_uint(&r, &req->node_op);
+            break;
+        case GKV_F_NODE:
+            rc = gkv_read_bin(&r, &req->node);
+            break;
+        case GKV_F_INCARNATION:
+            rc = gkv_read_uint(&r, &req->incarnation);
+            break;
+        case GKV_F_VVERSION:
+            rc = gkv_read_uint(&r, &req->vversion);
+            break;
+        case GKV_F_OWNER:
+            rc = gkv_read_bin(&r, &req->owner);
+            break;
+        case GKV_F_OWNER_INC:
+            rc = gkv_read_uint(&r, &req->owner_inc);
+            break;
         default:
             /* Unknown fields are skipped so that newer clients can add optional ones. */
             rc = gkv_read_skip(&r);
@@ -282,6 +300,9 @@ int gkv_resp_decode(const uint8_t *hdr, size_t len, gkv_response_t *resp)
         case GKV_F_DIRS: rc = raw_array(&r, &resp->dirs); break;
         case GKV_F_RESULTS: rc = raw_array(&r, &resp->results); break;
         case GKV_F_GPUS: rc = raw_array(&r, &resp->gpus); break;
+        case GKV_F_VVERSION: rc = gkv_read_uint(&r, &resp->vversion); break;
+        case GKV_F_OWNER_INC: rc = gkv_read_uint(&r, &resp->owner_inc); break;
+        case GKV_F_OWNER: rc = gkv_read_bin(&r, &resp->owner); break;
         default: rc = gkv_read_skip(&r); break;
         }
         if (rc)

@@ -57,6 +57,13 @@ enum {
     GKV_F_TOKEN = 47,
     GKV_F_TTL = 48,
     GKV_F_GPU = 49, /* request: a GPU by the daemon's ordinal (int) or UUID (str); reply: ordinal */
+    /* Between cluster nodes (NODE, node.h). */
+    GKV_F_NODE_OP = 50,     /* which node request */
+    GKV_F_NODE = 51,        /* the sender's node name */
+    GKV_F_INCARNATION = 52, /* the sender's incarnation (its etcd lease) */
+    GKV_F_VVERSION = 53,    /* a value's version, as its home assigned it */
+    GKV_F_OWNER = 54,       /* the node that owns a value (reply) */
+    GKV_F_OWNER_INC = 55,   /* ... and its incarnation */
 };
 
 /* SEAL's flags field (SET and CREATE use 1 and 2: NX, XX): keep the lease, as a MAP lease on
@@ -110,6 +117,9 @@ typedef struct {
     uint32_t nitems;
     gkv_slice_t leases; /* raw msgpack array of uint lease ids (RELEASE) */
     uint32_t nleases;
+    /* NODE (node.h): the request, the sender and its incarnation, a value version, an owner. */
+    uint64_t node_op, incarnation, vversion, owner_inc;
+    gkv_slice_t node, owner;
 } gkv_request_t;
 
 /* Decodes one request header (hdr, len bytes, borrowed) into *req. Checks structure and types
@@ -138,6 +148,9 @@ typedef struct {
     gkv_slice_t message, meta, cursor, server, backend, zc, zc_why, export_data;
     gkv_slice_t entries, dirs, results, gpus;
     bool has_meta, has_cursor, has_ttl;
+    /* NODE replies (node.h). */
+    uint64_t vversion, owner_inc;
+    gkv_slice_t owner;
 } gkv_response_t;
 
 /* Decodes a response header (hdr, len bytes, borrowed). Returns 0 or GKV_EPROTO. */

@@ -5,9 +5,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cluster_impl.h"
 #include "error.h"
+#include "hash.h"
 #include "log.h"
 #include "placement.h"
+
+static void rebalance(gkv_cluster_t *cl);
 
 static void on_changed_thread(void *arg)
 {
@@ -21,6 +25,16 @@ static void take_members(gkv_cluster_t *cl)
     gkv_members_t fresh;
     if (gkv_membership_members(cl->ms, &fresh))
         return; /* no memory: the next change tries again */
+    /* Nodes with another token are not ours: they could neither ask us nor answer us. */
+    size_t kept = 0;
+    for (size_t i = 0; i < fresh.n; i++)
+        if (!strcmp(fresh.m[i].token_id, cl->token_id))
+            fresh.m[kept++] = fresh.m[i];
+    if (kept < fresh.n && cl->foreign != fresh.n - kept)
+        GKV_WARN("cluster: %zu registered nodes have another cluster token: ignored",
+                 fresh.n - kept);
+    cl->foreign = fresh.n - kept;
+    fresh.n = kept;
     gkv_members_fini(&cl->members);
     cl->members = fresh;
     cl->self = -1;
@@ -28,8 +42,78 @@ static void take_members(gkv_cluster_t *cl)
         if (!strcmp(fresh.m[i].name, cl->node))
             cl->self = (long)i;
     cl->member_changes++;
+    rebalance(cl);
     if (cl->on_members)
         cl->on_members(cl->arg);
+}
+
+/* The members changed (docs/cluster.md, "Membership changes"): records whose owner left are
+ * forgotten, records of keys homed elsewhere now go (their owners register them there), and
+ * this node's own values whose home changed are registered with the new home. A node that
+ * rejoined as a new incarnation was taken for dead by the others: its values are gone. */
+static void rebalance(gkv_cluster_t *cl)
+{
+    int64_t inc = gkv_cl_self_inc(cl);
+    /* Alone, nobody has keys to register with us. */
+    cl->settle_until = cl->members.n > 1 ? uv_now(cl->loop) + CL_SETTLE_MS : 0;
+    gkv_home_rec_t *h, *ht;
+    HASH_ITER(hh, cl->rec.homes, h, ht)
+    {
+        if (h->busy)
+            continue;
+        const gkv_member_t *o = gkv_cl_member(cl, h->owner, strlen(h->owner));
+        const gkv_member_t *home = gkv_cluster_home(cl, h->key, h->klen);
+        if (!o || o->incarnation != h->owner_inc) {
+            cl->stats.dropped_dead++;
+            gkv_home_del(&cl->rec, h);
+        } else if (!gkv_cluster_is_self(cl, home)) {
+            gkv_home_del(&cl->rec, h);
+        }
+    }
+    bool reborn = cl->last_self_inc && inc && inc != cl->last_self_inc;
+    cl->last_self_inc = inc;
+    if (cl->self < 0)
+        return;
+    cl_job_t *j = NULL;
+    gkv_copy_rec_t *c, *ct;
+    HASH_ITER(hh, cl->rec.copies, c, ct)
+    {
+        if (c->pending || !c->version)
+            continue;
+        if (reborn || c->replica) {
+            if (reborn || !gkv_cl_member(cl, c->home, strlen(c->home)))
+                gkv_cl_unlink(cl, c->key, c->klen, 0);
+            continue;
+        }
+        const gkv_member_t *home = gkv_cluster_home(cl, c->key, c->klen);
+        if (!home || !strcmp(home->name, c->home))
+            continue;
+        if (gkv_cluster_is_self(cl, home)) { /* we are its home now: recorded right here */
+            gkv_home_rec_t *r = gkv_home_get(&cl->rec, c->key, c->klen);
+            gkv_entry_t *e = gkv_store_find(cl->store, c->key, c->klen);
+            if (r && e && (!r->owner[0] || r->version < c->version)) {
+                strcpy(r->owner, cl->node);
+                r->owner_inc = inc;
+                r->version = c->version;
+                r->size = e->size;
+                if (cl->rec.clock < c->version)
+                    cl->rec.clock = c->version;
+            }
+            snprintf(c->home, sizeof(c->home), "%s", cl->node);
+            continue;
+        }
+        gkv_entry_t *e = gkv_store_find(cl->store, c->key, c->klen);
+        if (!e)
+            continue;
+        if (!j && !(j = gkv_cl_job_new(cl, NULL, JOB_REGISTER)))
+            return;
+        if (gkv_cl_job_key(j, c->key, c->klen, home) == 0) {
+            j->keys[j->nkeys - 1].version = c->version;
+            j->keys[j->nkeys - 1].size = e->size;
+        }
+    }
+    if (j)
+        gkv_workers_submit(&cl->origin, &j->job);
 }
 
 static void on_changed(uv_async_t *a)
@@ -51,15 +135,38 @@ int gkv_cluster_start(gkv_cluster_t *cl, uv_loop_t *loop, const gkv_cluster_cfg_
     }
     strcpy(mc.self.name, cfg->node);
     strcpy(mc.self.advertise, cfg->advertise);
+    /* The token's fingerprint: SipHash under a fixed key, 64 bits of a secret of at least as
+     * many (token.h), enough to tell tokens apart and too few to help guess one. */
+    static const uint8_t TOKEN_KEY[16] = {'g', 'p', 'u', 'k', 'v', '-', 't', 'o',
+                                          'k', 'e', 'n', '-', 'i', 'd', 0, 0};
+    snprintf(mc.self.token_id, sizeof(mc.self.token_id), "%016" PRIx64,
+             gkv_siphash(cfg->token, cfg->token_len, TOKEN_KEY));
     memset(cl, 0, sizeof(*cl));
     cl->loop = loop;
     cl->self = -1;
     strcpy(cl->node, cfg->node);
     strcpy(cl->name, cfg->cluster);
+    strcpy(cl->self_addr, cfg->advertise);
+    strcpy(cl->token_id, mc.self.token_id);
+    cl->store = cfg->store;
+    cl->max_key = cfg->max_key;
+    cl->max_value = cfg->max_value;
+    gkv_records_init(&cl->rec);
+    gkv_peers_init(&cl->peers, cfg->token, cfg->token_len, cfg->timeout_ms ? cfg->timeout_ms : 2000);
+    if (gkv_workers_start(&cl->origin, loop, 8) || gkv_workers_start(&cl->nested, loop, 4)) {
+        snprintf(err, cap, "cluster: cannot start worker threads");
+        gkv_workers_stop(&cl->origin);
+        gkv_workers_stop(&cl->nested);
+        gkv_peers_fini(&cl->peers);
+        return GKV_ENOMEM;
+    }
     uv_async_init(loop, &cl->changed, on_changed);
     cl->changed.data = cl;
     int rc = gkv_membership_start(&mc, on_changed_thread, cl, &cl->ms);
     if (rc) {
+        gkv_workers_stop(&cl->origin);
+        gkv_workers_stop(&cl->nested);
+        gkv_peers_fini(&cl->peers);
         snprintf(err, cap, "cluster: cannot join cluster %s as %s through etcd at %s: %s",
                  cfg->cluster, cfg->node, cfg->endpoints,
                  rc == GKV_EEXISTS        ? "a live node already has this name"
@@ -84,9 +191,22 @@ void gkv_cluster_stop(gkv_cluster_t *cl)
     uv_close((uv_handle_t *)&cl->changed, NULL);
 }
 
+void gkv_cluster_close(gkv_cluster_t *cl)
+{
+    if (!cl->origin.open && !cl->nested.open)
+        return;
+    gkv_workers_stop(&cl->origin);
+    gkv_workers_stop(&cl->nested);
+}
+
 void gkv_cluster_fini(gkv_cluster_t *cl)
 {
+    if (cl->origin.open || cl->nested.open)
+        return; /* never started, or not closed: nothing of ours to free safely */
     gkv_members_fini(&cl->members);
+    gkv_records_fini(&cl->rec);
+    if (cl->peers.timeout_ms)
+        gkv_peers_fini(&cl->peers);
 }
 
 const gkv_member_t *gkv_cluster_home(const gkv_cluster_t *cl, const void *key, size_t len)
@@ -115,9 +235,20 @@ int gkv_cluster_info(const gkv_cluster_t *cl, char *buf, size_t cap)
                      "# Cluster\r\ncluster_enabled:1\r\ncluster_name:%s\r\nnode_name:%s\r\n"
                      "incarnation:%" PRId64 "\r\netcd_state:%s\r\netcd_unreachable_since_ms:%" PRIu64
                      "\r\nmembership_joins:%" PRIu64 "\r\nmember_list_changes:%" PRIu64
-                     "\r\nmembers:%zu\r\n",
+                     "\r\nkeys_owned:%" PRIu64 "\r\nkeys_homed:%" PRIu64 "\r\nreplicas:%" PRIu64
+                     "\r\nremote_reads:%" PRIu64 "\r\nreplica_hits:%" PRIu64
+                     "\r\nbytes_pulled:%" PRIu64 "\r\nrecords:%" PRIu64 "\r\ndrops_sent:%" PRIu64
+                     "\r\nkeys_registered:%" PRIu64 "\r\nrecords_of_departed:%" PRIu64
+                     "\r\nunavailable_errors:%" PRIu64 "\r\nnode_requests:%" PRIu64
+                     "\r\nstale_senders:%" PRIu64 "\r\npeer_connections:%" PRIu64
+                     "\r\nforeign_nodes:%zu\r\nmembers:%zu\r\n",
                      cl->name, cl->node, st.incarnation, st.reachable ? "ok" : "unreachable",
-                     st.unreachable_since, st.joins, cl->member_changes, cl->members.n);
+                     st.unreachable_since, st.joins, cl->member_changes,
+                     cl->rec.ncopies - cl->rec.nreplicas, cl->rec.nhomes, cl->rec.nreplicas,
+                     cl->stats.remote_reads, cl->stats.replica_hits, cl->stats.bytes_pulled,
+                     cl->stats.records, cl->stats.drops_sent, cl->stats.registered,
+                     cl->stats.dropped_dead, cl->stats.unavailable, cl->stats.node_requests,
+                     cl->stats.stale_senders, cl->peers.opened, cl->foreign, cl->members.n);
     for (size_t i = 0; i < cl->members.n && n >= 0 && (size_t)n < cap; i++) {
         const gkv_member_t *m = &cl->members.m[i];
         int k = snprintf(buf + n, cap - (size_t)n,

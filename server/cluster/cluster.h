@@ -10,15 +10,60 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "lease.h"
 #include "members.h"
 #include "membership.h"
+#include "message.h"
+#include "peer.h"
+#include "records.h"
+#include "store.h"
+#include "work.h"
 
 typedef struct {
     const char *endpoints; /* etcd's "host:port,...", borrowed for the call */
     const char *cluster, *node, *advertise;
     uint32_t weight;
     int ttl_s;
+    const char *token; /* the cluster's token (token_len bytes), borrowed for the call */
+    size_t token_len;
+    gkv_store_t *store; /* borrowed, outlives the cluster */
+    uint64_t max_key, max_value;
+    int timeout_ms; /* each request to another node */
 } gkv_cluster_cfg_t;
+
+/* What the cluster counts, for INFO and metrics. */
+typedef struct {
+    uint64_t remote_reads;   /* reads that asked another node (home or owner) */
+    uint64_t bytes_pulled;   /* value bytes fetched from owners into replicas */
+    uint64_t replica_hits;   /* reads served from a replica the home confirmed */
+    uint64_t records;        /* writes recorded at a home (here or elsewhere) */
+    uint64_t drops_sent;     /* previous owners told to drop their copy */
+    uint64_t registered;     /* keys sent to a new home after the members changed */
+    uint64_t dropped_dead;   /* home records forgotten because their owner left */
+    uint64_t unavailable;    /* requests answered UNAVAILABLE */
+    uint64_t node_requests;  /* NODE requests answered */
+    uint64_t stale_senders;  /* NODE requests refused: the sender is not a current member */
+} gkv_cluster_stats_t;
+
+struct cl_job;
+
+/* One connection's request in the cluster's hands, kept in the connection. */
+typedef struct gkv_route_ticket {
+    void (*wake)(void *conn); /* set by the connection: a job for it finished (on the loop) */
+    void *conn;
+    struct cl_job *job; /* a job that runs, or ran, for the request (route takes its outcome) */
+    bool defer;          /* the SET being received commits through gkv_cluster_commit */
+    bool strip_nx_xx;    /* LOCAL: run the request without its NX/XX flags (decided at home) */
+    uint64_t replica_version; /* the deferred payload is a replica of this version (REPLICA) */
+    gkv_wr_t *out;       /* a commit's reply goes here */
+} gkv_route_ticket_t;
+
+enum {
+    GKV_ROUTE_LOCAL = 0, /* run it here as usual */
+    GKV_ROUTE_PARK,      /* wait: route it again once t->wake was called */
+    GKV_ROUTE_DONE,      /* answered: the reply is written */
+    GKV_ROUTE_AS_GET,    /* run it as a GET (a FETCH from another node) */
+};
 
 typedef struct gkv_cluster {
     bool on;
@@ -29,9 +74,21 @@ typedef struct gkv_cluster {
     long self;             /* this node's index in members, -1 while it is not listed */
     char node[GKV_NODE_NAME_MAX + 1], name[GKV_NODE_NAME_MAX + 1];
     uint64_t member_changes; /* lists taken on the loop */
-    /* Told on the loop after members changed (the daemon's hook: rebalancing homes). */
+    /* Told on the loop after members changed. */
     void (*on_members)(void *arg);
     void *arg;
+    /* The data path (route.c). */
+    gkv_store_t *store; /* borrowed */
+    uint64_t max_key, max_value;
+    char self_addr[GKV_ADVERTISE_MAX + 1]; /* this node's advertised address */
+    gkv_peers_t peers;
+    gkv_workers_t origin, nested; /* jobs for this node's requests; a home's drops */
+    gkv_records_t rec;
+    gkv_cluster_stats_t stats;
+    uint64_t settle_until;  /* uv_now: homes answer BUSY, not NOTFOUND, until then */
+    int64_t last_self_inc;  /* our incarnation as of the last member list */
+    char token_id[17];      /* our token's fingerprint (members.h) */
+    size_t foreign;         /* registered nodes with another token, ignored */
 } gkv_cluster_t;
 
 /* Joins the cluster (blocking: etcd's timeouts bound it) and starts following its members.
@@ -40,10 +97,31 @@ typedef struct gkv_cluster {
  * name is taken by a live node), GKV_EINVAL. */
 int gkv_cluster_start(gkv_cluster_t *cl, uv_loop_t *loop, const gkv_cluster_cfg_t *cfg,
                       char *err, size_t cap);
-/* Leaves the cluster (revokes the lease: the others see this node go at once) and closes the
- * handle. The memory is released by gkv_cluster_fini after the loop has run out. */
+/* Leaves the cluster (revokes the lease: the others see this node go at once). Jobs already
+ * queued still run. */
 void gkv_cluster_stop(gkv_cluster_t *cl);
+/* Once no connection is left: joins the workers and closes the handles. */
+void gkv_cluster_close(gkv_cluster_t *cl);
+/* After the loop has run out. */
 void gkv_cluster_fini(gkv_cluster_t *cl);
+
+/* Before a request of a connection runs (t: its ticket, out: its replies, leases: its leases):
+ * whether it runs here as usual, waits for a job, was answered (*rc: its status), or runs as a
+ * GET. With no cluster every request is LOCAL. */
+int gkv_cluster_route(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
+                      gkv_leases_t *leases, gkv_wr_t *out, int *rc);
+/* A SET routed with t->defer has its value in e (unpublished; the caller keeps its own
+ * reference). Publishes it and writes the reply into out at once (DONE, *rc its status), or
+ * once its home has recorded it (PARK: the reply goes into out, then t->wake). *holder gets the
+ * entry that holds e's memory now (publishing may move it into the key's old entry). */
+int gkv_cluster_commit(gkv_cluster_t *cl, gkv_route_ticket_t *t, uint64_t id, gkv_entry_t *e,
+                       unsigned flags, gkv_wr_t *out, int *rc, gkv_entry_t **holder);
+/* A request routed LOCAL ran (status rc): SEAL's value is recorded as this node's. */
+void gkv_cluster_after(gkv_cluster_t *cl, const gkv_request_t *req, gkv_leases_t *leases,
+                       int rc, const void *key, size_t klen);
+/* The connection is closing: forgets what its ticket holds (a job still running finishes
+ * without it; the connection waits for that). */
+void gkv_cluster_ticket_fini(gkv_cluster_t *cl, gkv_route_ticket_t *t);
 
 /* The home of key (len bytes, borrowed) among the members in force, or NULL with no cluster
  * or no members. Borrowed from cl until the members next change (on the loop). */

@@ -44,3 +44,36 @@ int gkv_cluster_info(const gkv_cluster_t *cl, char *buf, size_t cap)
     int n = snprintf(buf, cap, "# Cluster\r\ncluster_enabled:0\r\n");
     return n < 0 || (size_t)n >= cap ? -1 : n;
 }
+
+void gkv_cluster_close(gkv_cluster_t *cl)
+{
+    (void)cl;
+}
+
+int gkv_cluster_route(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
+                      gkv_leases_t *leases, gkv_wr_t *out, int *rc)
+{
+    (void)cl, (void)t, (void)req, (void)leases, (void)out;
+    *rc = 0;
+    return GKV_ROUTE_LOCAL;
+}
+
+int gkv_cluster_commit(gkv_cluster_t *cl, gkv_route_ticket_t *t, uint64_t id, gkv_entry_t *e,
+                       unsigned flags, gkv_wr_t *out, int *rc, gkv_entry_t **holder)
+{
+    (void)cl, (void)t, (void)id, (void)flags, (void)out;
+    *holder = e;
+    *rc = GKV_ENOTSUP; /* never reached: nothing is deferred without a cluster */
+    return GKV_ROUTE_DONE;
+}
+
+void gkv_cluster_after(gkv_cluster_t *cl, const gkv_request_t *req, gkv_leases_t *leases,
+                       int rc, const void *key, size_t klen)
+{
+    (void)cl, (void)req, (void)leases, (void)rc, (void)key, (void)klen;
+}
+
+void gkv_cluster_ticket_fini(gkv_cluster_t *cl, gkv_route_ticket_t *t)
+{
+    (void)cl, (void)t;
+}

@@ -26,8 +26,8 @@ int gkv_member_name_ok(const char *name)
 
 int gkv_member_encode(const gkv_member_t *m, char *buf, size_t cap)
 {
-    int n = snprintf(buf, cap, "{\"name\":\"%s\",\"advertise\":\"%s\",\"weight\":%u}", m->name,
-                     m->advertise, m->weight);
+    int n = snprintf(buf, cap, "{\"name\":\"%s\",\"advertise\":\"%s\",\"weight\":%u,\"token\":\"%s\"}",
+                     m->name, m->advertise, m->weight, m->token_id);
     return n < 0 || (size_t)n >= cap ? GKV_ENOSPACE : n;
 }
 
@@ -54,6 +54,8 @@ int gkv_member_decode(const char *json, size_t len, int64_t lease, gkv_member_t 
         rc = GKV_EPROTO;
     if (!rc && !gkv_member_name_ok(m->name))
         rc = GKV_EPROTO;
+    if (!rc && cJSON_GetObjectItemCaseSensitive(o, "token"))
+        rc = copy_str(o, "token", m->token_id, sizeof(m->token_id));
     if (!rc) {
         m->weight = (uint32_t)w->valuedouble;
         m->incarnation = lease;
@@ -119,7 +121,8 @@ int gkv_members_same(const gkv_members_t *a, const gkv_members_t *b)
         return 0;
     for (size_t i = 0; i < a->n; i++)
         if (strcmp(a->m[i].name, b->m[i].name) || a->m[i].incarnation != b->m[i].incarnation ||
-            strcmp(a->m[i].advertise, b->m[i].advertise) || a->m[i].weight != b->m[i].weight)
+            strcmp(a->m[i].advertise, b->m[i].advertise) || a->m[i].weight != b->m[i].weight ||
+            strcmp(a->m[i].token_id, b->m[i].token_id))
             return 0;
     return 1;
 }

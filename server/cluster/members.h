@@ -17,6 +17,8 @@ typedef struct {
     char advertise[GKV_ADVERTISE_MAX + 1]; /* where peers reach its TCP listener */
     uint32_t weight;                       /* its share of homes, relative (1..1000) */
     int64_t incarnation;                   /* its etcd lease: new each time it (re)joins */
+    char token_id[17]; /* a fingerprint of its cluster token: nodes with another one are no
+                          members of ours (they could not talk to us anyway) */
     uint64_t hash;                         /* of the name, for placement (placement.h) */
 } gkv_member_t;
 

@@ -28,6 +28,7 @@ typedef struct gkv_cmd_ctx {
     gkv_cmd_limits_t lim;
     const gkv_command_t *table; /* GKV_OP_MAX entries by opcode (the daemon's), borrowed */
     uint64_t commands;          /* requests dispatched */
+    bool clustered;             /* --cluster: NODE requests are routed before dispatch */
     void *owner; /* the daemon: what its own handlers, and only they, reach through */
 } gkv_cmd_ctx_t;
 

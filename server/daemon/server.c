@@ -114,6 +114,7 @@ static void maybe_finish(gkv_server_t *s)
     if (!s->shutting_down || s->net.nconns)
         return;
     if (s->net.open) {
+        gkv_cluster_close(&s->cluster); /* its jobs hold no connection any more */
         gkv_devices_close(&s->devs);
         gkv_net_close(&s->net);
         uv_close((uv_handle_t *)&s->kick, NULL);
@@ -409,9 +410,15 @@ static int join_cluster(gkv_server_t *s, char *err, size_t cap)
     gkv_cluster_cfg_t cc = {
         .endpoints = cfg->cluster, .cluster = cfg->cluster_name, .node = node,
         .advertise = advertise, .weight = (uint32_t)cfg->cluster_weight,
-        .ttl_s = (int)cfg->cluster_ttl_s,
+        .ttl_s = (int)cfg->cluster_ttl_s, .token = s->token, .token_len = s->token_len,
+        .store = &s->store, .max_key = cfg->max_key, .max_value = cfg->max_value,
+        .timeout_ms = 2000,
     };
     int rc = gkv_cluster_start(&s->cluster, s->loop, &cc, err, cap);
+    if (!rc) {
+        s->net.cluster = &s->cluster;
+        s->cmd.clustered = true;
+    }
     if (!rc)
         GKV_INFO("cluster: %s in cluster %s, advertised at %s, %zu members", node,
                  cfg->cluster_name, advertise, s->cluster.members.n);

@@ -28,6 +28,8 @@ static void on_closed(uv_handle_t *h)
     assert(c->copies == 0 && !gkv_conn_held(c)); /* the lifetime rule (conn.h) */
     /* A disconnect ends every lease and discards unsealed CREATEs. */
     gkv_leases_fini(&c->leases, net->store);
+    if (net->cluster)
+        gkv_cluster_ticket_fini(net->cluster, &c->route);
     if (c->rcv.entry)
         gkv_store_unref(net->store, c->rcv.entry);
     for (uint32_t i = c->snd.seg_i; i < c->snd.nsegs; i++)
@@ -56,7 +58,7 @@ static void on_shutdown(uv_shutdown_t *req, int status)
 void gkv_conn_finish_close(gkv_conn_t *c)
 {
     if (c->copies || c->wait.copy || c->rcv.flight || c->snd.ahead_busy || gkv_conn_held(c) ||
-        c->close_started)
+        c->wait.cluster || c->close_started)
         return;
     c->close_started = true;
     if (c->graceful) {
@@ -158,6 +160,13 @@ void gkv_conn_resume(gkv_conn_t *c)
         gkv_conn_drive(c);
 }
 
+void gkv_conn_cluster_wake(void *conn)
+{
+    gkv_conn_t *c = conn;
+    c->wait.cluster = false;
+    gkv_conn_resume(c);
+}
+
 static void on_batch_room(gkv_waiter_t *w)
 {
     gkv_conn_t *c = (gkv_conn_t *)((char *)w - offsetof(gkv_conn_t, bwaiter));
@@ -255,7 +264,8 @@ void gkv_conn_copy_finished(gkv_conn_t *c)
 
 static void update_reading(gkv_conn_t *c)
 {
-    bool want = !c->closing && !c->wait.copy && !c->wait.stage && !c->wait.batch && !c->yielded &&
+    bool want = !c->closing && !c->wait.copy && !c->wait.stage && !c->wait.batch &&
+                !c->wait.cluster && !c->yielded &&
                 c->phase != CONN_SEND && (c->phase != CONN_HEADER || !gkv_conn_output_full(c)) &&
                 !(c->phase == CONN_HEADER && gkv_conn_refused(c));
     if (want && !c->reading) {
@@ -271,7 +281,7 @@ static void update_reading(gkv_conn_t *c)
  * (--output-buffer-limit): requests may still wait in the input buffer. */
 static bool drive_input(gkv_conn_t *c, unsigned *frames)
 {
-    while (!c->closing && !c->wait.copy && !c->wait.stage && !c->wait.batch) {
+    while (!c->closing && !c->wait.copy && !c->wait.stage && !c->wait.batch && !c->wait.cluster) {
         if (c->phase == CONN_SEND)
             break;
         if (c->phase == CONN_PAYLOAD) {
@@ -475,6 +485,8 @@ static int conn_start(gkv_net_t *net, uv_stream_t *listener, int fd, bool local)
     c->waiter.ready = on_stage_ready;
     c->bwaiter.ready = on_batch_room;
     c->commit.ready = on_committed;
+    c->route.wake = gkv_conn_cluster_wake;
+    c->route.conn = c;
     gkv_leases_init(&c->leases, net->cmd->lease_totals);
     gkv_wr_init(&c->out);
     c->next = net->conns;

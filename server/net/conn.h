@@ -28,7 +28,8 @@
  *   - copy batches that owe a reply its bytes (gkv_batch_out), the fd store's commit queue, and
  *     a failed HELLO's delay: the holds (below);
  *   - the staging and batch waiter queues (c->waiter, c->bwaiter): cancelled by gkv_conn_close;
- *   - the net's yielded list: unlinked in the close callback.
+ *   - the net's yielded list: unlinked in the close callback;
+ *   - a cluster job running for its request (c->route): wait.cluster, cleared when it ends.
  * Once `closing` is set nothing starts new work for c: a copy started on a closing connection
  * is refused (gkv_conn_copy_begin), so `copies` only falls. tests/integration/test_lifetime.c
  * closes connections at every stage of a transfer under ASan.
@@ -58,6 +59,7 @@ typedef struct {
     bool copy;  /* its copy (or fence) in flight must finish first */
     bool stage; /* queued for a staging buffer (c->waiter) */
     bool batch; /* a small SET waits for room in a copy batch (c->bwaiter) */
+    bool cluster; /* the request waits for other cluster nodes (c->route, cluster.h) */
 } gkv_waits_t;
 
 /* Replies and values going out (send.c). */
@@ -125,6 +127,7 @@ struct gkv_conn {
     uint8_t version;   /* the protocol version HELLO asked for (the newest until one does) */
     int peer_uid, peer_gid, peer_pid;     /* a Unix peer's credentials, read at accept; else -1 */
     gkv_waiter_t bwaiter;                 /* room in a copy batch (wait.batch) */
+    gkv_route_ticket_t route;             /* the request in the cluster's hands (wait.cluster) */
     gkv_commit_waiter_t commit;           /* the journal's commit (hold.commit) */
     uint64_t journal_mark;                /* the journal's length as the request began */
     gkv_entry_t *copied_from, *copied_to; /* the fence's MAP or MOVE copy (reply.h) */
@@ -182,6 +185,8 @@ void gkv_conn_stop_now(gkv_conn_t *c);
 /* Checks c's deadlines at now (uv_now): a frame that stalls, an idle connection, output the
  * client does not take (limits.c). */
 void gkv_conn_sweep(gkv_conn_t *c, uint64_t now);
+/* A cluster job for c's request finished (a gkv_route_ticket_t wake, on the loop). */
+void gkv_conn_cluster_wake(void *conn);
 /* Runs on the loop thread after c's backend copy reported completion. */
 void gkv_conn_copy_finished(gkv_conn_t *c);
 /* A copy batch brought len bytes (borrowed for the call) for the reply-buffer offset tag of

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "cluster.h"
 #include "cmd.h"
 #include "device.h"
 #include "fdstore.h"
@@ -64,6 +65,7 @@ struct gkv_net {
     gkv_staging_t *staging;
     gkv_cmd_ctx_t *cmd;
     gkv_fdstore_t *fdstore;
+    gkv_cluster_t *cluster; /* --cluster: routes requests first (cluster.h); NULL: one node */
     gkv_net_settings_t set;
     gkv_net_hooks_t hooks;
     bool stopping; /* the daemon stops: no busy-polling */

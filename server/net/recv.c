@@ -65,10 +65,27 @@ static void recv_end(gkv_conn_t *c, int rc)
     c->frame_since = 0;
 }
 
+/* The payload is in (or on its way in a copy batch): its command finishes. A SET the cluster
+ * deferred (c->route.defer) is published by the cluster instead, at once or once the key's home
+ * recorded it (then c waits, wait.cluster). *holder: the entry holding the value (NULL: none). */
+static int payload_done(gkv_conn_t *c, gkv_entry_t *e, gkv_entry_t **holder)
+{
+    gkv_net_t *net = c->net;
+    if (!c->route.defer)
+        return c->rcv.cmd->on_payload(net->cmd, c->rcv.req_id, e, c->rcv.flags, &c->out, holder);
+    int rc;
+    gkv_entry_t *h = e;
+    if (gkv_cluster_commit(net->cluster, &c->route, c->rcv.req_id, e, c->rcv.flags, &c->out,
+                           &rc, &h) == GKV_ROUTE_PARK)
+        c->wait.cluster = true;
+    if (holder)
+        *holder = h; /* the batch copies into h's memory, published now or later */
+    return rc;
+}
+
 static void recv_commit(gkv_conn_t *c)
 {
-    recv_end(c, c->rcv.cmd->on_payload(c->net->cmd, c->rcv.req_id, c->rcv.entry, c->rcv.flags,
-                                       &c->out, NULL));
+    recv_end(c, payload_done(c, c->rcv.entry, NULL));
     gkv_conn_release_stage(c);
 }
 
@@ -90,10 +107,14 @@ static bool recv_batched(gkv_conn_t *c)
     }
     memcpy(dst, c->in + c->in_pos, size);
     c->in_pos += size;
-    int rc = c->rcv.cmd->on_payload(net->cmd, c->rcv.req_id, e, c->rcv.flags, &c->out, &holder);
-    if (rc == 0) {
-        gkv_batch_in_commit(b, holder);
-        gkv_hostcopy_put(&net->store->hc, holder, dst, size);
+    bool deferred = c->route.defer;
+    int rc = payload_done(c, e, &holder);
+    if (rc == 0 || deferred) {
+        /* A deferred value is copied in whatever the cluster said: the batch holds its own
+         * reference, and its bytes are reserved already. */
+        gkv_batch_in_commit(b, holder ? holder : e);
+        if (!deferred)
+            gkv_hostcopy_put(&net->store->hc, holder, dst, size);
     }
     recv_end(c, rc);
     return true;
@@ -117,11 +138,12 @@ static bool recv_bulk(gkv_conn_t *c)
     uint64_t off = c->rcv.got, len = c->stage_fill;
     c->stage = NULL;
     c->stage_fill = 0;
-    int rc = c->rcv.cmd->on_payload(net->cmd, c->rcv.req_id, e, c->rcv.flags, &c->out, &holder);
+    bool deferred = c->route.defer;
+    int rc = payload_done(c, e, &holder);
     /* No host copy here: copying 64 KiB cost a SET more (3-6 us on the H100) than the first
      * GET's read-through costs; small values' copies (recv_batched) cost well under 1 us. */
-    if (rc == 0) /* holder holds the memory the chunks before went to (store.h) */
-        gkv_batch_in_bulk(b, holder, off, stage, len);
+    if (rc == 0 || deferred) /* holder holds the memory the chunks before went to (store.h) */
+        gkv_batch_in_bulk(b, holder ? holder : e, off, stage, len);
     else
         gkv_staging_put(net->staging, stage);
     recv_end(c, rc);

@@ -62,8 +62,63 @@ static void hold_failed_auth(gkv_conn_t *c)
     gkv_conn_close(c, true);
 }
 
-static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
+/* The cluster's say on a request (cluster.h) before it runs here: false when it is answered or
+ * waits (parked: its frame stays in the input, c waits); else *run is the request to run (req,
+ * or a copy of it the cluster changed). SEAL's key, for the cluster's record after it ran, goes
+ * into *key (free it). */
+static bool route_request(gkv_conn_t *c, const gkv_request_t *req, gkv_request_t *run,
+                          bool *parked, uint8_t **key, size_t *klen)
 {
+    gkv_net_t *net = c->net;
+    *run = *req;
+    *parked = false;
+    if (!net->cluster || !c->authed)
+        return true;
+    int rc;
+    c->op = req->op;
+    c->op_started = uv_hrtime();
+    int r = gkv_cluster_route(net->cluster, &c->route, req, &c->leases, &c->out, &rc);
+    if (r == GKV_ROUTE_PARK) {
+        *parked = true;
+        c->wait.cluster = true;
+        return false;
+    }
+    if (r == GKV_ROUTE_DONE) {
+        gkv_conn_op_done(c, rc);
+        if (req->payload_len) {
+            c->rcv.discard_left = req->payload_len;
+            c->phase = CONN_DISCARD;
+            c->frame_since = uv_now(net->loop);
+            c->frame_bytes = 0;
+        }
+        return false;
+    }
+    if (r == GKV_ROUTE_AS_GET)
+        run->op = GKV_OP_GET;
+    /* NX/XX are the home's to decide (docs/cluster.md): a SET's go to its commit (below),
+     * not to the checks against this node's own keys. */
+    uint64_t nx_xx = GKV_SET_NX | GKV_SET_XX;
+    if ((c->route.strip_nx_xx || c->route.defer) && (run->flags & nx_xx) != nx_xx)
+        run->flags &= ~nx_xx; /* both: the handler refuses them */
+    if (req->op == GKV_OP_SEAL) {
+        gkv_lease_t *l = gkv_lease_find(&c->leases, req->lease);
+        const uint8_t *k = l && l->writable ? gkv_store_key(net->store, l->entry, klen) : NULL;
+        if (k && (*key = malloc(*klen ? *klen : 1)))
+            memcpy(*key, k, *klen);
+    }
+    return true;
+}
+
+/* Handles one request; false when the cluster parked it (its frame is to be read again). */
+static bool handle_request(gkv_conn_t *c, const gkv_request_t *routed)
+{
+    gkv_request_t run;
+    bool parked;
+    uint8_t *seal_key = NULL;
+    size_t seal_klen = 0;
+    if (!route_request(c, routed, &run, &parked, &seal_key, &seal_klen))
+        return !parked;
+    const gkv_request_t *req = &run;
     gkv_reply_t rep;
     gkv_reply_init(&rep, &c->out, &c->leases);
     rep.in.local = c->local;
@@ -84,6 +139,10 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
     c->journal_mark = gkv_fdstore_mark(c->net->fdstore);
     c->net->store->now_ms = c->op_started / 1000000; /* the store clock, already read */
     int rc = gkv_dispatch(c->net->cmd, req, &rep);
+    if (seal_key) {
+        gkv_cluster_after(c->net->cluster, req, &c->leases, rc, seal_key, seal_klen);
+        free(seal_key);
+    }
     if (rc == 0 && req->op == GKV_OP_HELLO)
         c->version = rep.version;
     if (rep.auth_ok)
@@ -100,6 +159,7 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
         }
     }
     if (rc < 0) {
+        c->route.defer = false;
         gkv_conn_op_done(c, rc);
         if (req->payload_len) {
             c->rcv.discard_left = req->payload_len;
@@ -107,18 +167,19 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
             c->frame_since = uv_now(c->net->loop);
             c->frame_bytes = 0;
         }
-        return;
+        return true;
     }
     if (rep.recv) {
         c->rcv.entry = rep.recv;
         c->rcv.cmd = rep.cmd;
-        c->rcv.flags = rep.recv_flags;
+        c->rcv.flags = c->route.defer ? (unsigned)(routed->flags & (GKV_SET_NX | GKV_SET_XX))
+                                      : rep.recv_flags;
         c->rcv.got = 0;
         c->rcv.req_id = req->id;
         c->phase = CONN_PAYLOAD;
         c->frame_since = uv_now(c->net->loop);
         c->frame_bytes = 0;
-        return;
+        return true;
     }
     if (rep.fence)
         gkv_conn_start_fence(c, &rep);
@@ -128,6 +189,7 @@ static void handle_request(gkv_conn_t *c, const gkv_request_t *req)
         gkv_reply_release(c->net->store, &rep);
     if (c->phase != CONN_SEND)
         gkv_conn_op_done(c, 0); /* else when its last byte went to the socket */
+    return true;
 }
 
 void gkv_conn_op_done(gkv_conn_t *c, int rc)
@@ -182,8 +244,12 @@ int gkv_conn_parse_one(gkv_conn_t *c)
     }
     c->in_pos += need;
     c->handling = true;
-    handle_request(c, &req);
+    bool handled = handle_request(c, &req);
     c->handling = false;
+    if (!handled) { /* parked: the same frame is handled again once the cluster is done */
+        c->in_pos -= need;
+        return 0;
+    }
     if (c->closing) {
         gkv_conn_drop_input(c);
         return -1;

@@ -1,0 +1,35 @@
+/* node.h: the requests cluster nodes send each other, as NODE frames (op 23) on gpukv's own
+ * protocol, over TCP with the cluster's token (proto/PROTOCOL.md, "Between nodes"). Each
+ * carries node_op, the sender's name (node) and incarnation; a receiver answers UNAVAILABLE to
+ * a sender that is not a current member at that incarnation. Stable numbers: append only. */
+#ifndef GKV_PROTO_NODE_H
+#define GKV_PROTO_NODE_H
+
+enum {
+    /* To a key's home: who owns its value, at which version (reply: owner, owner_inc,
+     * vversion, size), NOTFOUND, or BUSY while a write of it is being recorded. */
+    GKV_NODE_LOOKUP = 1,
+    /* To a key's home: the sender now owns the key's value (size; flags NX/XX decided here).
+     * The previous owner's copy is dropped first. Reply: vversion; EXISTS/NOTFOUND (NX/XX);
+     * BUSY; UNAVAILABLE when the previous owner does not answer (nothing changed). */
+    GKV_NODE_RECORD = 2,
+    /* To an owner (from the key's home): drop your copy of key (reply count 0/1). */
+    GKV_NODE_DROP = 3,
+    /* To an owner: the value of key at vversion, as a GET reply; NOTFOUND when this node does
+     * not hold that version (any more). */
+    GKV_NODE_FETCH = 4,
+    /* To a key's home: delete it (the owner's copy first). Reply count 0/1; BUSY;
+     * UNAVAILABLE. */
+    GKV_NODE_DELETE = 5,
+    /* To every home: the keys it records under prefix (after cursor, at most limit), as LIST's
+     * entries [key, size]; cursor set when there are more. */
+    GKV_NODE_LIST = 6,
+    /* To a key's new home after the members changed: the sender owns key at vversion (size).
+     * Recorded unless the home has a newer version. Reply count 1 (recorded) or 0. */
+    GKV_NODE_REGISTER = 7,
+    /* To this node itself: a replica of key at vversion, the payload its bytes (a read on this
+     * node fetched it from the owner). */
+    GKV_NODE_REPLICA = 8,
+};
+
+#endif

@@ -1,0 +1,115 @@
+/* cluster_impl.h: what route.c (the loop's decisions), node.c (requests from other nodes) and
+ * jobs.c (the waiting, on worker threads) share. Private to server/cluster/. */
+#ifndef GKV_CLUSTER_IMPL_H
+#define GKV_CLUSTER_IMPL_H
+
+#include "cluster.h"
+#include "node.h"
+
+/* How long a request keeps trying a home that answers BUSY (a write of the key being recorded,
+ * or the members changing) before it gives up with UNAVAILABLE. */
+#define CL_BUSY_MS 2000
+/* After the members change, a home that has no record of a key answers BUSY rather than
+ * NOTFOUND for this long: owners are re-registering their keys with their new homes. */
+#define CL_SETTLE_MS 1500
+/* A read asks the home again when the value changed under it (a replica replaced, our own
+ * write superseded); after this many rounds it gives up (UNAVAILABLE). */
+#define CL_READ_ROUNDS 8
+/* Relayed value bytes go through a buffer of this size (FETCH -> REPLICA). */
+#define CL_RELAY_CHUNK (1u << 20)
+
+enum {
+    JOB_READ = 1,  /* make keys' current values local (replicas), or learn they are missing */
+    JOB_EXISTS,    /* count which keys exist */
+    JOB_GETSIZE,   /* a key's size */
+    JOB_DEL,       /* delete keys at their homes */
+    JOB_RECORD,    /* a SET's (or SEAL's) value: record this node as its owner at the home */
+    JOB_LIST,      /* LIST: ask every home, merge */
+    JOB_SIZES,     /* GETSIZE of a prefix: every home's records, summed */
+    JOB_DEL_PREFIX,/* DEL of a prefix: every home's records, each deleted at its home */
+    JOB_DROP,      /* a home tells the previous owner to drop its copy (nested pool) */
+    JOB_REGISTER,  /* tell new homes which keys this node owns (after the members changed) */
+};
+
+/* One key a job works on, and what it learned. */
+typedef struct {
+    uint8_t *key; /* owned by the job */
+    uint32_t klen;
+    char home_addr[GKV_ADVERTISE_MAX + 1];
+    int status; /* 0: found (owner, version, size below), or a GKV_E* code */
+    char owner[GKV_NODE_NAME_MAX + 1];
+    int64_t owner_inc;
+    uint64_t version, size;
+    uint64_t have; /* the version of a replica here already (no fetch when it is the one) */
+    bool known;    /* owner and version came from this node's own records (no LOOKUP) */
+} cl_key_t;
+
+typedef struct cl_job {
+    gkv_job_t job;
+    gkv_cluster_t *cl;
+    gkv_route_ticket_t *t; /* the connection's ticket; NULL once it went away */
+    bool finished;         /* done ran: the ticket's next route takes the outcome */
+    int kind, status;
+    char msg[192];
+    /* Who we are, and the members, as the loop knew them at submit. */
+    char self[GKV_NODE_NAME_MAX + 1];
+    int64_t self_inc;
+    char self_addr[GKV_ADVERTISE_MAX + 1];
+    gkv_member_t *members;
+    size_t nmembers;
+    cl_key_t *keys;
+    uint32_t nkeys;
+    uint32_t attempts; /* READ: rounds so far (a replica may be replaced meanwhile) */
+    /* RECORD: the value (one reference) and its request; the version the home gave it. */
+    gkv_entry_t *entry;
+    uint64_t id;
+    unsigned flags;
+    bool publish; /* a SET: publish entry when recorded; else (SEAL) the request runs on */
+    /* DROP: the home's request waiting for it (its key is keys[0]). */
+    /* LIST, sizes, prefix deletes: the request, copied. */
+    uint8_t *prefix, *cursor;
+    uint32_t prefix_len, cursor_len;
+    int delim;
+    uint64_t limit, req_flags;
+    uint64_t count, bytes;
+    gkv_wr_t reply; /* the reply a fan-out built (its id is the request's) */
+    bool has_reply;
+} cl_job_t;
+
+/* jobs.c: each job kind's run (on a worker) and the shared plumbing. */
+void gkv_cl_job_run(gkv_job_t *j);
+/* route.c: a job's done (on the loop): hands it to its ticket, or frees it. */
+void gkv_cl_job_done(gkv_job_t *j);
+/* A job of kind for ticket t (NULL: none), with self and members copied. NULL on no memory. */
+cl_job_t *gkv_cl_job_new(gkv_cluster_t *cl, gkv_route_ticket_t *t, int kind);
+/* Adds a key (copied) and its home's address. Returns 0 or GKV_ENOMEM. */
+int gkv_cl_job_key(cl_job_t *j, const void *key, size_t klen, const gkv_member_t *home);
+void gkv_cl_job_free(cl_job_t *j);
+/* The member named name (len bytes), or NULL. */
+const gkv_member_t *gkv_cl_member(const gkv_cluster_t *cl, const void *name, size_t len);
+/* Writes an error reply. */
+void gkv_cl_reply_error(gkv_wr_t *out, uint64_t id, int code, const char *msg);
+/* Drops this node's copy of key (store and copies) as of version upto (the home's record that
+ * is dropped or deleted; 0: none known): a write of ours pending at or below it is not
+ * published. Returns 1 if it had one. */
+int gkv_cl_unlink(gkv_cluster_t *cl, const void *key, size_t klen, uint64_t upto);
+/* True when this node's own incarnation is inc (a request naming it as owner). */
+int64_t gkv_cl_self_inc(const gkv_cluster_t *cl);
+/* Answers a NODE request (node.c). */
+int gkv_cl_node(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
+                gkv_wr_t *out, int *rc);
+/* LIST over sorted (key, size) pairs with LIST's rules (prefix, delimiter, cursor, limit):
+ * writes entries, dirs and cursor into w (a started reply frame). */
+typedef struct {
+    const uint8_t *key;
+    uint32_t klen;
+    uint64_t size;
+    bool dir;
+} cl_item_t;
+void gkv_cl_list_write(gkv_wr_t *w, cl_item_t *items, size_t n, const uint8_t *prefix,
+                       size_t plen, int delim, const uint8_t *cursor, size_t clen,
+                       uint64_t limit, bool more_elsewhere);
+/* Sorts items by key. */
+void gkv_cl_items_sort(cl_item_t *items, size_t n);
+
+#endif

@@ -1,0 +1,480 @@
+/* jobs.c: what a cluster job does on its worker thread: NODE requests to homes and owners
+ * (peer.h), retried while they answer BUSY for up to CL_BUSY_MS, and a fetched value relayed
+ * into this node's own memory as a REPLICA. Nothing here touches the loop's state: a job has
+ * its own copy of the members and of its keys. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cluster_impl.h"
+#include "commands.h"
+#include "error.h"
+#include "log.h"
+#include "placement.h"
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void pause_ms(unsigned ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* The optional fields of a NODE request. */
+typedef struct {
+    uint64_t vversion, size, flags, limit;
+    const uint8_t *prefix, *cursor;
+    uint32_t plen, clen;
+    int delim;
+    bool list;
+} nreq_t;
+
+static const gkv_member_t *member_named(const cl_job_t *j, const void *name, size_t len)
+{
+    for (size_t i = 0; i < j->nmembers; i++)
+        if (strlen(j->members[i].name) == len && !memcmp(j->members[i].name, name, len))
+            return &j->members[i];
+    return NULL;
+}
+
+static void note(cl_job_t *j, const char *fmt, const char *what)
+{
+    if (!j->msg[0])
+        snprintf(j->msg, sizeof(j->msg), fmt, what);
+}
+
+/* Sends one NODE request to addr and reads its reply header into *r; a reply with a payload
+ * leaves the connection in *keep (give it back when read). Returns 0 (r->status may be an
+ * error), or GKV_EUNAVAILABLE. */
+static int call_once(cl_job_t *j, const char *addr, unsigned op, const uint8_t *key,
+                     uint32_t klen, const nreq_t *f, gkv_response_t *r, gkv_peer_conn_t **keep)
+{
+    gkv_peers_t *peers = &j->cl->peers;
+    gkv_peer_conn_t *c;
+    int rc = gkv_peer_take(peers, addr, &c);
+    if (rc)
+        return GKV_EUNAVAILABLE;
+    gkv_peer_begin(c, 0, op, j->self, (uint64_t)j->self_inc);
+    if (key)
+        gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
+    if (f->vversion)
+        gkv_wr_uint(&c->wr, GKV_F_VVERSION, f->vversion);
+    if (f->size)
+        gkv_wr_uint(&c->wr, GKV_F_SIZE, f->size);
+    if (f->flags)
+        gkv_wr_uint(&c->wr, GKV_F_FLAGS, f->flags);
+    if (f->list) {
+        gkv_wr_bin(&c->wr, GKV_F_PREFIX, f->prefix, f->plen);
+        if (f->clen)
+            gkv_wr_bin(&c->wr, GKV_F_CURSOR, f->cursor, f->clen);
+        if (f->delim >= 0) {
+            char d = (char)f->delim;
+            gkv_wr_bin(&c->wr, GKV_F_DELIM, &d, 1);
+        }
+        gkv_wr_uint(&c->wr, GKV_F_LIMIT, f->limit);
+    }
+    rc = gkv_peer_call(c, NULL, 0, r);
+    if (!rc && r->status == 0 && r->payload_len && keep) {
+        *keep = c;
+        return 0;
+    }
+    if (!rc && r->payload_len) /* not expected: the connection cannot be reused */
+        rc = GKV_EPROTO;
+    gkv_peer_give(peers, c, rc == 0);
+    return rc ? GKV_EUNAVAILABLE : 0;
+}
+
+/* call_once, again while the answer is BUSY, until CL_BUSY_MS have passed. */
+static int call(cl_job_t *j, const char *addr, unsigned op, const uint8_t *key, uint32_t klen,
+                const nreq_t *f, gkv_response_t *r, gkv_peer_conn_t **keep)
+{
+    uint64_t until = now_ms() + CL_BUSY_MS;
+    unsigned wait = 1;
+    for (;;) {
+        int rc = call_once(j, addr, op, key, klen, f, r, keep);
+        if (rc) {
+            note(j, "the node at %s did not answer", addr);
+            return rc;
+        }
+        if (r->status != GKV_EBUSY)
+            return 0;
+        if (now_ms() >= until) {
+            note(j, "the node at %s stayed busy (a write of the key, or members changing)",
+                 addr);
+            return GKV_EUNAVAILABLE;
+        }
+        pause_ms(wait);
+        wait = wait < 32 ? wait * 2 : 50;
+    }
+}
+
+/* The bytes of the FETCH reply waiting on src (r its header) go to this node itself as a
+ * REPLICA of k at version. */
+static int relay(cl_job_t *j, gkv_peer_conn_t *src, const gkv_response_t *r, cl_key_t *k)
+{
+    gkv_peers_t *peers = &j->cl->peers;
+    gkv_peer_conn_t *self;
+    uint64_t len = r->payload_len;
+    uint8_t *buf = malloc(len < CL_RELAY_CHUNK ? (len ? len : 1) : CL_RELAY_CHUNK);
+    int rc = buf ? gkv_peer_take(peers, j->self_addr, &self) : GKV_ENOMEM;
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    gkv_peer_begin(self, 0, GKV_NODE_REPLICA, j->self, (uint64_t)j->self_inc);
+    gkv_wr_bin(&self->wr, GKV_F_KEY, k->key, k->klen);
+    gkv_wr_uint(&self->wr, GKV_F_VVERSION, k->version);
+    gkv_wr_uint(&self->wr, GKV_F_PAYLOAD, len);
+    if (r->has_meta)
+        gkv_wr_bin(&self->wr, GKV_F_META, r->meta.p, r->meta.len);
+    bool src_ok = true;
+    rc = gkv_peer_send(self);
+    for (uint64_t left = len; !rc && left;) {
+        size_t n = left < CL_RELAY_CHUNK ? (size_t)left : CL_RELAY_CHUNK;
+        if ((rc = gkv_peer_read(src, buf, n))) {
+            src_ok = false;
+            break;
+        }
+        rc = gkv_peer_write(self, buf, n);
+        left -= n;
+    }
+    free(buf);
+    gkv_response_t sr;
+    if (!rc)
+        rc = gkv_peer_recv(self, &sr);
+    if (!rc && sr.status)
+        rc = (int)sr.status;
+    gkv_peer_give(peers, self, rc == 0);
+    gkv_peer_give(peers, src, src_ok && !rc);
+    return rc;
+}
+
+/* One key of a READ: owner and version from its home, then the bytes from the owner unless
+ * this node has a replica of that version already. */
+static void read_key(cl_job_t *j, cl_key_t *k)
+{
+    uint64_t until = now_ms() + CL_BUSY_MS;
+    for (;;) {
+        gkv_response_t r;
+        nreq_t none = {.delim = -1};
+        int rc = call(j, k->home_addr, GKV_NODE_LOOKUP, k->key, k->klen, &none, &r, NULL);
+        if (rc || (r.status && r.status != GKV_ENOTFOUND)) {
+            k->status = rc ? rc : (int)r.status;
+            return;
+        }
+        const gkv_member_t *owner = r.status ? NULL : member_named(j, r.owner.p, r.owner.len);
+        if (!owner || owner->incarnation != (int64_t)r.owner_inc) {
+            k->status = GKV_ENOTFOUND; /* nobody, or a node that left */
+            return;
+        }
+        if (!strcmp(owner->name, j->self)) {
+            k->status = GKV_EEXISTS; /* ours: the loop knows whether it is published yet */
+            return;
+        }
+        k->version = r.vversion;
+        k->size = r.size;
+        strcpy(k->owner, owner->name);
+        if (k->have == k->version) {
+            k->status = 0;
+            return;
+        }
+        gkv_peer_conn_t *src = NULL;
+        nreq_t f = {.vversion = k->version, .delim = -1};
+        rc = call(j, owner->advertise, GKV_NODE_FETCH, k->key, k->klen, &f, &r, &src);
+        if (rc) {
+            k->status = rc;
+            return;
+        }
+        if (!r.status && src) {
+            k->status = relay(j, src, &r, k);
+            return;
+        }
+        if (!r.status) { /* an empty value: nothing to relay, but a replica all the same */
+            gkv_peer_conn_t *self;
+            if ((rc = gkv_peer_take(&j->cl->peers, j->self_addr, &self))) {
+                k->status = rc;
+                return;
+            }
+            gkv_peer_begin(self, 0, GKV_NODE_REPLICA, j->self, (uint64_t)j->self_inc);
+            gkv_wr_bin(&self->wr, GKV_F_KEY, k->key, k->klen);
+            gkv_wr_uint(&self->wr, GKV_F_VVERSION, k->version);
+            gkv_wr_uint(&self->wr, GKV_F_PAYLOAD, 0);
+            if (r.has_meta)
+                gkv_wr_bin(&self->wr, GKV_F_META, r.meta.p, r.meta.len);
+            gkv_response_t sr;
+            rc = gkv_peer_call(self, NULL, 0, &sr);
+            gkv_peer_give(&j->cl->peers, self, rc == 0);
+            k->status = rc ? rc : (int)sr.status;
+            return;
+        }
+        /* NOTFOUND: the owner no longer holds that version (the value moved on): ask the home
+         * again; anything else is the answer. */
+        if (r.status != GKV_ENOTFOUND || now_ms() >= until) {
+            k->status = r.status == GKV_ENOTFOUND ? GKV_EUNAVAILABLE : (int)r.status;
+            note(j, "%s", "the value changed faster than it could be fetched");
+            return;
+        }
+        pause_ms(1);
+    }
+}
+
+static void run_keys(cl_job_t *j)
+{
+    for (uint32_t i = 0; i < j->nkeys; i++) {
+        cl_key_t *k = &j->keys[i];
+        gkv_response_t r;
+        nreq_t none = {.delim = -1};
+        switch (j->kind) {
+        case JOB_READ:
+            read_key(j, k);
+            if (k->status && k->status != GKV_ENOTFOUND)
+                return;
+            break;
+        case JOB_EXISTS:
+        case JOB_GETSIZE: {
+            int rc = call(j, k->home_addr, GKV_NODE_LOOKUP, k->key, k->klen, &none, &r, NULL);
+            k->status = rc ? rc : (int)r.status;
+            if (k->status && k->status != GKV_ENOTFOUND) {
+                j->status = k->status;
+                return;
+            }
+            if (!k->status) {
+                j->count++;
+                k->size = r.size;
+            }
+            break;
+        }
+        case JOB_DEL: {
+            int rc = call(j, k->home_addr, GKV_NODE_DELETE, k->key, k->klen, &none, &r, NULL);
+            k->status = rc ? rc : (int)r.status;
+            if (k->status) {
+                j->status = k->status;
+                return;
+            }
+            j->count += r.count;
+            k->version = r.vversion; /* what the home deleted: a pending write of ours too */
+            break;
+        }
+        case JOB_DROP: {
+            nreq_t f = {.vversion = k->version, .delim = -1};
+            int rc = call(j, k->home_addr, GKV_NODE_DROP, k->key, k->klen, &f, &r, NULL);
+            j->status = rc ? rc : (int)r.status;
+            return;
+        }
+        case JOB_REGISTER: {
+            nreq_t f = {.vversion = k->version, .size = k->size, .delim = -1};
+            int rc = call(j, k->home_addr, GKV_NODE_REGISTER, k->key, k->klen, &f, &r, NULL);
+            k->status = rc ? rc : (int)r.status;
+            if (!k->status)
+                snprintf(k->owner, sizeof(k->owner), "%.*s", (int)r.owner.len,
+                         (const char *)r.owner.p);
+            break;
+        }
+        }
+    }
+}
+
+static void run_record(cl_job_t *j)
+{
+    cl_key_t *k = &j->keys[0];
+    gkv_response_t r;
+    nreq_t f = {.size = k->size, .flags = j->flags & (GKV_SET_NX | GKV_SET_XX), .delim = -1};
+    int rc = call(j, k->home_addr, GKV_NODE_RECORD, k->key, k->klen, &f, &r, NULL);
+    if (rc) {
+        j->status = rc;
+        return;
+    }
+    j->status = (int)r.status;
+    if (r.status) {
+        if (r.message.len)
+            snprintf(j->msg, sizeof(j->msg), "%.*s", (int)r.message.len,
+                     (const char *)r.message.p);
+        return;
+    }
+    k->version = r.vversion;
+    snprintf(k->owner, sizeof(k->owner), "%.*s", (int)r.owner.len, (const char *)r.owner.p);
+}
+
+/* Items copied out of the replies (whose buffers are reused by the next call). */
+typedef struct {
+    cl_item_t *items;
+    size_t n, cap;
+    bool more;
+} collect_t;
+
+static int collect_add(collect_t *c, const uint8_t *key, size_t klen, uint64_t size, bool dir)
+{
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 256;
+        cl_item_t *m = realloc(c->items, cap * sizeof(*m));
+        if (!m)
+            return GKV_ENOMEM;
+        c->items = m;
+        c->cap = cap;
+    }
+    uint8_t *k = malloc(klen ? klen : 1);
+    if (!k)
+        return GKV_ENOMEM;
+    if (klen)
+        memcpy(k, key, klen);
+    c->items[c->n++] = (cl_item_t){k, (uint32_t)klen, size, dir};
+    return 0;
+}
+
+static void collect_free(collect_t *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        free((void *)c->items[i].key);
+    free(c->items);
+    memset(c, 0, sizeof(*c));
+}
+
+/* A NODE LIST reply's entries and dirs into c. */
+static int collect_reply(collect_t *c, const gkv_response_t *r)
+{
+    gkv_reader_t it;
+    uint32_t n;
+    gkv_read_init(&it, r->entries.p, r->entries.len);
+    if (r->entries.len && gkv_read_array(&it, &n) == 0) {
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t m;
+            gkv_slice_t k;
+            uint64_t size;
+            if (gkv_read_array(&it, &m) || m < 2 || gkv_read_bin(&it, &k) ||
+                gkv_read_uint(&it, &size))
+                return GKV_EPROTO;
+            for (uint32_t x = 2; x < m; x++)
+                gkv_read_skip(&it);
+            if (collect_add(c, k.p, k.len, size, false))
+                return GKV_ENOMEM;
+        }
+    }
+    gkv_read_init(&it, r->dirs.p, r->dirs.len);
+    if (r->dirs.len && gkv_read_array(&it, &n) == 0) {
+        for (uint32_t i = 0; i < n; i++) {
+            gkv_slice_t d;
+            if (gkv_read_bin(&it, &d) || collect_add(c, d.p, d.len, 0, true))
+                return GKV_EPROTO;
+        }
+    }
+    if (r->has_cursor)
+        c->more = true;
+    return 0;
+}
+
+/* Every page a member has under the prefix (no delimiter), into c. */
+static int list_all(cl_job_t *j, const gkv_member_t *m, collect_t *c)
+{
+    uint8_t *cursor = NULL;
+    size_t clen = 0;
+    int rc = 0;
+    for (;;) {
+        gkv_response_t r;
+        nreq_t f = {.list = true, .prefix = j->prefix, .plen = j->prefix_len, .cursor = cursor,
+                    .clen = (uint32_t)clen, .delim = -1, .limit = GKV_MAX_LIST};
+        if ((rc = call(j, m->advertise, GKV_NODE_LIST, NULL, 0, &f, &r, NULL)))
+            break;
+        if ((rc = (int)r.status))
+            break;
+        c->more = false;
+        if ((rc = collect_reply(c, &r)))
+            break;
+        if (!r.has_cursor)
+            break;
+        uint8_t *next = malloc(r.cursor.len ? r.cursor.len : 1);
+        if (!next) {
+            rc = GKV_ENOMEM;
+            break;
+        }
+        if (r.cursor.len)
+            memcpy(next, r.cursor.p, r.cursor.len);
+        free(cursor);
+        cursor = next;
+        clen = r.cursor.len;
+    }
+    free(cursor);
+    return rc;
+}
+
+static void run_fanout(cl_job_t *j)
+{
+    collect_t c = {0};
+    bool more = false;
+    for (size_t i = 0; i < j->nmembers && !j->status; i++) {
+        const gkv_member_t *m = &j->members[i];
+        if (j->kind != JOB_LIST) {
+            size_t before = c.n;
+            if ((j->status = list_all(j, m, &c)))
+                break;
+            if (j->kind == JOB_DEL_PREFIX) {
+                /* The keys this member homes: deleted there, one by one. */
+                for (size_t x = before; x < c.n && !j->status; x++) {
+                    gkv_response_t r;
+                    nreq_t none = {.delim = -1};
+                    int rc = call(j, m->advertise, GKV_NODE_DELETE, c.items[x].key,
+                                  c.items[x].klen, &none, &r, NULL);
+                    j->status = rc ? rc : (int)r.status;
+                    if (!j->status) {
+                        j->count += r.count;
+                        if (gkv_cl_job_key(j, c.items[x].key, c.items[x].klen, NULL) == 0)
+                            j->keys[j->nkeys - 1].version = r.vversion;
+                    }
+                }
+            }
+            continue;
+        }
+        gkv_response_t r;
+        nreq_t f = {.list = true, .prefix = j->prefix, .plen = j->prefix_len,
+                    .cursor = j->cursor, .clen = j->cursor_len, .delim = j->delim,
+                    .limit = j->limit};
+        int rc = call(j, m->advertise, GKV_NODE_LIST, NULL, 0, &f, &r, NULL);
+        j->status = rc ? rc : (int)r.status;
+        if (!j->status) {
+            c.more = false;
+            j->status = collect_reply(&c, &r);
+            more = more || c.more;
+        }
+    }
+    if (!j->status && j->kind == JOB_SIZES) {
+        for (size_t i = 0; i < c.n; i++) {
+            j->bytes += c.items[i].size;
+            j->count++;
+        }
+    }
+    if (!j->status && j->kind == JOB_LIST) {
+        gkv_cl_items_sort(c.items, c.n);
+        gkv_wr_t *w = &j->reply;
+        gkv_wr_begin(w);
+        gkv_wr_uint(w, GKV_F_ID, j->id);
+        gkv_wr_int(w, GKV_F_STATUS, 0);
+        gkv_cl_list_write(w, c.items, c.n, j->prefix, j->prefix_len, j->delim, j->cursor,
+                          j->cursor_len, j->limit, more);
+        j->status = gkv_wr_end(w);
+        j->has_reply = !j->status;
+    }
+    collect_free(&c);
+}
+
+void gkv_cl_job_run(gkv_job_t *job)
+{
+    cl_job_t *j = (cl_job_t *)job;
+    switch (j->kind) {
+    case JOB_RECORD:
+        run_record(j);
+        break;
+    case JOB_LIST:
+    case JOB_SIZES:
+    case JOB_DEL_PREFIX:
+        run_fanout(j);
+        break;
+    default:
+        run_keys(j);
+        break;
+    }
+}

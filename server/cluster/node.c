@@ -1,0 +1,322 @@
+/* node.c: NODE requests from other nodes (proto/node.h), answered on the loop: a home's
+ * LOOKUP, RECORD, DELETE, LIST and REGISTER, an owner's DROP and FETCH, and the REPLICA a
+ * node's own read sends itself. A home that must first tell a previous owner to drop its copy
+ * marks the record busy and waits for that (a job on the nested pool). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster_impl.h"
+#include "commands.h"
+#include "error.h"
+#include "log.h"
+#include "placement.h"
+
+static int fail(gkv_wr_t *out, uint64_t id, int code, const char *msg, int *rc)
+{
+    *rc = code;
+    gkv_cl_reply_error(out, id, code, msg);
+    return GKV_ROUTE_DONE;
+}
+
+static void begin_ok(gkv_wr_t *out, uint64_t id)
+{
+    gkv_wr_begin(out);
+    gkv_wr_uint(out, GKV_F_ID, id);
+    gkv_wr_int(out, GKV_F_STATUS, 0);
+}
+
+static int ok_count(gkv_wr_t *out, uint64_t id, uint64_t count)
+{
+    begin_ok(out, id);
+    gkv_wr_uint(out, GKV_F_COUNT, count);
+    gkv_wr_end(out);
+    return GKV_ROUTE_DONE;
+}
+
+static bool settling(const gkv_cluster_t *cl)
+{
+    return uv_now(cl->loop) < cl->settle_until;
+}
+
+/* This node is the key's home in its own view. */
+static bool home_here(gkv_cluster_t *cl, const gkv_request_t *req)
+{
+    return gkv_cluster_is_self(cl, gkv_cluster_home(cl, req->key.p, req->key.len));
+}
+
+/* The home record h gets owner (a member) at a new version. */
+static uint64_t record(gkv_cluster_t *cl, gkv_home_rec_t *h, const gkv_member_t *owner,
+                       uint64_t size)
+{
+    h->version = gkv_home_next_version(&cl->rec, h);
+    strcpy(h->owner, owner->name);
+    h->owner_inc = owner->incarnation;
+    h->size = size;
+    h->busy = false;
+    cl->stats.records++;
+    return h->version;
+}
+
+/* A job that tells owner to drop its copy of key; the request is routed again when it ends. */
+static int drop_first(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
+                      gkv_home_rec_t *h, gkv_wr_t *out, int *rc)
+{
+    const gkv_member_t *owner = gkv_cl_member(cl, h->owner, strlen(h->owner));
+    cl_job_t *j = gkv_cl_job_new(cl, t, JOB_DROP);
+    if (!j || gkv_cl_job_key(j, req->key.p, req->key.len, owner)) {
+        gkv_cl_job_free(j);
+        return fail(out, req->id, GKV_ENOMEM, NULL, rc);
+    }
+    j->keys[0].version = h->version;
+    h->busy = true;
+    cl->stats.drops_sent++;
+    t->job = j;
+    gkv_workers_submit(&cl->nested, &j->job);
+    return GKV_ROUTE_PARK;
+}
+
+/* A previous owner's drop came back: the record may change (or UNAVAILABLE, unchanged). */
+static int drop_outcome(gkv_cluster_t *cl, gkv_route_ticket_t *t, gkv_home_rec_t **h,
+                        const gkv_request_t *req, gkv_wr_t *out, int *rc)
+{
+    cl_job_t *j = t->job;
+    t->job = NULL;
+    int status = j->status;
+    gkv_cl_job_free(j);
+    *h = gkv_home_find(&cl->rec, req->key.p, req->key.len);
+    if (*h)
+        (*h)->busy = false;
+    if (status && *h && gkv_cl_member(cl, (*h)->owner, strlen((*h)->owner)))
+        return fail(out, req->id, GKV_EUNAVAILABLE,
+                    "the node that owns the current value did not answer", rc);
+    return GKV_ROUTE_LOCAL; /* go on */
+}
+
+static int node_record(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
+                       const gkv_member_t *from, gkv_wr_t *out, int *rc)
+{
+    gkv_home_rec_t *h = NULL;
+    bool dropped = false;
+    if (t->job) {
+        if (drop_outcome(cl, t, &h, req, out, rc) == GKV_ROUTE_DONE)
+            return GKV_ROUTE_DONE;
+        dropped = true;
+    }
+    if (!home_here(cl, req))
+        return fail(out, req->id, GKV_EBUSY, "not this key's home (the members are changing)",
+                    rc);
+    if (!h)
+        h = gkv_home_get(&cl->rec, req->key.p, req->key.len);
+    if (!h)
+        return fail(out, req->id, GKV_ENOMEM, "too many records", rc);
+    if (h->busy)
+        return fail(out, req->id, GKV_EBUSY, "a write of this key is being recorded", rc);
+    if (!h->owner[0] && settling(cl) && !dropped)
+        return fail(out, req->id, GKV_EBUSY, "the members changed: owners are re-registering",
+                    rc);
+    bool exists = h->owner[0] != 0;
+    if (((req->flags & GKV_SET_NX) && exists) || ((req->flags & GKV_SET_XX) && !exists)) {
+        if (!exists)
+            gkv_home_del(&cl->rec, h);
+        return fail(out, req->id, exists ? GKV_EEXISTS : GKV_ENOTFOUND,
+                    exists ? "key exists (NX)" : "key does not exist (XX)", rc);
+    }
+    if (exists && !dropped && strcmp(h->owner, from->name)) {
+        if (!strcmp(h->owner, cl->node)) {
+            gkv_cl_unlink(cl, req->key.p, req->key.len, h->version); /* ours: right here */
+        } else if (gkv_cl_member(cl, h->owner, strlen(h->owner))) {
+            return drop_first(cl, t, req, h, out, rc);
+        }
+    }
+    uint64_t v = record(cl, h, from, req->size);
+    begin_ok(out, req->id);
+    gkv_wr_uint(out, GKV_F_VVERSION, v);
+    gkv_wr_str(out, GKV_F_OWNER, cl->node); /* the home that recorded it */
+    gkv_wr_end(out);
+    return GKV_ROUTE_DONE;
+}
+
+static int node_delete(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
+                       const gkv_member_t *from, gkv_wr_t *out, int *rc)
+{
+    gkv_home_rec_t *h = NULL;
+    bool dropped = false;
+    if (t->job) {
+        if (drop_outcome(cl, t, &h, req, out, rc) == GKV_ROUTE_DONE)
+            return GKV_ROUTE_DONE;
+        dropped = true;
+    }
+    if (!home_here(cl, req))
+        return fail(out, req->id, GKV_EBUSY, "not this key's home (the members are changing)",
+                    rc);
+    if (!dropped)
+        h = gkv_home_find(&cl->rec, req->key.p, req->key.len);
+    if (!h || !h->owner[0]) {
+        if (settling(cl))
+            return fail(out, req->id, GKV_EBUSY, "the members changed", rc);
+        if (h)
+            gkv_home_del(&cl->rec, h);
+        return ok_count(out, req->id, 0);
+    }
+    if (h->busy)
+        return fail(out, req->id, GKV_EBUSY, "a write of this key is being recorded", rc);
+    if (!dropped && strcmp(h->owner, from->name)) {
+        if (!strcmp(h->owner, cl->node))
+            gkv_cl_unlink(cl, req->key.p, req->key.len, h->version);
+        else if (gkv_cl_member(cl, h->owner, strlen(h->owner)))
+            return drop_first(cl, t, req, h, out, rc);
+    }
+    uint64_t deleted = h->version;
+    gkv_home_del(&cl->rec, h);
+    begin_ok(out, req->id);
+    gkv_wr_uint(out, GKV_F_COUNT, 1);
+    gkv_wr_uint(out, GKV_F_VVERSION, deleted);
+    gkv_wr_end(out);
+    return GKV_ROUTE_DONE;
+}
+
+static int node_lookup(gkv_cluster_t *cl, const gkv_request_t *req, gkv_wr_t *out, int *rc)
+{
+    if (!home_here(cl, req))
+        return fail(out, req->id, GKV_EBUSY, "not this key's home (the members are changing)",
+                    rc);
+    gkv_home_rec_t *h = gkv_home_find(&cl->rec, req->key.p, req->key.len);
+    if (h && h->busy)
+        return fail(out, req->id, GKV_EBUSY, "a write of this key is being recorded", rc);
+    if (!h || !h->owner[0]) {
+        if (settling(cl))
+            return fail(out, req->id, GKV_EBUSY, "the members changed", rc);
+        return fail(out, req->id, GKV_ENOTFOUND, NULL, rc);
+    }
+    if (!strcmp(h->owner, cl->node)) {
+        gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, req->key.p, req->key.len);
+        if (c && c->pending && c->version != h->version)
+            return fail(out, req->id, GKV_EBUSY, "that version is being published here", rc);
+        if (!gkv_store_find(cl->store, req->key.p, req->key.len))
+            return fail(out, req->id, GKV_ENOTFOUND, NULL, rc); /* ours, evicted or expired */
+    }
+    begin_ok(out, req->id);
+    gkv_wr_str(out, GKV_F_OWNER, h->owner);
+    gkv_wr_uint(out, GKV_F_OWNER_INC, (uint64_t)h->owner_inc);
+    gkv_wr_uint(out, GKV_F_VVERSION, h->version);
+    gkv_wr_uint(out, GKV_F_SIZE, h->size);
+    gkv_wr_end(out);
+    return GKV_ROUTE_DONE;
+}
+
+static int node_register(gkv_cluster_t *cl, const gkv_request_t *req, const gkv_member_t *from,
+                         gkv_wr_t *out, int *rc)
+{
+    if (!home_here(cl, req))
+        return fail(out, req->id, GKV_EBUSY, "not this key's home (the members are changing)",
+                    rc);
+    gkv_home_rec_t *h = gkv_home_get(&cl->rec, req->key.p, req->key.len);
+    if (!h)
+        return fail(out, req->id, GKV_ENOMEM, "too many records", rc);
+    if (h->busy)
+        return fail(out, req->id, GKV_EBUSY, "a write of this key is being recorded", rc);
+    if (cl->rec.clock < req->vversion)
+        cl->rec.clock = req->vversion;
+    if (h->owner[0] && h->version >= req->vversion &&
+        !(h->version == req->vversion && !strcmp(h->owner, from->name))) {
+        /* A newer value was recorded: the sender's copy is stale. */
+        return fail(out, req->id, GKV_EEXISTS, "a newer value is recorded", rc);
+    }
+    strcpy(h->owner, from->name);
+    h->owner_inc = from->incarnation;
+    h->version = req->vversion;
+    h->size = req->size;
+    begin_ok(out, req->id);
+    gkv_wr_str(out, GKV_F_OWNER, cl->node);
+    gkv_wr_end(out);
+    return GKV_ROUTE_DONE;
+}
+
+/* LIST over the records this node homes (see gkv_cl_list_write). */
+static int node_list(gkv_cluster_t *cl, const gkv_request_t *req, gkv_wr_t *out, int *rc)
+{
+    size_t cap = 0, n = 0;
+    cl_item_t *items = NULL;
+    gkv_home_rec_t *h, *tmp;
+    HASH_ITER(hh, cl->rec.homes, h, tmp)
+    {
+        if (!h->owner[0] || h->klen < req->prefix.len ||
+            memcmp(h->key, req->prefix.p, req->prefix.len))
+            continue;
+        if (!strcmp(h->owner, cl->node) && !gkv_store_find(cl->store, h->key, h->klen))
+            continue; /* ours, evicted or expired */
+        if (n == cap) {
+            size_t c2 = cap ? cap * 2 : 256;
+            cl_item_t *more = realloc(items, c2 * sizeof(*items));
+            if (!more) {
+                free(items);
+                return fail(out, req->id, GKV_ENOMEM, NULL, rc);
+            }
+            items = more;
+            cap = c2;
+        }
+        items[n++] = (cl_item_t){h->key, h->klen, h->size, false};
+    }
+    gkv_cl_items_sort(items, n);
+    int delim = (req->has & GKV_HAS_DELIM) && req->delim.len == 1 ? req->delim.p[0] : -1;
+    uint64_t limit = req->limit ? req->limit : 1000;
+    if (limit > GKV_MAX_LIST)
+        limit = GKV_MAX_LIST;
+    begin_ok(out, req->id);
+    gkv_cl_list_write(out, items, n, req->prefix.p, req->prefix.len, delim, req->cursor.p,
+                      req->cursor.len, limit, false);
+    gkv_wr_end(out);
+    free(items);
+    return GKV_ROUTE_DONE;
+}
+
+int gkv_cl_node(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
+                gkv_wr_t *out, int *rc)
+{
+    *rc = 0;
+    if (!cl->on && !t->job)
+        return fail(out, req->id, GKV_ENOTSUP, "this gpukvd is not in a cluster", rc);
+    cl->stats.node_requests++;
+    const gkv_member_t *from = gkv_cl_member(cl, req->node.p, req->node.len);
+    if (!from || from->incarnation != (int64_t)req->incarnation || cl->self < 0) {
+        cl->stats.stale_senders++;
+        gkv_cluster_ticket_fini(cl, t);
+        return fail(out, req->id, GKV_EUNAVAILABLE,
+                    "the sender is not a current member of this node's cluster", rc);
+    }
+    bool keyed = req->node_op != GKV_NODE_LIST;
+    if (keyed && (!(req->has & GKV_HAS_KEY) || req->key.len > cl->max_key))
+        return fail(out, req->id, GKV_EINVAL, "a NODE request needs a key", rc);
+    switch (req->node_op) {
+    case GKV_NODE_LOOKUP:
+        return node_lookup(cl, req, out, rc);
+    case GKV_NODE_RECORD:
+        return node_record(cl, t, req, from, out, rc);
+    case GKV_NODE_DELETE:
+        return node_delete(cl, t, req, from, out, rc);
+    case GKV_NODE_DROP:
+        return ok_count(out, req->id,
+                        (uint64_t)gkv_cl_unlink(cl, req->key.p, req->key.len, req->vversion));
+    case GKV_NODE_FETCH: {
+        gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, req->key.p, req->key.len);
+        if (c && !c->replica && c->version == req->vversion)
+            return GKV_ROUTE_AS_GET;
+        if (c && (c->pending || c->version < req->vversion))
+            return fail(out, req->id, GKV_EBUSY, "that version is being written here", rc);
+        return fail(out, req->id, GKV_ENOTFOUND, "this node does not hold that version", rc);
+    }
+    case GKV_NODE_LIST:
+        return node_list(cl, req, out, rc);
+    case GKV_NODE_REGISTER:
+        return node_register(cl, req, from, out, rc);
+    case GKV_NODE_REPLICA:
+        if (strcmp(from->name, cl->node) || !req->vversion)
+            return fail(out, req->id, GKV_EINVAL, "a replica comes from this node itself", rc);
+        t->defer = true;
+        t->replica_version = req->vversion;
+        return GKV_ROUTE_LOCAL; /* received like a SET, then gkv_cluster_commit */
+    default:
+        return fail(out, req->id, GKV_EINVAL, "unknown NODE request", rc);
+    }
+}

@@ -1,0 +1,260 @@
+/* peer.c: blocking connections between nodes (peer.h). */
+#include "peer.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <fcntl.h>
+
+#include "commands.h"
+#include "error.h"
+#include "frame.h"
+#include "hostport.h"
+#include "log.h"
+
+#define PEER_IDLE_MAX 64 /* connections kept for reuse */
+
+void gkv_peers_init(gkv_peers_t *p, const char *token, size_t token_len, int timeout_ms)
+{
+    memset(p, 0, sizeof(*p));
+    pthread_mutex_init(&p->lock, NULL);
+    if (token_len > GKV_TOKEN_MAX)
+        token_len = GKV_TOKEN_MAX;
+    if (token_len)
+        memcpy(p->token, token, token_len);
+    p->token_len = token_len;
+    p->timeout_ms = timeout_ms;
+}
+
+static void conn_free(gkv_peer_conn_t *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    gkv_wr_fini(&c->wr);
+    free(c->hdr);
+    free(c);
+}
+
+void gkv_peers_fini(gkv_peers_t *p)
+{
+    while (p->idle) {
+        gkv_peer_conn_t *c = p->idle;
+        p->idle = c->next;
+        conn_free(c);
+    }
+    explicit_bzero(p->token, sizeof(p->token));
+    pthread_mutex_destroy(&p->lock);
+}
+
+/* Connects fd to sa within timeout_ms. */
+static int connect_within(int fd, const struct sockaddr *sa, socklen_t len, int timeout_ms)
+{
+    int flags = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+    int rc = connect(fd, sa, len);
+    if (rc && errno == EINPROGRESS) {
+        struct pollfd pfd = {fd, POLLOUT, 0};
+        int err = 0;
+        socklen_t elen = sizeof(err);
+        rc = poll(&pfd, 1, timeout_ms) == 1 &&
+                     getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) == 0 && err == 0
+                 ? 0
+                 : -1;
+    }
+    fcntl(fd, F_SETFL, flags);
+    return rc;
+}
+
+static int dial(const char *addr, int timeout_ms)
+{
+    if (!strncmp(addr, "unix:", 5)) {
+        struct sockaddr_un un = {.sun_family = AF_UNIX};
+        if (strlen(addr + 5) >= sizeof(un.sun_path))
+            return -1;
+        strcpy(un.sun_path, addr + 5);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && connect_within(fd, (struct sockaddr *)&un, sizeof(un), timeout_ms)) {
+            close(fd);
+            fd = -1;
+        }
+        return fd;
+    }
+    char buf[160];
+    const char *host, *port;
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+    if (gkv_hostport_split(addr, buf, sizeof(buf), &host, &port) ||
+        getaddrinfo(host, port, &hints, &res))
+        return -1;
+    int fd = -1;
+    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd >= 0 && connect_within(fd, ai->ai_addr, ai->ai_addrlen, timeout_ms)) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd >= 0) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    return fd;
+}
+
+int gkv_peer_read(gkv_peer_conn_t *c, void *buf, size_t len)
+{
+    uint8_t *p = buf;
+    while (len) {
+        ssize_t n = recv(c->fd, p, len, 0);
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR)
+                continue;
+            return GKV_EUNAVAILABLE;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int gkv_peer_write(gkv_peer_conn_t *c, const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+    while (len) {
+        ssize_t n = send(c->fd, p, len, MSG_NOSIGNAL);
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR)
+                continue;
+            return GKV_EUNAVAILABLE;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int gkv_peer_recv(gkv_peer_conn_t *c, gkv_response_t *resp)
+{
+    uint8_t prefix[GKV_FRAME_PREFIX];
+    int rc = gkv_peer_read(c, prefix, sizeof(prefix));
+    if (rc)
+        return rc;
+    uint32_t len = gkv_frame_get_len(prefix);
+    if (gkv_frame_check_len(len, GKV_MAX_HEADER))
+        return GKV_EPROTO;
+    if (len > c->hdr_cap) {
+        uint8_t *h = realloc(c->hdr, len);
+        if (!h)
+            return GKV_ENOMEM;
+        c->hdr = h;
+        c->hdr_cap = len;
+    }
+    if ((rc = gkv_peer_read(c, c->hdr, len)))
+        return rc;
+    return gkv_resp_decode(c->hdr, len, resp) ? GKV_EPROTO : 0;
+}
+
+static void begin(gkv_peer_conn_t *c, unsigned op)
+{
+    gkv_wr_reset(&c->wr);
+    gkv_wr_begin(&c->wr);
+    gkv_wr_uint(&c->wr, GKV_F_OP, op);
+    gkv_wr_uint(&c->wr, GKV_F_ID, ++c->next_id);
+}
+
+void gkv_peer_begin(gkv_peer_conn_t *c, unsigned op, unsigned node_op, const char *node,
+                    uint64_t incarnation)
+{
+    begin(c, node_op ? GKV_OP_NODE : op);
+    if (node_op) {
+        gkv_wr_uint(&c->wr, GKV_F_NODE_OP, node_op);
+        gkv_wr_str(&c->wr, GKV_F_NODE, node);
+        gkv_wr_uint(&c->wr, GKV_F_INCARNATION, incarnation);
+    }
+}
+
+int gkv_peer_send(gkv_peer_conn_t *c)
+{
+    if (gkv_wr_end(&c->wr))
+        return GKV_ENOMEM;
+    return gkv_peer_write(c, c->wr.sb.data, c->wr.sb.size);
+}
+
+int gkv_peer_call(gkv_peer_conn_t *c, const void *payload, size_t len, gkv_response_t *resp)
+{
+    int rc = gkv_peer_send(c);
+    if (!rc && len)
+        rc = gkv_peer_write(c, payload, len);
+    return rc ? rc : gkv_peer_recv(c, resp);
+}
+
+int gkv_peer_take(gkv_peers_t *p, const char *addr, gkv_peer_conn_t **out)
+{
+    pthread_mutex_lock(&p->lock);
+    for (gkv_peer_conn_t **at = &p->idle; *at; at = &(*at)->next) {
+        if (!strcmp((*at)->addr, addr)) {
+            *out = *at;
+            *at = (*at)->next;
+            p->nidle--;
+            pthread_mutex_unlock(&p->lock);
+            (*out)->next = NULL;
+            return 0;
+        }
+    }
+    p->opened++;
+    pthread_mutex_unlock(&p->lock);
+    gkv_peer_conn_t *c = calloc(1, sizeof(*c));
+    if (!c || strlen(addr) >= sizeof(c->addr)) {
+        free(c);
+        return GKV_ENOMEM;
+    }
+    strcpy(c->addr, addr);
+    gkv_wr_init(&c->wr);
+    if ((c->fd = dial(addr, p->timeout_ms)) < 0) {
+        conn_free(c);
+        return GKV_EUNAVAILABLE;
+    }
+    struct timeval tv = {p->timeout_ms / 1000, (p->timeout_ms % 1000) * 1000};
+    setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    begin(c, GKV_OP_HELLO);
+    gkv_wr_uint(&c->wr, GKV_F_VERSION, GKV_PROTOCOL_VERSION);
+    if (p->token_len)
+        gkv_wr_bin(&c->wr, GKV_F_TOKEN, p->token, p->token_len);
+    gkv_response_t r;
+    int rc = gkv_peer_call(c, NULL, 0, &r);
+    if (!rc && r.status)
+        rc = r.status == GKV_EAUTH ? GKV_EAUTH : GKV_EUNAVAILABLE;
+    if (rc) {
+        if (rc == GKV_EAUTH)
+            GKV_WARN("cluster: node at %s refused our token", addr);
+        conn_free(c);
+        return rc == GKV_EAUTH ? rc : GKV_EUNAVAILABLE;
+    }
+    *out = c;
+    return 0;
+}
+
+void gkv_peer_give(gkv_peers_t *p, gkv_peer_conn_t *c, bool ok)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&p->lock);
+    if (ok && p->nidle < PEER_IDLE_MAX) {
+        c->next = p->idle;
+        p->idle = c;
+        p->nidle++;
+        c = NULL;
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (c)
+        conn_free(c);
+}

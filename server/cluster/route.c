@@ -1,0 +1,840 @@
+/* route.c: what each request of a client needs of the cluster, decided on the loop
+ * (docs/cluster.md): a read of a value this node owns runs here as usual; any other read asks
+ * the key's home and pulls the value from its owner into a replica first (a job); a SET's value
+ * is published once its home recorded it; deletes, LIST and prefix sizes go to the homes. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster_impl.h"
+#include "commands.h"
+#include "duration.h"
+#include "error.h"
+#include "log.h"
+#include "placement.h"
+
+int64_t gkv_cl_self_inc(const gkv_cluster_t *cl)
+{
+    return cl->self >= 0 ? cl->members.m[cl->self].incarnation : 0;
+}
+
+const gkv_member_t *gkv_cl_member(const gkv_cluster_t *cl, const void *name, size_t len)
+{
+    for (size_t i = 0; i < cl->members.n; i++)
+        if (strlen(cl->members.m[i].name) == len && !memcmp(cl->members.m[i].name, name, len))
+            return &cl->members.m[i];
+    return NULL;
+}
+
+void gkv_cl_reply_error(gkv_wr_t *out, uint64_t id, int code, const char *msg)
+{
+    gkv_wr_begin(out);
+    gkv_wr_uint(out, GKV_F_ID, id);
+    gkv_wr_int(out, GKV_F_STATUS, code);
+    gkv_wr_str(out, GKV_F_MESSAGE, msg ? msg : gkv_strerror(code));
+    gkv_wr_end(out);
+}
+
+static void reply_count(gkv_wr_t *out, uint64_t id, uint64_t count)
+{
+    gkv_wr_begin(out);
+    gkv_wr_uint(out, GKV_F_ID, id);
+    gkv_wr_int(out, GKV_F_STATUS, 0);
+    gkv_wr_uint(out, GKV_F_COUNT, count);
+    gkv_wr_end(out);
+}
+
+int gkv_cl_unlink(gkv_cluster_t *cl, const void *key, size_t klen, uint64_t upto)
+{
+    gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, key, klen);
+    if (upto && c && !c->replica && c->version > upto)
+        return 0; /* a newer value of ours, recorded after the one dropped */
+    int had = gkv_store_del(cl->store, key, klen);
+    if (c && !c->pending) {
+        gkv_copy_del(&cl->rec, c);
+    } else if (c) {
+        gkv_copy_set(&cl->rec, c, 0, false, NULL);
+        if (upto > c->dropped_upto)
+            c->dropped_upto = upto;
+    }
+    return had;
+}
+
+cl_job_t *gkv_cl_job_new(gkv_cluster_t *cl, gkv_route_ticket_t *t, int kind)
+{
+    cl_job_t *j = calloc(1, sizeof(*j));
+    if (!j)
+        return NULL;
+    j->job.run = gkv_cl_job_run;
+    j->job.done = gkv_cl_job_done;
+    j->cl = cl;
+    j->t = t;
+    j->kind = kind;
+    j->delim = -1;
+    strcpy(j->self, cl->node);
+    j->self_inc = gkv_cl_self_inc(cl);
+    strcpy(j->self_addr, cl->self_addr);
+    gkv_wr_init(&j->reply);
+    if (cl->members.n && !(j->members = malloc(cl->members.n * sizeof(*j->members)))) {
+        free(j);
+        return NULL;
+    }
+    if (cl->members.n)
+        memcpy(j->members, cl->members.m, cl->members.n * sizeof(*j->members));
+    j->nmembers = cl->members.n;
+    return j;
+}
+
+int gkv_cl_job_key(cl_job_t *j, const void *key, size_t klen, const gkv_member_t *home)
+{
+    if (!(j->nkeys & (j->nkeys - 1)) || !j->keys) { /* grow at powers of two */
+        size_t cap = j->nkeys ? (size_t)j->nkeys * 2 : 1;
+        cl_key_t *k = realloc(j->keys, cap * sizeof(*k));
+        if (!k)
+            return GKV_ENOMEM;
+        j->keys = k;
+    }
+    cl_key_t *k = &j->keys[j->nkeys];
+    memset(k, 0, sizeof(*k));
+    if (!(k->key = malloc(klen ? klen : 1)))
+        return GKV_ENOMEM;
+    if (klen)
+        memcpy(k->key, key, klen);
+    k->klen = (uint32_t)klen;
+    if (home)
+        strcpy(k->home_addr, home->advertise);
+    j->nkeys++;
+    return 0;
+}
+
+void gkv_cl_job_free(cl_job_t *j)
+{
+    if (!j)
+        return;
+    for (uint32_t i = 0; i < j->nkeys; i++)
+        free(j->keys[i].key);
+    free(j->keys);
+    free(j->members);
+    free(j->prefix);
+    free(j->cursor);
+    if (j->entry)
+        gkv_store_unref(j->cl->store, j->entry);
+    gkv_wr_fini(&j->reply);
+    free(j);
+}
+
+static void submit(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j, bool nested)
+{
+    if (t)
+        t->job = j;
+    gkv_workers_submit(nested ? &cl->nested : &cl->origin, &j->job);
+}
+
+/* Finishes a SET's job on the loop: publish (or not) and write its reply. */
+static void commit_done(cl_job_t *j)
+{
+    gkv_cluster_t *cl = j->cl;
+    cl_key_t *k = &j->keys[0];
+    gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, k->key, k->klen);
+    if (c && c->pending)
+        c->pending--;
+    int rc = j->status;
+    /* Dropped by the home since it recorded this write, or a later write of ours was
+     * published first: this one is history, not the value. */
+    bool superseded = c && k->version &&
+                      (k->version <= c->dropped_upto || (!c->replica && c->version > k->version));
+    if (c && !c->pending)
+        c->dropped_upto = 0;
+    if (!rc && j->publish && !superseded) {
+        cl->store->now_ms = gkv_clock_ms();
+        rc = gkv_store_publish(cl->store, j->entry, 0, NULL);
+        if (!rc && (c || (c = gkv_copy_get(&cl->rec, k->key, k->klen))))
+            gkv_copy_set(&cl->rec, c, k->version, false, k->owner /* the home's name */);
+        cl->stats.records++;
+    }
+    if (c && !c->pending && !c->version)
+        gkv_copy_del(&cl->rec, c);
+    if (j->t && j->publish) {
+        if (rc) {
+            gkv_cl_reply_error(j->t->out, j->id, rc, j->msg[0] ? j->msg : NULL);
+        } else {
+            gkv_wr_begin(j->t->out);
+            gkv_wr_uint(j->t->out, GKV_F_ID, j->id);
+            gkv_wr_int(j->t->out, GKV_F_STATUS, 0);
+            gkv_wr_end(j->t->out);
+        }
+    }
+}
+
+void gkv_cl_job_done(gkv_job_t *job)
+{
+    cl_job_t *j = (cl_job_t *)job;
+    gkv_cluster_t *cl = j->cl;
+    if (j->status == GKV_EUNAVAILABLE)
+        cl->stats.unavailable++;
+    if (j->kind == JOB_RECORD)
+        commit_done(j);
+    if (j->kind == JOB_REGISTER) {
+        /* A home that kept a newer record than ours: our copy is no longer the value. */
+        for (uint32_t i = 0; i < j->nkeys; i++) {
+            cl_key_t *k = &j->keys[i];
+            gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, k->key, k->klen);
+            if (!c || c->replica || c->version != k->version)
+                continue;
+            if (k->status == GKV_EEXISTS)
+                gkv_cl_unlink(cl, k->key, k->klen, 0);
+            else if (!k->status)
+                snprintf(c->home, sizeof(c->home), "%s", k->owner);
+        }
+        cl->stats.registered += j->nkeys;
+    }
+    j->finished = true;
+    gkv_route_ticket_t *t = j->t;
+    if (!t) {
+        gkv_cl_job_free(j);
+        return;
+    }
+    if (j->kind == JOB_RECORD && j->publish) {
+        /* A SET's reply is written: nothing is left for the next route. */
+        t->job = NULL;
+        gkv_cl_job_free(j);
+    }
+    t->wake(t->conn);
+}
+
+/* The members changed lately: a key this node homes but has no record of may be on its way
+ * here (its owner re-registers it), so only a request to ourselves (which answers BUSY until
+ * then) can tell. */
+static bool settling(const gkv_cluster_t *cl)
+{
+    return uv_now(cl->loop) < cl->settle_until;
+}
+
+/* Members in force, with this node among them; else requests get UNAVAILABLE. */
+static bool ready(const gkv_cluster_t *cl)
+{
+    return cl->self >= 0 && cl->members.n > 0;
+}
+
+/* The keys of a request that reads values: GET and MAP's key, MGET's items. */
+typedef int (*key_fn)(gkv_cluster_t *cl, const uint8_t *key, size_t klen, void *arg);
+
+static int each_read_key(gkv_cluster_t *cl, const gkv_request_t *req, key_fn fn, void *arg)
+{
+    if (req->op != GKV_OP_MGET)
+        return fn(cl, req->key.p, req->key.len, arg);
+    gkv_reader_t it;
+    gkv_item_t item;
+    uint32_t n;
+    gkv_read_init(&it, req->items.p, req->items.len);
+    gkv_read_array(&it, &n);
+    for (uint32_t i = 0; i < n; i++) {
+        gkv_req_items_next(&it, &item);
+        int rc = fn(cl, item.key.p, item.key.len, arg);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static bool owned_here(gkv_cluster_t *cl, const void *key, size_t klen)
+{
+    gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, key, klen);
+    return c && !c->replica && c->version;
+}
+
+typedef struct {
+    cl_job_t *job;
+    int rc;
+} read_plan_t;
+
+/* One key of a read without a job yet: local when owned here or resolved from this node's
+ * own home records; else added to the job (created on first need). */
+static int plan_read_key(gkv_cluster_t *cl, const uint8_t *key, size_t klen, void *arg)
+{
+    read_plan_t *p = arg;
+    if (owned_here(cl, key, klen))
+        return 0;
+    const gkv_member_t *home = gkv_cluster_home(cl, key, klen);
+    gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, key, klen);
+    if (gkv_cluster_is_self(cl, home) && !settling(cl)) {
+        gkv_home_rec_t *h = gkv_home_find(&cl->rec, key, klen);
+        if (!h || !h->owner[0]) {
+            if (c && c->replica) /* a stale replica: the key is gone */
+                gkv_cl_unlink(cl, key, klen, 0);
+            return 0;
+        }
+        if (!h->busy && !strcmp(h->owner, cl->node) && !(c && c->pending))
+            return 0; /* ours, but gone from memory (evicted, expired): a miss */
+        if (!h->busy && c && c->replica && c->version == h->version) {
+            cl->stats.replica_hits++;
+            return 0;
+        }
+    }
+    if (!p->job && !(p->job = gkv_cl_job_new(cl, NULL, JOB_READ)))
+        return GKV_ENOMEM;
+    if (gkv_cl_job_key(p->job, key, klen, home))
+        return GKV_ENOMEM;
+    p->job->keys[p->job->nkeys - 1].have = c && c->replica ? c->version : 0;
+    return 0;
+}
+
+/* A READ job came back: every key is now local at the version its home confirmed (the job
+ * installed replicas), or missing (any stale replica goes), or the request fails. Returns
+ * LOCAL, DONE (an error written) or PARK (a replica was replaced meanwhile: once more). */
+static int read_outcome(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j,
+                        const gkv_request_t *req, gkv_wr_t *out, int *rc)
+{
+    bool again = false;
+    for (uint32_t i = 0; i < j->nkeys; i++) {
+        cl_key_t *k = &j->keys[i];
+        if (k->status == GKV_EEXISTS) { /* the home says we own it */
+            gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, k->key, k->klen);
+            if (owned_here(cl, k->key, k->klen))
+                continue;
+            /* Recorded but not published yet, or superseded since the home answered (another
+             * write dropped ours): ask again. Still ours after that many rounds: gone from
+             * memory (evicted, expired), a miss. */
+            if ((c && c->pending) || j->attempts < CL_READ_ROUNDS - 1) {
+                again = true;
+                continue;
+            }
+            k->status = GKV_ENOTFOUND;
+        }
+        if (k->status == GKV_ENOTFOUND) {
+            gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, k->key, k->klen);
+            if (c && c->replica)
+                gkv_cl_unlink(cl, k->key, k->klen, 0);
+            else if (!c && gkv_store_find(cl->store, k->key, k->klen))
+                gkv_store_del(cl->store, k->key, k->klen); /* nothing the cluster knows */
+            continue;
+        }
+        if (k->status) {
+            *rc = k->status;
+            gkv_cl_reply_error(out, req->id, k->status, j->msg[0] ? j->msg : NULL);
+            return GKV_ROUTE_DONE;
+        }
+        if (owned_here(cl, k->key, k->klen))
+            continue; /* written here meanwhile: newer than what the home said */
+        gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, k->key, k->klen);
+        if (!c || !c->replica || c->version != k->version)
+            again = true;
+    }
+    cl->stats.remote_reads++;
+    if (!again)
+        return GKV_ROUTE_LOCAL;
+    if (j->attempts >= CL_READ_ROUNDS) {
+        *rc = GKV_EUNAVAILABLE;
+        gkv_cl_reply_error(out, req->id, GKV_EUNAVAILABLE,
+                           "the value kept changing while it was being fetched");
+        return GKV_ROUTE_DONE;
+    }
+    (void)t;
+    return GKV_ROUTE_PARK;
+}
+
+static int route_read(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
+                      gkv_wr_t *out, int *rc)
+{
+    uint32_t attempts = 0;
+    if (t->job) {
+        cl_job_t *j = t->job;
+        t->job = NULL;
+        int r = read_outcome(cl, t, j, req, out, rc);
+        attempts = j->attempts;
+        gkv_cl_job_free(j);
+        if (r != GKV_ROUTE_PARK)
+            return r;
+    }
+    read_plan_t p = {NULL, 0};
+    int err = each_read_key(cl, req, plan_read_key, &p);
+    if (err) {
+        gkv_cl_job_free(p.job);
+        *rc = err;
+        gkv_cl_reply_error(out, req->id, err, NULL);
+        return GKV_ROUTE_DONE;
+    }
+    if (!p.job)
+        return GKV_ROUTE_LOCAL;
+    p.job->attempts = attempts + 1;
+    p.job->t = t;
+    submit(cl, t, p.job, false);
+    return GKV_ROUTE_PARK;
+}
+
+/* The keys of EXISTS and DEL. */
+static int each_key(const gkv_request_t *req, key_fn fn, gkv_cluster_t *cl, void *arg)
+{
+    if (req->has & GKV_HAS_KEY) {
+        int rc = fn(cl, req->key.p, req->key.len, arg);
+        if (rc)
+            return rc;
+    }
+    if (req->has & GKV_HAS_KEYS) {
+        gkv_reader_t it;
+        gkv_slice_t k;
+        uint32_t n;
+        gkv_read_init(&it, req->keys.p, req->keys.len);
+        gkv_read_array(&it, &n);
+        for (uint32_t i = 0; i < n; i++) {
+            gkv_req_keys_next(&it, &k);
+            int rc = fn(cl, k.p, k.len, arg);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+static int add_key(gkv_cluster_t *cl, const uint8_t *key, size_t klen, void *arg)
+{
+    return gkv_cl_job_key(arg, key, klen, gkv_cluster_home(cl, key, klen));
+}
+
+/* EXISTS, DEL of keys, GETSIZE of a key: every key asks its home (a job), unless all of them
+ * can be answered here: owned here, or homed here with nothing to wait for. */
+static bool local_only(gkv_cluster_t *cl, const uint8_t *key, size_t klen, bool deleting)
+{
+    const gkv_member_t *home = gkv_cluster_home(cl, key, klen);
+    if (!gkv_cluster_is_self(cl, home) || settling(cl))
+        return !deleting && owned_here(cl, key, klen);
+    gkv_home_rec_t *h = gkv_home_find(&cl->rec, key, klen);
+    return !h || !h->owner[0] || (!h->busy && !strcmp(h->owner, cl->node));
+}
+
+static int check_local(gkv_cluster_t *cl, const uint8_t *key, size_t klen, void *arg)
+{
+    bool *all = arg;
+    *all = *all && local_only(cl, key, klen, false);
+    return 0;
+}
+
+static int check_local_del(gkv_cluster_t *cl, const uint8_t *key, size_t klen, void *arg)
+{
+    bool *all = arg;
+    *all = *all && local_only(cl, key, klen, true);
+    return 0;
+}
+
+/* A key homed here whose value is this node's or nobody's: deleted here. */
+static int del_here(gkv_cluster_t *cl, const uint8_t *key, size_t klen, void *arg)
+{
+    uint64_t *count = arg;
+    gkv_home_rec_t *h = gkv_home_find(&cl->rec, key, klen);
+    int had = h && h->owner[0];
+    uint64_t upto = h ? h->version : 0;
+    if (h)
+        gkv_home_del(&cl->rec, h);
+    gkv_cl_unlink(cl, key, klen, upto);
+    *count += (uint64_t)had;
+    return 0;
+}
+
+/* A DEL of a key this node owns: our copy goes before the home forgets the record, since
+ * the home drops every copy but the sender's, and a write recorded elsewhere right after the
+ * delete would not drop ours either. Reads meanwhile ask the home (and wait for the delete). */
+static int unlink_own(gkv_cluster_t *cl, const uint8_t *key, size_t klen, void *arg)
+{
+    (void)arg;
+    gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, key, klen);
+    if (c && !c->replica && c->version)
+        gkv_cl_unlink(cl, key, klen, c->version);
+    return 0;
+}
+
+static int route_keys(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
+                      int kind, gkv_wr_t *out, int *rc)
+{
+    if (t->job) {
+        cl_job_t *j = t->job;
+        t->job = NULL;
+        *rc = j->status;
+        if (j->status) {
+            gkv_cl_reply_error(out, req->id, j->status, j->msg[0] ? j->msg : NULL);
+        } else if (kind == JOB_GETSIZE && j->keys[0].status) {
+            *rc = j->keys[0].status;
+            gkv_cl_reply_error(out, req->id, *rc, NULL);
+        } else if (kind == JOB_GETSIZE) {
+            gkv_wr_begin(out);
+            gkv_wr_uint(out, GKV_F_ID, req->id);
+            gkv_wr_int(out, GKV_F_STATUS, 0);
+            gkv_wr_uint(out, GKV_F_SIZE, j->keys[0].size);
+            gkv_wr_uint(out, GKV_F_GPU, 0);
+            gkv_wr_end(out);
+        } else {
+            /* Our own copies of what the homes deleted go (a home drops every copy but the
+             * sender's), unless a newer value of ours was recorded since. */
+            if (kind == JOB_DEL)
+                for (uint32_t i = 0; i < j->nkeys; i++)
+                    if (!j->keys[i].status && j->keys[i].version)
+                        gkv_cl_unlink(cl, j->keys[i].key, j->keys[i].klen,
+                                      j->keys[i].version);
+            reply_count(out, req->id, j->count);
+        }
+        gkv_cl_job_free(j);
+        return GKV_ROUTE_DONE;
+    }
+    bool all = true;
+    each_key(req, kind == JOB_DEL ? check_local_del : check_local, cl, &all);
+    if (all && kind != JOB_DEL)
+        return GKV_ROUTE_LOCAL;
+    if (all) {
+        uint64_t count = 0;
+        each_key(req, del_here, cl, &count);
+        reply_count(out, req->id, count);
+        *rc = 0;
+        return GKV_ROUTE_DONE;
+    }
+    cl_job_t *j = gkv_cl_job_new(cl, t, kind);
+    if (!j || each_key(req, add_key, cl, j)) {
+        gkv_cl_job_free(j);
+        *rc = GKV_ENOMEM;
+        gkv_cl_reply_error(out, req->id, GKV_ENOMEM, NULL);
+        return GKV_ROUTE_DONE;
+    }
+    if (kind == JOB_DEL)
+        each_key(req, unlink_own, cl, NULL);
+    submit(cl, t, j, false);
+    return GKV_ROUTE_PARK;
+}
+
+/* LIST, GETSIZE of a prefix, DEL of a prefix: every member is asked (a job). */
+static int route_fanout(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
+                        int kind, gkv_wr_t *out, int *rc)
+{
+    if (t->job) {
+        cl_job_t *j = t->job;
+        t->job = NULL;
+        *rc = j->status;
+        if (j->status) {
+            gkv_cl_reply_error(out, req->id, j->status, j->msg[0] ? j->msg : NULL);
+        } else if (j->has_reply) {
+            if (msgpack_sbuffer_write(&out->sb, j->reply.sb.data, j->reply.sb.size))
+                out->failed = true;
+        } else if (kind == JOB_SIZES) {
+            gkv_wr_begin(out);
+            gkv_wr_uint(out, GKV_F_ID, req->id);
+            gkv_wr_int(out, GKV_F_STATUS, 0);
+            gkv_wr_uint(out, GKV_F_BYTES, j->bytes);
+            gkv_wr_uint(out, GKV_F_COUNT, j->count);
+            gkv_wr_end(out);
+        } else {
+            /* Our own copies of the keys deleted go too (a home does not drop the sender's). */
+            for (uint32_t i = 0; i < j->nkeys; i++)
+                if (!j->keys[i].status && j->keys[i].version)
+                    gkv_cl_unlink(cl, j->keys[i].key, j->keys[i].klen, j->keys[i].version);
+            reply_count(out, req->id, j->count);
+        }
+        gkv_cl_job_free(j);
+        return GKV_ROUTE_DONE;
+    }
+    if (req->prefix.len > cl->max_key || req->cursor.len > cl->max_key) {
+        *rc = GKV_ETOOBIG;
+        gkv_cl_reply_error(out, req->id, *rc, "prefix or cursor longer than max-key-size");
+        return GKV_ROUTE_DONE;
+    }
+    if ((req->has & GKV_HAS_DELIM) && req->delim.len > 1) {
+        *rc = GKV_EINVAL;
+        gkv_cl_reply_error(out, req->id, *rc, "the delimiter is a single byte");
+        return GKV_ROUTE_DONE;
+    }
+    uint64_t limit = req->limit ? req->limit : 1000;
+    if (kind == JOB_LIST && limit > GKV_MAX_LIST) {
+        *rc = GKV_ETOOBIG;
+        gkv_cl_reply_error(out, req->id, *rc, "limit exceeds the most a LIST returns");
+        return GKV_ROUTE_DONE;
+    }
+    cl_job_t *j = gkv_cl_job_new(cl, t, kind);
+    if (j) {
+        j->id = req->id;
+        j->limit = limit;
+        j->req_flags = req->flags;
+        j->delim = (req->has & GKV_HAS_DELIM) && req->delim.len == 1 ? req->delim.p[0] : -1;
+        j->prefix = malloc(req->prefix.len + 1);
+        j->cursor = malloc(req->cursor.len + 1);
+    }
+    if (!j || !j->prefix || !j->cursor) {
+        gkv_cl_job_free(j);
+        *rc = GKV_ENOMEM;
+        gkv_cl_reply_error(out, req->id, *rc, NULL);
+        return GKV_ROUTE_DONE;
+    }
+    if (req->prefix.len)
+        memcpy(j->prefix, req->prefix.p, req->prefix.len);
+    j->prefix_len = (uint32_t)req->prefix.len;
+    if (req->cursor.len)
+        memcpy(j->cursor, req->cursor.p, req->cursor.len);
+    j->cursor_len = (uint32_t)req->cursor.len;
+    submit(cl, t, j, false);
+    return GKV_ROUTE_PARK;
+}
+
+/* SEAL of a CREATE'd value: recorded at its home before it is published (a job), unless home
+ * and owner are this node. */
+static int route_seal(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
+                      gkv_leases_t *leases, gkv_wr_t *out, int *rc)
+{
+    gkv_lease_t *l = leases ? gkv_lease_find(leases, req->lease) : NULL;
+    if (!l || !l->writable)
+        return GKV_ROUTE_LOCAL; /* SEAL's own checks answer */
+    size_t klen;
+    const uint8_t *key = gkv_store_key(cl->store, l->entry, &klen);
+    if (t->job) {
+        cl_job_t *j = t->job;
+        t->job = NULL;
+        int status = j->status;
+        uint64_t version = j->keys[0].version;
+        char home[GKV_NODE_NAME_MAX + 1];
+        snprintf(home, sizeof(home), "%s", j->keys[0].owner);
+        gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, key, klen);
+        if (c && c->pending)
+            c->pending--;
+        if (status) {
+            if (c && !c->pending && !c->version)
+                gkv_copy_del(&cl->rec, c);
+            *rc = status;
+            gkv_cl_reply_error(out, req->id, status, j->msg[0] ? j->msg : NULL);
+            gkv_cl_job_free(j);
+            return GKV_ROUTE_DONE;
+        }
+        gkv_cl_job_free(j);
+        /* Recorded: any replica here goes, and SEAL publishes without NX/XX (decided). */
+        if (c && c->replica)
+            gkv_store_del(cl->store, key, klen);
+        if (c || (c = gkv_copy_get(&cl->rec, key, klen)))
+            gkv_copy_set(&cl->rec, c, version, false, home);
+        cl->stats.records++;
+        t->strip_nx_xx = true;
+        return GKV_ROUTE_LOCAL;
+    }
+    const gkv_member_t *home = gkv_cluster_home(cl, key, klen);
+    if (gkv_cluster_is_self(cl, home) && !settling(cl)) {
+        gkv_home_rec_t *h = gkv_home_find(&cl->rec, key, klen);
+        if (!h || !h->owner[0] || (!h->busy && !strcmp(h->owner, cl->node)))
+            return GKV_ROUTE_LOCAL; /* recorded after it ran (gkv_cluster_after) */
+    }
+    cl_job_t *j = gkv_cl_job_new(cl, t, JOB_RECORD);
+    if (!j || gkv_cl_job_key(j, key, klen, home)) {
+        gkv_cl_job_free(j);
+        *rc = GKV_ENOMEM;
+        gkv_cl_reply_error(out, req->id, *rc, NULL);
+        return GKV_ROUTE_DONE;
+    }
+    j->flags = l->flags | (unsigned)(req->flags & (GKV_SET_NX | GKV_SET_XX));
+    j->keys[0].size = l->entry->size;
+    j->id = req->id;
+    gkv_copy_rec_t *c = gkv_copy_get(&cl->rec, key, klen);
+    if (c)
+        c->pending++;
+    submit(cl, t, j, false);
+    return GKV_ROUTE_PARK;
+}
+
+void gkv_cluster_after(gkv_cluster_t *cl, const gkv_request_t *req, gkv_leases_t *leases,
+                       int rc, const void *key, size_t klen)
+{
+    (void)leases;
+    if (!cl->on || rc || req->op != GKV_OP_SEAL || !key)
+        return;
+    const gkv_member_t *home = gkv_cluster_home(cl, key, klen);
+    if (!gkv_cluster_is_self(cl, home))
+        return; /* recorded before it ran */
+    gkv_home_rec_t *h = gkv_home_get(&cl->rec, key, klen);
+    gkv_copy_rec_t *c = gkv_copy_get(&cl->rec, key, klen);
+    gkv_entry_t *e = gkv_store_find(cl->store, key, klen);
+    if (!h || !c || !e)
+        return;
+    h->version = gkv_home_next_version(&cl->rec, h);
+    strcpy(h->owner, cl->node);
+    h->owner_inc = gkv_cl_self_inc(cl);
+    h->size = e->size;
+    gkv_copy_set(&cl->rec, c, h->version, false, cl->node);
+    cl->stats.records++;
+}
+
+int gkv_cluster_route(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
+                      gkv_leases_t *leases, gkv_wr_t *out, int *rc)
+{
+    *rc = 0;
+    t->defer = false;
+    t->strip_nx_xx = false;
+    if (!cl->on && !t->job)
+        return req->op == GKV_OP_NODE ? GKV_ROUTE_LOCAL : GKV_ROUTE_LOCAL;
+    if (req->op == GKV_OP_NODE)
+        return gkv_cl_node(cl, t, req, out, rc);
+    switch (req->op) {
+    case GKV_OP_SET:
+    case GKV_OP_GET:
+    case GKV_OP_MAP:
+    case GKV_OP_MGET:
+    case GKV_OP_EXISTS:
+    case GKV_OP_DEL:
+    case GKV_OP_LIST:
+    case GKV_OP_GETSIZE:
+    case GKV_OP_SEAL:
+    case GKV_OP_EXPIRE:
+    case GKV_OP_PERSIST:
+    case GKV_OP_TTL:
+    case GKV_OP_MOVE:
+        break;
+    default:
+        return GKV_ROUTE_LOCAL;
+    }
+    if (!ready(cl) && !t->job) {
+        *rc = GKV_EUNAVAILABLE;
+        gkv_cl_reply_error(out, req->id, *rc, "this node is not (yet) a member of its cluster");
+        return GKV_ROUTE_DONE;
+    }
+    switch (req->op) {
+    case GKV_OP_SET:
+        if (req->has & GKV_HAS_KEY)
+            t->defer = true;
+        return GKV_ROUTE_LOCAL;
+    case GKV_OP_GET:
+    case GKV_OP_MAP:
+        if (!(req->has & GKV_HAS_KEY) || req->key.len > cl->max_key)
+            return GKV_ROUTE_LOCAL; /* the handler's checks answer */
+        return route_read(cl, t, req, out, rc);
+    case GKV_OP_MGET:
+        if (!(req->has & GKV_HAS_ITEMS) || !req->nitems || req->nitems > GKV_MAX_BATCH)
+            return GKV_ROUTE_LOCAL;
+        return route_read(cl, t, req, out, rc);
+    case GKV_OP_EXISTS:
+        if (!(req->has & (GKV_HAS_KEY | GKV_HAS_KEYS)) || req->nkeys > GKV_MAX_BATCH)
+            return GKV_ROUTE_LOCAL;
+        return route_keys(cl, t, req, JOB_EXISTS, out, rc);
+    case GKV_OP_DEL:
+        if (req->has & GKV_HAS_PREFIX) {
+            if (req->has & (GKV_HAS_KEY | GKV_HAS_KEYS))
+                return GKV_ROUTE_LOCAL;
+            return route_fanout(cl, t, req, JOB_DEL_PREFIX, out, rc);
+        }
+        if (!(req->has & (GKV_HAS_KEY | GKV_HAS_KEYS)) || req->nkeys > GKV_MAX_BATCH)
+            return GKV_ROUTE_LOCAL;
+        return route_keys(cl, t, req, JOB_DEL, out, rc);
+    case GKV_OP_LIST:
+        return route_fanout(cl, t, req, JOB_LIST, out, rc);
+    case GKV_OP_GETSIZE:
+        if (req->has & GKV_HAS_KEY)
+            return req->key.len > cl->max_key ? GKV_ROUTE_LOCAL
+                                              : route_keys(cl, t, req, JOB_GETSIZE, out, rc);
+        if (!(req->has & GKV_HAS_PREFIX))
+            return GKV_ROUTE_LOCAL;
+        return route_fanout(cl, t, req, JOB_SIZES, out, rc);
+    case GKV_OP_SEAL:
+        return route_seal(cl, t, req, leases, out, rc);
+    default: /* EXPIRE, PERSIST, TTL, MOVE act on the owner's copy */
+        if (!(req->has & GKV_HAS_KEY) || owned_here(cl, req->key.p, req->key.len))
+            return GKV_ROUTE_LOCAL;
+        *rc = GKV_ENOTSUP;
+        gkv_cl_reply_error(out, req->id, *rc,
+                           "in a cluster, EXPIRE, PERSIST, TTL and MOVE run on the node that "
+                           "owns the value (gpukv locate KEY names it)");
+        return GKV_ROUTE_DONE;
+    }
+}
+
+int gkv_cluster_commit(gkv_cluster_t *cl, gkv_route_ticket_t *t, uint64_t id, gkv_entry_t *e,
+                       unsigned flags, gkv_wr_t *out, int *rc, gkv_entry_t **holder)
+{
+    *holder = e;
+    size_t klen;
+    const uint8_t *key = gkv_store_key(cl->store, e, &klen);
+    t->defer = false;
+    *rc = 0;
+    if (t->replica_version) {
+        /* A replica this node's own read fetched: kept unless a value of this node's took the
+         * key meanwhile. */
+        uint64_t v = t->replica_version;
+        t->replica_version = 0;
+        gkv_copy_rec_t *c = gkv_copy_get(&cl->rec, key, klen);
+        if (c && !c->pending && (c->replica || !c->version)) {
+            cl->store->now_ms = gkv_clock_ms();
+            if (gkv_store_publish(cl->store, e, 0, holder) == 0) {
+                gkv_copy_set(&cl->rec, c, v, true, NULL);
+                cl->stats.bytes_pulled += e->size;
+            }
+        }
+        reply_count(out, id, 0);
+        return GKV_ROUTE_DONE;
+    }
+    const gkv_member_t *home = gkv_cluster_home(cl, key, klen);
+    if (!home) {
+        *rc = GKV_EUNAVAILABLE;
+        gkv_cl_reply_error(out, id, *rc, "this node knows no members of its cluster");
+        return GKV_ROUTE_DONE;
+    }
+    gkv_home_rec_t *hr = gkv_home_find(&cl->rec, key, klen);
+    if (gkv_cluster_is_self(cl, home) && (hr || !settling(cl))) {
+        gkv_home_rec_t *h = hr;
+        if (!h || !h->owner[0] || (!h->busy && !strcmp(h->owner, cl->node))) {
+            /* Home and owner here: decided and published on the loop, no message. */
+            bool exists = h && h->owner[0] && gkv_store_find(cl->store, key, klen);
+            if ((flags & GKV_SET_NX) && exists) {
+                *rc = GKV_EEXISTS;
+                gkv_cl_reply_error(out, id, *rc, "key exists (NX)");
+                return GKV_ROUTE_DONE;
+            }
+            if ((flags & GKV_SET_XX) && !exists) {
+                *rc = GKV_ENOTFOUND;
+                gkv_cl_reply_error(out, id, *rc, "key does not exist (XX)");
+                return GKV_ROUTE_DONE;
+            }
+            gkv_copy_rec_t *c = gkv_copy_get(&cl->rec, key, klen);
+            if (!h)
+                h = gkv_home_get(&cl->rec, key, klen);
+            cl->store->now_ms = gkv_clock_ms();
+            int prc = h && c ? gkv_store_publish(cl->store, e, 0, holder) : GKV_ENOMEM;
+            if (prc) {
+                if (h && !h->owner[0])
+                    gkv_home_del(&cl->rec, h);
+                *rc = prc;
+                gkv_cl_reply_error(out, id, prc, NULL);
+                return GKV_ROUTE_DONE;
+            }
+            h->version = gkv_home_next_version(&cl->rec, h);
+            strcpy(h->owner, cl->node);
+            h->owner_inc = gkv_cl_self_inc(cl);
+            h->size = e->size;
+            gkv_copy_set(&cl->rec, c, h->version, false, cl->node);
+            cl->stats.records++;
+            gkv_wr_begin(out);
+            gkv_wr_uint(out, GKV_F_ID, id);
+            gkv_wr_int(out, GKV_F_STATUS, 0);
+            gkv_wr_end(out);
+            return GKV_ROUTE_DONE;
+        }
+    }
+    cl_job_t *j = gkv_cl_job_new(cl, t, JOB_RECORD);
+    gkv_copy_rec_t *c = j ? gkv_copy_get(&cl->rec, key, klen) : NULL;
+    if (!c || gkv_cl_job_key(j, key, klen, home)) {
+        gkv_cl_job_free(j);
+        *rc = GKV_ENOMEM;
+        gkv_cl_reply_error(out, id, *rc, NULL);
+        return GKV_ROUTE_DONE;
+    }
+    c->pending++;
+    gkv_store_ref(e);
+    j->entry = e;
+    j->id = id;
+    j->flags = flags;
+    j->publish = true;
+    j->keys[0].size = e->size;
+    t->out = out;
+    submit(cl, t, j, false);
+    return GKV_ROUTE_PARK;
+}
+
+void gkv_cluster_ticket_fini(gkv_cluster_t *cl, gkv_route_ticket_t *t)
+{
+    (void)cl;
+    cl_job_t *j = t->job;
+    t->job = NULL;
+    if (!j)
+        return;
+    if (j->finished)
+        gkv_cl_job_free(j);
+    else
+        j->t = NULL; /* done frees it */
+}

@@ -1,0 +1,104 @@
+/* work.c: the cluster's worker threads (work.h). */
+#include "work.h"
+
+#include <stdlib.h>
+
+#include "error.h"
+
+static void *worker_main(void *arg)
+{
+    gkv_workers_t *w = arg;
+    pthread_mutex_lock(&w->lock);
+    for (;;) {
+        while (!w->head && !w->stop)
+            pthread_cond_wait(&w->more, &w->lock);
+        gkv_job_t *j = w->head;
+        if (!j)
+            break; /* stopping and nothing left */
+        w->head = j->next;
+        if (!w->head)
+            w->tail = NULL;
+        pthread_mutex_unlock(&w->lock);
+        j->run(j);
+        pthread_mutex_lock(&w->lock);
+        j->next = w->finished;
+        w->finished = j;
+        uv_async_send(&w->async);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+/* The finished jobs, oldest first. */
+static void drain(gkv_workers_t *w)
+{
+    pthread_mutex_lock(&w->lock);
+    gkv_job_t *list = w->finished, *rev = NULL;
+    w->finished = NULL;
+    pthread_mutex_unlock(&w->lock);
+    while (list) {
+        gkv_job_t *next = list->next;
+        list->next = rev;
+        rev = list;
+        list = next;
+    }
+    while (rev) {
+        gkv_job_t *next = rev->next;
+        rev->done(rev);
+        rev = next;
+    }
+}
+
+static void on_async(uv_async_t *a)
+{
+    drain(a->data);
+}
+
+int gkv_workers_start(gkv_workers_t *w, uv_loop_t *loop, unsigned n)
+{
+    w->threads = calloc(n, sizeof(*w->threads));
+    if (!w->threads)
+        return GKV_ENOMEM;
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->more, NULL);
+    uv_async_init(loop, &w->async, on_async);
+    w->async.data = w;
+    w->open = true;
+    for (w->n = 0; w->n < n; w->n++)
+        if (pthread_create(&w->threads[w->n], NULL, worker_main, w))
+            break;
+    return w->n ? 0 : GKV_ENOMEM;
+}
+
+void gkv_workers_submit(gkv_workers_t *w, gkv_job_t *j)
+{
+    j->next = NULL;
+    pthread_mutex_lock(&w->lock);
+    if (w->tail)
+        w->tail->next = j;
+    else
+        w->head = j;
+    w->tail = j;
+    w->jobs++;
+    pthread_cond_signal(&w->more);
+    pthread_mutex_unlock(&w->lock);
+}
+
+void gkv_workers_stop(gkv_workers_t *w)
+{
+    if (!w->open)
+        return;
+    pthread_mutex_lock(&w->lock);
+    w->stop = true;
+    pthread_cond_broadcast(&w->more);
+    pthread_mutex_unlock(&w->lock);
+    for (unsigned i = 0; i < w->n; i++)
+        pthread_join(w->threads[i], NULL);
+    drain(w);
+    free(w->threads);
+    w->threads = NULL;
+    w->open = false;
+    uv_close((uv_handle_t *)&w->async, NULL);
+    pthread_cond_destroy(&w->more);
+    pthread_mutex_destroy(&w->lock);
+}

@@ -1,0 +1,40 @@
+/* work.h: worker threads for what the cluster must wait for (other nodes' answers), so that
+ * the loop never does: a job runs on a worker, then its done callback on the loop. Two pools
+ * keep a home's own requests (drops it sends to owners) from waiting behind requests that wait
+ * on other homes. */
+#ifndef GKV_CLUSTER_WORK_H
+#define GKV_CLUSTER_WORK_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct gkv_job gkv_job_t;
+struct gkv_job {
+    void (*run)(gkv_job_t *j);  /* on a worker thread: touches nothing of the loop's */
+    void (*done)(gkv_job_t *j); /* then on the loop */
+    gkv_job_t *next;
+};
+
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t more;
+    gkv_job_t *head, *tail; /* waiting for a worker */
+    gkv_job_t *finished;    /* run, waiting for the loop */
+    uv_async_t async;
+    pthread_t *threads;
+    unsigned n;
+    bool stop, open;
+    uint64_t jobs; /* submitted */
+} gkv_workers_t;
+
+/* Starts n workers whose jobs complete on loop (borrowed). Returns 0 or GKV_ENOMEM. */
+int gkv_workers_start(gkv_workers_t *w, uv_loop_t *loop, unsigned n);
+/* Queues j (owned by the caller until its done callback). */
+void gkv_workers_submit(gkv_workers_t *w, gkv_job_t *j);
+/* Runs what is queued, joins the workers, calls the last done callbacks and closes the
+ * handle. On the loop, once nothing will be submitted any more. */
+void gkv_workers_stop(gkv_workers_t *w);
+
+#endif

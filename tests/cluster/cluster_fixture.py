@@ -1,0 +1,178 @@
+"""cluster_fixture.py: a private etcd and gpukvd nodes on loopback for the cluster tests.
+
+Every process is started here and stopped by pid (SIGTERM, then SIGKILL); every file lives
+under one temporary directory that close() removes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import gpukv
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(pred, timeout: float, what: str, step: float = 0.05):
+    end = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(step)
+
+
+class Etcd:
+    def __init__(self, root: str) -> None:
+        self.dir = os.path.join(root, "etcd")
+        os.makedirs(self.dir)
+        self.port, self.peer = free_port(), free_port()
+        self.endpoint = f"127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        client, peer = f"http://127.0.0.1:{self.port}", f"http://127.0.0.1:{self.peer}"
+        log = open(os.path.join(self.dir, "etcd.log"), "ab")
+        self.proc = subprocess.Popen(
+            [os.environ.get("GKV_ETCD", "etcd"), "--data-dir", os.path.join(self.dir, "data"),
+             "--listen-client-urls", client, "--advertise-client-urls", client,
+             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+             "--initial-cluster", f"default={peer}"],
+            stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        log.close()
+        wait_for(self.healthy, 20, "etcd to become healthy")
+
+    def healthy(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                s.sendall(b"GET /health HTTP/1.0\r\nHost: x\r\n\r\n")
+                s.settimeout(1)
+                data = b""
+                while chunk := s.recv(4096):
+                    data += chunk
+            return b'"health":"true"' in data
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+class Node:
+    def __init__(self, cluster: "Cluster", name: str, token_file: str, weight: int = 1) -> None:
+        self.cluster, self.name, self.token_file, self.weight = cluster, name, token_file, weight
+        self.sock = os.path.join(cluster.root, f"{name}.sock")
+        self.log = os.path.join(cluster.root, f"{name}.log")
+        self.proc: subprocess.Popen | None = None
+        self.port = 0
+
+    def start(self) -> "Node":
+        self.port = free_port()
+        log = open(self.log, "ab")
+        self.proc = subprocess.Popen(
+            [self.cluster.daemon, "--backend", "host", "--maxmemory", "256M",
+             "--socket", self.sock, "--listen", f"127.0.0.1:{self.port}",
+             "--auth-token-file", self.token_file,
+             "--cluster", f"etcd://{self.cluster.etcd.endpoint}",
+             "--cluster-name", self.cluster.name, "--node-name", self.name,
+             "--cluster-ttl", str(self.cluster.ttl), "--cluster-weight", str(self.weight)],
+            stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        log.close()
+        wait_for(lambda: os.path.exists(self.sock) or self.proc.poll() is not None, 20,
+                 f"{self.name}'s socket")
+        if self.proc.poll() is not None:
+            raise AssertionError(f"{self.name} exited: {open(self.log).read()[-2000:]}")
+        return self
+
+    def client(self, timeout: float | None = 10) -> gpukv.Client:
+        with open(self.token_file) as f:
+            os.environ["GPUKV_TOKEN"] = f.read().strip()
+        return gpukv.Client(f"unix:{self.sock}", timeout=timeout)
+
+    def info(self) -> dict:
+        with self.client() as c:
+            return c.info("cluster")
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+class Cluster:
+    """A private etcd and nodes n1..nN of one cluster (token shared)."""
+
+    def __init__(self, daemon: str, n: int = 3, ttl: int = 3, name: str = "test") -> None:
+        self.root = tempfile.mkdtemp(prefix="gkv-cluster-")
+        os.chmod(self.root, 0o700)
+        self.daemon, self.ttl, self.name = daemon, ttl, name
+        self.token = os.path.join(self.root, "token")
+        with open(self.token, "w") as f:
+            f.write("cluster-test-token-0123456789abcdef\n")
+        os.chmod(self.token, 0o600)
+        self.etcd = Etcd(self.root)
+        self.etcd.start()
+        self.nodes: list[Node] = []
+        for i in range(n):
+            self.add()
+        self.wait_members(n)
+
+    def add(self, name: str | None = None, token_file: str | None = None, weight: int = 1) -> Node:
+        node = Node(self, name or f"n{len(self.nodes) + 1}", token_file or self.token, weight)
+        self.nodes.append(node.start())
+        return node
+
+    def live(self) -> list[Node]:
+        return [n for n in self.nodes if n.alive()]
+
+    def wait_members(self, n: int, timeout: float = 15) -> None:
+        for node in self.live():
+            if node.token_file != self.token:
+                continue
+            wait_for(lambda: node.info().get("members") == n, timeout,
+                     f"{node.name} to see {n} members")
+
+    def close(self) -> list[str]:
+        """Stops everything; returns what went wrong on the way (a node that did not exit 0
+        on SIGTERM, a sanitizer's report in a log)."""
+        problems = []
+        for node in self.nodes:
+            proc = node.proc
+            node.kill(signal.SIGTERM)
+            if proc is not None and proc.returncode not in (0, None):
+                problems.append(f"{node.name} exited {proc.returncode} on SIGTERM")
+            try:
+                log = open(node.log, errors="replace").read()
+            except OSError:
+                log = ""
+            if "Sanitizer" in log or "runtime error" in log:
+                problems.append(f"{node.name}: {log[log.find('Sanitizer') - 200:][:3000]}")
+        self.etcd.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+        return problems

@@ -1,0 +1,443 @@
+#!/usr/bin/env python3
+"""test_cluster.py: three (and more) gpukvd nodes on loopback forming a cluster through a
+private etcd (docs/cluster.md). Each check prints ok or FAIL; the exit status is 0 when all
+passed, 77 when this machine has no etcd or no gpukv Python package (skipped).
+
+Usage: test_cluster.py GPUKVD [NAME...]   (NAME: run only the checks whose name contains it)"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import signal
+import sys
+import threading
+import time
+import traceback
+
+try:
+    import gpukv
+except ImportError:
+    print("no gpukv Python package: skipped")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cluster_fixture import Cluster, wait_for  # noqa: E402
+from linearizability import Op, linearizable  # noqa: E402
+
+CHECKS = []
+
+
+def check(fn):
+    CHECKS.append(fn)
+    return fn
+
+
+def get(c, key):
+    """The value, or None for a missing key."""
+    try:
+        return c.get(key)
+    except gpukv.NotFound:
+        return None
+
+
+def rand_bytes(n: int, seed: int) -> bytes:
+    return random.Random(seed).randbytes(n)
+
+
+@check
+def writes_read_bit_exact_on_every_node(cl: Cluster):
+    sizes = [0, 1, 100, 4096, 65537, 1 << 20, 3 * (1 << 20) + 7]
+    for i, size in enumerate(sizes):
+        writer = cl.nodes[i % 3]
+        value = rand_bytes(size, i)
+        with writer.client() as c:
+            c.set(f"bits/{i}", value)
+        for node in cl.nodes:
+            with node.client() as c:
+                got = get(c, f"bits/{i}")
+                assert got == value, f"{node.name} read {len(got)} bytes of {size} (written on {writer.name})"
+                # A second read serves the replica (or the owner's copy) again.
+                assert get(c, f"bits/{i}") == value
+    pulled = sum(n.info()["bytes_pulled"] for n in cl.nodes)
+    assert pulled > 0, "no node pulled a value from another"
+
+
+@check
+def overwrite_and_delete_are_seen_everywhere(cl: Cluster):
+    for round_ in range(6):
+        writer = cl.nodes[round_ % 3]
+        value = f"value-{round_}".encode()
+        with writer.client() as c:
+            c.set("ow/key", value)
+        for node in cl.nodes:
+            with node.client() as c:
+                assert get(c, "ow/key") == value, f"{node.name} after a write on {writer.name}"
+    with cl.nodes[1].client() as c:
+        assert c.delete("ow/key") == 1
+    for node in cl.nodes:
+        with node.client() as c:
+            assert get(c, "ow/key") is None, f"{node.name} still reads a deleted key"
+            assert c.exists("ow/key") == 0
+
+
+@check
+def nx_races_have_exactly_one_winner(cl: Cluster):
+    for k in range(15):
+        key = f"nx/{k}"
+        wins, errors = [], []
+
+        def race(node, tag):
+            try:
+                with node.client() as c:
+                    c.set(key, tag.encode(), nx=True)  # raises Exists when it lost
+                    wins.append(tag)
+            except gpukv.Exists:
+                pass
+            except Exception as e:  # noqa: BLE001
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=race, args=(cl.nodes[i % 3], f"{i}"))
+                   for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        assert len(wins) == 1, f"{key}: winners {wins}"
+        for node in cl.nodes:
+            with node.client() as c:
+                assert get(c, key) == wins[0].encode()
+
+
+@check
+def xx_needs_the_key_anywhere(cl: Cluster):
+    with cl.nodes[0].client() as c:
+        c.set("xx/k", b"one")
+    with cl.nodes[2].client() as c:
+        c.set("xx/k", b"two", xx=True)
+        try:
+            c.set("xx/missing", b"x", xx=True)
+            raise AssertionError("XX of a missing key succeeded")
+        except gpukv.NotFound:
+            pass
+    with cl.nodes[1].client() as c:
+        assert get(c, "xx/k") == b"two"
+
+
+@check
+def list_size_and_prefix_delete_span_the_nodes(cl: Cluster):
+    expect = {}
+    for i in range(60):
+        key = f"ls/{'a' if i % 2 else 'b'}/{i:03d}" if i % 3 else f"ls/top{i:03d}"
+        expect[key] = i + 1
+        with cl.nodes[i % 3].client() as c:
+            c.set(key, b"x" * (i + 1))
+    for node in cl.nodes:
+        with node.client() as c:
+            assert sorted(c.keys("ls/")) == sorted(expect), f"{node.name}: keys"
+            assert c.getsize_prefix("ls/") == sum(expect.values())
+            assert c.count_prefix("ls/") == len(expect)
+            page = c.list("ls/", delimiter="/")
+            names = [e.key if hasattr(e, "key") else e for e in page]
+            assert "ls/a/" in names and "ls/b/" in names, names
+            assert any(str(x).startswith("ls/top") for x in names), names
+    # Paging: small pages cover every key once, in order.
+    with cl.nodes[1].client() as c:
+        assert [e.key for e in c.list("ls/", page=7)] == sorted(expect)
+        dirs = [e.key for e in c.list("ls/", delimiter="/", page=3)]
+        assert dirs == sorted(set(dirs)) and "ls/a/" in dirs and "ls/b/" in dirs, dirs
+        assert c.delete_prefix("ls/a/") == sum(1 for k in expect if k.startswith("ls/a/"))
+    for node in cl.nodes:
+        with node.client() as c:
+            assert not any(k.startswith("ls/a/") for k in c.keys("ls/")), node.name
+            assert get(c, "ls/a/001") is None
+
+
+@check
+def a_tag_gives_related_keys_one_home(cl: Cluster):
+    before = {n.name: n.info()["keys_homed"] for n in cl.nodes}
+    for i in range(30):
+        with cl.nodes[i % 3].client() as c:
+            c.set(f"user:{{42}}:item{i}", b"v")
+    grew = {n.name: n.info()["keys_homed"] - before[n.name] for n in cl.nodes}
+    assert sorted(grew.values()) == [0, 0, 30], grew
+
+
+@check
+def a_wrong_token_node_is_no_member(cl: Cluster):
+    bad = os.path.join(cl.root, "bad-token")
+    with open(bad, "w") as f:
+        f.write("another-token-entirely-0123456789\n")
+    os.chmod(bad, 0o600)
+    intruder = cl.add("intruder", token_file=bad)
+    try:
+        time.sleep(1.0)
+        for node in cl.nodes[:3]:
+            info = node.info()
+            assert info["members"] == 3, info
+            assert info["foreign_nodes"] == 1, info
+        with cl.nodes[0].client() as c:
+            c.set("tok/k", b"real")
+        with intruder.client() as c:
+            assert get(c, "tok/k") is None  # it is a cluster of its own
+        with cl.nodes[2].client() as c:
+            assert get(c, "tok/k") == b"real"
+    finally:
+        intruder.kill(signal.SIGTERM)
+        cl.nodes.remove(intruder)
+
+
+@check
+def a_home_only_node_killed_loses_nothing(cl: Cluster):
+    # Values written on n1 (owned by n1); some are homed on n3. Killing n3 loses none.
+    with cl.nodes[0].client() as c:
+        for i in range(200):
+            c.set(f"ho/{i}", f"v{i}".encode())
+    homed_on_n3 = cl.nodes[2].info()["keys_homed"]
+    assert homed_on_n3 > 0
+    cl.nodes[2].kill()
+    wait_for(lambda: cl.nodes[0].info()["members"] == 2, cl.ttl + 5, "n3 to leave")
+    time.sleep(0.5)
+    for node in cl.nodes[:2]:
+        with node.client() as c:
+            for i in range(200):
+                assert get(c, f"ho/{i}") == f"v{i}".encode(), f"{node.name} lost ho/{i}"
+    cl.nodes[2].start()
+    cl.wait_members(3)
+
+
+@check
+def a_node_added_takes_over_a_share_of_homes(cl: Cluster):
+    with cl.nodes[1].client() as c:
+        for i in range(300):
+            c.set(f"add/{i}", f"{i}".encode())
+    n4 = cl.add("n4")
+    try:
+        cl.wait_members(4)
+        time.sleep(0.5)
+        homed = n4.info()["keys_homed"]
+        assert homed > 0, "the new node homes nothing"
+        for node in cl.nodes:
+            with node.client() as c:
+                for i in range(0, 300, 7):
+                    assert get(c, f"add/{i}") == f"{i}".encode(), f"{node.name} add/{i}"
+    finally:
+        n4.kill(signal.SIGTERM)
+        cl.nodes.remove(n4)
+        cl.wait_members(3)
+
+
+@check
+def a_killed_owner_s_keys_become_misses_and_nothing_wrong_is_served(cl: Cluster):
+    victim = cl.nodes[2]
+    with victim.client() as c:
+        for i in range(100):
+            c.set(f"kill/{i}", f"v{i}".encode())
+    with cl.nodes[0].client() as c:
+        for i in range(100):
+            c.set(f"keep/{i}", f"k{i}".encode())
+    stop, bad, served = threading.Event(), [], [0]
+
+    def reader(node):
+        with node.client() as c:
+            while not stop.is_set():
+                i = random.randrange(100)
+                try:
+                    v = get(c, f"kill/{i}")
+                    if v not in (None, f"v{i}".encode()):
+                        bad.append((f"kill/{i}", v))
+                    if get(c, f"keep/{i}") != f"k{i}".encode():
+                        bad.append((f"keep/{i}", "lost"))
+                    served[0] += 1
+                except gpukv.Unavailable:
+                    pass
+
+    threads = [threading.Thread(target=reader, args=(n,)) for n in cl.nodes[:2]]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    killed_at = time.monotonic()
+    victim.kill()
+    try:
+        def all_missing():
+            with cl.nodes[1].client() as c:
+                try:
+                    return all(get(c, f"kill/{i}") is None for i in range(100))
+                except gpukv.Unavailable:
+                    return False
+        wait_for(all_missing, cl.ttl + 5, "the dead owner's keys to read as missing")
+        took = time.monotonic() - killed_at
+        assert took <= cl.ttl + 3, f"misses after {took:.1f}s"
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not bad, bad[:5]
+    assert served[0] > 0
+    victim.start()
+    cl.wait_members(3)
+
+
+@check
+def etcd_stopped_for_30_seconds_changes_nothing_for_live_nodes(cl: Cluster):
+    with cl.nodes[0].client() as c:
+        c.set("etcd/before", b"b")
+    cl.etcd.stop()
+    try:
+        end = time.monotonic() + float(os.environ.get("GKV_ETCD_OUTAGE", "30"))
+        i = 0
+        while time.monotonic() < end:
+            w, r = cl.nodes[i % 3], cl.nodes[(i + 1) % 3]
+            with w.client() as c:
+                c.set(f"etcd/{i}", f"{i}".encode())
+            with r.client() as c:
+                assert get(c, f"etcd/{i}") == f"{i}".encode()
+                assert get(c, "etcd/before") == b"b"
+            i += 1
+            time.sleep(0.05)
+        info = cl.nodes[0].info()
+        assert info["etcd_state"] == "unreachable", info
+        assert info["members"] == 3
+    finally:
+        cl.etcd.start()
+    wait_for(lambda: cl.nodes[0].info()["etcd_state"] == "ok", 20, "etcd reachable again")
+    cl.wait_members(3)
+    with cl.nodes[2].client() as c:
+        assert get(c, "etcd/0") == b"0"
+
+
+@check
+def concurrent_histories_are_linearizable_while_a_home_dies_and_etcd_stops(cl: Cluster):
+    keys = [f"lin/{k}" for k in range(4)]
+    history = {k: [] for k in keys}
+    lock = threading.Lock()
+    stop = threading.Event()
+    counter = [0]
+    t0 = time.monotonic()
+
+    def client_loop(node, cid, writes):
+        rng = random.Random(cid)
+        c = node.client(timeout=5)
+        while not stop.is_set():
+            key = rng.choice(keys)
+            kind = rng.choice("wwrrrd") if writes else "r"
+            with lock:
+                counter[0] += 1
+                value = f"{cid}-{counter[0]}".encode()
+            op = Op(kind, value if kind == "w" else None, time.monotonic() - t0, client=cid)
+            try:
+                if kind == "w":
+                    c.set(key, value)
+                elif kind == "r":
+                    op.value = get(c, key)
+                else:
+                    op.existed = c.delete(key) == 1
+                op.ret = time.monotonic() - t0
+            except gpukv.Error:
+                if kind == "r":
+                    op = None  # a failed read says nothing
+                else:
+                    op.ret = math.inf
+                try:
+                    c.close()
+                except gpukv.Error:
+                    pass
+                time.sleep(0.05)
+                try:
+                    c = node.client(timeout=5)
+                except gpukv.Error:
+                    time.sleep(0.2)
+                    continue
+            if op:
+                with lock:
+                    history[key].append(op)
+            time.sleep(0.002)  # a history the checker can search in seconds
+        c.close()
+
+    # Writers on n1 and n2 (the owners); readers on n3, which dies and returns (it is only a
+    # home and a reader, so no value dies with it: the register model holds).
+    threads = []
+    for i in range(2):
+        for node in cl.nodes[:2]:
+            threads.append(threading.Thread(target=client_loop, args=(node, f"{node.name}.{i}", True)))
+    threads.append(threading.Thread(target=client_loop, args=(cl.nodes[2], "n3.r", False)))
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(3)
+        cl.nodes[2].kill()
+        time.sleep(cl.ttl + 2)
+        cl.nodes[2].start()
+        time.sleep(2)
+        cl.etcd.stop()
+        time.sleep(4)
+        cl.etcd.start()
+        time.sleep(3)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    total = sum(len(h) for h in history.values())
+    done = sum(1 for h in history.values() for o in h if o.ret != math.inf)
+    for key, ops in history.items():
+        if not linearizable(ops):
+            dump = os.path.join(os.environ.get("GKV_TEST_OUT", "/tmp"),
+                                f"gkv-lin-{key.replace('/', '_')}.json")
+            with open(dump, "w") as f:
+                json.dump([o.__dict__ | {"value": o.value.decode() if o.value else None,
+                                         "ret": None if o.ret == math.inf else o.ret}
+                           for o in ops], f)
+            raise AssertionError(f"{key}: not linearizable ({len(ops)} operations; {dump})")
+    print(f"  linearizability: {total} operations on {len(keys)} keys "
+          f"({done} answered), 0 violations")
+    assert done > 200, f"only {done} operations answered"
+    cl.wait_members(3)
+
+
+def main() -> int:
+    if len(sys.argv) < 2:
+        print(__doc__)
+        return 2
+    daemon, only = sys.argv[1], sys.argv[2:]
+    etcd = os.environ.get("GKV_ETCD", "etcd")
+    if not any(os.access(os.path.join(p, etcd), os.X_OK) for p in os.environ["PATH"].split(":")) \
+            and not os.access(etcd, os.X_OK):
+        print("no etcd binary (apt-get install etcd-server): skipped")
+        return 77
+    cl = Cluster(daemon)
+    failed = 0
+    try:
+        for fn in CHECKS:
+            if only and not any(o in fn.__name__ for o in only):
+                continue
+            start = time.monotonic()
+            try:
+                fn(cl)
+                print(f"ok   {fn.__name__} ({time.monotonic() - start:.1f}s)", flush=True)
+            except Exception:  # noqa: BLE001
+                failed += 1
+                print(f"FAIL {fn.__name__}", flush=True)
+                traceback.print_exc()
+                for node in cl.nodes:
+                    try:
+                        print(f"--- {node.name} log tail ---")
+                        print(open(node.log).read()[-3000:])
+                    except OSError:
+                        pass
+                if not all(n.alive() for n in cl.nodes):
+                    for n in cl.nodes:
+                        if not n.alive():
+                            n.start()
+                    cl.wait_members(3)
+    finally:
+        for problem in cl.close():
+            failed += 1
+            print(f"FAIL {problem}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
