@@ -129,6 +129,12 @@ static const command_t table[] = {
      o_info,
      "  --prometheus  the metrics in the Prometheus text format (what\n"
      "                gpukvd --metrics-listen serves on /metrics)\n"},
+    {{"cluster", "cluster",
+      "the cluster this daemon is in: its members, etcd's state, keys owned and homed here", 0,
+      0, gkv_cli_cluster},
+     ":h",
+     o_plain,
+     ""},
     {{"flush", "flush --yes", "delete every key", 0, 0, gkv_cli_flush},
      ":h",
      o_flush,

@@ -84,6 +84,18 @@ int gkv_cli_info(gkv_client_t *c, const gkv_cli_args_t *a)
     return ex;
 }
 
+int gkv_cli_cluster(gkv_client_t *c, const gkv_cli_args_t *a)
+{
+    (void)a;
+    char *text;
+    int rc = gkv_info(c, &text);
+    if (rc)
+        return gkv_cli_fail(c, "cluster", rc);
+    int ex = print_section(text, "cluster");
+    gkv_free(text);
+    return ex;
+}
+
 /* The value of INFO's "name:" line into buf (cap bytes); false when there is none. */
 static bool info_field(const char *text, const char *name, char *buf, size_t cap)
 {

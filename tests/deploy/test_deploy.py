@@ -63,6 +63,11 @@ def lint():
     r = subprocess.run([validate, "--strict", MANIFEST], capture_output=True, text=True)
     check(r.returncode == 0 and "passed for resource daemonset/gpukvd" in r.stdout,
           "kubernetes-validate --strict deploy/k8s/daemonset.yaml " + r.stdout + r.stderr)
+    cluster = os.path.join(ROOT, "deploy", "k8s", "cluster.yaml")
+    r = subprocess.run([validate, "--strict", cluster], capture_output=True, text=True)
+    check(r.returncode == 0 and "daemonset/gpukvd-cluster" in r.stdout
+          and "statefulset/gpukv-etcd" in r.stdout,
+          "kubernetes-validate --strict deploy/k8s/cluster.yaml " + r.stdout + r.stderr)
     for word, rest in instructions(DOCKERFILE):
         if word == "COPY" and "--from=" not in rest:
             src = rest.split()[0]
