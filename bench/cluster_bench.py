@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""cluster_bench.py: two gpukvd nodes of one cluster (one per GPU, or both on GPU 0) with a
+private etcd, measured side by side in one run (issue 34):
+  - small values: GET p50/p99 of a value the node owns (local), of a value another node owns
+    with a replica here already (one round trip to the home, or none when we are it), and of a
+    value rewritten on the other node before each read (a full pull: home, owner, relay);
+  - large values (1 MiB .. 1 GiB): a pull from the other node vs a local GET of the same size vs
+    a raw TCP socket copy of the same bytes between two processes.
+
+Usage: cluster_bench.py GPUKVD [--gpus 0,1] [--small 4096] [--large 1M,64M,1G] [--rounds N]
+Needs etcd on PATH and the gpukv package. Prints a Markdown table."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "cluster"))
+from cluster_fixture import Etcd, free_port, wait_for  # noqa: E402
+
+import gpukv  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+
+
+def size_arg(s: str) -> int:
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(s[:-1]) * mult[s[-1]] if s[-1] in mult else int(s)
+
+
+def start_node(root, daemon, etcd, name, gpu, token, backend):
+    sock, port = os.path.join(root, f"{name}.sock"), free_port()
+    log = open(os.path.join(root, f"{name}.log"), "ab")
+    p = subprocess.Popen([daemon, "--backend", backend, "--device", str(gpu), "--maxmemory", "8G",
+                          "--max-value-size", "2G", "--socket", sock,
+                          "--listen", f"127.0.0.1:{port}", "--auth-token-file", token,
+                          "--cluster", f"etcd://{etcd.endpoint}", "--node-name", name],
+                         stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+    wait_for(lambda: os.path.exists(sock) or p.poll() is not None, 60, f"{name}'s socket")
+    return p, sock
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def raw_tcp_copy(size: int, rounds: int) -> float:
+    """GB/s of size bytes sent over a loopback TCP socket to another thread, read into one buffer."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+    payload = memoryview(bytearray(os.urandom(1 << 20)) * (size // (1 << 20) or 1))[:size]
+
+    def sender():
+        conn, _ = srv.accept()
+        for _ in range(rounds):
+            conn.sendall(payload)
+            conn.recv(1)
+        conn.close()
+
+    t = threading.Thread(target=sender)
+    t.start()
+    c = socket.create_connection(("127.0.0.1", port))
+    buf = bytearray(size)
+    best = []
+    for _ in range(rounds):
+        view, got, t0 = memoryview(buf), 0, time.perf_counter()
+        while got < size:
+            got += c.recv_into(view[got:])
+        best.append(time.perf_counter() - t0)
+        c.sendall(b"k")
+    t.join()
+    c.close()
+    srv.close()
+    return size / statistics.median(best) / 1e9
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("daemon")
+    ap.add_argument("--gpus", default="0,1")
+    ap.add_argument("--backend", default="cuda")
+    ap.add_argument("--small", default="4096")
+    ap.add_argument("--large", default="1M,64M,1G")
+    ap.add_argument("--rounds", type=int, default=2000)
+    a = ap.parse_args()
+    gpus = [int(g) for g in a.gpus.split(",")]
+    root = tempfile.mkdtemp(prefix="gkv-clbench-")
+    os.chmod(root, 0o700)
+    token = os.path.join(root, "token")
+    with open(token, "w") as f:
+        f.write("bench-token-0123456789abcdef0123\n")
+    os.chmod(token, 0o600)
+    os.environ["GPUKV_TOKEN_FILE"] = token
+    etcd = Etcd(root)
+    etcd.start()
+    procs = []
+    try:
+        pa, sa = start_node(root, a.daemon, etcd, "a", gpus[0], token, a.backend)
+        procs.append(pa)
+        pb, sb = start_node(root, a.daemon, etcd, "b", gpus[-1], token, a.backend)
+        procs.append(pb)
+        ca, cb = gpukv.Client(f"unix:{sa}"), gpukv.Client(f"unix:{sb}")
+        wait_for(lambda: ca.info("cluster")["members"] == 2, 20, "two members")
+        time.sleep(2)  # past the settling after the join
+        rows = []
+        small = size_arg(a.small)
+        value = os.urandom(small)
+        keys = [f"small/{i}" for i in range(64)]
+        for k in keys:
+            ca.set(k, value)
+        def timed(fn, n):
+            out = []
+            for i in range(n):
+                t0 = time.perf_counter()
+                fn(i)
+                out.append((time.perf_counter() - t0) * 1e6)
+            return out
+        ping = timed(lambda i: cb.ping(), a.rounds)
+        local = timed(lambda i: ca.get(keys[i % 64]), a.rounds)
+        cb.get(keys[0])
+        for k in keys:
+            cb.get(k)  # replicas
+        replica = timed(lambda i: cb.get(keys[i % 64]), a.rounds)
+        def pull(i):
+            ca.set(keys[i % 64], value)
+            t0 = time.perf_counter()
+            cb.get(keys[i % 64])
+            return time.perf_counter() - t0
+        pulls = [pull(i) * 1e6 for i in range(a.rounds // 4)]
+        rows.append(("PING (node b)", small, statistics.median(ping), pct(ping, .99), ""))
+        rows.append(("GET, owned here (node a)", small, statistics.median(local), pct(local, .99), ""))
+        rows.append(("GET, replica confirmed by the home (node b)", small,
+                     statistics.median(replica), pct(replica, .99),
+                     f"{statistics.median(replica) / statistics.median(local):.2f}x local"))
+        rows.append(("GET, pulled from the owner (node b, value rewritten on a)", small,
+                     statistics.median(pulls), pct(pulls, .99),
+                     f"{statistics.median(pulls) / statistics.median(local):.2f}x local"))
+        print(f"\n| small values ({small} B), {a.rounds} requests, one client | p50 us | p99 us | vs local |")
+        print("|---|---|---|---|")
+        for name, _, p50, p99, note in rows:
+            print(f"| {name} | {p50:.1f} | {p99:.1f} | {note} |")
+        print("\n| size | local GET GB/s | remote GET (pull) GB/s | raw TCP copy GB/s | pull / raw |")
+        print("|---|---|---|---|---|")
+        for s in a.large.split(","):
+            size = size_arg(s)
+            n = 3 if size >= 1 << 30 else 5 if size >= 64 << 20 else 20
+            big = os.urandom(1 << 20) * (size // (1 << 20) or 1)
+            big = big[:size]
+            ca.set("big", big)
+            loc, rem = [], []
+            for _ in range(n):
+                t0 = time.perf_counter()
+                got = ca.get("big")
+                loc.append(time.perf_counter() - t0)
+                ca.set("big", big)  # a new version: b must pull it
+                t0 = time.perf_counter()
+                got = cb.get("big")
+                rem.append(time.perf_counter() - t0)
+                assert len(got) == size
+            raw = raw_tcp_copy(size, n)
+            lg, rg = size / statistics.median(loc) / 1e9, size / statistics.median(rem) / 1e9
+            print(f"| {s} | {lg:.2f} | {rg:.2f} | {raw:.2f} | {rg / raw:.2f} |")
+        info = cb.info("cluster")
+        print(f"\nnode b: remote_reads {info['remote_reads']}, bytes_pulled {info['bytes_pulled']},"
+              f" replica_hits {info['replica_hits']}")
+        ca.close()
+        cb.close()
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(30)
+        etcd.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
