@@ -95,6 +95,16 @@ void gkv_cl_reply_error(gkv_wr_t *out, uint64_t id, int code, const char *msg);
 int gkv_cl_unlink(gkv_cluster_t *cl, const void *key, size_t klen, uint64_t upto);
 /* True when this node's own incarnation is inc (a request naming it as owner). */
 int64_t gkv_cl_self_inc(const gkv_cluster_t *cl);
+/* route.c's helpers the others share: a count reply, a job queued for ticket t (nested: the
+ * home's pool), the members changed lately (records may be on their way), a value owned here. */
+void gkv_cl_reply_count(gkv_wr_t *out, uint64_t id, uint64_t count);
+void gkv_cl_submit(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j, bool nested);
+bool gkv_cl_settling(const gkv_cluster_t *cl);
+bool gkv_cl_owned_here(gkv_cluster_t *cl, const void *key, size_t klen);
+/* write.c: a record job's end (publish, reply), and SEAL's routing. */
+void gkv_cl_commit_done(cl_job_t *j);
+int gkv_cl_route_seal(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
+                      gkv_leases_t *leases, gkv_wr_t *out, int *rc);
 /* Answers a NODE request (node.c). */
 int gkv_cl_node(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
                 gkv_wr_t *out, int *rc);

@@ -36,7 +36,7 @@ void gkv_cl_reply_error(gkv_wr_t *out, uint64_t id, int code, const char *msg)
     gkv_wr_end(out);
 }
 
-static void reply_count(gkv_wr_t *out, uint64_t id, uint64_t count)
+void gkv_cl_reply_count(gkv_wr_t *out, uint64_t id, uint64_t count)
 {
     gkv_wr_begin(out);
     gkv_wr_uint(out, GKV_F_ID, id);
@@ -124,47 +124,11 @@ void gkv_cl_job_free(cl_job_t *j)
     free(j);
 }
 
-static void submit(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j, bool nested)
+void gkv_cl_submit(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j, bool nested)
 {
     if (t)
         t->job = j;
     gkv_workers_submit(nested ? &cl->nested : &cl->origin, &j->job);
-}
-
-/* Finishes a SET's job on the loop: publish (or not) and write its reply. */
-static void commit_done(cl_job_t *j)
-{
-    gkv_cluster_t *cl = j->cl;
-    cl_key_t *k = &j->keys[0];
-    gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, k->key, k->klen);
-    if (c && c->pending)
-        c->pending--;
-    int rc = j->status;
-    /* Dropped by the home since it recorded this write, or a later write of ours was
-     * published first: this one is history, not the value. */
-    bool superseded = c && k->version &&
-                      (k->version <= c->dropped_upto || (!c->replica && c->version > k->version));
-    if (c && !c->pending)
-        c->dropped_upto = 0;
-    if (!rc && j->publish && !superseded) {
-        cl->store->now_ms = gkv_clock_ms();
-        rc = gkv_store_publish(cl->store, j->entry, 0, NULL);
-        if (!rc && (c || (c = gkv_copy_get(&cl->rec, k->key, k->klen))))
-            gkv_copy_set(&cl->rec, c, k->version, false, k->owner /* the home's name */);
-        cl->stats.records++;
-    }
-    if (c && !c->pending && !c->version)
-        gkv_copy_del(&cl->rec, c);
-    if (j->t && j->publish) {
-        if (rc) {
-            gkv_cl_reply_error(j->t->out, j->id, rc, j->msg[0] ? j->msg : NULL);
-        } else {
-            gkv_wr_begin(j->t->out);
-            gkv_wr_uint(j->t->out, GKV_F_ID, j->id);
-            gkv_wr_int(j->t->out, GKV_F_STATUS, 0);
-            gkv_wr_end(j->t->out);
-        }
-    }
 }
 
 void gkv_cl_job_done(gkv_job_t *job)
@@ -174,7 +138,7 @@ void gkv_cl_job_done(gkv_job_t *job)
     if (j->status == GKV_EUNAVAILABLE)
         cl->stats.unavailable++;
     if (j->kind == JOB_RECORD)
-        commit_done(j);
+        gkv_cl_commit_done(j);
     if (j->kind == JOB_REGISTER) {
         /* A home that kept a newer record than ours: our copy is no longer the value. */
         for (uint32_t i = 0; i < j->nkeys; i++) {
@@ -206,7 +170,7 @@ void gkv_cl_job_done(gkv_job_t *job)
 /* The members changed lately: a key this node homes but has no record of may be on its way
  * here (its owner re-registers it), so only a request to ourselves (which answers BUSY until
  * then) can tell. */
-static bool settling(const gkv_cluster_t *cl)
+bool gkv_cl_settling(const gkv_cluster_t *cl)
 {
     return uv_now(cl->loop) < cl->settle_until;
 }
@@ -238,7 +202,7 @@ static int each_read_key(gkv_cluster_t *cl, const gkv_request_t *req, key_fn fn,
     return 0;
 }
 
-static bool owned_here(gkv_cluster_t *cl, const void *key, size_t klen)
+bool gkv_cl_owned_here(gkv_cluster_t *cl, const void *key, size_t klen)
 {
     gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, key, klen);
     return c && !c->replica && c->version;
@@ -254,11 +218,11 @@ typedef struct {
 static int plan_read_key(gkv_cluster_t *cl, const uint8_t *key, size_t klen, void *arg)
 {
     read_plan_t *p = arg;
-    if (owned_here(cl, key, klen))
+    if (gkv_cl_owned_here(cl, key, klen))
         return 0;
     const gkv_member_t *home = gkv_cluster_home(cl, key, klen);
     gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, key, klen);
-    if (gkv_cluster_is_self(cl, home) && !settling(cl)) {
+    if (gkv_cluster_is_self(cl, home) && !gkv_cl_settling(cl)) {
         gkv_home_rec_t *h = gkv_home_find(&cl->rec, key, klen);
         if (!h || !h->owner[0]) {
             if (c && c->replica) /* a stale replica: the key is gone */
@@ -291,7 +255,7 @@ static int read_outcome(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j,
         cl_key_t *k = &j->keys[i];
         if (k->status == GKV_EEXISTS) { /* the home says we own it */
             gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, k->key, k->klen);
-            if (owned_here(cl, k->key, k->klen))
+            if (gkv_cl_owned_here(cl, k->key, k->klen))
                 continue;
             /* Recorded but not published yet, or superseded since the home answered (another
              * write dropped ours): ask again. Still ours after that many rounds: gone from
@@ -315,7 +279,7 @@ static int read_outcome(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j,
             gkv_cl_reply_error(out, req->id, k->status, j->msg[0] ? j->msg : NULL);
             return GKV_ROUTE_DONE;
         }
-        if (owned_here(cl, k->key, k->klen))
+        if (gkv_cl_owned_here(cl, k->key, k->klen))
             continue; /* written here meanwhile: newer than what the home said */
         gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, k->key, k->klen);
         if (!c || !c->replica || c->version != k->version)
@@ -359,7 +323,7 @@ static int route_read(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
         return GKV_ROUTE_LOCAL;
     p.job->attempts = attempts + 1;
     p.job->t = t;
-    submit(cl, t, p.job, false);
+    gkv_cl_submit(cl, t, p.job, false);
     return GKV_ROUTE_PARK;
 }
 
@@ -397,8 +361,8 @@ static int add_key(gkv_cluster_t *cl, const uint8_t *key, size_t klen, void *arg
 static bool local_only(gkv_cluster_t *cl, const uint8_t *key, size_t klen, bool deleting)
 {
     const gkv_member_t *home = gkv_cluster_home(cl, key, klen);
-    if (!gkv_cluster_is_self(cl, home) || settling(cl))
-        return !deleting && owned_here(cl, key, klen);
+    if (!gkv_cluster_is_self(cl, home) || gkv_cl_settling(cl))
+        return !deleting && gkv_cl_owned_here(cl, key, klen);
     gkv_home_rec_t *h = gkv_home_find(&cl->rec, key, klen);
     return !h || !h->owner[0] || (!h->busy && !strcmp(h->owner, cl->node));
 }
@@ -470,7 +434,7 @@ static int route_keys(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
                     if (!j->keys[i].status && j->keys[i].version)
                         gkv_cl_unlink(cl, j->keys[i].key, j->keys[i].klen,
                                       j->keys[i].version);
-            reply_count(out, req->id, j->count);
+            gkv_cl_reply_count(out, req->id, j->count);
         }
         gkv_cl_job_free(j);
         return GKV_ROUTE_DONE;
@@ -482,7 +446,7 @@ static int route_keys(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     if (all) {
         uint64_t count = 0;
         each_key(req, del_here, cl, &count);
-        reply_count(out, req->id, count);
+        gkv_cl_reply_count(out, req->id, count);
         *rc = 0;
         return GKV_ROUTE_DONE;
     }
@@ -495,7 +459,7 @@ static int route_keys(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     }
     if (kind == JOB_DEL)
         each_key(req, unlink_own, cl, NULL);
-    submit(cl, t, j, false);
+    gkv_cl_submit(cl, t, j, false);
     return GKV_ROUTE_PARK;
 }
 
@@ -524,7 +488,7 @@ static int route_fanout(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_requ
             for (uint32_t i = 0; i < j->nkeys; i++)
                 if (!j->keys[i].status && j->keys[i].version)
                     gkv_cl_unlink(cl, j->keys[i].key, j->keys[i].klen, j->keys[i].version);
-            reply_count(out, req->id, j->count);
+            gkv_cl_reply_count(out, req->id, j->count);
         }
         gkv_cl_job_free(j);
         return GKV_ROUTE_DONE;
@@ -566,91 +530,8 @@ static int route_fanout(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_requ
     if (req->cursor.len)
         memcpy(j->cursor, req->cursor.p, req->cursor.len);
     j->cursor_len = (uint32_t)req->cursor.len;
-    submit(cl, t, j, false);
+    gkv_cl_submit(cl, t, j, false);
     return GKV_ROUTE_PARK;
-}
-
-/* SEAL of a CREATE'd value: recorded at its home before it is published (a job), unless home
- * and owner are this node. */
-static int route_seal(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
-                      gkv_leases_t *leases, gkv_wr_t *out, int *rc)
-{
-    gkv_lease_t *l = leases ? gkv_lease_find(leases, req->lease) : NULL;
-    if (!l || !l->writable)
-        return GKV_ROUTE_LOCAL; /* SEAL's own checks answer */
-    size_t klen;
-    const uint8_t *key = gkv_store_key(cl->store, l->entry, &klen);
-    if (t->job) {
-        cl_job_t *j = t->job;
-        t->job = NULL;
-        int status = j->status;
-        uint64_t version = j->keys[0].version;
-        char home[GKV_NODE_NAME_MAX + 1];
-        snprintf(home, sizeof(home), "%s", j->keys[0].owner);
-        gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, key, klen);
-        if (c && c->pending)
-            c->pending--;
-        if (status) {
-            if (c && !c->pending && !c->version)
-                gkv_copy_del(&cl->rec, c);
-            *rc = status;
-            gkv_cl_reply_error(out, req->id, status, j->msg[0] ? j->msg : NULL);
-            gkv_cl_job_free(j);
-            return GKV_ROUTE_DONE;
-        }
-        gkv_cl_job_free(j);
-        /* Recorded: any replica here goes, and SEAL publishes without NX/XX (decided). */
-        if (c && c->replica)
-            gkv_store_del(cl->store, key, klen);
-        if (c || (c = gkv_copy_get(&cl->rec, key, klen)))
-            gkv_copy_set(&cl->rec, c, version, false, home);
-        cl->stats.records++;
-        t->strip_nx_xx = true;
-        return GKV_ROUTE_LOCAL;
-    }
-    const gkv_member_t *home = gkv_cluster_home(cl, key, klen);
-    if (gkv_cluster_is_self(cl, home) && !settling(cl)) {
-        gkv_home_rec_t *h = gkv_home_find(&cl->rec, key, klen);
-        if (!h || !h->owner[0] || (!h->busy && !strcmp(h->owner, cl->node)))
-            return GKV_ROUTE_LOCAL; /* recorded after it ran (gkv_cluster_after) */
-    }
-    cl_job_t *j = gkv_cl_job_new(cl, t, JOB_RECORD);
-    if (!j || gkv_cl_job_key(j, key, klen, home)) {
-        gkv_cl_job_free(j);
-        *rc = GKV_ENOMEM;
-        gkv_cl_reply_error(out, req->id, *rc, NULL);
-        return GKV_ROUTE_DONE;
-    }
-    j->flags = l->flags | (unsigned)(req->flags & (GKV_SET_NX | GKV_SET_XX));
-    j->keys[0].size = l->entry->size;
-    j->id = req->id;
-    gkv_copy_rec_t *c = gkv_copy_get(&cl->rec, key, klen);
-    if (c)
-        c->pending++;
-    submit(cl, t, j, false);
-    return GKV_ROUTE_PARK;
-}
-
-void gkv_cluster_after(gkv_cluster_t *cl, const gkv_request_t *req, gkv_leases_t *leases,
-                       int rc, const void *key, size_t klen)
-{
-    (void)leases;
-    if (!cl->on || rc || req->op != GKV_OP_SEAL || !key)
-        return;
-    const gkv_member_t *home = gkv_cluster_home(cl, key, klen);
-    if (!gkv_cluster_is_self(cl, home))
-        return; /* recorded before it ran */
-    gkv_home_rec_t *h = gkv_home_get(&cl->rec, key, klen);
-    gkv_copy_rec_t *c = gkv_copy_get(&cl->rec, key, klen);
-    gkv_entry_t *e = gkv_store_find(cl->store, key, klen);
-    if (!h || !c || !e)
-        return;
-    h->version = gkv_home_next_version(&cl->rec, h);
-    strcpy(h->owner, cl->node);
-    h->owner_inc = gkv_cl_self_inc(cl);
-    h->size = e->size;
-    gkv_copy_set(&cl->rec, c, h->version, false, cl->node);
-    cl->stats.records++;
 }
 
 int gkv_cluster_route(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
@@ -723,9 +604,9 @@ int gkv_cluster_route(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
             return GKV_ROUTE_LOCAL;
         return route_fanout(cl, t, req, JOB_SIZES, out, rc);
     case GKV_OP_SEAL:
-        return route_seal(cl, t, req, leases, out, rc);
+        return gkv_cl_route_seal(cl, t, req, leases, out, rc);
     default: /* EXPIRE, PERSIST, TTL, MOVE act on the owner's copy */
-        if (!(req->has & GKV_HAS_KEY) || owned_here(cl, req->key.p, req->key.len))
+        if (!(req->has & GKV_HAS_KEY) || gkv_cl_owned_here(cl, req->key.p, req->key.len))
             return GKV_ROUTE_LOCAL;
         *rc = GKV_ENOTSUP;
         gkv_cl_reply_error(out, req->id, *rc,
@@ -733,97 +614,6 @@ int gkv_cluster_route(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
                            "owns the value (gpukv locate KEY names it)");
         return GKV_ROUTE_DONE;
     }
-}
-
-int gkv_cluster_commit(gkv_cluster_t *cl, gkv_route_ticket_t *t, uint64_t id, gkv_entry_t *e,
-                       unsigned flags, gkv_wr_t *out, int *rc, gkv_entry_t **holder)
-{
-    *holder = e;
-    size_t klen;
-    const uint8_t *key = gkv_store_key(cl->store, e, &klen);
-    t->defer = false;
-    *rc = 0;
-    if (t->replica_version) {
-        /* A replica this node's own read fetched: kept unless a value of this node's took the
-         * key meanwhile. */
-        uint64_t v = t->replica_version;
-        t->replica_version = 0;
-        gkv_copy_rec_t *c = gkv_copy_get(&cl->rec, key, klen);
-        if (c && !c->pending && (c->replica || !c->version)) {
-            cl->store->now_ms = gkv_clock_ms();
-            if (gkv_store_publish(cl->store, e, 0, holder) == 0) {
-                gkv_copy_set(&cl->rec, c, v, true, NULL);
-                cl->stats.bytes_pulled += e->size;
-            }
-        }
-        reply_count(out, id, 0);
-        return GKV_ROUTE_DONE;
-    }
-    const gkv_member_t *home = gkv_cluster_home(cl, key, klen);
-    if (!home) {
-        *rc = GKV_EUNAVAILABLE;
-        gkv_cl_reply_error(out, id, *rc, "this node knows no members of its cluster");
-        return GKV_ROUTE_DONE;
-    }
-    gkv_home_rec_t *hr = gkv_home_find(&cl->rec, key, klen);
-    if (gkv_cluster_is_self(cl, home) && (hr || !settling(cl))) {
-        gkv_home_rec_t *h = hr;
-        if (!h || !h->owner[0] || (!h->busy && !strcmp(h->owner, cl->node))) {
-            /* Home and owner here: decided and published on the loop, no message. */
-            bool exists = h && h->owner[0] && gkv_store_find(cl->store, key, klen);
-            if ((flags & GKV_SET_NX) && exists) {
-                *rc = GKV_EEXISTS;
-                gkv_cl_reply_error(out, id, *rc, "key exists (NX)");
-                return GKV_ROUTE_DONE;
-            }
-            if ((flags & GKV_SET_XX) && !exists) {
-                *rc = GKV_ENOTFOUND;
-                gkv_cl_reply_error(out, id, *rc, "key does not exist (XX)");
-                return GKV_ROUTE_DONE;
-            }
-            gkv_copy_rec_t *c = gkv_copy_get(&cl->rec, key, klen);
-            if (!h)
-                h = gkv_home_get(&cl->rec, key, klen);
-            cl->store->now_ms = gkv_clock_ms();
-            int prc = h && c ? gkv_store_publish(cl->store, e, 0, holder) : GKV_ENOMEM;
-            if (prc) {
-                if (h && !h->owner[0])
-                    gkv_home_del(&cl->rec, h);
-                *rc = prc;
-                gkv_cl_reply_error(out, id, prc, NULL);
-                return GKV_ROUTE_DONE;
-            }
-            h->version = gkv_home_next_version(&cl->rec, h);
-            strcpy(h->owner, cl->node);
-            h->owner_inc = gkv_cl_self_inc(cl);
-            h->size = e->size;
-            gkv_copy_set(&cl->rec, c, h->version, false, cl->node);
-            cl->stats.records++;
-            gkv_wr_begin(out);
-            gkv_wr_uint(out, GKV_F_ID, id);
-            gkv_wr_int(out, GKV_F_STATUS, 0);
-            gkv_wr_end(out);
-            return GKV_ROUTE_DONE;
-        }
-    }
-    cl_job_t *j = gkv_cl_job_new(cl, t, JOB_RECORD);
-    gkv_copy_rec_t *c = j ? gkv_copy_get(&cl->rec, key, klen) : NULL;
-    if (!c || gkv_cl_job_key(j, key, klen, home)) {
-        gkv_cl_job_free(j);
-        *rc = GKV_ENOMEM;
-        gkv_cl_reply_error(out, id, *rc, NULL);
-        return GKV_ROUTE_DONE;
-    }
-    c->pending++;
-    gkv_store_ref(e);
-    j->entry = e;
-    j->id = id;
-    j->flags = flags;
-    j->publish = true;
-    j->keys[0].size = e->size;
-    t->out = out;
-    submit(cl, t, j, false);
-    return GKV_ROUTE_PARK;
 }
 
 void gkv_cluster_ticket_fini(gkv_cluster_t *cl, gkv_route_ticket_t *t)
