@@ -15,6 +15,7 @@
 
 #include "duration.h"
 #include "error.h"
+#include "frame.h"
 #include "log.h"
 #include "size.h"
 #include "version.h"
@@ -553,7 +554,8 @@ int gkv_config_parse_args(gkv_config_t *cfg, int argc, char **argv, char *err, s
             print_usage(stdout);
             return 1;
         case 'v':
-            printf("gpukvd %s (protocol 1)\n", GKV_VERSION_STRING);
+            printf("gpukvd %s (protocol %d, accepts %d-%d)\n", GKV_VERSION_STRING,
+                   GKV_PROTOCOL_VERSION, GKV_PROTOCOL_MIN, GKV_PROTOCOL_VERSION);
             return 1;
         default:
             snprintf(err, cap, "unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
