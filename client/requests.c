@@ -365,6 +365,22 @@ int gkv_locate(gkv_client_t *c, const void *key, size_t klen, uint64_t *size, in
     return 0;
 }
 
+int gkv_locate_node(gkv_client_t *c, const void *key, size_t klen, char *node, size_t cap,
+                    uint64_t *size)
+{
+    int rc = key_request(c, GKV_OP_GETSIZE, key, klen, 0);
+    if (rc)
+        return rc;
+    if (c->resp.owner.len >= cap)
+        return GKV_ENOSPACE;
+    if (c->resp.owner.len)
+        memcpy(node, c->resp.owner.p, c->resp.owner.len);
+    node[c->resp.owner.len] = 0;
+    if (size)
+        *size = c->resp.size;
+    return 0;
+}
+
 int gkv_getsize(gkv_client_t *c, const void *key, size_t klen, uint64_t *size)
 {
     int gpu;

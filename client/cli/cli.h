@@ -70,6 +70,7 @@ int gkv_cli_size(gkv_client_t *c, const gkv_cli_args_t *a);
 int gkv_cli_map(gkv_client_t *c, const gkv_cli_args_t *a);
 int gkv_cli_info(gkv_client_t *c, const gkv_cli_args_t *a);
 int gkv_cli_cluster(gkv_client_t *c, const gkv_cli_args_t *a);
+int gkv_cli_locate(gkv_client_t *c, const gkv_cli_args_t *a);
 int gkv_cli_flush(gkv_client_t *c, const gkv_cli_args_t *a);
 int gkv_cli_expire(gkv_client_t *c, const gkv_cli_args_t *a);
 int gkv_cli_ttl(gkv_client_t *c, const gkv_cli_args_t *a);

@@ -113,6 +113,21 @@ int gkv_cli_size(gkv_client_t *c, const gkv_cli_args_t *a)
     return EXIT_OKAY;
 }
 
+int gkv_cli_locate(gkv_client_t *c, const gkv_cli_args_t *a)
+{
+    const char *key = a->operands[0];
+    char node[256];
+    uint64_t size;
+    int rc = gkv_locate_node(c, key, strlen(key), node, sizeof(node), &size);
+    if (rc)
+        return gkv_cli_fail(c, "locate", rc);
+    if (node[0])
+        printf("%s\n", node);
+    else
+        printf("this daemon (it is in no cluster)\n");
+    return EXIT_OKAY;
+}
+
 int gkv_cli_move(gkv_client_t *c, const gkv_cli_args_t *a)
 {
     const char *key = a->operands[0];

@@ -129,6 +129,11 @@ static const command_t table[] = {
      o_info,
      "  --prometheus  the metrics in the Prometheus text format (what\n"
      "                gpukvd --metrics-listen serves on /metrics)\n"},
+    {{"locate", "locate KEY", "the cluster node that owns KEY's value (exit 1: no such key)", 1,
+      1, gkv_cli_locate},
+     ":h",
+     o_plain,
+     ""},
     {{"cluster", "cluster",
       "the cluster this daemon is in: its members, etcd's state, keys owned and homed here", 0,
       0, gkv_cli_cluster},

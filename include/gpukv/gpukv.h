@@ -221,6 +221,11 @@ GKV_EXPORT int gkv_del_prefix(gkv_client_t *c, const void *prefix, size_t plen, 
 GKV_EXPORT int gkv_getsize(gkv_client_t *c, const void *key, size_t klen, uint64_t *size);
 /* Size of one value in *size and the daemon's ordinal of the GPU holding it in *gpu. */
 GKV_EXPORT int gkv_locate(gkv_client_t *c, const void *key, size_t klen, uint64_t *size, int *gpu);
+/* The cluster node that owns the key's value (gpukvd --cluster), its name into node (cap bytes,
+ * NUL-terminated; "" from a daemon that is not in a cluster), and its size in *size (may be
+ * NULL). Returns 0, GKV_ENOTFOUND, GKV_ENOSPACE (cap too small) or another negative code. */
+GKV_EXPORT int gkv_locate_node(gkv_client_t *c, const void *key, size_t klen, char *node,
+                               size_t cap, uint64_t *size);
 /* MOVE: copies the key's value to the daemon's GPU gpu and puts the copy in its place once it is
  * complete (readers see the old value or the moved one; a write to the key meanwhile wins).
  * Returns 1 (moved), 0 (it was there already), or a negative code: GKV_ENOTFOUND, GKV_EINVAL

@@ -247,6 +247,8 @@ static void run_keys(cl_job_t *j)
             if (!k->status) {
                 j->count++;
                 k->size = r.size;
+                snprintf(k->owner, sizeof(k->owner), "%.*s", (int)r.owner.len,
+                         (const char *)r.owner.p);
             }
             break;
         }

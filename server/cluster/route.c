@@ -293,7 +293,8 @@ static int route_keys(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
             gkv_wr_uint(out, GKV_F_ID, req->id);
             gkv_wr_int(out, GKV_F_STATUS, 0);
             gkv_wr_uint(out, GKV_F_SIZE, j->keys[0].size);
-            gkv_wr_uint(out, GKV_F_GPU, 0);
+            gkv_wr_uint(out, GKV_F_GPU, 0); /* the owner's GPU: not known here */
+            gkv_wr_str(out, GKV_F_OWNER, j->keys[0].owner);
             gkv_wr_end(out);
         } else {
             /* Our own copies of what the homes deleted go (a home drops every copy but the
@@ -307,6 +308,19 @@ static int route_keys(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
         }
         gkv_cl_job_free(j);
         return GKV_ROUTE_DONE;
+    }
+    if (kind == JOB_GETSIZE && gkv_cl_owned_here(cl, req->key.p, req->key.len)) {
+        gkv_entry_t *e = gkv_store_find(cl->store, req->key.p, req->key.len);
+        if (e) { /* ours: size, GPU and owner (this node) from here */
+            gkv_wr_begin(out);
+            gkv_wr_uint(out, GKV_F_ID, req->id);
+            gkv_wr_int(out, GKV_F_STATUS, 0);
+            gkv_wr_uint(out, GKV_F_SIZE, e->size);
+            gkv_wr_uint(out, GKV_F_GPU, e->dev);
+            gkv_wr_str(out, GKV_F_OWNER, cl->node);
+            gkv_wr_end(out);
+            return GKV_ROUTE_DONE;
+        }
     }
     bool all = true;
     each_key(req, kind == JOB_DEL ? check_local_del : check_local, cl, &all);

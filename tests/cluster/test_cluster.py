@@ -12,6 +12,7 @@ import math
 import os
 import random
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -154,6 +155,23 @@ def list_size_and_prefix_delete_span_the_nodes(cl: Cluster):
         with node.client() as c:
             assert not any(k.startswith("ls/a/") for k in c.keys("ls/")), node.name
             assert get(c, "ls/a/001") is None
+
+
+@check
+def locate_names_the_owner_from_every_node(cl: Cluster):
+    cli = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(cl.daemon))), "client",
+                       "gpukv")
+    for i, writer in enumerate(cl.nodes):
+        with writer.client() as c:
+            c.set(f"loc/{i}", b"here")
+    for node in cl.nodes:
+        for i, writer in enumerate(cl.nodes):
+            r = subprocess.run([cli, "-s", node.sock, "--token-file", cl.token, "locate",
+                                f"loc/{i}"], capture_output=True, text=True)
+            assert r.returncode == 0 and r.stdout.strip() == writer.name, (node.name, r)
+    r = subprocess.run([cli, "-s", cl.nodes[0].sock, "--token-file", cl.token, "locate",
+                        "loc/none"], capture_output=True, text=True)
+    assert r.returncode == 1, r
 
 
 @check

@@ -104,6 +104,10 @@ grep -q NOTFOUND "$dir/err" && passes=$((passes+1)) || { fails=$((fails+1)); ech
 check map 0 g map greeting
 grep -q '^checksum: ' "$dir/out" && grep -q '^bytes:    2 ' "$dir/out" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL map output"; cat "$dir/out"; }
 check map-missing 1 g map nothing
+check locate-alone 0 g locate greeting;   expect_out "locate-alone" "this daemon (it is in no cluster)"
+check locate-missing 1 g locate nothing
+check cluster-off 0 g cluster
+grep -q '^cluster_enabled:0' "$dir/out" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL cluster section off"; }
 check info 0 g info
 grep -q '^keys:' "$dir/out" && grep -q '^leases:0' "$dir/out" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL info keys/leases"; }
 ok() { passes=$((passes + 1)); }
