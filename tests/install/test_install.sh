@@ -69,7 +69,9 @@ mkdir -p "$tmp/empty"
 inc=$(pkg-config --cflags-only-I gpukv | sed 's/^ *-I//; s/ *$//')
 [ "$(realpath "$inc")" = "$(realpath "$prefix/include")" ] || fail "pkg-config --cflags: $inc"
 # Libs.private's -L names the directory the CUDA runtime is in.
-for d in $(pkg-config --static --libs-only-L gpukv | sed 's/-L//g'); do
+# (Only each word's leading -L goes: a temporary directory's name may hold "-L" itself.)
+for d in $(pkg-config --static --libs-only-L gpukv); do
+    d=${d#-L}
     [ -d "$d" ] || fail "pkg-config --static names a directory that does not exist: $d"
 done
 if grep -q cudart <<<"$(pkg-config --static --libs gpukv)"; then
