@@ -421,3 +421,19 @@ int gkv_wr_end(gkv_wr_t *w)
     patch32(w, w->frame_start + GKV_FRAME_PREFIX + 1, w->fields);
     return 0;
 }
+
+void gkv_wr_ok(gkv_wr_t *w, uint64_t id)
+{
+    gkv_wr_begin(w);
+    gkv_wr_uint(w, GKV_F_ID, id);
+    gkv_wr_int(w, GKV_F_STATUS, 0);
+}
+
+void gkv_wr_error(gkv_wr_t *w, uint64_t id, int code, const char *msg)
+{
+    gkv_wr_begin(w);
+    gkv_wr_uint(w, GKV_F_ID, id);
+    gkv_wr_int(w, GKV_F_STATUS, code);
+    gkv_wr_str(w, GKV_F_MESSAGE, msg ? msg : gkv_strerror(code));
+    gkv_wr_end(w);
+}

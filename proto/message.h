@@ -184,6 +184,10 @@ void gkv_wr_array_end(gkv_wr_t *w, size_t pos, uint32_t n);
 /* Ends the frame. Returns 0, GKV_ETOOBIG when the header outgrew GKV_MAX_HEADER (the frame is
  * then removed), or GKV_ENOMEM. */
 int gkv_wr_end(gkv_wr_t *w);
+/* Begins a reply frame of request id with status 0 (add fields, then gkv_wr_end). */
+void gkv_wr_ok(gkv_wr_t *w, uint64_t id);
+/* Writes a whole error reply {id, status, message}; msg is borrowed (NULL: the code's text). */
+void gkv_wr_error(gkv_wr_t *w, uint64_t id, int code, const char *msg);
 /* Bytes of the current (unfinished) frame's header so far. */
 size_t gkv_wr_frame_size(const gkv_wr_t *w);
 

@@ -87,8 +87,6 @@ int gkv_cl_job_key(cl_job_t *j, const void *key, size_t klen, const gkv_member_t
 void gkv_cl_job_free(cl_job_t *j);
 /* The member named name (len bytes), or NULL. */
 const gkv_member_t *gkv_cl_member(const gkv_cluster_t *cl, const void *name, size_t len);
-/* Writes an error reply. */
-void gkv_cl_reply_error(gkv_wr_t *out, uint64_t id, int code, const char *msg);
 /* Drops this node's copy of key (store and copies) as of version upto (the home's record that
  * is dropped or deleted; 0: none known): a write of ours pending at or below it is not
  * published. Returns 1 if it had one. */

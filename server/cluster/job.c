@@ -21,20 +21,9 @@ const gkv_member_t *gkv_cl_member(const gkv_cluster_t *cl, const void *name, siz
     return NULL;
 }
 
-void gkv_cl_reply_error(gkv_wr_t *out, uint64_t id, int code, const char *msg)
-{
-    gkv_wr_begin(out);
-    gkv_wr_uint(out, GKV_F_ID, id);
-    gkv_wr_int(out, GKV_F_STATUS, code);
-    gkv_wr_str(out, GKV_F_MESSAGE, msg ? msg : gkv_strerror(code));
-    gkv_wr_end(out);
-}
-
 void gkv_cl_reply_count(gkv_wr_t *out, uint64_t id, uint64_t count)
 {
-    gkv_wr_begin(out);
-    gkv_wr_uint(out, GKV_F_ID, id);
-    gkv_wr_int(out, GKV_F_STATUS, 0);
+    gkv_wr_ok(out, id);
     gkv_wr_uint(out, GKV_F_COUNT, count);
     gkv_wr_end(out);
 }

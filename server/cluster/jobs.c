@@ -452,9 +452,7 @@ static void run_fanout(cl_job_t *j)
     if (!j->status && j->kind == JOB_LIST) {
         gkv_cl_items_sort(c.items, c.n);
         gkv_wr_t *w = &j->reply;
-        gkv_wr_begin(w);
-        gkv_wr_uint(w, GKV_F_ID, j->id);
-        gkv_wr_int(w, GKV_F_STATUS, 0);
+        gkv_wr_ok(w, j->id);
         gkv_cl_list_write(w, c.items, c.n, j->prefix, j->prefix_len, j->delim, j->cursor,
                           j->cursor_len, j->limit, more);
         j->status = gkv_wr_end(w);

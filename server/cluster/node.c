@@ -15,28 +15,8 @@
 static int fail(gkv_wr_t *out, uint64_t id, int code, const char *msg, int *rc)
 {
     *rc = code;
-    gkv_cl_reply_error(out, id, code, msg);
+    gkv_wr_error(out, id, code, msg);
     return GKV_ROUTE_DONE;
-}
-
-static void begin_ok(gkv_wr_t *out, uint64_t id)
-{
-    gkv_wr_begin(out);
-    gkv_wr_uint(out, GKV_F_ID, id);
-    gkv_wr_int(out, GKV_F_STATUS, 0);
-}
-
-static int ok_count(gkv_wr_t *out, uint64_t id, uint64_t count)
-{
-    begin_ok(out, id);
-    gkv_wr_uint(out, GKV_F_COUNT, count);
-    gkv_wr_end(out);
-    return GKV_ROUTE_DONE;
-}
-
-static bool settling(const gkv_cluster_t *cl)
-{
-    return uv_now(cl->loop) < cl->settle_until;
 }
 
 /* This node is the key's home in its own view. */
@@ -93,26 +73,36 @@ static int drop_outcome(gkv_cluster_t *cl, gkv_route_ticket_t *t, gkv_home_rec_t
     return GKV_ROUTE_LOCAL; /* go on */
 }
 
+/* The start RECORD and DELETE share: a previous owner's drop that came back (*dropped, *h the
+ * record), and this node being the key's home. DONE with the reply written, else LOCAL. */
+static int at_home(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
+                   gkv_home_rec_t **h, bool *dropped, gkv_wr_t *out, int *rc)
+{
+    if (t->job) {
+        if (drop_outcome(cl, t, h, req, out, rc) == GKV_ROUTE_DONE)
+            return GKV_ROUTE_DONE;
+        *dropped = true;
+    }
+    if (!home_here(cl, req))
+        return fail(out, req->id, GKV_EBUSY, "not this key's home (the members are changing)",
+                    rc);
+    return GKV_ROUTE_LOCAL;
+}
+
 static int node_record(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
                        const gkv_member_t *from, gkv_wr_t *out, int *rc)
 {
     gkv_home_rec_t *h = NULL;
     bool dropped = false;
-    if (t->job) {
-        if (drop_outcome(cl, t, &h, req, out, rc) == GKV_ROUTE_DONE)
-            return GKV_ROUTE_DONE;
-        dropped = true;
-    }
-    if (!home_here(cl, req))
-        return fail(out, req->id, GKV_EBUSY, "not this key's home (the members are changing)",
-                    rc);
+    if (at_home(cl, t, req, &h, &dropped, out, rc) == GKV_ROUTE_DONE)
+        return GKV_ROUTE_DONE;
     if (!h)
         h = gkv_home_get(&cl->rec, req->key.p, req->key.len);
     if (!h)
         return fail(out, req->id, GKV_ENOMEM, "too many records", rc);
     if (h->busy)
         return fail(out, req->id, GKV_EBUSY, "a write of this key is being recorded", rc);
-    if (!h->owner[0] && settling(cl) && !dropped)
+    if (!h->owner[0] && gkv_cl_settling(cl) && !dropped)
         return fail(out, req->id, GKV_EBUSY, "the members changed: owners are re-registering",
                     rc);
     bool exists = h->owner[0] != 0;
@@ -130,7 +120,7 @@ static int node_record(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reque
         }
     }
     uint64_t v = record(cl, h, from, req->size);
-    begin_ok(out, req->id);
+    gkv_wr_ok(out, req->id);
     gkv_wr_uint(out, GKV_F_VVERSION, v);
     gkv_wr_str(out, GKV_F_OWNER, cl->node); /* the home that recorded it */
     gkv_wr_end(out);
@@ -142,22 +132,17 @@ static int node_delete(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reque
 {
     gkv_home_rec_t *h = NULL;
     bool dropped = false;
-    if (t->job) {
-        if (drop_outcome(cl, t, &h, req, out, rc) == GKV_ROUTE_DONE)
-            return GKV_ROUTE_DONE;
-        dropped = true;
-    }
-    if (!home_here(cl, req))
-        return fail(out, req->id, GKV_EBUSY, "not this key's home (the members are changing)",
-                    rc);
+    if (at_home(cl, t, req, &h, &dropped, out, rc) == GKV_ROUTE_DONE)
+        return GKV_ROUTE_DONE;
     if (!dropped)
         h = gkv_home_find(&cl->rec, req->key.p, req->key.len);
     if (!h || !h->owner[0]) {
-        if (settling(cl))
+        if (gkv_cl_settling(cl))
             return fail(out, req->id, GKV_EBUSY, "the members changed", rc);
         if (h)
             gkv_home_del(&cl->rec, h);
-        return ok_count(out, req->id, 0);
+        gkv_cl_reply_count(out, req->id, 0);
+        return GKV_ROUTE_DONE;
     }
     if (h->busy)
         return fail(out, req->id, GKV_EBUSY, "a write of this key is being recorded", rc);
@@ -169,7 +154,7 @@ static int node_delete(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reque
     }
     uint64_t deleted = h->version;
     gkv_home_del(&cl->rec, h);
-    begin_ok(out, req->id);
+    gkv_wr_ok(out, req->id);
     gkv_wr_uint(out, GKV_F_COUNT, 1);
     gkv_wr_uint(out, GKV_F_VVERSION, deleted);
     gkv_wr_end(out);
@@ -185,7 +170,7 @@ static int node_lookup(gkv_cluster_t *cl, const gkv_request_t *req, gkv_wr_t *ou
     if (h && h->busy)
         return fail(out, req->id, GKV_EBUSY, "a write of this key is being recorded", rc);
     if (!h || !h->owner[0]) {
-        if (settling(cl))
+        if (gkv_cl_settling(cl))
             return fail(out, req->id, GKV_EBUSY, "the members changed", rc);
         return fail(out, req->id, GKV_ENOTFOUND, NULL, rc);
     }
@@ -196,7 +181,7 @@ static int node_lookup(gkv_cluster_t *cl, const gkv_request_t *req, gkv_wr_t *ou
         if (!gkv_store_find(cl->store, req->key.p, req->key.len))
             return fail(out, req->id, GKV_ENOTFOUND, NULL, rc); /* ours, evicted or expired */
     }
-    begin_ok(out, req->id);
+    gkv_wr_ok(out, req->id);
     gkv_wr_str(out, GKV_F_OWNER, h->owner);
     gkv_wr_uint(out, GKV_F_OWNER_INC, (uint64_t)h->owner_inc);
     gkv_wr_uint(out, GKV_F_VVERSION, h->version);
@@ -227,7 +212,7 @@ static int node_register(gkv_cluster_t *cl, const gkv_request_t *req, const gkv_
     h->owner_inc = from->incarnation;
     h->version = req->vversion;
     h->size = req->size;
-    begin_ok(out, req->id);
+    gkv_wr_ok(out, req->id);
     gkv_wr_str(out, GKV_F_OWNER, cl->node);
     gkv_wr_end(out);
     return GKV_ROUTE_DONE;
@@ -263,7 +248,7 @@ static int node_list(gkv_cluster_t *cl, const gkv_request_t *req, gkv_wr_t *out,
     uint64_t limit = req->limit ? req->limit : 1000;
     if (limit > GKV_MAX_LIST)
         limit = GKV_MAX_LIST;
-    begin_ok(out, req->id);
+    gkv_wr_ok(out, req->id);
     gkv_cl_list_write(out, items, n, req->prefix.p, req->prefix.len, delim, req->cursor.p,
                       req->cursor.len, limit, false);
     gkv_wr_end(out);
@@ -296,8 +281,9 @@ int gkv_cl_node(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *r
     case GKV_NODE_DELETE:
         return node_delete(cl, t, req, from, out, rc);
     case GKV_NODE_DROP:
-        return ok_count(out, req->id,
-                        (uint64_t)gkv_cl_unlink(cl, req->key.p, req->key.len, req->vversion));
+        gkv_cl_reply_count(out, req->id,
+                           (uint64_t)gkv_cl_unlink(cl, req->key.p, req->key.len, req->vversion));
+        return GKV_ROUTE_DONE;
     case GKV_NODE_FETCH: {
         gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, req->key.p, req->key.len);
         if (c && !c->replica && c->version == req->vversion)

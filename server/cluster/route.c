@@ -145,7 +145,7 @@ static int read_outcome(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j,
         }
         if (k->status) {
             *rc = k->status;
-            gkv_cl_reply_error(out, req->id, k->status, j->msg[0] ? j->msg : NULL);
+            gkv_wr_error(out, req->id, k->status, j->msg[0] ? j->msg : NULL);
             return GKV_ROUTE_DONE;
         }
         if (gkv_cl_owned_here(cl, k->key, k->klen))
@@ -159,7 +159,7 @@ static int read_outcome(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j,
         return GKV_ROUTE_LOCAL;
     if (j->attempts >= CL_READ_ROUNDS) {
         *rc = GKV_EUNAVAILABLE;
-        gkv_cl_reply_error(out, req->id, GKV_EUNAVAILABLE,
+        gkv_wr_error(out, req->id, GKV_EUNAVAILABLE,
                            "the value kept changing while it was being fetched");
         return GKV_ROUTE_DONE;
     }
@@ -185,7 +185,7 @@ static int route_read(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     if (err) {
         gkv_cl_job_free(p.job);
         *rc = err;
-        gkv_cl_reply_error(out, req->id, err, NULL);
+        gkv_wr_error(out, req->id, err, NULL);
         return GKV_ROUTE_DONE;
     }
     if (!p.job)
@@ -276,6 +276,15 @@ static int unlink_own(gkv_cluster_t *cl, const uint8_t *key, size_t klen, void *
     return 0;
 }
 
+/* A delete job came back: our own copies of the keys the homes deleted go (a home drops every
+ * copy but the sender's), unless a newer value of ours was recorded since (the version). */
+static void unlink_deleted(gkv_cluster_t *cl, const cl_job_t *j)
+{
+    for (uint32_t i = 0; i < j->nkeys; i++)
+        if (!j->keys[i].status && j->keys[i].version)
+            gkv_cl_unlink(cl, j->keys[i].key, j->keys[i].klen, j->keys[i].version);
+}
+
 static int route_keys(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
                       int kind, gkv_wr_t *out, int *rc)
 {
@@ -284,26 +293,19 @@ static int route_keys(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
         t->job = NULL;
         *rc = j->status;
         if (j->status) {
-            gkv_cl_reply_error(out, req->id, j->status, j->msg[0] ? j->msg : NULL);
+            gkv_wr_error(out, req->id, j->status, j->msg[0] ? j->msg : NULL);
         } else if (kind == JOB_GETSIZE && j->keys[0].status) {
             *rc = j->keys[0].status;
-            gkv_cl_reply_error(out, req->id, *rc, NULL);
+            gkv_wr_error(out, req->id, *rc, NULL);
         } else if (kind == JOB_GETSIZE) {
-            gkv_wr_begin(out);
-            gkv_wr_uint(out, GKV_F_ID, req->id);
-            gkv_wr_int(out, GKV_F_STATUS, 0);
+            gkv_wr_ok(out, req->id);
             gkv_wr_uint(out, GKV_F_SIZE, j->keys[0].size);
             gkv_wr_uint(out, GKV_F_GPU, 0); /* the owner's GPU: not known here */
             gkv_wr_str(out, GKV_F_OWNER, j->keys[0].owner);
             gkv_wr_end(out);
         } else {
-            /* Our own copies of what the homes deleted go (a home drops every copy but the
-             * sender's), unless a newer value of ours was recorded since. */
             if (kind == JOB_DEL)
-                for (uint32_t i = 0; i < j->nkeys; i++)
-                    if (!j->keys[i].status && j->keys[i].version)
-                        gkv_cl_unlink(cl, j->keys[i].key, j->keys[i].klen,
-                                      j->keys[i].version);
+                unlink_deleted(cl, j);
             gkv_cl_reply_count(out, req->id, j->count);
         }
         gkv_cl_job_free(j);
@@ -312,9 +314,7 @@ static int route_keys(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     if (kind == JOB_GETSIZE && gkv_cl_owned_here(cl, req->key.p, req->key.len)) {
         gkv_entry_t *e = gkv_store_find(cl->store, req->key.p, req->key.len);
         if (e) { /* ours: size, GPU and owner (this node) from here */
-            gkv_wr_begin(out);
-            gkv_wr_uint(out, GKV_F_ID, req->id);
-            gkv_wr_int(out, GKV_F_STATUS, 0);
+            gkv_wr_ok(out, req->id);
             gkv_wr_uint(out, GKV_F_SIZE, e->size);
             gkv_wr_uint(out, GKV_F_GPU, e->dev);
             gkv_wr_str(out, GKV_F_OWNER, cl->node);
@@ -337,7 +337,7 @@ static int route_keys(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     if (!j || each_key(req, add_key, cl, j)) {
         gkv_cl_job_free(j);
         *rc = GKV_ENOMEM;
-        gkv_cl_reply_error(out, req->id, GKV_ENOMEM, NULL);
+        gkv_wr_error(out, req->id, GKV_ENOMEM, NULL);
         return GKV_ROUTE_DONE;
     }
     if (kind == JOB_DEL)
@@ -355,22 +355,17 @@ static int route_fanout(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_requ
         t->job = NULL;
         *rc = j->status;
         if (j->status) {
-            gkv_cl_reply_error(out, req->id, j->status, j->msg[0] ? j->msg : NULL);
+            gkv_wr_error(out, req->id, j->status, j->msg[0] ? j->msg : NULL);
         } else if (j->has_reply) {
             if (msgpack_sbuffer_write(&out->sb, j->reply.sb.data, j->reply.sb.size))
                 out->failed = true;
         } else if (kind == JOB_SIZES) {
-            gkv_wr_begin(out);
-            gkv_wr_uint(out, GKV_F_ID, req->id);
-            gkv_wr_int(out, GKV_F_STATUS, 0);
+            gkv_wr_ok(out, req->id);
             gkv_wr_uint(out, GKV_F_BYTES, j->bytes);
             gkv_wr_uint(out, GKV_F_COUNT, j->count);
             gkv_wr_end(out);
         } else {
-            /* Our own copies of the keys deleted go too (a home does not drop the sender's). */
-            for (uint32_t i = 0; i < j->nkeys; i++)
-                if (!j->keys[i].status && j->keys[i].version)
-                    gkv_cl_unlink(cl, j->keys[i].key, j->keys[i].klen, j->keys[i].version);
+            unlink_deleted(cl, j);
             gkv_cl_reply_count(out, req->id, j->count);
         }
         gkv_cl_job_free(j);
@@ -378,18 +373,18 @@ static int route_fanout(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_requ
     }
     if (req->prefix.len > cl->max_key || req->cursor.len > cl->max_key) {
         *rc = GKV_ETOOBIG;
-        gkv_cl_reply_error(out, req->id, *rc, "prefix or cursor longer than max-key-size");
+        gkv_wr_error(out, req->id, *rc, "prefix or cursor longer than max-key-size");
         return GKV_ROUTE_DONE;
     }
     if ((req->has & GKV_HAS_DELIM) && req->delim.len > 1) {
         *rc = GKV_EINVAL;
-        gkv_cl_reply_error(out, req->id, *rc, "the delimiter is a single byte");
+        gkv_wr_error(out, req->id, *rc, "the delimiter is a single byte");
         return GKV_ROUTE_DONE;
     }
     uint64_t limit = req->limit ? req->limit : 1000;
     if (kind == JOB_LIST && limit > GKV_MAX_LIST) {
         *rc = GKV_ETOOBIG;
-        gkv_cl_reply_error(out, req->id, *rc, "limit exceeds the most a LIST returns");
+        gkv_wr_error(out, req->id, *rc, "limit exceeds the most a LIST returns");
         return GKV_ROUTE_DONE;
     }
     cl_job_t *j = gkv_cl_job_new(cl, t, kind);
@@ -404,7 +399,7 @@ static int route_fanout(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_requ
     if (!j || !j->prefix || !j->cursor) {
         gkv_cl_job_free(j);
         *rc = GKV_ENOMEM;
-        gkv_cl_reply_error(out, req->id, *rc, NULL);
+        gkv_wr_error(out, req->id, *rc, NULL);
         return GKV_ROUTE_DONE;
     }
     if (req->prefix.len)
@@ -447,7 +442,7 @@ int gkv_cluster_route(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     }
     if (!ready(cl) && !t->job) {
         *rc = GKV_EUNAVAILABLE;
-        gkv_cl_reply_error(out, req->id, *rc, "this node is not (yet) a member of its cluster");
+        gkv_wr_error(out, req->id, *rc, "this node is not (yet) a member of its cluster");
         return GKV_ROUTE_DONE;
     }
     switch (req->op) {
@@ -492,7 +487,7 @@ int gkv_cluster_route(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
         if (!(req->has & GKV_HAS_KEY) || gkv_cl_owned_here(cl, req->key.p, req->key.len))
             return GKV_ROUTE_LOCAL;
         *rc = GKV_ENOTSUP;
-        gkv_cl_reply_error(out, req->id, *rc,
+        gkv_wr_error(out, req->id, *rc,
                            "in a cluster, EXPIRE, PERSIST, TTL and MOVE run on the node that "
                            "owns the value (gpukv locate KEY names it)");
         return GKV_ROUTE_DONE;

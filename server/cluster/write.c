@@ -37,11 +37,9 @@ void gkv_cl_commit_done(cl_job_t *j)
         gkv_copy_del(&cl->rec, c);
     if (j->t && j->publish) {
         if (rc) {
-            gkv_cl_reply_error(j->t->out, j->id, rc, j->msg[0] ? j->msg : NULL);
+            gkv_wr_error(j->t->out, j->id, rc, j->msg[0] ? j->msg : NULL);
         } else {
-            gkv_wr_begin(j->t->out);
-            gkv_wr_uint(j->t->out, GKV_F_ID, j->id);
-            gkv_wr_int(j->t->out, GKV_F_STATUS, 0);
+            gkv_wr_ok(j->t->out, j->id);
             gkv_wr_end(j->t->out);
         }
     }
@@ -71,7 +69,7 @@ int gkv_cl_route_seal(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
             if (c && !c->pending && !c->version)
                 gkv_copy_del(&cl->rec, c);
             *rc = status;
-            gkv_cl_reply_error(out, req->id, status, j->msg[0] ? j->msg : NULL);
+            gkv_wr_error(out, req->id, status, j->msg[0] ? j->msg : NULL);
             gkv_cl_job_free(j);
             return GKV_ROUTE_DONE;
         }
@@ -95,7 +93,7 @@ int gkv_cl_route_seal(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     if (!j || gkv_cl_job_key(j, key, klen, home)) {
         gkv_cl_job_free(j);
         *rc = GKV_ENOMEM;
-        gkv_cl_reply_error(out, req->id, *rc, NULL);
+        gkv_wr_error(out, req->id, *rc, NULL);
         return GKV_ROUTE_DONE;
     }
     j->flags = l->flags | (unsigned)(req->flags & (GKV_SET_NX | GKV_SET_XX));
@@ -157,7 +155,7 @@ int gkv_cluster_commit(gkv_cluster_t *cl, gkv_route_ticket_t *t, uint64_t id, gk
     const gkv_member_t *home = gkv_cluster_home(cl, key, klen);
     if (!home) {
         *rc = GKV_EUNAVAILABLE;
-        gkv_cl_reply_error(out, id, *rc, "this node knows no members of its cluster");
+        gkv_wr_error(out, id, *rc, "this node knows no members of its cluster");
         return GKV_ROUTE_DONE;
     }
     gkv_home_rec_t *hr = gkv_home_find(&cl->rec, key, klen);
@@ -168,12 +166,12 @@ int gkv_cluster_commit(gkv_cluster_t *cl, gkv_route_ticket_t *t, uint64_t id, gk
             bool exists = h && h->owner[0] && gkv_store_find(cl->store, key, klen);
             if ((flags & GKV_SET_NX) && exists) {
                 *rc = GKV_EEXISTS;
-                gkv_cl_reply_error(out, id, *rc, "key exists (NX)");
+                gkv_wr_error(out, id, *rc, "key exists (NX)");
                 return GKV_ROUTE_DONE;
             }
             if ((flags & GKV_SET_XX) && !exists) {
                 *rc = GKV_ENOTFOUND;
-                gkv_cl_reply_error(out, id, *rc, "key does not exist (XX)");
+                gkv_wr_error(out, id, *rc, "key does not exist (XX)");
                 return GKV_ROUTE_DONE;
             }
             gkv_copy_rec_t *c = gkv_copy_get(&cl->rec, key, klen);
@@ -185,7 +183,7 @@ int gkv_cluster_commit(gkv_cluster_t *cl, gkv_route_ticket_t *t, uint64_t id, gk
                 if (h && !h->owner[0])
                     gkv_home_del(&cl->rec, h);
                 *rc = prc;
-                gkv_cl_reply_error(out, id, prc, NULL);
+                gkv_wr_error(out, id, prc, NULL);
                 return GKV_ROUTE_DONE;
             }
             h->version = gkv_home_next_version(&cl->rec, h);
@@ -194,9 +192,7 @@ int gkv_cluster_commit(gkv_cluster_t *cl, gkv_route_ticket_t *t, uint64_t id, gk
             h->size = e->size;
             gkv_copy_set(&cl->rec, c, h->version, false, cl->node);
             cl->stats.records++;
-            gkv_wr_begin(out);
-            gkv_wr_uint(out, GKV_F_ID, id);
-            gkv_wr_int(out, GKV_F_STATUS, 0);
+            gkv_wr_ok(out, id);
             gkv_wr_end(out);
             return GKV_ROUTE_DONE;
         }
@@ -206,7 +202,7 @@ int gkv_cluster_commit(gkv_cluster_t *cl, gkv_route_ticket_t *t, uint64_t id, gk
     if (!c || gkv_cl_job_key(j, key, klen, home)) {
         gkv_cl_job_free(j);
         *rc = GKV_ENOMEM;
-        gkv_cl_reply_error(out, id, *rc, NULL);
+        gkv_wr_error(out, id, *rc, NULL);
         return GKV_ROUTE_DONE;
     }
     c->pending++;

@@ -30,18 +30,12 @@ int gkv_reply_fail(gkv_reply_t *rep, int code, const char *fmt, ...)
 
 void gkv_reply_error(gkv_wr_t *wr, uint64_t id, int code, const char *msg)
 {
-    gkv_wr_begin(wr);
-    gkv_wr_uint(wr, GKV_F_ID, id);
-    gkv_wr_int(wr, GKV_F_STATUS, code);
-    gkv_wr_str(wr, GKV_F_MESSAGE, msg ? msg : gkv_strerror(code));
-    gkv_wr_end(wr);
+    gkv_wr_error(wr, id, code, msg);
 }
 
 void gkv_reply_ok(gkv_wr_t *wr, uint64_t id)
 {
-    gkv_wr_begin(wr);
-    gkv_wr_uint(wr, GKV_F_ID, id);
-    gkv_wr_int(wr, GKV_F_STATUS, 0);
+    gkv_wr_ok(wr, id);
 }
 
 void gkv_reply_release(gkv_store_t *st, gkv_reply_t *rep)
