@@ -390,8 +390,9 @@ START_TEST(sigterm_answers_what_is_pending_with_shutdown)
     send_request(setter, GKV_OP_SET, 99, "late", 4u << 20);
     ck_assert_int_eq(write(setter, v, 100), 100);
     int getter = raw_connect(d.sock);
-    for (int i = 0; i < 200; i++)
-        send_request(getter, GKV_OP_GET, (uint64_t)i, "v", 0);
+    /* One write, so the daemon reads all 200 before its output fills up and it stops reading
+     * (200 separate writes let it stop after the first few, leaving none to refuse). */
+    pipeline(getter, GKV_OP_GET, 200, GKV_F_KEY, "v");
     harness_sleep_ms(
         500); /* the getter's output fills up; the rest of its requests wait in its input */
     kill(d.pid, SIGTERM);
