@@ -30,6 +30,10 @@ enum {
     /* To this node itself: a replica of key at vversion, the payload its bytes (a read on this
      * node fetched it from the owner). */
     GKV_NODE_REPLICA = 8,
+    /* To every member, while the sender cannot reach etcd: reply count 0 when this node cannot
+     * either (it vouches that the sender is still a member, at that incarnation, in its view),
+     * 1 when it can (the sender must renew its lease itself). */
+    GKV_NODE_VOUCH = 9,
 };
 
 #endif

@@ -12,6 +12,7 @@
 #include "placement.h"
 
 static void rebalance(gkv_cluster_t *cl);
+static void register_moved(gkv_cluster_t *cl, bool reborn);
 
 static void on_changed_thread(void *arg)
 {
@@ -35,6 +36,17 @@ static void take_members(gkv_cluster_t *cl)
                  fresh.n - kept);
     cl->foreign = fresh.n - kept;
     fresh.n = kept;
+    /* A member gone (or back as a new incarnation) may have been serving on its peers'
+     * vouches until a moment ago: nothing acts on its departure before settling. */
+    cl->departed = false;
+    for (size_t i = 0; i < cl->members.n && !cl->departed; i++) {
+        const gkv_member_t *m = &cl->members.m[i];
+        size_t k = 0;
+        while (k < fresh.n && (strcmp(fresh.m[k].name, m->name) ||
+                               fresh.m[k].incarnation != m->incarnation))
+            k++;
+        cl->departed = k == fresh.n;
+    }
     gkv_members_fini(&cl->members);
     cl->members = fresh;
     cl->self = -1;
@@ -54,11 +66,19 @@ static void take_members(gkv_cluster_t *cl)
 static void rebalance(gkv_cluster_t *cl)
 {
     int64_t inc = gkv_cl_self_inc(cl);
-    /* Alone, nobody has keys to register with us. */
-    cl->settle_until = cl->members.n > 1 ? uv_now(cl->loop) + CL_SETTLE_MS : 0;
+    /* Alone, and nobody gone, no one has keys to register with us. */
+    cl->settle_until = cl->members.n > 1 || cl->departed ? uv_now(cl->loop) + CL_SETTLE_MS : 0;
+    /* Reborn: the others took us for dead and moved on, so what we recorded as a home is
+     * stale (owners register their keys again; a stale record would outvote them). */
+    bool reborn = cl->last_self_inc && inc && inc != cl->last_self_inc;
+    cl->last_self_inc = inc;
     gkv_home_rec_t *h, *ht;
     HASH_ITER(hh, cl->rec.homes, h, ht)
     {
+        if (reborn && !h->busy) {
+            gkv_home_del(&cl->rec, h);
+            continue;
+        }
         if (h->busy)
             continue;
         const gkv_member_t *o = gkv_cl_member(cl, h->owner, strlen(h->owner));
@@ -70,8 +90,16 @@ static void rebalance(gkv_cluster_t *cl)
             gkv_home_del(&cl->rec, h);
         }
     }
-    bool reborn = cl->last_self_inc && inc && inc != cl->last_self_inc;
-    cl->last_self_inc = inc;
+    register_moved(cl, reborn);
+}
+
+/* This node's copies after a member change, or again after a registration failed: replicas
+ * whose home left go (all of them when reborn, and our own values too: the others took us for
+ * dead), and each value of ours whose home moved is registered with the new home. */
+static void register_moved(gkv_cluster_t *cl, bool reborn)
+{
+    int64_t inc = gkv_cl_self_inc(cl);
+    cl->register_again = false;
     if (cl->self < 0)
         return;
     cl_job_t *j = NULL;
@@ -121,6 +149,37 @@ static void on_changed(uv_async_t *a)
     take_members(a->data);
 }
 
+/* Every CL_VOUCH_PERIOD_MS: while etcd does not answer, a vouch round; and the log of this
+ * node's fencing. */
+static void on_tick(uv_timer_t *timer)
+{
+    gkv_cluster_t *cl = timer->data;
+    if (!cl->on)
+        return;
+    gkv_membership_state_t st;
+    gkv_membership_state(cl->ms, &st);
+    if (!st.reachable && !cl->vouching && cl->self >= 0) {
+        cl_job_t *j = gkv_cl_job_new(cl, NULL, JOB_VOUCH);
+        if (j) {
+            j->started_ms = uv_hrtime() / 1000000;
+            cl->vouching = true;
+            gkv_workers_submit(&cl->origin, &j->job);
+        }
+    }
+    if (cl->register_again)
+        register_moved(cl, false);
+    bool live = gkv_cluster_live(cl);
+    if (live != cl->was_live && cl->self >= 0) {
+        if (live)
+            GKV_INFO("cluster: serving again (%s)",
+                     st.reachable ? "our lease is renewed" : "every member vouched for us");
+        else
+            GKV_WARN("cluster: fenced: etcd has not renewed our lease and not every member "
+                     "vouched for us; requests get UNAVAILABLE until one of them does");
+    }
+    cl->was_live = live;
+}
+
 int gkv_cluster_start(gkv_cluster_t *cl, uv_loop_t *loop, const gkv_cluster_cfg_t *cfg,
                       char *err, size_t cap)
 {
@@ -151,6 +210,7 @@ int gkv_cluster_start(gkv_cluster_t *cl, uv_loop_t *loop, const gkv_cluster_cfg_
     cl->store = cfg->store;
     cl->max_key = cfg->max_key;
     cl->max_value = cfg->max_value;
+    cl->ttl_ms = (uint64_t)cfg->ttl_s * 1000;
     gkv_records_init(&cl->rec);
     gkv_peers_init(&cl->peers, cfg->token, cfg->token_len, cfg->timeout_ms ? cfg->timeout_ms : 2000);
     if (gkv_workers_start(&cl->origin, loop, 8) || gkv_workers_start(&cl->nested, loop, 4)) {
@@ -177,7 +237,11 @@ int gkv_cluster_start(gkv_cluster_t *cl, uv_loop_t *loop, const gkv_cluster_cfg_
         return rc;
     }
     cl->on = true;
+    cl->was_live = true;
     take_members(cl);
+    uv_timer_init(loop, &cl->tick);
+    cl->tick.data = cl;
+    uv_timer_start(&cl->tick, on_tick, CL_VOUCH_PERIOD_MS, CL_VOUCH_PERIOD_MS);
     return 0;
 }
 
@@ -186,9 +250,12 @@ void gkv_cluster_stop(gkv_cluster_t *cl)
     if (!cl->on)
         return;
     cl->on = false;
+    cl->left = true;
+    uv_timer_stop(&cl->tick);
     gkv_membership_stop(cl->ms); /* its threads end: no async send after this */
     cl->ms = NULL;
     uv_close((uv_handle_t *)&cl->changed, NULL);
+    uv_close((uv_handle_t *)&cl->tick, NULL);
 }
 
 void gkv_cluster_close(gkv_cluster_t *cl)
@@ -217,6 +284,21 @@ const gkv_member_t *gkv_cluster_home(const gkv_cluster_t *cl, const void *key, s
     return i < 0 ? NULL : &cl->members.m[i];
 }
 
+bool gkv_cluster_live(const gkv_cluster_t *cl)
+{
+    if (!cl->ms)
+        return false;
+    /* valid_until first: a rejoin stores the incarnation before it (membership.c). */
+    uint64_t valid = gkv_membership_valid_until(cl->ms);
+    int64_t inc = gkv_membership_incarnation(cl->ms);
+    if (inc != gkv_cl_self_inc(cl))
+        return false; /* a new lease the members in force do not show yet */
+    uint64_t now = uv_hrtime() / 1000000;
+    /* The lease surely lives until valid (etcd counts from when it got our renewal, later than
+     * when we sent it); a tenth of the TTL covers the clocks' drift. */
+    return now + cl->ttl_ms / 10 < valid || now < cl->vouched_until;
+}
+
 bool gkv_cluster_is_self(const gkv_cluster_t *cl, const gkv_member_t *m)
 {
     return cl->self >= 0 && m == &cl->members.m[cl->self];
@@ -231,6 +313,8 @@ int gkv_cluster_info(const gkv_cluster_t *cl, char *buf, size_t cap)
     gkv_membership_state_t st = {0};
     if (cl->ms)
         gkv_membership_state(cl->ms, &st);
+    uint64_t now = uv_hrtime() / 1000000;
+    uint64_t lease_left = st.lease_valid_until > now ? st.lease_valid_until - now : 0;
     int n = snprintf(buf, cap,
                      "# Cluster\r\ncluster_enabled:1\r\ncluster_name:%s\r\nnode_name:%s\r\n"
                      "incarnation:%" PRId64 "\r\netcd_state:%s\r\netcd_unreachable_since_ms:%" PRIu64
@@ -241,14 +325,16 @@ int gkv_cluster_info(const gkv_cluster_t *cl, char *buf, size_t cap)
                      "\r\nkeys_registered:%" PRIu64 "\r\nrecords_of_departed:%" PRIu64
                      "\r\nunavailable_errors:%" PRIu64 "\r\nnode_requests:%" PRIu64
                      "\r\nstale_senders:%" PRIu64 "\r\npeer_connections:%" PRIu64
-                     "\r\nforeign_nodes:%zu\r\nmembers:%zu\r\n",
+                     "\r\nforeign_nodes:%zu\r\nmembers:%zu\r\nserving:%d\r\nlease_ms_left:%" PRIu64
+                     "\r\nfenced_requests:%" PRIu64 "\r\nvouch_rounds:%" PRIu64 "\r\n",
                      cl->name, cl->node, st.incarnation, st.reachable ? "ok" : "unreachable",
                      st.unreachable_since, st.joins, cl->member_changes,
                      cl->rec.ncopies - cl->rec.nreplicas, cl->rec.nhomes, cl->rec.nreplicas,
                      cl->stats.remote_reads, cl->stats.replica_hits, cl->stats.bytes_pulled,
                      cl->stats.records, cl->stats.drops_sent, cl->stats.registered,
                      cl->stats.dropped_dead, cl->stats.unavailable, cl->stats.node_requests,
-                     cl->stats.stale_senders, cl->peers.opened, cl->foreign, cl->members.n);
+                     cl->stats.stale_senders, cl->peers.opened, cl->foreign, cl->members.n,
+                     gkv_cluster_live(cl), lease_left, cl->stats.fenced, cl->stats.vouch_rounds);
     for (size_t i = 0; i < cl->members.n && n >= 0 && (size_t)n < cap; i++) {
         const gkv_member_t *m = &cl->members.m[i];
         int k = snprintf(buf + n, cap - (size_t)n,

@@ -43,6 +43,8 @@ typedef struct {
     uint64_t unavailable;    /* requests answered UNAVAILABLE */
     uint64_t node_requests;  /* NODE requests answered */
     uint64_t stale_senders;  /* NODE requests refused: the sender is not a current member */
+    uint64_t fenced;         /* requests refused while this node could not confirm its lease */
+    uint64_t vouch_rounds;   /* rounds in which every member vouched (etcd down for all) */
 } gkv_cluster_stats_t;
 
 struct cl_job;
@@ -67,6 +69,7 @@ enum {
 
 typedef struct gkv_cluster {
     bool on;
+    bool left; /* was on, and left (the daemon stops): cluster requests get UNAVAILABLE */
     uv_loop_t *loop;
     uv_async_t changed; /* a membership thread has published a new list */
     gkv_membership_t *ms;
@@ -89,6 +92,15 @@ typedef struct gkv_cluster {
     int64_t last_self_inc;  /* our incarnation as of the last member list */
     char token_id[17];      /* our token's fingerprint (members.h) */
     size_t foreign;         /* registered nodes with another token, ignored */
+    /* Fencing (docs/cluster.md, "Partitions"): this node serves while its lease surely lives
+     * or, with etcd unreachable, while every member vouched for it lately. */
+    uint64_t ttl_ms;
+    uint64_t vouched_until; /* monotonic ms: every member vouched for us until then */
+    bool vouching;          /* a vouch round is out */
+    bool was_live;          /* for the log: fenced / serving again */
+    bool departed;          /* the last member list lost a member (or an incarnation) */
+    bool register_again;    /* a registration with a new home failed: try again next tick */
+    uv_timer_t tick;        /* every CL_VOUCH_PERIOD_MS: vouching, the log */
 } gkv_cluster_t;
 
 /* Joins the cluster (blocking: etcd's timeouts bound it) and starts following its members.
@@ -126,6 +138,10 @@ void gkv_cluster_ticket_fini(gkv_cluster_t *cl, gkv_route_ticket_t *t);
 /* The home of key (len bytes, borrowed) among the members in force, or NULL with no cluster
  * or no members. Borrowed from cl until the members next change (on the loop). */
 const gkv_member_t *gkv_cluster_home(const gkv_cluster_t *cl, const void *key, size_t len);
+/* True when this node may serve cluster data now: its lease surely lives, or every member
+ * vouched for it lately (etcd unreachable for all of them), and the members in force list it
+ * at its current incarnation. */
+bool gkv_cluster_live(const gkv_cluster_t *cl);
 /* True when m is this node. */
 bool gkv_cluster_is_self(const gkv_cluster_t *cl, const gkv_member_t *m);
 /* INFO's "# Cluster" section into buf (cap bytes). Returns its length or -1 if it does not fit. */

@@ -12,6 +12,12 @@
 /* After the members change, a home that has no record of a key answers BUSY rather than
  * NOTFOUND for this long: owners are re-registering their keys with their new homes. */
 #define CL_SETTLE_MS 1500
+/* While etcd does not answer, a node asks every member to vouch for it this often; a round in
+ * which all did lets it serve for CL_VOUCH_MS from when the round began. A member that
+ * vouched acts on this node's departure only after settling (CL_SETTLE_MS > CL_VOUCH_MS), so
+ * the two never overlap. */
+#define CL_VOUCH_PERIOD_MS 500
+#define CL_VOUCH_MS 1000
 /* A read asks the home again when the value changed under it (a replica replaced, our own
  * write superseded); after this many rounds it gives up (UNAVAILABLE). */
 #define CL_READ_ROUNDS 8
@@ -29,6 +35,7 @@ enum {
     JOB_DEL_PREFIX,/* DEL of a prefix: every home's records, each deleted at its home */
     JOB_DROP,      /* a home tells the previous owner to drop its copy (nested pool) */
     JOB_REGISTER,  /* tell new homes which keys this node owns (after the members changed) */
+    JOB_VOUCH,     /* ask every member to vouch for this node (etcd unreachable) */
 };
 
 /* One key a job works on, and what it learned. */
@@ -60,6 +67,8 @@ typedef struct cl_job {
     cl_key_t *keys;
     uint32_t nkeys;
     uint32_t attempts; /* READ: rounds so far (a replica may be replaced meanwhile) */
+    uint64_t started_ms; /* VOUCH: monotonic ms when the round began */
+    bool etcd_seen;      /* VOUCH: a member reaches etcd (so must we, soon) */
     /* RECORD: the value (one reference) and its request; the version the home gave it. */
     gkv_entry_t *entry;
     uint64_t id;

@@ -77,3 +77,9 @@ void gkv_cluster_ticket_fini(gkv_cluster_t *cl, gkv_route_ticket_t *t)
 {
     (void)cl, (void)t;
 }
+
+bool gkv_cluster_live(const gkv_cluster_t *cl)
+{
+    (void)cl;
+    return false;
+}

@@ -461,10 +461,34 @@ static void run_fanout(cl_job_t *j)
     collect_free(&c);
 }
 
+/* Every other member is asked to vouch for this node: that it still lists us at our
+ * incarnation (its member check) and cannot reach etcd either (count 0). One that does not
+ * answer, or reaches etcd, ends the round unvouched. */
+static void run_vouch(cl_job_t *j)
+{
+    for (size_t i = 0; i < j->nmembers; i++) {
+        const gkv_member_t *m = &j->members[i];
+        if (!strcmp(m->name, j->self))
+            continue;
+        gkv_response_t r;
+        nreq_t none = {.delim = -1};
+        int rc = call_once(j, m->advertise, GKV_NODE_VOUCH, NULL, 0, &none, &r, NULL);
+        if (!rc && !r.status && r.count)
+            j->etcd_seen = true;
+        if (rc || r.status || r.count) {
+            j->status = GKV_EUNAVAILABLE;
+            return;
+        }
+    }
+}
+
 void gkv_cl_job_run(gkv_job_t *job)
 {
     cl_job_t *j = (cl_job_t *)job;
     switch (j->kind) {
+    case JOB_VOUCH:
+        run_vouch(j);
+        break;
     case JOB_RECORD:
         run_record(j);
         break;

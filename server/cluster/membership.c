@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +26,11 @@ struct gkv_membership {
     pthread_mutex_t lock; /* guards what follows, and the condition below */
     pthread_cond_t wake;
     volatile int stop;
+    bool poked; /* renew at once (gkv_membership_poke) */
     gkv_members_t members;
     gkv_membership_state_t state;
+    _Atomic uint64_t valid_until; /* state.lease_valid_until, read without the lock */
+    _Atomic int64_t incarnation;  /* state.incarnation, likewise */
 };
 
 static uint64_t mono_ms(void)
@@ -60,8 +64,9 @@ static void note_reachable(gkv_membership_t *ms, bool ok)
     pthread_mutex_unlock(&ms->lock);
 }
 
-/* Waits up to ms milliseconds or until stop. Returns true when stopping. */
-static bool nap(gkv_membership_t *ms, uint64_t ms_)
+/* Waits up to ms milliseconds or until stop (or, for the keeper, a poke). Returns true when
+ * stopping. */
+static bool nap(gkv_membership_t *ms, uint64_t ms_, bool keeper)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -72,8 +77,11 @@ static bool nap(gkv_membership_t *ms, uint64_t ms_)
         ts.tv_nsec -= 1000000000;
     }
     pthread_mutex_lock(&ms->lock);
-    while (!ms->stop && pthread_cond_timedwait(&ms->wake, &ms->lock, &ts) != ETIMEDOUT)
+    while (!ms->stop && !(keeper && ms->poked) &&
+           pthread_cond_timedwait(&ms->wake, &ms->lock, &ts) != ETIMEDOUT)
         ;
+    if (keeper)
+        ms->poked = false;
     bool stop = ms->stop;
     pthread_mutex_unlock(&ms->lock);
     return stop;
@@ -96,7 +104,9 @@ static int join(gkv_membership_t *ms, gkv_etcd_t *e)
         return rc;
     pthread_mutex_lock(&ms->lock);
     ms->state.incarnation = id;
+    atomic_store(&ms->incarnation, id);
     ms->state.lease_valid_until = asked + (uint64_t)ms->cfg.ttl_s * 1000;
+    atomic_store(&ms->valid_until, ms->state.lease_valid_until);
     ms->state.joins++;
     pthread_mutex_unlock(&ms->lock);
     GKV_INFO("cluster: node %s joined cluster %s (incarnation %lld)", ms->cfg.self.name,
@@ -145,13 +155,13 @@ static void *watch_main(void *arg)
     while (!ms->stop) {
         int64_t rev = refresh(ms, ms->watcher);
         if (!rev) {
-            nap(ms, 1000);
+            nap(ms, 1000, false);
             continue;
         }
         int rc = gkv_etcd_watch(ms->watcher, ms->prefix, rev + 1, on_watch_event, ms, &ms->stop);
         if (rc) {
             note_reachable(ms, false);
-            nap(ms, 1000);
+            nap(ms, 1000, false);
         }
     }
     return NULL;
@@ -161,7 +171,7 @@ static void *keep_main(void *arg)
 {
     gkv_membership_t *ms = arg;
     uint64_t period = (uint64_t)ms->cfg.ttl_s * 1000 / 3;
-    while (!nap(ms, period)) {
+    while (!nap(ms, period, true)) {
         int64_t ttl = 0, id;
         pthread_mutex_lock(&ms->lock);
         id = ms->state.incarnation;
@@ -174,6 +184,7 @@ static void *keep_main(void *arg)
         if (ttl > 0) {
             pthread_mutex_lock(&ms->lock);
             ms->state.lease_valid_until = asked + (uint64_t)ttl * 1000;
+            atomic_store(&ms->valid_until, ms->state.lease_valid_until);
             pthread_mutex_unlock(&ms->lock);
             continue;
         }
@@ -283,5 +294,23 @@ void gkv_membership_state(gkv_membership_t *ms, gkv_membership_state_t *out)
 {
     pthread_mutex_lock(&ms->lock);
     *out = ms->state;
+    pthread_mutex_unlock(&ms->lock);
+}
+
+uint64_t gkv_membership_valid_until(const gkv_membership_t *ms)
+{
+    return atomic_load(&((gkv_membership_t *)ms)->valid_until);
+}
+
+int64_t gkv_membership_incarnation(const gkv_membership_t *ms)
+{
+    return atomic_load(&((gkv_membership_t *)ms)->incarnation);
+}
+
+void gkv_membership_poke(gkv_membership_t *ms)
+{
+    pthread_mutex_lock(&ms->lock);
+    ms->poked = true;
+    pthread_cond_broadcast(&ms->wake);
     pthread_mutex_unlock(&ms->lock);
 }

@@ -44,5 +44,12 @@ void gkv_membership_stop(gkv_membership_t *ms);
 /* The current list, copied into *out (free with gkv_members_fini). Returns 0 or GKV_ENOMEM. */
 int gkv_membership_members(gkv_membership_t *ms, gkv_members_t *out);
 void gkv_membership_state(gkv_membership_t *ms, gkv_membership_state_t *out);
+/* Renews the lease now rather than at the next period (others reach etcd again). */
+void gkv_membership_poke(gkv_membership_t *ms);
+/* Monotonic ms (CLOCK_MONOTONIC) up to which this node's lease surely lives: the send time of
+ * the last renewal etcd answered plus the TTL it granted. Lock-free, for the request path. */
+uint64_t gkv_membership_valid_until(const gkv_membership_t *ms);
+/* The lease this node holds now (its incarnation). Lock-free. */
+int64_t gkv_membership_incarnation(const gkv_membership_t *ms);
 
 #endif

@@ -270,6 +270,21 @@ int gkv_cl_node(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *r
         return fail(out, req->id, GKV_EUNAVAILABLE,
                     "the sender is not a current member of this node's cluster", rc);
     }
+    if (req->node_op == GKV_NODE_VOUCH) {
+        /* The sender is a member at its incarnation in our view (checked above). */
+        gkv_membership_state_t st;
+        gkv_membership_state(cl->ms, &st);
+        gkv_cl_reply_count(out, req->id, st.reachable);
+        return GKV_ROUTE_DONE;
+    }
+    /* Fenced: our view may be out of date, so we neither answer for keys nor hold values out
+     * (a job already running for a request finishes). */
+    if (!t->job && !gkv_cluster_live(cl)) {
+        /* BUSY: the sender retries for a while (we may just be taking our new incarnation). */
+        cl->stats.fenced++;
+        return fail(out, req->id, GKV_EBUSY,
+                    "this node cannot confirm its own membership (etcd unreachable)", rc);
+    }
     bool keyed = req->node_op != GKV_NODE_LIST;
     if (keyed && (!(req->has & GKV_HAS_KEY) || req->key.len > cl->max_key))
         return fail(out, req->id, GKV_EINVAL, "a NODE request needs a key", rc);

@@ -22,6 +22,15 @@ void gkv_cl_job_done(gkv_job_t *job)
         cl->stats.unavailable++;
     if (j->kind == JOB_RECORD)
         gkv_cl_commit_done(j);
+    if (j->kind == JOB_VOUCH) {
+        cl->vouching = false;
+        if (!j->status && j->started_ms + CL_VOUCH_MS > cl->vouched_until) {
+            cl->vouched_until = j->started_ms + CL_VOUCH_MS;
+            cl->stats.vouch_rounds++;
+        }
+        if (j->etcd_seen && cl->ms)
+            gkv_membership_poke(cl->ms); /* others reach etcd: renew now, not in a while */
+    }
     if (j->kind == JOB_REGISTER) {
         /* A home that kept a newer record than ours: our copy is no longer the value. */
         for (uint32_t i = 0; i < j->nkeys; i++) {
@@ -33,6 +42,8 @@ void gkv_cl_job_done(gkv_job_t *job)
                 gkv_cl_unlink(cl, k->key, k->klen, 0);
             else if (!k->status)
                 snprintf(c->home, sizeof(c->home), "%s", k->owner);
+            else
+                cl->register_again = true; /* c->home still names the old home */
         }
         cl->stats.registered += j->nkeys;
     }
@@ -418,8 +429,8 @@ int gkv_cluster_route(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     *rc = 0;
     t->defer = false;
     t->strip_nx_xx = false;
-    if (!cl->on && !t->job)
-        return req->op == GKV_OP_NODE ? GKV_ROUTE_LOCAL : GKV_ROUTE_LOCAL;
+    if (!cl->on && !cl->left && !t->job)
+        return GKV_ROUTE_LOCAL; /* no cluster */
     if (req->op == GKV_OP_NODE)
         return gkv_cl_node(cl, t, req, out, rc);
     switch (req->op) {
@@ -443,6 +454,20 @@ int gkv_cluster_route(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     if (!ready(cl) && !t->job) {
         *rc = GKV_EUNAVAILABLE;
         gkv_wr_error(out, req->id, *rc, "this node is not (yet) a member of its cluster");
+        return GKV_ROUTE_DONE;
+    }
+    if (!t->job && cl->left) {
+        *rc = GKV_EUNAVAILABLE;
+        gkv_wr_error(out, req->id, *rc, "this node has left its cluster (it is stopping)");
+        return GKV_ROUTE_DONE;
+    }
+    if (!t->job && !gkv_cluster_live(cl)) {
+        /* Cut off from etcd and unvouched: the others may have taken this node for gone and
+         * moved on, so nothing of ours is served (docs/cluster.md, "Partitions"). */
+        cl->stats.fenced++;
+        *rc = GKV_EUNAVAILABLE;
+        gkv_wr_error(out, req->id, *rc,
+                     "this node cannot confirm its membership (etcd unreachable): fenced");
         return GKV_ROUTE_DONE;
     }
     switch (req->op) {

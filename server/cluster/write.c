@@ -153,9 +153,13 @@ int gkv_cluster_commit(gkv_cluster_t *cl, gkv_route_ticket_t *t, uint64_t id, gk
         return GKV_ROUTE_DONE;
     }
     const gkv_member_t *home = gkv_cluster_home(cl, key, klen);
-    if (!home) {
+    if (!home || !gkv_cluster_live(cl)) {
         *rc = GKV_EUNAVAILABLE;
-        gkv_wr_error(out, id, *rc, "this node knows no members of its cluster");
+        if (home)
+            cl->stats.fenced++;
+        gkv_wr_error(out, id, *rc,
+                     home ? "this node cannot confirm its membership (etcd unreachable): fenced"
+                          : "this node knows no members of its cluster");
         return GKV_ROUTE_DONE;
     }
     gkv_home_rec_t *hr = gkv_home_find(&cl->rec, key, klen);

@@ -215,6 +215,47 @@ static void render_persistence(const gkv_server_t *srv, gkv_text_t *t)
         f->adopted_keys);
 }
 
+/* A cluster node's figures (INFO # Cluster), when --cluster is on. */
+static void render_cluster(const gkv_server_t *srv, gkv_text_t *t)
+{
+    const gkv_cluster_t *cl = &srv->cluster;
+    if (!cl->on)
+        return;
+    const gkv_cluster_stats_t *s = &cl->stats;
+    gkv_membership_state_t st = {0};
+    if (cl->ms)
+        gkv_membership_state(cl->ms, &st);
+    one(t, "cluster_members", "gauge", "Members in this node's view of its cluster.",
+        cl->members.n);
+    one(t, "cluster_etcd_reachable", "gauge", "1 when the last call to etcd answered.",
+        st.reachable);
+    one(t, "cluster_serving", "gauge",
+        "1 while this node may serve (its lease surely lives, or every member vouched).",
+        gkv_cluster_live(cl));
+    one(t, "cluster_keys_owned", "gauge", "Values this node owns.",
+        cl->rec.ncopies - cl->rec.nreplicas);
+    one(t, "cluster_keys_homed", "gauge", "Keys whose record this node keeps.", cl->rec.nhomes);
+    one(t, "cluster_replicas", "gauge", "Replicas of other nodes' values.", cl->rec.nreplicas);
+    one(t, "cluster_remote_reads_total", "counter", "Reads that asked another node.",
+        s->remote_reads);
+    one(t, "cluster_pulled_bytes_total", "counter", "Value bytes fetched from owners.",
+        s->bytes_pulled);
+    one(t, "cluster_replica_hits_total", "counter", "Reads served from a confirmed replica.",
+        s->replica_hits);
+    one(t, "cluster_records_total", "counter", "Writes recorded at a home.", s->records);
+    one(t, "cluster_unavailable_total", "counter", "Requests answered UNAVAILABLE.",
+        s->unavailable);
+    one(t, "cluster_fenced_requests_total", "counter",
+        "Requests refused while this node could not confirm its membership.", s->fenced);
+    one(t, "cluster_vouch_rounds_total", "counter",
+        "Rounds in which every member vouched for this node (etcd unreachable).",
+        s->vouch_rounds);
+    one(t, "cluster_membership_joins_total", "counter",
+        "Leases granted to this node (1 + rejoins after its lease expired).", st.joins);
+    one(t, "cluster_member_list_changes_total", "counter", "Member lists taken.",
+        cl->member_changes);
+}
+
 /* The process_* series Prometheus client libraries export (no gpukv_ prefix: dashboards and
  * alerts written for any exporter read them). */
 static void render_process(gkv_text_t *t)
@@ -250,6 +291,7 @@ void gkv_metrics_render(const gkv_server_t *srv, gkv_text_t *t)
     const gkv_store_t *st = &srv->store;
     uint64_t waiting = gkv_net_waiting_stage(&srv->net);
     render_memory(srv, t);
+    render_cluster(srv, t);
     one(t, "uptime_seconds", "gauge", "Seconds since gpukvd started.", gkv_server_uptime_s(srv));
     render_commands(&srv->net.metrics, t);
     one(t, "received_bytes_total", "counter", "Bytes read from clients.", ss->bytes_in);

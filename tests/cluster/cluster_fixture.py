@@ -33,16 +33,64 @@ def wait_for(pred, timeout: float, what: str, step: float = 0.05):
         time.sleep(step)
 
 
+def _ip(*args: str) -> bool:
+    return subprocess.run(["ip", *args], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode == 0
+
+
+class Net:
+    """A network namespace of our own joined to this one by a veth pair: 10.251.X.1 on this
+    side, 10.251.X.2 inside. Cutting the pair (`ip link set ... down`) partitions whatever
+    runs inside from everything here, both ways; no other address is ever used."""
+
+    def __init__(self) -> None:
+        tag = f"{os.getpid() % 100000}"
+        self.ns, self.here, self.there = f"gkvns{tag}", f"gkvh{tag}", f"gkvt{tag}"
+        x = os.getpid() % 250 + 1
+        self.outer, self.inner = f"10.251.{x}.1", f"10.251.{x}.2"
+        self.why = ""
+        if os.geteuid() != 0 or not shutil.which("ip"):
+            self.why = "network namespaces need root and iproute2"
+            return
+        ok = (_ip("netns", "add", self.ns)
+              and _ip("link", "add", self.here, "type", "veth", "peer", "name", self.there)
+              and _ip("link", "set", self.there, "netns", self.ns)
+              and _ip("addr", "add", f"{self.outer}/24", "dev", self.here)
+              and _ip("link", "set", self.here, "up")
+              and _ip("netns", "exec", self.ns, "ip", "addr", "add", f"{self.inner}/24", "dev",
+                      self.there)
+              and _ip("netns", "exec", self.ns, "ip", "link", "set", self.there, "up")
+              and _ip("netns", "exec", self.ns, "ip", "link", "set", "lo", "up"))
+        if not ok:
+            self.close()
+            self.why = "cannot create a network namespace and a veth pair here"
+
+    @property
+    def ok(self) -> bool:
+        return not self.why
+
+    def cut(self) -> None:
+        assert _ip("link", "set", self.here, "down")
+
+    def heal(self) -> None:
+        assert _ip("link", "set", self.here, "up")
+
+    def close(self) -> None:
+        _ip("link", "del", self.here)
+        _ip("netns", "del", self.ns)
+
+
 class Etcd:
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, host: str = "127.0.0.1") -> None:
         self.dir = os.path.join(root, "etcd")
         os.makedirs(self.dir)
+        self.host = host
         self.port, self.peer = free_port(), free_port()
-        self.endpoint = f"127.0.0.1:{self.port}"
+        self.endpoint = f"{host}:{self.port}"
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        client, peer = f"http://127.0.0.1:{self.port}", f"http://127.0.0.1:{self.peer}"
+        client, peer = f"http://{self.host}:{self.port}", f"http://127.0.0.1:{self.peer}"
         log = open(os.path.join(self.dir, "etcd.log"), "ab")
         self.proc = subprocess.Popen(
             [os.environ.get("GKV_ETCD", "etcd"), "--data-dir", os.path.join(self.dir, "data"),
@@ -55,7 +103,7 @@ class Etcd:
 
     def healthy(self) -> bool:
         try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+            with socket.create_connection((self.host, self.port), timeout=1) as s:
                 s.sendall(b"GET /health HTTP/1.0\r\nHost: x\r\n\r\n")
                 s.settimeout(1)
                 data = b""
@@ -77,8 +125,12 @@ class Etcd:
 
 
 class Node:
-    def __init__(self, cluster: "Cluster", name: str, token_file: str, weight: int = 1) -> None:
+    def __init__(self, cluster: "Cluster", name: str, token_file: str, weight: int = 1,
+                 inside: bool = False) -> None:
         self.cluster, self.name, self.token_file, self.weight = cluster, name, token_file, weight
+        self.inside = inside  # runs in the cluster's network namespace (partitions cut it off)
+        net = cluster.net
+        self.host = (net.inner if inside else net.outer) if net else "127.0.0.1"
         self.sock = os.path.join(cluster.root, f"{name}.sock")
         self.log = os.path.join(cluster.root, f"{name}.log")
         self.proc: subprocess.Popen | None = None
@@ -87,9 +139,10 @@ class Node:
     def start(self) -> "Node":
         self.port = free_port()
         log = open(self.log, "ab")
+        prefix = ["ip", "netns", "exec", self.cluster.net.ns] if self.inside else []
         self.proc = subprocess.Popen(
-            [self.cluster.daemon, "--backend", "host", "--maxmemory", "256M",
-             "--socket", self.sock, "--listen", f"127.0.0.1:{self.port}",
+            prefix + [self.cluster.daemon, "--backend", "host", "--maxmemory", "256M",
+             "--socket", self.sock, "--listen", f"{self.host}:{self.port}",
              "--auth-token-file", self.token_file,
              "--cluster", f"etcd://{self.cluster.etcd.endpoint}",
              "--cluster-name", self.cluster.name, "--node-name", self.name,
@@ -128,7 +181,17 @@ class Node:
 class Cluster:
     """A private etcd and nodes n1..nN of one cluster (token shared)."""
 
-    def __init__(self, daemon: str, n: int = 3, ttl: int = 3, name: str = "test") -> None:
+    def __init__(self, daemon: str, n: int = 3, ttl: int = 3, name: str = "test",
+                 partitionable: bool = True) -> None:
+        """With partitionable (and where network namespaces can be made), etcd and the nodes
+        listen on a veth pair's addresses and the last node runs inside the namespace, so
+        that net.cut() partitions it from etcd and the others; else all is on loopback and
+        net is None (net_why says why)."""
+        self.net: Net | None = None
+        self.net_why = "not asked for"
+        if partitionable:
+            net = Net()
+            self.net, self.net_why = (net, "") if net.ok else (None, net.why)
         self.root = tempfile.mkdtemp(prefix="gkv-cluster-")
         os.chmod(self.root, 0o700)
         self.daemon, self.ttl, self.name = daemon, ttl, name
@@ -136,15 +199,21 @@ class Cluster:
         with open(self.token, "w") as f:
             f.write("cluster-test-token-0123456789abcdef\n")
         os.chmod(self.token, 0o600)
-        self.etcd = Etcd(self.root)
-        self.etcd.start()
+        self.etcd = Etcd(self.root, self.net.outer if self.net else "127.0.0.1")
         self.nodes: list[Node] = []
-        for i in range(n):
-            self.add()
-        self.wait_members(n)
+        try:
+            self.etcd.start()
+            for i in range(n):
+                self.add(inside=i == n - 1 and self.net is not None)
+            self.wait_members(n)
+        except BaseException:
+            self.close()
+            raise
 
-    def add(self, name: str | None = None, token_file: str | None = None, weight: int = 1) -> Node:
-        node = Node(self, name or f"n{len(self.nodes) + 1}", token_file or self.token, weight)
+    def add(self, name: str | None = None, token_file: str | None = None, weight: int = 1,
+            inside: bool = False) -> Node:
+        node = Node(self, name or f"n{len(self.nodes) + 1}", token_file or self.token, weight,
+                    inside)
         self.nodes.append(node.start())
         return node
 
@@ -174,5 +243,7 @@ class Cluster:
             if "Sanitizer" in log or "runtime error" in log:
                 problems.append(f"{node.name}: {log[log.find('Sanitizer') - 200:][:3000]}")
         self.etcd.stop()
+        if self.net:
+            self.net.close()
         shutil.rmtree(self.root, ignore_errors=True)
         return problems

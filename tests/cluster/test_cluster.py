@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""test_cluster.py: three (and more) gpukvd nodes on loopback forming a cluster through a
-private etcd (docs/cluster.md). Each check prints ok or FAIL; the exit status is 0 when all
+"""test_cluster.py: three (and more) gpukvd nodes forming a cluster through a private etcd
+(docs/cluster.md), on loopback, or (as root) on a veth pair with the third node in a network
+namespace of its own, so that a partition can cut it off. Each check prints ok or FAIL; the exit status is 0 when all
 passed, 77 when this machine has no etcd or no gpukv Python package (skipped).
 
 Usage: test_cluster.py GPUKVD [NAME...]   (NAME: run only the checks whose name contains it)"""
@@ -327,9 +328,110 @@ def etcd_stopped_for_30_seconds_changes_nothing_for_live_nodes(cl: Cluster):
         assert get(c, "etcd/0") == b"0"
 
 
+def outcome(c, key):
+    """get(), or "unavailable"."""
+    try:
+        return get(c, key)
+    except gpukv.Unavailable:
+        return "unavailable"
+
+
 @check
-def concurrent_histories_are_linearizable_while_a_home_dies_and_etcd_stops(cl: Cluster):
-    keys = [f"lin/{k}" for k in range(4)]
+def a_partitioned_node_is_fenced_and_serves_nothing_stale(cl: Cluster):
+    if not cl.net:
+        print(f"  partition: skipped ({cl.net_why})")
+        return
+    inner = next(n for n in cl.nodes if n.inside)
+    outer = [n for n in cl.nodes if not n.inside]
+    n = 20
+    with inner.client() as c:  # values the inner node owns
+        for i in range(n):
+            c.set(f"part/in{i}", b"old-in")
+    with outer[0].client() as c:  # values others own, which the inner node reads (and homes)
+        for i in range(n):
+            c.set(f"part/out{i}", b"old-out")
+    with inner.client() as c:
+        for i in range(n):
+            assert get(c, f"part/out{i}") == b"old-out"
+    joins = inner.info()["membership_joins"]
+    cut_at = time.monotonic()
+    cl.net.cut()
+    healed = False
+    try:
+        # Inside: the old value, then UNAVAILABLE from when its lease may have run out on.
+        fenced_at = None
+        with inner.client() as c:
+            while time.monotonic() - cut_at < cl.ttl + 1.5:
+                v = outcome(c, "part/in0")
+                if v == "unavailable":
+                    fenced_at = fenced_at or time.monotonic() - cut_at
+                else:
+                    assert v == b"old-in" and fenced_at is None, (v, fenced_at)
+                time.sleep(0.05)
+        assert fenced_at is not None and fenced_at <= cl.ttl + 0.3, fenced_at
+        # Outside: the inner node leaves, its values are gone, new writes of every key land.
+        wait_for(lambda: all(o.info()["members"] == len(outer) for o in outer), cl.ttl + 10,
+                 "the others to see the inner node leave")
+        with outer[0].client() as c:
+            wait_for(lambda: outcome(c, "part/in0") is None, 10, "its value to read as missing")
+            for i in range(n):
+                c.set(f"part/in{i}", b"new-in")
+                c.set(f"part/out{i}", b"new-out")
+        # Inside again: nothing old is served, and nothing is written.
+        with inner.client() as c:
+            for i in range(n):
+                for k in (f"part/in{i}", f"part/out{i}"):
+                    assert outcome(c, k) == "unavailable", k
+            try:
+                c.set("part/in0", b"from-inside")
+                raise AssertionError("a write was taken while fenced")
+            except gpukv.Unavailable:
+                pass
+            try:
+                list(c.list("part/"))
+                raise AssertionError("a LIST was answered while fenced")
+            except gpukv.Unavailable:
+                pass
+        info = inner.info()
+        assert info["serving"] == 0 and info["fenced_requests"] >= 2 * n, info
+        with inner.client() as c:
+            metrics = c.metrics()
+        assert "\ngpukv_cluster_serving 0\n" in metrics, metrics[:2000]
+        assert "\ngpukv_cluster_etcd_reachable 0\n" in metrics
+        cl.net.heal()
+        healed = True
+        cl.wait_members(3, timeout=20)
+        wait_for(lambda: inner.info()["serving"] == 1, 15, "the inner node to serve again")
+        assert inner.info()["membership_joins"] == joins + 1  # back as a new incarnation
+        for node in cl.nodes:
+            with node.client() as c:
+                for i in range(n):
+                    assert get(c, f"part/in{i}") == b"new-in", (node.name, i)
+                    assert get(c, f"part/out{i}") == b"new-out", (node.name, i)
+    finally:
+        if not healed:
+            cl.net.heal()
+    print(f"  partition: fenced {fenced_at:.2f}s after the cut (TTL {cl.ttl}s)")
+
+
+@check
+def concurrent_histories_are_linearizable_while_a_home_dies_etcd_stops_and_a_node_is_cut_off(cl: Cluster):
+    # Two keys homed on n3 (which is cut off below: a node that kept serving its records and
+    # replicas then would read old values) and two homed elsewhere.
+    at_n3, elsewhere = [], []
+    with cl.nodes[0].client() as c:
+        for k in range(64):
+            before = cl.nodes[2].info()["keys_homed"]
+            c.set(f"lin/{k}", b"")
+            (at_n3 if cl.nodes[2].info()["keys_homed"] > before else elsewhere).append(f"lin/{k}")
+            if len(at_n3) >= 2 and len(elsewhere) >= 2:
+                break
+            c.delete(f"lin/{k}")
+    keys = at_n3[:2] + elsewhere[:2]
+    assert len(keys) == 4, (at_n3, elsewhere)
+    with cl.nodes[0].client() as c:
+        for k in keys:
+            c.delete(k)
     history = {k: [] for k in keys}
     lock = threading.Lock()
     stop = threading.Event()
@@ -394,14 +496,25 @@ def concurrent_histories_are_linearizable_while_a_home_dies_and_etcd_stops(cl: C
         time.sleep(4)
         cl.etcd.start()
         time.sleep(3)
+        if cl.net:  # n3 cut off from etcd and the others, past its lease, then back
+            cl.net.cut()
+            time.sleep(cl.ttl + 3)
+            cl.net.heal()
+            time.sleep(4)
     finally:
+        if cl.net:
+            cl.net.heal()
         stop.set()
         for t in threads:
             t.join()
     total = sum(len(h) for h in history.values())
     done = sum(1 for h in history.values() for o in h if o.ret != math.inf)
     for key, ops in history.items():
-        if not linearizable(ops):
+        try:
+            ok = linearizable(ops)
+        except RuntimeError:  # the search's budget: dumped like a failure
+            ok = False
+        if not ok:
             dump = os.path.join(os.environ.get("GKV_TEST_OUT", "/tmp"),
                                 f"gkv-lin-{key.replace('/', '_')}.json")
             with open(dump, "w") as f:
