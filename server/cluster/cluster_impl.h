@@ -23,6 +23,9 @@
 #define CL_READ_ROUNDS 8
 /* Relayed value bytes go through a buffer of this size (FETCH -> REPLICA). */
 #define CL_RELAY_CHUNK (1u << 20)
+/* A plain GET of a value at most this large is answered from the fetched bytes at once; the
+ * replica is installed after the reply (JOB_INSTALL), off the read's path. */
+#define CL_DIRECT_MAX (64u << 10)
 
 enum {
     JOB_READ = 1,  /* make keys' current values local (replicas), or learn they are missing */
@@ -36,6 +39,7 @@ enum {
     JOB_DROP,      /* a home tells the previous owner to drop its copy (nested pool) */
     JOB_REGISTER,  /* tell new homes which keys this node owns (after the members changed) */
     JOB_VOUCH,     /* ask every member to vouch for this node (etcd unreachable) */
+    JOB_INSTALL,   /* keep fetched bytes (keys[0].bytes) as a replica here */
 };
 
 /* One key a job works on, and what it learned. */
@@ -49,6 +53,10 @@ typedef struct {
     uint64_t version, size;
     uint64_t have; /* the version of a replica here already (no fetch when it is the one) */
     bool known;    /* owner and version came from this node's own records (no LOOKUP) */
+    /* READ with direct: the value's bytes and metadata as fetched (owned by the job). */
+    bool direct;
+    uint8_t *bytes, *meta;
+    uint32_t meta_len;
 } cl_key_t;
 
 typedef struct cl_job {
@@ -68,6 +76,7 @@ typedef struct cl_job {
     uint32_t nkeys;
     uint32_t attempts; /* READ: rounds so far (a replica may be replaced meanwhile) */
     uint64_t started_ms; /* VOUCH: monotonic ms when the round began */
+    bool direct;         /* READ: a small value may come back as bytes (CL_DIRECT_MAX) */
     bool etcd_seen;      /* VOUCH: a member reaches etcd (so must we, soon) */
     /* RECORD: the value (one reference) and its request; the version the home gave it. */
     gkv_entry_t *entry;

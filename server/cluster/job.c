@@ -95,8 +95,11 @@ void gkv_cl_job_free(cl_job_t *j)
 {
     if (!j)
         return;
-    for (uint32_t i = 0; i < j->nkeys; i++)
+    for (uint32_t i = 0; i < j->nkeys; i++) {
         free(j->keys[i].key);
+        free(j->keys[i].bytes);
+        free(j->keys[i].meta);
+    }
     free(j->keys);
     free(j->members);
     free(j->prefix);

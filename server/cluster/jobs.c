@@ -157,28 +157,63 @@ static int relay(cl_job_t *j, gkv_peer_conn_t *src, const gkv_response_t *r, cl_
 
 /* One key of a READ: owner and version from its home, then the bytes from the owner unless
  * this node has a replica of that version already. */
+/* A small value's bytes (r's payload, waiting on src; none without src) and metadata kept
+ * in k, to be answered from at once (CL_DIRECT_MAX). */
+static int keep_direct(cl_job_t *j, gkv_peer_conn_t *src, const gkv_response_t *r, cl_key_t *k)
+{
+    uint64_t len = r->payload_len;
+    k->bytes = malloc(len ? len : 1);
+    k->meta = r->has_meta && r->meta.len ? malloc(r->meta.len) : NULL;
+    if (!k->bytes || (r->has_meta && r->meta.len && !k->meta)) {
+        if (src)
+            gkv_peer_give(&j->cl->peers, src, false);
+        return GKV_ENOMEM;
+    }
+    if (k->meta) {
+        memcpy(k->meta, r->meta.p, r->meta.len);
+        k->meta_len = (uint32_t)r->meta.len;
+    }
+    int rc = src && len ? gkv_peer_read(src, k->bytes, len) : 0;
+    if (src)
+        gkv_peer_give(&j->cl->peers, src, rc == 0);
+    k->direct = rc == 0;
+    k->size = len;
+    return rc;
+}
+
 static void read_key(cl_job_t *j, cl_key_t *k)
 {
     uint64_t until = now_ms() + CL_BUSY_MS;
     for (;;) {
         gkv_response_t r;
         nreq_t none = {.delim = -1};
-        int rc = call(j, k->home_addr, GKV_NODE_LOOKUP, k->key, k->klen, &none, &r, NULL);
-        if (rc || (r.status && r.status != GKV_ENOTFOUND)) {
-            k->status = rc ? rc : (int)r.status;
-            return;
-        }
-        const gkv_member_t *owner = r.status ? NULL : member_named(j, r.owner.p, r.owner.len);
-        if (!owner || owner->incarnation != (int64_t)r.owner_inc) {
-            k->status = GKV_ENOTFOUND; /* nobody, or a node that left */
-            return;
+        const gkv_member_t *owner;
+        int rc;
+        if (k->known) { /* the loop read our own record: no LOOKUP of ourselves */
+            k->known = false;
+            owner = member_named(j, k->owner, strlen(k->owner));
+            if (!owner || owner->incarnation != k->owner_inc) {
+                k->status = GKV_ENOTFOUND;
+                return;
+            }
+        } else {
+            rc = call(j, k->home_addr, GKV_NODE_LOOKUP, k->key, k->klen, &none, &r, NULL);
+            if (rc || (r.status && r.status != GKV_ENOTFOUND)) {
+                k->status = rc ? rc : (int)r.status;
+                return;
+            }
+            owner = r.status ? NULL : member_named(j, r.owner.p, r.owner.len);
+            if (!owner || owner->incarnation != (int64_t)r.owner_inc) {
+                k->status = GKV_ENOTFOUND; /* nobody, or a node that left */
+                return;
+            }
+            k->version = r.vversion;
+            k->size = r.size;
         }
         if (!strcmp(owner->name, j->self)) {
             k->status = GKV_EEXISTS; /* ours: the loop knows whether it is published yet */
             return;
         }
-        k->version = r.vversion;
-        k->size = r.size;
         strcpy(k->owner, owner->name);
         if (k->have == k->version) {
             k->status = 0;
@@ -189,6 +224,10 @@ static void read_key(cl_job_t *j, cl_key_t *k)
         rc = call(j, owner->advertise, GKV_NODE_FETCH, k->key, k->klen, &f, &r, &src);
         if (rc) {
             k->status = rc;
+            return;
+        }
+        if (!r.status && j->direct && r.payload_len <= CL_DIRECT_MAX) {
+            k->status = keep_direct(j, src, &r, k);
             return;
         }
         if (!r.status && src) {
@@ -482,10 +521,32 @@ static void run_vouch(cl_job_t *j)
     }
 }
 
+/* Fetched bytes (keys[0]) to this node itself as a REPLICA, after a direct read's reply. */
+static void run_install(cl_job_t *j)
+{
+    cl_key_t *k = &j->keys[0];
+    gkv_peer_conn_t *self;
+    if ((j->status = gkv_peer_take(&j->cl->peers, j->self_addr, &self)))
+        return;
+    gkv_peer_begin(self, 0, GKV_NODE_REPLICA, j->self, (uint64_t)j->self_inc);
+    gkv_wr_bin(&self->wr, GKV_F_KEY, k->key, k->klen);
+    gkv_wr_uint(&self->wr, GKV_F_VVERSION, k->version);
+    gkv_wr_uint(&self->wr, GKV_F_PAYLOAD, k->size);
+    if (k->meta_len)
+        gkv_wr_bin(&self->wr, GKV_F_META, k->meta, k->meta_len);
+    gkv_response_t sr;
+    int rc = gkv_peer_call(self, k->bytes, (size_t)k->size, &sr);
+    gkv_peer_give(&j->cl->peers, self, rc == 0);
+    j->status = rc ? rc : (int)sr.status;
+}
+
 void gkv_cl_job_run(gkv_job_t *job)
 {
     cl_job_t *j = (cl_job_t *)job;
     switch (j->kind) {
+    case JOB_INSTALL:
+        run_install(j);
+        break;
     case JOB_VOUCH:
         run_vouch(j);
         break;

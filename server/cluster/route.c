@@ -120,8 +120,51 @@ static int plan_read_key(gkv_cluster_t *cl, const uint8_t *key, size_t klen, voi
         return GKV_ENOMEM;
     if (gkv_cl_job_key(p->job, key, klen, home))
         return GKV_ENOMEM;
-    p->job->keys[p->job->nkeys - 1].have = c && c->replica ? c->version : 0;
+    cl_key_t *k = &p->job->keys[p->job->nkeys - 1];
+    k->have = c && c->replica ? c->version : 0;
+    if (gkv_cluster_is_self(cl, home) && !gkv_cl_settling(cl)) {
+        gkv_home_rec_t *h = gkv_home_find(&cl->rec, key, klen);
+        if (h && h->owner[0] && !h->busy && strcmp(h->owner, cl->node)) {
+            /* Our own record says who owns it: the job need not ask us. */
+            k->known = true;
+            strcpy(k->owner, h->owner);
+            k->owner_inc = h->owner_inc;
+            k->version = h->version;
+            k->size = h->size;
+        }
+    }
     return 0;
+}
+
+/* A small value fetched for a plain GET (k->bytes): answered from those bytes now, as the GET
+ * handler would; the replica is kept afterwards by a job of its own. */
+static int answer_direct(gkv_cluster_t *cl, cl_job_t *j, cl_key_t *k, const gkv_request_t *req,
+                         gkv_wr_t *out, int *rc)
+{
+    gkv_wr_ok(out, req->id);
+    gkv_wr_uint(out, GKV_F_SIZE, k->size);
+    gkv_wr_uint(out, GKV_F_OFFSET, 0);
+    gkv_wr_uint(out, GKV_F_PAYLOAD, k->size);
+    gkv_wr_uint(out, GKV_F_GPU, 0);
+    if (k->meta_len)
+        gkv_wr_bin(out, GKV_F_META, k->meta, k->meta_len);
+    *rc = gkv_wr_end(out);
+    if (!*rc && k->size && msgpack_sbuffer_write(&out->sb, (const char *)k->bytes, k->size))
+        out->failed = true;
+    cl->stats.remote_reads++;
+    cl->stats.bytes_pulled += k->size;
+    /* The job becomes the replica's installer: its key and bytes move over. */
+    j->kind = JOB_INSTALL;
+    j->t = NULL;
+    j->finished = false;
+    j->status = 0;
+    if (k != &j->keys[0]) {
+        cl_key_t tmp = j->keys[0];
+        j->keys[0] = *k;
+        *k = tmp;
+    }
+    gkv_workers_submit(&cl->origin, &j->job);
+    return GKV_ROUTE_DONE;
 }
 
 /* A READ job came back: every key is now local at the version its home confirmed (the job
@@ -161,6 +204,8 @@ static int read_outcome(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j,
         }
         if (gkv_cl_owned_here(cl, k->key, k->klen))
             continue; /* written here meanwhile: newer than what the home said */
+        if (k->direct && j->nkeys == 1)
+            return answer_direct(cl, j, k, req, out, rc);
         gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, k->key, k->klen);
         if (!c || !c->replica || c->version != k->version)
             again = true;
@@ -185,9 +230,10 @@ static int route_read(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     if (t->job) {
         cl_job_t *j = t->job;
         t->job = NULL;
-        int r = read_outcome(cl, t, j, req, out, rc);
         attempts = j->attempts;
-        gkv_cl_job_free(j);
+        int r = read_outcome(cl, t, j, req, out, rc);
+        if (j->kind != JOB_INSTALL) /* else it went on to keep the replica */
+            gkv_cl_job_free(j);
         if (r != GKV_ROUTE_PARK)
             return r;
     }
@@ -201,6 +247,8 @@ static int route_read(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     }
     if (!p.job)
         return GKV_ROUTE_LOCAL;
+    p.job->direct = req->op == GKV_OP_GET &&
+                    !(req->has & (GKV_HAS_OFFSET | GKV_HAS_LENGTH | GKV_HAS_SUFFIX));
     p.job->attempts = attempts + 1;
     p.job->t = t;
     gkv_cl_submit(cl, t, p.job, false);

@@ -332,7 +332,8 @@ def outcome(c, key):
     """get(), or "unavailable"."""
     try:
         return get(c, key)
-    except gpukv.Unavailable:
+    except gpukv.Unavailable as e:
+        outcome.why = str(e)
         return "unavailable"
 
 
@@ -411,7 +412,7 @@ def a_partitioned_node_is_fenced_and_serves_nothing_stale(cl: Cluster):
     finally:
         if not healed:
             cl.net.heal()
-    print(f"  partition: fenced {fenced_at:.2f}s after the cut (TTL {cl.ttl}s)")
+    print(f"  partition: fenced {fenced_at:.2f}s after the cut (TTL {cl.ttl}s): {outcome.why}")
 
 
 @check
