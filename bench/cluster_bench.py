@@ -7,7 +7,10 @@ private etcd, measured side by side in one run (issue 34):
   - large values (1 MiB .. 1 GiB): a pull from the other node vs a local GET of the same size vs
     a raw TCP socket copy of the same bytes between two processes.
 
+  - with --one-node: SET/GET p50 on a daemon alone vs a one-node cluster (the cluster's cost).
+
 Usage: cluster_bench.py GPUKVD [--gpus 0,1] [--small 4096] [--large 1M,64M,1G] [--rounds N]
+                        [--one-node]
 Needs etcd on PATH and the gpukv package. Prints a Markdown table."""
 
 from __future__ import annotations
@@ -34,13 +37,15 @@ def size_arg(s: str) -> int:
     return int(s[:-1]) * mult[s[-1]] if s[-1] in mult else int(s)
 
 
-def start_node(root, daemon, etcd, name, gpu, token, backend):
+def start_node(root, daemon, etcd, name, gpu, token, backend, cluster="gpukv"):
+    """A node of cluster (None: a daemon alone, with the same flags otherwise)."""
     sock, port = os.path.join(root, f"{name}.sock"), free_port()
     log = open(os.path.join(root, f"{name}.log"), "ab")
+    joined = ["--cluster", f"etcd://{etcd.endpoint}", "--cluster-name", cluster,
+              "--node-name", name] if cluster else []
     p = subprocess.Popen([daemon, "--backend", backend, "--device", str(gpu), "--maxmemory", "8G",
                           "--max-value-size", "2G", "--socket", sock,
-                          "--listen", f"127.0.0.1:{port}", "--auth-token-file", token,
-                          "--cluster", f"etcd://{etcd.endpoint}", "--node-name", name],
+                          "--listen", f"127.0.0.1:{port}", "--auth-token-file", token] + joined,
                          stdout=log, stderr=log, stdin=subprocess.DEVNULL)
     wait_for(lambda: os.path.exists(sock) or p.poll() is not None, 60, f"{name}'s socket")
     return p, sock
@@ -83,6 +88,46 @@ def raw_tcp_copy(size: int, rounds: int) -> float:
     return size / statistics.median(best) / 1e9
 
 
+def one_node_cost(root, daemon, etcd, gpu, token, backend, rounds):
+    """SET and GET p50 on a daemon alone and on a one-node cluster (same flags otherwise), in
+    interleaved rounds; prints a table."""
+    procs = []
+    try:
+        off = start_node(root, daemon, etcd, "solo-off", gpu, token, backend, cluster=None)
+        procs.append(off[0])
+        on = start_node(root, daemon, etcd, "solo-on", gpu, token, backend, cluster="solo")
+        procs.append(on[0])
+        clients = {"off": gpukv.Client(f"unix:{off[1]}"), "on": gpukv.Client(f"unix:{on[1]}")}
+        wait_for(lambda: clients["on"].info("cluster")["members"] == 1, 20, "the one member")
+        res = {(w, op, size): [] for w in clients for op in ("SET", "GET") for size in (64, 4096)}
+        for _ in range(3):
+            for w, c in clients.items():
+                for size in (64, 4096):
+                    v = os.urandom(size)
+                    for op in ("SET", "GET"):
+                        out = res[(w, op, size)]
+                        for i in range(rounds):
+                            t0 = time.perf_counter()
+                            if op == "SET":
+                                c.set(f"solo/{i % 256}", v)
+                            else:
+                                c.get(f"solo/{i % 256}")
+                            out.append((time.perf_counter() - t0) * 1e6)
+        print("\n| one node, one client (Python), 3 interleaved rounds | cluster off p50 us | "
+              "one-node cluster p50 us | on / off |")
+        print("|---|---|---|---|")
+        for op in ("SET", "GET"):
+            for size in (64, 4096):
+                a_, b_ = (statistics.median(res[(w, op, size)]) for w in ("off", "on"))
+                print(f"| {op} {size} B | {a_:.1f} | {b_:.1f} | {b_ / a_:.2f} |")
+        for c in clients.values():
+            c.close()
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(30)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("daemon")
@@ -91,6 +136,8 @@ def main() -> int:
     ap.add_argument("--small", default="4096")
     ap.add_argument("--large", default="1M,64M,1G")
     ap.add_argument("--rounds", type=int, default=2000)
+    ap.add_argument("--one-node", action="store_true",
+                    help="also: a daemon alone vs a one-node cluster, on the first GPU")
     a = ap.parse_args()
     gpus = [int(g) for g in a.gpus.split(",")]
     root = tempfile.mkdtemp(prefix="gkv-clbench-")
@@ -174,6 +221,12 @@ def main() -> int:
               f" replica_hits {info['replica_hits']}")
         ca.close()
         cb.close()
+        for p in procs:
+            p.terminate()
+            p.wait(30)
+        procs = []
+        if a.one_node:
+            one_node_cost(root, a.daemon, etcd, gpus[0], token, a.backend, a.rounds)
     finally:
         for p in procs:
             p.terminate()

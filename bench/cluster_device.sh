@@ -22,4 +22,4 @@ cmake -S . -B /tmp/after -G Ninja -DGKV_WITH_CUDA=ON -DCMAKE_BUILD_TYPE=Release 
 (cd /tmp/after && timeout 480 ctest -L gpu --output-on-failure >"$out/ctest-gpu.log" 2>&1)
 grep -E "tests passed|tests failed" "$out/ctest-gpu.log"
 timeout 400 python3 bench/cluster_bench.py /tmp/after/server/gpukvd --gpus 0,1 --rounds 3000 \
-    --large 4K,1M,64M,1G | tee "$out/cluster_bench.md"
+    --large 4K,1M,64M,1G --one-node | tee "$out/cluster_bench.md"
