@@ -238,6 +238,8 @@ int gkv_cluster_start(gkv_cluster_t *cl, uv_loop_t *loop, const gkv_cluster_cfg_
     }
     cl->on = true;
     cl->was_live = true;
+    cl->store->reclaim = gkv_cl_reclaim; /* replicas make room first */
+    cl->store->reclaim_arg = cl;
     take_members(cl);
     uv_timer_init(loop, &cl->tick);
     cl->tick.data = cl;
@@ -270,6 +272,8 @@ void gkv_cluster_fini(gkv_cluster_t *cl)
 {
     if (cl->origin.open || cl->nested.open)
         return; /* never started, or not closed: nothing of ours to free safely */
+    if (cl->store && cl->store->reclaim_arg == cl)
+        cl->store->reclaim = NULL;
     gkv_members_fini(&cl->members);
     gkv_records_fini(&cl->rec);
     if (cl->peers.timeout_ms)
@@ -326,7 +330,8 @@ int gkv_cluster_info(const gkv_cluster_t *cl, char *buf, size_t cap)
                      "\r\nunavailable_errors:%" PRIu64 "\r\nnode_requests:%" PRIu64
                      "\r\nstale_senders:%" PRIu64 "\r\npeer_connections:%" PRIu64
                      "\r\nforeign_nodes:%zu\r\nmembers:%zu\r\nserving:%d\r\nlease_ms_left:%" PRIu64
-                     "\r\nfenced_requests:%" PRIu64 "\r\nvouch_rounds:%" PRIu64 "\r\n",
+                     "\r\nfenced_requests:%" PRIu64 "\r\nvouch_rounds:%" PRIu64
+                     "\r\nreplicas_reclaimed:%" PRIu64 "\r\n",
                      cl->name, cl->node, st.incarnation, st.reachable ? "ok" : "unreachable",
                      st.unreachable_since, st.joins, cl->member_changes,
                      cl->rec.ncopies - cl->rec.nreplicas, cl->rec.nhomes, cl->rec.nreplicas,
@@ -334,7 +339,8 @@ int gkv_cluster_info(const gkv_cluster_t *cl, char *buf, size_t cap)
                      cl->stats.records, cl->stats.drops_sent, cl->stats.registered,
                      cl->stats.dropped_dead, cl->stats.unavailable, cl->stats.node_requests,
                      cl->stats.stale_senders, cl->peers.opened, cl->foreign, cl->members.n,
-                     gkv_cluster_live(cl), lease_left, cl->stats.fenced, cl->stats.vouch_rounds);
+                     gkv_cluster_live(cl), lease_left, cl->stats.fenced, cl->stats.vouch_rounds,
+                     cl->stats.replicas_reclaimed);
     for (size_t i = 0; i < cl->members.n && n >= 0 && (size_t)n < cap; i++) {
         const gkv_member_t *m = &cl->members.m[i];
         int k = snprintf(buf + n, cap - (size_t)n,

@@ -45,6 +45,7 @@ typedef struct {
     uint64_t stale_senders;  /* NODE requests refused: the sender is not a current member */
     uint64_t fenced;         /* requests refused while this node could not confirm its lease */
     uint64_t vouch_rounds;   /* rounds in which every member vouched (etcd down for all) */
+    uint64_t replicas_reclaimed; /* replicas dropped to make room for new values */
 } gkv_cluster_stats_t;
 
 struct cl_job;

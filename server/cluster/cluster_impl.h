@@ -117,6 +117,12 @@ void gkv_cl_reply_count(gkv_wr_t *out, uint64_t id, uint64_t count);
 void gkv_cl_submit(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j, bool nested);
 bool gkv_cl_settling(const gkv_cluster_t *cl);
 bool gkv_cl_owned_here(gkv_cluster_t *cl, const void *key, size_t klen);
+/* The version of the replica of key here whose bytes are in the store, or 0 (a record whose
+ * bytes went is forgotten). */
+uint64_t gkv_cl_replica_version(gkv_cluster_t *cl, const void *key, size_t klen);
+/* The store's reclaim hook (store.h): the oldest replica on dev that nothing holds goes
+ * (replicas are evicted before anything else, under every policy). */
+bool gkv_cl_reclaim(void *arg, unsigned dev);
 /* write.c: a record job's end (publish, reply), and SEAL's routing. */
 void gkv_cl_commit_done(cl_job_t *j);
 int gkv_cl_route_seal(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,

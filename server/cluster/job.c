@@ -130,3 +130,34 @@ bool gkv_cl_owned_here(gkv_cluster_t *cl, const void *key, size_t klen)
     gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, key, klen);
     return c && !c->replica && c->version;
 }
+
+uint64_t gkv_cl_replica_version(gkv_cluster_t *cl, const void *key, size_t klen)
+{
+    gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, key, klen);
+    if (!c || !c->replica || !c->version)
+        return 0;
+    if (!gkv_store_find(cl->store, key, klen)) { /* its bytes went (evicted, flushed) */
+        gkv_cl_unlink(cl, key, klen, 0);
+        return 0;
+    }
+    return c->version;
+}
+
+bool gkv_cl_reclaim(void *arg, unsigned dev)
+{
+    gkv_cluster_t *cl = arg;
+    unsigned looked = 0;
+    gkv_copy_rec_t *next;
+    for (gkv_copy_rec_t *c = cl->rec.oldest; c && looked++ < 256; c = next) {
+        next = c->rnext;
+        gkv_entry_t *e = gkv_store_find(cl->store, c->key, c->klen);
+        if (e && (e->dev != dev || e->refs != 1 || !e->size))
+            continue; /* elsewhere, being read or sent, or holding no memory */
+        gkv_cl_unlink(cl, c->key, c->klen, 0);
+        if (e) {
+            cl->stats.replicas_reclaimed++;
+            return true;
+        }
+    }
+    return false;
+}

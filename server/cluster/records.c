@@ -93,10 +93,26 @@ gkv_copy_rec_t *gkv_copy_get(gkv_records_t *r, const void *key, size_t klen)
     return c;
 }
 
+/* c leaves the list of replicas (when it is on it). */
+static void replica_out(gkv_records_t *r, gkv_copy_rec_t *c)
+{
+    if (!(c->replica && c->version))
+        return;
+    r->nreplicas--;
+    if (c->rprev)
+        c->rprev->rnext = c->rnext;
+    else
+        r->oldest = c->rnext;
+    if (c->rnext)
+        c->rnext->rprev = c->rprev;
+    else
+        r->newest = c->rprev;
+    c->rprev = c->rnext = NULL;
+}
+
 void gkv_copy_del(gkv_records_t *r, gkv_copy_rec_t *c)
 {
-    if (c->replica && c->version)
-        r->nreplicas--;
+    replica_out(r, c);
     HASH_DEL(r->copies, c);
     r->ncopies--;
     free(c);
@@ -105,11 +121,18 @@ void gkv_copy_del(gkv_records_t *r, gkv_copy_rec_t *c)
 void gkv_copy_set(gkv_records_t *r, gkv_copy_rec_t *c, uint64_t version, bool replica,
                   const char *home)
 {
-    if (c->replica && c->version)
-        r->nreplicas--;
+    replica_out(r, c);
     c->version = version;
     c->replica = replica;
-    if (replica && version)
+    if (replica && version) {
         r->nreplicas++;
+        c->rprev = r->newest;
+        c->rnext = NULL;
+        if (r->newest)
+            r->newest->rnext = c;
+        else
+            r->oldest = c;
+        r->newest = c;
+    }
     snprintf(c->home, sizeof(c->home), "%s", home ? home : "");
 }

@@ -37,6 +37,9 @@ typedef struct gkv_copy_rec {
      * it, and is not published. */
     uint64_t dropped_upto;
     char home[GKV_NODE_NAME_MAX + 1]; /* owned: the home that recorded it */
+    /* Replicas (with a version) in the order they were kept: the first goes first when room
+     * is needed (gkv_records_t.oldest). */
+    struct gkv_copy_rec *rprev, *rnext;
     uint32_t klen;
     uint8_t key[];
 } gkv_copy_rec_t;
@@ -44,6 +47,7 @@ typedef struct gkv_copy_rec {
 typedef struct {
     gkv_home_rec_t *homes;
     gkv_copy_rec_t *copies;
+    gkv_copy_rec_t *oldest, *newest; /* the replicas, oldest first */
     uint64_t nhomes, ncopies, nreplicas;
     uint64_t clock; /* the last version handed out */
 } gkv_records_t;
@@ -63,7 +67,8 @@ uint64_t gkv_home_next_version(gkv_records_t *r, const gkv_home_rec_t *h);
 gkv_copy_rec_t *gkv_copy_find(gkv_records_t *r, const void *key, size_t klen);
 gkv_copy_rec_t *gkv_copy_get(gkv_records_t *r, const void *key, size_t klen);
 void gkv_copy_del(gkv_records_t *r, gkv_copy_rec_t *c);
-/* c becomes this node's own value at version, recorded by home (or a replica). */
+/* c becomes this node's own value at version, recorded by home (or a replica: then it is the
+ * newest replica). */
 void gkv_copy_set(gkv_records_t *r, gkv_copy_rec_t *c, uint64_t version, bool replica,
                   const char *home);
 

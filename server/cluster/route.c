@@ -111,7 +111,7 @@ static int plan_read_key(gkv_cluster_t *cl, const uint8_t *key, size_t klen, voi
         }
         if (!h->busy && !strcmp(h->owner, cl->node) && !(c && c->pending))
             return 0; /* ours, but gone from memory (evicted, expired): a miss */
-        if (!h->busy && c && c->replica && c->version == h->version) {
+        if (!h->busy && gkv_cl_replica_version(cl, key, klen) == h->version) {
             cl->stats.replica_hits++;
             return 0;
         }
@@ -121,7 +121,7 @@ static int plan_read_key(gkv_cluster_t *cl, const uint8_t *key, size_t klen, voi
     if (gkv_cl_job_key(p->job, key, klen, home))
         return GKV_ENOMEM;
     cl_key_t *k = &p->job->keys[p->job->nkeys - 1];
-    k->have = c && c->replica ? c->version : 0;
+    k->have = gkv_cl_replica_version(cl, key, klen);
     if (gkv_cluster_is_self(cl, home) && !gkv_cl_settling(cl)) {
         gkv_home_rec_t *h = gkv_home_find(&cl->rec, key, klen);
         if (h && h->owner[0] && !h->busy && strcmp(h->owner, cl->node)) {
@@ -206,8 +206,7 @@ static int read_outcome(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j,
             continue; /* written here meanwhile: newer than what the home said */
         if (k->direct && j->nkeys == 1)
             return answer_direct(cl, j, k, req, out, rc);
-        gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, k->key, k->klen);
-        if (!c || !c->replica || c->version != k->version)
+        if (gkv_cl_replica_version(cl, k->key, k->klen) != k->version)
             again = true;
     }
     cl->stats.remote_reads++;

@@ -250,6 +250,9 @@ static void render_cluster(const gkv_server_t *srv, gkv_text_t *t)
     one(t, "cluster_vouch_rounds_total", "counter",
         "Rounds in which every member vouched for this node (etcd unreachable).",
         s->vouch_rounds);
+    one(t, "cluster_replicas_reclaimed_total", "counter",
+        "Replicas dropped to make room for new values (before any eviction).",
+        s->replicas_reclaimed);
     one(t, "cluster_membership_joins_total", "counter",
         "Leases granted to this node (1 + rejoins after its lease expired).", st.joins);
     one(t, "cluster_member_list_changes_total", "counter", "Member lists taken.",

@@ -152,6 +152,13 @@ static bool evict_one(gkv_store_t *st, unsigned dev)
     return true;
 }
 
+/* Room for a new value on dev: a cache copy of the layer above first, then the policy's
+ * eviction. */
+static bool make_room(gkv_store_t *st, unsigned dev)
+{
+    return (st->reclaim && st->reclaim(st->reclaim_arg, dev)) || evict_one(st, dev);
+}
+
 static void drop_link(void *val, void *arg)
 {
     gkv_store_unref(arg, val);
@@ -222,7 +229,7 @@ int gkv_store_entry_new(gkv_store_t *st, unsigned dev, const void *key, size_t k
     if (size >> 56) /* beyond what an entry records (no device limit comes near it) */
         return oom(st, d);
     while (size > d->limit - d->used)
-        if (size > d->limit || !evict_one(st, dev))
+        if (size > d->limit || !make_room(st, dev))
             return oom(st, d);
     if (!gkv_store_host_room(st, klen, meta_len))
         return GKV_ENOMEM;
@@ -240,7 +247,7 @@ int gkv_store_entry_new(gkv_store_t *st, unsigned dev, const void *key, size_t k
     }
     if (size) {
         int rc = d->be->ops->alloc(d->be, size, lane, &e->mem);
-        while (rc == GKV_EOOM && evict_one(st, dev)) /* the device is full before the limit */
+        while (rc == GKV_EOOM && make_room(st, dev)) /* the device is full before the limit */
             rc = d->be->ops->alloc(d->be, size, lane, &e->mem);
         if (rc) {
             if (rc == GKV_EOOM)

@@ -68,6 +68,11 @@ typedef struct {
     uint64_t host_bytes;
     uint64_t host_limit;
     gkv_policy_t policy; /* --maxmemory-policy */
+    /* NULL, or: asked before any eviction (under every policy, noeviction included) when a
+     * new value needs room on device dev: frees one value the layer above holds only as a
+     * cache (a cluster's replica) and returns true, or false when it has none to give. */
+    bool (*reclaim)(void *arg, unsigned dev);
+    void *reclaim_arg;
     uint64_t now_ms;     /* the clock access stamps use: the server sets it per request */
     uint64_t rng;        /* xorshift64 for LFU's counter */
     gkv_ttl_heap_t ttl;  /* the linked entries that have a deadline */

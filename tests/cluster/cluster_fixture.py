@@ -126,8 +126,9 @@ class Etcd:
 
 class Node:
     def __init__(self, cluster: "Cluster", name: str, token_file: str, weight: int = 1,
-                 inside: bool = False) -> None:
+                 inside: bool = False, extra: list[str] | None = None) -> None:
         self.cluster, self.name, self.token_file, self.weight = cluster, name, token_file, weight
+        self.extra = extra or []  # more gpukvd flags (the later ones win)
         self.inside = inside  # runs in the cluster's network namespace (partitions cut it off)
         net = cluster.net
         self.host = (net.inner if inside else net.outer) if net else "127.0.0.1"
@@ -146,7 +147,8 @@ class Node:
              "--auth-token-file", self.token_file,
              "--cluster", f"etcd://{self.cluster.etcd.endpoint}",
              "--cluster-name", self.cluster.name, "--node-name", self.name,
-             "--cluster-ttl", str(self.cluster.ttl), "--cluster-weight", str(self.weight)],
+             "--cluster-ttl", str(self.cluster.ttl), "--cluster-weight", str(self.weight)]
+            + self.extra,
             stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         log.close()
         wait_for(lambda: os.path.exists(self.sock) or self.proc.poll() is not None, 20,
@@ -211,9 +213,9 @@ class Cluster:
             raise
 
     def add(self, name: str | None = None, token_file: str | None = None, weight: int = 1,
-            inside: bool = False) -> Node:
+            inside: bool = False, extra: list[str] | None = None) -> Node:
         node = Node(self, name or f"n{len(self.nodes) + 1}", token_file or self.token, weight,
-                    inside)
+                    inside, extra)
         self.nodes.append(node.start())
         return node
 

@@ -250,6 +250,35 @@ def a_node_added_takes_over_a_share_of_homes(cl: Cluster):
 
 
 @check
+def replicas_make_room_before_anything_else(cl: Cluster):
+    # n4 holds 8 MiB and never evicts (noeviction): replicas of six 1 MiB values read there,
+    # then six 1 MiB values written there, which fit only once replicas went.
+    mib = 1 << 20
+    with cl.nodes[0].client() as c:
+        for i in range(6):
+            c.set(f"room/r{i}", rand_bytes(mib, 100 + i))
+    n4 = cl.add("n4", extra=["--maxmemory", "8M", "--maxmemory-policy", "noeviction"])
+    try:
+        cl.wait_members(4)
+        time.sleep(2)  # past settling
+        with n4.client() as c:
+            for i in range(6):
+                assert get(c, f"room/r{i}") == rand_bytes(mib, 100 + i)
+            assert n4.info()["replicas"] >= 5
+            for i in range(6):
+                c.set(f"room/w{i}", rand_bytes(mib, 200 + i))  # OOM if replicas stayed
+            info = n4.info()
+            assert info["replicas_reclaimed"] >= 4, info
+            for i in range(6):  # every value still reads right, pulled again where it went
+                assert get(c, f"room/r{i}") == rand_bytes(mib, 100 + i), i
+                assert get(c, f"room/w{i}") == rand_bytes(mib, 200 + i), i
+    finally:
+        n4.kill(signal.SIGTERM)
+        cl.nodes.remove(n4)
+        cl.wait_members(3)
+
+
+@check
 def a_killed_owner_s_keys_become_misses_and_nothing_wrong_is_served(cl: Cluster):
     victim = cl.nodes[2]
     with victim.client() as c:
