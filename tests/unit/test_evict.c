@@ -64,6 +64,41 @@ START_TEST(noeviction_refuses_and_keeps_every_key)
 }
 END_TEST
 
+/* The reclaim hook (a cluster's replicas): asked first, under every policy. */
+static int reclaim_calls, reclaim_next;
+
+static bool reclaim_cache(void *arg, unsigned dev)
+{
+    (void)arg;
+    ck_assert_uint_eq(dev, 0);
+    reclaim_calls++;
+    if (reclaim_next >= 8)
+        return false; /* keys 0..7 are the cache */
+    char k[32]; /* not name()'s buffer: put() is using it */
+    snprintf(k, sizeof(k), "k%d", reclaim_next++);
+    return gkv_store_del(&st, k, strlen(k)) == 1;
+}
+
+START_TEST(the_reclaim_hook_makes_room_before_any_policy)
+{
+    for (int i = 0; i < 64; i++)
+        ck_assert_int_eq(put(i, VAL), 0);
+    reclaim_calls = reclaim_next = 0;
+    st.reclaim = reclaim_cache;
+    for (int i = 64; i < 72; i++) /* noeviction, full: each fits once one cache value went */
+        ck_assert_int_eq(put(i, VAL), 0);
+    ck_assert_int_eq(reclaim_calls, 8);
+    ck_assert_int_eq(present(0, 8), 0);
+    ck_assert_int_eq(present(8, 72), 64);
+    ck_assert_int_eq(put(72, VAL), GKV_EOOM); /* the cache is empty: the policy decides */
+    ck_assert_uint_eq(st.stats.evicted, 0);
+    st.policy = GKV_POLICY_ALLKEYS_LRU; /* and an evicting policy still comes after it */
+    ck_assert_int_eq(put(72, VAL), 0);
+    ck_assert_uint_eq(st.stats.evicted, 1);
+    st.reclaim = NULL;
+}
+END_TEST
+
 START_TEST(lru_evicts_the_least_recently_used)
 {
     st.policy = GKV_POLICY_ALLKEYS_LRU;
@@ -291,6 +326,7 @@ Suite *make_suite(void)
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_set_timeout(t, 120);
     tcase_add_test(t, noeviction_refuses_and_keeps_every_key);
+    tcase_add_test(t, the_reclaim_hook_makes_room_before_any_policy);
     tcase_add_test(t, lru_evicts_the_least_recently_used);
     tcase_add_test(t, lfu_keeps_the_frequently_read);
     tcase_add_test(t, held_values_are_never_evicted);
