@@ -15,8 +15,10 @@ enum {
     GKV_NODE_RECORD = 2,
     /* To an owner (from the key's home): drop your copy of key (reply count 0/1). */
     GKV_NODE_DROP = 3,
-    /* To an owner: the value of key at vversion, as a GET reply; NOTFOUND when this node does
-     * not hold that version (any more). */
+    /* To an owner: the value of key at vversion, as a GET reply (naming vversion); NOTFOUND
+     * when this node does not hold that version (any more). With vversion 0, to the key's
+     * home: its current value when the home owns it too (the reply names its vversion), else
+     * LOOKUP's reply. */
     GKV_NODE_FETCH = 4,
     /* To a key's home: delete it (the owner's copy first). Reply count 0/1; BUSY;
      * UNAVAILABLE. */

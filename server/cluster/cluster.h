@@ -58,6 +58,7 @@ typedef struct gkv_route_ticket {
     bool defer;          /* the SET being received commits through gkv_cluster_commit */
     bool strip_nx_xx;    /* LOCAL: run the request without its NX/XX flags (decided at home) */
     uint64_t replica_version; /* the deferred payload is a replica of this version (REPLICA) */
+    uint64_t fetch_version;   /* AS_GET of a FETCH at the home: the version it serves */
     gkv_wr_t *out;       /* a commit's reply goes here */
 } gkv_route_ticket_t;
 
@@ -65,7 +66,8 @@ enum {
     GKV_ROUTE_LOCAL = 0, /* run it here as usual */
     GKV_ROUTE_PARK,      /* wait: route it again once t->wake was called */
     GKV_ROUTE_DONE,      /* answered: the reply is written */
-    GKV_ROUTE_AS_GET,    /* run it as a GET (a FETCH from another node) */
+    GKV_ROUTE_AS_GET,    /* run it as a GET (a FETCH from another node; its vversion becomes
+                          * t->fetch_version when that is set) */
 };
 
 typedef struct gkv_cluster {

@@ -181,6 +181,44 @@ static int keep_direct(cl_job_t *j, gkv_peer_conn_t *src, const gkv_response_t *
     return rc;
 }
 
+/* The member at advertised address addr, or NULL. */
+static const gkv_member_t *member_at(const cl_job_t *j, const char *addr)
+{
+    for (size_t i = 0; i < j->nmembers; i++)
+        if (!strcmp(j->members[i].advertise, addr))
+            return &j->members[i];
+    return NULL;
+}
+
+/* The value of k (version k->version) in the GET reply r, its bytes waiting on src (none for
+ * an empty value): kept for a direct answer, or relayed into a replica here. */
+static int take_value(cl_job_t *j, cl_key_t *k, gkv_peer_conn_t *src, const gkv_response_t *r)
+{
+    if (j->direct && r->payload_len <= CL_DIRECT_MAX)
+        return keep_direct(j, src, r, k);
+    if (src)
+        return relay(j, src, r, k);
+    /* An empty value: nothing to relay, but a replica all the same. */
+    gkv_peer_conn_t *self;
+    int rc = gkv_peer_take(&j->cl->peers, j->self_addr, &self);
+    if (rc)
+        return rc;
+    gkv_peer_begin(self, 0, GKV_NODE_REPLICA, j->self, (uint64_t)j->self_inc);
+    gkv_wr_bin(&self->wr, GKV_F_KEY, k->key, k->klen);
+    gkv_wr_uint(&self->wr, GKV_F_VVERSION, k->version);
+    gkv_wr_uint(&self->wr, GKV_F_PAYLOAD, 0);
+    if (r->has_meta)
+        gkv_wr_bin(&self->wr, GKV_F_META, r->meta.p, r->meta.len);
+    gkv_response_t sr;
+    rc = gkv_peer_call(self, NULL, 0, &sr);
+    gkv_peer_give(&j->cl->peers, self, rc == 0);
+    return rc ? rc : (int)sr.status;
+}
+
+/* One key of a READ: owner and version from its home, then the bytes from the owner unless
+ * this node has a replica of that version already. With no replica here the home is asked
+ * for the value itself (FETCH without a version): a home that owns it answers with it, in one
+ * round trip; any other answers as LOOKUP does. */
 static void read_key(cl_job_t *j, cl_key_t *k)
 {
     uint64_t until = now_ms() + CL_BUSY_MS;
@@ -188,6 +226,7 @@ static void read_key(cl_job_t *j, cl_key_t *k)
         gkv_response_t r;
         nreq_t none = {.delim = -1};
         const gkv_member_t *owner;
+        gkv_peer_conn_t *src = NULL;
         int rc;
         if (k->known) { /* the loop read our own record: no LOOKUP of ourselves */
             k->known = false;
@@ -197,9 +236,23 @@ static void read_key(cl_job_t *j, cl_key_t *k)
                 return;
             }
         } else {
-            rc = call(j, k->home_addr, GKV_NODE_LOOKUP, k->key, k->klen, &none, &r, NULL);
+            unsigned op = k->have ? GKV_NODE_LOOKUP : GKV_NODE_FETCH;
+            rc = call(j, k->home_addr, op, k->key, k->klen, &none, &r, &src);
             if (rc || (r.status && r.status != GKV_ENOTFOUND)) {
                 k->status = rc ? rc : (int)r.status;
+                return;
+            }
+            if (!r.status && !r.owner.len) { /* the home owns it: here is the value */
+                owner = member_at(j, k->home_addr);
+                if (!owner || !strcmp(owner->name, j->self)) {
+                    if (src)
+                        gkv_peer_give(&j->cl->peers, src, false);
+                    k->status = GKV_EUNAVAILABLE;
+                    return;
+                }
+                k->version = r.vversion;
+                strcpy(k->owner, owner->name);
+                k->status = take_value(j, k, src, &r);
                 return;
             }
             owner = r.status ? NULL : member_named(j, r.owner.p, r.owner.len);
@@ -219,37 +272,14 @@ static void read_key(cl_job_t *j, cl_key_t *k)
             k->status = 0;
             return;
         }
-        gkv_peer_conn_t *src = NULL;
         nreq_t f = {.vversion = k->version, .delim = -1};
         rc = call(j, owner->advertise, GKV_NODE_FETCH, k->key, k->klen, &f, &r, &src);
         if (rc) {
             k->status = rc;
             return;
         }
-        if (!r.status && j->direct && r.payload_len <= CL_DIRECT_MAX) {
-            k->status = keep_direct(j, src, &r, k);
-            return;
-        }
-        if (!r.status && src) {
-            k->status = relay(j, src, &r, k);
-            return;
-        }
-        if (!r.status) { /* an empty value: nothing to relay, but a replica all the same */
-            gkv_peer_conn_t *self;
-            if ((rc = gkv_peer_take(&j->cl->peers, j->self_addr, &self))) {
-                k->status = rc;
-                return;
-            }
-            gkv_peer_begin(self, 0, GKV_NODE_REPLICA, j->self, (uint64_t)j->self_inc);
-            gkv_wr_bin(&self->wr, GKV_F_KEY, k->key, k->klen);
-            gkv_wr_uint(&self->wr, GKV_F_VVERSION, k->version);
-            gkv_wr_uint(&self->wr, GKV_F_PAYLOAD, 0);
-            if (r.has_meta)
-                gkv_wr_bin(&self->wr, GKV_F_META, r.meta.p, r.meta.len);
-            gkv_response_t sr;
-            rc = gkv_peer_call(self, NULL, 0, &sr);
-            gkv_peer_give(&j->cl->peers, self, rc == 0);
-            k->status = rc ? rc : (int)sr.status;
+        if (!r.status) {
+            k->status = take_value(j, k, src, &r);
             return;
         }
         /* NOTFOUND: the owner no longer holds that version (the value moved on): ask the home

@@ -190,6 +190,25 @@ static int node_lookup(gkv_cluster_t *cl, const gkv_request_t *req, gkv_wr_t *ou
     return GKV_ROUTE_DONE;
 }
 
+/* FETCH without a version, to the key's home: the current value when this node owns it too
+ * (a GET reply that names its vversion: one round trip for the reader instead of two), else
+ * what LOOKUP answers. */
+static int node_fetch_current(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
+                              gkv_wr_t *out, int *rc)
+{
+    gkv_home_rec_t *h = home_here(cl, req) ? gkv_home_find(&cl->rec, req->key.p, req->key.len)
+                                          : NULL;
+    if (h && !h->busy && !strcmp(h->owner, cl->node)) {
+        gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, req->key.p, req->key.len);
+        if (c && !c->replica && c->version == h->version &&
+            gkv_store_find(cl->store, req->key.p, req->key.len)) {
+            t->fetch_version = h->version;
+            return GKV_ROUTE_AS_GET;
+        }
+    }
+    return node_lookup(cl, req, out, rc);
+}
+
 static int node_register(gkv_cluster_t *cl, const gkv_request_t *req, const gkv_member_t *from,
                          gkv_wr_t *out, int *rc)
 {
@@ -300,6 +319,8 @@ int gkv_cl_node(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *r
                            (uint64_t)gkv_cl_unlink(cl, req->key.p, req->key.len, req->vversion));
         return GKV_ROUTE_DONE;
     case GKV_NODE_FETCH: {
+        if (!req->vversion)
+            return node_fetch_current(cl, t, req, out, rc);
         gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, req->key.p, req->key.len);
         if (c && !c->replica && c->version == req->vversion)
             return GKV_ROUTE_AS_GET;

@@ -7,6 +7,7 @@
 #include "checks.h"
 #include "duration.h"
 #include "error.h"
+#include "node.h"
 
 int gkv_cmd_set(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
@@ -54,6 +55,8 @@ int gkv_cmd_get(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
     const uint8_t *meta = gkv_entry_meta(e, &meta_len);
     if (meta_len)
         gkv_wr_bin(w, GKV_F_META, meta, meta_len);
+    if (req->node_op == GKV_NODE_FETCH && req->vversion) /* a cluster node's FETCH */
+        gkv_wr_uint(w, GKV_F_VVERSION, req->vversion);
     rc = gkv_wr_end(w);
     if (rc)
         return rc;

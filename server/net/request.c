@@ -93,8 +93,12 @@ static bool route_request(gkv_conn_t *c, const gkv_request_t *req, gkv_request_t
         }
         return false;
     }
-    if (r == GKV_ROUTE_AS_GET)
+    if (r == GKV_ROUTE_AS_GET) {
         run->op = GKV_OP_GET;
+        if (c->route.fetch_version) /* the reply names the version it carries */
+            run->vversion = c->route.fetch_version;
+        c->route.fetch_version = 0;
+    }
     /* NX/XX are the home's to decide (docs/cluster.md): a SET's go to its commit (below),
      * not to the checks against this node's own keys. */
     uint64_t nx_xx = GKV_SET_NX | GKV_SET_XX;
