@@ -206,6 +206,9 @@ int gkv_req_decode(const uint8_t *hdr, size_t len, gkv_request_t *req, const cha
         case GKV_F_OWNER_INC:
             rc = gkv_read_uint(&r, &req->owner_inc);
             break;
+        case GKV_F_HAVE:
+            rc = gkv_read_uint(&r, &req->have);
+            break;
         default:
             /* Unknown fields are skipped so that newer clients can add optional ones. */
             rc = gkv_read_skip(&r);

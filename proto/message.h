@@ -64,6 +64,7 @@ enum {
     GKV_F_VVERSION = 53,    /* a value's version, as its home assigned it */
     GKV_F_OWNER = 54,       /* the node that owns a value (reply) */
     GKV_F_OWNER_INC = 55,   /* ... and its incarnation */
+    GKV_F_HAVE = 56,        /* FETCH at the home: the version of the sender's replica */
 };
 
 /* SEAL's flags field (SET and CREATE use 1 and 2: NX, XX): keep the lease, as a MAP lease on
@@ -118,7 +119,7 @@ typedef struct {
     gkv_slice_t leases; /* raw msgpack array of uint lease ids (RELEASE) */
     uint32_t nleases;
     /* NODE (node.h): the request, the sender and its incarnation, a value version, an owner. */
-    uint64_t node_op, incarnation, vversion, owner_inc;
+    uint64_t node_op, incarnation, vversion, owner_inc, have;
     gkv_slice_t node, owner;
 } gkv_request_t;
 

@@ -28,7 +28,7 @@ static void pause_ms(unsigned ms)
 
 /* The optional fields of a NODE request. */
 typedef struct {
-    uint64_t vversion, size, flags, limit;
+    uint64_t vversion, size, flags, limit, have;
     const uint8_t *prefix, *cursor;
     uint32_t plen, clen;
     int delim;
@@ -69,6 +69,8 @@ static int call_once(cl_job_t *j, const char *addr, unsigned op, const uint8_t *
         gkv_wr_uint(&c->wr, GKV_F_SIZE, f->size);
     if (f->flags)
         gkv_wr_uint(&c->wr, GKV_F_FLAGS, f->flags);
+    if (f->have)
+        gkv_wr_uint(&c->wr, GKV_F_HAVE, f->have);
     if (f->list) {
         gkv_wr_bin(&c->wr, GKV_F_PREFIX, f->prefix, f->plen);
         if (f->clen)
@@ -216,15 +218,14 @@ static int take_value(cl_job_t *j, cl_key_t *k, gkv_peer_conn_t *src, const gkv_
 }
 
 /* One key of a READ: owner and version from its home, then the bytes from the owner unless
- * this node has a replica of that version already. With no replica here the home is asked
- * for the value itself (FETCH without a version): a home that owns it answers with it, in one
- * round trip; any other answers as LOOKUP does. */
+ * this node has a replica of that version already. The home is asked for the value itself
+ * (FETCH without a version, naming the replica we have): a home that owns a newer one answers
+ * with it, in one round trip; any other answers as LOOKUP does. */
 static void read_key(cl_job_t *j, cl_key_t *k)
 {
     uint64_t until = now_ms() + CL_BUSY_MS;
     for (;;) {
         gkv_response_t r;
-        nreq_t none = {.delim = -1};
         const gkv_member_t *owner;
         gkv_peer_conn_t *src = NULL;
         int rc;
@@ -236,8 +237,8 @@ static void read_key(cl_job_t *j, cl_key_t *k)
                 return;
             }
         } else {
-            unsigned op = k->have ? GKV_NODE_LOOKUP : GKV_NODE_FETCH;
-            rc = call(j, k->home_addr, op, k->key, k->klen, &none, &r, &src);
+            nreq_t ask = {.have = k->have, .delim = -1};
+            rc = call(j, k->home_addr, GKV_NODE_FETCH, k->key, k->klen, &ask, &r, &src);
             if (rc || (r.status && r.status != GKV_ENOTFOUND)) {
                 k->status = rc ? rc : (int)r.status;
                 return;

@@ -191,14 +191,14 @@ static int node_lookup(gkv_cluster_t *cl, const gkv_request_t *req, gkv_wr_t *ou
 }
 
 /* FETCH without a version, to the key's home: the current value when this node owns it too
- * (a GET reply that names its vversion: one round trip for the reader instead of two), else
- * what LOOKUP answers. */
+ * and the sender's replica (have) is not of that version (a GET reply that names its vversion:
+ * one round trip for the reader instead of two), else what LOOKUP answers. */
 static int node_fetch_current(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
                               gkv_wr_t *out, int *rc)
 {
     gkv_home_rec_t *h = home_here(cl, req) ? gkv_home_find(&cl->rec, req->key.p, req->key.len)
                                           : NULL;
-    if (h && !h->busy && !strcmp(h->owner, cl->node)) {
+    if (h && !h->busy && !strcmp(h->owner, cl->node) && h->version != req->have) {
         gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, req->key.p, req->key.len);
         if (c && !c->replica && c->version == h->version &&
             gkv_store_find(cl->store, req->key.p, req->key.len)) {
