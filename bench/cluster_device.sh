@@ -4,7 +4,8 @@
 # .device/debs/ (apt-get download etcd-server libcjson1 libcjson-dev libcurl4-openssl-dev):
 #   source .device/env.sh && bench/cluster_device.sh
 # Points the carried curl/cJSON pkg-config files at /opt/deps, links the machine's own libcurl
-# behind Debian's headers, builds Release with CUDA, runs ctest -L gpu and the two-node bench.
+# behind Debian's headers, builds Release with CUDA, runs ctest -L gpu, the two-node bench and
+# a one-node cluster against no cluster (interleave.sh, A: off, B: a one-node cluster).
 set -uo pipefail
 out=${OUT:-/tmp}
 lib=/opt/deps/usr/lib/x86_64-linux-gnu
@@ -23,3 +24,18 @@ cmake -S . -B /tmp/after -G Ninja -DGKV_WITH_CUDA=ON -DCMAKE_BUILD_TYPE=Release 
 grep -E "tests passed|tests failed" "$out/ctest-gpu.log"
 timeout 400 python3 bench/cluster_bench.py /tmp/after/server/gpukvd --gpus 0,1 --rounds 3000 \
     --large 4K,1M,64M,1G --one-node | tee "$out/cluster_bench.md"
+# A one-node cluster against the same daemon without --cluster, with the C benchmark (S1, S3),
+# interleaved: both with a token and a TCP listener, so that --cluster is the only difference.
+tok=$(mktemp /tmp/gkv-cost-token-XXXXXX)
+echo "bench-token-0123456789abcdef0123" >"$tok"
+etcd --data-dir /tmp/gkv-cost-etcd --listen-client-urls http://127.0.0.1:23790 \
+    --advertise-client-urls http://127.0.0.1:23790 --listen-peer-urls http://127.0.0.1:23791 \
+    --initial-advertise-peer-urls http://127.0.0.1:23791 \
+    --initial-cluster default=http://127.0.0.1:23791 >"$out/etcd-cost.log" 2>&1 &
+epid=$!
+trap 'kill $epid 2>/dev/null; rm -f "$tok"' EXIT
+sleep 3
+GPUKV_TOKEN_FILE=$tok GKV_ROUNDS=3 GKV_SIZES="4096 65536 1048576" \
+    GKV_FLAGS_A="--auth-token-file $tok --listen 127.0.0.1:23801" \
+    GKV_FLAGS_B="--auth-token-file $tok --listen 127.0.0.1:23802 --cluster etcd://127.0.0.1:23790 --cluster-name cost --node-name solo" \
+    timeout 500 bench/interleave.sh /tmp/after /tmp/after | tee "$out/one_node_cost.txt" | tail -12

@@ -27,6 +27,7 @@
 #include "commands.h"
 #include "hostport.h"
 #include "message.h"
+#include "token.h"
 
 /* Options. */
 
@@ -557,6 +558,56 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* The token a gpukv connection presents in HELLO, as libgpukv takes it: $GPUKV_TOKEN, else the
+ * file $GPUKV_TOKEN_FILE names; none when neither is set (len 0). */
+static char token[GKV_TOKEN_MAX + 1];
+static size_t token_len;
+
+static int load_token(void)
+{
+    const char *t = getenv("GPUKV_TOKEN"), *file = getenv("GPUKV_TOKEN_FILE");
+    if (t && *t) {
+        token_len = strlen(t);
+        if (token_len > GKV_TOKEN_MAX)
+            return -1;
+        memcpy(token, t, token_len);
+        return 0;
+    }
+    char err[256];
+    if (file && *file && gkv_token_load(file, token, &token_len, err, sizeof(err))) {
+        fprintf(stderr, "gpukv-bench: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* HELLO with the token on the blocking fd, before the benchmark's requests. 0 or -1. */
+static int hello(int fd)
+{
+    gkv_wr_t w;
+    gkv_wr_init(&w);
+    gkv_wr_begin(&w);
+    gkv_wr_uint(&w, GKV_F_OP, GKV_OP_HELLO);
+    gkv_wr_uint(&w, GKV_F_ID, 0);
+    gkv_wr_uint(&w, GKV_F_VERSION, 2);
+    gkv_wr_bin(&w, GKV_F_TOKEN, token, token_len);
+    gkv_wr_end(&w);
+    bool ok = write(fd, w.sb.data, w.sb.size) == (ssize_t)w.sb.size;
+    gkv_wr_fini(&w);
+    uint8_t pre[4];
+    static _Thread_local uint8_t hdr[1 << 16];
+    if (!ok || recv(fd, pre, 4, MSG_WAITALL) != 4)
+        return -1;
+    uint32_t len = gkv_frame_get_len(pre);
+    gkv_response_t r;
+    if (len > sizeof(hdr) || recv(fd, hdr, len, MSG_WAITALL) != (ssize_t)len ||
+        gkv_resp_decode(hdr, len, &r) || r.status) {
+        fprintf(stderr, "gpukv-bench: HELLO with the token was refused\n");
+        return -1;
+    }
+    return 0;
+}
+
 static int setup_worker(worker_t *w, int id, int nconns)
 {
     w->id = id;
@@ -571,6 +622,8 @@ static int setup_worker(worker_t *w, int id, int nconns)
             fprintf(stderr, "gpukv-bench: cannot connect to %s\n", o.url);
             return -1;
         }
+        if (!o.redis && token_len && hello(c->fd))
+            return -1;
         fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
         c->in_cap = 1 << 18;
         c->in = malloc(c->in_cap);
@@ -596,7 +649,8 @@ static void usage(FILE *f)
             "  --size-mix SIZE:WEIGHT,... (each key keeps one size drawn from these classes)\n"
             "  --per-size (with --size-mix: latency per class, one line each on stderr)\n"
             "  --sndbuf BYTES (SO_SNDBUF of each Unix socket; default: the system's)\n"
-            "  --list-prefix P (gpukv only: every request is LIST of up to 100 keys under P)\n");
+            "  --list-prefix P (gpukv only: every request is LIST of up to 100 keys under P)\n"
+            "  gpukv connections say HELLO with $GPUKV_TOKEN or $GPUKV_TOKEN_FILE's token when set\n");
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -701,6 +755,8 @@ int main(int argc, char **argv)
         return 2;
     }
     o.redis = strcmp(target, "redis") == 0;
+    if (!o.redis && load_token())
+        return 2;
     if (o.threads > o.clients)
         o.threads = o.clients;
     if (o.zipf)

@@ -5,7 +5,9 @@
 # Prints one CSV line per round and row, then medians per tree.
 #   [GKV_ROUNDS=3] [GKV_BACKEND=cuda] [GKV_SIZES="4096 65536 1048576 16777216"] [GKV_S1=1] \
 #   bench/interleave.sh BUILD_A BUILD_B [BUILD_C ...]
-# The builds are CMake trees with gpukvd and gpukv-bench (e.g. those compare.sh leaves).
+# The builds are CMake trees with gpukvd and gpukv-bench (e.g. those compare.sh leaves); one may
+# be given twice, with GKV_FLAGS_A, GKV_FLAGS_B, ... adding gpukvd flags per tree (a daemon with
+# a token: set GPUKV_TOKEN_FILE for the clients too).
 set -uo pipefail
 rounds=${GKV_ROUNDS:-3} backend=${GKV_BACKEND:-cuda}
 sizes=${GKV_SIZES:-4096 65536 1048576 16777216}
@@ -18,9 +20,10 @@ csv=$dir/all.csv
 : >"$csv"
 
 one_tree() { # label build
-    local label=$1 build=$2
+    local label=$1 build=$2 flags_var="GKV_FLAGS_$1"
+    # shellcheck disable=SC2086 # GKV_FLAGS_<label>: more gpukvd flags for that tree, split
     "$build/server/gpukvd" --socket "$dir/s.sock" --backend "$backend" --maxmemory 8G \
-        --log-level warn 2>>"$dir/gpukvd.log" &
+        --log-level warn ${!flags_var:-} 2>>"$dir/gpukvd.log" &
     pid=$!
     for _ in $(seq 400); do "$build/client/gpukv" -s "$dir/s.sock" ping >/dev/null 2>&1 && break; sleep 0.025; done
     local B=$build/bench/gpukv-bench url=unix:$dir/s.sock out
