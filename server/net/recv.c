@@ -111,9 +111,10 @@ static bool recv_batched(gkv_conn_t *c)
     int rc = payload_done(c, e, &holder);
     if (rc == 0 || deferred) {
         /* A deferred value is copied in whatever the cluster said: the batch holds its own
-         * reference, and its bytes are reserved already. */
+         * reference, and its bytes are reserved already. Its host copy only once published
+         * (at once: its home is this node). */
         gkv_batch_in_commit(b, holder ? holder : e);
-        if (!deferred)
+        if (rc == 0 && !c->wait.cluster)
             gkv_hostcopy_put(&net->store->hc, holder, dst, size);
     }
     recv_end(c, rc);
