@@ -61,6 +61,32 @@ void gkv_cl_job_done(gkv_job_t *job)
     t->wake(t->conn);
 }
 
+/* This node is the only member and nothing of a member change is in flight: the home and
+ * owner of every key, with no replicas (a member change drops them all). */
+static bool alone(const gkv_cluster_t *cl)
+{
+    return cl->members.n == 1 && cl->self == 0 && !gkv_cl_settling(cl);
+}
+
+/* Requests that only read, answered from the store alone when this node is alone (a one-node
+ * cluster then costs a read no lookup of its records). */
+static bool reads_alone(const gkv_request_t *req)
+{
+    switch (req->op) {
+    case GKV_OP_GET:
+    case GKV_OP_MAP:
+    case GKV_OP_MGET:
+    case GKV_OP_EXISTS:
+    case GKV_OP_LIST:
+    case GKV_OP_TTL:
+        return true;
+    case GKV_OP_GETSIZE:
+        return !(req->has & GKV_HAS_KEY); /* a key's names its owner (route_keys) */
+    default:
+        return false;
+    }
+}
+
 /* Members in force, with this node among them; else requests get UNAVAILABLE. */
 static bool ready(const gkv_cluster_t *cl)
 {
@@ -517,6 +543,8 @@ int gkv_cluster_route(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
                      "this node cannot confirm its membership (etcd unreachable): fenced");
         return GKV_ROUTE_DONE;
     }
+    if (!t->job && alone(cl) && reads_alone(req))
+        return GKV_ROUTE_LOCAL; /* every key is ours, and no other node holds any */
     switch (req->op) {
     case GKV_OP_SET:
         if (req->has & GKV_HAS_KEY)

@@ -167,7 +167,8 @@ int gkv_cluster_commit(gkv_cluster_t *cl, gkv_route_ticket_t *t, uint64_t id, gk
         gkv_home_rec_t *h = hr;
         if (!h || !h->owner[0] || (!h->busy && !strcmp(h->owner, cl->node))) {
             /* Home and owner here: decided and published on the loop, no message. */
-            bool exists = h && h->owner[0] && gkv_store_find(cl->store, key, klen);
+            bool exists = (flags & (GKV_SET_NX | GKV_SET_XX)) && h && h->owner[0] &&
+                          gkv_store_find(cl->store, key, klen);
             if ((flags & GKV_SET_NX) && exists) {
                 *rc = GKV_EEXISTS;
                 gkv_wr_error(out, id, *rc, "key exists (NX)");

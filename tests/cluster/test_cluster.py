@@ -279,6 +279,37 @@ def replicas_make_room_before_anything_else(cl: Cluster):
 
 
 @check
+def a_one_node_cluster_answers_like_a_daemon_alone(cl: Cluster):
+    # A node alone in a cluster of its own: reads are the store's (no records consulted), and
+    # what it knows must still be right once a second node joins it.
+    solo = cl.add("s1", extra=["--cluster-name", "solo"])
+    try:
+        wait_for(lambda: solo.info().get("members") == 1, 15, "s1 alone")
+        time.sleep(2)  # past settling
+        with solo.client() as c:
+            for i in range(50):
+                c.set(f"solo/{i}", f"v{i}".encode())
+            assert get(c, "solo/7") == b"v7"
+            assert c.exists("solo/7", "solo/none") == 1
+            assert [e.key for e in c.list("solo/")][:3] == ["solo/0", "solo/1", "solo/10"]
+            assert c.count_prefix("solo/") == 50
+            assert c.delete("solo/7") == 1 and get(c, "solo/7") is None
+        s2 = cl.add("s2", extra=["--cluster-name", "solo"])
+        try:
+            wait_for(lambda: s2.info().get("members") == 2, 15, "s2 to join s1")
+            time.sleep(2)
+            with s2.client() as c:  # every value s1 wrote alone, read through its home
+                for i in range(50):
+                    assert get(c, f"solo/{i}") == (None if i == 7 else f"v{i}".encode()), i
+        finally:
+            s2.kill(signal.SIGTERM)
+            cl.nodes.remove(s2)
+    finally:
+        solo.kill(signal.SIGTERM)
+        cl.nodes.remove(solo)
+
+
+@check
 def a_killed_owner_s_keys_become_misses_and_nothing_wrong_is_served(cl: Cluster):
     victim = cl.nodes[2]
     with victim.client() as c:
