@@ -161,7 +161,7 @@ static void on_tick(uv_timer_t *timer)
     if (!st.reachable && !cl->vouching && cl->self >= 0) {
         cl_job_t *j = gkv_cl_job_new(cl, NULL, JOB_VOUCH);
         if (j) {
-            j->started_ms = uv_hrtime() / 1000000;
+            j->started_ms = uv_now(cl->loop); /* the clock gkv_cluster_live reads */
             cl->vouching = true;
             gkv_workers_submit(&cl->origin, &j->job);
         }

@@ -117,6 +117,10 @@ void gkv_cl_reply_count(gkv_wr_t *out, uint64_t id, uint64_t count);
 void gkv_cl_submit(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j, bool nested);
 bool gkv_cl_settling(const gkv_cluster_t *cl);
 bool gkv_cl_owned_here(gkv_cluster_t *cl, const void *key, size_t klen);
+/* The home record h (of a key homed here) gets owner (a member's name, at incarnation inc) and
+ * size, at a new version, which it returns. */
+uint64_t gkv_cl_record(gkv_cluster_t *cl, gkv_home_rec_t *h, const char *owner, int64_t inc,
+                       uint64_t size);
 /* The version of the replica of key here whose bytes are in the store, or 0 (a record whose
  * bytes went is forgotten). */
 uint64_t gkv_cl_replica_version(gkv_cluster_t *cl, const void *key, size_t klen);

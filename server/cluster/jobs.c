@@ -116,6 +116,33 @@ static int call(cl_job_t *j, const char *addr, unsigned op, const uint8_t *key, 
     }
 }
 
+/* Starts a REPLICA of k (at k->version, len bytes, with meta) to this node itself on self. */
+static void replica_begin(const cl_job_t *j, gkv_peer_conn_t *self, const cl_key_t *k,
+                          uint64_t len, const uint8_t *meta, size_t meta_len)
+{
+    gkv_peer_begin(self, 0, GKV_NODE_REPLICA, j->self, (uint64_t)j->self_inc);
+    gkv_wr_bin(&self->wr, GKV_F_KEY, k->key, k->klen);
+    gkv_wr_uint(&self->wr, GKV_F_VVERSION, k->version);
+    gkv_wr_uint(&self->wr, GKV_F_PAYLOAD, len);
+    if (meta_len)
+        gkv_wr_bin(&self->wr, GKV_F_META, meta, meta_len);
+}
+
+/* bytes (len, in host memory) kept here as the replica of k. Returns the REPLICA's status. */
+static int replica_from(cl_job_t *j, const cl_key_t *k, const void *bytes, uint64_t len,
+                        const uint8_t *meta, size_t meta_len)
+{
+    gkv_peer_conn_t *self;
+    int rc = gkv_peer_take(&j->cl->peers, j->self_addr, &self);
+    if (rc)
+        return rc;
+    replica_begin(j, self, k, len, meta, meta_len);
+    gkv_response_t sr;
+    rc = gkv_peer_call(self, bytes, (size_t)len, &sr);
+    gkv_peer_give(&j->cl->peers, self, rc == 0);
+    return rc ? rc : (int)sr.status;
+}
+
 /* The bytes of the FETCH reply waiting on src (r its header) go to this node itself as a
  * REPLICA of k at version. */
 static int relay(cl_job_t *j, gkv_peer_conn_t *src, const gkv_response_t *r, cl_key_t *k)
@@ -129,12 +156,7 @@ static int relay(cl_job_t *j, gkv_peer_conn_t *src, const gkv_response_t *r, cl_
         free(buf);
         return rc;
     }
-    gkv_peer_begin(self, 0, GKV_NODE_REPLICA, j->self, (uint64_t)j->self_inc);
-    gkv_wr_bin(&self->wr, GKV_F_KEY, k->key, k->klen);
-    gkv_wr_uint(&self->wr, GKV_F_VVERSION, k->version);
-    gkv_wr_uint(&self->wr, GKV_F_PAYLOAD, len);
-    if (r->has_meta)
-        gkv_wr_bin(&self->wr, GKV_F_META, r->meta.p, r->meta.len);
+    replica_begin(j, self, k, len, r->meta.p, r->has_meta ? r->meta.len : 0);
     bool src_ok = true;
     rc = gkv_peer_send(self);
     for (uint64_t left = len; !rc && left;) {
@@ -201,20 +223,7 @@ static int take_value(cl_job_t *j, cl_key_t *k, gkv_peer_conn_t *src, const gkv_
     if (src)
         return relay(j, src, r, k);
     /* An empty value: nothing to relay, but a replica all the same. */
-    gkv_peer_conn_t *self;
-    int rc = gkv_peer_take(&j->cl->peers, j->self_addr, &self);
-    if (rc)
-        return rc;
-    gkv_peer_begin(self, 0, GKV_NODE_REPLICA, j->self, (uint64_t)j->self_inc);
-    gkv_wr_bin(&self->wr, GKV_F_KEY, k->key, k->klen);
-    gkv_wr_uint(&self->wr, GKV_F_VVERSION, k->version);
-    gkv_wr_uint(&self->wr, GKV_F_PAYLOAD, 0);
-    if (r->has_meta)
-        gkv_wr_bin(&self->wr, GKV_F_META, r->meta.p, r->meta.len);
-    gkv_response_t sr;
-    rc = gkv_peer_call(self, NULL, 0, &sr);
-    gkv_peer_give(&j->cl->peers, self, rc == 0);
-    return rc ? rc : (int)sr.status;
+    return replica_from(j, k, NULL, 0, r->meta.p, r->has_meta ? r->meta.len : 0);
 }
 
 /* One key of a READ: owner and version from its home, then the bytes from the owner unless
@@ -330,7 +339,6 @@ static void run_keys(cl_job_t *j)
                 return;
             }
             j->count += r.count;
-            k->version = r.vversion; /* what the home deleted: a pending write of ours too */
             break;
         }
         case JOB_DROP: {
@@ -492,11 +500,8 @@ static void run_fanout(cl_job_t *j)
                     int rc = call(j, m->advertise, GKV_NODE_DELETE, c.items[x].key,
                                   c.items[x].klen, &none, &r, NULL);
                     j->status = rc ? rc : (int)r.status;
-                    if (!j->status) {
+                    if (!j->status)
                         j->count += r.count;
-                        if (gkv_cl_job_key(j, c.items[x].key, c.items[x].klen, NULL) == 0)
-                            j->keys[j->nkeys - 1].version = r.vversion;
-                    }
                 }
             }
             continue;
@@ -556,19 +561,7 @@ static void run_vouch(cl_job_t *j)
 static void run_install(cl_job_t *j)
 {
     cl_key_t *k = &j->keys[0];
-    gkv_peer_conn_t *self;
-    if ((j->status = gkv_peer_take(&j->cl->peers, j->self_addr, &self)))
-        return;
-    gkv_peer_begin(self, 0, GKV_NODE_REPLICA, j->self, (uint64_t)j->self_inc);
-    gkv_wr_bin(&self->wr, GKV_F_KEY, k->key, k->klen);
-    gkv_wr_uint(&self->wr, GKV_F_VVERSION, k->version);
-    gkv_wr_uint(&self->wr, GKV_F_PAYLOAD, k->size);
-    if (k->meta_len)
-        gkv_wr_bin(&self->wr, GKV_F_META, k->meta, k->meta_len);
-    gkv_response_t sr;
-    int rc = gkv_peer_call(self, k->bytes, (size_t)k->size, &sr);
-    gkv_peer_give(&j->cl->peers, self, rc == 0);
-    j->status = rc ? rc : (int)sr.status;
+    j->status = replica_from(j, k, k->bytes, k->size, k->meta, k->meta_len);
 }
 
 void gkv_cl_job_run(gkv_job_t *job)

@@ -25,19 +25,6 @@ static bool home_here(gkv_cluster_t *cl, const gkv_request_t *req)
     return gkv_cluster_is_self(cl, gkv_cluster_home(cl, req->key.p, req->key.len));
 }
 
-/* The home record h gets owner (a member) at a new version. */
-static uint64_t record(gkv_cluster_t *cl, gkv_home_rec_t *h, const gkv_member_t *owner,
-                       uint64_t size)
-{
-    h->version = gkv_home_next_version(&cl->rec, h);
-    strcpy(h->owner, owner->name);
-    h->owner_inc = owner->incarnation;
-    h->size = size;
-    h->busy = false;
-    cl->stats.records++;
-    return h->version;
-}
-
 /* A job that tells owner to drop its copy of key; the request is routed again when it ends. */
 static int drop_first(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
                       gkv_home_rec_t *h, gkv_wr_t *out, int *rc)
@@ -119,7 +106,7 @@ static int node_record(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reque
             return drop_first(cl, t, req, h, out, rc);
         }
     }
-    uint64_t v = record(cl, h, from, req->size);
+    uint64_t v = gkv_cl_record(cl, h, from->name, from->incarnation, req->size);
     gkv_wr_ok(out, req->id);
     gkv_wr_uint(out, GKV_F_VVERSION, v);
     gkv_wr_str(out, GKV_F_OWNER, cl->node); /* the home that recorded it */

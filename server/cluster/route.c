@@ -348,25 +348,15 @@ static int del_here(gkv_cluster_t *cl, const uint8_t *key, size_t klen, void *ar
     return 0;
 }
 
-/* A DEL of a key this node owns: our copy goes before the home forgets the record, since
- * the home drops every copy but the sender's, and a write recorded elsewhere right after the
- * delete would not drop ours either. Reads meanwhile ask the home (and wait for the delete). */
-static int unlink_own(gkv_cluster_t *cl, const uint8_t *key, size_t klen, void *arg)
+/* GETSIZE of a key in a cluster: its size, GPU and owning node. */
+static void reply_size(gkv_wr_t *out, uint64_t id, uint64_t size, unsigned gpu,
+                       const char *owner)
 {
-    (void)arg;
-    gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, key, klen);
-    if (c && !c->replica && c->version)
-        gkv_cl_unlink(cl, key, klen, c->version);
-    return 0;
-}
-
-/* A delete job came back: our own copies of the keys the homes deleted go (a home drops every
- * copy but the sender's), unless a newer value of ours was recorded since (the version). */
-static void unlink_deleted(gkv_cluster_t *cl, const cl_job_t *j)
-{
-    for (uint32_t i = 0; i < j->nkeys; i++)
-        if (!j->keys[i].status && j->keys[i].version)
-            gkv_cl_unlink(cl, j->keys[i].key, j->keys[i].klen, j->keys[i].version);
+    gkv_wr_ok(out, id);
+    gkv_wr_uint(out, GKV_F_SIZE, size);
+    gkv_wr_uint(out, GKV_F_GPU, gpu);
+    gkv_wr_str(out, GKV_F_OWNER, owner);
+    gkv_wr_end(out);
 }
 
 static int route_keys(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
@@ -381,15 +371,9 @@ static int route_keys(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
         } else if (kind == JOB_GETSIZE && j->keys[0].status) {
             *rc = j->keys[0].status;
             gkv_wr_error(out, req->id, *rc, NULL);
-        } else if (kind == JOB_GETSIZE) {
-            gkv_wr_ok(out, req->id);
-            gkv_wr_uint(out, GKV_F_SIZE, j->keys[0].size);
-            gkv_wr_uint(out, GKV_F_GPU, 0); /* the owner's GPU: not known here */
-            gkv_wr_str(out, GKV_F_OWNER, j->keys[0].owner);
-            gkv_wr_end(out);
-        } else {
-            if (kind == JOB_DEL)
-                unlink_deleted(cl, j);
+        } else if (kind == JOB_GETSIZE) { /* the owner's GPU is not known here */
+            reply_size(out, req->id, j->keys[0].size, 0, j->keys[0].owner);
+        } else { /* the homes dropped our own copies too (node.c, DELETE) */
             gkv_cl_reply_count(out, req->id, j->count);
         }
         gkv_cl_job_free(j);
@@ -398,11 +382,7 @@ static int route_keys(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     if (kind == JOB_GETSIZE && gkv_cl_owned_here(cl, req->key.p, req->key.len)) {
         gkv_entry_t *e = gkv_store_find(cl->store, req->key.p, req->key.len);
         if (e) { /* ours: size, GPU and owner (this node) from here */
-            gkv_wr_ok(out, req->id);
-            gkv_wr_uint(out, GKV_F_SIZE, e->size);
-            gkv_wr_uint(out, GKV_F_GPU, e->dev);
-            gkv_wr_str(out, GKV_F_OWNER, cl->node);
-            gkv_wr_end(out);
+            reply_size(out, req->id, e->size, e->dev, cl->node);
             return GKV_ROUTE_DONE;
         }
     }
@@ -424,8 +404,6 @@ static int route_keys(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
         gkv_wr_error(out, req->id, GKV_ENOMEM, NULL);
         return GKV_ROUTE_DONE;
     }
-    if (kind == JOB_DEL)
-        each_key(req, unlink_own, cl, NULL);
     gkv_cl_submit(cl, t, j, false);
     return GKV_ROUTE_PARK;
 }
@@ -449,7 +427,6 @@ static int route_fanout(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_requ
             gkv_wr_uint(out, GKV_F_COUNT, j->count);
             gkv_wr_end(out);
         } else {
-            unlink_deleted(cl, j);
             gkv_cl_reply_count(out, req->id, j->count);
         }
         gkv_cl_job_free(j);

@@ -106,6 +106,14 @@ int gkv_cl_route_seal(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     return GKV_ROUTE_PARK;
 }
 
+/* A value of size bytes, homed and owned here: recorded as ours (h) at a new version, which
+ * our copy record c takes. */
+static void record_here(gkv_cluster_t *cl, gkv_home_rec_t *h, gkv_copy_rec_t *c, uint64_t size)
+{
+    uint64_t v = gkv_cl_record(cl, h, cl->node, gkv_cl_self_inc(cl), size);
+    gkv_copy_set(&cl->rec, c, v, false, cl->node);
+}
+
 void gkv_cluster_after(gkv_cluster_t *cl, const gkv_request_t *req, gkv_leases_t *leases,
                        int rc, const void *key, size_t klen)
 {
@@ -120,12 +128,7 @@ void gkv_cluster_after(gkv_cluster_t *cl, const gkv_request_t *req, gkv_leases_t
     gkv_entry_t *e = gkv_store_find(cl->store, key, klen);
     if (!h || !c || !e)
         return;
-    h->version = gkv_home_next_version(&cl->rec, h);
-    strcpy(h->owner, cl->node);
-    h->owner_inc = gkv_cl_self_inc(cl);
-    h->size = e->size;
-    gkv_copy_set(&cl->rec, c, h->version, false, cl->node);
-    cl->stats.records++;
+    record_here(cl, h, c, e->size);
 }
 
 int gkv_cluster_commit(gkv_cluster_t *cl, gkv_route_ticket_t *t, uint64_t id, gkv_entry_t *e,
@@ -191,12 +194,7 @@ int gkv_cluster_commit(gkv_cluster_t *cl, gkv_route_ticket_t *t, uint64_t id, gk
                 gkv_wr_error(out, id, prc, NULL);
                 return GKV_ROUTE_DONE;
             }
-            h->version = gkv_home_next_version(&cl->rec, h);
-            strcpy(h->owner, cl->node);
-            h->owner_inc = gkv_cl_self_inc(cl);
-            h->size = e->size;
-            gkv_copy_set(&cl->rec, c, h->version, false, cl->node);
-            cl->stats.records++;
+            record_here(cl, h, c, e->size);
             gkv_wr_ok(out, id);
             gkv_wr_end(out);
             return GKV_ROUTE_DONE;
