@@ -71,7 +71,8 @@ static void rebalance(gkv_cluster_t *cl)
     /* Reborn: the others took us for dead and moved on, so what we recorded as a home is
      * stale (owners register their keys again; a stale record would outvote them). */
     bool reborn = cl->last_self_inc && inc && inc != cl->last_self_inc;
-    cl->last_self_inc = inc;
+    if (inc) /* a list without us (our lease expired, we rejoin next) must not hide the rebirth */
+        cl->last_self_inc = inc;
     gkv_home_rec_t *h, *ht;
     HASH_ITER(hh, cl->rec.homes, h, ht)
     {
