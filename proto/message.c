@@ -209,6 +209,15 @@ int gkv_req_decode(const uint8_t *hdr, size_t len, gkv_request_t *req, const cha
         case GKV_F_HAVE:
             rc = gkv_read_uint(&r, &req->have);
             break;
+        case GKV_F_PLANE:
+            rc = gkv_read_bin(&r, &req->plane);
+            break;
+        case GKV_F_ARENAS:
+            rc = gkv_read_bin(&r, &req->arenas);
+            break;
+        case GKV_F_ARENA_OFFSET:
+            rc = gkv_read_uint(&r, &req->arena_offset);
+            break;
         default:
             /* Unknown fields are skipped so that newer clients can add optional ones. */
             rc = gkv_read_skip(&r);

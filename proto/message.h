@@ -65,6 +65,8 @@ enum {
     GKV_F_OWNER = 54,       /* the node that owns a value (reply) */
     GKV_F_OWNER_INC = 55,   /* ... and its incarnation */
     GKV_F_HAVE = 56,        /* FETCH at the home: the version of the sender's replica */
+    GKV_F_PLANE = 57,       /* PLANE: the sender's NIXL agent metadata (bin) */
+    GKV_F_ARENAS = 58,      /* PLANE: the sender's transfer arenas (bin, node.h) */
 };
 
 /* SEAL's flags field (SET and CREATE use 1 and 2: NX, XX): keep the lease, as a MAP lease on
@@ -121,6 +123,9 @@ typedef struct {
     /* NODE (node.h): the request, the sender and its incarnation, a value version, an owner. */
     uint64_t node_op, incarnation, vversion, owner_inc, have;
     gkv_slice_t node, owner;
+    /* PLANE: NIXL metadata and arenas; STAGE: where in the sender's arena (arena_offset). */
+    gkv_slice_t plane, arenas;
+    uint64_t arena_offset;
 } gkv_request_t;
 
 /* Decodes one request header (hdr, len bytes, borrowed) into *req. Checks structure and types

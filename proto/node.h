@@ -36,6 +36,21 @@ enum {
      * either (it vouches that the sender is still a member, at that incarnation, in its view),
      * 1 when it can (the sender must renew its lease itself). */
     GKV_NODE_VOUCH = 9,
+    /* The data plane (issue 35): the sender's NIXL agent metadata (plane) and transfer arenas
+     * (arenas: per arena 32 bytes, little-endian: address, size, slot size, NIXL device id
+     * (u32), memory kind (u32: 0 host, 1 GPU)). The receiver loads the agent and writes a
+     * probe into the sender's first arena through NIXL: reply count 1 (NIXL works from here to
+     * the sender) or 0 with the reason in message. */
+    GKV_NODE_PLANE = 10,
+    /* To an owner, after PLANE: write bytes [offset, offset + length) of key's value at
+     * vversion into the sender's arena number gpu at arena_offset, through NIXL. Reply: size
+     * (and the value's meta with offset 0) once written; NOTFOUND when this node does not hold
+     * that version (any more); BUSY; UNAVAILABLE or IO when the transfer failed (the sender
+     * then reads over TCP). */
+    GKV_NODE_STAGE = 11,
 };
+
+/* The size of one arena's record in PLANE's arenas. */
+#define GKV_PLANE_ARENA_REC 32
 
 #endif

@@ -162,6 +162,20 @@ typedef struct {
                       const uint8_t *exp, size_t exp_len, uint64_t addr, uint64_t len,
                       gkv_devptr_t dst);
     int (*adopt_close)(gkv_backend_t *b, void *src);
+    /* Transfer arenas (server/plane/): memory that another node's transfers reach through
+     * NIXL, which zero-copy transports reach only in plain allocations (cudaMalloc, not a
+     * pool; page-aligned host memory on the host backend). arena_alloc reserves size bytes,
+     * *addr its address in this process; arena_free returns it. Returns 0, GKV_EOOM or
+     * GKV_EIO. Both only at start and stop. */
+    int (*arena_alloc)(gkv_backend_t *b, uint64_t size, void **addr);
+    void (*arena_free)(gkv_backend_t *b, void *addr, uint64_t size);
+    /* A blocking copy of len bytes between arena memory (from arena_alloc) and value memory
+     * p+off, from any thread but the loop's (a worker's; each thread copies on a stream of its
+     * own): to_value copies arena -> value, after the work queued on GKV_LANE_SHARED so far
+     * (where p was allocated), else value -> arena (p's bytes are written: published). The
+     * caller keeps p alive. Returns 0 or GKV_EIO. */
+    int (*arena_copy)(gkv_backend_t *b, gkv_devptr_t p, uint64_t off, void *arena, size_t len,
+                      int to_value);
     /* Waits for every copy, frees everything and b itself. */
     void (*close)(gkv_backend_t *b);
 } gkv_backend_ops_t;

@@ -391,6 +391,9 @@ static const gkv_backend_ops_t cuda_ops = {
     .adopt_open = cuda_adopt_open,
     .adopt_copy = cuda_adopt_copy,
     .adopt_close = cuda_adopt_close,
+    .arena_alloc = gkv__cuda_arena_alloc,
+    .arena_free = gkv__cuda_arena_free,
+    .arena_copy = gkv__cuda_arena_copy,
     .close = cuda_close,
 };
 

@@ -269,3 +269,57 @@ int gkv__cuda_fence_shared(gkv_backend_t *b, int after_batches, gkv_copy_t *op)
     c->fences++;
     return 0;
 }
+
+/* Transfer arenas: plain device memory (NIXL's CUDA IPC and RDMA paths reach only cudaMalloc
+ * memory, not a pool's: cluster-notes.md). */
+int gkv__cuda_arena_alloc(gkv_backend_t *b, uint64_t size, void **addr)
+{
+    (void)gkv__cuda_on(b);
+    cudaError_t e = cudaMalloc(addr, size);
+    if (e == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        return GKV_EOOM;
+    }
+    return e == cudaSuccess ? 0 : gkv__cuda_fail("cudaMalloc (a transfer arena)", e);
+}
+
+void gkv__cuda_arena_free(gkv_backend_t *b, void *addr, uint64_t size)
+{
+    (void)size;
+    (void)gkv__cuda_on(b);
+    cudaFree(addr);
+}
+
+/* Each worker thread copies on a stream of its own per device, and orders copies into new
+ * values after the shared lane (where they were allocated) with an event of its own. */
+static _Thread_local cudaStream_t arena_stream[GKV_MAX_DEVICES];
+static _Thread_local cudaEvent_t arena_ev[GKV_MAX_DEVICES];
+
+int gkv__cuda_arena_copy(gkv_backend_t *b, gkv_devptr_t p, uint64_t off, void *arena, size_t len,
+                         int to_value)
+{
+    cuda_backend_t *c = gkv__cuda_on(b);
+    int d = b->device >= 0 && b->device < GKV_MAX_DEVICES ? b->device : 0;
+    cudaError_t e = cudaSuccess;
+    if (!arena_stream[d]) {
+        e = cudaStreamCreateWithFlags(&arena_stream[d], cudaStreamNonBlocking);
+        if (e == cudaSuccess)
+            e = cudaEventCreateWithFlags(&arena_ev[d], cudaEventDisableTiming);
+        if (e != cudaSuccess)
+            return gkv__cuda_fail("a worker's arena stream", e);
+    }
+    cudaStream_t s = arena_stream[d];
+    void *v = (void *)(uintptr_t)(p.v + off);
+    if (to_value) {
+        e = cudaEventRecord(arena_ev[d], c->shared);
+        if (e == cudaSuccess)
+            e = cudaStreamWaitEvent(s, arena_ev[d], 0);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(v, arena, len, cudaMemcpyDeviceToDevice, s);
+    } else {
+        e = cudaMemcpyAsync(arena, v, len, cudaMemcpyDeviceToDevice, s);
+    }
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(s);
+    return e == cudaSuccess ? 0 : gkv__cuda_fail("a copy between a value and a transfer arena", e);
+}

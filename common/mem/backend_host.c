@@ -258,6 +258,34 @@ static void host_close(gkv_backend_t *b)
     free(h);
 }
 
+/* Transfer arenas: anonymous pages, which NIXL registers as DRAM. */
+static int host_arena_alloc(gkv_backend_t *b, uint64_t size, void **addr)
+{
+    (void)b;
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return GKV_EOOM;
+    *addr = p;
+    return 0;
+}
+
+static void host_arena_free(gkv_backend_t *b, void *addr, uint64_t size)
+{
+    (void)b;
+    munmap(addr, size);
+}
+
+static int host_arena_copy(gkv_backend_t *b, gkv_devptr_t p, uint64_t off, void *arena, size_t len,
+                           int to_value)
+{
+    uint8_t *v = host_view(b, p);
+    if (to_value)
+        memcpy(v + off, arena, len);
+    else
+        memcpy(arena, v + off, len);
+    return 0;
+}
+
 static const gkv_backend_ops_t host_ops = {
     .alloc = host_alloc,
     .free = host_free,
@@ -281,6 +309,9 @@ static const gkv_backend_ops_t host_ops = {
     .adopt_open = host_adopt_open,
     .adopt_copy = host_adopt_copy,
     .adopt_close = host_adopt_close,
+    .arena_alloc = host_arena_alloc,
+    .arena_free = host_arena_free,
+    .arena_copy = host_arena_copy,
     .close = host_close,
 };
 

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cluster_impl.h"
 #include "error.h"
@@ -55,6 +56,7 @@ static void take_members(gkv_cluster_t *cl)
             cl->self = (long)i;
     cl->member_changes++;
     rebalance(cl);
+    gkv_cl_plane_members(cl);
     if (cl->on_members)
         cl->on_members(cl->arg);
 }
@@ -181,6 +183,13 @@ static void on_tick(uv_timer_t *timer)
     cl->was_live = live;
 }
 
+static void stop_workers(gkv_cluster_t *cl)
+{
+    gkv_workers_stop(&cl->origin);
+    gkv_workers_stop(&cl->nested);
+    gkv_workers_stop(&cl->stage);
+}
+
 int gkv_cluster_start(gkv_cluster_t *cl, uv_loop_t *loop, const gkv_cluster_cfg_t *cfg,
                       char *err, size_t cap)
 {
@@ -214,19 +223,29 @@ int gkv_cluster_start(gkv_cluster_t *cl, uv_loop_t *loop, const gkv_cluster_cfg_
     cl->ttl_ms = (uint64_t)cfg->ttl_s * 1000;
     gkv_records_init(&cl->rec);
     gkv_peers_init(&cl->peers, cfg->token, cfg->token_len, cfg->timeout_ms ? cfg->timeout_ms : 2000);
-    if (gkv_workers_start(&cl->origin, loop, 8) || gkv_workers_start(&cl->nested, loop, 4)) {
+    if (gkv_workers_start(&cl->origin, loop, 8) || gkv_workers_start(&cl->nested, loop, 4) ||
+        gkv_workers_start(&cl->stage, loop, 8)) {
         snprintf(err, cap, "cluster: cannot start worker threads");
-        gkv_workers_stop(&cl->origin);
-        gkv_workers_stop(&cl->nested);
+        stop_workers(cl);
         gkv_peers_fini(&cl->peers);
         return GKV_ENOMEM;
     }
+    /* The data plane: NIXL when it is there (the agent's name is unique to this process). */
+    char agent[160];
+    uint64_t salt = uv_hrtime() ^ ((uint64_t)getpid() << 32);
+    snprintf(agent, sizeof(agent), "gpukv.%s.%s.%016" PRIx64, cfg->cluster, cfg->node,
+             gkv_siphash(&salt, sizeof(salt), TOKEN_KEY));
+    gkv_plane_cfg_t pc = {.nixl = cfg->nixl, .arena_size = cfg->nixl_arena, .bes = cfg->bes,
+                          .nbes = cfg->nbes, .agent = agent};
+    gkv_plane_open(&cl->plane, &pc);
+    if (!cl->plane.on && cfg->nixl && strcmp(cfg->nixl, "off"))
+        GKV_WARN("data plane: TCP between nodes: %s", cl->plane.why);
     uv_async_init(loop, &cl->changed, on_changed);
     cl->changed.data = cl;
     int rc = gkv_membership_start(&mc, on_changed_thread, cl, &cl->ms);
     if (rc) {
-        gkv_workers_stop(&cl->origin);
-        gkv_workers_stop(&cl->nested);
+        stop_workers(cl);
+        gkv_plane_close(&cl->plane);
         gkv_peers_fini(&cl->peers);
         snprintf(err, cap, "cluster: cannot join cluster %s as %s through etcd at %s: %s",
                  cfg->cluster, cfg->node, cfg->endpoints,
@@ -263,16 +282,17 @@ void gkv_cluster_stop(gkv_cluster_t *cl)
 
 void gkv_cluster_close(gkv_cluster_t *cl)
 {
-    if (!cl->origin.open && !cl->nested.open)
+    if (!cl->origin.open && !cl->nested.open && !cl->stage.open)
         return;
-    gkv_workers_stop(&cl->origin);
-    gkv_workers_stop(&cl->nested);
+    stop_workers(cl);
 }
 
 void gkv_cluster_fini(gkv_cluster_t *cl)
 {
-    if (cl->origin.open || cl->nested.open)
+    if (cl->origin.open || cl->nested.open || cl->stage.open)
         return; /* never started, or not closed: nothing of ours to free safely */
+    if (cl->peers.timeout_ms)
+        gkv_plane_close(&cl->plane);
     if (cl->store && cl->store->reclaim_arg == cl)
         cl->store->reclaim = NULL;
     gkv_members_fini(&cl->members);
@@ -350,13 +370,20 @@ int gkv_cluster_info(const gkv_cluster_t *cl, char *buf, size_t cap)
                      cl->stats.stale_senders, cl->peers.opened, cl->foreign, cl->members.n,
                      gkv_cluster_live(cl), lease_left, cl->stats.fenced, cl->stats.vouch_rounds,
                      cl->stats.replicas_reclaimed);
+    if (n >= 0 && (size_t)n < cap) {
+        int k = gkv_plane_info((gkv_plane_t *)&cl->plane, buf + n, cap - (size_t)n);
+        n = k < 0 ? -1 : n + k;
+    }
     for (size_t i = 0; i < cl->members.n && n >= 0 && (size_t)n < cap; i++) {
         const gkv_member_t *m = &cl->members.m[i];
         int k = snprintf(buf + n, cap - (size_t)n,
                          "member%zu:name=%s,advertise=%s,weight=%u,incarnation=%" PRId64
-                         ",self=%d\r\n",
+                         ",self=%d,plane=%s\r\n",
                          i, m->name, m->advertise, m->weight, m->incarnation,
-                         (long)i == cl->self);
+                         (long)i == cl->self,
+                         (long)i == cl->self
+                             ? "self"
+                             : gkv_plane_word((gkv_plane_t *)&cl->plane, m->name, m->incarnation));
         n = k < 0 ? -1 : n + k;
     }
     return n >= 0 && (size_t)n < cap ? n : -1;

@@ -15,6 +15,7 @@
 #include "membership.h"
 #include "message.h"
 #include "peer.h"
+#include "plane.h"
 #include "records.h"
 #include "store.h"
 #include "work.h"
@@ -29,6 +30,12 @@ typedef struct {
     gkv_store_t *store; /* borrowed, outlives the cluster */
     uint64_t max_key, max_value;
     int timeout_ms; /* each request to another node */
+    /* The data plane (plane.h): --nixl ("off", "auto" or a path), --nixl-arena (bytes per
+     * device, 0: the default), and the store's devices. */
+    const char *nixl;
+    uint64_t nixl_arena;
+    gkv_backend_t **bes;
+    unsigned nbes;
 } gkv_cluster_cfg_t;
 
 /* What the cluster counts, for INFO and metrics. */
@@ -89,6 +96,8 @@ typedef struct gkv_cluster {
     char self_addr[GKV_ADVERTISE_MAX + 1]; /* this node's advertised address */
     gkv_peers_t peers;
     gkv_workers_t origin, nested; /* jobs for this node's requests; a home's drops */
+    gkv_workers_t stage;          /* an owner's chunks sent to readers through NIXL */
+    gkv_plane_t plane;            /* the data plane between nodes (NIXL, or TCP alone) */
     gkv_records_t rec;
     gkv_cluster_stats_t stats;
     uint64_t settle_until;  /* uv_now: homes answer BUSY, not NOTFOUND, until then */

@@ -40,7 +40,16 @@ enum {
     JOB_REGISTER,  /* tell new homes which keys this node owns (after the members changed) */
     JOB_VOUCH,     /* ask every member to vouch for this node (etcd unreachable) */
     JOB_INSTALL,   /* keep fetched bytes (keys[0].bytes) as a replica here */
+    JOB_PULL,      /* READ's keys with new memory (entry): their bytes through NIXL (pull.c) */
+    JOB_PLANE,     /* send our PLANE to a member (keys[0]: its address), learn its answer */
+    JOB_PLANE_IN,  /* a member's PLANE: load its agent, probe it, answer */
+    JOB_STAGE,     /* an owner's STAGE: a chunk of a value (entry) into a reader's arena */
 };
+
+/* A READ key's status on its way back to the loop (not a GKV_E* code): pull it through NIXL
+ * (the loop gives it memory, then JOB_PULL), or ask its home again. */
+#define CL_PULL 1001
+#define CL_AGAIN 1002
 
 /* One key a job works on, and what it learned. */
 typedef struct {
@@ -57,6 +66,12 @@ typedef struct {
     bool direct;
     uint8_t *bytes, *meta;
     uint32_t meta_len;
+    /* PULL: the new value's memory (one reference, unpublished) and its device; pulled: the
+     * bytes came through NIXL (the loop publishes entry as the replica). */
+    gkv_entry_t *entry;
+    unsigned dev;
+    gkv_devptr_t mem;
+    bool pulled;
 } cl_key_t;
 
 typedef struct cl_job {
@@ -92,6 +107,13 @@ typedef struct cl_job {
     uint64_t count, bytes;
     gkv_wr_t reply; /* the reply a fan-out built (its id is the request's) */
     bool has_reply;
+    bool no_nixl; /* READ: a pull through NIXL failed this request: TCP from now on */
+    /* PLANE, PLANE_IN, STAGE: the other node (its name and incarnation); STAGE: the chunk
+     * (offset, length of the value) and where in the reader's arena it goes. */
+    char peer[GKV_NODE_NAME_MAX + 1];
+    int64_t peer_inc;
+    uint64_t offset, length, arena_off;
+    unsigned arena_idx;
 } cl_job_t;
 
 /* jobs.c: each job kind's run (on a worker) and the shared plumbing. */
@@ -131,6 +153,31 @@ bool gkv_cl_reclaim(void *arg, unsigned dev);
 void gkv_cl_commit_done(cl_job_t *j);
 int gkv_cl_route_seal(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
                       gkv_leases_t *leases, gkv_wr_t *out, int *rc);
+/* pull.c: the data plane's jobs (run on workers) and NODE requests (PLANE, STAGE on the
+ * loop), and telling new members our plane (after the members changed). */
+void gkv_cl_run_pull(cl_job_t *j);
+void gkv_cl_run_plane(cl_job_t *j);
+void gkv_cl_run_plane_in(cl_job_t *j);
+void gkv_cl_run_stage(cl_job_t *j);
+int gkv_cl_node_plane(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
+                      const gkv_member_t *from, gkv_wr_t *out, int *rc);
+int gkv_cl_node_stage(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
+                      const gkv_member_t *from, gkv_wr_t *out, int *rc);
+void gkv_cl_plane_members(gkv_cluster_t *cl);
+/* READ's keys to pull (status CL_PULL) get new memory and j becomes a JOB_PULL (submitted for
+ * ticket t): true; false when none could (those keys go over TCP: j->no_nixl). */
+bool gkv_cl_pull_start(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j);
+/* A JOB_PULL ended: the keys pulled become replicas here. */
+void gkv_cl_pull_done(gkv_cluster_t *cl, cl_job_t *j);
+/* e (unpublished, of key) kept as the replica of key at version v, unless a value of this
+ * node's took the key meanwhile. Returns true when kept. */
+bool gkv_cl_keep_replica(gkv_cluster_t *cl, gkv_entry_t *e, const void *key, size_t klen,
+                         uint64_t v, gkv_entry_t **holder);
+/* jobs.c's TCP fetch of k's value (version k->version) from owner, relayed into a replica:
+ * the fallback of a pull. Returns 0, CL_AGAIN (the owner moved on) or a code. */
+int gkv_cl_fetch_tcp(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner);
+const gkv_member_t *gkv_cl_job_member(const cl_job_t *j, const char *name);
+
 /* Answers a NODE request (node.c). */
 int gkv_cl_node(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
                 gkv_wr_t *out, int *rc);

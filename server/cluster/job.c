@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cluster_impl.h"
+#include "duration.h"
 #include "error.h"
 
 int64_t gkv_cl_self_inc(const gkv_cluster_t *cl)
@@ -99,6 +100,8 @@ void gkv_cl_job_free(cl_job_t *j)
         free(j->keys[i].key);
         free(j->keys[i].bytes);
         free(j->keys[i].meta);
+        if (j->keys[i].entry)
+            gkv_store_unref(j->cl->store, j->keys[i].entry);
     }
     free(j->keys);
     free(j->members);
@@ -141,6 +144,20 @@ uint64_t gkv_cl_replica_version(gkv_cluster_t *cl, const void *key, size_t klen)
         return 0;
     }
     return c->version;
+}
+
+bool gkv_cl_keep_replica(gkv_cluster_t *cl, gkv_entry_t *e, const void *key, size_t klen,
+                         uint64_t v, gkv_entry_t **holder)
+{
+    gkv_copy_rec_t *c = gkv_copy_get(&cl->rec, key, klen);
+    if (!c || c->pending || (!c->replica && c->version))
+        return false;
+    cl->store->now_ms = gkv_clock_ms();
+    if (gkv_store_publish(cl->store, e, 0, holder))
+        return false;
+    gkv_copy_set(&cl->rec, c, v, true, NULL);
+    cl->stats.bytes_pulled += e->size;
+    return true;
 }
 
 bool gkv_cl_reclaim(void *arg, unsigned dev)

@@ -29,6 +29,7 @@ static void pause_ms(unsigned ms)
 /* The optional fields of a NODE request. */
 typedef struct {
     uint64_t vversion, size, flags, limit, have;
+    uint64_t at_most; /* FETCH at the home: send the value only when at most this large */
     const uint8_t *prefix, *cursor;
     uint32_t plen, clen;
     int delim;
@@ -71,6 +72,8 @@ static int call_once(cl_job_t *j, const char *addr, unsigned op, const uint8_t *
         gkv_wr_uint(&c->wr, GKV_F_FLAGS, f->flags);
     if (f->have)
         gkv_wr_uint(&c->wr, GKV_F_HAVE, f->have);
+    if (f->at_most)
+        gkv_wr_uint(&c->wr, GKV_F_LIMIT, f->at_most);
     if (f->list) {
         gkv_wr_bin(&c->wr, GKV_F_PREFIX, f->prefix, f->plen);
         if (f->clen)
@@ -247,6 +250,9 @@ static void read_key(cl_job_t *j, cl_key_t *k)
             }
         } else {
             nreq_t ask = {.have = k->have, .delim = -1};
+            /* With NIXL, a large value is pulled through it rather than sent with the answer. */
+            if (j->cl->plane.on && !j->no_nixl)
+                ask.at_most = CL_DIRECT_MAX;
             rc = call(j, k->home_addr, GKV_NODE_FETCH, k->key, k->klen, &ask, &r, &src);
             if (rc || (r.status && r.status != GKV_ENOTFOUND)) {
                 k->status = rc ? rc : (int)r.status;
@@ -282,25 +288,43 @@ static void read_key(cl_job_t *j, cl_key_t *k)
             k->status = 0;
             return;
         }
-        nreq_t f = {.vversion = k->version, .delim = -1};
-        rc = call(j, owner->advertise, GKV_NODE_FETCH, k->key, k->klen, &f, &r, &src);
-        if (rc) {
+        bool ask_plane = false;
+        if (k->size > CL_DIRECT_MAX && !j->no_nixl &&
+            gkv_plane_state(&j->cl->plane, owner->name, owner->incarnation, &ask_plane) ==
+                GKV_PLANE_NIXL) {
+            k->status = CL_PULL; /* the loop gives it memory, then JOB_PULL */
+            return;
+        }
+        rc = gkv_cl_fetch_tcp(j, k, owner);
+        if (rc != CL_AGAIN) {
             k->status = rc;
             return;
         }
-        if (!r.status) {
-            k->status = take_value(j, k, src, &r);
-            return;
-        }
-        /* NOTFOUND: the owner no longer holds that version (the value moved on): ask the home
-         * again; anything else is the answer. */
-        if (r.status != GKV_ENOTFOUND || now_ms() >= until) {
-            k->status = r.status == GKV_ENOTFOUND ? GKV_EUNAVAILABLE : (int)r.status;
+        /* The owner no longer holds that version (the value moved on): ask the home again. */
+        if (now_ms() >= until) {
+            k->status = GKV_EUNAVAILABLE;
             note(j, "%s", "the value changed faster than it could be fetched");
             return;
         }
         pause_ms(1);
     }
+}
+
+int gkv_cl_fetch_tcp(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
+{
+    gkv_response_t r;
+    gkv_peer_conn_t *src = NULL;
+    nreq_t f = {.vversion = k->version, .delim = -1};
+    bool direct = j->direct;
+    if (j->kind == JOB_PULL)
+        j->direct = false; /* the loop installs no direct bytes after a pull */
+    int rc = call(j, owner->advertise, GKV_NODE_FETCH, k->key, k->klen, &f, &r, &src);
+    if (!rc && !r.status)
+        rc = take_value(j, k, src, &r);
+    else if (!rc)
+        rc = r.status == GKV_ENOTFOUND ? CL_AGAIN : (int)r.status;
+    j->direct = direct;
+    return rc;
 }
 
 static void run_keys(cl_job_t *j)
@@ -573,6 +597,18 @@ void gkv_cl_job_run(gkv_job_t *job)
         break;
     case JOB_VOUCH:
         run_vouch(j);
+        break;
+    case JOB_PULL:
+        gkv_cl_run_pull(j);
+        break;
+    case JOB_PLANE:
+        gkv_cl_run_plane(j);
+        break;
+    case JOB_PLANE_IN:
+        gkv_cl_run_plane_in(j);
+        break;
+    case JOB_STAGE:
+        gkv_cl_run_stage(j);
         break;
     case JOB_RECORD:
         run_record(j);

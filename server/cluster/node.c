@@ -188,7 +188,8 @@ static int node_fetch_current(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gk
 {
     gkv_home_rec_t *h = home_here(cl, req) ? gkv_home_find(&cl->rec, req->key.p, req->key.len)
                                           : NULL;
-    if (h && !h->busy && !strcmp(h->owner, cl->node) && h->version != req->have) {
+    if (h && !h->busy && !strcmp(h->owner, cl->node) && h->version != req->have &&
+        !(req->limit && h->size > req->limit)) { /* limit: larger ones come through NIXL */
         gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, req->key.p, req->key.len);
         if (c && !c->replica && c->version == h->version &&
             gkv_store_find(cl->store, req->key.p, req->key.len)) {
@@ -286,6 +287,8 @@ int gkv_cl_node(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *r
         gkv_cl_reply_count(out, req->id, st.reachable);
         return GKV_ROUTE_DONE;
     }
+    if (req->node_op == GKV_NODE_PLANE) /* no data: answered even while fenced */
+        return gkv_cl_node_plane(cl, t, req, from, out, rc);
     /* Fenced: our view may be out of date, so we neither answer for keys nor hold values out
      * (a job already running for a request finishes). */
     if (!t->job && !gkv_cluster_live(cl)) {
@@ -322,6 +325,8 @@ int gkv_cl_node(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *r
         return node_list(cl, req, out, rc);
     case GKV_NODE_REGISTER:
         return node_register(cl, req, from, out, rc);
+    case GKV_NODE_STAGE:
+        return gkv_cl_node_stage(cl, t, req, from, out, rc);
     case GKV_NODE_REPLICA:
         if (strcmp(from->name, cl->node) || !req->vversion)
             return fail(out, req->id, GKV_EINVAL, "a replica comes from this node itself", rc);

@@ -22,6 +22,8 @@ void gkv_cl_job_done(gkv_job_t *job)
         cl->stats.unavailable++;
     if (j->kind == JOB_RECORD)
         gkv_cl_commit_done(j);
+    if (j->kind == JOB_PULL)
+        gkv_cl_pull_done(cl, j);
     if (j->kind == JOB_VOUCH) {
         cl->vouching = false;
         if (!j->status && j->started_ms + CL_VOUCH_MS > cl->vouched_until) {
@@ -196,12 +198,23 @@ static int answer_direct(gkv_cluster_t *cl, cl_job_t *j, cl_key_t *k, const gkv_
 /* A READ job came back: every key is now local at the version its home confirmed (the job
  * installed replicas), or missing (any stale replica goes), or the request fails. Returns
  * LOCAL, DONE (an error written) or PARK (a replica was replaced meanwhile: once more). */
+/* read_outcome's answer when j went on as a JOB_PULL (the ticket waits for it). */
+#define CL_ROUTE_PULLING 100
+
 static int read_outcome(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j,
                         const gkv_request_t *req, gkv_wr_t *out, int *rc)
 {
-    bool again = false;
+    bool again = false, pull = false;
     for (uint32_t i = 0; i < j->nkeys; i++) {
         cl_key_t *k = &j->keys[i];
+        if (k->status == CL_PULL) {
+            pull = true;
+            continue;
+        }
+        if (k->status == CL_AGAIN) {
+            again = true;
+            continue;
+        }
         if (k->status == GKV_EEXISTS) { /* the home says we own it */
             gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, k->key, k->klen);
             if (gkv_cl_owned_here(cl, k->key, k->klen))
@@ -235,6 +248,11 @@ static int read_outcome(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j,
         if (gkv_cl_replica_version(cl, k->key, k->klen) != k->version)
             again = true;
     }
+    if (pull) {
+        if (gkv_cl_pull_start(cl, t, j))
+            return CL_ROUTE_PULLING;
+        again = true; /* no memory for it now: over TCP */
+    }
     cl->stats.remote_reads++;
     if (!again)
         return GKV_ROUTE_LOCAL;
@@ -252,11 +270,15 @@ static int route_read(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
                       gkv_wr_t *out, int *rc)
 {
     uint32_t attempts = 0;
+    bool no_nixl = false;
     if (t->job) {
         cl_job_t *j = t->job;
         t->job = NULL;
         attempts = j->attempts;
+        no_nixl = j->no_nixl;
         int r = read_outcome(cl, t, j, req, out, rc);
+        if (r == CL_ROUTE_PULLING) /* it goes on pulling (the ticket holds it again) */
+            return GKV_ROUTE_PARK;
         if (j->kind != JOB_INSTALL) /* else it went on to keep the replica */
             gkv_cl_job_free(j);
         if (r != GKV_ROUTE_PARK)
@@ -275,6 +297,7 @@ static int route_read(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     p.job->direct = req->op == GKV_OP_GET &&
                     !(req->has & (GKV_HAS_OFFSET | GKV_HAS_LENGTH | GKV_HAS_SUFFIX));
     p.job->attempts = attempts + 1;
+    p.job->no_nixl = no_nixl;
     p.job->t = t;
     gkv_cl_submit(cl, t, p.job, false);
     return GKV_ROUTE_PARK;

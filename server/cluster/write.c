@@ -144,14 +144,7 @@ int gkv_cluster_commit(gkv_cluster_t *cl, gkv_route_ticket_t *t, uint64_t id, gk
          * key meanwhile. */
         uint64_t v = t->replica_version;
         t->replica_version = 0;
-        gkv_copy_rec_t *c = gkv_copy_get(&cl->rec, key, klen);
-        if (c && !c->pending && (c->replica || !c->version)) {
-            cl->store->now_ms = gkv_clock_ms();
-            if (gkv_store_publish(cl->store, e, 0, holder) == 0) {
-                gkv_copy_set(&cl->rec, c, v, true, NULL);
-                cl->stats.bytes_pulled += e->size;
-            }
-        }
+        gkv_cl_keep_replica(cl, e, key, klen, v, holder);
         gkv_cl_reply_count(out, id, 0);
         return GKV_ROUTE_DONE;
     }

@@ -367,6 +367,13 @@ static const setting_t settings[] = {
     {"cluster-ttl", parse_uint, FIELD(cluster_ttl_s), 2, 60, false, "SECONDS",
      "the membership lease: a node that stops renewing it leaves the cluster\n"
      "after this long (default 5)"},
+    {"nixl", parse_path, FIELD(nixl), 1, 1023, false, "auto|off|PATH",
+     "the data plane between cluster nodes: NIXL (pip install nixl-cu13) found\n"
+     "through $GPUKV_NIXL or python3 (auto, the default), the library or\n"
+     "site-packages at PATH, or none (off: TCP)"},
+    {"nixl-arena", parse_size, FIELD(nixl_arena), 2ull << 20, 1ull << 40, false, "SIZE",
+     "each device's transfer arena that NIXL registers (default 1G on a GPU,\n"
+     "64M on the host backend)"},
     {"insecure-listen", parse_bool, FIELD(insecure_listen), 0, 0, false, "yes|no",
      "allow --listen and --metrics-listen on a non-loopback address without a\n"
      "token (no)"},
@@ -401,6 +408,7 @@ void gkv_config_defaults(gkv_config_t *cfg)
     strcpy(cfg->cluster_name, "gpukv");
     cfg->cluster_weight = 1;
     cfg->cluster_ttl_s = 5;
+    strcpy(cfg->nixl, "auto");
 }
 
 int gkv_config_set(gkv_config_t *cfg, const char *key, const char *value, char *err, size_t cap)

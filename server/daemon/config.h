@@ -78,6 +78,10 @@ typedef struct {
     char advertise[128];
     uint64_t cluster_weight;
     uint64_t cluster_ttl_s;
+    /* The data plane between nodes (docs/cluster.md, "Data plane"): NIXL's library ("auto",
+     * "off" or a path) and each device's transfer arena (0: 1 GiB on GPUs, 64 MiB on host). */
+    char nixl[1024];
+    uint64_t nixl_arena;
 } gkv_config_t;
 
 /* Fills cfg with the defaults; the socket path follows the user (see gkv_default_socket). */

@@ -412,8 +412,12 @@ static int join_cluster(gkv_server_t *s, char *err, size_t cap)
         .advertise = advertise, .weight = (uint32_t)cfg->cluster_weight,
         .ttl_s = (int)cfg->cluster_ttl_s, .token = s->token, .token_len = s->token_len,
         .store = &s->store, .max_key = cfg->max_key, .max_value = cfg->max_value,
-        .timeout_ms = 2000,
+        .timeout_ms = 2000, .nixl = cfg->nixl, .nixl_arena = cfg->nixl_arena,
     };
+    gkv_backend_t *bes[GKV_MAX_DEVICES];
+    for (unsigned i = 0; i < s->store.ndev && i < GKV_MAX_DEVICES; i++)
+        bes[cc.nbes++] = s->store.dev[i].be;
+    cc.bes = bes;
     int rc = gkv_cluster_start(&s->cluster, s->loop, &cc, err, cap);
     if (!rc) {
         s->net.cluster = &s->cluster;

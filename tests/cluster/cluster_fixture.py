@@ -184,7 +184,7 @@ class Cluster:
     """A private etcd and nodes n1..nN of one cluster (token shared)."""
 
     def __init__(self, daemon: str, n: int = 3, ttl: int = 3, name: str = "test",
-                 partitionable: bool = True) -> None:
+                 partitionable: bool = True, extra: list[str] | None = None) -> None:
         """With partitionable (and where network namespaces can be made), etcd and the nodes
         listen on a veth pair's addresses and the last node runs inside the namespace, so
         that net.cut() partitions it from etcd and the others; else all is on loopback and
@@ -197,6 +197,10 @@ class Cluster:
         self.root = tempfile.mkdtemp(prefix="gkv-cluster-")
         os.chmod(self.root, 0o700)
         self.daemon, self.ttl, self.name = daemon, ttl, name
+        # Flags every node gets (before its own): the data plane (--nixl) by default comes
+        # from $GKV_TEST_NIXL ("off" when unset: TCP).
+        self.extra = extra if extra is not None else [
+            "--nixl", os.environ.get("GKV_TEST_NIXL") or "off"]
         self.token = os.path.join(self.root, "token")
         with open(self.token, "w") as f:
             f.write("cluster-test-token-0123456789abcdef\n")
@@ -215,7 +219,7 @@ class Cluster:
     def add(self, name: str | None = None, token_file: str | None = None, weight: int = 1,
             inside: bool = False, extra: list[str] | None = None) -> Node:
         node = Node(self, name or f"n{len(self.nodes) + 1}", token_file or self.token, weight,
-                    inside, extra)
+                    inside, self.extra + (extra or []))
         self.nodes.append(node.start())
         return node
 

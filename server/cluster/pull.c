@@ -1,0 +1,449 @@
+/* pull.c: remote reads through NIXL (docs/cluster.md, "Data plane"). Nodes tell each other
+ * their plane when they meet (PLANE: agent metadata and arenas; the receiver probes a NIXL
+ * write back, so each node learns whether reads from the other can take NIXL). A READ whose
+ * owner is reachable through NIXL and whose value is larger than a direct answer comes back to
+ * the loop (CL_PULL), which gives the value its new memory; a JOB_PULL then asks the owner for
+ * the value chunk by chunk (STAGE), several chunks in flight on connections of their own: the
+ * owner copies each chunk into a slot of its arena and writes it into the reader's slot, and
+ * the reader copies it into the new memory. The loop then keeps it as the replica. A pull that
+ * fails for any other reason than the value moving on is read over TCP instead, and counted. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cluster_impl.h"
+#include "commands.h"
+#include "error.h"
+#include "log.h"
+
+const gkv_member_t *gkv_cl_job_member(const cl_job_t *j, const char *name)
+{
+    for (size_t i = 0; i < j->nmembers; i++)
+        if (!strcmp(j->members[i].name, name))
+            return &j->members[i];
+    return NULL;
+}
+
+/* ---- PLANE ---------------------------------------------------------------------------- */
+
+void gkv_cl_plane_members(gkv_cluster_t *cl)
+{
+    size_t n = cl->members.n;
+    const char **names = malloc((n ? n : 1) * sizeof(*names));
+    int64_t *incs = malloc((n ? n : 1) * sizeof(*incs));
+    if (!names || !incs) {
+        free(names);
+        free(incs);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        names[i] = cl->members.m[i].name;
+        incs[i] = cl->members.m[i].incarnation;
+    }
+    gkv_plane_keep_only(&cl->plane, names, incs, n);
+    free(names);
+    free(incs);
+    if (!cl->plane.on)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        const gkv_member_t *m = &cl->members.m[i];
+        bool ask;
+        if ((long)i == cl->self)
+            continue;
+        gkv_plane_state(&cl->plane, m->name, m->incarnation, &ask);
+        if (!ask)
+            continue;
+        cl_job_t *j = gkv_cl_job_new(cl, NULL, JOB_PLANE);
+        if (!j || gkv_cl_job_key(j, m->name, strlen(m->name), m)) {
+            gkv_cl_job_free(j);
+            continue;
+        }
+        snprintf(j->peer, sizeof(j->peer), "%s", m->name);
+        j->peer_inc = m->incarnation;
+        gkv_workers_submit(&cl->origin, &j->job);
+    }
+}
+
+/* Our PLANE to keys[0] (its name is peer): its answer says whether NIXL reaches us from it. */
+void gkv_cl_run_plane(cl_job_t *j)
+{
+    gkv_plane_t *p = &j->cl->plane;
+    void *md = NULL;
+    size_t md_len = 0, alen = 0;
+    uint8_t arenas[GKV_PLANE_ARENA_REC * GKV_MAX_DEVICES];
+    if (gkv_plane_hello(p, &md, &md_len, arenas, &alen)) {
+        gkv_plane_set_state(p, j->peer, j->peer_inc, false, "this node's NIXL agent has no metadata");
+        return;
+    }
+    gkv_response_t r;
+    int rc;
+    /* A member that joined a moment ago may not list us yet (UNAVAILABLE): a few tries. */
+    for (int tries = 0;; tries++) {
+        gkv_peer_conn_t *c;
+        rc = gkv_peer_take(&j->cl->peers, j->keys[0].home_addr, &c);
+        if (!rc) {
+            gkv_peer_begin(c, 0, GKV_NODE_PLANE, j->self, (uint64_t)j->self_inc);
+            gkv_wr_bin(&c->wr, GKV_F_PLANE, md, md_len);
+            gkv_wr_bin(&c->wr, GKV_F_ARENAS, arenas, alen);
+            rc = gkv_peer_call(c, NULL, 0, &r);
+            if (!rc && r.payload_len)
+                rc = GKV_EPROTO;
+            gkv_peer_give(&j->cl->peers, c, rc == 0);
+        }
+        bool later = rc || r.status == GKV_EUNAVAILABLE || r.status == GKV_EBUSY;
+        if (!later || tries == 20)
+            break;
+        struct timespec ts = {0, 200 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    free(md);
+    char why[224];
+    if (rc) {
+        snprintf(why, sizeof(why), "it did not answer this node's PLANE");
+    } else if (r.status || !r.count) {
+        snprintf(why, sizeof(why), "%.*s", (int)r.message.len, (const char *)r.message.p);
+        if (!why[0])
+            snprintf(why, sizeof(why), "its NIXL could not reach this node (%s)",
+                     gkv_strerror((int)r.status));
+    }
+    gkv_plane_set_state(p, j->peer, j->peer_inc, !rc && !r.status && r.count, why);
+}
+
+/* A member's PLANE (md in prefix, arenas in cursor): load, probe. */
+void gkv_cl_run_plane_in(cl_job_t *j)
+{
+    j->status = gkv_plane_take_hello(&j->cl->plane, j->peer, j->peer_inc, j->prefix,
+                                     j->prefix_len, j->cursor, j->cursor_len, j->msg,
+                                     sizeof(j->msg));
+}
+
+static uint8_t *dup_bytes(const void *p, size_t n)
+{
+    uint8_t *d = malloc(n ? n : 1);
+    if (d && n)
+        memcpy(d, p, n);
+    return d;
+}
+
+int gkv_cl_node_plane(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
+                      const gkv_member_t *from, gkv_wr_t *out, int *rc)
+{
+    *rc = 0;
+    if (t->job) { /* the probe ran */
+        cl_job_t *j = t->job;
+        t->job = NULL;
+        gkv_wr_ok(out, req->id);
+        gkv_wr_uint(out, GKV_F_COUNT, j->status == 0);
+        if (j->status)
+            gkv_wr_str(out, GKV_F_MESSAGE, j->msg);
+        gkv_wr_end(out);
+        gkv_cl_job_free(j);
+        return GKV_ROUTE_DONE;
+    }
+    if (!cl->plane.on) {
+        gkv_wr_ok(out, req->id);
+        gkv_wr_uint(out, GKV_F_COUNT, 0);
+        gkv_wr_str(out, GKV_F_MESSAGE, cl->plane.why);
+        gkv_wr_end(out);
+        return GKV_ROUTE_DONE;
+    }
+    cl_job_t *j = gkv_cl_job_new(cl, t, JOB_PLANE_IN);
+    if (j) {
+        j->prefix = dup_bytes(req->plane.p, req->plane.len);
+        j->prefix_len = (uint32_t)req->plane.len;
+        j->cursor = dup_bytes(req->arenas.p, req->arenas.len);
+        j->cursor_len = (uint32_t)req->arenas.len;
+        snprintf(j->peer, sizeof(j->peer), "%s", from->name);
+        j->peer_inc = from->incarnation;
+    }
+    if (!j || !j->prefix || !j->cursor) {
+        gkv_cl_job_free(j);
+        *rc = GKV_ENOMEM;
+        gkv_wr_error(out, req->id, GKV_ENOMEM, NULL);
+        return GKV_ROUTE_DONE;
+    }
+    gkv_cl_submit(cl, t, j, true);
+    return GKV_ROUTE_PARK;
+}
+
+/* ---- STAGE (the owner's side) ---------------------------------------------------------- */
+
+void gkv_cl_run_stage(cl_job_t *j)
+{
+    gkv_plane_t *p = &j->cl->plane;
+    gkv_plane_remote_t dst;
+    char agent[128];
+    j->status = gkv_plane_dest(p, j->peer, j->peer_inc, j->arena_idx, j->arena_off, j->length,
+                               &dst, agent, sizeof(agent));
+    if (j->status) {
+        snprintf(j->msg, sizeof(j->msg), "%s",
+                 j->status == GKV_EINVAL ? "the chunk does not fit the reader's arena"
+                                         : "the reader's PLANE has not reached this node");
+        return;
+    }
+    j->status = gkv_plane_send(p, j->entry->dev, j->entry->mem, j->offset, j->length, agent, &dst,
+                               j->arena_off, j->cl->peers.timeout_ms, j->msg, sizeof(j->msg));
+}
+
+int gkv_cl_node_stage(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
+                      const gkv_member_t *from, gkv_wr_t *out, int *rc)
+{
+    if (t->job) { /* sent (or not) */
+        cl_job_t *j = t->job;
+        t->job = NULL;
+        *rc = j->status;
+        if (j->status) {
+            gkv_wr_error(out, req->id, j->status, j->msg[0] ? j->msg : NULL);
+        } else {
+            gkv_wr_ok(out, req->id);
+            gkv_wr_uint(out, GKV_F_SIZE, j->entry->size);
+            uint32_t ml = 0;
+            const uint8_t *meta = gkv_entry_meta(j->entry, &ml);
+            if (j->offset == 0 && ml)
+                gkv_wr_bin(out, GKV_F_META, meta, ml);
+            gkv_wr_end(out);
+        }
+        gkv_cl_job_free(j);
+        return GKV_ROUTE_DONE;
+    }
+    const char *why = NULL;
+    int code = 0;
+    gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, req->key.p, req->key.len);
+    gkv_entry_t *e = gkv_store_find(cl->store, req->key.p, req->key.len);
+    if (!cl->plane.on) {
+        code = GKV_ENOTSUP;
+        why = cl->plane.why;
+    } else if (c && (c->pending || c->version < req->vversion)) {
+        code = GKV_EBUSY;
+        why = "that version is being written here";
+    } else if (!c || c->replica || c->version != req->vversion || !e || !e->size) {
+        code = GKV_ENOTFOUND;
+        why = "this node does not hold that version";
+    } else if (!(req->has & GKV_HAS_OFFSET) || !(req->has & GKV_HAS_LENGTH) || !req->length ||
+               req->offset >= e->size || req->length > e->size - req->offset) {
+        code = GKV_ERANGE;
+        why = "a STAGE names a chunk inside the value";
+    }
+    if (code) {
+        *rc = code;
+        gkv_wr_error(out, req->id, code, why);
+        return GKV_ROUTE_DONE;
+    }
+    cl_job_t *j = gkv_cl_job_new(cl, t, JOB_STAGE);
+    if (!j) {
+        *rc = GKV_ENOMEM;
+        gkv_wr_error(out, req->id, GKV_ENOMEM, NULL);
+        return GKV_ROUTE_DONE;
+    }
+    gkv_store_ref(e);
+    j->entry = e;
+    j->offset = req->offset;
+    j->length = req->length;
+    j->arena_off = req->arena_offset;
+    j->arena_idx = (req->has & GKV_HAS_GPU) ? (unsigned)req->gpu : 0;
+    snprintf(j->peer, sizeof(j->peer), "%s", from->name);
+    j->peer_inc = from->incarnation;
+    t->job = j;
+    gkv_workers_submit(&cl->stage, &j->job);
+    return GKV_ROUTE_PARK;
+}
+
+/* ---- PULL (the reader's side) ---------------------------------------------------------- */
+
+bool gkv_cl_pull_start(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j)
+{
+    bool any = false;
+    for (uint32_t i = 0; i < j->nkeys; i++) {
+        cl_key_t *k = &j->keys[i];
+        if (k->status != CL_PULL)
+            continue;
+        unsigned dev = gkv_store_place(cl->store, k->key, k->klen, k->size);
+        gkv_entry_t *e = NULL;
+        if (dev >= cl->plane.narenas ||
+            gkv_store_entry_new(cl->store, dev, k->key, k->klen, k->size, NULL, 0,
+                                GKV_LANE_SHARED, &e)) {
+            k->status = CL_AGAIN; /* over TCP next time: it allocates as it receives */
+            j->no_nixl = true;
+            continue;
+        }
+        k->entry = e;
+        k->dev = dev;
+        k->mem = e->mem;
+        any = true;
+    }
+    if (!any)
+        return false;
+    j->kind = JOB_PULL;
+    j->finished = false;
+    j->t = t;
+    gkv_cl_submit(cl, t, j, false);
+    return true;
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Slot i's offset in arena a. */
+static uint64_t slot_off(const gkv_plane_arena_t *a, uint32_t i)
+{
+    return (uint64_t)(gkv_slot_addr(&a->slots, i) - (uint8_t *)a->addr);
+}
+
+/* A STAGE request for chunk i (of chunk bytes, of a size-byte value) into our slot. */
+static int stage_send(cl_job_t *j, gkv_peer_conn_t *c, const cl_key_t *k, uint64_t i,
+                      uint64_t chunk, uint64_t slot_off)
+{
+    uint64_t off = i * chunk, len = k->size - off < chunk ? k->size - off : chunk;
+    gkv_peer_begin(c, 0, GKV_NODE_STAGE, j->self, (uint64_t)j->self_inc);
+    gkv_wr_bin(&c->wr, GKV_F_KEY, k->key, k->klen);
+    gkv_wr_uint(&c->wr, GKV_F_VVERSION, k->version);
+    gkv_wr_uint(&c->wr, GKV_F_OFFSET, off);
+    gkv_wr_uint(&c->wr, GKV_F_LENGTH, len);
+    gkv_wr_uint(&c->wr, GKV_F_ARENA_OFFSET, slot_off);
+    gkv_wr_uint(&c->wr, GKV_F_GPU, k->dev);
+    return gkv_peer_send(c);
+}
+
+/* k's value through NIXL into k->mem. Returns 0, CL_AGAIN (the owner does not hold that
+ * version now), or another code (the caller falls back to TCP). */
+static int pull_key(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
+{
+    gkv_plane_t *p = &j->cl->plane;
+    gkv_plane_arena_t *a = &p->arena[k->dev];
+    uint64_t chunk = gkv_plane_chunk(p, owner->name, k->dev);
+    uint64_t n = (k->size + chunk - 1) / chunk;
+    uint32_t slots[GKV_PLANE_DEPTH];
+    gkv_peer_conn_t *conns[GKV_PLANE_DEPTH];
+    bool pending[GKV_PLANE_DEPTH] = {false};
+    int timeout = j->cl->peers.timeout_ms;
+    uint32_t want = n < GKV_PLANE_DEPTH ? (uint32_t)n : GKV_PLANE_DEPTH;
+    uint32_t depth = gkv_slots_take(&a->slots, want, slots, timeout);
+    if (!depth) {
+        snprintf(j->msg, sizeof(j->msg), "no room in this node's transfer arena in time");
+        return GKV_EUNAVAILABLE;
+    }
+    uint32_t open = 0;
+    while (open < depth && !gkv_peer_take(&j->cl->peers, owner->advertise, &conns[open]))
+        open++;
+    if (!open) {
+        gkv_slots_give(&a->slots, slots, depth, false);
+        snprintf(j->msg, sizeof(j->msg), "the owner %s did not answer", owner->name);
+        return GKV_EUNAVAILABLE;
+    }
+    uint64_t next = 0;
+    int rc = 0;
+    for (; next < open && next < n && !rc; next++) {
+        rc = stage_send(j, conns[next], k, next, chunk, slot_off(a, slots[next]));
+        pending[next] = true; /* a failed send breaks the connection: closed below */
+    }
+    for (uint64_t done = 0; done < n && !rc; done++) {
+        uint32_t s = (uint32_t)(done % open);
+        gkv_response_t r;
+        rc = gkv_peer_recv(conns[s], &r);
+        if (!rc && r.payload_len)
+            rc = GKV_EPROTO;
+        if (rc)
+            break; /* pending[s] stays: the connection is closed below */
+        pending[s] = false;
+        if (r.status) {
+            rc = r.status == GKV_ENOTFOUND ? CL_AGAIN : (int)r.status;
+            if (r.message.len)
+                snprintf(j->msg, sizeof(j->msg), "%.*s", (int)r.message.len,
+                         (const char *)r.message.p);
+            break;
+        }
+        if (done == 0 && r.has_meta && r.meta.len) {
+            free(k->meta);
+            k->meta = dup_bytes(r.meta.p, r.meta.len);
+            k->meta_len = k->meta ? (uint32_t)r.meta.len : 0;
+        }
+        uint64_t off = done * chunk, len = k->size - off < chunk ? k->size - off : chunk;
+        if (a->be->ops->arena_copy(a->be, k->mem, off, gkv_slot_addr(&a->slots, slots[s]),
+                                   (size_t)len, 1)) {
+            rc = GKV_EIO;
+            break;
+        }
+        if (next < n) {
+            rc = stage_send(j, conns[s], k, next, chunk, slot_off(a, slots[s]));
+            pending[s] = true;
+            next++;
+        }
+    }
+    /* Replies still due after a failure: the owner may still be writing into those slots.
+     * Their answers are awaited (within the timeout); a connection that broke at once means the
+     * owner is gone and writes nothing more, but one that stayed silent until the timeout may
+     * still have a transfer in flight: its slots are retired. */
+    bool retire = false;
+    for (uint32_t s = 0; s < open; s++) {
+        bool ok = !pending[s];
+        if (pending[s]) {
+            gkv_response_t r;
+            uint64_t t0 = now_ms();
+            ok = gkv_peer_recv(conns[s], &r) == 0 && !r.payload_len;
+            if (!ok && now_ms() - t0 >= (uint64_t)timeout / 2)
+                retire = true;
+        }
+        gkv_peer_give(&j->cl->peers, conns[s], ok);
+    }
+    gkv_slots_give(&a->slots, slots, depth, retire);
+    return rc;
+}
+
+void gkv_cl_run_pull(cl_job_t *j)
+{
+    gkv_plane_t *p = &j->cl->plane;
+    for (uint32_t i = 0; i < j->nkeys; i++) {
+        cl_key_t *k = &j->keys[i];
+        if (!k->entry || k->status != CL_PULL)
+            continue;
+        const gkv_member_t *owner = gkv_cl_job_member(j, k->owner);
+        if (!owner) {
+            k->status = CL_AGAIN;
+            continue;
+        }
+        int rc = pull_key(j, k, owner);
+        if (!rc) {
+            k->status = 0;
+            k->pulled = true;
+            p->reads++;
+            p->read_bytes += k->size;
+            continue;
+        }
+        if (rc == CL_AGAIN) {
+            k->status = CL_AGAIN;
+            continue;
+        }
+        /* Any other failure: this request reads it over TCP. */
+        p->fallbacks++;
+        GKV_DEBUG("data plane: a pull from %s failed (%s): over TCP", owner->name,
+                  j->msg[0] ? j->msg : gkv_strerror(rc));
+        j->msg[0] = 0;
+        k->status = gkv_cl_fetch_tcp(j, k, owner);
+        if (k->status && k->status != CL_AGAIN) {
+            j->status = k->status;
+            return;
+        }
+    }
+}
+
+void gkv_cl_pull_done(gkv_cluster_t *cl, cl_job_t *j)
+{
+    for (uint32_t i = 0; i < j->nkeys; i++) {
+        cl_key_t *k = &j->keys[i];
+        if (!k->pulled)
+            continue;
+        k->pulled = false;
+        if (k->meta_len && gkv_store_entry_renew(cl->store, k->entry, k->meta, k->meta_len)) {
+            k->status = CL_AGAIN;
+            continue;
+        }
+        gkv_entry_t *holder;
+        gkv_cl_keep_replica(cl, k->entry, k->key, k->klen, k->version, &holder);
+    }
+}

@@ -1,0 +1,188 @@
+/* nixl_agent.c: this node's NIXL agent (nixl_agent.h). */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "error.h"
+#include "nixl_agent.h"
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+int gkv_nixl_agent_open(gkv_nixl_agent_t *a, const gkv_nixl_api_t *api, const char *name,
+                        char *why, size_t cap)
+{
+    memset(a, 0, sizeof(*a));
+    a->api = api;
+    snprintf(a->name, sizeof(a->name), "%s", name);
+    pthread_mutex_init(&a->lock, NULL);
+    if (api->create_agent(a->name, &a->agent) != GKV_NIXL_OK) {
+        snprintf(why, cap, "NIXL could not create its agent");
+        return GKV_EIO;
+    }
+    gkv_nixl_h mems = NULL, params = NULL;
+    int rc = api->get_plugin_params(a->agent, "UCX", &mems, &params);
+    if (rc == GKV_NIXL_OK)
+        rc = api->create_backend(a->agent, "UCX", params, &a->backend);
+    if (mems)
+        api->destroy_mem_list(mems);
+    if (params)
+        api->destroy_params(params);
+    if (rc != GKV_NIXL_OK) {
+        snprintf(why, cap, "NIXL has no UCX backend here (its plugin did not load)");
+        api->destroy_agent(a->agent);
+        a->agent = NULL;
+        return GKV_EIO;
+    }
+    return 0;
+}
+
+int gkv_nixl_agent_register(gkv_nixl_agent_t *a, void *addr, size_t len, int mem, uint64_t dev,
+                            char *why, size_t cap)
+{
+    const gkv_nixl_api_t *api = a->api;
+    gkv_nixl_h list = NULL;
+    if (a->nregs == GKV_NIXL_REGS || api->create_reg_dlist(mem, &list) != GKV_NIXL_OK) {
+        snprintf(why, cap, "NIXL: no registration list");
+        return GKV_EIO;
+    }
+    pthread_mutex_lock(&a->lock);
+    int rc = api->reg_dlist_add_desc(list, (uintptr_t)addr, len, dev, NULL, 0);
+    if (rc == GKV_NIXL_OK)
+        rc = api->register_mem(a->agent, list, NULL);
+    pthread_mutex_unlock(&a->lock);
+    if (rc != GKV_NIXL_OK) {
+        api->destroy_reg_dlist(list);
+        snprintf(why, cap, "NIXL refused to register %zu bytes of %s memory (status %d)", len,
+                 mem == GKV_NIXL_VRAM ? "GPU" : "host", rc);
+        return GKV_EIO;
+    }
+    a->regs[a->nregs++] = list;
+    return 0;
+}
+
+int gkv_nixl_agent_md(gkv_nixl_agent_t *a, void **md, size_t *len)
+{
+    pthread_mutex_lock(&a->lock);
+    int rc = a->api->get_local_md(a->agent, md, len);
+    pthread_mutex_unlock(&a->lock);
+    return rc == GKV_NIXL_OK ? 0 : GKV_EIO;
+}
+
+int gkv_nixl_agent_load(gkv_nixl_agent_t *a, const void *md, size_t len, char *name, size_t cap)
+{
+    char *got = NULL;
+    pthread_mutex_lock(&a->lock);
+    int rc = a->api->load_remote_md(a->agent, md, len, &got);
+    pthread_mutex_unlock(&a->lock);
+    if (rc != GKV_NIXL_OK || !got)
+        return GKV_EIO;
+    snprintf(name, cap, "%s", got);
+    free(got);
+    return 0;
+}
+
+void gkv_nixl_agent_forget(gkv_nixl_agent_t *a, const char *name)
+{
+    pthread_mutex_lock(&a->lock);
+    a->api->invalidate_remote_md(a->agent, name);
+    pthread_mutex_unlock(&a->lock);
+}
+
+/* A descriptor list of one buffer. NULL on failure. */
+static gkv_nixl_h one_desc(const gkv_nixl_api_t *api, int mem, uint64_t addr, size_t len,
+                           uint64_t dev)
+{
+    gkv_nixl_h l = NULL;
+    if (api->create_xfer_dlist(mem, &l) != GKV_NIXL_OK)
+        return NULL;
+    if (api->xfer_dlist_add_desc(l, (uintptr_t)addr, len, dev) != GKV_NIXL_OK) {
+        api->destroy_xfer_dlist(l);
+        return NULL;
+    }
+    return l;
+}
+
+int gkv_nixl_agent_write(gkv_nixl_agent_t *a, const char *peer, const void *addr, size_t len,
+                         int mem, uint64_t dev, uint64_t raddr, int rmem, uint64_t rdev,
+                         int timeout_ms, bool *stuck, char *why, size_t cap)
+{
+    const gkv_nixl_api_t *api = a->api;
+    *stuck = false;
+    gkv_nixl_h local = one_desc(api, mem, (uintptr_t)addr, len, dev);
+    gkv_nixl_h remote = one_desc(api, rmem, raddr, len, rdev);
+    gkv_nixl_h req = NULL;
+    int rc = local && remote ? GKV_NIXL_OK : -1;
+    pthread_mutex_lock(&a->lock);
+    if (rc == GKV_NIXL_OK)
+        rc = api->create_xfer_req(a->agent, GKV_NIXL_WRITE, local, remote, peer, &req, NULL);
+    if (rc == GKV_NIXL_OK)
+        rc = api->post_xfer_req(a->agent, req, NULL);
+    pthread_mutex_unlock(&a->lock);
+    if (local)
+        api->destroy_xfer_dlist(local);
+    if (remote)
+        api->destroy_xfer_dlist(remote);
+    int out = 0;
+    if (rc < 0) {
+        snprintf(why, cap, "NIXL refused the transfer (status %d: no zero-copy path?)", rc);
+        out = GKV_EIO;
+    } else {
+        /* Spin briefly (a chunk takes tens of microseconds on NVLink), then yield. */
+        uint64_t until = now_us() + (uint64_t)timeout_ms * 1000;
+        unsigned polls = 0;
+        while (rc == GKV_NIXL_IN_PROG) {
+            if (++polls > 64)
+                sched_yield();
+            pthread_mutex_lock(&a->lock);
+            rc = api->get_xfer_status(a->agent, req);
+            pthread_mutex_unlock(&a->lock);
+            if (rc == GKV_NIXL_IN_PROG && now_us() > until) {
+                snprintf(why, cap, "a NIXL transfer to %s did not finish in %d ms", peer,
+                         timeout_ms);
+                out = GKV_EUNAVAILABLE;
+                break;
+            }
+        }
+        if (!out && rc != GKV_NIXL_OK) {
+            snprintf(why, cap, "a NIXL transfer to %s failed (status %d)", peer, rc);
+            out = GKV_EUNAVAILABLE;
+        }
+    }
+    if (req) {
+        pthread_mutex_lock(&a->lock);
+        int rel = api->release_xfer_req(a->agent, req);
+        pthread_mutex_unlock(&a->lock);
+        if (rel != GKV_NIXL_OK && out) {
+            *stuck = true; /* still posted: its memory must stay as it is */
+            a->stuck++;
+        } else {
+            api->destroy_xfer_req(req);
+        }
+    }
+    return out;
+}
+
+void gkv_nixl_agent_close(gkv_nixl_agent_t *a)
+{
+    const gkv_nixl_api_t *api = a->api;
+    if (!api)
+        return;
+    for (unsigned i = 0; i < a->nregs; i++) {
+        api->deregister_mem(a->agent, a->regs[i], NULL);
+        api->destroy_reg_dlist(a->regs[i]);
+    }
+    a->nregs = 0;
+    if (a->backend)
+        api->destroy_backend(a->backend);
+    if (a->agent)
+        api->destroy_agent(a->agent);
+    a->agent = a->backend = NULL;
+    pthread_mutex_destroy(&a->lock);
+}

@@ -1,0 +1,389 @@
+/* plane.c: the data plane between nodes through NIXL (plane.h). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "log.h"
+#include "plane.h"
+
+/* Behind each arena's slots: a small area that other nodes' probes write into. */
+#define PROBE_BYTES 4096u
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static int open_arenas(gkv_plane_t *p, const gkv_plane_cfg_t *cfg)
+{
+    for (unsigned i = 0; i < cfg->nbes && i < GKV_MAX_DEVICES; i++) {
+        gkv_backend_t *be = cfg->bes[i];
+        gkv_plane_arena_t *a = &p->arena[i];
+        bool gpu = be->device >= 0;
+        if (!be->ops->arena_alloc) {
+            snprintf(p->why, sizeof(p->why), "the %s backend has no transfer arenas", be->name);
+            return GKV_ENOTSUP;
+        }
+        uint64_t size = cfg->arena_size ? cfg->arena_size : gpu ? (1ull << 30) : (64ull << 20);
+        uint64_t slot = size / 64;
+        slot = slot < GKV_PLANE_SLOT_MIN ? GKV_PLANE_SLOT_MIN
+               : slot > GKV_PLANE_SLOT_MAX ? GKV_PLANE_SLOT_MAX : slot & ~(uint64_t)4095;
+        if (size < 2 * slot)
+            size = 2 * slot;
+        size -= size % slot;
+        a->be = be;
+        a->mem = gpu ? GKV_NIXL_VRAM : GKV_NIXL_DRAM;
+        a->dev = gpu ? (uint64_t)be->device : 0;
+        if (be->ops->arena_alloc(be, size + PROBE_BYTES, &a->addr)) {
+            snprintf(p->why, sizeof(p->why), "no memory for a %" PRIu64 "-byte transfer arena on %s",
+                     size, be->gpu_name);
+            return GKV_EOOM;
+        }
+        a->size = size;
+        p->narenas = i + 1;
+        if (gkv_slots_init(&a->slots, a->addr, size, slot))
+            return GKV_ENOMEM;
+        char why[192];
+        if (gkv_nixl_agent_register(&p->agent, a->addr, size + PROBE_BYTES, a->mem, a->dev, why,
+                                    sizeof(why))) {
+            snprintf(p->why, sizeof(p->why), "%s", why);
+            return GKV_EIO;
+        }
+    }
+    return 0;
+}
+
+static void close_arenas(gkv_plane_t *p)
+{
+    for (unsigned i = 0; i < p->narenas; i++) {
+        gkv_plane_arena_t *a = &p->arena[i];
+        gkv_slots_fini(&a->slots);
+        if (a->addr)
+            a->be->ops->arena_free(a->be, a->addr, a->size + PROBE_BYTES);
+        a->addr = NULL;
+    }
+    p->narenas = 0;
+}
+
+int gkv_plane_open(gkv_plane_t *p, const gkv_plane_cfg_t *cfg)
+{
+    memset(p, 0, sizeof(*p));
+    pthread_mutex_init(&p->lock, NULL);
+    if (!cfg->nixl || !strcmp(cfg->nixl, "off")) {
+        snprintf(p->why, sizeof(p->why), "NIXL is off (--nixl off)");
+        return 0;
+    }
+    char why[256];
+    if (gkv_nixl_load(cfg->nixl, &p->api, why, sizeof(why))) {
+        snprintf(p->why, sizeof(p->why), "%s", why);
+        return 0;
+    }
+    if (gkv_nixl_agent_open(&p->agent, &p->api, cfg->agent, why, sizeof(why))) {
+        snprintf(p->why, sizeof(p->why), "%s", why);
+        gkv_nixl_unload(&p->api);
+        return 0;
+    }
+    if (open_arenas(p, cfg)) {
+        gkv_nixl_agent_close(&p->agent);
+        close_arenas(p);
+        gkv_nixl_unload(&p->api);
+        return 0;
+    }
+    p->on = true;
+    GKV_INFO("data plane: NIXL %s from %s, %u arena(s) of %" PRIu64 " MiB in %" PRIu64
+             " MiB chunks (%s memory)",
+             p->api.version[0] ? p->api.version : "(version unknown)", p->api.lib, p->narenas,
+             p->arena[0].size >> 20, p->arena[0].slots.slot_size >> 20,
+             p->arena[0].mem == GKV_NIXL_VRAM ? "GPU" : "host");
+    return 0;
+}
+
+void gkv_plane_close(gkv_plane_t *p)
+{
+    if (p->on) {
+        gkv_nixl_agent_close(&p->agent);
+        close_arenas(p);
+        gkv_nixl_unload(&p->api);
+        p->on = false;
+    }
+    free(p->peers);
+    p->peers = NULL;
+    p->npeers = p->cap = 0;
+    pthread_mutex_destroy(&p->lock);
+}
+
+int gkv_plane_hello(gkv_plane_t *p, void **md, size_t *md_len, uint8_t *arenas, size_t *alen)
+{
+    if (!p->on || gkv_nixl_agent_md(&p->agent, md, md_len))
+        return GKV_EIO;
+    *alen = 0;
+    for (unsigned i = 0; i < p->narenas; i++) {
+        const gkv_plane_arena_t *a = &p->arena[i];
+        uint8_t *r = arenas + *alen;
+        put64(r, (uint64_t)(uintptr_t)a->addr);
+        put64(r + 8, a->size);
+        put64(r + 16, a->slots.slot_size);
+        put64(r + 24, (a->dev & 0xffffffffu) | ((uint64_t)a->mem << 32));
+        *alen += GKV_PLANE_ARENA_REC;
+    }
+    return 0;
+}
+
+/* The peer named node (lock held), or NULL; create: added when missing (NULL: no memory). */
+static gkv_plane_peer_t *peer_of(gkv_plane_t *p, const char *node, int64_t inc, bool create)
+{
+    for (size_t i = 0; i < p->npeers; i++)
+        if (!strcmp(p->peers[i].node, node)) {
+            gkv_plane_peer_t *q = &p->peers[i];
+            if (q->inc != inc) {
+                if (!create)
+                    return NULL;
+                if (q->agent[0])
+                    gkv_nixl_agent_forget(&p->agent, q->agent);
+                memset(q, 0, sizeof(*q));
+                snprintf(q->node, sizeof(q->node), "%s", node);
+                q->inc = inc;
+            }
+            return q;
+        }
+    if (!create)
+        return NULL;
+    if (p->npeers == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 8;
+        gkv_plane_peer_t *n = realloc(p->peers, cap * sizeof(*n));
+        if (!n)
+            return NULL;
+        p->peers = n;
+        p->cap = cap;
+    }
+    gkv_plane_peer_t *q = &p->peers[p->npeers++];
+    memset(q, 0, sizeof(*q));
+    snprintf(q->node, sizeof(q->node), "%s", node);
+    q->inc = inc;
+    return q;
+}
+
+int gkv_plane_take_hello(gkv_plane_t *p, const char *node, int64_t inc, const void *md,
+                         size_t md_len, const uint8_t *arenas, size_t alen, char *why,
+                         size_t cap)
+{
+    if (!p->on) {
+        snprintf(why, cap, "%s", p->why);
+        return GKV_ENOTSUP;
+    }
+    if (!md_len || !alen || alen % GKV_PLANE_ARENA_REC || alen / GKV_PLANE_ARENA_REC > GKV_MAX_DEVICES) {
+        snprintf(why, cap, "a PLANE needs the agent's metadata and 1 to %d arenas", GKV_MAX_DEVICES);
+        return GKV_EINVAL;
+    }
+    gkv_plane_remote_t r[GKV_MAX_DEVICES];
+    unsigned n = (unsigned)(alen / GKV_PLANE_ARENA_REC);
+    for (unsigned i = 0; i < n; i++) {
+        const uint8_t *b = arenas + i * GKV_PLANE_ARENA_REC;
+        uint64_t kind = get64(b + 24);
+        r[i] = (gkv_plane_remote_t){.addr = get64(b), .size = get64(b + 8),
+                                    .slot_size = get64(b + 16), .dev = kind & 0xffffffffu,
+                                    .mem = (int)(kind >> 32)};
+        if ((r[i].mem != GKV_NIXL_DRAM && r[i].mem != GKV_NIXL_VRAM) || !r[i].slot_size ||
+            r[i].slot_size > GKV_PLANE_SLOT_MAX || r[i].size < r[i].slot_size ||
+            r[i].addr + r[i].size + PROBE_BYTES < r[i].addr) {
+            snprintf(why, cap, "a PLANE arena record is malformed");
+            return GKV_EINVAL;
+        }
+    }
+    char agent[128];
+    if (gkv_nixl_agent_load(&p->agent, md, md_len, agent, sizeof(agent))) {
+        snprintf(why, cap, "NIXL could not load the agent's metadata of %s", node);
+        return GKV_EIO;
+    }
+    pthread_mutex_lock(&p->lock);
+    gkv_plane_peer_t *q = peer_of(p, node, inc, true);
+    if (q) {
+        if (q->agent[0] && strcmp(q->agent, agent))
+            gkv_nixl_agent_forget(&p->agent, q->agent);
+        snprintf(q->agent, sizeof(q->agent), "%s", agent);
+        memcpy(q->arenas, r, n * sizeof(r[0]));
+        q->narenas = n;
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (!q) {
+        snprintf(why, cap, "no memory for another node's plane");
+        return GKV_ENOMEM;
+    }
+    /* The probe: from our first arena's probe area into theirs, emulation off. */
+    const gkv_plane_arena_t *a = &p->arena[0];
+    bool stuck;
+    int rc = gkv_nixl_agent_write(&p->agent, agent, (uint8_t *)a->addr + a->size, PROBE_BYTES,
+                                  a->mem, a->dev, r[0].addr + r[0].size, r[0].mem, r[0].dev, 2000,
+                                  &stuck, why, cap);
+    if (rc)
+        p->probes_failed++;
+    return rc;
+}
+
+void gkv_plane_set_state(gkv_plane_t *p, const char *node, int64_t inc, bool ok, const char *why)
+{
+    pthread_mutex_lock(&p->lock);
+    gkv_plane_peer_t *q = peer_of(p, node, inc, true);
+    if (q) {
+        int was = q->state;
+        q->state = ok ? GKV_PLANE_NIXL : GKV_PLANE_TCP;
+        snprintf(q->why, sizeof(q->why), "%s", ok ? "" : why);
+        if (was != q->state) {
+            if (ok)
+                GKV_INFO("data plane: reads from %s go through NIXL", node);
+            else
+                GKV_WARN("data plane: reads from %s go over TCP: %s", node, why);
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
+int gkv_plane_state(gkv_plane_t *p, const char *node, int64_t inc, bool *ask)
+{
+    *ask = false;
+    if (!p->on)
+        return GKV_PLANE_TCP;
+    pthread_mutex_lock(&p->lock);
+    gkv_plane_peer_t *q = peer_of(p, node, inc, true);
+    int state = q ? q->state : GKV_PLANE_TCP;
+    if (q && !q->asked) {
+        q->asked = true;
+        *ask = true;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return state;
+}
+
+void gkv_plane_keep_only(gkv_plane_t *p, const char *const *names, const int64_t *incs, size_t n)
+{
+    pthread_mutex_lock(&p->lock);
+    for (size_t i = 0; i < p->npeers;) {
+        bool keep = false;
+        for (size_t k = 0; k < n && !keep; k++)
+            keep = !strcmp(names[k], p->peers[i].node) && incs[k] == p->peers[i].inc;
+        if (keep) {
+            i++;
+            continue;
+        }
+        if (p->on && p->peers[i].agent[0])
+            gkv_nixl_agent_forget(&p->agent, p->peers[i].agent);
+        p->peers[i] = p->peers[--p->npeers];
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
+int gkv_plane_dest(gkv_plane_t *p, const char *node, int64_t inc, unsigned idx, uint64_t off,
+                   uint64_t len, gkv_plane_remote_t *dst, char *agent, size_t cap)
+{
+    int rc = GKV_EUNAVAILABLE;
+    pthread_mutex_lock(&p->lock);
+    gkv_plane_peer_t *q = peer_of(p, node, inc, false);
+    if (q && q->agent[0]) {
+        rc = GKV_EINVAL;
+        if (idx < q->narenas && len && len <= q->arenas[idx].slot_size &&
+            off <= q->arenas[idx].size && len <= q->arenas[idx].size - off) {
+            *dst = q->arenas[idx];
+            snprintf(agent, cap, "%s", q->agent);
+            rc = 0;
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+uint64_t gkv_plane_chunk(gkv_plane_t *p, const char *node, unsigned dev)
+{
+    uint64_t ours = dev < p->narenas ? p->arena[dev].slots.slot_size : 0;
+    uint64_t theirs = 0;
+    pthread_mutex_lock(&p->lock);
+    for (size_t i = 0; i < p->npeers; i++)
+        if (!strcmp(p->peers[i].node, node))
+            for (unsigned k = 0; k < p->peers[i].narenas; k++)
+                if (!theirs || p->peers[i].arenas[k].slot_size < theirs)
+                    theirs = p->peers[i].arenas[k].slot_size;
+    pthread_mutex_unlock(&p->lock);
+    /* The owner stages a chunk in one of its slots: a chunk fits the smallest of theirs. */
+    return !theirs || ours < theirs ? ours : theirs;
+}
+
+int gkv_plane_send(gkv_plane_t *p, unsigned dev, gkv_devptr_t v, uint64_t off, uint64_t len,
+                   const char *agent, const gkv_plane_remote_t *dst, uint64_t doff,
+                   int timeout_ms, char *why, size_t cap)
+{
+    if (dev >= p->narenas) {
+        snprintf(why, cap, "no transfer arena on that device");
+        return GKV_EIO;
+    }
+    gkv_plane_arena_t *a = &p->arena[dev];
+    if (len > a->slots.slot_size) {
+        snprintf(why, cap, "a chunk larger than this node's arena slots");
+        return GKV_EINVAL;
+    }
+    uint32_t slot;
+    if (!gkv_slots_take(&a->slots, 1, &slot, timeout_ms)) {
+        snprintf(why, cap, "no room in this node's transfer arena in time");
+        return GKV_EUNAVAILABLE;
+    }
+    uint8_t *buf = gkv_slot_addr(&a->slots, slot);
+    int rc = a->be->ops->arena_copy(a->be, v, off, buf, (size_t)len, 0);
+    bool stuck = false;
+    if (rc)
+        snprintf(why, cap, "copying a chunk into the transfer arena failed");
+    else
+        rc = gkv_nixl_agent_write(&p->agent, agent, buf, (size_t)len, a->mem, a->dev,
+                                  dst->addr + doff, dst->mem, dst->dev, timeout_ms, &stuck, why,
+                                  cap);
+    gkv_slots_give(&a->slots, &slot, 1, stuck);
+    if (!rc) {
+        p->chunks_sent++;
+        p->bytes_sent += len;
+    }
+    return rc;
+}
+
+int gkv_plane_info(gkv_plane_t *p, char *buf, size_t cap)
+{
+    uint32_t taken = 0, retired = 0, slots = 0;
+    for (unsigned i = 0; i < p->narenas; i++) {
+        taken += p->arena[i].slots.taken;
+        retired += p->arena[i].slots.retired;
+        slots += p->arena[i].slots.nslots;
+    }
+    int n = snprintf(buf, cap,
+                     "data_plane:%s\r\ndata_plane_why:%s\r\nnixl_version:%s\r\n"
+                     "nixl_arenas:%u\r\nnixl_arena_bytes:%" PRIu64 "\r\nnixl_chunk_bytes:%" PRIu64
+                     "\r\nnixl_slots:%u\r\nnixl_slots_in_use:%u\r\nnixl_slots_retired:%u\r\n"
+                     "nixl_reads:%" PRIu64 "\r\nnixl_read_bytes:%" PRIu64
+                     "\r\nnixl_fallbacks:%" PRIu64 "\r\nnixl_chunks_sent:%" PRIu64
+                     "\r\nnixl_bytes_sent:%" PRIu64 "\r\nnixl_probes_failed:%" PRIu64 "\r\n",
+                     p->on ? "nixl" : "tcp", p->on ? "" : p->why,
+                     p->on && p->api.version[0] ? p->api.version : "", p->narenas,
+                     p->narenas ? p->arena[0].size : 0,
+                     p->narenas ? p->arena[0].slots.slot_size : 0, slots, taken, retired,
+                     (uint64_t)p->reads, (uint64_t)p->read_bytes, (uint64_t)p->fallbacks,
+                     (uint64_t)p->chunks_sent, (uint64_t)p->bytes_sent,
+                     (uint64_t)p->probes_failed);
+    return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
+const char *gkv_plane_word(gkv_plane_t *p, const char *node, int64_t inc)
+{
+    const char *w = p->on ? "unknown" : "tcp";
+    pthread_mutex_lock(&p->lock);
+    gkv_plane_peer_t *q = p->on ? peer_of(p, node, inc, false) : NULL;
+    if (q && q->state)
+        w = q->state == GKV_PLANE_NIXL ? "nixl" : "tcp";
+    pthread_mutex_unlock(&p->lock);
+    return w;
+}

@@ -1,0 +1,121 @@
+/* plane.h: the data plane between cluster nodes through NIXL (docs/cluster.md, "Data plane"):
+ * this node's agent, its transfer arenas (one per device of the store, registered with NIXL
+ * once at start) and what it knows of every other node's plane: whether NIXL reaches it, its
+ * agent and its arenas. Values never leave their pools for NIXL: an owner copies a chunk of
+ * the value into a slot of its arena and writes it into a slot of the reader's arena, and the
+ * reader copies it into the value's new memory (backend.h arena_copy), while the next chunks
+ * are on their way. Where NIXL is missing or no zero-copy path joins two nodes, the cluster's
+ * TCP path is used, and the reason is kept for INFO and the log. Thread-safe. */
+#ifndef GKV_PLANE_PLANE_H
+#define GKV_PLANE_PLANE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "nixl_agent.h"
+#include "node.h"
+#include "slots.h"
+
+/* A chunk (an arena slot) is the arena's 1/64th, within these bounds. */
+#define GKV_PLANE_SLOT_MIN (1u << 20)
+#define GKV_PLANE_SLOT_MAX (32u << 20)
+/* How many chunks one read keeps in flight at most. */
+#define GKV_PLANE_DEPTH 8
+#define GKV_PLANE_PEER_NAME 64
+
+typedef struct {
+    gkv_backend_t *be; /* borrowed: the store's device */
+    void *addr;
+    uint64_t size;
+    int mem;      /* GKV_NIXL_DRAM / GKV_NIXL_VRAM */
+    uint64_t dev; /* NIXL's device id: the CUDA ordinal, 0 for host memory */
+    gkv_slots_t slots;
+} gkv_plane_arena_t;
+
+/* Another node's arena, as its PLANE said. */
+typedef struct {
+    uint64_t addr, size, slot_size, dev;
+    int mem;
+} gkv_plane_remote_t;
+
+enum { GKV_PLANE_UNKNOWN = 0, GKV_PLANE_NIXL, GKV_PLANE_TCP };
+
+typedef struct {
+    char node[GKV_PLANE_PEER_NAME + 1];
+    int64_t inc;
+    int state;            /* for reads from this node (it writes to us): GKV_PLANE_* */
+    char agent[128];      /* its agent, loaded here ("" until its PLANE came) */
+    gkv_plane_remote_t arenas[GKV_MAX_DEVICES];
+    unsigned narenas;
+    char why[192];        /* TCP: why */
+    bool asked;           /* our PLANE to it is out or done */
+} gkv_plane_peer_t;
+
+typedef struct {
+    const char *nixl;     /* --nixl: "off", "auto" or a path */
+    uint64_t arena_size;  /* per device; 0: 1 GiB on GPUs, 64 MiB on the host backend */
+    gkv_backend_t **bes;  /* the store's devices, borrowed */
+    unsigned nbes;
+    const char *agent;    /* this node's agent name (unique: node name and a random number) */
+} gkv_plane_cfg_t;
+
+typedef struct {
+    bool on;          /* NIXL loaded, agent and arenas registered */
+    char why[256];    /* off: why */
+    gkv_nixl_api_t api;
+    gkv_nixl_agent_t agent;
+    gkv_plane_arena_t arena[GKV_MAX_DEVICES];
+    unsigned narenas;
+    pthread_mutex_t lock; /* peers */
+    gkv_plane_peer_t *peers;
+    size_t npeers, cap;
+    _Atomic uint64_t reads, read_bytes;   /* remote reads that came through NIXL, bytes */
+    _Atomic uint64_t fallbacks;           /* reads that fell back to TCP after NIXL failed */
+    _Atomic uint64_t chunks_sent, bytes_sent; /* chunks written to readers through NIXL */
+    _Atomic uint64_t probes_failed;
+} gkv_plane_t;
+
+/* Loads NIXL (unless cfg->nixl is "off"), creates the agent and registers an arena per
+ * device. Never fails the daemon: p->on says whether the plane runs, p->why why not.
+ * Returns 0 or GKV_ENOMEM. */
+int gkv_plane_open(gkv_plane_t *p, const gkv_plane_cfg_t *cfg);
+void gkv_plane_close(gkv_plane_t *p);
+
+/* This node's PLANE fields: the agent's metadata and the arenas. Returns 0 or GKV_EIO. md is
+ * malloc'd (the caller frees it); arenas holds GKV_PLANE_ARENA_REC bytes per arena. */
+int gkv_plane_hello(gkv_plane_t *p, void **md, size_t *md_len, uint8_t *arenas, size_t *alen);
+/* A PLANE from node (inc): loads its agent, keeps its arenas and probes a NIXL write into
+ * its first arena. Returns 0 (NIXL works towards it) or a code with why (cap bytes). On a
+ * worker thread. */
+int gkv_plane_take_hello(gkv_plane_t *p, const char *node, int64_t inc, const void *md,
+                         size_t md_len, const uint8_t *arenas, size_t alen, char *why,
+                         size_t cap);
+/* Our PLANE to node was answered: reads from it go through NIXL (ok) or TCP (why). */
+void gkv_plane_set_state(gkv_plane_t *p, const char *node, int64_t inc, bool ok, const char *why);
+/* For reads from node at inc: GKV_PLANE_NIXL or not; marks it asked (returns true in *ask
+ * the first time, when a PLANE should be sent). */
+int gkv_plane_state(gkv_plane_t *p, const char *node, int64_t inc, bool *ask);
+/* Forgets the nodes that are not in names/incs (n of them): they left. */
+void gkv_plane_keep_only(gkv_plane_t *p, const char *const *names, const int64_t *incs, size_t n);
+/* Where a STAGE from node writes (its arena idx, at off, len bytes): *raddr etc. Returns 0, or
+ * GKV_EINVAL when that is not inside an arena it told us of, or GKV_EUNAVAILABLE when its
+ * agent is not loaded here. agent (cap bytes) gets its agent's name. */
+int gkv_plane_dest(gkv_plane_t *p, const char *node, int64_t inc, unsigned idx, uint64_t off,
+                   uint64_t len, gkv_plane_remote_t *dst, char *agent, size_t cap);
+/* The chunk size reads from node use: the smaller of its arenas' slot and ours (dev). */
+uint64_t gkv_plane_chunk(gkv_plane_t *p, const char *node, unsigned dev);
+/* Owner side, on a worker: copies len bytes of value memory (be, v, off) into a slot of our
+ * arena dev and writes them to agent's memory at dst + doff. Returns 0, GKV_EUNAVAILABLE
+ * (no slot or the transfer did not finish in time) or GKV_EIO, with why. */
+int gkv_plane_send(gkv_plane_t *p, unsigned dev, gkv_devptr_t v, uint64_t off, uint64_t len,
+                   const char *agent, const gkv_plane_remote_t *dst, uint64_t doff,
+                   int timeout_ms, char *why, size_t cap);
+/* Writes INFO lines (data_plane, nixl, arenas, counters) into buf. Returns its length or -1. */
+int gkv_plane_info(gkv_plane_t *p, char *buf, size_t cap);
+/* A member's plane in a word, for INFO's member lines: "nixl", "tcp" or "unknown". */
+const char *gkv_plane_word(gkv_plane_t *p, const char *node, int64_t inc);
+
+#endif
