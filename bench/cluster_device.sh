@@ -8,18 +8,7 @@
 # a one-node cluster against no cluster (interleave.sh, A: off, B: a one-node cluster).
 set -uo pipefail
 out=${OUT:-/tmp}
-lib=/opt/deps/usr/lib/x86_64-linux-gnu
-sed -i 's#=/usr/#=/opt/deps/usr/#' "$lib/pkgconfig/libcjson.pc"
-sed -i 's#=/usr/include#=/opt/deps/usr/include#' "$lib/pkgconfig/libcurl.pc"
-sys=$(ls /usr/lib/x86_64-linux-gnu/libcurl.so.4 /usr/lib/x86_64-linux-gnu/libcurl-gnutls.so.4 2>/dev/null | head -1)
-[ -n "$sys" ] && ln -sf "$sys" "$lib/libcurl.so.4" && ln -sf libcurl.so.4 "$lib/libcurl.so"
-site=/tmp/gkv-site
-python3 -m pip install -q --no-index --no-deps --no-build-isolation --upgrade --target "$site" \
-    ./client/python >"$out/python-install.log" 2>&1 || echo "python install failed"
-export PYTHONPATH=$site
-cmake -S . -B /tmp/after -G Ninja -DGKV_WITH_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
-    -DGKV_BUILD_TESTS=ON -DGKV_PYTHON="$(command -v python3)" >"$out/configure.log" 2>&1 &&
-    cmake --build /tmp/after -j "$(nproc)" >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+source "$(dirname "$0")/device_setup.sh" || exit 1
 if [ "${GKV_COST_ONLY:-0}" != 1 ]; then # GKV_COST_ONLY=1: the one-node cost alone
     (cd /tmp/after && timeout 480 ctest -L gpu --output-on-failure >"$out/ctest-gpu.log" 2>&1)
     grep -E "tests passed|tests failed" "$out/ctest-gpu.log"

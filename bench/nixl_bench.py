@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""nixl_bench.py: issue 35's figures, side by side in one run on a machine with two GPUs.
+Two clusters of two nodes each, with one etcd: in each, node a (GPU 0) owns the values and
+node b (GPU 1) reads them; one cluster moves values through NIXL (--nixl PATH), the other over
+TCP (--nixl off). A remote read is timed from the request until a local client holds a MAP of
+the value on GPU 1 (b pulled it into its own memory). The reference: cudaMemcpyPeerAsync of the
+same bytes from GPU 0 to GPU 1 in one process (the link's ceiling). Also: the first read from a
+new peer against the steady state, and 16 concurrent readers of 64 MiB values.
+
+Usage: nixl_bench.py GPUKVD NIXL_PATH [--sizes 1M,64M,1G] [--rounds 5]
+Needs etcd on PATH, CuPy and the gpukv package. Prints Markdown tables."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "cluster"))
+from cluster_fixture import Etcd, free_port, wait_for  # noqa: E402
+
+import cupy  # noqa: E402
+import gpukv  # noqa: E402
+
+
+def size_arg(s: str) -> int:
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(s[:-1]) * mult[s[-1]] if s[-1] in mult else int(s)
+
+
+def start(root, daemon, etcd, cluster, name, gpu, token, nixl):
+    sock, port = os.path.join(root, f"{cluster}-{name}.sock"), free_port()
+    log = open(os.path.join(root, f"{cluster}-{name}.log"), "ab")
+    p = subprocess.Popen([daemon, "--backend", "cuda", "--device", str(gpu), "--maxmemory", "20G",
+                          "--max-value-size", "2G", "--socket", sock,
+                          "--listen", f"127.0.0.1:{port}", "--auth-token-file", token,
+                          "--cluster", f"etcd://{etcd.endpoint}", "--cluster-name", cluster,
+                          "--node-name", name, "--nixl", nixl],
+                         stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+    wait_for(lambda: os.path.exists(sock) or p.poll() is not None, 60, f"{name}'s socket")
+    return p, sock
+
+
+def peer_copy(size: int, rounds: int) -> float:
+    """GB/s of cudaMemcpyPeerAsync GPU 0 -> GPU 1 (median of rounds), in this process."""
+    with cupy.cuda.Device(0):
+        src = cupy.ones(size, dtype=cupy.uint8)
+    with cupy.cuda.Device(1):
+        dst = cupy.empty(size, dtype=cupy.uint8)
+        s = cupy.cuda.Stream(non_blocking=True)
+        times = []
+        for _ in range(rounds + 1):
+            t0 = time.perf_counter()
+            cupy.cuda.runtime.memcpyPeerAsync(dst.data.ptr, 1, src.data.ptr, 0, size, s.ptr)
+            s.synchronize()
+            times.append(time.perf_counter() - t0)
+    del src, dst
+    return size / statistics.median(times[1:]) / 1e9
+
+
+def remote_read(ca, cb, key, arr, check=False) -> float:
+    """Seconds for b to MAP a value a has just rewritten (a pull into b, then the mapping)."""
+    ca.set_from_device(key, arr)  # a new version: b must pull it
+    t0 = time.perf_counter()
+    m = cb.map(key)
+    dt = time.perf_counter() - t0
+    if check:
+        with cupy.cuda.Device(1):
+            got = cupy.asarray(m)
+            want = cupy.empty_like(got)
+            cupy.cuda.runtime.memcpyPeer(want.data.ptr, 1, arr.data.ptr, 0, arr.nbytes)
+            assert bool((got == want).all()), f"{key}: the bytes differ"
+            del got, want
+    m.close()
+    return dt
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("daemon")
+    ap.add_argument("nixl")
+    ap.add_argument("--sizes", default="1M,64M,1G")
+    ap.add_argument("--rounds", type=int, default=5)
+    a = ap.parse_args()
+    root = tempfile.mkdtemp(prefix="gkv-nixlbench-")
+    os.chmod(root, 0o700)
+    token = os.path.join(root, "token")
+    with open(token, "w") as f:
+        f.write("bench-token-0123456789abcdef0123\n")
+    os.chmod(token, 0o600)
+    os.environ["GPUKV_TOKEN_FILE"] = token
+    etcd = Etcd(root)
+    etcd.start()
+    procs, clients = [], {}
+    try:
+        for cluster, nixl in (("nixl", a.nixl), ("tcp", "off")):
+            pa, sa = start(root, a.daemon, etcd, cluster, "a", 0, token, nixl)
+            pb, sb = start(root, a.daemon, etcd, cluster, "b", 1, token, nixl)
+            procs += [pa, pb]
+            clients[cluster] = (gpukv.Client(f"unix:{sa}"), gpukv.Client(f"unix:{sb}"))
+        for cluster, (ca, cb) in clients.items():
+            wait_for(lambda: cb.info("cluster")["members"] == 2, 30, f"{cluster}: two members")
+        wait_for(lambda: clients["nixl"][1].info("cluster").get("member0", "").endswith("plane=nixl")
+                 or clients["nixl"][1].info("cluster").get("member1", "").endswith("plane=nixl"),
+                 30, "the NIXL plane between a and b")
+        time.sleep(2)  # past the settling after the join
+        info = clients["nixl"][1].info("cluster")
+        print(f"\nnode b (nixl): data_plane {info['data_plane']} ({info['data_plane_why']}), "
+              f"nixl {info['nixl_version']}, arena {info['nixl_arena_bytes'] >> 20} MiB, "
+              f"chunk {info['nixl_chunk_bytes'] >> 20} MiB")
+        for k in ("member0", "member1"):
+            print(f"  {k}: {info[k]}")
+        with cupy.cuda.Device(0):
+            arrs = {s: cupy.random.randint(0, 255, size_arg(s), dtype=cupy.uint8)
+                    for s in a.sizes.split(",")}
+        # The first read from a new peer (b has read nothing from a yet), 64 MiB.
+        ca, cb = clients["nixl"]
+        with cupy.cuda.Device(0):
+            first_arr = cupy.random.randint(0, 255, 64 << 20, dtype=cupy.uint8)
+        first = remote_read(ca, cb, "first", first_arr, check=True)
+        steady = statistics.median(remote_read(ca, cb, "first", first_arr) for _ in range(a.rounds))
+        print(f"\nfirst read from a new peer, 64 MiB: {first * 1e3:.2f} ms; steady state "
+              f"{steady * 1e3:.2f} ms ({first / steady:.2f}x)")
+        print("\n| size | cudaMemcpyPeerAsync GB/s | remote read via NIXL GB/s | via TCP GB/s "
+              "| NIXL / peer copy | NIXL / TCP |")
+        print("|---|---|---|---|---|---|")
+        for s, arr in arrs.items():
+            size = arr.nbytes
+            peer = peer_copy(size, a.rounds)
+            res = {}
+            for cluster, (ca, cb) in clients.items():
+                remote_read(ca, cb, f"v{s}", arr, check=True)
+                n = a.rounds if cluster == "nixl" or size < (1 << 30) else 2
+                res[cluster] = size / statistics.median(
+                    remote_read(ca, cb, f"v{s}", arr) for _ in range(n)) / 1e9
+            print(f"| {s} | {peer:.1f} | {res['nixl']:.1f} | {res['tcp']:.2f} | "
+                  f"{res['nixl'] / peer:.2f} | {res['nixl'] / res['tcp']:.1f} |")
+        # 16 concurrent readers of 64 MiB values (1 GiB in all).
+        ca, cb = clients["nixl"]
+        n, size = 16, 64 << 20
+        with cupy.cuda.Device(0):
+            vals = [cupy.random.randint(0, 255, size, dtype=cupy.uint8) for _ in range(n)]
+        sock_b = cb.url
+        walls = []
+        for rnd in range(a.rounds):
+            for i in range(n):
+                ca.set_from_device(f"conc/{i}", vals[i])
+            readers = [gpukv.Client(sock_b) for _ in range(n)]
+            go = threading.Barrier(n + 1)
+            errs = []
+
+            def read(i):
+                go.wait()
+                try:
+                    readers[i].map(f"conc/{i}").close()
+                except Exception as e:  # noqa: BLE001
+                    errs.append(e)
+            ts = [threading.Thread(target=read, args=(i,)) for i in range(n)]
+            for t in ts:
+                t.start()
+            go.wait()
+            t0 = time.perf_counter()
+            for t in ts:
+                t.join()
+            walls.append(time.perf_counter() - t0)
+            for r in readers:
+                r.close()
+            assert not errs, errs
+        agg = n * size / statistics.median(walls) / 1e9
+        peer = peer_copy(n * size, a.rounds)
+        print(f"\n16 concurrent readers of 64 MiB (1 GiB in all) through NIXL: {agg:.1f} GB/s "
+              f"aggregate; cudaMemcpyPeerAsync of 1 GiB {peer:.1f} GB/s ({agg / peer:.2f}x)")
+        for cluster, (ca, cb) in clients.items():
+            i = cb.info("cluster")
+            print(f"{cluster} node b: nixl_reads {i['nixl_reads']}, nixl_read_bytes "
+                  f"{i['nixl_read_bytes']}, nixl_fallbacks {i['nixl_fallbacks']}, "
+                  f"remote_reads {i['remote_reads']}, slots in use {i['nixl_slots_in_use']}")
+    finally:
+        for ca, cb in clients.values():
+            ca.close()
+            cb.close()
+        for p in procs:
+            p.terminate()
+            p.wait(30)
+        etcd.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# bench/nixl_device.sh: issue 35 on a GPU machine with two GPUs (nvidia-h200-x2 or
+# nvidia-h100-x2), after `../shared/device/stage.sh` (with etcd-server, libcjson1, libcjson-dev
+# and libcurl4-openssl-dev in .device/debs/) and with NIXL packed by bench/nixl_pack.py into
+# .nixl/nixl-site.tar.xz (carry .device and .nixl):
+#   source .device/env.sh && bench/nixl_device.sh
+# Builds (device_setup.sh), runs ctest -L gpu, then nixl_bench.py: remote reads through NIXL
+# and over TCP against cudaMemcpyPeerAsync, the first read of a new peer, 16 readers at once.
+set -uo pipefail
+out=${OUT:-/tmp}
+source "$(dirname "$0")/device_setup.sh" || exit 1
+mkdir -p /tmp/nixl && tar xJf .nixl/nixl-site.tar.xz -C /tmp/nixl || exit 1
+nvidia-smi topo -m >"$out/topo.txt" 2>&1
+if [ "${GKV_BENCH_ONLY:-0}" != 1 ]; then
+    (cd /tmp/after && timeout 420 ctest -L gpu --output-on-failure >"$out/ctest-gpu.log" 2>&1)
+    grep -E "tests passed|tests failed" "$out/ctest-gpu.log"
+fi
+PYTHONUNBUFFERED=1 timeout 420 python3 bench/nixl_bench.py /tmp/after/server/gpukvd /tmp/nixl/site \
+    ${GKV_NIXL_BENCH_ARGS:-} 2>&1 | tee "$out/nixl_bench.md"
+for f in /tmp/gkv-nixlbench-*/*.log; do echo "== $f"; grep -iE "plane|nixl|error|warn" "$f" | head -20; done >"$out/daemon-logs.txt" 2>&1
