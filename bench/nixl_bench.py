@@ -42,13 +42,23 @@ def start(root, daemon, etcd, cluster, name, gpu, token, nixl):
                           "--listen", f"127.0.0.1:{port}", "--auth-token-file", token,
                           "--cluster", f"etcd://{etcd.endpoint}", "--cluster-name", cluster,
                           "--node-name", name, "--nixl", nixl],
-                         stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+                         stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                         env=dict(os.environ, **({"UCX_PROTO_INFO": "y"}
+                                                 if os.environ.get("GKV_UCX_INFO") else {})))
     wait_for(lambda: os.path.exists(sock) or p.poll() is not None, 60, f"{name}'s socket")
     return p, sock
 
 
 def peer_copy(size: int, rounds: int) -> float:
-    """GB/s of cudaMemcpyPeerAsync GPU 0 -> GPU 1 (median of rounds), in this process."""
+    """GB/s of cudaMemcpyPeerAsync GPU 0 -> GPU 1 (median of rounds), in this process, with
+    peer access enabled (NVLink where the GPUs have it)."""
+    for d, other in ((0, 1), (1, 0)):
+        with cupy.cuda.Device(d):
+            if cupy.cuda.runtime.deviceCanAccessPeer(d, other):
+                try:
+                    cupy.cuda.runtime.deviceEnablePeerAccess(other)
+                except cupy.cuda.runtime.CUDARuntimeError:
+                    pass  # enabled already
     with cupy.cuda.Device(0):
         src = cupy.ones(size, dtype=cupy.uint8)
     with cupy.cuda.Device(1):
@@ -77,7 +87,7 @@ def remote_read(ca, cb, key, arr, check=False) -> float:
             cupy.cuda.runtime.memcpyPeer(want.data.ptr, 1, arr.data.ptr, 0, arr.nbytes)
             assert bool((got == want).all()), f"{key}: the bytes differ"
             del got, want
-    m.close()
+    m.unmap()
     return dt
 
 
@@ -87,6 +97,8 @@ def main() -> int:
     ap.add_argument("nixl")
     ap.add_argument("--sizes", default="1M,64M,1G")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--nixl-only", action="store_true",
+                    help="no TCP cluster, no first read or concurrent readers (tuning runs)")
     a = ap.parse_args()
     root = tempfile.mkdtemp(prefix="gkv-nixlbench-")
     os.chmod(root, 0o700)
@@ -99,7 +111,7 @@ def main() -> int:
     etcd.start()
     procs, clients = [], {}
     try:
-        for cluster, nixl in (("nixl", a.nixl), ("tcp", "off")):
+        for cluster, nixl in (("nixl", a.nixl),) + ((("tcp", "off"),) if not a.nixl_only else ()):
             pa, sa = start(root, a.daemon, etcd, cluster, "a", 0, token, nixl)
             pb, sb = start(root, a.daemon, etcd, cluster, "b", 1, token, nixl)
             procs += [pa, pb]
@@ -119,14 +131,20 @@ def main() -> int:
         with cupy.cuda.Device(0):
             arrs = {s: cupy.random.randint(0, 255, size_arg(s), dtype=cupy.uint8)
                     for s in a.sizes.split(",")}
-        # The first read from a new peer (b has read nothing from a yet), 64 MiB.
+        # The first read from a new peer (b has read nothing from a yet), 64 MiB; the client
+        # maps a value of b's own first (its first MAP imports b's memory pool).
         ca, cb = clients["nixl"]
+        with cupy.cuda.Device(1):
+            cb.set_from_device("warm", cupy.ones(1 << 20, dtype=cupy.uint8))
+        cb.map("warm").unmap()
         with cupy.cuda.Device(0):
             first_arr = cupy.random.randint(0, 255, 64 << 20, dtype=cupy.uint8)
-        first = remote_read(ca, cb, "first", first_arr, check=True)
-        steady = statistics.median(remote_read(ca, cb, "first", first_arr) for _ in range(a.rounds))
-        print(f"\nfirst read from a new peer, 64 MiB: {first * 1e3:.2f} ms; steady state "
-              f"{steady * 1e3:.2f} ms ({first / steady:.2f}x)")
+        if not a.nixl_only:
+            first = remote_read(ca, cb, "first", first_arr, check=True)
+            steady = statistics.median(remote_read(ca, cb, "first", first_arr)
+                                       for _ in range(a.rounds))
+            print(f"\nfirst read from a new peer, 64 MiB: {first * 1e3:.2f} ms; steady state "
+                  f"{steady * 1e3:.2f} ms ({first / steady:.2f}x)")
         print("\n| size | cudaMemcpyPeerAsync GB/s | remote read via NIXL GB/s | via TCP GB/s "
               "| NIXL / peer copy | NIXL / TCP |")
         print("|---|---|---|---|---|---|")
@@ -134,14 +152,36 @@ def main() -> int:
             size = arr.nbytes
             peer = peer_copy(size, a.rounds)
             res = {}
+            before = clients["nixl"][1].info("cluster")
             for cluster, (ca, cb) in clients.items():
                 remote_read(ca, cb, f"v{s}", arr, check=True)
                 n = a.rounds if cluster == "nixl" or size < (1 << 30) else 2
                 res[cluster] = size / statistics.median(
                     remote_read(ca, cb, f"v{s}", arr) for _ in range(n)) / 1e9
-            print(f"| {s} | {peer:.1f} | {res['nixl']:.1f} | {res['tcp']:.2f} | "
-                  f"{res['nixl'] / peer:.2f} | {res['nixl'] / res['tcp']:.1f} |")
+            tcp = res.get("tcp", float("nan"))
+            # Without the MAP: the pull alone (b's own count of its time), and b's MAP of a
+            # value it has just written itself (what the MAP costs anyway).
+            ib0 = before
+            ib1 = clients["nixl"][1].info("cluster")
+            pulled = (ib1["nixl_read_bytes"] - ib0["nixl_read_bytes"]) / max(
+                1, ib1["nixl_pull_us"] - ib0["nixl_pull_us"]) / 1e3
+            cb_ = clients["nixl"][1]
+            with cupy.cuda.Device(1):
+                loc = cupy.asarray(arr.get()) if size <= (64 << 20) else cupy.ones(size, cupy.uint8)
+            local = size / statistics.median(remote_read(cb_, cb_, f"l{s}", loc)
+                                             for _ in range(a.rounds)) / 1e9
+            del loc
+            print(f"| {s} | {peer:.1f} | {res['nixl']:.1f} | {tcp:.2f} | "
+                  f"{res['nixl'] / peer:.2f} | {res['nixl'] / tcp:.1f} |")
+            print(f"|   (the pull alone {pulled:.1f} GB/s = {pulled / peer:.2f}x the peer copy; "
+                  f"SET then MAP on b alone {local:.1f} GB/s) | | | | | |")
+            ia, ib = clients["nixl"][0].info("cluster"), clients["nixl"][1].info("cluster")
+            print(f"|   (so far, us: owner copies {ia['nixl_send_copy_us']}, owner writes "
+                  f"{ia['nixl_send_write_us']}, reader waits {ib['nixl_pull_wait_us']}, reader "
+                  f"copies {ib['nixl_pull_copy_us']}) | | | | | |")
         # 16 concurrent readers of 64 MiB values (1 GiB in all).
+        if a.nixl_only:
+            return 0
         ca, cb = clients["nixl"]
         n, size = 16, 64 << 20
         with cupy.cuda.Device(0):
@@ -158,7 +198,7 @@ def main() -> int:
             def read(i):
                 go.wait()
                 try:
-                    readers[i].map(f"conc/{i}").close()
+                    readers[i].map(f"conc/{i}").unmap()
                 except Exception as e:  # noqa: BLE001
                     errs.append(e)
             ts = [threading.Thread(target=read, args=(i,)) for i in range(n)]

@@ -17,4 +17,12 @@ if [ "${GKV_BENCH_ONLY:-0}" != 1 ]; then
 fi
 PYTHONUNBUFFERED=1 timeout 420 python3 bench/nixl_bench.py /tmp/after/server/gpukvd /tmp/nixl/site \
     ${GKV_NIXL_BENCH_ARGS:-} 2>&1 | tee "$out/nixl_bench.md"
-for f in /tmp/gkv-nixlbench-*/*.log; do echo "== $f"; grep -iE "plane|nixl|error|warn" "$f" | head -20; done >"$out/daemon-logs.txt" 2>&1
+for f in /tmp/gkv-nixlbench-*/*.log; do echo "== $f"; grep -iE "plane|nixl|error|warn|ucx|proto|cuda_ipc|cuda_copy" "$f" | head -60; done >"$out/daemon-logs.txt" 2>&1
+# GKV_NIXL_TUNE="DEPTH:CHUNK:PTHR_US ..." (CHUNK in bytes, PTHR_US NIXL's progress thread's
+# delay): the 1 GiB row again for each setting.
+for t in ${GKV_NIXL_TUNE:-}; do
+    IFS=: read -r depth chunk pthr <<<"$t"
+    echo "== depth $depth, chunk $chunk, progress delay ${pthr:-0} us"
+    GPUKV_NIXL_DEPTH=$depth GPUKV_NIXL_CHUNK=$chunk GPUKV_NIXL_PTHR_US=${pthr:-0} timeout 120 python3 bench/nixl_bench.py \
+        /tmp/after/server/gpukvd /tmp/nixl/site --nixl-only --sizes 1G --rounds 3 2>&1 | grep -E "^\| 1G|so far"
+done | tee "$out/nixl_tune.md"

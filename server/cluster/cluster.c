@@ -224,7 +224,7 @@ int gkv_cluster_start(gkv_cluster_t *cl, uv_loop_t *loop, const gkv_cluster_cfg_
     gkv_records_init(&cl->rec);
     gkv_peers_init(&cl->peers, cfg->token, cfg->token_len, cfg->timeout_ms ? cfg->timeout_ms : 2000);
     if (gkv_workers_start(&cl->origin, loop, 8) || gkv_workers_start(&cl->nested, loop, 4) ||
-        gkv_workers_start(&cl->stage, loop, 8)) {
+        gkv_workers_start(&cl->stage, loop, 16)) {
         snprintf(err, cap, "cluster: cannot start worker threads");
         stop_workers(cl);
         gkv_peers_fini(&cl->peers);

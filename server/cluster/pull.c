@@ -318,11 +318,11 @@ static int pull_key(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
     gkv_plane_arena_t *a = &p->arena[k->dev];
     uint64_t chunk = gkv_plane_chunk(p, owner->name, k->dev);
     uint64_t n = (k->size + chunk - 1) / chunk;
-    uint32_t slots[GKV_PLANE_DEPTH];
-    gkv_peer_conn_t *conns[GKV_PLANE_DEPTH];
-    bool pending[GKV_PLANE_DEPTH] = {false};
+    uint32_t slots[GKV_PLANE_DEPTH_MAX];
+    gkv_peer_conn_t *conns[GKV_PLANE_DEPTH_MAX];
+    bool pending[GKV_PLANE_DEPTH_MAX] = {false};
     int timeout = j->cl->peers.timeout_ms;
-    uint32_t want = n < GKV_PLANE_DEPTH ? (uint32_t)n : GKV_PLANE_DEPTH;
+    uint32_t want = n < p->depth ? (uint32_t)n : p->depth;
     uint32_t depth = gkv_slots_take(&a->slots, want, slots, timeout);
     if (!depth) {
         snprintf(j->msg, sizeof(j->msg), "no room in this node's transfer arena in time");
@@ -345,7 +345,10 @@ static int pull_key(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
     for (uint64_t done = 0; done < n && !rc; done++) {
         uint32_t s = (uint32_t)(done % open);
         gkv_response_t r;
+        uint64_t t0 = gkv_plane_now_us();
         rc = gkv_peer_recv(conns[s], &r);
+        uint64_t t1 = gkv_plane_now_us();
+        p->pull_wait_us += t1 - t0;
         if (!rc && r.payload_len)
             rc = GKV_EPROTO;
         if (rc)
@@ -369,6 +372,7 @@ static int pull_key(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
             rc = GKV_EIO;
             break;
         }
+        p->pull_copy_us += gkv_plane_now_us() - t1;
         if (next < n) {
             rc = stage_send(j, conns[s], k, next, chunk, slot_off(a, slots[s]));
             pending[s] = true;
@@ -407,7 +411,9 @@ void gkv_cl_run_pull(cl_job_t *j)
             k->status = CL_AGAIN;
             continue;
         }
+        uint64_t t0 = gkv_plane_now_us();
         int rc = pull_key(j, k, owner);
+        p->pull_us += gkv_plane_now_us() - t0;
         if (!rc) {
             k->status = 0;
             k->pulled = true;

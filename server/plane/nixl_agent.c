@@ -22,7 +22,17 @@ int gkv_nixl_agent_open(gkv_nixl_agent_t *a, const gkv_nixl_api_t *api, const ch
     a->api = api;
     snprintf(a->name, sizeof(a->name), "%s", name);
     pthread_mutex_init(&a->lock, NULL);
-    if (api->create_agent(a->name, &a->agent) != GKV_NIXL_OK) {
+    /* NIXL's progress thread (the target side of a transfer needs one: without it the CPU
+     * machine's transfers never finished), waking every 100 us (GPUKV_NIXL_PTHR_US: on two
+     * H200s 20 us and 1000 us ran alike, 0 (spinning) at two thirds the speed); RW locking
+     * inside NIXL, so that worker threads post and poll at once. */
+    const char *prog = getenv("GPUKV_NIXL_PROGRESS"), *delay = getenv("GPUKV_NIXL_PTHR_US");
+    gkv_nixl_agent_cfg_t cfg = {.enable_prog_thread = !(prog && !strcmp(prog, "0")),
+                                .thread_sync = 2, .num_workers = 1,
+                                .pthr_delay_us = delay ? strtoull(delay, NULL, 10) : 100};
+    const char *lock = getenv("GPUKV_NIXL_LOCK");
+    a->unlocked = !(lock && !strcmp(lock, "1"));
+    if (api->create_configured_agent(a->name, &cfg, &a->agent) != GKV_NIXL_OK) {
         snprintf(why, cap, "NIXL could not create its agent");
         return GKV_EIO;
     }
@@ -95,6 +105,20 @@ void gkv_nixl_agent_forget(gkv_nixl_agent_t *a, const char *name)
     pthread_mutex_unlock(&a->lock);
 }
 
+/* Transfers take the agent's lock only when asked (GPUKV_NIXL_LOCK=1): NIXL's RW locking
+ * lets threads post and poll at once. */
+static void xlock(gkv_nixl_agent_t *a)
+{
+    if (!a->unlocked)
+        pthread_mutex_lock(&a->lock);
+}
+
+static void xunlock(gkv_nixl_agent_t *a)
+{
+    if (!a->unlocked)
+        pthread_mutex_unlock(&a->lock);
+}
+
 /* A descriptor list of one buffer. NULL on failure. */
 static gkv_nixl_h one_desc(const gkv_nixl_api_t *api, int mem, uint64_t addr, size_t len,
                            uint64_t dev)
@@ -119,12 +143,12 @@ int gkv_nixl_agent_write(gkv_nixl_agent_t *a, const char *peer, const void *addr
     gkv_nixl_h remote = one_desc(api, rmem, raddr, len, rdev);
     gkv_nixl_h req = NULL;
     int rc = local && remote ? GKV_NIXL_OK : -1;
-    pthread_mutex_lock(&a->lock);
+    xlock(a);
     if (rc == GKV_NIXL_OK)
         rc = api->create_xfer_req(a->agent, GKV_NIXL_WRITE, local, remote, peer, &req, NULL);
     if (rc == GKV_NIXL_OK)
         rc = api->post_xfer_req(a->agent, req, NULL);
-    pthread_mutex_unlock(&a->lock);
+    xunlock(a);
     if (local)
         api->destroy_xfer_dlist(local);
     if (remote)
@@ -137,12 +161,21 @@ int gkv_nixl_agent_write(gkv_nixl_agent_t *a, const char *peer, const void *addr
         /* Spin briefly (a chunk takes tens of microseconds on NVLink), then yield. */
         uint64_t until = now_us() + (uint64_t)timeout_ms * 1000;
         unsigned polls = 0;
+        static int pause_us = -1; /* GPUKV_NIXL_POLL_US, for measurements: sleep between polls */
+        if (pause_us < 0) {
+            const char *e = getenv("GPUKV_NIXL_POLL_US");
+            pause_us = e ? atoi(e) : 0;
+        }
         while (rc == GKV_NIXL_IN_PROG) {
-            if (++polls > 64)
+            if (pause_us > 0) {
+                struct timespec ts = {0, pause_us * 1000L};
+                nanosleep(&ts, NULL);
+            } else if (++polls > 64) {
                 sched_yield();
-            pthread_mutex_lock(&a->lock);
+            }
+            xlock(a);
             rc = api->get_xfer_status(a->agent, req);
-            pthread_mutex_unlock(&a->lock);
+            xunlock(a);
             if (rc == GKV_NIXL_IN_PROG && now_us() > until) {
                 snprintf(why, cap, "a NIXL transfer to %s did not finish in %d ms", peer,
                          timeout_ms);
@@ -156,9 +189,9 @@ int gkv_nixl_agent_write(gkv_nixl_agent_t *a, const char *peer, const void *addr
         }
     }
     if (req) {
-        pthread_mutex_lock(&a->lock);
+        xlock(a);
         int rel = api->release_xfer_req(a->agent, req);
-        pthread_mutex_unlock(&a->lock);
+        xunlock(a);
         if (rel != GKV_NIXL_OK && out) {
             *stuck = true; /* still posted: its memory must stay as it is */
             a->stuck++;

@@ -22,6 +22,7 @@ typedef struct {
     pthread_mutex_t lock;
     char name[128];
     uint64_t stuck; /* transfers that could not be released after their deadline */
+    bool unlocked;  /* transfers run without the lock (NIXL's own RW locking) */
 } gkv_nixl_agent_t;
 
 /* Creates agent name (unique among the cluster's agents: node name and incarnation) with a UCX

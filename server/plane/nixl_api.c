@@ -149,6 +149,7 @@ int gkv_nixl_load(const char *where, gkv_nixl_api_t *api, char *why, size_t cap)
     } syms[] = {
 #define SYM(f) {"nixl_capi_" #f, (void **)&api->f}
         SYM(is_stub),           SYM(create_agent),       SYM(destroy_agent),
+        SYM(create_configured_agent),
         SYM(get_local_md),      SYM(load_remote_md),     SYM(invalidate_remote_md),
         SYM(get_plugin_params), SYM(destroy_mem_list),   SYM(destroy_params),
         SYM(create_backend),    SYM(destroy_backend),    SYM(create_reg_dlist),

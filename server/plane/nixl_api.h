@@ -19,12 +19,26 @@ enum { GKV_NIXL_READ = 0, GKV_NIXL_WRITE = 1 };
 /* Opaque handles of the C API. */
 typedef void *gkv_nixl_h;
 
+/* nixl_capi_agent_config_t (its layout checked against 1.5.1's create_configured_agent). */
+typedef struct {
+    bool enable_prog_thread;
+    bool enable_listen_thread;
+    uint16_t listen_port;
+    int thread_sync; /* 0 none, 1 strict, 2 rw */
+    unsigned int num_workers;
+    uint64_t pthr_delay_us;
+    uint64_t lthr_delay_us;
+    bool capture_telemetry;
+} gkv_nixl_agent_cfg_t;
+
 typedef struct {
     void *dl;
     char lib[4096];    /* the library loaded */
     char version[32];  /* the wheel's version when its metadata was found, else "" */
     bool (*is_stub)(void);
     int (*create_agent)(const char *name, gkv_nixl_h *agent);
+    int (*create_configured_agent)(const char *name, const gkv_nixl_agent_cfg_t *cfg,
+                                   gkv_nixl_h *agent);
     int (*destroy_agent)(gkv_nixl_h agent);
     int (*get_local_md)(gkv_nixl_h agent, void **data, size_t *len); /* *data: malloc'd */
     int (*load_remote_md)(gkv_nixl_h agent, const void *data, size_t len, char **name);

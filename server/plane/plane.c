@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "error.h"
 #include "log.h"
@@ -25,6 +26,13 @@ static uint64_t get64(const uint8_t *p)
     return v;
 }
 
+uint64_t gkv_plane_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
 static int open_arenas(gkv_plane_t *p, const gkv_plane_cfg_t *cfg)
 {
     for (unsigned i = 0; i < cfg->nbes && i < GKV_MAX_DEVICES; i++) {
@@ -36,7 +44,10 @@ static int open_arenas(gkv_plane_t *p, const gkv_plane_cfg_t *cfg)
             return GKV_ENOTSUP;
         }
         uint64_t size = cfg->arena_size ? cfg->arena_size : gpu ? (1ull << 30) : (64ull << 20);
-        uint64_t slot = size / 64;
+        uint64_t slot = size / 16;
+        const char *chunk = getenv("GPUKV_NIXL_CHUNK"); /* for measurements */
+        if (chunk && strtoull(chunk, NULL, 10))
+            slot = strtoull(chunk, NULL, 10);
         slot = slot < GKV_PLANE_SLOT_MIN ? GKV_PLANE_SLOT_MIN
                : slot > GKV_PLANE_SLOT_MAX ? GKV_PLANE_SLOT_MAX : slot & ~(uint64_t)4095;
         if (size < 2 * slot)
@@ -80,6 +91,10 @@ int gkv_plane_open(gkv_plane_t *p, const gkv_plane_cfg_t *cfg)
 {
     memset(p, 0, sizeof(*p));
     pthread_mutex_init(&p->lock, NULL);
+    p->depth = GKV_PLANE_DEPTH;
+    const char *depth = getenv("GPUKV_NIXL_DEPTH"); /* for measurements */
+    if (depth && atoi(depth) > 0)
+        p->depth = atoi(depth) > GKV_PLANE_DEPTH_MAX ? GKV_PLANE_DEPTH_MAX : (unsigned)atoi(depth);
     if (!cfg->nixl || !strcmp(cfg->nixl, "off")) {
         snprintf(p->why, sizeof(p->why), "NIXL is off (--nixl off)");
         return 0;
@@ -336,7 +351,9 @@ int gkv_plane_send(gkv_plane_t *p, unsigned dev, gkv_devptr_t v, uint64_t off, u
         return GKV_EUNAVAILABLE;
     }
     uint8_t *buf = gkv_slot_addr(&a->slots, slot);
+    uint64_t t0 = gkv_plane_now_us();
     int rc = a->be->ops->arena_copy(a->be, v, off, buf, (size_t)len, 0);
+    uint64_t t1 = gkv_plane_now_us();
     bool stuck = false;
     if (rc)
         snprintf(why, cap, "copying a chunk into the transfer arena failed");
@@ -344,6 +361,8 @@ int gkv_plane_send(gkv_plane_t *p, unsigned dev, gkv_devptr_t v, uint64_t off, u
         rc = gkv_nixl_agent_write(&p->agent, agent, buf, (size_t)len, a->mem, a->dev,
                                   dst->addr + doff, dst->mem, dst->dev, timeout_ms, &stuck, why,
                                   cap);
+    p->send_copy_us += t1 - t0;
+    p->send_write_us += gkv_plane_now_us() - t1;
     gkv_slots_give(&a->slots, &slot, 1, stuck);
     if (!rc) {
         p->chunks_sent++;
@@ -366,14 +385,19 @@ int gkv_plane_info(gkv_plane_t *p, char *buf, size_t cap)
                      "\r\nnixl_slots:%u\r\nnixl_slots_in_use:%u\r\nnixl_slots_retired:%u\r\n"
                      "nixl_reads:%" PRIu64 "\r\nnixl_read_bytes:%" PRIu64
                      "\r\nnixl_fallbacks:%" PRIu64 "\r\nnixl_chunks_sent:%" PRIu64
-                     "\r\nnixl_bytes_sent:%" PRIu64 "\r\nnixl_probes_failed:%" PRIu64 "\r\n",
+                     "\r\nnixl_bytes_sent:%" PRIu64 "\r\nnixl_probes_failed:%" PRIu64
+                     "\r\nnixl_send_copy_us:%" PRIu64 "\r\nnixl_send_write_us:%" PRIu64
+                     "\r\nnixl_pull_wait_us:%" PRIu64 "\r\nnixl_pull_copy_us:%" PRIu64
+                     "\r\nnixl_pull_us:%" PRIu64 "\r\n",
                      p->on ? "nixl" : "tcp", p->on ? "" : p->why,
                      p->on && p->api.version[0] ? p->api.version : "", p->narenas,
                      p->narenas ? p->arena[0].size : 0,
                      p->narenas ? p->arena[0].slots.slot_size : 0, slots, taken, retired,
                      (uint64_t)p->reads, (uint64_t)p->read_bytes, (uint64_t)p->fallbacks,
                      (uint64_t)p->chunks_sent, (uint64_t)p->bytes_sent,
-                     (uint64_t)p->probes_failed);
+                     (uint64_t)p->probes_failed, (uint64_t)p->send_copy_us,
+                     (uint64_t)p->send_write_us, (uint64_t)p->pull_wait_us,
+                     (uint64_t)p->pull_copy_us, (uint64_t)p->pull_us);
     return n < 0 || (size_t)n >= cap ? -1 : n;
 }
 
