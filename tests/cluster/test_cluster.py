@@ -209,6 +209,131 @@ def a_wrong_token_node_is_no_member(cl: Cluster):
         cl.nodes.remove(intruder)
 
 
+def nixl_on() -> bool:
+    """The nodes were started with NIXL (GKV_TEST_NIXL names its library or site-packages)."""
+    return os.environ.get("GKV_TEST_NIXL", "off") != "off"
+
+
+def member_plane(node, other: str) -> str:
+    """What node says of its data plane to other (INFO's member lines)."""
+    for k, v in node.info().items():
+        if k.startswith("member") and f"name={other}," in str(v):
+            return str(v).rsplit("plane=", 1)[-1]
+    return "none"
+
+
+@check
+def large_values_move_through_the_data_plane_bit_exact(cl: Cluster):
+    # With NIXL every pull between n1 and n2 goes through it (chunk by chunk through the
+    # arenas, several in flight), without it over TCP; the bytes are the same either way.
+    sizes = [65537, (1 << 20) + 3, 5 << 20, (21 << 20) + 11]
+    before = {n.name: n.info() for n in cl.nodes}
+    for i, size in enumerate(sizes):
+        writer = cl.nodes[i % 2]
+        value = rand_bytes(size, 500 + i)
+        with writer.client() as c:
+            c.set(f"plane/{i}", value)
+        for node in cl.nodes:
+            with node.client() as c:
+                assert get(c, f"plane/{i}") == value, f"{node.name}: plane/{i} ({size} bytes)"
+                assert c.get(f"plane/{i}", offset=size - 100, length=50) == value[-100:-50]
+    after = {n.name: n.info() for n in cl.nodes}
+    reads = {n: after[n]["nixl_reads"] - before[n]["nixl_reads"] for n in after}
+    if not nixl_on():
+        assert all(i["data_plane"] == "tcp" for i in after.values())
+        assert not any(reads.values()), reads
+        print("     (TCP: GKV_TEST_NIXL is not set)")
+        return
+    for n in cl.nodes:
+        assert after[n.name]["data_plane"] == "nixl", (n.name, after[n.name]["data_plane_why"])
+        assert after[n.name]["nixl_slots_in_use"] == 0, after[n.name]
+        assert after[n.name]["nixl_fallbacks"] == before[n.name]["nixl_fallbacks"], n.name
+    assert member_plane(cl.nodes[0], "n2") == "nixl" and member_plane(cl.nodes[1], "n1") == "nixl"
+    # n1 and n2 each read the two values the other wrote (the first is small: TCP's direct
+    # answer); n3 (in its namespace, where there is one) reads all four through NIXL or TCP.
+    assert reads["n1"] >= 1 and reads["n2"] >= 1, reads
+    print(f"     (NIXL reads {reads}; n3's plane to n1: {member_plane(cl.nodes[2], 'n1')})")
+
+
+@check
+def a_node_without_nixl_is_read_over_tcp_and_says_why(cl: Cluster):
+    n4 = cl.add("n4", extra=["--nixl", "/nonexistent/nixl"])
+    try:
+        cl.wait_members(4)
+        i4 = n4.info()
+        assert i4["data_plane"] == "tcp" and "/nonexistent/nixl" in i4["data_plane_why"], i4
+        if nixl_on():
+            wait_for(lambda: member_plane(cl.nodes[0], "n4") == "tcp", 10, "n1 to pair with n4 over TCP")
+        value = rand_bytes((3 << 20) + 5, 77)
+        with n4.client() as c:
+            c.set("tcp/from-n4", value)
+        before = cl.nodes[0].info()
+        with cl.nodes[0].client() as c:
+            assert get(c, "tcp/from-n4") == value
+            c.set("tcp/from-n1", value[::-1])
+        after = cl.nodes[0].info()
+        assert after["nixl_reads"] == before["nixl_reads"], "a NIXL read from a node without NIXL"
+        assert after["nixl_fallbacks"] == before["nixl_fallbacks"], "TCP by failure, not by choice"
+        with n4.client() as c:
+            assert get(c, "tcp/from-n1") == value[::-1]
+    finally:
+        n4.kill(signal.SIGTERM)
+        cl.nodes.remove(n4)
+        cl.wait_members(3)
+
+
+@check
+def an_owner_killed_mid_pull_fails_the_read_cleanly_and_frees_the_arena(cl: Cluster):
+    if not nixl_on():
+        print("     (skipped: GKV_TEST_NIXL is not set)")
+        return
+    n4 = cl.add("n4", extra=["--maxmemory", "1G"])
+    mib = 1 << 20
+    try:
+        cl.wait_members(4)
+        wait_for(lambda: member_plane(cl.nodes[0], "n4") == "nixl", 10, "n1 to pair with n4 by NIXL")
+        values = [rand_bytes(24 * mib, 900 + i) for i in range(4)]
+        with n4.client() as c:
+            for i in range(24):
+                c.set(f"kill/{i}", values[i % 4])
+        results, stop = [], threading.Event()
+
+        def reader():
+            with cl.nodes[0].client(timeout=20) as c:
+                for i in range(24):
+                    if stop.is_set():
+                        break
+                    t0 = time.monotonic()
+                    try:
+                        got = c.get(f"kill/{i}")
+                        results.append(("ok" if got == values[i % 4] else "WRONG", i, time.monotonic() - t0))
+                    except gpukv.Error as e:
+                        results.append((type(e).__name__, i, time.monotonic() - t0))
+        t = threading.Thread(target=reader)
+        t.start()
+        wait_for(lambda: len(results) >= 2, 30, "two pulls from n4")
+        n4.kill()
+        t.join(60)
+        stop.set()
+        assert not t.is_alive(), "a read hung after its owner died"
+        assert not [r for r in results if r[0] == "WRONG"], results
+        failed = [r for r in results if r[0] != "ok"]
+        assert all(r[2] < cl.ttl + 6 for r in failed), f"a failed read took too long: {failed}"
+        i1 = cl.nodes[0].info()
+        wait_for(lambda: cl.nodes[0].info()["nixl_slots_in_use"] == 0, 10, "n1's arena slots back")
+        assert cl.nodes[0].info()["nixl_slots_retired"] == 0, i1
+        with cl.nodes[1].client() as c:
+            c.set("kill/after", values[0][:5 * mib])
+        with cl.nodes[0].client() as c:
+            assert get(c, "kill/after") == values[0][:5 * mib], "the next pull failed"
+        print(f"     ({len(results)} reads, {len(failed)} failed cleanly: "
+              f"{sorted(set(r[0] for r in failed))})")
+    finally:
+        n4.kill()
+        cl.nodes.remove(n4)
+        cl.wait_members(3, timeout=cl.ttl + 10)
+
+
 @check
 def a_home_only_node_killed_loses_nothing(cl: Cluster):
     # Values written on n1 (owned by n1); some are homed on n3. Killing n3 loses none.

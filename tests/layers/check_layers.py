@@ -16,10 +16,12 @@ import sys
 
 # Each layer and the layers it may use (directly or not), top to bottom.
 BELOW = {
-    "daemon": ["net", "cmd", "cluster", "persist", "xfer", "store", "mem", "proto", "common"],
-    "net": ["cmd", "cluster", "persist", "xfer", "store", "mem", "proto", "common"],
-    "cmd": ["cluster", "xfer", "store", "mem", "proto", "common"],
-    "cluster": ["xfer", "store", "mem", "proto", "common"],
+    "daemon": ["net", "cmd", "cluster", "plane", "persist", "xfer", "store", "mem", "proto",
+               "common"],
+    "net": ["cmd", "cluster", "plane", "persist", "xfer", "store", "mem", "proto", "common"],
+    "cmd": ["cluster", "plane", "xfer", "store", "mem", "proto", "common"],
+    "cluster": ["plane", "xfer", "store", "mem", "proto", "common"],
+    "plane": ["mem", "proto", "common"],
     "persist": ["xfer", "store", "mem", "proto", "common"],
     "xfer": ["store", "mem", "proto", "common"],
     "store": ["mem", "proto", "common"],
@@ -29,7 +31,7 @@ BELOW = {
 }
 FOLDER = {
     "daemon": "server/daemon", "net": "server/net", "cmd": "server/cmd",
-    "cluster": "server/cluster", "persist": "server/persist", "xfer": "server/xfer", "store": "server/store",
+    "cluster": "server/cluster", "plane": "server/plane", "persist": "server/persist", "xfer": "server/xfer", "store": "server/store",
     "mem": "common/mem", "proto": "proto", "common": "common",
 }
 PRIVATE = re.compile(r"(_impl\.h|^backend_cuda\.h)$")
