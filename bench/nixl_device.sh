@@ -4,13 +4,17 @@
 # and libcurl4-openssl-dev in .device/debs/) and with NIXL packed by bench/nixl_pack.py into
 # .nixl/nixl-site.tar.xz (carry .device and .nixl):
 #   source .device/env.sh && bench/nixl_device.sh
-# Builds (device_setup.sh), runs ctest -L gpu, then nixl_bench.py: remote reads through NIXL
+# Builds (device_setup.sh), runs NIXL alone (nixl_xfer, with GKV_NIXL_XFER), ctest -L gpu
+# (unless GKV_BENCH_ONLY=1), then nixl_bench.py: remote reads through NIXL
 # and over TCP against cudaMemcpyPeerAsync, the first read of a new peer, 16 readers at once.
 set -uo pipefail
 out=${OUT:-/tmp}
 source "$(dirname "$0")/device_setup.sh" || exit 1
 mkdir -p /tmp/nixl && tar xJf .nixl/nixl-site.tar.xz -C /tmp/nixl || exit 1
 nvidia-smi topo -m >"$out/topo.txt" 2>&1
+if [ -n "${GKV_NIXL_XFER:-}" ]; then # NIXL alone: GKV_NIXL_XFER="--sizes 64M,256M --conc 1,2,4,8"
+    timeout 200 /tmp/after/bench/nixl_xfer /tmp/nixl/site $GKV_NIXL_XFER 2>&1 | tee "$out/nixl_xfer.md"
+fi
 if [ "${GKV_BENCH_ONLY:-0}" != 1 ]; then
     (cd /tmp/after && timeout 420 ctest -L gpu --output-on-failure >"$out/ctest-gpu.log" 2>&1)
     grep -E "tests passed|tests failed" "$out/ctest-gpu.log"

@@ -322,24 +322,28 @@ static int pull_key(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
     gkv_peer_conn_t *conns[GKV_PLANE_DEPTH_MAX];
     bool pending[GKV_PLANE_DEPTH_MAX] = {false};
     int timeout = j->cl->peers.timeout_ms;
-    uint32_t want = n < p->depth ? (uint32_t)n : p->depth;
+    /* Twice as many slots as requests in flight where the share allows: the next chunk's
+     * request then goes out before this chunk is copied out of its slot. */
+    uint32_t want = n < 2 * p->depth ? (uint32_t)n : 2 * p->depth;
     uint32_t depth = gkv_slots_take(&a->slots, want, slots, timeout);
     if (!depth) {
         snprintf(j->msg, sizeof(j->msg), "no room in this node's transfer arena in time");
         return GKV_EUNAVAILABLE;
     }
-    uint32_t open = 0;
-    while (open < depth && !gkv_peer_take(&j->cl->peers, owner->advertise, &conns[open]))
+    uint32_t open = 0, most = depth < p->depth ? depth : p->depth;
+    while (open < most && !gkv_peer_take(&j->cl->peers, owner->advertise, &conns[open]))
         open++;
     if (!open) {
         gkv_slots_give(&a->slots, slots, depth, false);
         snprintf(j->msg, sizeof(j->msg), "the owner %s did not answer", owner->name);
         return GKV_EUNAVAILABLE;
     }
+    bool early = depth >= 2 * open;
+    uint32_t nslots = early ? depth : open; /* chunk c goes into slot c % nslots */
     uint64_t next = 0;
     int rc = 0;
     for (; next < open && next < n && !rc; next++) {
-        rc = stage_send(j, conns[next], k, next, chunk, slot_off(a, slots[next]));
+        rc = stage_send(j, conns[next], k, next, chunk, slot_off(a, slots[next % nslots]));
         pending[next] = true; /* a failed send breaks the connection: closed below */
     }
     for (uint64_t done = 0; done < n && !rc; done++) {
@@ -366,15 +370,25 @@ static int pull_key(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
             k->meta = dup_bytes(r.meta.p, r.meta.len);
             k->meta_len = k->meta ? (uint32_t)r.meta.len : 0;
         }
-        uint64_t off = done * chunk, len = k->size - off < chunk ? k->size - off : chunk;
-        if (a->be->ops->arena_copy(a->be, k->mem, off, gkv_slot_addr(&a->slots, slots[s]),
-                                   (size_t)len, 1)) {
-            rc = GKV_EIO;
-            break;
+        /* The slot chunk next goes into was copied out open chunks ago (early), or is this
+         * one's (then only after the copy). */
+        bool more = next < n;
+        if (early && more) {
+            rc = stage_send(j, conns[s], k, next, chunk, slot_off(a, slots[next % nslots]));
+            pending[s] = true;
+            next++;
+            more = false;
         }
+        uint64_t off = done * chunk, len = k->size - off < chunk ? k->size - off : chunk;
+        if (!rc && a->be->ops->arena_copy(a->be, k->mem, off,
+                                          gkv_slot_addr(&a->slots, slots[done % nslots]),
+                                          (size_t)len, 1))
+            rc = GKV_EIO;
+        if (rc)
+            break;
         p->pull_copy_us += gkv_plane_now_us() - t1;
-        if (next < n) {
-            rc = stage_send(j, conns[s], k, next, chunk, slot_off(a, slots[s]));
+        if (more) {
+            rc = stage_send(j, conns[s], k, next, chunk, slot_off(a, slots[next % nslots]));
             pending[s] = true;
             next++;
         }

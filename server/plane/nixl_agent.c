@@ -137,6 +137,14 @@ int gkv_nixl_agent_write(gkv_nixl_agent_t *a, const char *peer, const void *addr
                          int mem, uint64_t dev, uint64_t raddr, int rmem, uint64_t rdev,
                          int timeout_ms, bool *stuck, char *why, size_t cap)
 {
+    return gkv_nixl_agent_xfer(a, GKV_NIXL_WRITE, peer, addr, len, mem, dev, raddr, rmem, rdev,
+                               timeout_ms, stuck, why, cap);
+}
+
+int gkv_nixl_agent_xfer(gkv_nixl_agent_t *a, int op, const char *peer, const void *addr,
+                        size_t len, int mem, uint64_t dev, uint64_t raddr, int rmem,
+                        uint64_t rdev, int timeout_ms, bool *stuck, char *why, size_t cap)
+{
     const gkv_nixl_api_t *api = a->api;
     *stuck = false;
     gkv_nixl_h local = one_desc(api, mem, (uintptr_t)addr, len, dev);
@@ -145,7 +153,7 @@ int gkv_nixl_agent_write(gkv_nixl_agent_t *a, const char *peer, const void *addr
     int rc = local && remote ? GKV_NIXL_OK : -1;
     xlock(a);
     if (rc == GKV_NIXL_OK)
-        rc = api->create_xfer_req(a->agent, GKV_NIXL_WRITE, local, remote, peer, &req, NULL);
+        rc = api->create_xfer_req(a->agent, op, local, remote, peer, &req, NULL);
     if (rc == GKV_NIXL_OK)
         rc = api->post_xfer_req(a->agent, req, NULL);
     xunlock(a);

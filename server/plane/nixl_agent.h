@@ -48,6 +48,10 @@ void gkv_nixl_agent_forget(gkv_nixl_agent_t *a, const char *name);
 int gkv_nixl_agent_write(gkv_nixl_agent_t *a, const char *peer, const void *addr, size_t len,
                          int mem, uint64_t dev, uint64_t raddr, int rmem, uint64_t rdev,
                          int timeout_ms, bool *stuck, char *why, size_t cap);
+/* The same with op GKV_NIXL_READ (peer's bytes at raddr into addr) or GKV_NIXL_WRITE. */
+int gkv_nixl_agent_xfer(gkv_nixl_agent_t *a, int op, const char *peer, const void *addr,
+                        size_t len, int mem, uint64_t dev, uint64_t raddr, int rmem,
+                        uint64_t rdev, int timeout_ms, bool *stuck, char *why, size_t cap);
 /* Deregisters the memory, destroys backend and agent. */
 void gkv_nixl_agent_close(gkv_nixl_agent_t *a);
 

@@ -1,0 +1,233 @@
+/* nixl_xfer.c: NIXL alone between two processes, one per GPU (or host memory), through
+ * gpukvd's own NIXL binding (server/plane/nixl_agent.h): aggregate GB/s of READs and WRITEs of
+ * SIZE bytes, CONC at once from as many threads, so that the data plane's limits can be told
+ * from NIXL's. Each thread moves its own buffer (registered once) ROUNDS times.
+ *
+ * Usage: nixl_xfer NIXL_PATH [--host] [--sizes 64M,256M] [--conc 1,2,4,8] [--rounds 8]
+ * Prints a Markdown table. Needs two GPUs without --host. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef GKV_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#include "nixl_agent.h"
+
+#define MAXC 16
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint64_t size_arg(const char *s)
+{
+    char *end;
+    uint64_t v = strtoull(s, &end, 10);
+    return *end == 'G' ? v << 30 : *end == 'M' ? v << 20 : *end == 'K' ? v << 10 : v;
+}
+
+static int send_blob(int fd, const void *p, uint64_t n)
+{
+    if (write(fd, &n, sizeof(n)) != (ssize_t)sizeof(n))
+        return -1;
+    for (uint64_t off = 0; off < n;) {
+        ssize_t w = write(fd, (const char *)p + off, n - off);
+        if (w <= 0)
+            return -1;
+        off += (uint64_t)w;
+    }
+    return 0;
+}
+
+static void *recv_blob(int fd, uint64_t *n)
+{
+    if (read(fd, n, sizeof(*n)) != (ssize_t)sizeof(*n))
+        return NULL;
+    char *p = malloc(*n ? *n : 1);
+    for (uint64_t off = 0; p && off < *n;) {
+        ssize_t r = read(fd, p + off, *n - off);
+        if (r <= 0) {
+            free(p);
+            return NULL;
+        }
+        off += (uint64_t)r;
+    }
+    return p;
+}
+
+/* Memory for CONC buffers of the largest size, on gpu (or host), registered with a. */
+static uint8_t *region(gkv_nixl_agent_t *a, int gpu, uint64_t bytes, int *mem)
+{
+    void *p = NULL;
+    char why[256];
+#ifdef GKV_HAVE_CUDA
+    if (gpu >= 0) {
+        cudaSetDevice(gpu);
+        if (cudaMalloc(&p, bytes) != cudaSuccess)
+            return NULL;
+        cudaMemset(p, gpu + 1, bytes);
+        cudaDeviceSynchronize();
+        *mem = GKV_NIXL_VRAM;
+    }
+#endif
+    if (gpu < 0) {
+        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            return NULL;
+        memset(p, 1, bytes);
+        *mem = GKV_NIXL_DRAM;
+    }
+    if (gkv_nixl_agent_register(a, p, bytes, *mem, gpu < 0 ? 0 : (uint64_t)gpu, why, sizeof(why))) {
+        fprintf(stderr, "%s\n", why);
+        return NULL;
+    }
+    return p;
+}
+
+typedef struct {
+    gkv_nixl_agent_t *a;
+    const char *peer;
+    int op, mem, rmem, rounds, fails;
+    uint64_t dev, rdev, size;
+    uint8_t *local;
+    uint64_t remote;
+} job_t;
+
+static void *run(void *arg)
+{
+    job_t *j = arg;
+    char why[256];
+    bool stuck;
+    for (int r = 0; r < j->rounds; r++)
+        if (gkv_nixl_agent_xfer(j->a, j->op, j->peer, j->local, j->size, j->mem, j->dev,
+                                j->remote, j->rmem, j->rdev, 10000, &stuck, why, sizeof(why))) {
+            fprintf(stderr, "transfer failed: %s\n", why);
+            j->fails++;
+            break;
+        }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: nixl_xfer NIXL_PATH [--host] [--sizes 64M,256M] [--conc 1,2,4,8] [--rounds 8]\n");
+        return 2;
+    }
+    const char *sizes = "64M,256M", *concs = "1,2,4,8";
+    int rounds = 8, host = 0;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--host"))
+            host = 1;
+        else if (!strcmp(argv[i], "--sizes") && i + 1 < argc)
+            sizes = argv[++i];
+        else if (!strcmp(argv[i], "--conc") && i + 1 < argc)
+            concs = argv[++i];
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+            rounds = atoi(argv[++i]);
+    }
+    uint64_t maxsize = 0;
+    char tmp[256];
+    snprintf(tmp, sizeof(tmp), "%s", sizes);
+    for (char *t = strtok(tmp, ","); t; t = strtok(NULL, ","))
+        if (size_arg(t) > maxsize)
+            maxsize = size_arg(t);
+    uint64_t bytes = maxsize * MAXC;
+    int sv[2];
+    socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+    gkv_nixl_api_t api;
+    char why[512];
+    if (gkv_nixl_load(argv[1], &api, why, sizeof(why))) {
+        fprintf(stderr, "%s\n", why);
+        return 1;
+    }
+    pid_t child = fork();
+    int me = child == 0 ? 1 : 0, fd = sv[me];
+    gkv_nixl_agent_t a;
+    if (gkv_nixl_agent_open(&a, &api, me ? "xfer-target" : "xfer-initiator", why, sizeof(why))) {
+        fprintf(stderr, "%s\n", why);
+        return 1;
+    }
+    int mem;
+    uint8_t *buf = region(&a, host ? -1 : me, bytes, &mem);
+    if (!buf)
+        return 1;
+    void *md;
+    size_t mdlen;
+    gkv_nixl_agent_md(&a, &md, &mdlen);
+    uint64_t addr = (uint64_t)(uintptr_t)buf, n;
+    send_blob(fd, md, mdlen);
+    send_blob(fd, &addr, sizeof(addr));
+    void *pmd = recv_blob(fd, &n);
+    char peer[128];
+    if (!pmd || gkv_nixl_agent_load(&a, pmd, n, peer, sizeof(peer))) {
+        fprintf(stderr, "loading the peer's metadata failed\n");
+        return 1;
+    }
+    uint64_t *raddr = recv_blob(fd, &n);
+    if (me == 1) { /* the target: wait for the end */
+        char c;
+        int rc = read(fd, &c, 1) < 0;
+        gkv_nixl_agent_close(&a);
+        free(md);
+        free(pmd);
+        free(raddr);
+        return rc;
+    }
+    printf("| op | size | at once | aggregate GB/s | per transfer ms |\n|---|---|---|---|---|\n");
+    for (int op = 0; op < 2; op++) {
+        snprintf(tmp, sizeof(tmp), "%s", sizes);
+        char *save = NULL;
+        for (char *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            uint64_t size = size_arg(t);
+            char ctmp[64];
+            snprintf(ctmp, sizeof(ctmp), "%s", concs);
+            char *save2 = NULL;
+            for (char *c = strtok_r(ctmp, ",", &save2); c; c = strtok_r(NULL, ",", &save2)) {
+                int conc = atoi(c) > MAXC ? MAXC : atoi(c);
+                job_t jobs[MAXC];
+                pthread_t th[MAXC];
+                for (int k = 0; k < conc; k++)
+                    jobs[k] = (job_t){&a, peer, op == 0 ? GKV_NIXL_READ : GKV_NIXL_WRITE, mem,
+                                      mem, 1, 0, host ? 0 : 0, host ? 0 : 1, size,
+                                      buf + (uint64_t)k * maxsize, *raddr + (uint64_t)k * maxsize};
+                job_t warm = jobs[0];
+                run(&warm); /* first transfers open the mappings */
+                for (int k = 0; k < conc; k++)
+                    jobs[k].rounds = rounds;
+                double t0 = now_s();
+                for (int k = 0; k < conc; k++)
+                    pthread_create(&th[k], NULL, run, &jobs[k]);
+                int fails = 0;
+                for (int k = 0; k < conc; k++) {
+                    pthread_join(th[k], NULL);
+                    fails += jobs[k].fails;
+                }
+                double dt = now_s() - t0;
+                printf("| %s | %s | %d | %.1f | %.3f |%s\n", op == 0 ? "READ" : "WRITE", t, conc,
+                       (double)size * conc * rounds / dt / 1e9, dt / rounds * 1e3,
+                       fails ? " FAILED" : "");
+                fflush(stdout);
+            }
+        }
+    }
+    if (write(fd, "x", 1) < 0)
+        return 1;
+    waitpid(child, NULL, 0);
+    gkv_nixl_agent_close(&a);
+    free(md);
+    free(pmd);
+    free(raddr);
+    return 0;
+}
