@@ -22,11 +22,12 @@ fi
 PYTHONUNBUFFERED=1 timeout 420 python3 bench/nixl_bench.py /tmp/after/server/gpukvd /tmp/nixl/site \
     ${GKV_NIXL_BENCH_ARGS:-} 2>&1 | tee "$out/nixl_bench.md"
 for f in /tmp/gkv-nixlbench-*/*.log; do echo "== $f"; grep -iE "plane|nixl|error|warn|ucx|proto|cuda_ipc|cuda_copy" "$f" | head -60; done >"$out/daemon-logs.txt" 2>&1
-# GKV_NIXL_TUNE="DEPTH:CHUNK:PTHR_US ..." (CHUNK in bytes, PTHR_US NIXL's progress thread's
-# delay): the 1 GiB row again for each setting.
+# GKV_NIXL_TUNE="DEPTH:CHUNK:PTHR_US:PARTS ..." (CHUNK in bytes, PTHR_US NIXL's progress
+# thread's delay, PARTS an owner's writes per chunk): the 1 GiB row again for each setting.
 for t in ${GKV_NIXL_TUNE:-}; do
-    IFS=: read -r depth chunk pthr <<<"$t"
-    echo "== depth $depth, chunk $chunk, progress delay ${pthr:-0} us"
-    GPUKV_NIXL_DEPTH=$depth GPUKV_NIXL_CHUNK=$chunk GPUKV_NIXL_PTHR_US=${pthr:-0} timeout 120 python3 bench/nixl_bench.py \
+    IFS=: read -r depth chunk pthr parts <<<"$t"
+    echo "== depth $depth, chunk $chunk, progress delay ${pthr:-100} us, parts ${parts:-2}"
+    GPUKV_NIXL_DEPTH=$depth GPUKV_NIXL_CHUNK=$chunk GPUKV_NIXL_PTHR_US=${pthr:-100} \
+        GPUKV_NIXL_PARTS=${parts:-2} timeout 120 python3 bench/nixl_bench.py \
         /tmp/after/server/gpukvd /tmp/nixl/site --nixl-only --sizes 1G --rounds 3 2>&1 | grep -E "^\| 1G|so far"
 done | tee "$out/nixl_tune.md"

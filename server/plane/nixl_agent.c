@@ -141,73 +141,88 @@ int gkv_nixl_agent_write(gkv_nixl_agent_t *a, const char *peer, const void *addr
                                timeout_ms, stuck, why, cap);
 }
 
-int gkv_nixl_agent_xfer(gkv_nixl_agent_t *a, int op, const char *peer, const void *addr,
+int gkv_nixl_agent_post(gkv_nixl_agent_t *a, int op, const char *peer, const void *addr,
                         size_t len, int mem, uint64_t dev, uint64_t raddr, int rmem,
-                        uint64_t rdev, int timeout_ms, bool *stuck, char *why, size_t cap)
+                        uint64_t rdev, gkv_nixl_xfer_t *x, char *why, size_t cap)
 {
     const gkv_nixl_api_t *api = a->api;
-    *stuck = false;
     gkv_nixl_h local = one_desc(api, mem, (uintptr_t)addr, len, dev);
     gkv_nixl_h remote = one_desc(api, rmem, raddr, len, rdev);
-    gkv_nixl_h req = NULL;
+    x->req = NULL;
     int rc = local && remote ? GKV_NIXL_OK : -1;
     xlock(a);
     if (rc == GKV_NIXL_OK)
-        rc = api->create_xfer_req(a->agent, op, local, remote, peer, &req, NULL);
+        rc = api->create_xfer_req(a->agent, op, local, remote, peer, &x->req, NULL);
     if (rc == GKV_NIXL_OK)
-        rc = api->post_xfer_req(a->agent, req, NULL);
+        rc = api->post_xfer_req(a->agent, x->req, NULL);
     xunlock(a);
     if (local)
         api->destroy_xfer_dlist(local);
     if (remote)
         api->destroy_xfer_dlist(remote);
-    int out = 0;
+    x->rc = rc;
     if (rc < 0) {
         snprintf(why, cap, "NIXL refused the transfer (status %d: no zero-copy path?)", rc);
-        out = GKV_EIO;
-    } else {
-        /* Spin briefly (a chunk takes tens of microseconds on NVLink), then yield. */
-        uint64_t until = now_us() + (uint64_t)timeout_ms * 1000;
-        unsigned polls = 0;
-        static int pause_us = -1; /* GPUKV_NIXL_POLL_US, for measurements: sleep between polls */
-        if (pause_us < 0) {
-            const char *e = getenv("GPUKV_NIXL_POLL_US");
-            pause_us = e ? atoi(e) : 0;
+        return GKV_EIO;
+    }
+    return 0;
+}
+
+int gkv_nixl_agent_wait(gkv_nixl_agent_t *a, gkv_nixl_xfer_t *x, const char *peer,
+                        int timeout_ms, bool *stuck, char *why, size_t cap)
+{
+    const gkv_nixl_api_t *api = a->api;
+    int rc = x->rc, out = rc < 0 ? GKV_EIO : 0;
+    /* Spin briefly (a chunk takes tens of microseconds on NVLink), then yield. */
+    uint64_t until = now_us() + (uint64_t)timeout_ms * 1000;
+    unsigned polls = 0;
+    static int pause_us = -1; /* GPUKV_NIXL_POLL_US, for measurements: sleep between polls */
+    if (pause_us < 0) {
+        const char *e = getenv("GPUKV_NIXL_POLL_US");
+        pause_us = e ? atoi(e) : 0;
+    }
+    while (!out && rc == GKV_NIXL_IN_PROG) {
+        if (pause_us > 0) {
+            struct timespec ts = {0, pause_us * 1000L};
+            nanosleep(&ts, NULL);
+        } else if (++polls > 64) {
+            sched_yield();
         }
-        while (rc == GKV_NIXL_IN_PROG) {
-            if (pause_us > 0) {
-                struct timespec ts = {0, pause_us * 1000L};
-                nanosleep(&ts, NULL);
-            } else if (++polls > 64) {
-                sched_yield();
-            }
-            xlock(a);
-            rc = api->get_xfer_status(a->agent, req);
-            xunlock(a);
-            if (rc == GKV_NIXL_IN_PROG && now_us() > until) {
-                snprintf(why, cap, "a NIXL transfer to %s did not finish in %d ms", peer,
-                         timeout_ms);
-                out = GKV_EUNAVAILABLE;
-                break;
-            }
-        }
-        if (!out && rc != GKV_NIXL_OK) {
-            snprintf(why, cap, "a NIXL transfer to %s failed (status %d)", peer, rc);
+        xlock(a);
+        rc = api->get_xfer_status(a->agent, x->req);
+        xunlock(a);
+        if (rc == GKV_NIXL_IN_PROG && now_us() > until) {
+            snprintf(why, cap, "a NIXL transfer to %s did not finish in %d ms", peer, timeout_ms);
             out = GKV_EUNAVAILABLE;
         }
     }
-    if (req) {
+    if (!out && rc != GKV_NIXL_OK) {
+        snprintf(why, cap, "a NIXL transfer to %s failed (status %d)", peer, rc);
+        out = GKV_EUNAVAILABLE;
+    }
+    if (x->req) {
         xlock(a);
-        int rel = api->release_xfer_req(a->agent, req);
+        int rel = api->release_xfer_req(a->agent, x->req);
         xunlock(a);
         if (rel != GKV_NIXL_OK && out) {
             *stuck = true; /* still posted: its memory must stay as it is */
             a->stuck++;
         } else {
-            api->destroy_xfer_req(req);
+            api->destroy_xfer_req(x->req);
         }
+        x->req = NULL;
     }
     return out;
+}
+
+int gkv_nixl_agent_xfer(gkv_nixl_agent_t *a, int op, const char *peer, const void *addr,
+                        size_t len, int mem, uint64_t dev, uint64_t raddr, int rmem,
+                        uint64_t rdev, int timeout_ms, bool *stuck, char *why, size_t cap)
+{
+    gkv_nixl_xfer_t x;
+    *stuck = false;
+    gkv_nixl_agent_post(a, op, peer, addr, len, mem, dev, raddr, rmem, rdev, &x, why, cap);
+    return gkv_nixl_agent_wait(a, &x, peer, timeout_ms, stuck, why, cap);
 }
 
 void gkv_nixl_agent_close(gkv_nixl_agent_t *a)

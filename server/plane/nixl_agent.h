@@ -52,6 +52,18 @@ int gkv_nixl_agent_write(gkv_nixl_agent_t *a, const char *peer, const void *addr
 int gkv_nixl_agent_xfer(gkv_nixl_agent_t *a, int op, const char *peer, const void *addr,
                         size_t len, int mem, uint64_t dev, uint64_t raddr, int rmem,
                         uint64_t rdev, int timeout_ms, bool *stuck, char *why, size_t cap);
+/* The same in two steps, so that a thread can post several before waiting: post returns 0 or
+ * GKV_EIO (wait then returns that too, and must still be called); wait ends the transfer
+ * (waits until done or timeout_ms, releases it; *stuck as above, set only when true). */
+typedef struct {
+    gkv_nixl_h req;
+    int rc;
+} gkv_nixl_xfer_t;
+int gkv_nixl_agent_post(gkv_nixl_agent_t *a, int op, const char *peer, const void *addr,
+                        size_t len, int mem, uint64_t dev, uint64_t raddr, int rmem,
+                        uint64_t rdev, gkv_nixl_xfer_t *x, char *why, size_t cap);
+int gkv_nixl_agent_wait(gkv_nixl_agent_t *a, gkv_nixl_xfer_t *x, const char *peer,
+                        int timeout_ms, bool *stuck, char *why, size_t cap);
 /* Deregisters the memory, destroys backend and agent. */
 void gkv_nixl_agent_close(gkv_nixl_agent_t *a);
 

@@ -92,6 +92,10 @@ int gkv_plane_open(gkv_plane_t *p, const gkv_plane_cfg_t *cfg)
     memset(p, 0, sizeof(*p));
     pthread_mutex_init(&p->lock, NULL);
     p->depth = GKV_PLANE_DEPTH;
+    p->parts = 2;
+    const char *parts = getenv("GPUKV_NIXL_PARTS"); /* for measurements */
+    if (parts && atoi(parts) > 0)
+        p->parts = atoi(parts) > GKV_PLANE_PARTS_MAX ? GKV_PLANE_PARTS_MAX : (unsigned)atoi(parts);
     const char *depth = getenv("GPUKV_NIXL_DEPTH"); /* for measurements */
     if (depth && atoi(depth) > 0)
         p->depth = atoi(depth) > GKV_PLANE_DEPTH_MAX ? GKV_PLANE_DEPTH_MAX : (unsigned)atoi(depth);
@@ -350,19 +354,39 @@ int gkv_plane_send(gkv_plane_t *p, unsigned dev, gkv_devptr_t v, uint64_t off, u
         snprintf(why, cap, "no room in this node's transfer arena in time");
         return GKV_EUNAVAILABLE;
     }
+    /* The chunk goes in parts: each part's copy into the slot overlaps the write of the part
+     * before it. */
     uint8_t *buf = gkv_slot_addr(&a->slots, slot);
-    uint64_t t0 = gkv_plane_now_us();
-    int rc = a->be->ops->arena_copy(a->be, v, off, buf, (size_t)len, 0);
-    uint64_t t1 = gkv_plane_now_us();
+    uint64_t plen = (len + p->parts - 1) / p->parts;
+    gkv_nixl_xfer_t xs[GKV_PLANE_PARTS_MAX];
+    unsigned posted = 0;
+    int rc = 0;
     bool stuck = false;
-    if (rc)
-        snprintf(why, cap, "copying a chunk into the transfer arena failed");
-    else
-        rc = gkv_nixl_agent_write(&p->agent, agent, buf, (size_t)len, a->mem, a->dev,
-                                  dst->addr + doff, dst->mem, dst->dev, timeout_ms, &stuck, why,
-                                  cap);
-    p->send_copy_us += t1 - t0;
-    p->send_write_us += gkv_plane_now_us() - t1;
+    uint64_t copy_us = 0, t0 = gkv_plane_now_us();
+    for (uint64_t o = 0; o < len && !rc; o += plen) {
+        uint64_t n = len - o < plen ? len - o : plen;
+        uint64_t c0 = gkv_plane_now_us();
+        if (a->be->ops->arena_copy(a->be, v, off + o, buf + o, (size_t)n, 0)) {
+            snprintf(why, cap, "copying a chunk into the transfer arena failed");
+            rc = GKV_EIO;
+            break;
+        }
+        copy_us += gkv_plane_now_us() - c0;
+        rc = gkv_nixl_agent_post(&p->agent, GKV_NIXL_WRITE, agent, buf + o, (size_t)n, a->mem,
+                                 a->dev, dst->addr + doff + o, dst->mem, dst->dev, &xs[posted],
+                                 why, cap);
+        posted++;
+    }
+    for (unsigned i = 0; i < posted; i++) {
+        char w[160];
+        int r = gkv_nixl_agent_wait(&p->agent, &xs[i], agent, timeout_ms, &stuck, w, sizeof(w));
+        if (r && !rc) {
+            rc = r;
+            snprintf(why, cap, "%s", w);
+        }
+    }
+    p->send_copy_us += copy_us;
+    p->send_write_us += gkv_plane_now_us() - t0 - copy_us;
     gkv_slots_give(&a->slots, &slot, 1, stuck);
     if (!rc) {
         p->chunks_sent++;

@@ -28,6 +28,9 @@
  * share of the arena); the default is plane.depth. */
 #define GKV_PLANE_DEPTH_MAX 32
 #define GKV_PLANE_DEPTH 4
+/* An owner sends a chunk in this many parts at most (plane.parts by default): the copy of
+ * each part into its slot overlaps the write of the one before. */
+#define GKV_PLANE_PARTS_MAX 8
 #define GKV_PLANE_PEER_NAME 64
 
 typedef struct {
@@ -69,6 +72,7 @@ typedef struct {
 typedef struct {
     bool on;          /* NIXL loaded, agent and arenas registered */
     unsigned depth;   /* chunks one read keeps in flight */
+    unsigned parts;   /* parts an owner sends a chunk in */
     char why[256];    /* off: why */
     gkv_nixl_api_t api;
     gkv_nixl_agent_t agent;
