@@ -153,12 +153,8 @@ bool gkv_cl_reclaim(void *arg, unsigned dev);
 void gkv_cl_commit_done(cl_job_t *j);
 int gkv_cl_route_seal(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
                       gkv_leases_t *leases, gkv_wr_t *out, int *rc);
-/* pull.c: the data plane's jobs (run on workers) and NODE requests (PLANE, STAGE on the
- * loop), and telling new members our plane (after the members changed). */
-void gkv_cl_run_pull(cl_job_t *j);
-void gkv_cl_run_plane(cl_job_t *j);
-void gkv_cl_run_plane_in(cl_job_t *j);
-void gkv_cl_run_stage(cl_job_t *j);
+/* pull.c: the data plane's NODE requests (PLANE, STAGE, on the loop) and telling new members
+ * our plane (after the members changed). Its jobs run functions of its own (job.run). */
 int gkv_cl_node_plane(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
                       const gkv_member_t *from, gkv_wr_t *out, int *rc);
 int gkv_cl_node_stage(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,

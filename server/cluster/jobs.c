@@ -598,18 +598,6 @@ void gkv_cl_job_run(gkv_job_t *job)
     case JOB_VOUCH:
         run_vouch(j);
         break;
-    case JOB_PULL:
-        gkv_cl_run_pull(j);
-        break;
-    case JOB_PLANE:
-        gkv_cl_run_plane(j);
-        break;
-    case JOB_PLANE_IN:
-        gkv_cl_run_plane_in(j);
-        break;
-    case JOB_STAGE:
-        gkv_cl_run_stage(j);
-        break;
     case JOB_RECORD:
         run_record(j);
         break;

@@ -28,6 +28,9 @@ const gkv_member_t *gkv_cl_job_member(const cl_job_t *j, const char *name)
 
 /* ---- PLANE ---------------------------------------------------------------------------- */
 
+static void run_plane(gkv_job_t *job);
+static void run_pull(gkv_job_t *job);
+
 void gkv_cl_plane_members(gkv_cluster_t *cl)
 {
     size_t n = cl->members.n;
@@ -62,13 +65,15 @@ void gkv_cl_plane_members(gkv_cluster_t *cl)
         }
         snprintf(j->peer, sizeof(j->peer), "%s", m->name);
         j->peer_inc = m->incarnation;
+        j->job.run = run_plane;
         gkv_workers_submit(&cl->origin, &j->job);
     }
 }
 
 /* Our PLANE to keys[0] (its name is peer): its answer says whether NIXL reaches us from it. */
-void gkv_cl_run_plane(cl_job_t *j)
+static void run_plane(gkv_job_t *job)
 {
+    cl_job_t *j = (cl_job_t *)job;
     gkv_plane_t *p = &j->cl->plane;
     void *md = NULL;
     size_t md_len = 0, alen = 0;
@@ -112,8 +117,9 @@ void gkv_cl_run_plane(cl_job_t *j)
 }
 
 /* A member's PLANE (md in prefix, arenas in cursor): load, probe. */
-void gkv_cl_run_plane_in(cl_job_t *j)
+static void run_plane_in(gkv_job_t *job)
 {
+    cl_job_t *j = (cl_job_t *)job;
     j->status = gkv_plane_take_hello(&j->cl->plane, j->peer, j->peer_inc, j->prefix,
                                      j->prefix_len, j->cursor, j->cursor_len, j->msg,
                                      sizeof(j->msg));
@@ -151,6 +157,7 @@ int gkv_cl_node_plane(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     }
     cl_job_t *j = gkv_cl_job_new(cl, t, JOB_PLANE_IN);
     if (j) {
+        j->job.run = run_plane_in;
         j->prefix = dup_bytes(req->plane.p, req->plane.len);
         j->prefix_len = (uint32_t)req->plane.len;
         j->cursor = dup_bytes(req->arenas.p, req->arenas.len);
@@ -170,8 +177,9 @@ int gkv_cl_node_plane(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
 
 /* ---- STAGE (the owner's side) ---------------------------------------------------------- */
 
-void gkv_cl_run_stage(cl_job_t *j)
+static void run_stage(gkv_job_t *job)
 {
+    cl_job_t *j = (cl_job_t *)job;
     gkv_plane_t *p = &j->cl->plane;
     gkv_plane_remote_t dst;
     char agent[128];
@@ -237,6 +245,7 @@ int gkv_cl_node_stage(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
         gkv_wr_error(out, req->id, GKV_ENOMEM, NULL);
         return GKV_ROUTE_DONE;
     }
+    j->job.run = run_stage;
     gkv_store_ref(e);
     j->entry = e;
     j->offset = req->offset;
@@ -276,6 +285,7 @@ bool gkv_cl_pull_start(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j)
     if (!any)
         return false;
     j->kind = JOB_PULL;
+    j->job.run = run_pull;
     j->finished = false;
     j->t = t;
     gkv_cl_submit(cl, t, j, false);
@@ -413,8 +423,9 @@ static int pull_key(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
     return rc;
 }
 
-void gkv_cl_run_pull(cl_job_t *j)
+static void run_pull(gkv_job_t *job)
 {
+    cl_job_t *j = (cl_job_t *)job;
     gkv_plane_t *p = &j->cl->plane;
     for (uint32_t i = 0; i < j->nkeys; i++) {
         cl_key_t *k = &j->keys[i];

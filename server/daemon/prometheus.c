@@ -257,6 +257,26 @@ static void render_cluster(const gkv_server_t *srv, gkv_text_t *t)
         "Leases granted to this node (1 + rejoins after its lease expired).", st.joins);
     one(t, "cluster_member_list_changes_total", "counter", "Member lists taken.",
         cl->member_changes);
+    /* The data plane (docs/cluster.md, "Data plane"). */
+    gkv_plane_t *p = (gkv_plane_t *)&cl->plane;
+    uint64_t nixl, tcp, in_use, retired;
+    gkv_plane_counts(p, &nixl, &tcp, &in_use, &retired);
+    one(t, "cluster_data_plane_nixl", "gauge", "1 when NIXL is loaded and its arenas registered.",
+        p->on);
+    family(t, "cluster_peers", "gauge", "Other members by the data plane reads from them take.");
+    labelled(t, "cluster_peers", "plane", "nixl", nixl);
+    labelled(t, "cluster_peers", "plane", "tcp", tcp);
+    one(t, "cluster_nixl_reads_total", "counter", "Remote reads pulled through NIXL.", p->reads);
+    one(t, "cluster_nixl_read_bytes_total", "counter", "Bytes pulled through NIXL.",
+        p->read_bytes);
+    one(t, "cluster_nixl_fallbacks_total", "counter",
+        "Pulls through NIXL that failed and were read over TCP instead.", p->fallbacks);
+    one(t, "cluster_nixl_sent_bytes_total", "counter", "Bytes this node wrote to readers.",
+        p->bytes_sent);
+    one(t, "cluster_nixl_slots_in_use", "gauge", "Transfer arena slots holding a chunk now.",
+        in_use);
+    one(t, "cluster_nixl_slots_retired", "gauge",
+        "Arena slots never reused (a transfer into them could not be released).", retired);
 }
 
 /* The process_* series Prometheus client libraries export (no gpukv_ prefix: dashboards and

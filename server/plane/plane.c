@@ -435,3 +435,21 @@ const char *gkv_plane_word(gkv_plane_t *p, const char *node, int64_t inc)
     pthread_mutex_unlock(&p->lock);
     return w;
 }
+
+void gkv_plane_counts(gkv_plane_t *p, uint64_t *nixl, uint64_t *tcp, uint64_t *in_use,
+                      uint64_t *retired)
+{
+    *nixl = *tcp = *in_use = *retired = 0;
+    pthread_mutex_lock(&p->lock);
+    for (size_t i = 0; i < p->npeers; i++) {
+        if (p->peers[i].state == GKV_PLANE_NIXL)
+            ++*nixl;
+        else if (p->peers[i].state == GKV_PLANE_TCP)
+            ++*tcp;
+    }
+    pthread_mutex_unlock(&p->lock);
+    for (unsigned i = 0; i < p->narenas; i++) {
+        *in_use += p->arena[i].slots.taken;
+        *retired += p->arena[i].slots.retired;
+    }
+}

@@ -131,6 +131,9 @@ int gkv_plane_send(gkv_plane_t *p, unsigned dev, gkv_devptr_t v, uint64_t off, u
                    int timeout_ms, char *why, size_t cap);
 /* Writes INFO lines (data_plane, nixl, arenas, counters) into buf. Returns its length or -1. */
 int gkv_plane_info(gkv_plane_t *p, char *buf, size_t cap);
+/* How many other nodes reads take NIXL from, and TCP; the arenas' slots in use and retired. */
+void gkv_plane_counts(gkv_plane_t *p, uint64_t *nixl, uint64_t *tcp, uint64_t *in_use,
+                      uint64_t *retired);
 /* A member's plane in a word, for INFO's member lines: "nixl", "tcp" or "unknown". */
 const char *gkv_plane_word(gkv_plane_t *p, const char *node, int64_t inc);
 

@@ -252,6 +252,11 @@ def large_values_move_through_the_data_plane_bit_exact(cl: Cluster):
     # n1 and n2 each read the two values the other wrote (the first is small: TCP's direct
     # answer); n3 (in its namespace, where there is one) reads all four through NIXL or TCP.
     assert reads["n1"] >= 1 and reads["n2"] >= 1, reads
+    with cl.nodes[0].client() as c:
+        metrics = c.metrics()
+    assert "gpukv_cluster_data_plane_nixl 1" in metrics, metrics[-2000:]
+    assert 'gpukv_cluster_peers{plane="nixl"}' in metrics
+    assert f"gpukv_cluster_nixl_reads_total {after['n1']['nixl_reads']}" in metrics
     print(f"     (NIXL reads {reads}; n3's plane to n1: {member_plane(cl.nodes[2], 'n1')})")
 
 
