@@ -288,10 +288,8 @@ static void read_key(cl_job_t *j, cl_key_t *k)
             k->status = 0;
             return;
         }
-        bool ask_plane = false;
         if (k->size > CL_DIRECT_MAX && !j->no_nixl &&
-            gkv_plane_state(&j->cl->plane, owner->name, owner->incarnation, &ask_plane) ==
-                GKV_PLANE_NIXL) {
+            gkv_plane_reads_nixl(&j->cl->plane, owner->name, owner->incarnation)) {
             k->status = CL_PULL; /* the loop gives it memory, then JOB_PULL */
             return;
         }

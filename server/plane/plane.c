@@ -284,6 +284,17 @@ int gkv_plane_state(gkv_plane_t *p, const char *node, int64_t inc, bool *ask)
     return state;
 }
 
+bool gkv_plane_reads_nixl(gkv_plane_t *p, const char *node, int64_t inc)
+{
+    if (!p->on)
+        return false;
+    pthread_mutex_lock(&p->lock);
+    gkv_plane_peer_t *q = peer_of(p, node, inc, false);
+    bool yes = q && q->state == GKV_PLANE_NIXL;
+    pthread_mutex_unlock(&p->lock);
+    return yes;
+}
+
 void gkv_plane_keep_only(gkv_plane_t *p, const char *const *names, const int64_t *incs, size_t n)
 {
     pthread_mutex_lock(&p->lock);

@@ -112,8 +112,10 @@ int gkv_plane_take_hello(gkv_plane_t *p, const char *node, int64_t inc, const vo
 /* Our PLANE to node was answered: reads from it go through NIXL (ok) or TCP (why). */
 void gkv_plane_set_state(gkv_plane_t *p, const char *node, int64_t inc, bool ok, const char *why);
 /* For reads from node at inc: GKV_PLANE_NIXL or not; marks it asked (returns true in *ask
- * the first time, when a PLANE should be sent). */
+ * the first time, when a PLANE should be sent). On the loop, when members change. */
 int gkv_plane_state(gkv_plane_t *p, const char *node, int64_t inc, bool *ask);
+/* True when reads from node at inc take NIXL (its PLANE answered so). Any thread. */
+bool gkv_plane_reads_nixl(gkv_plane_t *p, const char *node, int64_t inc);
 /* Forgets the nodes that are not in names/incs (n of them): they left. */
 void gkv_plane_keep_only(gkv_plane_t *p, const char *const *names, const int64_t *incs, size_t n);
 /* Where a STAGE from node writes (its arena idx, at off, len bytes): *raddr etc. Returns 0, or

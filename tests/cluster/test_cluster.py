@@ -226,7 +226,8 @@ def member_plane(node, other: str) -> str:
 def large_values_move_through_the_data_plane_bit_exact(cl: Cluster):
     # With NIXL every pull between n1 and n2 goes through it (chunk by chunk through the
     # arenas, several in flight), without it over TCP; the bytes are the same either way.
-    sizes = [65537, (1 << 20) + 3, 5 << 20, (21 << 20) + 11]
+    # The last is larger than the host backend's 64 MiB arena: it streams through it.
+    sizes = [65537, (1 << 20) + 3, 5 << 20, (21 << 20) + 11, (70 << 20) + 1]
     before = {n.name: n.info() for n in cl.nodes}
     for i, size in enumerate(sizes):
         writer = cl.nodes[i % 2]
@@ -237,6 +238,15 @@ def large_values_move_through_the_data_plane_bit_exact(cl: Cluster):
             with node.client() as c:
                 assert get(c, f"plane/{i}") == value, f"{node.name}: plane/{i} ({size} bytes)"
                 assert c.get(f"plane/{i}", offset=size - 100, length=50) == value[-100:-50]
+    # Several values pulled by one request (MGET), after new versions on n1.
+    with cl.nodes[0].client() as c:
+        for i in (2, 3):
+            c.set(f"plane/{i}", rand_bytes(sizes[i], 600 + i))
+    with cl.nodes[1].client() as c:
+        got = c.mget(["plane/2", "plane/3"])
+        assert [bytes(g) for g in got] == [rand_bytes(sizes[i], 600 + i) for i in (2, 3)], "MGET"
+    with cl.nodes[0].client() as c:
+        c.delete("plane/4")  # 70 MiB less to hold for the checks after this one
     after = {n.name: n.info() for n in cl.nodes}
     reads = {n: after[n]["nixl_reads"] - before[n]["nixl_reads"] for n in after}
     if not nixl_on():
