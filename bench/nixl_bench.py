@@ -177,8 +177,10 @@ def main() -> int:
                   f"SET then MAP on b alone {local:.1f} GB/s) | | | | | |")
             ia, ib = clients["nixl"][0].info("cluster"), clients["nixl"][1].info("cluster")
             print(f"|   (so far, us: owner copies {ia['nixl_send_copy_us']}, owner writes "
-                  f"{ia['nixl_send_write_us']}, reader waits {ib['nixl_pull_wait_us']}, reader "
-                  f"copies {ib['nixl_pull_copy_us']}) | | | | | |")
+                  f"{ia['nixl_send_write_us']}, owner's STAGEs waiting for a worker "
+                  f"{ia['nixl_stage_queue_us']} and for the loop's reply "
+                  f"{ia['nixl_stage_reply_us']}, reader waits {ib['nixl_pull_wait_us']}, reader "
+                  f"copies {ib['nixl_pull_copy_us']}, pulls {ib['nixl_pull_us']}) | | | | | |")
         # 16 concurrent readers of 64 MiB values (1 GiB in all).
         if a.nixl_only:
             return 0

@@ -114,6 +114,7 @@ typedef struct cl_job {
     int64_t peer_inc;
     uint64_t offset, length, arena_off;
     unsigned arena_idx;
+    uint64_t t_us; /* STAGE: when the loop queued it, then when its worker ended */
 } cl_job_t;
 
 /* jobs.c: each job kind's run (on a worker) and the shared plumbing. */

@@ -181,6 +181,7 @@ static void run_stage(gkv_job_t *job)
 {
     cl_job_t *j = (cl_job_t *)job;
     gkv_plane_t *p = &j->cl->plane;
+    p->stage_queue_us += gkv_plane_now_us() - j->t_us;
     gkv_plane_remote_t dst;
     char agent[128];
     j->status = gkv_plane_dest(p, j->peer, j->peer_inc, j->arena_idx, j->arena_off, j->length,
@@ -193,6 +194,7 @@ static void run_stage(gkv_job_t *job)
     }
     j->status = gkv_plane_send(p, j->entry->dev, j->entry->mem, j->offset, j->length, agent, &dst,
                                j->arena_off, j->cl->peers.timeout_ms, j->msg, sizeof(j->msg));
+    j->t_us = gkv_plane_now_us();
 }
 
 int gkv_cl_node_stage(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
@@ -201,6 +203,8 @@ int gkv_cl_node_stage(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     if (t->job) { /* sent (or not) */
         cl_job_t *j = t->job;
         t->job = NULL;
+        if (j->t_us)
+            cl->plane.stage_reply_us += gkv_plane_now_us() - j->t_us;
         *rc = j->status;
         if (j->status) {
             gkv_wr_error(out, req->id, j->status, j->msg[0] ? j->msg : NULL);
@@ -246,6 +250,7 @@ int gkv_cl_node_stage(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
         return GKV_ROUTE_DONE;
     }
     j->job.run = run_stage;
+    j->t_us = gkv_plane_now_us();
     gkv_store_ref(e);
     j->entry = e;
     j->offset = req->offset;

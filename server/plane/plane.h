@@ -89,6 +89,9 @@ typedef struct {
      * arena and its NIXL writes; a reader's waits for chunks and its copies out of its arena. */
     _Atomic uint64_t send_copy_us, send_write_us, pull_wait_us, pull_copy_us;
     _Atomic uint64_t pull_us; /* a reader's pulls, first request to last byte in its memory */
+    /* An owner's STAGE: waiting for a worker after the loop took it, and from the worker's end
+     * to the reply being written on the loop. */
+    _Atomic uint64_t stage_queue_us, stage_reply_us;
 } gkv_plane_t;
 
 /* Monotonic microseconds, for the counters above. */
