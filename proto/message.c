@@ -218,6 +218,12 @@ int gkv_req_decode(const uint8_t *hdr, size_t len, gkv_request_t *req, const cha
         case GKV_F_ARENA_OFFSET:
             rc = gkv_read_uint(&r, &req->arena_offset);
             break;
+        case GKV_F_SLOTS:
+            rc = gkv_read_bin(&r, &req->slots);
+            break;
+        case GKV_F_XFER:
+            rc = gkv_read_uint(&r, &req->xfer);
+            break;
         default:
             /* Unknown fields are skipped so that newer clients can add optional ones. */
             rc = gkv_read_skip(&r);

@@ -67,6 +67,8 @@ enum {
     GKV_F_HAVE = 56,        /* FETCH at the home: the version of the sender's replica */
     GKV_F_PLANE = 57,       /* PLANE: the sender's NIXL agent metadata (bin) */
     GKV_F_ARENAS = 58,      /* PLANE: the sender's transfer arenas (bin, node.h) */
+    GKV_F_SLOTS = 59,       /* PUSH: offsets of the sender's arena slots (bin, u64 each) */
+    GKV_F_XFER = 60,        /* PUSH: the transfer's id (its notifications name it) */
 };
 
 /* SEAL's flags field (SET and CREATE use 1 and 2: NX, XX): keep the lease, as a MAP lease on
@@ -124,8 +126,8 @@ typedef struct {
     uint64_t node_op, incarnation, vversion, owner_inc, have;
     gkv_slice_t node, owner;
     /* PLANE: NIXL metadata and arenas; STAGE: where in the sender's arena (arena_offset). */
-    gkv_slice_t plane, arenas;
-    uint64_t arena_offset;
+    gkv_slice_t plane, arenas, slots;
+    uint64_t arena_offset, xfer;
 } gkv_request_t;
 
 /* Decodes one request header (hdr, len bytes, borrowed) into *req. Checks structure and types

@@ -48,6 +48,13 @@ enum {
      * that version (any more); BUSY; UNAVAILABLE or IO when the transfer failed (the sender
      * then reads over TCP). */
     GKV_NODE_STAGE = 11,
+    /* To an owner, after PLANE: write key's value at vversion into the sender's arena number
+     * gpu, chunk by chunk (length bytes each; chunk i into the slot at offset slots[i % n]),
+     * each write notifying the sender through NIXL ("GKVN", 1, xfer, i); a slot is reused once
+     * the sender notified that it copied the chunk before out ("GKVN", 2, xfer, i). Reply:
+     * size (and meta) once every chunk is written; NOTFOUND, BUSY, RANGE, INVAL, NOTSUP,
+     * UNAVAILABLE, IO as STAGE. */
+    GKV_NODE_PUSH = 12,
 };
 
 /* The size of one arena's record in PLANE's arenas. */

@@ -115,6 +115,7 @@ typedef struct cl_job {
     uint64_t offset, length, arena_off;
     unsigned arena_idx;
     uint64_t t_us; /* STAGE: when the loop queued it, then when its worker ended */
+    uint64_t xfer; /* PUSH: the transfer's id (the reader's) */
 } cl_job_t;
 
 /* jobs.c: each job kind's run (on a worker) and the shared plumbing. */

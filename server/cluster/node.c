@@ -326,6 +326,7 @@ int gkv_cl_node(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *r
     case GKV_NODE_REGISTER:
         return node_register(cl, req, from, out, rc);
     case GKV_NODE_STAGE:
+    case GKV_NODE_PUSH:
         return gkv_cl_node_stage(cl, t, req, from, out, rc);
     case GKV_NODE_REPLICA:
         if (strcmp(from->name, cl->node) || !req->vversion)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <time.h>
 
 #include "cluster_impl.h"
@@ -197,9 +198,41 @@ static void run_stage(gkv_job_t *job)
     j->t_us = gkv_plane_now_us();
 }
 
+/* A PUSH: the whole value into the reader's slots (cursor: their offsets). */
+static void run_push(gkv_job_t *job)
+{
+    cl_job_t *j = (cl_job_t *)job;
+    gkv_plane_t *p = &j->cl->plane;
+    p->stage_queue_us += gkv_plane_now_us() - j->t_us;
+    uint32_t nslots = j->cursor_len / 8;
+    uint64_t offs[GKV_PLANE_DEPTH_MAX * 2];
+    gkv_plane_remote_t dst;
+    char agent[128];
+    for (uint32_t i = 0; i < nslots; i++) {
+        offs[i] = 0;
+        for (int b = 0; b < 8; b++)
+            offs[i] |= (uint64_t)j->cursor[8 * i + (uint32_t)b] << (8 * b);
+        j->status = gkv_plane_dest(p, j->peer, j->peer_inc, j->arena_idx, offs[i], j->length,
+                                   &dst, agent, sizeof(agent));
+        if (j->status) {
+            snprintf(j->msg, sizeof(j->msg), "%s",
+                     j->status == GKV_EINVAL ? "a slot does not fit the reader's arena"
+                                             : "the reader's PLANE has not reached this node");
+            return;
+        }
+    }
+    j->status = gkv_plane_push(p, j->entry->dev, j->entry->mem, j->entry->size, j->length, agent,
+                               &dst, offs, nslots, j->xfer, j->cl->peers.timeout_ms, j->msg,
+                               sizeof(j->msg));
+    j->t_us = gkv_plane_now_us();
+}
+
+/* STAGE (one chunk) and PUSH (the whole value) at the owner: checked on the loop, sent by a
+ * worker of the stage pool, answered when it is done. */
 int gkv_cl_node_stage(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
                       const gkv_member_t *from, gkv_wr_t *out, int *rc)
 {
+    bool push = req->node_op == GKV_NODE_PUSH;
     if (t->job) { /* sent (or not) */
         cl_job_t *j = t->job;
         t->job = NULL;
@@ -233,10 +266,14 @@ int gkv_cl_node_stage(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     } else if (!c || c->replica || c->version != req->vversion || !e || !e->size) {
         code = GKV_ENOTFOUND;
         why = "this node does not hold that version";
-    } else if (!(req->has & GKV_HAS_OFFSET) || !(req->has & GKV_HAS_LENGTH) || !req->length ||
-               req->offset >= e->size || req->length > e->size - req->offset) {
+    } else if (push ? !req->length || !req->slots.len || req->slots.len % 8 ||
+                          req->slots.len / 8 > GKV_PLANE_DEPTH_MAX * 2
+                    : !(req->has & GKV_HAS_OFFSET) || !(req->has & GKV_HAS_LENGTH) ||
+                          !req->length || req->offset >= e->size ||
+                          req->length > e->size - req->offset) {
         code = GKV_ERANGE;
-        why = "a STAGE names a chunk inside the value";
+        why = push ? "a PUSH names a chunk size and 1 to 64 slots"
+                   : "a STAGE names a chunk inside the value";
     }
     if (code) {
         *rc = code;
@@ -244,16 +281,22 @@ int gkv_cl_node_stage(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
         return GKV_ROUTE_DONE;
     }
     cl_job_t *j = gkv_cl_job_new(cl, t, JOB_STAGE);
+    if (j && push && !(j->cursor = dup_bytes(req->slots.p, req->slots.len))) {
+        gkv_cl_job_free(j);
+        j = NULL;
+    }
     if (!j) {
         *rc = GKV_ENOMEM;
         gkv_wr_error(out, req->id, GKV_ENOMEM, NULL);
         return GKV_ROUTE_DONE;
     }
-    j->job.run = run_stage;
+    j->job.run = push ? run_push : run_stage;
+    j->cursor_len = (uint32_t)req->slots.len;
+    j->xfer = req->xfer;
     j->t_us = gkv_plane_now_us();
     gkv_store_ref(e);
     j->entry = e;
-    j->offset = req->offset;
+    j->offset = push ? 0 : req->offset;
     j->length = req->length;
     j->arena_off = req->arena_offset;
     j->arena_idx = (req->has & GKV_HAS_GPU) ? (unsigned)req->gpu : 0;
@@ -428,6 +471,119 @@ static int pull_key(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
     return rc;
 }
 
+/* The owner answered early (an error) when its connection has something to read. */
+static bool answered(void *arg)
+{
+    struct pollfd pf = {.fd = ((gkv_peer_conn_t *)arg)->fd, .events = POLLIN};
+    return poll(&pf, 1, 0) > 0;
+}
+
+/* k's value through NIXL into k->mem, the owner pushing it (PUSH): chunks land in our slots
+ * and are announced by NIXL notifications; each one copied out is announced back. Returns 0,
+ * CL_AGAIN (the owner does not hold that version now), or another code (the caller falls back
+ * to TCP). */
+static int pull_pushed(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
+{
+    gkv_plane_t *p = &j->cl->plane;
+    gkv_plane_arena_t *a = &p->arena[k->dev];
+    uint64_t chunk = gkv_plane_chunk(p, owner->name, k->dev);
+    uint64_t n = (k->size + chunk - 1) / chunk;
+    uint32_t slots[GKV_PLANE_DEPTH_MAX * 2];
+    int timeout = j->cl->peers.timeout_ms;
+    uint32_t want = n < 2 * p->depth ? (uint32_t)n : 2 * p->depth;
+    uint32_t nslots = gkv_slots_take(&a->slots, want, slots, timeout);
+    char agent[128];
+    gkv_plane_remote_t unused;
+    if (!nslots) {
+        snprintf(j->msg, sizeof(j->msg), "no room in this node's transfer arena in time");
+        return GKV_EUNAVAILABLE;
+    }
+    /* Its agent: loaded here from its PLANE (our notifications go to it). */
+    int rc = gkv_plane_dest(p, owner->name, owner->incarnation, 0, 0, 1, &unused, agent,
+                            sizeof(agent));
+    uint64_t id = gkv_plane_new_id(p);
+    gkv_plane_box_t *b = rc ? NULL : gkv_plane_box_open(p, id, n);
+    gkv_peer_conn_t *c = NULL;
+    if (!rc && !b)
+        rc = GKV_ENOMEM;
+    if (!rc && gkv_peer_take(&j->cl->peers, owner->advertise, &c))
+        rc = GKV_EUNAVAILABLE;
+    bool sent = false;
+    if (!rc) {
+        uint8_t offs[GKV_PLANE_DEPTH_MAX * 2 * 8];
+        for (uint32_t i = 0; i < nslots; i++)
+            for (int x = 0; x < 8; x++)
+                offs[8 * i + (uint32_t)x] = (uint8_t)(slot_off(a, slots[i]) >> (8 * x));
+        gkv_peer_begin(c, 0, GKV_NODE_PUSH, j->self, (uint64_t)j->self_inc);
+        gkv_wr_bin(&c->wr, GKV_F_KEY, k->key, k->klen);
+        gkv_wr_uint(&c->wr, GKV_F_VVERSION, k->version);
+        gkv_wr_uint(&c->wr, GKV_F_LENGTH, chunk);
+        gkv_wr_bin(&c->wr, GKV_F_SLOTS, offs, (size_t)nslots * 8);
+        gkv_wr_uint(&c->wr, GKV_F_XFER, id);
+        gkv_wr_uint(&c->wr, GKV_F_GPU, k->dev);
+        rc = gkv_peer_send(c);
+        sent = rc == 0;
+    }
+    /* The owner answers once every chunk is written (its notifications may come after the
+     * answer), or at once on an error. */
+    gkv_response_t r;
+    bool replied = false, ok = false, retire = false;
+    for (uint64_t i = 0; i < n && !rc; i++) {
+        uint64_t t0 = gkv_plane_now_us();
+        rc = gkv_plane_wait_landed(p, b, i, timeout, replied ? NULL : answered, c);
+        if (rc && !replied && answered(c)) {
+            replied = true;
+            ok = gkv_peer_recv(c, &r) == 0 && !r.payload_len;
+            if (!ok)
+                rc = GKV_EUNAVAILABLE; /* the owner is gone: it writes nothing more */
+            else if (r.status)
+                rc = r.status == GKV_ENOTFOUND ? CL_AGAIN : (int)r.status;
+            else /* all written: the notifications are on their way */
+                rc = gkv_plane_wait_landed(p, b, i, timeout, NULL, NULL);
+        }
+        uint64_t t1 = gkv_plane_now_us();
+        p->pull_wait_us += t1 - t0;
+        if (rc)
+            break;
+        uint64_t off = i * chunk, len = k->size - off < chunk ? k->size - off : chunk;
+        if (a->be->ops->arena_copy(a->be, k->mem, off,
+                                   gkv_slot_addr(&a->slots, slots[i % nslots]), (size_t)len, 1)) {
+            rc = GKV_EIO;
+            break;
+        }
+        p->pull_copy_us += gkv_plane_now_us() - t1;
+        if (i + nslots < n && gkv_plane_freed(p, agent, id, i)) {
+            rc = GKV_EIO;
+            break;
+        }
+    }
+    /* Not answered yet: after the last chunk, or after a failure here (the owner stops at the
+     * timeout of its wait for a slot). One that stayed silent until our timeout may still
+     * write: our slots are then retired. */
+    if (sent && !replied) {
+        uint64_t t0 = gkv_plane_now_us();
+        ok = gkv_peer_recv(c, &r) == 0 && !r.payload_len;
+        if (!ok && gkv_plane_now_us() - t0 >= (uint64_t)timeout * 500)
+            retire = true;
+        if (!ok && !rc)
+            rc = GKV_EUNAVAILABLE;
+        else if (ok && r.status && !rc)
+            rc = r.status == GKV_ENOTFOUND ? CL_AGAIN : (int)r.status;
+    }
+    if (ok && !rc && r.has_meta && r.meta.len) {
+        free(k->meta);
+        k->meta = dup_bytes(r.meta.p, r.meta.len);
+        k->meta_len = k->meta ? (uint32_t)r.meta.len : 0;
+    }
+    if (ok && r.message.len && rc)
+        snprintf(j->msg, sizeof(j->msg), "%.*s", (int)r.message.len, (const char *)r.message.p);
+    if (c)
+        gkv_peer_give(&j->cl->peers, c, ok);
+    gkv_plane_box_close(p, b);
+    gkv_slots_give(&a->slots, slots, nslots, retire);
+    return rc;
+}
+
 static void run_pull(gkv_job_t *job)
 {
     cl_job_t *j = (cl_job_t *)job;
@@ -442,7 +598,7 @@ static void run_pull(gkv_job_t *job)
             continue;
         }
         uint64_t t0 = gkv_plane_now_us();
-        int rc = pull_key(j, k, owner);
+        int rc = p->push ? pull_pushed(j, k, owner) : pull_key(j, k, owner);
         p->pull_us += gkv_plane_now_us() - t0;
         if (!rc) {
             k->status = 0;

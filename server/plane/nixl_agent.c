@@ -145,17 +145,36 @@ int gkv_nixl_agent_post(gkv_nixl_agent_t *a, int op, const char *peer, const voi
                         size_t len, int mem, uint64_t dev, uint64_t raddr, int rmem,
                         uint64_t rdev, gkv_nixl_xfer_t *x, char *why, size_t cap)
 {
+    return gkv_nixl_agent_post_notify(a, op, peer, addr, len, mem, dev, raddr, rmem, rdev, NULL,
+                                      0, x, why, cap);
+}
+
+int gkv_nixl_agent_post_notify(gkv_nixl_agent_t *a, int op, const char *peer, const void *addr,
+                               size_t len, int mem, uint64_t dev, uint64_t raddr, int rmem,
+                               uint64_t rdev, const void *notif, size_t notif_len,
+                               gkv_nixl_xfer_t *x, char *why, size_t cap)
+{
     const gkv_nixl_api_t *api = a->api;
     gkv_nixl_h local = one_desc(api, mem, (uintptr_t)addr, len, dev);
     gkv_nixl_h remote = one_desc(api, rmem, raddr, len, rdev);
+    gkv_nixl_h opt = NULL;
     x->req = NULL;
     int rc = local && remote ? GKV_NIXL_OK : -1;
+    if (rc == GKV_NIXL_OK && notif) {
+        rc = api->create_opt_args(&opt);
+        if (rc == GKV_NIXL_OK)
+            rc = api->opt_args_set_notif_msg(opt, notif, notif_len);
+        if (rc == GKV_NIXL_OK)
+            rc = api->opt_args_set_has_notif(opt, true);
+    }
     xlock(a);
     if (rc == GKV_NIXL_OK)
-        rc = api->create_xfer_req(a->agent, op, local, remote, peer, &x->req, NULL);
+        rc = api->create_xfer_req(a->agent, op, local, remote, peer, &x->req, opt);
     if (rc == GKV_NIXL_OK)
-        rc = api->post_xfer_req(a->agent, x->req, NULL);
+        rc = api->post_xfer_req(a->agent, x->req, opt);
     xunlock(a);
+    if (opt)
+        api->destroy_opt_args(opt);
     if (local)
         api->destroy_xfer_dlist(local);
     if (remote)
@@ -225,11 +244,55 @@ int gkv_nixl_agent_xfer(gkv_nixl_agent_t *a, int op, const char *peer, const voi
     return gkv_nixl_agent_wait(a, &x, peer, timeout_ms, stuck, why, cap);
 }
 
+int gkv_nixl_agent_notify(gkv_nixl_agent_t *a, const char *peer, const void *msg, size_t len)
+{
+    xlock(a);
+    int rc = a->api->gen_notif(a->agent, peer, msg, len, NULL);
+    xunlock(a);
+    return rc == GKV_NIXL_OK ? 0 : GKV_EIO;
+}
+
+int gkv_nixl_agent_notifs(gkv_nixl_agent_t *a, void (*fn)(void *arg, const void *msg, size_t len),
+                          void *arg)
+{
+    const gkv_nixl_api_t *api = a->api;
+    if (!a->notifs && api->create_notif_map(&a->notifs) != GKV_NIXL_OK)
+        return -1;
+    xlock(a);
+    int rc = api->get_notifs(a->agent, a->notifs, NULL);
+    xunlock(a);
+    if (rc != GKV_NIXL_OK)
+        return -1;
+    size_t agents = 0;
+    int got = 0;
+    api->notif_map_size(a->notifs, &agents);
+    for (size_t i = 0; i < agents; i++) {
+        const char *name = NULL;
+        size_t n = 0;
+        if (api->notif_map_get_agent_at(a->notifs, i, &name) != GKV_NIXL_OK || !name)
+            continue;
+        api->notif_map_get_notifs_size(a->notifs, name, &n);
+        for (size_t k = 0; k < n; k++) {
+            const void *msg = NULL;
+            size_t len = 0;
+            if (api->notif_map_get_notif(a->notifs, name, k, &msg, &len) == GKV_NIXL_OK) {
+                fn(arg, msg, len);
+                got++;
+            }
+        }
+    }
+    api->notif_map_clear(a->notifs);
+    return got;
+}
+
 void gkv_nixl_agent_close(gkv_nixl_agent_t *a)
 {
     const gkv_nixl_api_t *api = a->api;
     if (!api)
         return;
+    if (a->notifs)
+        api->destroy_notif_map(a->notifs);
+    a->notifs = NULL;
     for (unsigned i = 0; i < a->nregs; i++) {
         api->deregister_mem(a->agent, a->regs[i], NULL);
         api->destroy_reg_dlist(a->regs[i]);

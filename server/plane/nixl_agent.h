@@ -23,6 +23,7 @@ typedef struct {
     char name[128];
     uint64_t stuck; /* transfers that could not be released after their deadline */
     bool unlocked;  /* transfers run without the lock (NIXL's own RW locking) */
+    gkv_nixl_h notifs; /* the map notifications are collected into */
 } gkv_nixl_agent_t;
 
 /* Creates agent name (unique among the cluster's agents: node name and incarnation) with a UCX
@@ -62,6 +63,17 @@ typedef struct {
 int gkv_nixl_agent_post(gkv_nixl_agent_t *a, int op, const char *peer, const void *addr,
                         size_t len, int mem, uint64_t dev, uint64_t raddr, int rmem,
                         uint64_t rdev, gkv_nixl_xfer_t *x, char *why, size_t cap);
+/* post with a notification: peer's agent receives notif (len bytes) once the bytes are there. */
+int gkv_nixl_agent_post_notify(gkv_nixl_agent_t *a, int op, const char *peer, const void *addr,
+                               size_t len, int mem, uint64_t dev, uint64_t raddr, int rmem,
+                               uint64_t rdev, const void *notif, size_t notif_len,
+                               gkv_nixl_xfer_t *x, char *why, size_t cap);
+/* Sends peer's agent a notification of its own. Returns 0 or GKV_EIO. */
+int gkv_nixl_agent_notify(gkv_nixl_agent_t *a, const char *peer, const void *msg, size_t len);
+/* Calls fn for each notification that arrived since the last call (from any agent). Returns
+ * how many, or -1 when NIXL failed. One thread at a time (the caller serialises). */
+int gkv_nixl_agent_notifs(gkv_nixl_agent_t *a, void (*fn)(void *arg, const void *msg, size_t len),
+                          void *arg);
 int gkv_nixl_agent_wait(gkv_nixl_agent_t *a, gkv_nixl_xfer_t *x, const char *peer,
                         int timeout_ms, bool *stuck, char *why, size_t cap);
 /* Deregisters the memory, destroys backend and agent. */

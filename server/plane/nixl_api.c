@@ -158,6 +158,11 @@ int gkv_nixl_load(const char *where, gkv_nixl_api_t *api, char *why, size_t cap)
         SYM(deregister_mem),    SYM(create_xfer_dlist),  SYM(destroy_xfer_dlist),
         SYM(xfer_dlist_add_desc), SYM(create_xfer_req),  SYM(post_xfer_req),
         SYM(get_xfer_status),   SYM(release_xfer_req),   SYM(destroy_xfer_req),
+        SYM(create_opt_args),   SYM(destroy_opt_args),   SYM(opt_args_set_notif_msg),
+        SYM(opt_args_set_has_notif), SYM(gen_notif),     SYM(create_notif_map),
+        SYM(destroy_notif_map), SYM(get_notifs),         SYM(notif_map_size),
+        SYM(notif_map_get_agent_at), SYM(notif_map_get_notifs_size), SYM(notif_map_get_notif),
+        SYM(notif_map_clear),
 #undef SYM
     };
     for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {

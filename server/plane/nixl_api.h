@@ -65,6 +65,22 @@ typedef struct {
     int (*get_xfer_status)(gkv_nixl_h agent, gkv_nixl_h req);
     int (*release_xfer_req)(gkv_nixl_h agent, gkv_nixl_h req);
     int (*destroy_xfer_req)(gkv_nixl_h req);
+    /* Optional arguments (a transfer's notification) and notifications. */
+    int (*create_opt_args)(gkv_nixl_h *args);
+    int (*destroy_opt_args)(gkv_nixl_h args);
+    int (*opt_args_set_notif_msg)(gkv_nixl_h args, const void *data, size_t len);
+    int (*opt_args_set_has_notif)(gkv_nixl_h args, bool has);
+    int (*gen_notif)(gkv_nixl_h agent, const char *remote, const void *data, size_t len,
+                     gkv_nixl_h opt);
+    int (*create_notif_map)(gkv_nixl_h *map);
+    int (*destroy_notif_map)(gkv_nixl_h map);
+    int (*get_notifs)(gkv_nixl_h agent, gkv_nixl_h map, gkv_nixl_h opt);
+    int (*notif_map_size)(gkv_nixl_h map, size_t *n);
+    int (*notif_map_get_agent_at)(gkv_nixl_h map, size_t i, const char **name);
+    int (*notif_map_get_notifs_size)(gkv_nixl_h map, const char *name, size_t *n);
+    int (*notif_map_get_notif)(gkv_nixl_h map, const char *name, size_t i, const void **data,
+                               size_t *len);
+    int (*notif_map_clear)(gkv_nixl_h map);
 } gkv_nixl_api_t;
 
 /* Loads NIXL's C library into *api. where: a path to libnixl_capi.so, to the folder holding

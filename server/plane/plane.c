@@ -2,6 +2,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 
@@ -92,6 +93,10 @@ int gkv_plane_open(gkv_plane_t *p, const gkv_plane_cfg_t *cfg)
     memset(p, 0, sizeof(*p));
     pthread_mutex_init(&p->lock, NULL);
     p->depth = GKV_PLANE_DEPTH;
+    pthread_mutex_init(&p->box_lock, NULL);
+    p->id_salt = (gkv_plane_now_us() ^ (uint64_t)(uintptr_t)p) << 32;
+    const char *mode = getenv("GPUKV_NIXL_MODE"); /* for measurements: "stage" */
+    p->push = !(mode && !strcmp(mode, "stage"));
     p->parts = 2;
     const char *parts = getenv("GPUKV_NIXL_PARTS"); /* for measurements */
     if (parts && atoi(parts) > 0)
@@ -140,6 +145,7 @@ void gkv_plane_close(gkv_plane_t *p)
     p->peers = NULL;
     p->npeers = p->cap = 0;
     pthread_mutex_destroy(&p->lock);
+    pthread_mutex_destroy(&p->box_lock);
 }
 
 int gkv_plane_hello(gkv_plane_t *p, void **md, size_t *md_len, uint8_t *arenas, size_t *alen)
@@ -465,4 +471,184 @@ void gkv_plane_counts(gkv_plane_t *p, uint64_t *nixl, uint64_t *tcp, uint64_t *i
         *in_use += p->arena[i].slots.taken;
         *retired += p->arena[i].slots.retired;
     }
+}
+
+/* ---- PUSH ------------------------------------------------------------------------------ */
+
+/* A notification between the two sides of a PUSH: "GKVN", kind, transfer id, chunk. */
+enum { NOTE_LANDED = 1, NOTE_FREED = 2 };
+#define NOTE_LEN 24
+
+static void note_put(uint8_t *m, uint32_t kind, uint64_t id, uint64_t i)
+{
+    memcpy(m, "GKVN", 4);
+    for (int k = 0; k < 4; k++)
+        m[4 + k] = (uint8_t)(kind >> (8 * k));
+    put64(m + 8, id);
+    put64(m + 16, i);
+}
+
+uint64_t gkv_plane_new_id(gkv_plane_t *p)
+{
+    return p->id_salt | (++p->next_id & 0xffffffffu);
+}
+
+gkv_plane_box_t *gkv_plane_box_open(gkv_plane_t *p, uint64_t id, uint64_t n)
+{
+    gkv_plane_box_t *b = calloc(1, sizeof(*b));
+    if (!b || (n && !(b->landed = calloc(n, 1)))) {
+        free(b);
+        return NULL;
+    }
+    b->id = id;
+    b->n = n;
+    pthread_mutex_lock(&p->box_lock);
+    b->next = p->boxes;
+    p->boxes = b;
+    pthread_mutex_unlock(&p->box_lock);
+    return b;
+}
+
+void gkv_plane_box_close(gkv_plane_t *p, gkv_plane_box_t *b)
+{
+    if (!b)
+        return;
+    pthread_mutex_lock(&p->box_lock);
+    for (gkv_plane_box_t **q = &p->boxes; *q; q = &(*q)->next)
+        if (*q == b) {
+            *q = b->next;
+            break;
+        }
+    pthread_mutex_unlock(&p->box_lock);
+    free(b->landed);
+    free(b);
+}
+
+/* A notification into its box (box_lock held); one for a box closed already is dropped. */
+static void deliver(void *arg, const void *msg, size_t len)
+{
+    gkv_plane_t *p = arg;
+    const uint8_t *m = msg;
+    if (len != NOTE_LEN || memcmp(m, "GKVN", 4))
+        return;
+    uint32_t kind = (uint32_t)m[4] | (uint32_t)m[5] << 8 | (uint32_t)m[6] << 16 |
+                    (uint32_t)m[7] << 24;
+    uint64_t id = get64(m + 8), i = get64(m + 16);
+    for (gkv_plane_box_t *b = p->boxes; b; b = b->next) {
+        if (b->id != id)
+            continue;
+        if (kind == NOTE_LANDED && i < b->n)
+            b->landed[i] = 1;
+        else if (kind == NOTE_FREED && i + 1 > b->freed)
+            b->freed = i + 1;
+        return;
+    }
+}
+
+/* Waits (polling NIXL's notifications) until done(b, i) or timeout_ms, or stop(arg). */
+static int box_wait(gkv_plane_t *p, gkv_plane_box_t *b, uint64_t i, bool landed,
+                    int timeout_ms, bool (*stop)(void *arg), void *arg)
+{
+    uint64_t until = gkv_plane_now_us() + (uint64_t)timeout_ms * 1000;
+    for (unsigned polls = 0;; polls++) {
+        pthread_mutex_lock(&p->box_lock);
+        bool done = landed ? b->landed[i] : b->freed > i;
+        if (!done) {
+            gkv_nixl_agent_notifs(&p->agent, deliver, p);
+            done = landed ? b->landed[i] : b->freed > i;
+        }
+        pthread_mutex_unlock(&p->box_lock);
+        if (done)
+            return 0;
+        if ((stop && stop(arg)) || gkv_plane_now_us() > until)
+            return GKV_EUNAVAILABLE;
+        if (polls > 64)
+            sched_yield();
+    }
+}
+
+int gkv_plane_wait_landed(gkv_plane_t *p, gkv_plane_box_t *b, uint64_t i, int timeout_ms,
+                          bool (*stop)(void *arg), void *arg)
+{
+    return i < b->n ? box_wait(p, b, i, true, timeout_ms, stop, arg) : GKV_EINVAL;
+}
+
+int gkv_plane_freed(gkv_plane_t *p, const char *agent, uint64_t id, uint64_t i)
+{
+    uint8_t m[NOTE_LEN];
+    note_put(m, NOTE_FREED, id, i);
+    return gkv_nixl_agent_notify(&p->agent, agent, m, sizeof(m));
+}
+
+int gkv_plane_push(gkv_plane_t *p, unsigned dev, gkv_devptr_t v, uint64_t len, uint64_t chunk,
+                   const char *agent, const gkv_plane_remote_t *dst, const uint64_t *slot_offs,
+                   uint32_t nslots, uint64_t id, int timeout_ms, char *why, size_t cap)
+{
+    if (dev >= p->narenas || !nslots || !chunk) {
+        snprintf(why, cap, "no transfer arena on that device");
+        return GKV_EIO;
+    }
+    gkv_plane_arena_t *a = &p->arena[dev];
+    if (chunk > a->slots.slot_size) {
+        snprintf(why, cap, "a chunk larger than this node's arena slots");
+        return GKV_EINVAL;
+    }
+    uint32_t own[2];
+    uint32_t nown = gkv_slots_take(&a->slots, 2, own, timeout_ms);
+    if (!nown) {
+        snprintf(why, cap, "no room in this node's transfer arena in time");
+        return GKV_EUNAVAILABLE;
+    }
+    gkv_plane_box_t *b = gkv_plane_box_open(p, id, 0);
+    gkv_nixl_xfer_t xs[2];
+    bool posted[2] = {false, false}, stuck = false;
+    int rc = b ? 0 : GKV_ENOMEM;
+    uint64_t n = (len + chunk - 1) / chunk, copy_us = 0, t0 = gkv_plane_now_us();
+    for (uint64_t i = 0; i < n && !rc; i++) {
+        /* The reader's slot: free once it copied out the chunk that used it before. */
+        if (i >= nslots && (rc = box_wait(p, b, i - nslots, false, timeout_ms, NULL, NULL))) {
+            snprintf(why, cap, "the reader did not free its slot in %d ms", timeout_ms);
+            break;
+        }
+        /* Our slot: free once the write from it (two chunks ago) is done. */
+        uint32_t o = (uint32_t)(i % nown);
+        if (posted[o]) {
+            posted[o] = false;
+            if ((rc = gkv_nixl_agent_wait(&p->agent, &xs[o], agent, timeout_ms, &stuck, why, cap)))
+                break;
+        }
+        uint64_t off = i * chunk, clen = len - off < chunk ? len - off : chunk;
+        uint8_t *buf = gkv_slot_addr(&a->slots, own[o]);
+        uint64_t c0 = gkv_plane_now_us();
+        if (a->be->ops->arena_copy(a->be, v, off, buf, (size_t)clen, 0)) {
+            snprintf(why, cap, "copying a chunk into the transfer arena failed");
+            rc = GKV_EIO;
+            break;
+        }
+        copy_us += gkv_plane_now_us() - c0;
+        uint8_t m[NOTE_LEN];
+        note_put(m, NOTE_LANDED, id, i);
+        rc = gkv_nixl_agent_post_notify(&p->agent, GKV_NIXL_WRITE, agent, buf, (size_t)clen,
+                                        a->mem, a->dev, dst->addr + slot_offs[i % nslots],
+                                        dst->mem, dst->dev, m, sizeof(m), &xs[o], why, cap);
+        posted[o] = true;
+        if (!rc) {
+            p->chunks_sent++;
+            p->bytes_sent += clen;
+        }
+    }
+    for (uint32_t o = 0; o < nown; o++)
+        if (posted[o]) {
+            char w[160];
+            int r = gkv_nixl_agent_wait(&p->agent, &xs[o], agent, timeout_ms, &stuck, w, sizeof(w));
+            if (r && !rc) {
+                rc = r;
+                snprintf(why, cap, "%s", w);
+            }
+        }
+    p->send_copy_us += copy_us;
+    p->send_write_us += gkv_plane_now_us() - t0 - copy_us;
+    gkv_plane_box_close(p, b);
+    gkv_slots_give(&a->slots, own, nown, stuck);
+    return rc;
 }

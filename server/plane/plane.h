@@ -69,6 +69,16 @@ typedef struct {
     const char *agent;    /* this node's agent name (unique: node name and a random number) */
 } gkv_plane_cfg_t;
 
+/* One side of a PUSH (an owner streaming a value into a reader's slots): what the other side's
+ * notifications said so far. */
+typedef struct gkv_plane_box {
+    uint64_t id;     /* the transfer's id (the reader's) */
+    uint64_t n;      /* chunks */
+    uint8_t *landed; /* reader: chunk i is in its slot */
+    uint64_t freed;  /* owner: chunks the reader copied out of its slots (in order) */
+    struct gkv_plane_box *next;
+} gkv_plane_box_t;
+
 typedef struct {
     bool on;          /* NIXL loaded, agent and arenas registered */
     unsigned depth;   /* chunks one read keeps in flight */
@@ -92,6 +102,12 @@ typedef struct {
     /* An owner's STAGE: waiting for a worker after the loop took it, and from the worker's end
      * to the reply being written on the loop. */
     _Atomic uint64_t stage_queue_us, stage_reply_us;
+    /* PUSH: the transfers in flight here, and the notifications that arrive for them. */
+    pthread_mutex_t box_lock;
+    gkv_plane_box_t *boxes;
+    uint64_t id_salt;
+    _Atomic uint64_t next_id;
+    bool push;        /* pulls ask owners to PUSH (GPUKV_NIXL_MODE=stage: STAGE per chunk) */
 } gkv_plane_t;
 
 /* Monotonic microseconds, for the counters above. */
@@ -134,6 +150,24 @@ uint64_t gkv_plane_chunk(gkv_plane_t *p, const char *node, unsigned dev);
 int gkv_plane_send(gkv_plane_t *p, unsigned dev, gkv_devptr_t v, uint64_t off, uint64_t len,
                    const char *agent, const gkv_plane_remote_t *dst, uint64_t doff,
                    int timeout_ms, char *why, size_t cap);
+/* PUSH. A reader opens a box for a new transfer id (n chunks), waits for chunk i to land in its
+ * slot (wait_landed: 0, or GKV_EUNAVAILABLE after timeout_ms or when stop(arg) says so), and
+ * tells the owner each chunk it copied out (gkv_plane_freed). An owner sends a whole value
+ * (gkv_plane_push). Boxes: NULL on no memory. */
+uint64_t gkv_plane_new_id(gkv_plane_t *p);
+gkv_plane_box_t *gkv_plane_box_open(gkv_plane_t *p, uint64_t id, uint64_t n);
+void gkv_plane_box_close(gkv_plane_t *p, gkv_plane_box_t *b);
+int gkv_plane_wait_landed(gkv_plane_t *p, gkv_plane_box_t *b, uint64_t i, int timeout_ms,
+                          bool (*stop)(void *arg), void *arg);
+int gkv_plane_freed(gkv_plane_t *p, const char *agent, uint64_t id, uint64_t i);
+/* Owner side, on a worker: the len bytes of value memory (be of arena dev, v) into the reader's
+ * slots (dst's arena at offsets slot_offs[nslots], chunk bytes each, chunk i into slot i %
+ * nslots), a slot reused once the reader said it copied the chunk before out. Each chunk is
+ * staged in one of two slots of our arena, its copy overlapping the write before it. Returns
+ * 0, GKV_EUNAVAILABLE (a wait ran past timeout_ms) or GKV_EIO, with why. */
+int gkv_plane_push(gkv_plane_t *p, unsigned dev, gkv_devptr_t v, uint64_t len, uint64_t chunk,
+                   const char *agent, const gkv_plane_remote_t *dst, const uint64_t *slot_offs,
+                   uint32_t nslots, uint64_t id, int timeout_ms, char *why, size_t cap);
 /* Writes INFO lines (data_plane, nixl, arenas, counters) into buf. Returns its length or -1. */
 int gkv_plane_info(gkv_plane_t *p, char *buf, size_t cap);
 /* How many other nodes reads take NIXL from, and TCP; the arenas' slots in use and retired. */
