@@ -31,9 +31,10 @@ for t in ${GKV_NIXL_TUNE:-}; do
         GPUKV_NIXL_PARTS=${parts:-2} timeout 120 python3 bench/nixl_bench.py \
         /tmp/after/server/gpukvd /tmp/nixl/site --nixl-only --sizes 1G --rounds 3 2>&1 | grep -E "^\| 1G|so far"
 done | tee "$out/nixl_tune.md"
-# GKV_NIXL_MODES="stage ...": the 1 GiB row again with GPUKV_NIXL_MODE set to each.
+# GKV_NIXL_MODES="stage push:4 ...": the 64 MiB and 1 GiB rows again with GPUKV_NIXL_MODE set
+# to each (after a colon: GPUKV_NIXL_OWN, an owner's slots per PUSH).
 for m in ${GKV_NIXL_MODES:-}; do
     echo "== mode $m"
-    GPUKV_NIXL_MODE=$m timeout 120 python3 bench/nixl_bench.py /tmp/after/server/gpukvd /tmp/nixl/site \
+    GPUKV_NIXL_MODE=${m%%:*} GPUKV_NIXL_OWN=$([ "${m#*:}" != "$m" ] && echo "${m#*:}") timeout 120 python3 bench/nixl_bench.py /tmp/after/server/gpukvd /tmp/nixl/site \
         --nixl-only --sizes 64M,1G --rounds 3 2>&1 | grep -E "^\| (64M|1G)|pull alone"
 done | tee "$out/nixl_modes.md"

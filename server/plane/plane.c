@@ -97,6 +97,10 @@ int gkv_plane_open(gkv_plane_t *p, const gkv_plane_cfg_t *cfg)
     p->id_salt = (gkv_plane_now_us() ^ (uint64_t)(uintptr_t)p) << 32;
     const char *mode = getenv("GPUKV_NIXL_MODE"); /* for measurements: "stage" */
     p->push = !(mode && !strcmp(mode, "stage"));
+    p->own = 2;
+    const char *own = getenv("GPUKV_NIXL_OWN"); /* for measurements */
+    if (own && atoi(own) > 0)
+        p->own = atoi(own) > 8 ? 8 : (unsigned)atoi(own);
     p->parts = 2;
     const char *parts = getenv("GPUKV_NIXL_PARTS"); /* for measurements */
     if (parts && atoi(parts) > 0)
@@ -593,15 +597,15 @@ int gkv_plane_push(gkv_plane_t *p, unsigned dev, gkv_devptr_t v, uint64_t len, u
         snprintf(why, cap, "a chunk larger than this node's arena slots");
         return GKV_EINVAL;
     }
-    uint32_t own[2];
-    uint32_t nown = gkv_slots_take(&a->slots, 2, own, timeout_ms);
+    uint32_t own[8];
+    uint32_t nown = gkv_slots_take(&a->slots, p->own, own, timeout_ms);
     if (!nown) {
         snprintf(why, cap, "no room in this node's transfer arena in time");
         return GKV_EUNAVAILABLE;
     }
     gkv_plane_box_t *b = gkv_plane_box_open(p, id, 0);
-    gkv_nixl_xfer_t xs[2];
-    bool posted[2] = {false, false}, stuck = false;
+    gkv_nixl_xfer_t xs[8];
+    bool posted[8] = {false}, stuck = false;
     int rc = b ? 0 : GKV_ENOMEM;
     uint64_t n = (len + chunk - 1) / chunk, copy_us = 0, t0 = gkv_plane_now_us();
     for (uint64_t i = 0; i < n && !rc; i++) {

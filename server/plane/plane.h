@@ -108,6 +108,7 @@ typedef struct {
     uint64_t id_salt;
     _Atomic uint64_t next_id;
     bool push;        /* pulls ask owners to PUSH (GPUKV_NIXL_MODE=stage: STAGE per chunk) */
+    unsigned own;     /* PUSH: an owner's slots per transfer (its writes in flight) */
 } gkv_plane_t;
 
 /* Monotonic microseconds, for the counters above. */
