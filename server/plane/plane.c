@@ -95,8 +95,8 @@ int gkv_plane_open(gkv_plane_t *p, const gkv_plane_cfg_t *cfg)
     p->depth = GKV_PLANE_DEPTH;
     pthread_mutex_init(&p->box_lock, NULL);
     p->id_salt = (gkv_plane_now_us() ^ (uint64_t)(uintptr_t)p) << 32;
-    const char *mode = getenv("GPUKV_NIXL_MODE"); /* for measurements: "stage" */
-    p->push = !(mode && !strcmp(mode, "stage"));
+    const char *mode = getenv("GPUKV_NIXL_MODE"); /* "push": PUSH (measured alike, newer) */
+    p->push = mode && !strcmp(mode, "push");
     p->own = 2;
     const char *own = getenv("GPUKV_NIXL_OWN"); /* for measurements */
     if (own && atoi(own) > 0)
@@ -598,7 +598,7 @@ int gkv_plane_push(gkv_plane_t *p, unsigned dev, gkv_devptr_t v, uint64_t len, u
         return GKV_EINVAL;
     }
     uint32_t own[8];
-    uint32_t nown = gkv_slots_take(&a->slots, p->own, own, timeout_ms);
+    uint32_t nown = gkv_slots_take(&a->slots, p->own < nslots ? p->own : nslots, own, timeout_ms);
     if (!nown) {
         snprintf(why, cap, "no room in this node's transfer arena in time");
         return GKV_EUNAVAILABLE;
@@ -609,17 +609,20 @@ int gkv_plane_push(gkv_plane_t *p, unsigned dev, gkv_devptr_t v, uint64_t len, u
     int rc = b ? 0 : GKV_ENOMEM;
     uint64_t n = (len + chunk - 1) / chunk, copy_us = 0, t0 = gkv_plane_now_us();
     for (uint64_t i = 0; i < n && !rc; i++) {
-        /* The reader's slot: free once it copied out the chunk that used it before. */
-        if (i >= nslots && (rc = box_wait(p, b, i - nslots, false, timeout_ms, NULL, NULL))) {
-            snprintf(why, cap, "the reader did not free its slot in %d ms", timeout_ms);
-            break;
-        }
-        /* Our slot: free once the write from it (two chunks ago) is done. */
+        /* Our slot first: free once the write from it (nown chunks ago) is done. NIXL sends a
+         * write's notification when its initiator sees it done, so this also lets the reader
+         * learn of that chunk; with nown <= nslots the chunk whose copy-out the next wait
+         * needs was seen done here already (else the two would wait for each other). */
         uint32_t o = (uint32_t)(i % nown);
         if (posted[o]) {
             posted[o] = false;
             if ((rc = gkv_nixl_agent_wait(&p->agent, &xs[o], agent, timeout_ms, &stuck, why, cap)))
                 break;
+        }
+        /* The reader's slot: free once it copied out the chunk that used it before. */
+        if (i >= nslots && (rc = box_wait(p, b, i - nslots, false, timeout_ms, NULL, NULL))) {
+            snprintf(why, cap, "the reader did not free its slot in %d ms", timeout_ms);
+            break;
         }
         uint64_t off = i * chunk, clen = len - off < chunk ? len - off : chunk;
         uint8_t *buf = gkv_slot_addr(&a->slots, own[o]);

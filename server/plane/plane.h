@@ -107,7 +107,7 @@ typedef struct {
     gkv_plane_box_t *boxes;
     uint64_t id_salt;
     _Atomic uint64_t next_id;
-    bool push;        /* pulls ask owners to PUSH (GPUKV_NIXL_MODE=stage: STAGE per chunk) */
+    bool push;        /* pulls ask owners to PUSH (GPUKV_NIXL_MODE=push), else STAGE per chunk */
     unsigned own;     /* PUSH: an owner's slots per transfer (its writes in flight) */
 } gkv_plane_t;
 
