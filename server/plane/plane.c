@@ -92,6 +92,7 @@ int gkv_plane_open(gkv_plane_t *p, const gkv_plane_cfg_t *cfg)
 {
     memset(p, 0, sizeof(*p));
     pthread_mutex_init(&p->lock, NULL);
+    p->opened = true;
     p->depth = GKV_PLANE_DEPTH;
     pthread_mutex_init(&p->box_lock, NULL);
     p->id_salt = (gkv_plane_now_us() ^ (uint64_t)(uintptr_t)p) << 32;
@@ -139,6 +140,9 @@ int gkv_plane_open(gkv_plane_t *p, const gkv_plane_cfg_t *cfg)
 
 void gkv_plane_close(gkv_plane_t *p)
 {
+    if (!p->opened)
+        return;
+    p->opened = false;
     if (p->on) {
         gkv_nixl_agent_close(&p->agent);
         close_arenas(p);

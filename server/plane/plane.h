@@ -81,6 +81,7 @@ typedef struct gkv_plane_box {
 
 typedef struct {
     bool on;          /* NIXL loaded, agent and arenas registered */
+    bool opened;      /* gkv_plane_open ran (gkv_plane_close undoes it once) */
     unsigned depth;   /* chunks one read keeps in flight */
     unsigned parts;   /* parts an owner sends a chunk in */
     char why[256];    /* off: why */
