@@ -67,7 +67,7 @@ void gkv_cl_plane_members(gkv_cluster_t *cl)
         snprintf(j->peer, sizeof(j->peer), "%s", m->name);
         j->peer_inc = m->incarnation;
         j->job.run = run_plane;
-        gkv_workers_submit(&cl->origin, &j->job);
+        gkv_workers_submit(&cl->stage, &j->job); /* not behind (or before) clients' reads */
     }
 }
 
@@ -98,8 +98,10 @@ static void run_plane(gkv_job_t *job)
                 rc = GKV_EPROTO;
             gkv_peer_give(&j->cl->peers, c, rc == 0);
         }
-        bool later = rc || r.status == GKV_EUNAVAILABLE || r.status == GKV_EBUSY;
-        if (!later || tries == 20)
+        /* Only a member that answered may be retried (it may not list us yet); one that did
+         * not answer is TCP until the members change again. */
+        bool later = !rc && (r.status == GKV_EUNAVAILABLE || r.status == GKV_EBUSY);
+        if (!later || tries == 10)
             break;
         struct timespec ts = {0, 200 * 1000000L};
         nanosleep(&ts, NULL);
