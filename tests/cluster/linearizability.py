@@ -71,6 +71,10 @@ def linearizable(ops: list[Op], initial: bytes | None = None, budget: int = 2_00
             window.append(i)
             first_ret = min(first_ret, o.ret)
         free_delete = free_write = False
+        # Placing a write nobody read is of use only right before a delete that found a value
+        # (a read cannot follow it, a write or another delete undoes it): only while one of
+        # those may go next.
+        finder = any(ops[i].kind == "d" and ops[i].existed for i in window)
         for i in window:
             o = ops[i]
             if o.call > first_ret:
@@ -82,7 +86,7 @@ def linearizable(ops: list[Op], initial: bytes | None = None, budget: int = 2_00
                     continue
                 free_delete = True
             if o.kind == "w" and o.value == unread:
-                if free_write:  # the same for unanswered writes nobody read
+                if free_write or not finder:  # the same for unanswered writes nobody read
                     continue
                 free_write = True
             if o.kind == "r":
