@@ -127,8 +127,10 @@ cl_job_t *gkv_cl_job_new(gkv_cluster_t *cl, gkv_route_ticket_t *t, int kind);
 /* Adds a key (copied) and its home's address. Returns 0 or GKV_ENOMEM. */
 int gkv_cl_job_key(cl_job_t *j, const void *key, size_t klen, const gkv_member_t *home);
 void gkv_cl_job_free(cl_job_t *j);
-/* The member named name (len bytes), or NULL. */
+/* The member named name (len bytes), or NULL: in the members in force (on the loop), or in
+ * a job's copy of them (on its worker). */
 const gkv_member_t *gkv_cl_member(const gkv_cluster_t *cl, const void *name, size_t len);
+const gkv_member_t *gkv_cl_job_member(const cl_job_t *j, const void *name, size_t len);
 /* Drops this node's copy of key (store and copies) as of version upto (the home's record that
  * is dropped or deleted; 0: none known): a write of ours pending at or below it is not
  * published. Returns 1 if it had one. */
@@ -174,7 +176,6 @@ bool gkv_cl_keep_replica(gkv_cluster_t *cl, gkv_entry_t *e, const void *key, siz
 /* jobs.c's TCP fetch of k's value (version k->version) from owner, relayed into a replica:
  * the fallback of a pull. Returns 0, CL_AGAIN (the owner moved on) or a code. */
 int gkv_cl_fetch_tcp(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner);
-const gkv_member_t *gkv_cl_job_member(const cl_job_t *j, const char *name);
 
 /* Answers a NODE request (node.c). */
 int gkv_cl_node(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,

@@ -22,6 +22,14 @@ const gkv_member_t *gkv_cl_member(const gkv_cluster_t *cl, const void *name, siz
     return NULL;
 }
 
+const gkv_member_t *gkv_cl_job_member(const cl_job_t *j, const void *name, size_t len)
+{
+    for (size_t i = 0; i < j->nmembers; i++)
+        if (strlen(j->members[i].name) == len && !memcmp(j->members[i].name, name, len))
+            return &j->members[i];
+    return NULL;
+}
+
 void gkv_cl_reply_count(gkv_wr_t *out, uint64_t id, uint64_t count)
 {
     gkv_wr_ok(out, id);

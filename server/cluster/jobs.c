@@ -36,14 +36,6 @@ typedef struct {
     bool list;
 } nreq_t;
 
-static const gkv_member_t *member_named(const cl_job_t *j, const void *name, size_t len)
-{
-    for (size_t i = 0; i < j->nmembers; i++)
-        if (strlen(j->members[i].name) == len && !memcmp(j->members[i].name, name, len))
-            return &j->members[i];
-    return NULL;
-}
-
 static void note(cl_job_t *j, const char *fmt, const char *what)
 {
     if (!j->msg[0])
@@ -243,7 +235,7 @@ static void read_key(cl_job_t *j, cl_key_t *k)
         int rc;
         if (k->known) { /* the loop read our own record: no LOOKUP of ourselves */
             k->known = false;
-            owner = member_named(j, k->owner, strlen(k->owner));
+            owner = gkv_cl_job_member(j, k->owner, strlen(k->owner));
             if (!owner || owner->incarnation != k->owner_inc) {
                 k->status = GKV_ENOTFOUND;
                 return;
@@ -271,7 +263,7 @@ static void read_key(cl_job_t *j, cl_key_t *k)
                 k->status = take_value(j, k, src, &r);
                 return;
             }
-            owner = r.status ? NULL : member_named(j, r.owner.p, r.owner.len);
+            owner = r.status ? NULL : gkv_cl_job_member(j, r.owner.p, r.owner.len);
             if (!owner || owner->incarnation != (int64_t)r.owner_inc) {
                 k->status = GKV_ENOTFOUND; /* nobody, or a node that left */
                 return;

@@ -19,14 +19,6 @@
 #include "error.h"
 #include "log.h"
 
-const gkv_member_t *gkv_cl_job_member(const cl_job_t *j, const char *name)
-{
-    for (size_t i = 0; i < j->nmembers; i++)
-        if (!strcmp(j->members[i].name, name))
-            return &j->members[i];
-    return NULL;
-}
-
 /* ---- PLANE ---------------------------------------------------------------------------- */
 
 static void run_plane(gkv_job_t *job);
@@ -53,11 +45,7 @@ void gkv_cl_plane_members(gkv_cluster_t *cl)
         return;
     for (size_t i = 0; i < n; i++) {
         const gkv_member_t *m = &cl->members.m[i];
-        bool ask;
-        if ((long)i == cl->self)
-            continue;
-        gkv_plane_state(&cl->plane, m->name, m->incarnation, &ask);
-        if (!ask)
+        if ((long)i == cl->self || !gkv_plane_ask(&cl->plane, m->name, m->incarnation))
             continue;
         cl_job_t *j = gkv_cl_job_new(cl, NULL, JOB_PLANE);
         if (!j || gkv_cl_job_key(j, m->name, strlen(m->name), m)) {
@@ -211,9 +199,7 @@ static void run_push(gkv_job_t *job)
     gkv_plane_remote_t dst;
     char agent[128];
     for (uint32_t i = 0; i < nslots; i++) {
-        offs[i] = 0;
-        for (int b = 0; b < 8; b++)
-            offs[i] |= (uint64_t)j->cursor[8 * i + (uint32_t)b] << (8 * b);
+        offs[i] = gkv_le64_get(j->cursor + 8 * i);
         j->status = gkv_plane_dest(p, j->peer, j->peer_inc, j->arena_idx, offs[i], j->length,
                                    &dst, agent, sizeof(agent));
         if (j->status) {
@@ -342,6 +328,16 @@ bool gkv_cl_pull_start(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j)
     return true;
 }
 
+/* The value's metadata in the owner's answer r, kept with k (the replica gets it). */
+static void keep_meta(cl_key_t *k, const gkv_response_t *r)
+{
+    if (!r->has_meta || !r->meta.len)
+        return;
+    free(k->meta);
+    k->meta = dup_bytes(r->meta.p, r->meta.len);
+    k->meta_len = k->meta ? (uint32_t)r->meta.len : 0;
+}
+
 static uint64_t now_ms(void)
 {
     struct timespec ts;
@@ -425,11 +421,8 @@ static int pull_key(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
                          (const char *)r.message.p);
             break;
         }
-        if (done == 0 && r.has_meta && r.meta.len) {
-            free(k->meta);
-            k->meta = dup_bytes(r.meta.p, r.meta.len);
-            k->meta_len = k->meta ? (uint32_t)r.meta.len : 0;
-        }
+        if (done == 0)
+            keep_meta(k, &r);
         /* The slot chunk next goes into was copied out open chunks ago (early), or is this
          * one's (then only after the copy). */
         bool more = next < n;
@@ -514,8 +507,7 @@ static int pull_pushed(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
     if (!rc) {
         uint8_t offs[GKV_PLANE_DEPTH_MAX * 2 * 8];
         for (uint32_t i = 0; i < nslots; i++)
-            for (int x = 0; x < 8; x++)
-                offs[8 * i + (uint32_t)x] = (uint8_t)(slot_off(a, slots[i]) >> (8 * x));
+            gkv_le64_put(offs + 8 * i, slot_off(a, slots[i]));
         gkv_peer_begin(c, 0, GKV_NODE_PUSH, j->self, (uint64_t)j->self_inc);
         gkv_wr_bin(&c->wr, GKV_F_KEY, k->key, k->klen);
         gkv_wr_uint(&c->wr, GKV_F_VVERSION, k->version);
@@ -572,11 +564,8 @@ static int pull_pushed(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
         else if (ok && r.status && !rc)
             rc = r.status == GKV_ENOTFOUND ? CL_AGAIN : (int)r.status;
     }
-    if (ok && !rc && r.has_meta && r.meta.len) {
-        free(k->meta);
-        k->meta = dup_bytes(r.meta.p, r.meta.len);
-        k->meta_len = k->meta ? (uint32_t)r.meta.len : 0;
-    }
+    if (ok && !rc)
+        keep_meta(k, &r);
     if (ok && r.message.len && rc)
         snprintf(j->msg, sizeof(j->msg), "%.*s", (int)r.message.len, (const char *)r.message.p);
     if (c)
@@ -594,7 +583,7 @@ static void run_pull(gkv_job_t *job)
         cl_key_t *k = &j->keys[i];
         if (!k->entry || k->status != CL_PULL)
             continue;
-        const gkv_member_t *owner = gkv_cl_job_member(j, k->owner);
+        const gkv_member_t *owner = gkv_cl_job_member(j, k->owner, strlen(k->owner));
         if (!owner) {
             k->status = CL_AGAIN;
             continue;

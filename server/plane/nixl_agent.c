@@ -133,14 +133,6 @@ static gkv_nixl_h one_desc(const gkv_nixl_api_t *api, int mem, uint64_t addr, si
     return l;
 }
 
-int gkv_nixl_agent_write(gkv_nixl_agent_t *a, const char *peer, const void *addr, size_t len,
-                         int mem, uint64_t dev, uint64_t raddr, int rmem, uint64_t rdev,
-                         int timeout_ms, bool *stuck, char *why, size_t cap)
-{
-    return gkv_nixl_agent_xfer(a, GKV_NIXL_WRITE, peer, addr, len, mem, dev, raddr, rmem, rdev,
-                               timeout_ms, stuck, why, cap);
-}
-
 int gkv_nixl_agent_post(gkv_nixl_agent_t *a, int op, const char *peer, const void *addr,
                         size_t len, int mem, uint64_t dev, uint64_t raddr, int rmem,
                         uint64_t rdev, gkv_nixl_xfer_t *x, char *why, size_t cap)

@@ -41,15 +41,12 @@ int gkv_nixl_agent_md(gkv_nixl_agent_t *a, void **md, size_t *len);
 int gkv_nixl_agent_load(gkv_nixl_agent_t *a, const void *md, size_t len, char *name, size_t cap);
 /* Forgets an agent loaded before (its node left). */
 void gkv_nixl_agent_forget(gkv_nixl_agent_t *a, const char *name);
-/* Writes len bytes at local addr (mem, dev: registered here) into peer's memory at raddr
- * (rmem, rdev: registered there), and waits until the transfer is done or timeout_ms passed.
+/* With op GKV_NIXL_WRITE: writes len bytes at local addr (mem, dev: registered here) into
+ * peer's memory at raddr (rmem, rdev: registered there); GKV_NIXL_READ: the other way. Waits
+ * until the transfer is done or timeout_ms passed.
  * Returns 0, or GKV_EUNAVAILABLE (not done in time, or the peer went) / GKV_EIO (NIXL refused
  * it: no zero-copy path, bad descriptors) with why. *stuck: a transfer not done in time could
  * not be released either, so the local bytes may still be read: never reuse them. */
-int gkv_nixl_agent_write(gkv_nixl_agent_t *a, const char *peer, const void *addr, size_t len,
-                         int mem, uint64_t dev, uint64_t raddr, int rmem, uint64_t rdev,
-                         int timeout_ms, bool *stuck, char *why, size_t cap);
-/* The same with op GKV_NIXL_READ (peer's bytes at raddr into addr) or GKV_NIXL_WRITE. */
 int gkv_nixl_agent_xfer(gkv_nixl_agent_t *a, int op, const char *peer, const void *addr,
                         size_t len, int mem, uint64_t dev, uint64_t raddr, int rmem,
                         uint64_t rdev, int timeout_ms, bool *stuck, char *why, size_t cap);

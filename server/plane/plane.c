@@ -13,20 +13,6 @@
 /* Behind each arena's slots: a small area that other nodes' probes write into. */
 #define PROBE_BYTES 4096u
 
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 uint64_t gkv_plane_now_us(void)
 {
     struct timespec ts;
@@ -164,10 +150,10 @@ int gkv_plane_hello(gkv_plane_t *p, void **md, size_t *md_len, uint8_t *arenas, 
     for (unsigned i = 0; i < p->narenas; i++) {
         const gkv_plane_arena_t *a = &p->arena[i];
         uint8_t *r = arenas + *alen;
-        put64(r, (uint64_t)(uintptr_t)a->addr);
-        put64(r + 8, a->size);
-        put64(r + 16, a->slots.slot_size);
-        put64(r + 24, (a->dev & 0xffffffffu) | ((uint64_t)a->mem << 32));
+        gkv_le64_put(r, (uint64_t)(uintptr_t)a->addr);
+        gkv_le64_put(r + 8, a->size);
+        gkv_le64_put(r + 16, a->slots.slot_size);
+        gkv_le64_put(r + 24, (a->dev & 0xffffffffu) | ((uint64_t)a->mem << 32));
         *alen += GKV_PLANE_ARENA_REC;
     }
     return 0;
@@ -223,9 +209,9 @@ int gkv_plane_take_hello(gkv_plane_t *p, const char *node, int64_t inc, const vo
     unsigned n = (unsigned)(alen / GKV_PLANE_ARENA_REC);
     for (unsigned i = 0; i < n; i++) {
         const uint8_t *b = arenas + i * GKV_PLANE_ARENA_REC;
-        uint64_t kind = get64(b + 24);
-        r[i] = (gkv_plane_remote_t){.addr = get64(b), .size = get64(b + 8),
-                                    .slot_size = get64(b + 16), .dev = kind & 0xffffffffu,
+        uint64_t kind = gkv_le64_get(b + 24);
+        r[i] = (gkv_plane_remote_t){.addr = gkv_le64_get(b), .size = gkv_le64_get(b + 8),
+                                    .slot_size = gkv_le64_get(b + 16), .dev = kind & 0xffffffffu,
                                     .mem = (int)(kind >> 32)};
         if ((r[i].mem != GKV_NIXL_DRAM && r[i].mem != GKV_NIXL_VRAM) || !r[i].slot_size ||
             r[i].slot_size > GKV_PLANE_SLOT_MAX || r[i].size < r[i].slot_size ||
@@ -256,9 +242,9 @@ int gkv_plane_take_hello(gkv_plane_t *p, const char *node, int64_t inc, const vo
     /* The probe: from our first arena's probe area into theirs, emulation off. */
     const gkv_plane_arena_t *a = &p->arena[0];
     bool stuck;
-    int rc = gkv_nixl_agent_write(&p->agent, agent, (uint8_t *)a->addr + a->size, PROBE_BYTES,
-                                  a->mem, a->dev, r[0].addr + r[0].size, r[0].mem, r[0].dev, 2000,
-                                  &stuck, why, cap);
+    int rc = gkv_nixl_agent_xfer(&p->agent, GKV_NIXL_WRITE, agent, (uint8_t *)a->addr + a->size,
+                                 PROBE_BYTES, a->mem, a->dev, r[0].addr + r[0].size, r[0].mem,
+                                 r[0].dev, 2000, &stuck, why, cap);
     if (rc)
         p->probes_failed++;
     return rc;
@@ -282,20 +268,17 @@ void gkv_plane_set_state(gkv_plane_t *p, const char *node, int64_t inc, bool ok,
     pthread_mutex_unlock(&p->lock);
 }
 
-int gkv_plane_state(gkv_plane_t *p, const char *node, int64_t inc, bool *ask)
+bool gkv_plane_ask(gkv_plane_t *p, const char *node, int64_t inc)
 {
-    *ask = false;
+    bool ask = false;
     if (!p->on)
-        return GKV_PLANE_TCP;
+        return false;
     pthread_mutex_lock(&p->lock);
     gkv_plane_peer_t *q = peer_of(p, node, inc, true);
-    int state = q ? q->state : GKV_PLANE_TCP;
-    if (q && !q->asked) {
-        q->asked = true;
-        *ask = true;
-    }
+    if (q && !q->asked)
+        ask = q->asked = true;
     pthread_mutex_unlock(&p->lock);
-    return state;
+    return ask;
 }
 
 bool gkv_plane_reads_nixl(gkv_plane_t *p, const char *node, int64_t inc)
@@ -361,6 +344,28 @@ uint64_t gkv_plane_chunk(gkv_plane_t *p, const char *node, unsigned dev)
     return !theirs || ours < theirs ? ours : theirs;
 }
 
+/* An owner's sending ends: waits for the writes still posted (xs[i] where posted[i], of n),
+ * counts its time (since t0, copy_us of it copying), and returns rc or, when rc is 0, the
+ * first write's failure (its reason in why). *stuck as gkv_nixl_agent_wait says. */
+static int writes_end(gkv_plane_t *p, gkv_nixl_xfer_t *xs, const bool *posted, unsigned n,
+                      const char *agent, int timeout_ms, uint64_t t0, uint64_t copy_us,
+                      bool *stuck, int rc, char *why, size_t cap)
+{
+    for (unsigned i = 0; i < n; i++) {
+        if (!posted[i])
+            continue;
+        char w[160];
+        int r = gkv_nixl_agent_wait(&p->agent, &xs[i], agent, timeout_ms, stuck, w, sizeof(w));
+        if (r && !rc) {
+            rc = r;
+            snprintf(why, cap, "%s", w);
+        }
+    }
+    p->send_copy_us += copy_us;
+    p->send_write_us += gkv_plane_now_us() - t0 - copy_us;
+    return rc;
+}
+
 int gkv_plane_send(gkv_plane_t *p, unsigned dev, gkv_devptr_t v, uint64_t off, uint64_t len,
                    const char *agent, const gkv_plane_remote_t *dst, uint64_t doff,
                    int timeout_ms, char *why, size_t cap)
@@ -384,7 +389,8 @@ int gkv_plane_send(gkv_plane_t *p, unsigned dev, gkv_devptr_t v, uint64_t off, u
     uint8_t *buf = gkv_slot_addr(&a->slots, slot);
     uint64_t plen = (len + p->parts - 1) / p->parts;
     gkv_nixl_xfer_t xs[GKV_PLANE_PARTS_MAX];
-    unsigned posted = 0;
+    bool posted[GKV_PLANE_PARTS_MAX] = {false};
+    unsigned parts = 0;
     int rc = 0;
     bool stuck = false;
     uint64_t copy_us = 0, t0 = gkv_plane_now_us();
@@ -398,20 +404,11 @@ int gkv_plane_send(gkv_plane_t *p, unsigned dev, gkv_devptr_t v, uint64_t off, u
         }
         copy_us += gkv_plane_now_us() - c0;
         rc = gkv_nixl_agent_post(&p->agent, GKV_NIXL_WRITE, agent, buf + o, (size_t)n, a->mem,
-                                 a->dev, dst->addr + doff + o, dst->mem, dst->dev, &xs[posted],
+                                 a->dev, dst->addr + doff + o, dst->mem, dst->dev, &xs[parts],
                                  why, cap);
-        posted++;
+        posted[parts++] = true;
     }
-    for (unsigned i = 0; i < posted; i++) {
-        char w[160];
-        int r = gkv_nixl_agent_wait(&p->agent, &xs[i], agent, timeout_ms, &stuck, w, sizeof(w));
-        if (r && !rc) {
-            rc = r;
-            snprintf(why, cap, "%s", w);
-        }
-    }
-    p->send_copy_us += copy_us;
-    p->send_write_us += gkv_plane_now_us() - t0 - copy_us;
+    rc = writes_end(p, xs, posted, parts, agent, timeout_ms, t0, copy_us, &stuck, rc, why, cap);
     gkv_slots_give(&a->slots, &slot, 1, stuck);
     if (!rc) {
         p->chunks_sent++;
@@ -492,8 +489,8 @@ static void note_put(uint8_t *m, uint32_t kind, uint64_t id, uint64_t i)
     memcpy(m, "GKVN", 4);
     for (int k = 0; k < 4; k++)
         m[4 + k] = (uint8_t)(kind >> (8 * k));
-    put64(m + 8, id);
-    put64(m + 16, i);
+    gkv_le64_put(m + 8, id);
+    gkv_le64_put(m + 16, i);
 }
 
 uint64_t gkv_plane_new_id(gkv_plane_t *p)
@@ -541,7 +538,7 @@ static void deliver(void *arg, const void *msg, size_t len)
         return;
     uint32_t kind = (uint32_t)m[4] | (uint32_t)m[5] << 8 | (uint32_t)m[6] << 16 |
                     (uint32_t)m[7] << 24;
-    uint64_t id = get64(m + 8), i = get64(m + 16);
+    uint64_t id = gkv_le64_get(m + 8), i = gkv_le64_get(m + 16);
     for (gkv_plane_box_t *b = p->boxes; b; b = b->next) {
         if (b->id != id)
             continue;
@@ -648,17 +645,7 @@ int gkv_plane_push(gkv_plane_t *p, unsigned dev, gkv_devptr_t v, uint64_t len, u
             p->bytes_sent += clen;
         }
     }
-    for (uint32_t o = 0; o < nown; o++)
-        if (posted[o]) {
-            char w[160];
-            int r = gkv_nixl_agent_wait(&p->agent, &xs[o], agent, timeout_ms, &stuck, w, sizeof(w));
-            if (r && !rc) {
-                rc = r;
-                snprintf(why, cap, "%s", w);
-            }
-        }
-    p->send_copy_us += copy_us;
-    p->send_write_us += gkv_plane_now_us() - t0 - copy_us;
+    rc = writes_end(p, xs, posted, nown, agent, timeout_ms, t0, copy_us, &stuck, rc, why, cap);
     gkv_plane_box_close(p, b);
     gkv_slots_give(&a->slots, own, nown, stuck);
     return rc;

@@ -112,6 +112,21 @@ typedef struct {
     unsigned own;     /* PUSH: an owner's slots per transfer (its writes in flight) */
 } gkv_plane_t;
 
+/* The little-endian u64s of PLANE's arenas, PUSH's slots and notifications. */
+static inline void gkv_le64_put(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint64_t gkv_le64_get(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
 /* Monotonic microseconds, for the counters above. */
 uint64_t gkv_plane_now_us(void);
 
@@ -132,9 +147,9 @@ int gkv_plane_take_hello(gkv_plane_t *p, const char *node, int64_t inc, const vo
                          size_t cap);
 /* Our PLANE to node was answered: reads from it go through NIXL (ok) or TCP (why). */
 void gkv_plane_set_state(gkv_plane_t *p, const char *node, int64_t inc, bool ok, const char *why);
-/* For reads from node at inc: GKV_PLANE_NIXL or not; marks it asked (returns true in *ask
- * the first time, when a PLANE should be sent). On the loop, when members change. */
-int gkv_plane_state(gkv_plane_t *p, const char *node, int64_t inc, bool *ask);
+/* True the first time it is called for node at inc: our PLANE should go to it. On the loop,
+ * when members change. */
+bool gkv_plane_ask(gkv_plane_t *p, const char *node, int64_t inc);
 /* True when reads from node at inc take NIXL (its PLANE answered so). Any thread. */
 bool gkv_plane_reads_nixl(gkv_plane_t *p, const char *node, int64_t inc);
 /* Forgets the nodes that are not in names/incs (n of them): they left. */
