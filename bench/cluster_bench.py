@@ -37,16 +37,34 @@ def size_arg(s: str) -> int:
     return int(s[:-1]) * mult[s[-1]] if s[-1] in mult else int(s)
 
 
-def start_node(root, daemon, etcd, name, gpu, token, backend, cluster="gpukv"):
-    """A node of cluster (None: a daemon alone, with the same flags otherwise)."""
-    sock, port = os.path.join(root, f"{name}.sock"), free_port()
-    log = open(os.path.join(root, f"{name}.log"), "ab")
+def bench_env(prefix):
+    """A private folder with a token file ($GPUKV_TOKEN_FILE names it) and a started etcd."""
+    root = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(root, 0o700)
+    token = os.path.join(root, "token")
+    with open(token, "w") as f:
+        f.write("bench-token-0123456789abcdef0123\n")
+    os.chmod(token, 0o600)
+    os.environ["GPUKV_TOKEN_FILE"] = token
+    etcd = Etcd(root)
+    etcd.start()
+    return root, token, etcd
+
+
+def start_node(root, daemon, etcd, name, gpu, token, backend, cluster="gpukv",
+               maxmemory="8G", extra=(), env=None):
+    """A node of cluster (None: a daemon alone, with the same flags otherwise); extra: more
+    flags, env: its environment (default ours). Files are named cluster-name."""
+    tag = f"{cluster}-{name}" if cluster else name
+    sock, port = os.path.join(root, f"{tag}.sock"), free_port()
+    log = open(os.path.join(root, f"{tag}.log"), "ab")
     joined = ["--cluster", f"etcd://{etcd.endpoint}", "--cluster-name", cluster,
               "--node-name", name] if cluster else []
-    p = subprocess.Popen([daemon, "--backend", backend, "--device", str(gpu), "--maxmemory", "8G",
-                          "--max-value-size", "2G", "--socket", sock,
-                          "--listen", f"127.0.0.1:{port}", "--auth-token-file", token] + joined,
-                         stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+    p = subprocess.Popen([daemon, "--backend", backend, "--device", str(gpu),
+                          "--maxmemory", maxmemory, "--max-value-size", "2G", "--socket", sock,
+                          "--listen", f"127.0.0.1:{port}", "--auth-token-file", token]
+                         + joined + list(extra),
+                         stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env)
     wait_for(lambda: os.path.exists(sock) or p.poll() is not None, 60, f"{name}'s socket")
     return p, sock
 
@@ -140,15 +158,7 @@ def main() -> int:
                     help="also: a daemon alone vs a one-node cluster, on the first GPU")
     a = ap.parse_args()
     gpus = [int(g) for g in a.gpus.split(",")]
-    root = tempfile.mkdtemp(prefix="gkv-clbench-")
-    os.chmod(root, 0o700)
-    token = os.path.join(root, "token")
-    with open(token, "w") as f:
-        f.write("bench-token-0123456789abcdef0123\n")
-    os.chmod(token, 0o600)
-    os.environ["GPUKV_TOKEN_FILE"] = token
-    etcd = Etcd(root)
-    etcd.start()
+    root, token, etcd = bench_env("gkv-clbench-")
     procs = []
     try:
         pa, sa = start_node(root, a.daemon, etcd, "a", gpus[0], token, a.backend)

@@ -15,15 +15,14 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "cluster"))
-from cluster_fixture import Etcd, free_port, wait_for  # noqa: E402
+from cluster_bench import bench_env, start_node  # noqa: E402
+from cluster_fixture import wait_for  # noqa: E402
 
 import cupy  # noqa: E402
 import gpukv  # noqa: E402
@@ -35,18 +34,9 @@ def size_arg(s: str) -> int:
 
 
 def start(root, daemon, etcd, cluster, name, gpu, token, nixl):
-    sock, port = os.path.join(root, f"{cluster}-{name}.sock"), free_port()
-    log = open(os.path.join(root, f"{cluster}-{name}.log"), "ab")
-    p = subprocess.Popen([daemon, "--backend", "cuda", "--device", str(gpu), "--maxmemory", "20G",
-                          "--max-value-size", "2G", "--socket", sock,
-                          "--listen", f"127.0.0.1:{port}", "--auth-token-file", token,
-                          "--cluster", f"etcd://{etcd.endpoint}", "--cluster-name", cluster,
-                          "--node-name", name, "--nixl", nixl],
-                         stdout=log, stderr=log, stdin=subprocess.DEVNULL,
-                         env=dict(os.environ, **({"UCX_PROTO_INFO": "y"}
-                                                 if os.environ.get("GKV_UCX_INFO") else {})))
-    wait_for(lambda: os.path.exists(sock) or p.poll() is not None, 60, f"{name}'s socket")
-    return p, sock
+    env = dict(os.environ, **({"UCX_PROTO_INFO": "y"} if os.environ.get("GKV_UCX_INFO") else {}))
+    return start_node(root, daemon, etcd, name, gpu, token, "cuda", cluster=cluster,
+                      maxmemory="20G", extra=["--nixl", nixl], env=env)
 
 
 def peer_copy(size: int, rounds: int) -> float:
@@ -100,15 +90,7 @@ def main() -> int:
     ap.add_argument("--nixl-only", action="store_true",
                     help="no TCP cluster, no first read or concurrent readers (tuning runs)")
     a = ap.parse_args()
-    root = tempfile.mkdtemp(prefix="gkv-nixlbench-")
-    os.chmod(root, 0o700)
-    token = os.path.join(root, "token")
-    with open(token, "w") as f:
-        f.write("bench-token-0123456789abcdef0123\n")
-    os.chmod(token, 0o600)
-    os.environ["GPUKV_TOKEN_FILE"] = token
-    etcd = Etcd(root)
-    etcd.start()
+    root, token, etcd = bench_env("gkv-nixlbench-")
     procs, clients = [], {}
     try:
         for cluster, nixl in (("nixl", a.nixl),) + ((("tcp", "off"),) if not a.nixl_only else ()):

@@ -5,6 +5,7 @@ under one temporary directory that close() removes."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -222,6 +223,21 @@ class Cluster:
                     inside, self.extra + (extra or []))
         self.nodes.append(node.start())
         return node
+
+    @contextlib.contextmanager
+    def extra_node(self, name: str = "n4", extra: list[str] | None = None,
+                   sig: int = signal.SIGTERM, leave_timeout: float = 15):
+        """A node more, for a with block: added, seen by every member, then stopped (sig)
+        and gone from every member's view (within leave_timeout) after the block."""
+        n = len(self.live())
+        node = self.add(name, extra=extra)
+        try:
+            self.wait_members(n + 1)
+            yield node
+        finally:
+            node.kill(sig)
+            self.nodes.remove(node)
+            self.wait_members(n, timeout=leave_timeout)
 
     def live(self) -> list[Node]:
         return [n for n in self.nodes if n.alive()]

@@ -272,9 +272,7 @@ def large_values_move_through_the_data_plane_bit_exact(cl: Cluster):
 
 @check
 def a_node_without_nixl_is_read_over_tcp_and_says_why(cl: Cluster):
-    n4 = cl.add("n4", extra=["--nixl", "/nonexistent/nixl"])
-    try:
-        cl.wait_members(4)
+    with cl.extra_node("n4", extra=["--nixl", "/nonexistent/nixl"]) as n4:
         i4 = n4.info()
         assert i4["data_plane"] == "tcp" and "/nonexistent/nixl" in i4["data_plane_why"], i4
         if nixl_on():
@@ -291,10 +289,6 @@ def a_node_without_nixl_is_read_over_tcp_and_says_why(cl: Cluster):
         assert after["nixl_fallbacks"] == before["nixl_fallbacks"], "TCP by failure, not by choice"
         with n4.client() as c:
             assert get(c, "tcp/from-n1") == value[::-1]
-    finally:
-        n4.kill(signal.SIGTERM)
-        cl.nodes.remove(n4)
-        cl.wait_members(3)
 
 
 @check
@@ -302,10 +296,9 @@ def an_owner_killed_mid_pull_fails_the_read_cleanly_and_frees_the_arena(cl: Clus
     if not nixl_on():
         print("     (skipped: GKV_TEST_NIXL is not set)")
         return
-    n4 = cl.add("n4", extra=["--maxmemory", "1G"])
     mib = 1 << 20
-    try:
-        cl.wait_members(4)
+    with cl.extra_node("n4", extra=["--maxmemory", "1G"], sig=signal.SIGKILL,
+                       leave_timeout=cl.ttl + 10) as n4:
         wait_for(lambda: member_plane(cl.nodes[0], "n4") == "nixl", 10, "n1 to pair with n4 by NIXL")
         values = [rand_bytes(24 * mib, 900 + i) for i in range(4)]
         with n4.client() as c:
@@ -343,10 +336,6 @@ def an_owner_killed_mid_pull_fails_the_read_cleanly_and_frees_the_arena(cl: Clus
             assert get(c, "kill/after") == values[0][:5 * mib], "the next pull failed"
         print(f"     ({len(results)} reads, {len(failed)} failed cleanly: "
               f"{sorted(set(r[0] for r in failed))})")
-    finally:
-        n4.kill()
-        cl.nodes.remove(n4)
-        cl.wait_members(3, timeout=cl.ttl + 10)
 
 
 @check
@@ -373,9 +362,7 @@ def a_node_added_takes_over_a_share_of_homes(cl: Cluster):
     with cl.nodes[1].client() as c:
         for i in range(300):
             c.set(f"add/{i}", f"{i}".encode())
-    n4 = cl.add("n4")
-    try:
-        cl.wait_members(4)
+    with cl.extra_node("n4") as n4:
         time.sleep(0.5)
         homed = n4.info()["keys_homed"]
         assert homed > 0, "the new node homes nothing"
@@ -383,10 +370,6 @@ def a_node_added_takes_over_a_share_of_homes(cl: Cluster):
             with node.client() as c:
                 for i in range(0, 300, 7):
                     assert get(c, f"add/{i}") == f"{i}".encode(), f"{node.name} add/{i}"
-    finally:
-        n4.kill(signal.SIGTERM)
-        cl.nodes.remove(n4)
-        cl.wait_members(3)
 
 
 @check
@@ -397,9 +380,8 @@ def replicas_make_room_before_anything_else(cl: Cluster):
     with cl.nodes[0].client() as c:
         for i in range(6):
             c.set(f"room/r{i}", rand_bytes(mib, 100 + i))
-    n4 = cl.add("n4", extra=["--maxmemory", "8M", "--maxmemory-policy", "noeviction"])
-    try:
-        cl.wait_members(4)
+    with cl.extra_node("n4", extra=["--maxmemory", "8M", "--maxmemory-policy",
+                                    "noeviction"]) as n4:
         time.sleep(2)  # past settling
         with n4.client() as c:
             for i in range(6):
@@ -412,10 +394,6 @@ def replicas_make_room_before_anything_else(cl: Cluster):
             for i in range(6):  # every value still reads right, pulled again where it went
                 assert get(c, f"room/r{i}") == rand_bytes(mib, 100 + i), i
                 assert get(c, f"room/w{i}") == rand_bytes(mib, 200 + i), i
-    finally:
-        n4.kill(signal.SIGTERM)
-        cl.nodes.remove(n4)
-        cl.wait_members(3)
 
 
 @check
