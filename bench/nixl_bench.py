@@ -162,7 +162,9 @@ def main() -> int:
                   f"{ia['nixl_send_write_us']}, owner's STAGEs waiting for a worker "
                   f"{ia['nixl_stage_queue_us']} and for the loop's reply "
                   f"{ia['nixl_stage_reply_us']}, reader waits {ib['nixl_pull_wait_us']}, reader "
-                  f"copies {ib['nixl_pull_copy_us']}, pulls {ib['nixl_pull_us']}) | | | | | |")
+                  f"copies {ib['nixl_pull_copy_us']}, pulls {ib['nixl_pull_us']}, pulls waiting "
+                  f"for a worker {ib['nixl_pull_queue_us']}, reads from request to replica "
+                  f"{ib['nixl_read_us']}) | | | | | |")
         # 16 concurrent readers of 64 MiB values (1 GiB in all).
         if a.nixl_only:
             return 0

@@ -7,6 +7,7 @@
 
 #include "backend_cuda.h"
 #include "backend_cuda_batch.h"
+#include "backend_cuda_d2d.h"
 #include "error.h"
 #include "log.h"
 
@@ -295,6 +296,18 @@ void gkv__cuda_arena_free(gkv_backend_t *b, void *addr, uint64_t size)
 static _Thread_local cudaStream_t arena_stream[GKV_MAX_DEVICES];
 static _Thread_local cudaEvent_t arena_ev[GKV_MAX_DEVICES];
 
+/* Whether arena copies run as a kernel (GPUKV_ARENA_COPY=kernel: to be measured against NIXL's
+ * writes on the copy engines, then made the default or removed) or on a copy engine. */
+static bool arena_by_kernel(void)
+{
+    static int kernel = -1;
+    if (kernel < 0) {
+        const char *how = getenv("GPUKV_ARENA_COPY");
+        kernel = how && !strcmp(how, "kernel");
+    }
+    return kernel;
+}
+
 int gkv__cuda_arena_copy(gkv_backend_t *b, gkv_devptr_t p, uint64_t off, void *arena, size_t len,
                          int to_value)
 {
@@ -310,15 +323,16 @@ int gkv__cuda_arena_copy(gkv_backend_t *b, gkv_devptr_t p, uint64_t off, void *a
     }
     cudaStream_t s = arena_stream[d];
     void *v = (void *)(uintptr_t)(p.v + off);
+    void *dst = to_value ? v : arena;
+    const void *src = to_value ? arena : v;
     if (to_value) {
         e = cudaEventRecord(arena_ev[d], c->shared);
         if (e == cudaSuccess)
             e = cudaStreamWaitEvent(s, arena_ev[d], 0);
-        if (e == cudaSuccess)
-            e = cudaMemcpyAsync(v, arena, len, cudaMemcpyDeviceToDevice, s);
-    } else {
-        e = cudaMemcpyAsync(arena, v, len, cudaMemcpyDeviceToDevice, s);
     }
+    /* By the SMs where asked and both ends allow it: the copy engines carry NIXL's writes. */
+    if (e == cudaSuccess && (!arena_by_kernel() || gkv_cuda_d2d_launch(dst, src, len, s)))
+        e = cudaMemcpyAsync(dst, src, len, cudaMemcpyDeviceToDevice, s);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(s);
     return e == cudaSuccess ? 0 : gkv__cuda_fail("a copy between a value and a transfer arena", e);

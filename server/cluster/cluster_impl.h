@@ -114,8 +114,10 @@ typedef struct cl_job {
     int64_t peer_inc;
     uint64_t offset, length, arena_off;
     unsigned arena_idx;
-    uint64_t t_us; /* STAGE: when the loop queued it, then when its worker ended */
+    uint64_t t_us; /* when made (READ, PULL: the read's start); STAGE: when the loop queued
+                    * it, then when its worker ended */
     uint64_t xfer; /* PUSH: the transfer's id (the reader's) */
+    uint64_t pull_us; /* PULL: when it was handed to the workers */
 } cl_job_t;
 
 /* jobs.c: each job kind's run (on a worker) and the shared plumbing. */

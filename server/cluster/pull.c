@@ -321,6 +321,7 @@ bool gkv_cl_pull_start(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j)
     if (!any)
         return false;
     j->kind = JOB_PULL;
+    j->pull_us = gkv_plane_now_us();
     j->job.run = run_pull;
     j->finished = false;
     j->t = t;
@@ -579,6 +580,7 @@ static void run_pull(gkv_job_t *job)
 {
     cl_job_t *j = (cl_job_t *)job;
     gkv_plane_t *p = &j->cl->plane;
+    p->pull_queue_us += gkv_plane_now_us() - j->pull_us;
     for (uint32_t i = 0; i < j->nkeys; i++) {
         cl_key_t *k = &j->keys[i];
         if (!k->entry || k->status != CL_PULL)
@@ -617,6 +619,7 @@ static void run_pull(gkv_job_t *job)
 
 void gkv_cl_pull_done(gkv_cluster_t *cl, cl_job_t *j)
 {
+    bool nixl = false;
     for (uint32_t i = 0; i < j->nkeys; i++) {
         cl_key_t *k = &j->keys[i];
         if (!k->pulled)
@@ -628,5 +631,8 @@ void gkv_cl_pull_done(gkv_cluster_t *cl, cl_job_t *j)
         }
         gkv_entry_t *holder;
         gkv_cl_keep_replica(cl, k->entry, k->key, k->klen, k->version, &holder);
+        nixl = true;
     }
+    if (nixl)
+        cl->plane.read_us += gkv_plane_now_us() - j->t_us;
 }

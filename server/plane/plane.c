@@ -435,7 +435,8 @@ int gkv_plane_info(gkv_plane_t *p, char *buf, size_t cap)
                      "\r\nnixl_send_copy_us:%" PRIu64 "\r\nnixl_send_write_us:%" PRIu64
                      "\r\nnixl_pull_wait_us:%" PRIu64 "\r\nnixl_pull_copy_us:%" PRIu64
                      "\r\nnixl_pull_us:%" PRIu64 "\r\nnixl_stage_queue_us:%" PRIu64
-                     "\r\nnixl_stage_reply_us:%" PRIu64 "\r\n",
+                     "\r\nnixl_stage_reply_us:%" PRIu64 "\r\nnixl_read_us:%" PRIu64
+                     "\r\nnixl_pull_queue_us:%" PRIu64 "\r\n",
                      p->on ? "nixl" : "tcp", p->on ? "" : p->why,
                      p->on && p->api.version[0] ? p->api.version : "", p->narenas,
                      p->narenas ? p->arena[0].size : 0,
@@ -445,7 +446,8 @@ int gkv_plane_info(gkv_plane_t *p, char *buf, size_t cap)
                      (uint64_t)p->probes_failed, (uint64_t)p->send_copy_us,
                      (uint64_t)p->send_write_us, (uint64_t)p->pull_wait_us,
                      (uint64_t)p->pull_copy_us, (uint64_t)p->pull_us,
-                     (uint64_t)p->stage_queue_us, (uint64_t)p->stage_reply_us);
+                     (uint64_t)p->stage_queue_us, (uint64_t)p->stage_reply_us,
+                     (uint64_t)p->read_us, (uint64_t)p->pull_queue_us);
     return n < 0 || (size_t)n >= cap ? -1 : n;
 }
 

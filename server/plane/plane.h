@@ -103,6 +103,9 @@ typedef struct {
     /* An owner's STAGE: waiting for a worker after the loop took it, and from the worker's end
      * to the reply being written on the loop. */
     _Atomic uint64_t stage_queue_us, stage_reply_us;
+    /* A reader's reads through NIXL: from the request's READ job to the replica kept (LOOKUP,
+     * memory, the pull, publishing), and a pull's wait for a worker. */
+    _Atomic uint64_t read_us, pull_queue_us;
     /* PUSH: the transfers in flight here, and the notifications that arrive for them. */
     pthread_mutex_t box_lock;
     gkv_plane_box_t *boxes;
