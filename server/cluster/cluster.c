@@ -109,7 +109,13 @@ static void register_moved(gkv_cluster_t *cl, bool reborn)
     gkv_copy_rec_t *c, *ct;
     HASH_ITER(hh, cl->rec.copies, c, ct)
     {
-        if (c->pending || !c->version)
+        /* A value of ours is registered even while a write of the key is pending here: that
+         * write may fail (its home died), and the value it would have replaced is still ours
+         * and served here, so its new home must know it (else it answers "missing" once it
+         * settles: the linearizability check caught it). A write recorded meanwhile carries a
+         * newer version, which the home keeps over this one (EEXISTS). gkv_cl_unlink keeps the
+         * record of pending writes. */
+        if (!c->version)
             continue;
         if (reborn || c->replica) {
             if (reborn || !gkv_cl_member(cl, c->home, strlen(c->home)))
@@ -145,6 +151,13 @@ static void register_moved(gkv_cluster_t *cl, bool reborn)
     }
     if (j)
         gkv_workers_submit(&cl->origin, &j->job);
+}
+
+void gkv_cl_published(gkv_cluster_t *cl, const void *key, size_t klen, const char *recorded_at)
+{
+    const gkv_member_t *home = gkv_cluster_home(cl, key, klen);
+    if (home && strcmp(home->name, recorded_at))
+        register_moved(cl, false);
 }
 
 static void on_changed(uv_async_t *a)

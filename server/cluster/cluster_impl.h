@@ -155,6 +155,10 @@ uint64_t gkv_cl_replica_version(gkv_cluster_t *cl, const void *key, size_t klen)
 /* The store's reclaim hook (store.h): the oldest replica on dev that nothing holds goes
  * (replicas are evicted before anything else, under every policy). */
 bool gkv_cl_reclaim(void *arg, unsigned dev);
+/* cluster.c: a value of ours was just published, recorded at the home named recorded_at: when
+ * the members changed meanwhile and the key's home is another node now, that node learns it
+ * now (register_moved), not at the next member change. */
+void gkv_cl_published(gkv_cluster_t *cl, const void *key, size_t klen, const char *recorded_at);
 /* write.c: a record job's end (publish, reply), and SEAL's routing. */
 void gkv_cl_commit_done(cl_job_t *j);
 int gkv_cl_route_seal(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,

@@ -29,8 +29,10 @@ void gkv_cl_commit_done(cl_job_t *j)
     if (!rc && j->publish && !superseded) {
         cl->store->now_ms = gkv_clock_ms();
         rc = gkv_store_publish(cl->store, j->entry, 0, NULL);
-        if (!rc && (c || (c = gkv_copy_get(&cl->rec, k->key, k->klen))))
+        if (!rc && (c || (c = gkv_copy_get(&cl->rec, k->key, k->klen)))) {
             gkv_copy_set(&cl->rec, c, k->version, false, k->owner /* the home's name */);
+            gkv_cl_published(cl, k->key, k->klen, k->owner);
+        }
         cl->stats.records++;
     }
     if (c && !c->pending && !c->version)
@@ -77,8 +79,14 @@ int gkv_cl_route_seal(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
         /* Recorded: any replica here goes, and SEAL publishes without NX/XX (decided). */
         if (c && c->replica)
             gkv_store_del(cl->store, key, klen);
-        if (c || (c = gkv_copy_get(&cl->rec, key, klen)))
+        if (c || (c = gkv_copy_get(&cl->rec, key, klen))) {
             gkv_copy_set(&cl->rec, c, version, false, home);
+            /* Published by SEAL right after this: a home that moved meanwhile learns it at
+             * the next tick (gkv_cl_published's register_moved would find the old value). */
+            const gkv_member_t *now = gkv_cluster_home(cl, key, klen);
+            if (now && strcmp(now->name, home))
+                cl->register_again = true;
+        }
         cl->stats.records++;
         t->strip_nx_xx = true;
         return GKV_ROUTE_LOCAL;
