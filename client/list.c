@@ -21,7 +21,8 @@ struct gkv_list {
     /* Lookahead of each array, so the smaller key is returned first. */
     bool e_ok, d_ok;
     gkv_slice_t e_key, d_key;
-    uint64_t e_size, e_gpu;
+    uint64_t e_size, e_gpu, e_tier;
+    int tier; /* of the entry gkv_list_next returned last */
 };
 
 static int next_entry(gkv_list_t *it)
@@ -31,11 +32,13 @@ static int next_entry(gkv_list_t *it)
     if (!it->nentries)
         return 0;
     it->nentries--;
-    /* [key, size, gpu] (asked for with GKV_LIST_GPU), or [key, size] from an older server. */
-    it->e_gpu = 0;
-    if (gkv_read_array(&it->entries, &n) || n < 2 || n > 3 ||
+    /* [key, size, gpu, tier] (asked for with GKV_LIST_GPU and GKV_LIST_TIER), or [key, size,
+     * gpu] or [key, size] from older servers. */
+    it->e_gpu = it->e_tier = 0;
+    if (gkv_read_array(&it->entries, &n) || n < 2 || n > 4 ||
         gkv_read_bin(&it->entries, &it->e_key) || gkv_read_uint(&it->entries, &it->e_size) ||
-        (n == 3 && (gkv_read_uint(&it->entries, &it->e_gpu) || it->e_gpu >= GKV_FDPASS_MAX)))
+        (n >= 3 && (gkv_read_uint(&it->entries, &it->e_gpu) || it->e_gpu >= GKV_FDPASS_MAX)) ||
+        (n == 4 && (gkv_read_uint(&it->entries, &it->e_tier) || it->e_tier > GKV_TIER_HOST)))
         return GKV_EPROTO;
     it->e_ok = true;
     return 0;
@@ -66,7 +69,7 @@ static int fetch(gkv_list_t *it)
     if (it->have_cursor)
         gkv_wr_bin(&c->wr, GKV_F_CURSOR, it->cursor, it->cursor_len);
     gkv_wr_uint(&c->wr, GKV_F_LIMIT, it->page);
-    gkv_wr_uint(&c->wr, GKV_F_FLAGS, GKV_LIST_GPU);
+    gkv_wr_uint(&c->wr, GKV_F_FLAGS, GKV_LIST_GPU | GKV_LIST_TIER);
     int rc;
     if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
         return rc;
@@ -150,6 +153,7 @@ int gkv_list_next(gkv_list_t *it, gkv_list_entry_t *e)
         e->size = it->e_size;
         e->is_dir = 0;
         e->gpu = (int)it->e_gpu;
+        it->tier = (int)it->e_tier;
         rc = next_entry(it);
     } else {
         e->key = it->d_key.p;
@@ -157,9 +161,15 @@ int gkv_list_next(gkv_list_t *it, gkv_list_entry_t *e)
         e->size = 0;
         e->is_dir = 1;
         e->gpu = 0;
+        it->tier = GKV_TIER_GPU;
         rc = next_dir(it);
     }
     return rc ? rc : 1;
+}
+
+int gkv_list_tier(const gkv_list_t *it)
+{
+    return it->tier;
 }
 
 void gkv_list_close(gkv_list_t *it)

@@ -355,14 +355,22 @@ int gkv_del_prefix(gkv_client_t *c, const void *prefix, size_t plen, uint64_t *c
     return rc;
 }
 
-int gkv_locate(gkv_client_t *c, const void *key, size_t klen, uint64_t *size, int *gpu)
+int gkv_locate_tier(gkv_client_t *c, const void *key, size_t klen, uint64_t *size, int *gpu,
+                    int *tier)
 {
     int rc = key_request(c, GKV_OP_GETSIZE, key, klen, 0);
     if (rc)
         return rc;
     *size = c->resp.size;
     *gpu = c->resp.gpu > 0 ? (int)c->resp.gpu : 0; /* an older server names none: its first */
+    *tier = c->resp.tier == 1 ? GKV_TIER_HOST : GKV_TIER_GPU;
     return 0;
+}
+
+int gkv_locate(gkv_client_t *c, const void *key, size_t klen, uint64_t *size, int *gpu)
+{
+    int tier;
+    return gkv_locate_tier(c, key, klen, size, gpu, &tier);
 }
 
 int gkv_locate_node(gkv_client_t *c, const void *key, size_t klen, char *node, size_t cap,

@@ -293,6 +293,7 @@ int gkv_resp_decode(const uint8_t *hdr, size_t len, gkv_response_t *resp)
             rc = gkv_read_int(&r, &resp->gpu);
             break;
         case GKV_F_LENGTH: rc = gkv_read_uint(&r, &resp->length); break;
+        case GKV_F_TIER: rc = gkv_read_uint(&r, &resp->tier); break;
         case GKV_F_LEASE: rc = gkv_read_uint(&r, &resp->lease); break;
         case GKV_F_SPARE: rc = gkv_read_uint(&r, &resp->spare); break;
         case GKV_F_TTL:

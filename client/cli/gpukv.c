@@ -82,8 +82,11 @@ int gkv_cli_ls(gkv_client_t *c, const gkv_cli_args_t *a)
         char ttl_text[32] = "-";
         if (longfmt && !e.is_dir && gkv_ttl(c, e.key, e.klen, &ttl) == 0 && ttl != GKV_NO_TTL)
             snprintf(ttl_text, sizeof(ttl_text), "%llums", (unsigned long long)ttl);
+        char where[16] = "host "; /* the host tier's, in the GPU's column */
+        if (gkv_list_tier(it) != GKV_TIER_HOST)
+            snprintf(where, sizeof(where), "gpu%-2d", e.gpu);
         if (longfmt && !e.is_dir)
-            printf("%12llu  %10s  gpu%-2d  %.*s\n", (unsigned long long)e.size, ttl_text, e.gpu,
+            printf("%12llu  %10s  %s  %.*s\n", (unsigned long long)e.size, ttl_text, where,
                    (int)e.klen, (const char *)e.key);
         else if (longfmt)
             printf("%12s  %10s  %5s  %.*s\n", "DIR", "", "", (int)e.klen, (const char *)e.key);
@@ -118,13 +121,14 @@ int gkv_cli_locate(gkv_client_t *c, const gkv_cli_args_t *a)
     const char *key = a->operands[0];
     char node[256];
     uint64_t size;
+    int gpu, tier;
     int rc = gkv_locate_node(c, key, strlen(key), node, sizeof(node), &size);
+    if (!rc)
+        rc = gkv_locate_tier(c, key, strlen(key), &size, &gpu, &tier);
     if (rc)
         return gkv_cli_fail(c, "locate", rc);
-    if (node[0])
-        printf("%s\n", node);
-    else
-        printf("this daemon (it is in no cluster)\n");
+    printf("%s%s\n", node[0] ? node : "this daemon (it is in no cluster)",
+           tier == GKV_TIER_HOST ? ", in its host tier" : "");
     return EXIT_OKAY;
 }
 

@@ -245,9 +245,15 @@ int gkv_cl_node_stage(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     int code = 0;
     gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, req->key.p, req->key.len);
     gkv_entry_t *e = gkv_store_find(cl->store, req->key.p, req->key.len);
+    int up = 0;
+    if (e && gkv_store_in_tier(e) && cl->plane.on) /* the arena copies from a GPU's memory */
+        e = gkv_store_promote(cl->store, e, &up);
     if (!cl->plane.on) {
         code = GKV_ENOTSUP;
         why = cl->plane.why;
+    } else if (up) {
+        code = up; /* the reader reads it over TCP */
+        why = "the value is in the host tier and no GPU here could make room for it";
     } else if (c && (c->pending || c->version < req->vversion)) {
         code = GKV_EBUSY;
         why = "that version is being written here";

@@ -372,12 +372,15 @@ static int del_here(gkv_cluster_t *cl, const uint8_t *key, size_t klen, void *ar
 }
 
 /* GETSIZE of a key in a cluster: its size, GPU and owning node. */
-static void reply_size(gkv_wr_t *out, uint64_t id, uint64_t size, unsigned gpu,
+/* GETSIZE's answer; tier 1: the value is in the owner's host tier (known only to the owner). */
+static void reply_size(gkv_wr_t *out, uint64_t id, uint64_t size, unsigned gpu, unsigned tier,
                        const char *owner)
 {
     gkv_wr_ok(out, id);
     gkv_wr_uint(out, GKV_F_SIZE, size);
     gkv_wr_uint(out, GKV_F_GPU, gpu);
+    if (tier)
+        gkv_wr_uint(out, GKV_F_TIER, tier);
     gkv_wr_str(out, GKV_F_OWNER, owner);
     gkv_wr_end(out);
 }
@@ -395,7 +398,7 @@ static int route_keys(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
             *rc = j->keys[0].status;
             gkv_wr_error(out, req->id, *rc, NULL);
         } else if (kind == JOB_GETSIZE) { /* the owner's GPU is not known here */
-            reply_size(out, req->id, j->keys[0].size, 0, j->keys[0].owner);
+            reply_size(out, req->id, j->keys[0].size, 0, 0, j->keys[0].owner);
         } else { /* the homes dropped our own copies too (node.c, DELETE) */
             gkv_cl_reply_count(out, req->id, j->count);
         }
@@ -405,7 +408,8 @@ static int route_keys(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     if (kind == JOB_GETSIZE && gkv_cl_owned_here(cl, req->key.p, req->key.len)) {
         gkv_entry_t *e = gkv_store_find(cl->store, req->key.p, req->key.len);
         if (e) { /* ours: size, GPU and owner (this node) from here */
-            reply_size(out, req->id, e->size, e->dev, cl->node);
+            bool low = gkv_store_in_tier(e);
+            reply_size(out, req->id, e->size, low ? 0 : e->dev, low, cl->node);
             return GKV_ROUTE_DONE;
         }
     }

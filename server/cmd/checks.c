@@ -36,9 +36,13 @@ int gkv_range_resolve(uint64_t size, uint64_t offset, uint64_t length, uint64_t 
 int gkv_lookup_range(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep,
                      gkv_entry_t **e, uint64_t *off, uint64_t *len)
 {
-    *e = gkv_store_get(ctx->store, req->key.p, req->key.len);
+    int rc;
+    *e = gkv_store_get_here(ctx->store, req->key.p, req->key.len, &rc);
+    if (rc == GKV_EOOM)
+        return gkv_reply_fail(rep, GKV_EOOM,
+                              "the value is in the host tier and no GPU could make room for it");
     if (!*e)
-        return GKV_ENOTFOUND;
+        return rc;
     if (gkv_range_resolve((*e)->size, req->offset, req->length, req->suffix, off, len))
         return gkv_reply_fail(rep, GKV_ERANGE,
                               "offset %" PRIu64 " is past the end of a %" PRIu64 "-byte value",

@@ -155,6 +155,7 @@ int gkv_cmd_list(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
     int delim = (req->has & GKV_HAS_DELIM) && req->delim.len == 1 ? req->delim.p[0] : -1;
     uint64_t limit = req->limit ? req->limit : 1000;
     bool with_gpu = req->flags & GKV_LIST_GPU;
+    bool with_tier = with_gpu && (req->flags & GKV_LIST_TIER);
     if (limit > GKV_MAX_LIST)
         return gkv_reply_fail(rep, GKV_ETOOBIG, "limit %" PRIu64 " exceeds %u", limit,
                               GKV_MAX_LIST);
@@ -212,12 +213,15 @@ int gkv_cmd_list(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
             n = gkv_index_next(ctx->store->ix, n);
             continue;
         }
-        msgpack_pack_array(&w->pk, with_gpu ? 3 : 2);
+        bool low = gkv_store_in_tier(e);
+        msgpack_pack_array(&w->pk, with_tier ? 4 : with_gpu ? 3 : 2);
         msgpack_pack_bin(&w->pk, kl);
         msgpack_pack_bin_body(&w->pk, k, kl);
         msgpack_pack_uint64(&w->pk, e->size);
-        if (with_gpu)
-            msgpack_pack_uint8(&w->pk, e->dev);
+        if (with_gpu) /* a value in the host tier goes to the daemon's placement when read */
+            msgpack_pack_uint8(&w->pk, low ? 0 : e->dev);
+        if (with_tier)
+            msgpack_pack_uint8(&w->pk, low ? 1 : 0);
         nentries++;
         last = k;
         last_len = kl;
@@ -247,7 +251,9 @@ int gkv_cmd_getsize(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *r
             return GKV_ENOTFOUND;
         gkv_reply_ok(w, req->id);
         gkv_wr_uint(w, GKV_F_SIZE, e->size);
-        gkv_wr_uint(w, GKV_F_GPU, e->dev);
+        gkv_wr_uint(w, GKV_F_GPU, gkv_store_in_tier(e) ? 0 : e->dev);
+        if (gkv_store_in_tier(e))
+            gkv_wr_uint(w, GKV_F_TIER, 1);
         return gkv_wr_end(w);
     }
     if (!(req->has & GKV_HAS_PREFIX))

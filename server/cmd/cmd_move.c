@@ -18,9 +18,9 @@ int gkv_cmd_move(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
     if ((rc = gkv_check_key(ctx, req->key, rep)))
         return rc;
     gkv_store_t *st = ctx->store;
-    gkv_entry_t *e = gkv_store_get(st, req->key.p, req->key.len);
+    gkv_entry_t *e = gkv_store_get_here(st, req->key.p, req->key.len, &rc);
     if (!e)
-        return GKV_ENOTFOUND;
+        return rc;
     bool moving = e->dev != (unsigned)to;
     if (moving) {
         gkv_entry_t *copy;

@@ -95,8 +95,8 @@ int gkv_cmd_mget(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
     gkv_read_array(&it, &n);
     for (uint32_t i = 0; i < n; i++) {
         gkv_req_items_next(&it, &item);
-        gkv_entry_t *e = gkv_store_get(ctx->store, item.key.p, item.key.len);
-        int status = e ? 0 : GKV_ENOTFOUND;
+        int status = 0;
+        gkv_entry_t *e = gkv_store_get_here(ctx->store, item.key.p, item.key.len, &status);
         uint64_t off = 0, len = 0;
         if (e)
             status = gkv_range_resolve(e->size, item.offset, item.length, item.suffix, &off, &len);

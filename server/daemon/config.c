@@ -293,6 +293,10 @@ static const setting_t settings[] = {
      "largest value (default: maxmemory)"},
     {"max-key-size", parse_size, FIELD(max_key), 1, 65535, false, "N",
      "longest key in bytes (default 1024, at most 65535)"},
+    {"tier-host", parse_size, FIELD(tier_host), 0, SZ_MAX, false, "SIZE",
+     "host memory below the GPUs: values that must leave a GPU (the policy chose\n"
+     "them) move here instead of being lost, and come back when read (default 0:\n"
+     "none; docs/tiers.md)"},
     {"maxmemory-keys", parse_size, FIELD(maxmemory_keys), 1, SZ_MAX, true, "SIZE",
      "host memory for keys, metadata and the index (default: a quarter of RAM)"},
     {"maxclients", parse_uint, FIELD(maxclients), 1, 1000000, true, "N",

@@ -57,6 +57,7 @@ typedef struct {
     uint64_t output_limit;      /* queued output above which requests are no longer read */
     uint64_t shutdown_grace_ms; /* SIGTERM: how long requests in flight may take */
     uint64_t maxmemory_keys;    /* host bytes for keys, metadata and the index; 0: RAM / 4 */
+    uint64_t tier_host;         /* --tier-host: bytes of the host tier below the GPUs; 0: none */
     /* Access. */
     char auth_token_file[PATH_MAX]; /* "" for none */
     bool insecure_listen; /* allow a non-loopback --listen (--metrics-listen) without a token */

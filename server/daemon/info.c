@@ -60,6 +60,24 @@ static int info_gpus(const gkv_server_t *srv, char *text, size_t cap)
     return n >= 0 && (size_t)n < cap ? n : -1;
 }
 
+/* INFO's # Tiers: the host tier's use and limit, and what moved between it and the GPUs (all
+ * 0 without --tier-host). Returns the length, or -1 when it does not fit cap bytes. */
+static int info_tiers(const gkv_store_t *st, char *text, size_t cap)
+{
+    const gkv_store_dev_t *t = &st->dev[GKV_DEV_HOST_TIER];
+    const gkv_store_stats_t *s = &st->stats;
+    int n = snprintf(text, cap,
+                     "# Tiers\r\ntier_host:%s\r\ntier_host_used:%" PRIu64
+                     "\r\ntier_host_limit:%" PRIu64 "\r\ntier_host_keys:%" PRIu64
+                     "\r\ntier_host_oom_errors:%" PRIu64 "\r\ndemoted_keys:%" PRIu64
+                     "\r\ndemoted_bytes:%" PRIu64 "\r\npromoted_keys:%" PRIu64
+                     "\r\npromoted_bytes:%" PRIu64 "\r\npromote_errors:%" PRIu64 "\r\n",
+                     st->host_tier ? "on" : "off", t->used, t->limit, t->keys, t->oom_errors,
+                     s->demoted, s->demoted_bytes, s->promoted, s->promoted_bytes,
+                     s->promote_errors);
+    return n >= 0 && (size_t)n < cap ? n : -1;
+}
+
 int gkv_cmd_info(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
     gkv_server_t *srv = ctx->owner;
@@ -135,6 +153,9 @@ int gkv_cmd_info(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
         return GKV_ENOMEM;
     n += m;
     if ((m = info_gpus(srv, text + n, sizeof(text) - (size_t)n)) < 0)
+        return GKV_ENOMEM;
+    n += m;
+    if ((m = info_tiers(st, text + n, sizeof(text) - (size_t)n)) < 0)
         return GKV_ENOMEM;
     n += m;
     if ((m = gkv_snapshot_info(&srv->snapshots, text + n, sizeof(text) - (size_t)n)) < 0)

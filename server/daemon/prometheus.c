@@ -176,6 +176,21 @@ static void render_memory(const gkv_server_t *srv, gkv_text_t *t)
         srv->store.hc.bytes);
     one(t, "host_copy_hits_total", "counter", "GETs answered from a host copy.",
         srv->store.hc.hits);
+    const gkv_store_dev_t *tier = &srv->store.dev[GKV_DEV_HOST_TIER];
+    const gkv_store_stats_t *ss = &srv->store.stats;
+    one(t, "tier_host_used_bytes", "gauge", "Bytes of values in the host tier (--tier-host).",
+        tier->used);
+    one(t, "tier_host_limit_bytes", "gauge", "--tier-host (0: no host tier).", tier->limit);
+    one(t, "tier_host_keys", "gauge", "Keys whose value is in the host tier.", tier->keys);
+    one(t, "demoted_total", "counter", "Values moved from a GPU to the host tier.", ss->demoted);
+    one(t, "demoted_bytes_total", "counter", "Bytes moved from a GPU to the host tier.",
+        ss->demoted_bytes);
+    one(t, "promoted_total", "counter", "Values moved back from the host tier to a GPU.",
+        ss->promoted);
+    one(t, "promoted_bytes_total", "counter", "Bytes moved back from the host tier to a GPU.",
+        ss->promoted_bytes);
+    one(t, "promote_errors_total", "counter",
+        "Reads of a value in the host tier that no GPU could make room for.", ss->promote_errors);
 }
 
 /* Snapshots and the fd store: what INFO's # Persistence says, for alerting on saves that stop

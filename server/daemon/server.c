@@ -266,6 +266,53 @@ static int open_devices(gkv_server_t *s, char *err, size_t cap)
     return gkv_devices_open(&s->devs, &spec, err, cap);
 }
 
+/* The host tier's memory (--tier-host): a host backend's arena, on either backend. */
+static int open_tier(gkv_server_t *s, char *err, size_t cap)
+{
+    uint64_t size = s->cfg.tier_host, usable = gkv_ram_usable();
+    if (!size)
+        return 0;
+    if (size > usable) {
+        char want[32], have[32];
+        gkv_size_format(size, want, sizeof(want));
+        gkv_size_format(usable, have, sizeof(have));
+        snprintf(err, cap, "--tier-host %s is more than the usable RAM (%s)", want, have);
+        return GKV_EINVAL;
+    }
+    /* Room for one more value than the limit: a read that brings a value up swaps it with
+     * what goes down (gkv_store_add_tier). Address space; pages are taken as used. */
+    uint64_t slack = s->cfg.max_value ? s->cfg.max_value : s->devs.dev[0].be->capacity;
+    gkv_backend_config_t bc = {.kind = GKV_BACKEND_HOST, .limit = size + slack};
+    char why[256];
+    int rc = gkv_backend_open(&bc, &s->tier, why, sizeof(why));
+    if (rc) {
+        snprintf(err, cap, "the host tier: %s", why);
+        return rc;
+    }
+    char limit[32];
+    gkv_size_format(size, limit, sizeof(limit));
+    GKV_INFO("host tier: %s of host memory below the GPUs", limit);
+    return 0;
+}
+
+static void close_tier(gkv_server_t *s)
+{
+    if (s->tier)
+        s->tier->ops->close(s->tier);
+    s->tier = NULL;
+}
+
+/* The store's release hook: device dev's open batch starts (one I/O callback may have read
+ * several SETs, whose bytes wait in it), and its batches let go of the values they wrote. */
+static bool release_held(void *arg, unsigned dev)
+{
+    gkv_server_t *s = arg;
+    if (dev >= s->devs.started)
+        return false;
+    gkv_batch_start_writes(&s->devs.dev[dev].batcher);
+    return gkv_batch_release_written(&s->devs.dev[dev].batcher);
+}
+
 /* The store over the devices, and what each layer above is given to reach the ones below: the
  * handlers' context, the connections' environment, persistence's. */
 static int wire_layers(gkv_server_t *s, char *err, size_t cap)
@@ -277,6 +324,10 @@ static int wire_layers(gkv_server_t *s, char *err, size_t cap)
     }
     for (unsigned i = 1; i < s->devs.n; i++)
         (void)gkv_store_add_device(&s->store, s->devs.dev[i].be, s->devs.dev[i].be->capacity);
+    if (s->tier)
+        (void)gkv_store_add_tier(&s->store, s->tier, s->cfg.tier_host);
+    s->store.release = release_held;
+    s->store.release_arg = s;
     gkv_hostcopy_init(&s->store.hc, s->cfg.host_copy, s->cfg.host_copy_max_value);
     s->cmd = (gkv_cmd_ctx_t){.store = &s->store,
                              .devs = &s->devs,
@@ -471,7 +522,7 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
         GKV_INFO("device %u: backend %s (%s%s%s), maxmemory %s", i, be->name, be->gpu_name,
                  be->gpu_uuid[0] ? " " : "", be->gpu_uuid, limit);
     }
-    if ((rc = wire_layers(s, err, cap)))
+    if ((rc = open_tier(s, err, cap)) || (rc = wire_layers(s, err, cap)))
         goto fail_backend;
     s->key_order_thread = start_key_order(s);
     pthread_sigmask(SIG_SETMASK, &before, NULL);
@@ -498,6 +549,7 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
 fail_backend:
     pthread_sigmask(SIG_SETMASK, &before, NULL);
     gkv_devices_close_backends(&s->devs);
+    close_tier(s);
     return rc;
 }
 
@@ -512,5 +564,6 @@ void gkv_server_fini(gkv_server_t *s)
     gkv_store_fini(&s->store);
     gkv_staging_fini(&s->staging);
     gkv_devices_close_backends(&s->devs);
+    close_tier(s);
     gkv_net_fini(&s->net);
 }

@@ -133,7 +133,8 @@ static int write_record(gkv_save_t *sv, const item_t *it)
                                             .meta_len = it->meta_len,
                                             .size = size,
                                             .expire_unix_ms = it->expire_unix_ms,
-                                            .dev = e->dev});
+                                            /* a tier's value loads onto device 0 */
+                                            .dev = gkv_store_in_tier(e) ? 0 : e->dev});
     uint32_t crc;
     int rc;
     const uint8_t *names = sv->names + it->key_off;
@@ -141,7 +142,7 @@ static int write_record(gkv_save_t *sv, const item_t *it)
         (rc = write_all(sv, names, (size_t)it->klen + it->meta_len)))
         return fail(sv, rc, "writing");
     crc = gkv_crc32c(0, names, (size_t)it->klen + it->meta_len);
-    gkv_backend_t *be = sv->sn->env.devs->dev[e->dev].be;
+    gkv_backend_t *be = gkv_store_be(sv->sn->env.store, e);
     for (uint64_t off = 0; off < size;) {
         size_t n = CHUNK - sv->fill < size - off ? CHUNK - sv->fill : (size_t)(size - off);
         uint8_t *at = sv->buf + sv->fill;

@@ -49,7 +49,7 @@ unsigned gkv_store_place(gkv_store_t *st, const void *key, size_t klen, uint64_t
     if (st->ndev == 1)
         return 0;
     const gkv_entry_t *cur = gkv_index_get(st->ix, key, klen);
-    if (cur) {
+    if (cur && !gkv_store_in_tier(cur)) {
         const gkv_store_dev_t *d = &st->dev[cur->dev];
         bool evicts = st->policy != GKV_POLICY_NOEVICTION;
         if (size <= d->limit - d->used || (evicts && size <= d->limit))
@@ -79,8 +79,7 @@ void gkv__store_unlink(gkv_store_t *st, gkv_entry_t *e)
     gkv_store_unref(st, e);
 }
 
-/* Unlinks e (linked, used by nothing but the index) and frees it. */
-static void evict(gkv_store_t *st, gkv_entry_t *e)
+void gkv__store_evict(gkv_store_t *st, gkv_entry_t *e)
 {
     st->stats.evicted++;
     gkv__store_unlink(st, e);
@@ -91,35 +90,38 @@ static void evict(gkv_store_t *st, gkv_entry_t *e)
 /* How much e deserves eviction to make room on device dev under the store's policy, or 0 when
  * it is no candidate: leased, in transfer or in a batch (refs > 1), holding no memory, or on
  * another device. */
-static uint64_t candidate_score(const gkv_store_t *st, const gkv_entry_t *e, unsigned dev)
+static uint64_t candidate_score(const gkv_store_t *st, const gkv_entry_t *e, unsigned dev,
+                                gkv_policy_t policy)
 {
     if (e->refs != 1 || !e->size || e->dev != dev)
         return 0;
-    if (st->policy == GKV_POLICY_VOLATILE_TTL)
+    if (policy == GKV_POLICY_VOLATILE_TTL)
         return UINT64_MAX - e->x->expire_at;
-    return 1 + gkv_access_score(st->policy, e->access, st->now_ms);
+    return 1 + gkv_access_score(policy, e->access, st->now_ms);
 }
 
 /* Keeps e in *best when it is a better candidate than the one there (scored *best_score). */
-static void consider(const gkv_store_t *st, unsigned dev, gkv_entry_t *e, gkv_entry_t **best,
-                     uint64_t *best_score)
+static void consider(const gkv_store_t *st, unsigned dev, gkv_policy_t policy, gkv_entry_t *e,
+                     gkv_entry_t **best, uint64_t *best_score)
 {
-    uint64_t score = candidate_score(st, e, dev);
+    uint64_t score = candidate_score(st, e, dev, policy);
     if (score > *best_score) {
         *best = e;
         *best_score = score;
     }
 }
 
-/* Evicts the best candidate of a random sample (evict.h); up to 16 samples are drawn while
- * none holds a candidate, then every key (or every key with a deadline, up to EVICT_SCAN) is
- * looked at, so that OOM means that nothing is evictable. Only values on device dev are
- * candidates. False when nothing is. */
-static bool evict_one(gkv_store_t *st, unsigned dev)
+/* The best candidate of a random sample (evict.h); up to 16 samples are drawn while none holds
+ * a candidate, then every key (or every key with a deadline, up to EVICT_SCAN) is looked at, so
+ * that OOM means that nothing is evictable. Only values on device dev are candidates. */
+gkv_entry_t *gkv__store_pick(gkv_store_t *st, unsigned dev, bool any)
 {
-    if (st->policy == GKV_POLICY_NOEVICTION)
-        return false;
-    bool vol = gkv_policy_volatile(st->policy);
+    gkv_policy_t policy = st->policy;
+    if (any && policy != GKV_POLICY_ALLKEYS_LFU)
+        policy = GKV_POLICY_ALLKEYS_LRU; /* to demote: every key, least recently used first */
+    else if (policy == GKV_POLICY_NOEVICTION)
+        return NULL;
+    bool vol = gkv_policy_volatile(policy);
     gkv_entry_t *best = NULL;
     uint64_t best_score = 0;
     for (int round = 0; round < 16 && !best; round++) {
@@ -128,35 +130,50 @@ static bool evict_one(gkv_store_t *st, unsigned dev)
         if (vol) {
             for (size_t i = 0; i < n; i++)
                 if (!(pick[i] = gkv_ttl_random(&st->ttl, next_random(st))))
-                    return false;
+                    return NULL;
         } else if (!(n = gkv_index_sample(st->ix, pick, n))) {
-            return false;
+            return NULL;
         }
         for (size_t i = 0; i < n; i++)
-            consider(st, dev, pick[i], &best, &best_score);
+            consider(st, dev, policy, pick[i], &best, &best_score);
     }
     /* Most keys are held: look at every one, up to EVICT_SCAN (a bound on what one SET may
      * cost the loop). */
     if (!best && vol) {
         for (uint32_t i = 0; i < st->ttl.n && i < EVICT_SCAN; i++)
-            consider(st, dev, st->ttl.v[i], &best, &best_score);
+            consider(st, dev, policy, st->ttl.v[i], &best, &best_score);
     } else if (!best) {
         uint32_t looked = 0;
         for (const gkv_inode_t *n = gkv_index_seek(st->ix, "", 0); n && looked++ < EVICT_SCAN;
              n = gkv_index_next(st->ix, n))
-            consider(st, dev, gkv_inode_val(st->ix, n), &best, &best_score);
+            consider(st, dev, policy, gkv_inode_val(st->ix, n), &best, &best_score);
     }
-    if (!best)
-        return false;
-    evict(st, best);
-    return true;
+    return best;
 }
 
-/* Room for a new value on dev: a cache copy of the layer above first, then the policy's
- * eviction. */
+/* Evicts the policy's best candidate on dev. False when nothing is one. */
+static bool evict_one(gkv_store_t *st, unsigned dev)
+{
+    gkv_entry_t *e = gkv__store_pick(st, dev, false);
+    if (e)
+        gkv__store_evict(st, e);
+    return e != NULL;
+}
+
+/* Room for a new value on dev: a cache copy of the layer above first, then a move to the host
+ * tier (from a device), then the policy's eviction. */
 static bool make_room(gkv_store_t *st, unsigned dev)
 {
-    return (st->reclaim && st->reclaim(st->reclaim_arg, dev)) || evict_one(st, dev);
+    if (st->reclaim && st->reclaim(st->reclaim_arg, dev))
+        return true;
+    for (int pass = 0;; pass++) {
+        if ((dev < GKV_MAX_DEVICES && gkv__store_demote_one(st, dev)) || evict_one(st, dev))
+            return true;
+        /* Every candidate may be held by copies that have run, whose completion the loop has
+         * not taken yet: once they let go, look again. */
+        if (pass || !st->release || !st->release(st->release_arg, dev))
+            return false;
+    }
 }
 
 static void drop_link(void *val, void *arg)
@@ -261,7 +278,8 @@ int gkv_store_entry_new(gkv_store_t *st, unsigned dev, const void *key, size_t k
     e->refs = 1;
     e->dev = (uint8_t)dev;
     d->used += size;
-    st->used += size;
+    if (dev < GKV_MAX_DEVICES) /* the store's totals are the devices' */
+        st->used += size;
     st->host_bytes += host_cost(klen, 0) + extras_cost(e->x);
     st->entries++;
     *out = e;
@@ -322,7 +340,8 @@ void gkv__store_free_memory(gkv_store_t *st, unsigned dev, gkv_devptr_t mem, uin
     if (size)
         d->be->ops->free(d->be, mem, size, 0);
     d->used -= size;
-    st->used -= size;
+    if (dev < GKV_MAX_DEVICES)
+        st->used -= size;
 }
 
 void gkv_store_unref(gkv_store_t *st, gkv_entry_t *e)
@@ -484,4 +503,5 @@ void gkv_store_flush(gkv_store_t *st)
     st->linked_bytes = 0;
     for (unsigned i = 0; i < st->ndev; i++)
         st->dev[i].linked_bytes = st->dev[i].keys = 0;
+    st->dev[GKV_DEV_HOST_TIER].linked_bytes = st->dev[GKV_DEV_HOST_TIER].keys = 0;
 }

@@ -51,12 +51,23 @@ typedef struct {
     uint64_t hits, misses, sets, dels, oom_errors;
     uint64_t evicted; /* keys evicted to make room (--maxmemory-policy) */
     uint64_t expired; /* keys gone at their deadline */
+    uint64_t demoted, demoted_bytes;   /* values moved from a device to the host tier */
+    uint64_t promoted, promoted_bytes; /* values moved back from the host tier to a device */
+    uint64_t promote_errors;           /* reads of a tier's value that found no room */
 } gkv_store_stats_t;
+
+/* Tiers below the devices (docs/tiers.md): the host tier holds values that had to leave a
+ * device (its policy chose them) instead of losing them. It lives in the store's dev[] after
+ * the devices, at this ordinal, which entries' dev names; device loops (0..ndev) never see it.
+ * Its bytes are reachable only through gkv_store_promote: a value in it is in no device's
+ * memory, copy lanes or exports. */
+#define GKV_DEV_HOST_TIER GKV_MAX_DEVICES
 
 typedef struct {
     gkv_index_t *ix;
-    gkv_store_dev_t dev[GKV_MAX_DEVICES];
+    gkv_store_dev_t dev[GKV_MAX_DEVICES + 1]; /* the devices, then GKV_DEV_HOST_TIER */
     unsigned ndev;
+    bool host_tier; /* dev[GKV_DEV_HOST_TIER] is set up (gkv_store_add_tier) */
     /* Totals over the devices. */
     uint64_t used;         /* bytes of values, published or being written */
     uint64_t limit;        /* --maxmemory */
@@ -73,6 +84,12 @@ typedef struct {
      * cache (a cluster's replica) and returns true, or false when it has none to give. */
     bool (*reclaim)(void *arg, unsigned dev);
     void *reclaim_arg;
+    /* NULL, or: asked when nothing on device dev could be moved down or evicted: starts the
+     * copies of values already answered and lets go of the references that copies which have
+     * run still hold (batch.h), returning true when it did (the store then looks again). Calls
+     * nothing of the store's back. */
+    bool (*release)(void *arg, unsigned dev);
+    void *release_arg;
     uint64_t now_ms;     /* the clock access stamps use: the server sets it per request */
     uint64_t rng;        /* xorshift64 for LFU's counter */
     gkv_ttl_heap_t ttl;  /* the linked entries that have a deadline */
@@ -99,7 +116,7 @@ int gkv_store_add_device(gkv_store_t *st, gkv_backend_t *be, uint64_t limit);
 /* The backend of e's memory. */
 gkv_backend_t *gkv_store_be(const gkv_store_t *st, const gkv_entry_t *e);
 /* Where a new value of size bytes for key goes when the request names no device: the device of
- * the key's current value when size fits there (within its limit, or with an evicting policy
+ * the key's current value (not a tier's) when size fits there (within its limit, or with an evicting policy
  * up to its limit), else the device with the most room (limit - used), the lowest on ties. */
 unsigned gkv_store_place(gkv_store_t *st, const void *key, size_t klen, uint64_t size);
 /* Drops every key and frees the index; entries still referenced elsewhere must be unref'd
@@ -184,6 +201,38 @@ uint32_t gkv_store_reap(gkv_store_t *st, uint32_t limit);
 uint64_t gkv_store_next_deadline(const gkv_store_t *st);
 /* Unlinks every key. */
 void gkv_store_flush(gkv_store_t *st);
+
+/* Tiers (tier.c, docs/tiers.md). Without a tier the store evicts as evict.h says. With the host
+ * tier, a device that needs room (entry_new) moves values to the tier instead, one at a time in
+ * the policy's order (LRU, or LFU under allkeys-lfu; under noeviction and the volatile policies
+ * too, since nothing is lost): only values nothing but the index holds (refs == 1), after the
+ * layer above's cache (reclaim). The tier makes room for them the same way, evicting under an
+ * evicting policy (it is the last tier) and refusing under noeviction: the write then gets OOM.
+ * A value too large for the tier is evicted from the device as without it. Moves copy on the
+ * loop (the device's read_sync/write_sync, or memcpy between host-visible memory): a write
+ * waits for the bytes it displaces, a read for the bytes it promotes. The journal records a
+ * value in the tier as gone (it does not survive a crash yet). */
+/* Adds the host tier: values leaving the devices go to be's memory (borrowed, host-visible,
+ * must outlive the store), up to limit bytes. While a read brings a value up, the tier holds
+ * up to that value's size more (what goes down to make room on the device takes the room the
+ * value leaves; never seen between requests): be should offer limit plus the largest value.
+ * Returns 0, or GKV_EINVAL (one is there already, be is not host-visible, or limit is 0). */
+int gkv_store_add_tier(gkv_store_t *st, gkv_backend_t *be, uint64_t limit);
+/* True when e's value is in a tier: its bytes are no device's until gkv_store_promote. */
+static inline bool gkv_store_in_tier(const gkv_entry_t *e)
+{
+    return e->dev >= GKV_MAX_DEVICES;
+}
+/* The linked e's value on a device: e itself when it is on one; else its bytes are copied to a
+ * device (gkv_store_place's, making room there as entry_new does) and the new entry, under the
+ * key now and borrowed like gkv_store_get's, is returned. NULL with *rc GKV_EOOM (no device
+ * could make room: e stays in the tier, counted in promote_errors), GKV_ENOMEM or GKV_EIO. */
+gkv_entry_t *gkv_store_promote(gkv_store_t *st, gkv_entry_t *e, int *rc);
+/* gkv_store_get, then gkv_store_promote: the entry for reading or writing its bytes, or NULL
+ * with *rc GKV_ENOTFOUND or promote's code. */
+gkv_entry_t *gkv_store_get_here(gkv_store_t *st, const void *key, size_t klen, int *rc);
+/* The word INFO, LIST -l and GETSIZE use for where e's value is: "device" or "host". */
+const char *gkv_store_tier_name(const gkv_entry_t *e);
 
 /* Zero-copy. */
 /* Queues clearing e's memory on the shared lane (fence_shared says when it is done): a CREATE's

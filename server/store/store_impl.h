@@ -35,6 +35,18 @@ int gkv__store_set_extras(gkv_store_t *st, gkv_entry_t *e, const void *meta, uin
 /* Gives size bytes at mem back to device dev's backend and accounting. */
 void gkv__store_free_memory(gkv_store_t *st, unsigned dev, gkv_devptr_t mem, uint64_t size);
 
+/* The best candidate on device dev (or the tier) to make room for a value, sampled as evict.h
+ * says with the store's policy, or with LRU (volatile, noeviction) when any is to demote
+ * (nothing is lost): only entries nothing but the index holds. NULL when none is. */
+gkv_entry_t *gkv__store_pick(gkv_store_t *st, unsigned dev, bool any);
+/* Unlinks e (linked, used by nothing but the index) and frees it: an eviction. */
+void gkv__store_evict(gkv_store_t *st, gkv_entry_t *e);
+
+/* tier.c. */
+/* Room on device dev through the host tier: moves its best candidate there. False when there
+ * is no tier, no candidate, or the tier could not take it (the caller evicts then). */
+bool gkv__store_demote_one(gkv_store_t *st, unsigned dev);
+
 /* store_journal.c. */
 /* The journal's record of e (linked) as it is now; nothing without a journal. */
 void gkv__store_journal_put(gkv_store_t *st, const gkv_entry_t *e);

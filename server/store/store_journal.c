@@ -22,6 +22,10 @@ void gkv__store_journal_put(gkv_store_t *st, const gkv_entry_t *e)
 {
     if (!st->journal)
         return;
+    if (gkv_store_in_tier(e)) { /* a successor has no tier yet: gone rather than wrong */
+        gkv__store_journal_del(st, e);
+        return;
+    }
     size_t klen, exp_len = 0;
     uint32_t meta_len;
     uint8_t exp[GKV_EXPORT_MAX];

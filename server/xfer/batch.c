@@ -47,10 +47,12 @@ static void finish_buf(gkv_batcher_t *b, gkv_batch_buf_t *bb, int status, bool d
             gkv_hostcopy_put(&b->st->hc, r->entry, bytes, bb->out[i].len);
         gkv_store_unref(b->st, r->entry);
     }
-    for (uint32_t i = 0; i < bb->nin; i++)
-        gkv_store_unref(b->st, bb->in_refs[i].entry);
+    for (uint32_t i = 0; i < bb->nin; i++) /* NULL: let go already (gkv_batch_release_written) */
+        if (bb->in_refs[i].entry)
+            gkv_store_unref(b->st, bb->in_refs[i].entry);
     for (uint32_t i = 0; i < bb->nbulk; i++) {
-        gkv_store_unref(b->st, bb->bulk_refs[i]);
+        if (bb->bulk_refs[i])
+            gkv_store_unref(b->st, bb->bulk_refs[i]);
         gkv_staging_put(b->staging, (void *)bb->bulk[i].host);
     }
     bb->nin = bb->nout = bb->nbulk = bb->fill = 0;
@@ -307,4 +309,27 @@ bool gkv_batch_writes_pending(gkv_batcher_t *b)
             return true;
     }
     return false;
+}
+
+bool gkv_batch_release_written(gkv_batcher_t *b)
+{
+    bool any = false;
+    for (int i = 0; i < GKV_BATCH_BUFS; i++) {
+        gkv_batch_buf_t *bb = &b->bufs[i];
+        if (!bb->busy || !atomic_load(&bb->finished) || bb->status)
+            continue;
+        for (uint32_t k = 0; k < bb->nin; k++)
+            if (bb->in_refs[k].entry) {
+                gkv_store_unref(b->st, bb->in_refs[k].entry);
+                bb->in_refs[k].entry = NULL;
+                any = true;
+            }
+        for (uint32_t k = 0; k < bb->nbulk; k++)
+            if (bb->bulk_refs[k]) {
+                gkv_store_unref(b->st, bb->bulk_refs[k]);
+                bb->bulk_refs[k] = NULL;
+                any = true;
+            }
+    }
+    return any;
 }

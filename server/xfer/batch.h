@@ -109,6 +109,12 @@ bool gkv_batch_bulk_room(gkv_batcher_t *b, gkv_waiter_t *w);
  * batch is done) e's bytes at off. Holds its own reference on e until done. Call only after
  * gkv_batch_bulk_room said yes, in the same callback. */
 void gkv_batch_in_bulk(gkv_batcher_t *b, gkv_entry_t *e, uint64_t off, void *stage, uint64_t len);
+/* Drops the references that batches whose copies have run but whose completion the loop has
+ * not taken yet (it comes through an async wake-up, a later turn) hold on the values they
+ * wrote: those values may be evicted or moved to a tier now. Delivering read pieces, staging
+ * buffers and waiters stay for the completion, so this runs nothing else (safe inside the
+ * store's make_room). True when it let go of any. */
+bool gkv_batch_release_written(gkv_batcher_t *b);
 /* Starts the open batch now if it has writes: before a copy outside batches reads a value. */
 void gkv_batch_start_writes(gkv_batcher_t *b);
 /* Starts the open batch if it has writes; true when a started batch with writes has not yet

@@ -54,6 +54,7 @@ PyObject *client_delete(ClientObject *self, PyObject *keys);
 PyObject *client_getsize(ClientObject *self, PyObject *key);
 PyObject *client_getsize_prefix(ClientObject *self, PyObject *prefix);
 PyObject *client_locate(ClientObject *self, PyObject *key);
+PyObject *client_tier(ClientObject *self, PyObject *key);
 PyObject *client_move(ClientObject *self, PyObject *args);
 PyObject *client_flush(ClientObject *self, PyObject *noargs);
 PyObject *client_save(ClientObject *self, PyObject *noargs);

@@ -75,6 +75,20 @@ PyObject *client_locate(ClientObject *self, PyObject *key)
     return rc < 0 ? NULL : Py_BuildValue("(Ki)", (unsigned long long)size, gpu);
 }
 
+/* tier(key) -> "gpu" or "host": where the daemon keeps the value now. */
+PyObject *client_tier(ClientObject *self, PyObject *key)
+{
+    key_arg_t k;
+    if (key_get(key, &k) < 0)
+        return NULL;
+    uint64_t size = 0;
+    int gpu = 0, tier = 0, rc;
+    CLIENT_CALL(client_enter, self, rc,
+                gkv_locate_tier(self->c, k.p, (size_t)k.len, &size, &gpu, &tier));
+    key_release(&k);
+    return rc < 0 ? NULL : PyUnicode_FromString(tier == GKV_TIER_HOST ? "host" : "gpu");
+}
+
 /* move(key, gpu) -> True (moved) or False (it was there). */
 PyObject *client_move(ClientObject *self, PyObject *args)
 {

@@ -495,6 +495,22 @@ def test_values_on_two_gpus(fresh_daemon):
             c.move("nope", 1)
 
 
+def test_values_moved_to_the_host_tier_come_back(fresh_daemon):
+    d = fresh_daemon("--tier-host", "8M", "--maxmemory-policy", "allkeys-lru", maxmemory="2M")
+    with gpukv.Client(d.url) as c:
+        vals = {f"t{i}": bytes([i]) * (256 << 10) for i in range(32)}  # 4x the GPU
+        for k, v in vals.items():
+            c.set(k, v)
+        tiers = [c.tier(k) for k in vals]
+        assert tiers.count("host") == 24 and tiers.count("gpu") == 8, tiers
+        for k, v in vals.items():
+            assert c.get(k) == v
+        assert c.info("tiers")["promoted_keys"] >= 24
+        assert c.info("tiers")["tier_host_used"] <= 8 << 20
+        with pytest.raises(gpukv.NotFound):
+            c.tier("nope")
+
+
 def test_save_needs_a_snapshot_dir(fresh_daemon, tmp_path):
     d = fresh_daemon()
     with gpukv.Client(d.url) as c:

@@ -1,0 +1,346 @@
+/* test_tier.c: the host tier in the store (two host backends: one stands for a GPU, one is the
+ * tier): values that leave the device move to the tier instead of being lost and come back
+ * bit-exact when read; each tier keeps its limit; held values stay; the last tier evicts under
+ * an evicting policy and refuses under noeviction; overwrites and deletes of values in the
+ * tier free the tier's memory; the journal never names a value in the tier. */
+#include <gpukv/gpukv.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check_main.h"
+#include "store.h"
+
+#define LIMIT (1u << 20)      /* the device */
+#define TIER (2u << 20)       /* the host tier */
+#define VAL (16u << 10)       /* 64 values fill the device, 128 the tier */
+
+#define STORE_LIMIT LIMIT
+#include "store_fixture.h"
+
+static gkv_backend_t *tier_be;
+
+static void tier_setup(void)
+{
+    setup();
+    gkv_backend_config_t bc = {GKV_BACKEND_HOST, 0, TIER + VAL}; /* a swap's room */
+    char why[256];
+    ck_assert_int_eq(gkv_backend_open(&bc, &tier_be, why, sizeof(why)), 0);
+    ck_assert_int_eq(gkv_store_add_tier(&st, tier_be, TIER), 0);
+}
+
+static void tier_teardown(void)
+{
+    gkv_store_flush(&st);
+    ck_assert_uint_eq(st.dev[GKV_DEV_HOST_TIER].used, 0); /* every tier byte given back */
+    teardown();
+    tier_be->ops->close(tier_be);
+}
+
+static const char *name(int i)
+{
+    static char buf[32];
+    snprintf(buf, sizeof(buf), "k%d", i);
+    return buf;
+}
+
+/* The byte value i's bytes are made of. */
+static uint8_t fill_of(int i)
+{
+    return (uint8_t)(i * 7 + 1);
+}
+
+static uint8_t *bytes_of(gkv_entry_t *e)
+{
+    gkv_backend_t *b = gkv_store_be(&st, e);
+    return b->ops->host_view(b, e->mem);
+}
+
+/* SET key i: VAL bytes of fill_of(i), with metadata "m<i>". */
+static int put(int i)
+{
+    gkv_entry_t *e;
+    const char *k = name(i);
+    char meta[16];
+    int ml = snprintf(meta, sizeof(meta), "m%d", i);
+    int rc = gkv_store_entry_new(&st, 0, k, strlen(k), VAL, meta, (uint32_t)ml, 0, &e);
+    if (rc)
+        return rc;
+    memset(bytes_of(e), fill_of(i), VAL);
+    ck_assert_int_eq(gkv_store_publish(&st, e, 0, NULL), 0);
+    gkv_store_unref(&st, e);
+    return 0;
+}
+
+static gkv_entry_t *find(int i)
+{
+    const char *k = name(i);
+    return gkv_store_find(&st, k, strlen(k));
+}
+
+/* Key i's value on the device, checked bit-exact with its metadata. */
+static void read_back(int i)
+{
+    int rc;
+    const char *k = name(i);
+    gkv_entry_t *e = gkv_store_get_here(&st, k, strlen(k), &rc);
+    ck_assert_msg(e != NULL, "%s: %d", k, rc);
+    ck_assert(!gkv_store_in_tier(e));
+    ck_assert_uint_eq(e->size, VAL);
+    const uint8_t *b = bytes_of(e);
+    for (uint32_t o = 0; o < VAL; o += 997)
+        ck_assert_uint_eq(b[o], fill_of(i));
+    ck_assert_uint_eq(b[VAL - 1], fill_of(i));
+    char meta[16];
+    int ml = snprintf(meta, sizeof(meta), "m%d", i);
+    uint32_t got;
+    const uint8_t *m = gkv_entry_meta(e, &got);
+    ck_assert_uint_eq(got, (uint32_t)ml);
+    ck_assert_mem_eq(m, meta, (size_t)ml);
+}
+
+static int in_tier(int from, int to)
+{
+    int n = 0;
+    for (int i = from; i < to; i++) {
+        gkv_entry_t *e = find(i);
+        n += e && gkv_store_in_tier(e);
+    }
+    return n;
+}
+
+static void limits_kept(void)
+{
+    ck_assert_uint_le(st.dev[0].used, LIMIT);
+    ck_assert_uint_le(st.dev[GKV_DEV_HOST_TIER].used, TIER);
+    ck_assert_uint_le(st.used, LIMIT); /* the store's totals are the device's */
+}
+
+/* The first key from `from` on whose value is in the tier. */
+static int first_in_tier(int from, int to)
+{
+    for (int i = from; i < to; i++)
+        if (find(i) && gkv_store_in_tier(find(i)))
+            return i;
+    ck_abort_msg("no value in the tier");
+    return -1;
+}
+
+START_TEST(values_leaving_the_device_go_to_the_tier_and_come_back_bit_exact)
+{
+    st.policy = GKV_POLICY_ALLKEYS_LRU;
+    for (int i = 0; i < 150; i++) { /* 2.3x the device, within device and tier */
+        st.now_ms = 1000 + (uint64_t)i;
+        ck_assert_int_eq(put(i), 0);
+        limits_kept();
+    }
+    ck_assert_uint_eq(st.stats.evicted, 0);
+    ck_assert_uint_eq(st.stats.demoted, 150 - 64);
+    ck_assert_int_eq(in_tier(0, 150), 150 - 64);
+    ck_assert_uint_eq(st.dev[GKV_DEV_HOST_TIER].keys, 150 - 64);
+    ck_assert_uint_eq(st.dev[GKV_DEV_HOST_TIER].linked_bytes, (uint64_t)(150 - 64) * VAL);
+    ck_assert_uint_eq(st.linked_bytes, 150ull * VAL); /* GETSIZE of everything */
+    ck_assert_str_eq(gkv_store_tier_name(find(first_in_tier(0, 150))), "host");
+    ck_assert_str_eq(gkv_store_tier_name(find(149)), "device"); /* the newest stays up */
+    for (int i = 0; i < 150; i++) { /* each read promotes it (and demotes another) */
+        st.now_ms = 5000 + (uint64_t)i;
+        read_back(i);
+        limits_kept();
+    }
+    ck_assert_uint_eq(st.stats.evicted, 0);
+    ck_assert_uint_ge(st.stats.promoted, 150 - 64);
+    ck_assert_uint_eq(st.stats.promote_errors, 0);
+}
+END_TEST
+
+START_TEST(a_full_tier_swaps_rather_than_evicts)
+{
+    st.policy = GKV_POLICY_ALLKEYS_LRU;
+    for (int i = 0; i < 192; i++) /* device and tier exactly full */
+        ck_assert_int_eq(put(i), 0);
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < 192; i++) {
+            read_back(i);
+            limits_kept();
+        }
+    ck_assert_uint_eq(st.stats.evicted, 0);
+    ck_assert_uint_eq(st.dev[GKV_DEV_HOST_TIER].keys, 128);
+}
+END_TEST
+
+START_TEST(the_least_recently_used_goes_down_first)
+{
+    st.policy = GKV_POLICY_ALLKEYS_LRU;
+    for (int i = 0; i < 64; i++) {
+        st.now_ms = 1000 + (uint64_t)i;
+        ck_assert_int_eq(put(i), 0);
+    }
+    st.now_ms = 5000;
+    for (int i = 0; i < 16; i++)
+        read_back(i); /* the oldest sixteen, read again */
+    st.now_ms = 9000;
+    for (int i = 64; i < 80; i++)
+        ck_assert_int_eq(put(i), 0);
+    /* Sampled LRU (5 of 64): a read key goes down only now and then. */
+    ck_assert_int_le(in_tier(0, 16), 2);
+    ck_assert_int_ge(in_tier(16, 64), 14);
+    ck_assert_int_eq(in_tier(64, 80), 0);
+}
+END_TEST
+
+START_TEST(a_held_value_is_never_moved)
+{
+    st.policy = GKV_POLICY_ALLKEYS_LRU;
+    ck_assert_int_eq(put(0), 0);
+    gkv_entry_t *held = find(0);
+    gkv_store_ref(held); /* a lease or a transfer */
+    for (int i = 1; i < 150; i++)
+        ck_assert_int_eq(put(i), 0);
+    ck_assert_ptr_eq(find(0), held);
+    ck_assert(!gkv_store_in_tier(held));
+    ck_assert_uint_eq(bytes_of(held)[VAL - 1], fill_of(0));
+    gkv_store_unref(&st, held);
+}
+END_TEST
+
+START_TEST(the_last_tier_evicts_under_an_evicting_policy)
+{
+    st.policy = GKV_POLICY_ALLKEYS_LRU;
+    for (int i = 0; i < 250; i++) { /* past device and tier (192 values) */
+        st.now_ms = 1000 + (uint64_t)i;
+        ck_assert_int_eq(put(i), 0);
+        limits_kept();
+    }
+    ck_assert_uint_eq(st.stats.evicted, 250 - 192);
+    ck_assert_int_eq(in_tier(0, 250), 128);
+    int left = 0;
+    for (int i = 0; i < 250; i++)
+        left += find(i) != NULL;
+    ck_assert_int_eq(left, 192);
+    for (int i = 0; i < 250; i++) /* what is left is bit-exact */
+        if (find(i))
+            read_back(i);
+}
+END_TEST
+
+START_TEST(noeviction_moves_down_then_refuses_and_loses_nothing)
+{
+    for (int i = 0; i < 192; i++)
+        ck_assert_int_eq(put(i), 0);
+    ck_assert_uint_eq(st.stats.demoted, 128);
+    ck_assert_int_eq(put(192), GKV_EOOM); /* device and tier full */
+    ck_assert_uint_eq(st.stats.evicted, 0);
+    /* Reads still bring values up: a full tier swaps. */
+    for (int i = 0; i < 192; i++)
+        read_back(i);
+    ck_assert_uint_eq(st.stats.evicted, 0);
+    /* Unless nothing on the device may go down (all of it held): refused, the value stays. */
+    gkv_entry_t *held[64];
+    int nh = 0;
+    for (int i = 0; i < 192; i++)
+        if (!gkv_store_in_tier(find(i)))
+            gkv_store_ref(held[nh++] = find(i));
+    ck_assert_int_eq(nh, 64);
+    int rc, a = first_in_tier(0, 192);
+    const char *k = name(a);
+    ck_assert_ptr_null(gkv_store_get_here(&st, k, strlen(k), &rc));
+    ck_assert_int_eq(rc, GKV_EOOM);
+    ck_assert_uint_eq(st.stats.promote_errors, 1);
+    ck_assert(gkv_store_in_tier(find(a)));
+    for (int i = 0; i < nh; i++)
+        gkv_store_unref(&st, held[i]);
+    read_back(a);
+    ck_assert_uint_eq(st.stats.evicted, 0);
+    limits_kept();
+}
+END_TEST
+
+START_TEST(overwrite_and_delete_of_a_value_in_the_tier_free_its_bytes)
+{
+    st.policy = GKV_POLICY_ALLKEYS_LRU;
+    for (int i = 0; i < 80; i++) {
+        st.now_ms = 1000 + (uint64_t)i;
+        ck_assert_int_eq(put(i), 0);
+    }
+    int a = first_in_tier(0, 80), b = first_in_tier(a + 1, 80);
+    uint64_t tier_used = st.dev[GKV_DEV_HOST_TIER].used;
+    /* An overwrite: the new value on the device, the old bytes gone from the tier. */
+    gkv_entry_t *e;
+    const char *k = name(a);
+    size_t kl = strlen(k);
+    ck_assert_int_eq(gkv_store_entry_new(&st, 0, k, kl, VAL, NULL, 0, 0, &e), 0);
+    memset(bytes_of(e), 0xee, VAL);
+    ck_assert_int_eq(gkv_store_publish(&st, e, 0, NULL), 0);
+    gkv_store_unref(&st, e);
+    ck_assert(!gkv_store_in_tier(find(a)));
+    ck_assert_uint_eq(bytes_of(find(a))[0], 0xee);
+    ck_assert_uint_eq(st.dev[GKV_DEV_HOST_TIER].used, tier_used); /* one went down, one came out */
+    /* A delete. */
+    ck_assert(gkv_store_in_tier(find(b)));
+    k = name(b);
+    ck_assert_int_eq(gkv_store_del(&st, k, strlen(k)), 1);
+    ck_assert_uint_eq(st.dev[GKV_DEV_HOST_TIER].used, tier_used - VAL);
+    ck_assert_ptr_null(find(b));
+}
+END_TEST
+
+START_TEST(deadlines_move_with_the_value)
+{
+    st.policy = GKV_POLICY_ALLKEYS_LRU;
+    st.now_ms = 1000;
+    for (int i = 0; i < 80; i++) {
+        ck_assert_int_eq(put(i), 0);
+        const char *k = name(i);
+        ck_assert_int_eq(gkv_store_expire(&st, k, strlen(k), 60000), 1);
+    }
+    int a = first_in_tier(0, 80);
+    const char *k = name(a);
+    uint64_t left;
+    ck_assert_int_eq(gkv_store_ttl(&st, k, strlen(k), &left), 0);
+    ck_assert_uint_eq(left, 60000);
+    read_back(a);
+    ck_assert_int_eq(gkv_store_ttl(&st, k, strlen(k), &left), 0);
+    ck_assert_uint_eq(left, 60000);
+    st.now_ms = 1000 + 60001; /* past it: every key gone, wherever it was */
+    for (int i = 0; i < 80; i++)
+        ck_assert_ptr_null(find(i));
+}
+END_TEST
+
+START_TEST(a_value_larger_than_the_tier_is_evicted_or_refused_as_without_one)
+{
+    /* A tier smaller than one value: nothing can go down. */
+    st.dev[GKV_DEV_HOST_TIER].limit = VAL / 2;
+    for (int i = 0; i < 64; i++)
+        ck_assert_int_eq(put(i), 0);
+    ck_assert_int_eq(put(64), GKV_EOOM); /* noeviction */
+    st.policy = GKV_POLICY_ALLKEYS_LRU;
+    ck_assert_int_eq(put(64), 0);
+    ck_assert_uint_eq(st.stats.evicted, 1);
+    ck_assert_uint_eq(st.stats.demoted, 0);
+}
+END_TEST
+
+START_TEST(a_second_tier_or_a_bad_one_is_refused)
+{
+    ck_assert_int_eq(gkv_store_add_tier(&st, tier_be, TIER), GKV_EINVAL);
+}
+END_TEST
+
+Suite *make_suite(void)
+{
+    Suite *s = suite_create("tier");
+    TCase *tc = tcase_create("host tier");
+    tcase_add_checked_fixture(tc, tier_setup, tier_teardown);
+    tcase_add_test(tc, values_leaving_the_device_go_to_the_tier_and_come_back_bit_exact);
+    tcase_add_test(tc, a_full_tier_swaps_rather_than_evicts);
+    tcase_add_test(tc, the_least_recently_used_goes_down_first);
+    tcase_add_test(tc, a_held_value_is_never_moved);
+    tcase_add_test(tc, the_last_tier_evicts_under_an_evicting_policy);
+    tcase_add_test(tc, noeviction_moves_down_then_refuses_and_loses_nothing);
+    tcase_add_test(tc, overwrite_and_delete_of_a_value_in_the_tier_free_its_bytes);
+    tcase_add_test(tc, deadlines_move_with_the_value);
+    tcase_add_test(tc, a_value_larger_than_the_tier_is_evicted_or_refused_as_without_one);
+    tcase_add_test(tc, a_second_tier_or_a_bad_one_is_refused);
+    suite_add_tcase(s, tc);
+    return s;
+}
