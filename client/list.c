@@ -38,7 +38,7 @@ static int next_entry(gkv_list_t *it)
     if (gkv_read_array(&it->entries, &n) || n < 2 || n > 4 ||
         gkv_read_bin(&it->entries, &it->e_key) || gkv_read_uint(&it->entries, &it->e_size) ||
         (n >= 3 && (gkv_read_uint(&it->entries, &it->e_gpu) || it->e_gpu >= GKV_FDPASS_MAX)) ||
-        (n == 4 && (gkv_read_uint(&it->entries, &it->e_tier) || it->e_tier > GKV_TIER_HOST)))
+        (n == 4 && (gkv_read_uint(&it->entries, &it->e_tier) || it->e_tier > GKV_TIER_DISK)))
         return GKV_EPROTO;
     it->e_ok = true;
     return 0;

@@ -363,7 +363,7 @@ int gkv_locate_tier(gkv_client_t *c, const void *key, size_t klen, uint64_t *siz
         return rc;
     *size = c->resp.size;
     *gpu = c->resp.gpu > 0 ? (int)c->resp.gpu : 0; /* an older server names none: its first */
-    *tier = c->resp.tier == 1 ? GKV_TIER_HOST : GKV_TIER_GPU;
+    *tier = c->resp.tier == 1 ? GKV_TIER_HOST : c->resp.tier == 2 ? GKV_TIER_DISK : GKV_TIER_GPU;
     return 0;
 }
 

@@ -69,7 +69,7 @@ enum {
     GKV_F_ARENAS = 58,      /* PLANE: the sender's transfer arenas (bin, node.h) */
     GKV_F_SLOTS = 59,       /* PUSH: offsets of the sender's arena slots (bin, u64 each) */
     GKV_F_XFER = 60,        /* PUSH: the transfer's id (its notifications name it) */
-    GKV_F_TIER = 61, /* reply (GETSIZE of a key): 1 when the value is in the host tier */
+    GKV_F_TIER = 61, /* reply (GETSIZE of a key): 1 in the host tier, 2 in the disk tier */
 };
 
 /* SEAL's flags field (SET and CREATE use 1 and 2: NX, XX): keep the lease, as a MAP lease on
@@ -78,7 +78,7 @@ enum {
 /* LIST's flags field: each entry is [key, size, gpu] (the daemon's ordinal of the value's GPU)
  * instead of [key, size]. */
 #define GKV_LIST_GPU 1u
-/* ... and with GKV_LIST_GPU, [key, size, gpu, tier]: 0 on its GPU, 1 in the host tier. */
+/* ... and with GKV_LIST_GPU, [key, size, gpu, tier]: 0 on its GPU, 1 host tier, 2 disk tier. */
 #define GKV_LIST_TIER 2u
 /* HELLO's zero_copy field: 1 asks for zero-copy on the first GPU (one descriptor, MAP of values
  * elsewhere is NOTSUP); GKV_ZC_EVERY_GPU asks for one descriptor per GPU, in the order of gpus,
@@ -156,7 +156,7 @@ typedef struct {
     uint64_t ttl; /* TTL: milliseconds left (has_ttl; absent: the key has no deadline) */
     int64_t status, device;
     int64_t gpu; /* the daemon's ordinal of the value's GPU; -1 when the reply has none */
-    uint64_t tier; /* GETSIZE: 1 in the host tier, 0 on its GPU (or no tier field) */
+    uint64_t tier; /* GETSIZE: 1 host tier, 2 disk tier, 0 on its GPU (or no tier field) */
     gkv_slice_t message, meta, cursor, server, backend, zc, zc_why, export_data;
     gkv_slice_t entries, dirs, results, gpus;
     bool has_meta, has_cursor, has_ttl;

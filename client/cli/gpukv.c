@@ -82,9 +82,12 @@ int gkv_cli_ls(gkv_client_t *c, const gkv_cli_args_t *a)
         char ttl_text[32] = "-";
         if (longfmt && !e.is_dir && gkv_ttl(c, e.key, e.klen, &ttl) == 0 && ttl != GKV_NO_TTL)
             snprintf(ttl_text, sizeof(ttl_text), "%llums", (unsigned long long)ttl);
-        char where[16] = "host "; /* the host tier's, in the GPU's column */
-        if (gkv_list_tier(it) != GKV_TIER_HOST)
+        char where[16]; /* a tier's name in the GPU's column */
+        int tier = gkv_list_tier(it);
+        if (tier == GKV_TIER_GPU)
             snprintf(where, sizeof(where), "gpu%-2d", e.gpu);
+        else
+            snprintf(where, sizeof(where), "%s", tier == GKV_TIER_HOST ? "host " : "disk ");
         if (longfmt && !e.is_dir)
             printf("%12llu  %10s  %s  %.*s\n", (unsigned long long)e.size, ttl_text, where,
                    (int)e.klen, (const char *)e.key);
@@ -128,7 +131,9 @@ int gkv_cli_locate(gkv_client_t *c, const gkv_cli_args_t *a)
     if (rc)
         return gkv_cli_fail(c, "locate", rc);
     printf("%s%s\n", node[0] ? node : "this daemon (it is in no cluster)",
-           tier == GKV_TIER_HOST ? ", in its host tier" : "");
+           tier == GKV_TIER_HOST ? ", in its host tier"
+           : tier == GKV_TIER_DISK ? ", in its disk tier"
+                                   : "");
     return EXIT_OKAY;
 }
 

@@ -227,4 +227,17 @@ int gkv_backend_host_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, 
 int gkv_backend_cuda_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, char *why,
                           size_t cap);
 
+/* The disk tier's memory (backend_disk.c): capacity bytes of records (a value and its 64-byte
+ * header each) in a new file in dir (a local filesystem), removed at close. Only alloc, free, read_sync, write_sync and close; not
+ * host-visible. Each value is written with a checksum; gkv_backend_disk_read_value reads a
+ * whole value (p from alloc, len its size) and checks it: GKV_EIO (logged) when the file is
+ * damaged or unreadable. Returns 0, GKV_EINVAL (dir is not a directory), GKV_ESYS or
+ * GKV_ENOMEM, with why (cap bytes). */
+int gkv_backend_disk_open(const char *dir, uint64_t capacity, gkv_backend_t **out, char *why,
+                          size_t cap);
+int gkv_backend_disk_read_value(gkv_backend_t *b, void *dst, gkv_devptr_t p, uint64_t len);
+/* Values found damaged, and I/O errors, so far. */
+uint64_t gkv_backend_disk_corrupt(const gkv_backend_t *b);
+uint64_t gkv_backend_disk_errors(const gkv_backend_t *b);
+
 #endif

@@ -221,11 +221,12 @@ GKV_EXPORT int gkv_del_prefix(gkv_client_t *c, const void *prefix, size_t plen, 
 GKV_EXPORT int gkv_getsize(gkv_client_t *c, const void *key, size_t klen, uint64_t *size);
 /* Size of one value in *size and the daemon's ordinal of the GPU holding it in *gpu. */
 GKV_EXPORT int gkv_locate(gkv_client_t *c, const void *key, size_t klen, uint64_t *size, int *gpu);
-/* Where a value is: on a GPU, or in the daemon's host tier (--tier-host), where values that had
- * to leave the GPUs wait until they are read. */
+/* Where a value is: on a GPU, or in the daemon's host or disk tier (--tier-host, --tier-disk),
+ * where values that had to leave the GPUs wait until they are read. */
 #define GKV_TIER_GPU 0
 #define GKV_TIER_HOST 1
-/* gkv_locate, and in *tier where the value is (GKV_TIER_*; *gpu is 0 for GKV_TIER_HOST). In a
+#define GKV_TIER_DISK 2
+/* gkv_locate, and in *tier where the value is (GKV_TIER_*; *gpu is 0 in a tier). In a
  * cluster the tier is known when this node owns the value (GKV_TIER_GPU otherwise). */
 GKV_EXPORT int gkv_locate_tier(gkv_client_t *c, const void *key, size_t klen, uint64_t *size,
                                int *gpu, int *tier);
@@ -290,8 +291,8 @@ GKV_EXPORT int gkv_list_open(gkv_client_t *c, const void *prefix, size_t plen, i
 /* Stores the next entry in *e and returns 1, returns 0 at the end, or a negative code. */
 GKV_EXPORT int gkv_list_next(gkv_list_t *it, gkv_list_entry_t *e);
 /* Where the value of the entry gkv_list_next returned last is: GKV_TIER_GPU (on its GPU, also
- * for a directory and from servers without tiers) or GKV_TIER_HOST (the daemon's host tier,
- * --tier-host: brought back to a GPU when read). */
+ * for a directory and from servers without tiers), GKV_TIER_HOST or GKV_TIER_DISK (the daemon's
+ * host or disk tier: brought back to a GPU when read). */
 GKV_EXPORT int gkv_list_tier(const gkv_list_t *it);
 GKV_EXPORT void gkv_list_close(gkv_list_t *it);
 

@@ -253,7 +253,7 @@ int gkv_cl_node_stage(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
         why = cl->plane.why;
     } else if (up) {
         code = up; /* the reader reads it over TCP */
-        why = "the value is in the host tier and no GPU here could make room for it";
+        why = "the value is in a tier below the GPUs and none here could make room for it";
     } else if (c && (c->pending || c->version < req->vversion)) {
         code = GKV_EBUSY;
         why = "that version is being written here";

@@ -39,8 +39,8 @@ int gkv_lookup_range(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *
     int rc;
     *e = gkv_store_get_here(ctx->store, req->key.p, req->key.len, &rc);
     if (rc == GKV_EOOM)
-        return gkv_reply_fail(rep, GKV_EOOM,
-                              "the value is in the host tier and no GPU could make room for it");
+        return gkv_reply_fail(rep, GKV_EOOM, "the value is in a tier below the GPUs and no GPU "
+                                             "could make room for it");
     if (!*e)
         return rc;
     if (gkv_range_resolve((*e)->size, req->offset, req->length, req->suffix, off, len))

@@ -16,7 +16,7 @@ int gkv_range_resolve(uint64_t size, uint64_t offset, uint64_t length, uint64_t 
                       uint64_t *off, uint64_t *len);
 /* The entry under the request's key (*e borrowed) and the byte range it asks for (GET, MAP),
  * its value brought up from the host tier first (gkv_store_get_here). Returns 0, GKV_ENOTFOUND,
- * GKV_ERANGE, GKV_EOOM (in the host tier, and no GPU could make room), GKV_ENOMEM or GKV_EIO. */
+ * GKV_ERANGE, GKV_EOOM (in a tier, and no GPU could make room), GKV_ENOMEM or GKV_EIO. */
 int gkv_lookup_range(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep,
                      gkv_entry_t **e, uint64_t *off, uint64_t *len);
 /* The request's metadata within GKV_MAX_META (SET, CREATE, SEAL). */

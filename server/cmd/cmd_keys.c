@@ -220,8 +220,8 @@ int gkv_cmd_list(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
         msgpack_pack_uint64(&w->pk, e->size);
         if (with_gpu) /* a value in the host tier goes to the daemon's placement when read */
             msgpack_pack_uint8(&w->pk, low ? 0 : e->dev);
-        if (with_tier)
-            msgpack_pack_uint8(&w->pk, low ? 1 : 0);
+        if (with_tier) /* 0 on its GPU, 1 the host tier, 2 the disk tier */
+            msgpack_pack_uint8(&w->pk, low ? (uint8_t)(e->dev - GKV_DEV_HOST_TIER + 1) : 0);
         nentries++;
         last = k;
         last_len = kl;
@@ -253,7 +253,7 @@ int gkv_cmd_getsize(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *r
         gkv_wr_uint(w, GKV_F_SIZE, e->size);
         gkv_wr_uint(w, GKV_F_GPU, gkv_store_in_tier(e) ? 0 : e->dev);
         if (gkv_store_in_tier(e))
-            gkv_wr_uint(w, GKV_F_TIER, 1);
+            gkv_wr_uint(w, GKV_F_TIER, e->dev - GKV_DEV_HOST_TIER + 1);
         return gkv_wr_end(w);
     }
     if (!(req->has & GKV_HAS_PREFIX))

@@ -297,6 +297,11 @@ static const setting_t settings[] = {
      "host memory below the GPUs: values that must leave a GPU (the policy chose\n"
      "them) move here instead of being lost, and come back when read (default 0:\n"
      "none; docs/tiers.md)"},
+    {"tier-disk", parse_path, FIELD(tier_disk), 0, PATH_MAX - 64, false, "DIR",
+     "a file in DIR (a local filesystem) below the host tier: values leaving it\n"
+     "move there, checksummed (default: none; needs --tier-disk-size)"},
+    {"tier-disk-size", parse_size, FIELD(tier_disk_size), 0, SZ_MAX, false, "SIZE",
+     "the disk tier's size"},
     {"maxmemory-keys", parse_size, FIELD(maxmemory_keys), 1, SZ_MAX, true, "SIZE",
      "host memory for keys, metadata and the index (default: a quarter of RAM)"},
     {"maxclients", parse_uint, FIELD(maxclients), 1, 1000000, true, "N",

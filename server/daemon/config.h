@@ -58,6 +58,8 @@ typedef struct {
     uint64_t shutdown_grace_ms; /* SIGTERM: how long requests in flight may take */
     uint64_t maxmemory_keys;    /* host bytes for keys, metadata and the index; 0: RAM / 4 */
     uint64_t tier_host;         /* --tier-host: bytes of the host tier below the GPUs; 0: none */
+    char tier_disk[PATH_MAX];   /* --tier-disk: the disk tier's directory; "": none */
+    uint64_t tier_disk_size;    /* --tier-disk-size */
     /* Access. */
     char auth_token_file[PATH_MAX]; /* "" for none */
     bool insecure_listen; /* allow a non-loopback --listen (--metrics-listen) without a token */

@@ -64,17 +64,22 @@ static int info_gpus(const gkv_server_t *srv, char *text, size_t cap)
  * 0 without --tier-host). Returns the length, or -1 when it does not fit cap bytes. */
 static int info_tiers(const gkv_store_t *st, char *text, size_t cap)
 {
-    const gkv_store_dev_t *t = &st->dev[GKV_DEV_HOST_TIER];
+    const gkv_store_dev_t *t = &st->dev[GKV_DEV_HOST_TIER], *d = &st->dev[GKV_DEV_DISK_TIER];
     const gkv_store_stats_t *s = &st->stats;
-    int n = snprintf(text, cap,
-                     "# Tiers\r\ntier_host:%s\r\ntier_host_used:%" PRIu64
-                     "\r\ntier_host_limit:%" PRIu64 "\r\ntier_host_keys:%" PRIu64
-                     "\r\ntier_host_oom_errors:%" PRIu64 "\r\ndemoted_keys:%" PRIu64
-                     "\r\ndemoted_bytes:%" PRIu64 "\r\npromoted_keys:%" PRIu64
-                     "\r\npromoted_bytes:%" PRIu64 "\r\npromote_errors:%" PRIu64 "\r\n",
-                     st->host_tier ? "on" : "off", t->used, t->limit, t->keys, t->oom_errors,
-                     s->demoted, s->demoted_bytes, s->promoted, s->promoted_bytes,
-                     s->promote_errors);
+    int n = snprintf(
+        text, cap,
+        "# Tiers\r\ntier_host:%s\r\ntier_host_used:%" PRIu64 "\r\ntier_host_limit:%" PRIu64
+        "\r\ntier_host_keys:%" PRIu64 "\r\ntier_host_oom_errors:%" PRIu64 "\r\ntier_disk:%s"
+        "\r\ntier_disk_used:%" PRIu64 "\r\ntier_disk_limit:%" PRIu64 "\r\ntier_disk_keys:%" PRIu64
+        "\r\ntier_disk_oom_errors:%" PRIu64 "\r\ntier_disk_io_errors:%" PRIu64
+        "\r\ntier_disk_corrupt:%" PRIu64 "\r\ntier_dropped_keys:%" PRIu64
+        "\r\ndemoted_keys:%" PRIu64 "\r\ndemoted_bytes:%" PRIu64 "\r\npromoted_keys:%" PRIu64
+        "\r\npromoted_bytes:%" PRIu64 "\r\npromote_errors:%" PRIu64 "\r\n",
+        st->host_tier ? "on" : "off", t->used, t->limit, t->keys, t->oom_errors,
+        st->disk_tier ? "on" : "off", d->used, d->limit, d->keys, d->oom_errors,
+        st->disk_tier ? gkv_backend_disk_errors(d->be) : 0,
+        st->disk_tier ? gkv_backend_disk_corrupt(d->be) : 0, s->tier_dropped, s->demoted,
+        s->demoted_bytes, s->promoted, s->promoted_bytes, s->promote_errors);
     return n >= 0 && (size_t)n < cap ? n : -1;
 }
 

@@ -182,6 +182,13 @@ static void render_memory(const gkv_server_t *srv, gkv_text_t *t)
         tier->used);
     one(t, "tier_host_limit_bytes", "gauge", "--tier-host (0: no host tier).", tier->limit);
     one(t, "tier_host_keys", "gauge", "Keys whose value is in the host tier.", tier->keys);
+    const gkv_store_dev_t *disk = &srv->store.dev[GKV_DEV_DISK_TIER];
+    one(t, "tier_disk_used_bytes", "gauge", "Bytes of values in the disk tier (--tier-disk).",
+        disk->used);
+    one(t, "tier_disk_limit_bytes", "gauge", "--tier-disk-size (0: no disk tier).", disk->limit);
+    one(t, "tier_disk_keys", "gauge", "Keys whose value is in the disk tier.", disk->keys);
+    one(t, "tier_dropped_total", "counter",
+        "Values dropped because their disk copy could not be read back.", ss->tier_dropped);
     one(t, "demoted_total", "counter", "Values moved from a GPU to the host tier.", ss->demoted);
     one(t, "demoted_bytes_total", "counter", "Bytes moved from a GPU to the host tier.",
         ss->demoted_bytes);

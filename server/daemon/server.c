@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -295,11 +296,50 @@ static int open_tier(gkv_server_t *s, char *err, size_t cap)
     return 0;
 }
 
+/* The disk tier's file (--tier-disk DIR, --tier-disk-size SIZE), when asked for. */
+static int open_disk_tier(gkv_server_t *s, char *err, size_t cap)
+{
+    const gkv_config_t *cfg = &s->cfg;
+    if (!cfg->tier_disk[0] && !cfg->tier_disk_size)
+        return 0;
+    if (!cfg->tier_disk[0] || !cfg->tier_disk_size) {
+        snprintf(err, cap, "--tier-disk DIR and --tier-disk-size SIZE go together");
+        return GKV_EINVAL;
+    }
+    struct statvfs fs;
+    if (statvfs(cfg->tier_disk, &fs) == 0 &&
+        (uint64_t)fs.f_bavail * fs.f_frsize < cfg->tier_disk_size) {
+        char want[32], have[32];
+        gkv_size_format(cfg->tier_disk_size, want, sizeof(want));
+        gkv_size_format((uint64_t)fs.f_bavail * fs.f_frsize, have, sizeof(have));
+        snprintf(err, cap, "--tier-disk-size %s is more than %s has free (%s)", want,
+                 cfg->tier_disk, have);
+        return GKV_EINVAL;
+    }
+    /* Address range for the records' 64-byte headers and a swap's value (pages on the disk
+     * are taken as written). */
+    uint64_t slack = cfg->max_value ? cfg->max_value : s->devs.dev[0].be->capacity;
+    char why[256];
+    int rc = gkv_backend_disk_open(cfg->tier_disk, 2 * cfg->tier_disk_size + slack,
+                                   &s->disk_tier, why, sizeof(why));
+    if (rc) {
+        snprintf(err, cap, "the disk tier: %s", why);
+        return rc;
+    }
+    char limit[32];
+    gkv_size_format(cfg->tier_disk_size, limit, sizeof(limit));
+    GKV_INFO("disk tier: %s in %s", limit, cfg->tier_disk);
+    return 0;
+}
+
 static void close_tier(gkv_server_t *s)
 {
     if (s->tier)
         s->tier->ops->close(s->tier);
     s->tier = NULL;
+    if (s->disk_tier)
+        s->disk_tier->ops->close(s->disk_tier);
+    s->disk_tier = NULL;
 }
 
 /* The store's release hook: device dev's open batch starts (one I/O callback may have read
@@ -326,6 +366,8 @@ static int wire_layers(gkv_server_t *s, char *err, size_t cap)
         (void)gkv_store_add_device(&s->store, s->devs.dev[i].be, s->devs.dev[i].be->capacity);
     if (s->tier)
         (void)gkv_store_add_tier(&s->store, s->tier, s->cfg.tier_host);
+    if (s->disk_tier)
+        (void)gkv_store_add_disk_tier(&s->store, s->disk_tier, s->cfg.tier_disk_size);
     s->store.release = release_held;
     s->store.release_arg = s;
     gkv_hostcopy_init(&s->store.hc, s->cfg.host_copy, s->cfg.host_copy_max_value);
@@ -522,7 +564,8 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
         GKV_INFO("device %u: backend %s (%s%s%s), maxmemory %s", i, be->name, be->gpu_name,
                  be->gpu_uuid[0] ? " " : "", be->gpu_uuid, limit);
     }
-    if ((rc = open_tier(s, err, cap)) || (rc = wire_layers(s, err, cap)))
+    if ((rc = open_tier(s, err, cap)) || (rc = open_disk_tier(s, err, cap)) ||
+        (rc = wire_layers(s, err, cap)))
         goto fail_backend;
     s->key_order_thread = start_key_order(s);
     pthread_sigmask(SIG_SETMASK, &before, NULL);

@@ -28,7 +28,8 @@ typedef struct gkv_server {
     uv_loop_t *loop; /* borrowed */
     gkv_config_t cfg;
     gkv_devices_t devs;
-    gkv_backend_t *tier; /* the host tier's memory (--tier-host), or NULL */
+    gkv_backend_t *tier;      /* the host tier's memory (--tier-host), or NULL */
+    gkv_backend_t *disk_tier; /* the disk tier's file (--tier-disk), or NULL */
     gkv_store_t store;
     gkv_staging_t staging;
     uv_pipe_t unix_listener;

@@ -160,14 +160,14 @@ static bool evict_one(gkv_store_t *st, unsigned dev)
     return e != NULL;
 }
 
-/* Room for a new value on dev: a cache copy of the layer above first, then a move to the host
- * tier (from a device), then the policy's eviction. */
+/* Room for a new value on dev: a cache copy of the layer above first, then a move to the tier
+ * below dev (tier.c), then the policy's eviction. */
 static bool make_room(gkv_store_t *st, unsigned dev)
 {
     if (st->reclaim && st->reclaim(st->reclaim_arg, dev))
         return true;
     for (int pass = 0;; pass++) {
-        if ((dev < GKV_MAX_DEVICES && gkv__store_demote_one(st, dev)) || evict_one(st, dev))
+        if (gkv__store_demote_one(st, dev) || evict_one(st, dev))
             return true;
         /* Every candidate may be held by copies that have run, whose completion the loop has
          * not taken yet: once they let go, look again. */
@@ -503,5 +503,6 @@ void gkv_store_flush(gkv_store_t *st)
     st->linked_bytes = 0;
     for (unsigned i = 0; i < st->ndev; i++)
         st->dev[i].linked_bytes = st->dev[i].keys = 0;
-    st->dev[GKV_DEV_HOST_TIER].linked_bytes = st->dev[GKV_DEV_HOST_TIER].keys = 0;
+    for (unsigned i = GKV_DEV_HOST_TIER; i <= GKV_DEV_DISK_TIER; i++)
+        st->dev[i].linked_bytes = st->dev[i].keys = 0;
 }

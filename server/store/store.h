@@ -54,20 +54,23 @@ typedef struct {
     uint64_t demoted, demoted_bytes;   /* values moved from a device to the host tier */
     uint64_t promoted, promoted_bytes; /* values moved back from the host tier to a device */
     uint64_t promote_errors;           /* reads of a tier's value that found no room */
+    uint64_t tier_dropped;             /* values whose disk copy could not be read back */
 } gkv_store_stats_t;
 
-/* Tiers below the devices (docs/tiers.md): the host tier holds values that had to leave a
- * device (its policy chose them) instead of losing them. It lives in the store's dev[] after
- * the devices, at this ordinal, which entries' dev names; device loops (0..ndev) never see it.
- * Its bytes are reachable only through gkv_store_promote: a value in it is in no device's
- * memory, copy lanes or exports. */
+/* Tiers below the devices (docs/tiers.md): the host tier, then the disk tier, hold values that
+ * had to leave a device (its policy chose them) instead of losing them. They live in the
+ * store's dev[] after the devices, at these ordinals, which entries' dev names; device loops
+ * (0..ndev) never see them. Their bytes are reachable only through gkv_store_promote: a value
+ * in a tier is in no device's memory, copy lanes or exports. */
 #define GKV_DEV_HOST_TIER GKV_MAX_DEVICES
+#define GKV_DEV_DISK_TIER (GKV_MAX_DEVICES + 1)
 
 typedef struct {
     gkv_index_t *ix;
-    gkv_store_dev_t dev[GKV_MAX_DEVICES + 1]; /* the devices, then GKV_DEV_HOST_TIER */
+    gkv_store_dev_t dev[GKV_MAX_DEVICES + 2]; /* the devices, then the two tiers */
     unsigned ndev;
     bool host_tier; /* dev[GKV_DEV_HOST_TIER] is set up (gkv_store_add_tier) */
+    bool disk_tier; /* dev[GKV_DEV_DISK_TIER] is set up (gkv_store_add_disk_tier) */
     /* Totals over the devices. */
     uint64_t used;         /* bytes of values, published or being written */
     uint64_t limit;        /* --maxmemory */
@@ -218,6 +221,12 @@ void gkv_store_flush(gkv_store_t *st);
  * value leaves; never seen between requests): be should offer limit plus the largest value.
  * Returns 0, or GKV_EINVAL (one is there already, be is not host-visible, or limit is 0). */
 int gkv_store_add_tier(gkv_store_t *st, gkv_backend_t *be, uint64_t limit);
+/* Adds the disk tier below the host tier (or below the devices without one): be is
+ * gkv_backend_disk_open's (borrowed, not host-visible), limit bytes, with the same room for a
+ * swap. Values move there from the host tier (or the devices) as to the host tier, and a value
+ * whose bytes fail their checksum when read back is dropped, logged and counted (tier_dropped):
+ * the read answers NOTFOUND. Returns 0 or GKV_EINVAL. */
+int gkv_store_add_disk_tier(gkv_store_t *st, gkv_backend_t *be, uint64_t limit);
 /* True when e's value is in a tier: its bytes are no device's until gkv_store_promote. */
 static inline bool gkv_store_in_tier(const gkv_entry_t *e)
 {
@@ -229,9 +238,9 @@ static inline bool gkv_store_in_tier(const gkv_entry_t *e)
  * could make room: e stays in the tier, counted in promote_errors), GKV_ENOMEM or GKV_EIO. */
 gkv_entry_t *gkv_store_promote(gkv_store_t *st, gkv_entry_t *e, int *rc);
 /* gkv_store_get, then gkv_store_promote: the entry for reading or writing its bytes, or NULL
- * with *rc GKV_ENOTFOUND or promote's code. */
+ * with *rc GKV_ENOTFOUND (also: its disk copy was unreadable and dropped) or promote's code. */
 gkv_entry_t *gkv_store_get_here(gkv_store_t *st, const void *key, size_t klen, int *rc);
-/* The word INFO, LIST -l and GETSIZE use for where e's value is: "device" or "host". */
+/* Where e's value is, as logs and docs say it: "device", "host" or "disk". */
 const char *gkv_store_tier_name(const gkv_entry_t *e);
 
 /* Zero-copy. */

@@ -43,8 +43,9 @@ gkv_entry_t *gkv__store_pick(gkv_store_t *st, unsigned dev, bool any);
 void gkv__store_evict(gkv_store_t *st, gkv_entry_t *e);
 
 /* tier.c. */
-/* Room on device dev through the host tier: moves its best candidate there. False when there
- * is no tier, no candidate, or the tier could not take it (the caller evicts then). */
+/* Room on device or tier dev through the tier below it: moves its best candidate there. False
+ * when there is none below, no candidate, or the tier could not take it (the caller evicts
+ * then). */
 bool gkv__store_demote_one(gkv_store_t *st, unsigned dev);
 
 /* store_journal.c. */

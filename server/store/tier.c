@@ -1,56 +1,102 @@
-/* tier.c: the host tier below the devices (store.h, docs/tiers.md): values that must leave a
- * device move there instead of being lost, and come back to a device when read. */
+/* tier.c: the tiers below the devices (store.h, docs/tiers.md): host memory, then a file on
+ * disk. Values that must leave a device move down instead of being lost, and come back to a
+ * device when read. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
+#include "log.h"
 #include "store_impl.h"
+
+static int add(gkv_store_t *st, unsigned at, bool *flag, gkv_backend_t *be, uint64_t limit)
+{
+    if (*flag || !limit)
+        return GKV_EINVAL;
+    st->dev[at] = (gkv_store_dev_t){.be = be, .limit = limit};
+    *flag = true;
+    return 0;
+}
 
 int gkv_store_add_tier(gkv_store_t *st, gkv_backend_t *be, uint64_t limit)
 {
-    if (st->host_tier || !be->host_visible || !limit)
-        return GKV_EINVAL;
-    st->dev[GKV_DEV_HOST_TIER] = (gkv_store_dev_t){.be = be, .limit = limit};
-    st->host_tier = true;
-    return 0;
+    return be->host_visible ? add(st, GKV_DEV_HOST_TIER, &st->host_tier, be, limit) : GKV_EINVAL;
+}
+
+int gkv_store_add_disk_tier(gkv_store_t *st, gkv_backend_t *be, uint64_t limit)
+{
+    return !be->host_visible ? add(st, GKV_DEV_DISK_TIER, &st->disk_tier, be, limit) : GKV_EINVAL;
 }
 
 const char *gkv_store_tier_name(const gkv_entry_t *e)
 {
-    return gkv_store_in_tier(e) ? "host" : "device";
+    return e->dev == GKV_DEV_HOST_TIER ? "host" : e->dev == GKV_DEV_DISK_TIER ? "disk" : "device";
 }
 
-/* Copies size bytes from from's value memory at src to to's at dst, one of them host-visible
- * (the tier): a memcpy when both are, else the other's blocking copy. */
-static int move_bytes(gkv_backend_t *to, gkv_devptr_t dst, gkv_backend_t *from, gkv_devptr_t src,
-                      uint64_t size)
+/* The tier values leaving dev go to, or -1 (dev is the last). */
+static int below(const gkv_store_t *st, unsigned dev)
 {
+    if (dev < GKV_MAX_DEVICES && st->host_tier)
+        return GKV_DEV_HOST_TIER;
+    if (dev != GKV_DEV_DISK_TIER && st->disk_tier)
+        return GKV_DEV_DISK_TIER;
+    return -1;
+}
+
+/* Copies size bytes of the value at src in from's memory to to's at dst: a memcpy between
+ * host-visible memory, else the other side's blocking copy, through a host buffer when neither
+ * is host-visible. A value read from the disk tier is checked (*bad_source: it failed). */
+static int move_bytes(gkv_store_t *st, gkv_backend_t *to, gkv_devptr_t dst, gkv_backend_t *from,
+                      gkv_devptr_t src, uint64_t size, bool *bad_source)
+{
+    *bad_source = false;
     if (!size)
         return 0;
+    bool from_disk = st->disk_tier && from == st->dev[GKV_DEV_DISK_TIER].be;
     if (to->host_visible && from->host_visible) {
         memcpy(to->ops->host_view(to, dst), from->ops->host_view(from, src), size);
         return 0;
     }
-    if (to->host_visible) /* down: the device's copy into the tier's pages */
-        return from->ops->read_sync(from, to->ops->host_view(to, dst), src, size);
-    return to->ops->write_sync(to, dst, from->ops->host_view(from, src), size);
+    if (to->host_visible) { /* down from a device, or up from the disk */
+        void *at = to->ops->host_view(to, dst);
+        int rc = from_disk ? gkv_backend_disk_read_value(from, at, src, size)
+                           : from->ops->read_sync(from, at, src, size);
+        *bad_source = rc && from_disk;
+        return rc;
+    }
+    if (from->host_visible)
+        return to->ops->write_sync(to, dst, from->ops->host_view(from, src), size);
+    void *buf = malloc(size); /* neither: a device's value to disk, or a disk's up to a GPU */
+    if (!buf)
+        return GKV_ENOMEM;
+    int rc = from_disk ? gkv_backend_disk_read_value(from, buf, src, size)
+                       : from->ops->read_sync(from, buf, src, size);
+    *bad_source = rc && from_disk;
+    if (!rc)
+        rc = to->ops->write_sync(to, dst, buf, size);
+    free(buf);
+    return rc;
 }
 
 /* A copy of the linked e (its key, metadata, deadline, bytes) linked in its place on device or
- * tier dev, or NULL with *rc. The new entry keeps e's access stamp; e loses the index's
- * reference (and goes with it unless someone else holds it). */
-static gkv_entry_t *move_entry(gkv_store_t *st, gkv_entry_t *e, unsigned dev, int *rc)
+ * tier dev, or NULL with *rc (*bad_source: e's bytes could not be read back from the disk). The
+ * new entry keeps e's access stamp; e loses the index's reference (and goes with it unless
+ * someone else holds it). */
+static gkv_entry_t *move_entry(gkv_store_t *st, gkv_entry_t *e, unsigned dev, int *rc,
+                               bool *bad_source)
 {
     size_t klen;
     uint32_t meta_len;
     const uint8_t *key = gkv_store_key(st, e, &klen);
     const uint8_t *meta = gkv_entry_meta(e, &meta_len);
     gkv_entry_t *n;
+    *bad_source = false;
     if ((*rc = gkv_store_entry_new(st, dev, key, klen, e->size, meta, meta_len, GKV_LANE_SHARED,
                                    &n)))
         return NULL;
     if ((gkv__store_has_deadline(e) &&
          (*rc = gkv__store_set_extras(st, n, meta, meta_len, e->x->expire_at))) ||
-        (*rc = move_bytes(gkv_store_be(st, n), n->mem, gkv_store_be(st, e), e->mem, e->size)) ||
+        (*rc = move_bytes(st, gkv_store_be(st, n), n->mem, gkv_store_be(st, e), e->mem, e->size,
+                          bad_source)) ||
         (*rc = gkv__store_link(st, n))) {
         gkv_store_unref(st, n);
         return NULL;
@@ -60,20 +106,36 @@ static gkv_entry_t *move_entry(gkv_store_t *st, gkv_entry_t *e, unsigned dev, in
     return n;
 }
 
+/* e's bytes on the disk cannot be read back: it goes, loudly (never served wrong). */
+static void drop_unreadable(gkv_store_t *st, gkv_entry_t *e)
+{
+    size_t klen;
+    const uint8_t *key = gkv_store_key(st, e, &klen);
+    GKV_ERROR("disk tier: the value of '%.*s' cannot be read back: the key is dropped",
+              (int)(klen > 200 ? 200 : klen), (const char *)key);
+    st->stats.tier_dropped++;
+    if (gkv_index_get(st->ix, key, klen) == e)
+        gkv__store_unlink(st, e);
+}
+
 bool gkv__store_demote_one(gkv_store_t *st, unsigned dev)
 {
-    if (!st->host_tier)
+    int to = below(st, dev);
+    if (to < 0)
         return false;
     gkv_entry_t *e = gkv__store_pick(st, dev, true);
-    if (!e || e->size > st->dev[GKV_DEV_HOST_TIER].limit)
+    if (!e || e->size > st->dev[to].limit)
         return false;
     uint64_t size = e->size;
     int rc;
+    bool bad;
     gkv_store_ref(e); /* whatever the tier does to make room, e stays */
-    gkv_entry_t *n = move_entry(st, e, GKV_DEV_HOST_TIER, &rc);
+    gkv_entry_t *n = move_entry(st, e, (unsigned)to, &rc, &bad);
+    if (bad) /* from the disk: nowhere lower */
+        drop_unreadable(st, e);
     gkv_store_unref(st, e);
     if (!n)
-        return false;
+        return bad; /* a value dropped made room too */
     st->stats.demoted++;
     st->stats.demoted_bytes += size;
     return true;
@@ -87,18 +149,24 @@ gkv_entry_t *gkv_store_promote(gkv_store_t *st, gkv_entry_t *e, int *rc)
     size_t klen;
     const uint8_t *key = gkv_store_key(st, e, &klen);
     unsigned dev = gkv_store_place(st, key, klen, e->size);
-    /* Held while the device makes room, so that the tier, making room in turn, keeps it; and
-     * the tier may hold e's size more meanwhile: what goes down takes the room e leaves once it
-     * is up (a full tier swaps rather than evicts). The tier's backend has that much more
+    /* Held while the device makes room, so that the tiers, making room in turn, keep it; and
+     * e's tier may hold e's size more meanwhile: what goes down takes the room e leaves once
+     * it is up (a full tier swaps rather than evicts). The tier's backend has that much more
      * memory than its limit (gkv_store_add_tier's caller). */
-    gkv_store_dev_t *t = &st->dev[GKV_DEV_HOST_TIER];
+    gkv_store_dev_t *t = &st->dev[e->dev];
+    bool bad;
     gkv_store_ref(e);
     t->limit += e->size;
-    gkv_entry_t *n = move_entry(st, e, dev, rc);
+    gkv_entry_t *n = move_entry(st, e, dev, rc, &bad);
     t->limit -= e->size;
+    if (bad) {
+        drop_unreadable(st, e);
+        *rc = GKV_ENOTFOUND;
+    }
     gkv_store_unref(st, e);
     if (!n) {
-        st->stats.promote_errors++;
+        if (!bad)
+            st->stats.promote_errors++;
         return NULL;
     }
     st->stats.promoted++;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check_client.h"
 #include "harness.h"
@@ -260,7 +261,7 @@ START_TEST(noeviction_refuses_once_gpu_and_tier_are_full)
     ck_assert_int_ge(low, 0);
     static uint8_t got[VAL];
     ck_assert_int_eq(gkv_get(c, KEYN(low, key), NULL, got, VAL, NULL), GKV_EOOM);
-    ck_assert_ptr_nonnull(strstr(gkv_client_errmsg(c), "host tier"));
+    ck_assert_ptr_nonnull(strstr(gkv_client_errmsg(c), "tier below the GPUs"));
     ck_assert_uint_eq(info_u64(c, "promote_errors"), 1);
     for (int k = 0; k < nm; k++)
         ck_assert_int_eq(gkv_unmap(r, m[k]), 0);
@@ -275,6 +276,67 @@ START_TEST(noeviction_refuses_once_gpu_and_tier_are_full)
     gkv_client_close(r);
     gkv_client_close(c);
     ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
+/* GPU 4M, host tier 8M, disk tier 16M: seven times the GPU, all of it read back, the disk's
+ * values named "disk" by LIST and the CLI. */
+START_TEST(values_go_down_to_the_disk_and_come_back)
+{
+    char ddir[64];
+    ck_assert_int_eq(harness_tmpdir(ddir, NULL, "disk"), 0);
+    const char *const extra[] = {"--maxmemory", "4M", "--tier-host", "8M", "--tier-disk", ddir,
+                                 "--tier-disk-size", "16M", "--maxmemory-policy",
+                                 "allkeys-lru", NULL};
+    gkv_daemon_t d;
+    ck_assert_int_eq(harness_start(&d, extra), 0);
+    gkv_client_t *c = connect_or_fail(d.url);
+    static uint8_t v[VAL];
+    char key[32];
+    int n = (int)((28u << 20) / VAL);
+    for (int i = 0; i < n; i++) {
+        harness_fill(v, VAL, (uint64_t)i);
+        ck_assert_int_eq(gkv_set(c, KEYN(i, key), v, VAL, NULL), 0);
+    }
+    ck_assert_uint_eq(info_u64(c, "evicted_keys"), 0);
+    ck_assert_uint_eq(info_u64(c, "tier_disk_keys"), (16u << 20) / VAL);
+    ck_assert_uint_le(info_u64(c, "tier_disk_used"), 16u << 20);
+    int on_disk = 0;
+    for (int i = 0; i < n; i++)
+        on_disk += tier_of(c, i) == GKV_TIER_DISK;
+    ck_assert_int_eq(on_disk, (int)((16u << 20) / VAL));
+    char cmd[512], line[64];
+    snprintf(cmd, sizeof(cmd), "%s -s %s ls -l t/ | grep -c '  disk   t/'", GKV_CLI_PATH, d.sock);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_nonnull(fgets(line, sizeof(line), p));
+    pclose(p);
+    ck_assert_int_eq(atoi(line), on_disk);
+    for (int i = 0; i < n; i++)
+        read_exact(c, i, (uint64_t)i);
+    ck_assert_uint_eq(info_u64(c, "evicted_keys"), 0);
+    ck_assert_uint_eq(info_u64(c, "tier_dropped_keys"), 0);
+    ck_assert_uint_eq(info_u64(c, "tier_disk_corrupt"), 0);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&d), 0);
+    /* Its file went with it. */
+    snprintf(cmd, sizeof(cmd), "ls %s | wc -l", ddir);
+    ck_assert_ptr_nonnull(p = popen(cmd, "r"));
+    ck_assert_ptr_nonnull(fgets(line, sizeof(line), p));
+    pclose(p);
+    ck_assert_int_eq(atoi(line), 0);
+    rmdir(ddir);
+}
+END_TEST
+
+START_TEST(a_disk_tier_needs_a_directory_and_a_size)
+{
+    const char *const no_size[] = {"--tier-disk", "/tmp", NULL};
+    const char *const no_dir[] = {"--tier-disk", "/nonexistent/gkv", "--tier-disk-size", "1M",
+                                  NULL};
+    gkv_daemon_t d;
+    ck_assert_int_ne(harness_start(&d, no_size), 0);
+    ck_assert_int_ne(harness_start(&d, no_dir), 0);
 }
 END_TEST
 
@@ -296,6 +358,8 @@ static Suite *make_suite(void)
     tcase_add_test(t, a_value_in_the_tier_overwritten_or_deleted_never_comes_back);
     tcase_add_test(t, noeviction_refuses_once_gpu_and_tier_are_full);
     tcase_add_test(t, a_tier_larger_than_the_ram_is_refused);
+    tcase_add_test(t, values_go_down_to_the_disk_and_come_back);
+    tcase_add_test(t, a_disk_tier_needs_a_directory_and_a_size);
     suite_add_tcase(s, t);
     return s;
 }

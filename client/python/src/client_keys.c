@@ -75,7 +75,7 @@ PyObject *client_locate(ClientObject *self, PyObject *key)
     return rc < 0 ? NULL : Py_BuildValue("(Ki)", (unsigned long long)size, gpu);
 }
 
-/* tier(key) -> "gpu" or "host": where the daemon keeps the value now. */
+/* tier(key) -> "gpu", "host" or "disk": where the daemon keeps the value now. */
 PyObject *client_tier(ClientObject *self, PyObject *key)
 {
     key_arg_t k;
@@ -86,7 +86,10 @@ PyObject *client_tier(ClientObject *self, PyObject *key)
     CLIENT_CALL(client_enter, self, rc,
                 gkv_locate_tier(self->c, k.p, (size_t)k.len, &size, &gpu, &tier));
     key_release(&k);
-    return rc < 0 ? NULL : PyUnicode_FromString(tier == GKV_TIER_HOST ? "host" : "gpu");
+    return rc < 0 ? NULL
+                  : PyUnicode_FromString(tier == GKV_TIER_HOST   ? "host"
+                                         : tier == GKV_TIER_DISK ? "disk"
+                                                                 : "gpu");
 }
 
 /* move(key, gpu) -> True (moved) or False (it was there). */

@@ -379,8 +379,8 @@ static PyMethodDef client_methods[] = {
      "locate(key) -> (size, gpu): the value's size and the daemon's ordinal of its GPU "
      "(an index of gpus). Raises NotFound."},
     {"tier", (PyCFunction)client_tier, METH_O,
-     "tier(key) -> str: 'gpu' (the value is on a GPU) or 'host' (in the daemon's host tier, "
-     "--tier-host: brought back to a GPU when read). Raises NotFound."},
+     "tier(key) -> str: 'gpu' (the value is on a GPU), 'host' or 'disk' (in the daemon's host "
+     "or disk tier: brought back to a GPU when read). Raises NotFound."},
     {"move", (PyCFunction)client_move, METH_VARARGS,
      "move(key, gpu) -> bool: moves the value to the daemon's GPU gpu; False when it was "
      "there. Raises NotFound, InvalidArgument (no such GPU), OutOfMemory."},
