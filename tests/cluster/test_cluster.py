@@ -12,9 +12,11 @@ import json
 import math
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -336,6 +338,39 @@ def an_owner_killed_mid_pull_fails_the_read_cleanly_and_frees_the_arena(cl: Clus
             assert get(c, "kill/after") == values[0][:5 * mib], "the next pull failed"
         print(f"     ({len(results)} reads, {len(failed)} failed cleanly: "
               f"{sorted(set(r[0] for r in failed))})")
+
+
+@check
+def a_value_in_its_owner_s_tiers_is_read_from_every_node(cl: Cluster):
+    # n4 owns 24 values of 1 MiB with room for 4 on its "GPU", 8 in its host tier and 12 on its
+    # disk: the others read every one bit-exact (over TCP, or NIXL's STAGE with GKV_TEST_NIXL),
+    # n4 bringing each up from wherever it is.
+    mib = 1 << 20
+    disk = tempfile.mkdtemp(prefix="gkv-cl-disk-")
+    try:
+        with cl.extra_node("n4", extra=["--maxmemory", "4M", "--tier-host", "8M", "--tier-disk",
+                                        disk, "--tier-disk-size", "12M", "--maxmemory-policy",
+                                        "allkeys-lru"]) as n4:
+            values = [rand_bytes(mib, 1300 + i) for i in range(24)]
+            with n4.client() as c:
+                for i, v in enumerate(values):
+                    c.set(f"tier/{i}", v)
+                where = [c.tier(f"tier/{i}") for i in range(24)]
+            assert where.count("disk") == 12 and where.count("host") == 8, where
+            with n4.client() as c:
+                info = c.info()
+            assert info["tier_disk_keys"] == 12 and info["evicted_keys"] == 0, info
+            for node in cl.nodes[:2]:
+                with node.client() as c:
+                    for i, v in enumerate(values):
+                        assert get(c, f"tier/{i}") == v, (node.name, i)
+            with n4.client() as c:
+                info = c.info()
+                c.delete_prefix("tier/")
+            assert info["promoted_keys"] >= 20 and info["evicted_keys"] == 0, info
+            assert info["tier_dropped_keys"] == 0, info
+    finally:
+        shutil.rmtree(disk, ignore_errors=True)
 
 
 @check
