@@ -6,6 +6,7 @@ under one temporary directory that close() removes."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
@@ -47,24 +48,37 @@ class Net:
     def __init__(self) -> None:
         tag = f"{os.getpid() % 100000}"
         self.ns, self.here, self.there = f"gkvns{tag}", f"gkvh{tag}", f"gkvt{tag}"
-        x = os.getpid() % 250 + 1
-        self.outer, self.inner = f"10.251.{x}.1", f"10.251.{x}.2"
+        self.outer = self.inner = ""
         self.why = ""
         if os.geteuid() != 0 or not shutil.which("ip"):
             self.why = "network namespaces need root and iproute2"
             return
-        ok = (_ip("netns", "add", self.ns)
-              and _ip("link", "add", self.here, "type", "veth", "peer", "name", self.there)
-              and _ip("link", "set", self.there, "netns", self.ns)
-              and _ip("addr", "add", f"{self.outer}/24", "dev", self.here)
-              and _ip("link", "set", self.here, "up")
-              and _ip("netns", "exec", self.ns, "ip", "addr", "add", f"{self.inner}/24", "dev",
-                      self.there)
-              and _ip("netns", "exec", self.ns, "ip", "link", "set", self.there, "up")
-              and _ip("netns", "exec", self.ns, "ip", "link", "set", "lo", "up"))
+        # Two suites at once (ctest -j) must not take the same 10.251.X.0/24: a subnet on two
+        # interfaces here routes one suite's packets into the other's namespace (its nodes
+        # then never meet). The choice and the address are made under a lock.
+        with open(os.path.join(tempfile.gettempdir(), "gkv-netns.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            used = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True,
+                                  text=True).stdout
+            start = os.getpid() % 250
+            x = next(((start + k) % 250 + 1 for k in range(250)
+                      if f" 10.251.{(start + k) % 250 + 1}." not in used), start + 1)
+            self.outer, self.inner = f"10.251.{x}.1", f"10.251.{x}.2"
+            ok = self._make()
         if not ok:
             self.close()
             self.why = "cannot create a network namespace and a veth pair here"
+
+    def _make(self) -> bool:
+        return (_ip("netns", "add", self.ns)
+                and _ip("link", "add", self.here, "type", "veth", "peer", "name", self.there)
+                and _ip("link", "set", self.there, "netns", self.ns)
+                and _ip("addr", "add", f"{self.outer}/24", "dev", self.here)
+                and _ip("link", "set", self.here, "up")
+                and _ip("netns", "exec", self.ns, "ip", "addr", "add", f"{self.inner}/24", "dev",
+                        self.there)
+                and _ip("netns", "exec", self.ns, "ip", "link", "set", self.there, "up")
+                and _ip("netns", "exec", self.ns, "ip", "link", "set", "lo", "up"))
 
     @property
     def ok(self) -> bool:
