@@ -97,15 +97,11 @@ int gkv_backend_disk_read_value(gkv_backend_t *b, void *dst, gkv_devptr_t p, uin
 {
     disk_backend_t *d = (disk_backend_t *)b;
     uint8_t h[HEADER];
-    int rc = disk_read_sync(b, dst, p, (size_t)len);
+    int rc = disk_read_sync(b, h, (gkv_devptr_t){p.v - HEADER}, HEADER);
+    if (!rc)
+        rc = disk_read_sync(b, dst, p, (size_t)len);
     if (rc)
         return rc;
-    int e = io_all(d->fd, h, HEADER, p.v - HEADER, false);
-    if (e) {
-        d->errors++;
-        GKV_ERROR("disk tier: reading %s: %s", d->path, strerror(e));
-        return GKV_EIO;
-    }
     if (get32(h) != MAGIC || (get32(h + 8) | (uint64_t)get32(h + 12) << 32) != len ||
         gkv_crc32c(0, dst, (size_t)len) != get32(h + 4)) {
         d->corrupt++;

@@ -371,9 +371,8 @@ static int del_here(gkv_cluster_t *cl, const uint8_t *key, size_t klen, void *ar
     return 0;
 }
 
-/* GETSIZE of a key in a cluster: its size, GPU and owning node. */
-/* GETSIZE's answer; tier 1 or 2: the value is in the owner's host or disk tier (known only to
- * the owner). */
+/* GETSIZE of a key in a cluster: its size, GPU, tier (1 or 2: the owner's host or disk tier;
+ * known only to the owner) and owning node. */
 static void reply_size(gkv_wr_t *out, uint64_t id, uint64_t size, unsigned gpu, unsigned tier,
                        const char *owner)
 {
@@ -409,9 +408,7 @@ static int route_keys(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     if (kind == JOB_GETSIZE && gkv_cl_owned_here(cl, req->key.p, req->key.len)) {
         gkv_entry_t *e = gkv_store_find(cl->store, req->key.p, req->key.len);
         if (e) { /* ours: size, GPU and owner (this node) from here */
-            bool low = gkv_store_in_tier(e);
-            reply_size(out, req->id, e->size, low ? 0 : e->dev,
-                       low ? e->dev - GKV_DEV_HOST_TIER + 1 : 0, cl->node);
+            reply_size(out, req->id, e->size, gkv_store_gpu(e), gkv_store_tier(e), cl->node);
             return GKV_ROUTE_DONE;
         }
     }

@@ -213,15 +213,14 @@ int gkv_cmd_list(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
             n = gkv_index_next(ctx->store->ix, n);
             continue;
         }
-        bool low = gkv_store_in_tier(e);
         msgpack_pack_array(&w->pk, with_tier ? 4 : with_gpu ? 3 : 2);
         msgpack_pack_bin(&w->pk, kl);
         msgpack_pack_bin_body(&w->pk, k, kl);
         msgpack_pack_uint64(&w->pk, e->size);
-        if (with_gpu) /* a value in the host tier goes to the daemon's placement when read */
-            msgpack_pack_uint8(&w->pk, low ? 0 : e->dev);
-        if (with_tier) /* 0 on its GPU, 1 the host tier, 2 the disk tier */
-            msgpack_pack_uint8(&w->pk, low ? (uint8_t)(e->dev - GKV_DEV_HOST_TIER + 1) : 0);
+        if (with_gpu)
+            msgpack_pack_uint8(&w->pk, (uint8_t)gkv_store_gpu(e));
+        if (with_tier)
+            msgpack_pack_uint8(&w->pk, (uint8_t)gkv_store_tier(e));
         nentries++;
         last = k;
         last_len = kl;
@@ -251,9 +250,9 @@ int gkv_cmd_getsize(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *r
             return GKV_ENOTFOUND;
         gkv_reply_ok(w, req->id);
         gkv_wr_uint(w, GKV_F_SIZE, e->size);
-        gkv_wr_uint(w, GKV_F_GPU, gkv_store_in_tier(e) ? 0 : e->dev);
-        if (gkv_store_in_tier(e))
-            gkv_wr_uint(w, GKV_F_TIER, e->dev - GKV_DEV_HOST_TIER + 1);
+        gkv_wr_uint(w, GKV_F_GPU, gkv_store_gpu(e));
+        if (gkv_store_tier(e))
+            gkv_wr_uint(w, GKV_F_TIER, gkv_store_tier(e));
         return gkv_wr_end(w);
     }
     if (!(req->has & GKV_HAS_PREFIX))

@@ -60,8 +60,8 @@ static int info_gpus(const gkv_server_t *srv, char *text, size_t cap)
     return n >= 0 && (size_t)n < cap ? n : -1;
 }
 
-/* INFO's # Tiers: the host tier's use and limit, and what moved between it and the GPUs (all
- * 0 without --tier-host). Returns the length, or -1 when it does not fit cap bytes. */
+/* INFO's # Tiers: each tier's use and limit (0 without it), and what moved between the tiers
+ * and the GPUs. Returns the length, or -1 when it does not fit cap bytes. */
 static int info_tiers(const gkv_store_t *st, char *text, size_t cap)
 {
     const gkv_store_dev_t *t = &st->dev[GKV_DEV_HOST_TIER], *d = &st->dev[GKV_DEV_DISK_TIER];

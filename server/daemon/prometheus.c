@@ -189,15 +189,15 @@ static void render_memory(const gkv_server_t *srv, gkv_text_t *t)
     one(t, "tier_disk_keys", "gauge", "Keys whose value is in the disk tier.", disk->keys);
     one(t, "tier_dropped_total", "counter",
         "Values dropped because their disk copy could not be read back.", ss->tier_dropped);
-    one(t, "demoted_total", "counter", "Values moved from a GPU to the host tier.", ss->demoted);
-    one(t, "demoted_bytes_total", "counter", "Bytes moved from a GPU to the host tier.",
+    one(t, "demoted_total", "counter", "Values moved one tier down (GPU to host, host to disk).", ss->demoted);
+    one(t, "demoted_bytes_total", "counter", "Bytes moved one tier down.",
         ss->demoted_bytes);
-    one(t, "promoted_total", "counter", "Values moved back from the host tier to a GPU.",
+    one(t, "promoted_total", "counter", "Values moved back from a tier to a GPU.",
         ss->promoted);
-    one(t, "promoted_bytes_total", "counter", "Bytes moved back from the host tier to a GPU.",
+    one(t, "promoted_bytes_total", "counter", "Bytes moved back from a tier to a GPU.",
         ss->promoted_bytes);
     one(t, "promote_errors_total", "counter",
-        "Reads of a value in the host tier that no GPU could make room for.", ss->promote_errors);
+        "Reads of a value in a tier that no GPU could make room for.", ss->promote_errors);
 }
 
 /* Snapshots and the fd store: what INFO's # Persistence says, for alerting on saves that stop

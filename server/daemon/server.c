@@ -267,6 +267,14 @@ static int open_devices(gkv_server_t *s, char *err, size_t cap)
     return gkv_devices_open(&s->devs, &spec, err, cap);
 }
 
+/* What a tier's memory offers beyond its limit: the largest value, which a read that brings a
+ * value up swaps with what goes down (gkv_store_add_tier). Address space; pages are taken as
+ * used. */
+static uint64_t swap_room(const gkv_server_t *s)
+{
+    return s->cfg.max_value ? s->cfg.max_value : s->devs.dev[0].be->capacity;
+}
+
 /* The host tier's memory (--tier-host): a host backend's arena, on either backend. */
 static int open_tier(gkv_server_t *s, char *err, size_t cap)
 {
@@ -280,10 +288,7 @@ static int open_tier(gkv_server_t *s, char *err, size_t cap)
         snprintf(err, cap, "--tier-host %s is more than the usable RAM (%s)", want, have);
         return GKV_EINVAL;
     }
-    /* Room for one more value than the limit: a read that brings a value up swaps it with
-     * what goes down (gkv_store_add_tier). Address space; pages are taken as used. */
-    uint64_t slack = s->cfg.max_value ? s->cfg.max_value : s->devs.dev[0].be->capacity;
-    gkv_backend_config_t bc = {.kind = GKV_BACKEND_HOST, .limit = size + slack};
+    gkv_backend_config_t bc = {.kind = GKV_BACKEND_HOST, .limit = size + swap_room(s)};
     char why[256];
     int rc = gkv_backend_open(&bc, &s->tier, why, sizeof(why));
     if (rc) {
@@ -316,11 +321,10 @@ static int open_disk_tier(gkv_server_t *s, char *err, size_t cap)
                  cfg->tier_disk, have);
         return GKV_EINVAL;
     }
-    /* Address range for the records' 64-byte headers and a swap's value (pages on the disk
-     * are taken as written). */
-    uint64_t slack = cfg->max_value ? cfg->max_value : s->devs.dev[0].be->capacity;
+    /* Twice the size: address range for the records' 64-byte headers (pages on the disk are
+     * taken as written). */
     char why[256];
-    int rc = gkv_backend_disk_open(cfg->tier_disk, 2 * cfg->tier_disk_size + slack,
+    int rc = gkv_backend_disk_open(cfg->tier_disk, 2 * cfg->tier_disk_size + swap_room(s),
                                    &s->disk_tier, why, sizeof(why));
     if (rc) {
         snprintf(err, cap, "the disk tier: %s", why);

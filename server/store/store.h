@@ -51,8 +51,8 @@ typedef struct {
     uint64_t hits, misses, sets, dels, oom_errors;
     uint64_t evicted; /* keys evicted to make room (--maxmemory-policy) */
     uint64_t expired; /* keys gone at their deadline */
-    uint64_t demoted, demoted_bytes;   /* values moved from a device to the host tier */
-    uint64_t promoted, promoted_bytes; /* values moved back from the host tier to a device */
+    uint64_t demoted, demoted_bytes;   /* values moved one tier down (device -> host -> disk) */
+    uint64_t promoted, promoted_bytes; /* values moved back from a tier to a device */
     uint64_t promote_errors;           /* reads of a tier's value that found no room */
     uint64_t tier_dropped;             /* values whose disk copy could not be read back */
 } gkv_store_stats_t;
@@ -205,13 +205,14 @@ uint64_t gkv_store_next_deadline(const gkv_store_t *st);
 /* Unlinks every key. */
 void gkv_store_flush(gkv_store_t *st);
 
-/* Tiers (tier.c, docs/tiers.md). Without a tier the store evicts as evict.h says. With the host
- * tier, a device that needs room (entry_new) moves values to the tier instead, one at a time in
- * the policy's order (LRU, or LFU under allkeys-lfu; under noeviction and the volatile policies
- * too, since nothing is lost): only values nothing but the index holds (refs == 1), after the
- * layer above's cache (reclaim). The tier makes room for them the same way, evicting under an
- * evicting policy (it is the last tier) and refusing under noeviction: the write then gets OOM.
- * A value too large for the tier is evicted from the device as without it. Moves copy on the
+/* Tiers (tier.c, docs/tiers.md). Without a tier the store evicts as evict.h says. With tiers, a
+ * device that needs room (entry_new) moves values to the tier below it instead (the host tier,
+ * else the disk tier), one at a time in the policy's order (LRU, or LFU under allkeys-lfu;
+ * under noeviction and the volatile policies too, since nothing is lost): only values nothing
+ * but the index holds (refs == 1), after the layer above's cache (reclaim). A tier makes room
+ * the same way (the host tier into the disk tier); the last one evicts under an evicting policy
+ * and refuses under noeviction: the write then gets OOM. A value too large for the tier below
+ * is evicted as without it. Moves copy on the
  * loop (the device's read_sync/write_sync, or memcpy between host-visible memory): a write
  * waits for the bytes it displaces, a read for the bytes it promotes. The journal records a
  * value in the tier as gone (it does not survive a crash yet). */
@@ -232,10 +233,23 @@ static inline bool gkv_store_in_tier(const gkv_entry_t *e)
 {
     return e->dev >= GKV_MAX_DEVICES;
 }
+/* Where e's value is as the wire says it (GETSIZE's tier, LIST's fourth element, GKV_TIER_*):
+ * 0 on a device, 1 the host tier, 2 the disk tier. */
+static inline unsigned gkv_store_tier(const gkv_entry_t *e)
+{
+    return gkv_store_in_tier(e) ? e->dev - GKV_DEV_HOST_TIER + 1u : 0;
+}
+/* The device ordinal the wire names for e (GETSIZE's and LIST's gpu): 0 for a value in a tier,
+ * which goes to the daemon's placement when read. */
+static inline unsigned gkv_store_gpu(const gkv_entry_t *e)
+{
+    return gkv_store_in_tier(e) ? 0 : e->dev;
+}
 /* The linked e's value on a device: e itself when it is on one; else its bytes are copied to a
  * device (gkv_store_place's, making room there as entry_new does) and the new entry, under the
  * key now and borrowed like gkv_store_get's, is returned. NULL with *rc GKV_EOOM (no device
- * could make room: e stays in the tier, counted in promote_errors), GKV_ENOMEM or GKV_EIO. */
+ * could make room: e stays in the tier, counted in promote_errors), GKV_ENOTFOUND (e's disk
+ * copy could not be read back: e is dropped), GKV_ENOMEM or GKV_EIO. */
 gkv_entry_t *gkv_store_promote(gkv_store_t *st, gkv_entry_t *e, int *rc);
 /* gkv_store_get, then gkv_store_promote: the entry for reading or writing its bytes, or NULL
  * with *rc GKV_ENOTFOUND (also: its disk copy was unreadable and dropped) or promote's code. */

@@ -29,7 +29,8 @@ int gkv_store_add_disk_tier(gkv_store_t *st, gkv_backend_t *be, uint64_t limit)
 
 const char *gkv_store_tier_name(const gkv_entry_t *e)
 {
-    return e->dev == GKV_DEV_HOST_TIER ? "host" : e->dev == GKV_DEV_DISK_TIER ? "disk" : "device";
+    static const char *const names[] = {"device", "host", "disk"};
+    return names[gkv_store_tier(e)];
 }
 
 /* The tier values leaving dev go to, or -1 (dev is the last). */
@@ -128,14 +129,12 @@ bool gkv__store_demote_one(gkv_store_t *st, unsigned dev)
         return false;
     uint64_t size = e->size;
     int rc;
-    bool bad;
+    bool bad; /* never: nothing moves down from the disk, the last tier */
     gkv_store_ref(e); /* whatever the tier does to make room, e stays */
     gkv_entry_t *n = move_entry(st, e, (unsigned)to, &rc, &bad);
-    if (bad) /* from the disk: nowhere lower */
-        drop_unreadable(st, e);
     gkv_store_unref(st, e);
     if (!n)
-        return bad; /* a value dropped made room too */
+        return false;
     st->stats.demoted++;
     st->stats.demoted_bytes += size;
     return true;

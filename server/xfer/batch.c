@@ -33,6 +33,26 @@ static void batch_finished_any_thread(gkv_copy_t *op, int status)
         uv_async_send(&b->wake);
 }
 
+/* Drops the references bb holds on the values it writes (in pieces, bulk copies), once: each is
+ * cleared as it goes. True when there was any. */
+static bool drop_written(gkv_batcher_t *b, gkv_batch_buf_t *bb)
+{
+    bool any = false;
+    for (uint32_t i = 0; i < bb->nin; i++)
+        if (bb->in_refs[i].entry) {
+            gkv_store_unref(b->st, bb->in_refs[i].entry);
+            bb->in_refs[i].entry = NULL;
+            any = true;
+        }
+    for (uint32_t i = 0; i < bb->nbulk; i++)
+        if (bb->bulk_refs[i]) {
+            gkv_store_unref(b->st, bb->bulk_refs[i]);
+            bb->bulk_refs[i] = NULL;
+            any = true;
+        }
+    return any;
+}
+
 /* Drops bb's references and, when deliver, hands out its out pieces (status: what the copy
  * reported). bb must still count as busy: deliveries may fill other buffers. */
 static void finish_buf(gkv_batcher_t *b, gkv_batch_buf_t *bb, int status, bool deliver)
@@ -47,14 +67,9 @@ static void finish_buf(gkv_batcher_t *b, gkv_batch_buf_t *bb, int status, bool d
             gkv_hostcopy_put(&b->st->hc, r->entry, bytes, bb->out[i].len);
         gkv_store_unref(b->st, r->entry);
     }
-    for (uint32_t i = 0; i < bb->nin; i++) /* NULL: let go already (gkv_batch_release_written) */
-        if (bb->in_refs[i].entry)
-            gkv_store_unref(b->st, bb->in_refs[i].entry);
-    for (uint32_t i = 0; i < bb->nbulk; i++) {
-        if (bb->bulk_refs[i])
-            gkv_store_unref(b->st, bb->bulk_refs[i]);
+    (void)drop_written(b, bb);
+    for (uint32_t i = 0; i < bb->nbulk; i++)
         gkv_staging_put(b->staging, (void *)bb->bulk[i].host);
-    }
     bb->nin = bb->nout = bb->nbulk = bb->fill = 0;
 }
 
@@ -316,20 +331,8 @@ bool gkv_batch_release_written(gkv_batcher_t *b)
     bool any = false;
     for (int i = 0; i < GKV_BATCH_BUFS; i++) {
         gkv_batch_buf_t *bb = &b->bufs[i];
-        if (!bb->busy || !atomic_load(&bb->finished) || bb->status)
-            continue;
-        for (uint32_t k = 0; k < bb->nin; k++)
-            if (bb->in_refs[k].entry) {
-                gkv_store_unref(b->st, bb->in_refs[k].entry);
-                bb->in_refs[k].entry = NULL;
-                any = true;
-            }
-        for (uint32_t k = 0; k < bb->nbulk; k++)
-            if (bb->bulk_refs[k]) {
-                gkv_store_unref(b->st, bb->bulk_refs[k]);
-                bb->bulk_refs[k] = NULL;
-                any = true;
-            }
+        if (bb->busy && atomic_load(&bb->finished) && !bb->status && drop_written(b, bb))
+            any = true;
     }
     return any;
 }

@@ -61,6 +61,15 @@ static int tier_of(gkv_client_t *c, int i)
     return tier;
 }
 
+/* SET of key i: VAL bytes made from seed i (read_exact's). Returns gkv_set's code. */
+static int put(gkv_client_t *c, int i)
+{
+    static uint8_t v[VAL];
+    char key[32];
+    harness_fill(v, VAL, (uint64_t)i);
+    return gkv_set(c, KEYN(i, key), v, VAL, NULL);
+}
+
 static void read_exact(gkv_client_t *c, int i, uint64_t seed)
 {
     static uint8_t v[VAL], got[VAL];
@@ -86,8 +95,7 @@ START_TEST(five_times_maxmemory_with_the_tier_loses_nothing)
     static uint8_t v[VAL];
     char key[32];
     for (int i = 0; i < (int)NVAL; i++) {
-        harness_fill(v, VAL, (uint64_t)i);
-        ck_assert_int_eq(gkv_set(c, KEYN(i, key), v, VAL, NULL), 0);
+        ck_assert_int_eq(put(c, i), 0);
         if (i % 8 == 0)
             limits_kept(c);
     }
@@ -163,18 +171,14 @@ START_TEST(mapped_values_never_leave_the_gpu)
 {
     gkv_daemon_t d = start_tiered("allkeys-lru");
     gkv_client_t *w = connect_or_fail(d.url), *r = connect_or_fail(d.url);
-    static uint8_t v[VAL];
     char key[32];
     gkv_mapping_t *m[8];
     for (int i = 0; i < 8; i++) {
-        harness_fill(v, VAL, 1000 + (uint64_t)i);
-        ck_assert_int_eq(gkv_set(w, KEYN(1000 + i, key), v, VAL, NULL), 0);
+        ck_assert_int_eq(put(w, 1000 + i), 0);
         ck_assert_int_eq(gkv_map(r, KEYN(1000 + i, key), NULL, &m[i]), 0);
     }
-    for (int i = 0; i < (int)NVAL - 8; i++) {
-        harness_fill(v, VAL, (uint64_t)i);
-        ck_assert_int_eq(gkv_set(w, KEYN(i, key), v, VAL, NULL), 0);
-    }
+    for (int i = 0; i < (int)NVAL - 8; i++)
+        ck_assert_int_eq(put(w, i), 0);
     ck_assert_uint_ge(info_u64(w, "demoted_keys"), NVAL - MAXMEM / VAL);
     for (int i = 0; i < 8; i++) {
         ck_assert_int_eq(tier_of(w, 1000 + i), GKV_TIER_GPU);
@@ -193,10 +197,8 @@ START_TEST(a_value_in_the_tier_overwritten_or_deleted_never_comes_back)
     gkv_client_t *c = connect_or_fail(d.url);
     static uint8_t v[VAL], got[VAL];
     char key[32];
-    for (int i = 0; i < 64; i++) {
-        harness_fill(v, VAL, (uint64_t)i);
-        ck_assert_int_eq(gkv_set(c, KEYN(i, key), v, VAL, NULL), 0);
-    }
+    for (int i = 0; i < 64; i++)
+        ck_assert_int_eq(put(c, i), 0);
     int low[2], n = 0;
     for (int i = 0; i < 64 && n < 2; i++)
         if (tier_of(c, i) == GKV_TIER_HOST)
@@ -216,10 +218,8 @@ START_TEST(a_value_in_the_tier_overwritten_or_deleted_never_comes_back)
     ck_assert_int_eq(gkv_get(c, KEYN(low[1], key), NULL, got, VAL, NULL), GKV_ENOTFOUND);
     ck_assert_uint_le(info_u64(c, "tier_host_used"), tier_used - VAL);
     /* More writes and reads afterwards do not bring either old value back. */
-    for (int i = 64; i < (int)NVAL; i++) {
-        harness_fill(v, VAL, (uint64_t)i);
-        ck_assert_int_eq(gkv_set(c, KEYN(i, key), v, VAL, NULL), 0);
-    }
+    for (int i = 64; i < (int)NVAL; i++)
+        ck_assert_int_eq(put(c, i), 0);
     ck_assert_int_eq(gkv_get(c, KEYN(low[1], key), NULL, got, VAL, NULL), GKV_ENOTFOUND);
     ck_assert_int_eq(gkv_getsize(c, KEYN(low[0], key), &size), 0);
     ck_assert_uint_eq(size, 1000);
@@ -232,14 +232,10 @@ START_TEST(noeviction_refuses_once_gpu_and_tier_are_full)
 {
     gkv_daemon_t d = start_tiered("noeviction");
     gkv_client_t *c = connect_or_fail(d.url), *r = connect_or_fail(d.url);
-    static uint8_t v[VAL];
     char key[32];
     int i = 0, rc;
-    for (;; i++) {
-        harness_fill(v, VAL, (uint64_t)i);
-        if ((rc = gkv_set(c, KEYN(i, key), v, VAL, NULL)))
-            break;
-    }
+    while ((rc = put(c, i)) == 0)
+        i++;
     ck_assert_int_eq(rc, GKV_EOOM);
     ck_assert_int_eq(i, (int)NVAL);
     ck_assert_uint_eq(info_u64(c, "evicted_keys"), 0);
@@ -291,13 +287,9 @@ START_TEST(values_go_down_to_the_disk_and_come_back)
     gkv_daemon_t d;
     ck_assert_int_eq(harness_start(&d, extra), 0);
     gkv_client_t *c = connect_or_fail(d.url);
-    static uint8_t v[VAL];
-    char key[32];
     int n = (int)((28u << 20) / VAL);
-    for (int i = 0; i < n; i++) {
-        harness_fill(v, VAL, (uint64_t)i);
-        ck_assert_int_eq(gkv_set(c, KEYN(i, key), v, VAL, NULL), 0);
-    }
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(put(c, i), 0);
     ck_assert_uint_eq(info_u64(c, "evicted_keys"), 0);
     ck_assert_uint_eq(info_u64(c, "tier_disk_keys"), (16u << 20) / VAL);
     ck_assert_uint_le(info_u64(c, "tier_disk_used"), 16u << 20);
