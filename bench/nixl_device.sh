@@ -38,7 +38,7 @@ for m in ${GKV_NIXL_MODES:-}; do
     GPUKV_NIXL_MODE=${m%%:*} GPUKV_NIXL_OWN=$([ "${m#*:}" != "$m" ] && echo "${m#*:}") timeout 120 python3 bench/nixl_bench.py /tmp/after/server/gpukvd /tmp/nixl/site \
         --nixl-only --sizes 64M,1G --rounds 3 2>&1 | grep -E "^\| (64M|1G)|pull alone"
 done | tee "$out/nixl_modes.md"
-# GKV_NIXL_ENVS="GPUKV_ARENA_COPY=ce GPUKV_ARENA_COPY=kernel,GPUKV_NIXL_DEPTH=8 ...": the 64 MiB
+# GKV_NIXL_ENVS="GPUKV_NIXL_DEPTH=4 GPUKV_NIXL_DEPTH=8,GPUKV_NIXL_PARTS=1 ...": the 64 MiB
 # and 1 GiB rows again under each set of variables (commas between a set's variables).
 for e in ${GKV_NIXL_ENVS:-}; do
     echo "== $e"

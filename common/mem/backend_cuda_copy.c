@@ -7,7 +7,6 @@
 
 #include "backend_cuda.h"
 #include "backend_cuda_batch.h"
-#include "backend_cuda_d2d.h"
 #include "error.h"
 #include "log.h"
 
@@ -296,18 +295,6 @@ void gkv__cuda_arena_free(gkv_backend_t *b, void *addr, uint64_t size)
 static _Thread_local cudaStream_t arena_stream[GKV_MAX_DEVICES];
 static _Thread_local cudaEvent_t arena_ev[GKV_MAX_DEVICES];
 
-/* Whether arena copies run as a kernel (GPUKV_ARENA_COPY=kernel: to be measured against NIXL's
- * writes on the copy engines, then made the default or removed) or on a copy engine. */
-static bool arena_by_kernel(void)
-{
-    static int kernel = -1;
-    if (kernel < 0) {
-        const char *how = getenv("GPUKV_ARENA_COPY");
-        kernel = how && !strcmp(how, "kernel");
-    }
-    return kernel;
-}
-
 int gkv__cuda_arena_copy(gkv_backend_t *b, gkv_devptr_t p, uint64_t off, void *arena, size_t len,
                          int to_value)
 {
@@ -330,8 +317,7 @@ int gkv__cuda_arena_copy(gkv_backend_t *b, gkv_devptr_t p, uint64_t off, void *a
         if (e == cudaSuccess)
             e = cudaStreamWaitEvent(s, arena_ev[d], 0);
     }
-    /* By the SMs where asked and both ends allow it: the copy engines carry NIXL's writes. */
-    if (e == cudaSuccess && (!arena_by_kernel() || gkv_cuda_d2d_launch(dst, src, len, s)))
+    if (e == cudaSuccess)
         e = cudaMemcpyAsync(dst, src, len, cudaMemcpyDeviceToDevice, s);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(s);
