@@ -33,14 +33,15 @@ int gkv_range_resolve(uint64_t size, uint64_t offset, uint64_t length, uint64_t 
     return 0;
 }
 
-int gkv_lookup_range(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep,
-                     gkv_entry_t **e, uint64_t *off, uint64_t *len)
+int gkv_lookup_range(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, bool to_socket,
+                     gkv_reply_t *rep, gkv_entry_t **e, uint64_t *off, uint64_t *len)
 {
     int rc;
-    *e = gkv_store_get_here(ctx->store, req->key.p, req->key.len, &rc);
+    *e = to_socket ? gkv_store_get_readable(ctx->store, req->key.p, req->key.len, &rc)
+                   : gkv_store_get_here(ctx->store, req->key.p, req->key.len, &rc);
     if (rc == GKV_EOOM)
-        return gkv_reply_fail(rep, GKV_EOOM, "the value is in a tier below the GPUs and no GPU "
-                                             "could make room for it");
+        return gkv_reply_fail(rep, GKV_EOOM, "the value is in a tier below the GPUs and no room "
+                                             "could be made for it above");
     if (!*e)
         return rc;
     if (gkv_range_resolve((*e)->size, req->offset, req->length, req->suffix, off, len))

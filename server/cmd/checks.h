@@ -14,11 +14,12 @@ int gkv_check_key(const gkv_cmd_ctx_t *ctx, gkv_slice_t key, gkv_reply_t *rep);
  * or GKV_ERANGE (offset past the end). */
 int gkv_range_resolve(uint64_t size, uint64_t offset, uint64_t length, uint64_t suffix,
                       uint64_t *off, uint64_t *len);
-/* The entry under the request's key (*e borrowed) and the byte range it asks for (GET, MAP),
- * its value brought up from the host tier first (gkv_store_get_here). Returns 0, GKV_ENOTFOUND,
+/* The entry under the request's key (*e borrowed) and the byte range it asks for (GET, MAP).
+ * A value in a tier is brought up to a GPU first (gkv_store_get_here), or for a read to the
+ * socket (to_socket: GET) as far as gkv_store_get_readable brings it. Returns 0, GKV_ENOTFOUND,
  * GKV_ERANGE, GKV_EOOM (in a tier, and no GPU could make room), GKV_ENOMEM or GKV_EIO. */
-int gkv_lookup_range(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep,
-                     gkv_entry_t **e, uint64_t *off, uint64_t *len);
+int gkv_lookup_range(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, bool to_socket,
+                     gkv_reply_t *rep, gkv_entry_t **e, uint64_t *off, uint64_t *len);
 /* The request's metadata within GKV_MAX_META (SET, CREATE, SEAL). */
 int gkv_check_meta(const gkv_request_t *req, gkv_reply_t *rep);
 /* A ttl field, if the request has one, is 1..GKV_MAX_TTL_MS: 0 or an INVALID error. */

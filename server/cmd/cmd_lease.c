@@ -78,7 +78,7 @@ int gkv_cmd_map(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
     gkv_entry_t *e;
     uint64_t off = 0, len = 0;
-    int rc = gkv_lookup_range(ctx, req, rep, &e, &off, &len);
+    int rc = gkv_lookup_range(ctx, req, false, rep, &e, &off, &len);
     if (rc)
         return rc;
     /* The value may have been answered before a batch copied it: the reply waits for that. */

@@ -42,7 +42,7 @@ int gkv_cmd_get(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
     gkv_entry_t *e;
     uint64_t off = 0, len = 0;
-    int rc = gkv_lookup_range(ctx, req, rep, &e, &off, &len);
+    int rc = gkv_lookup_range(ctx, req, true, rep, &e, &off, &len);
     if (rc)
         return rc;
     gkv_wr_t *w = rep->wr;
@@ -50,7 +50,9 @@ int gkv_cmd_get(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
     gkv_wr_uint(w, GKV_F_SIZE, e->size);
     gkv_wr_uint(w, GKV_F_OFFSET, off);
     gkv_wr_uint(w, GKV_F_PAYLOAD, len);
-    gkv_wr_uint(w, GKV_F_GPU, e->dev);
+    gkv_wr_uint(w, GKV_F_GPU, gkv_store_gpu(e));
+    if (gkv_store_in_tier(e))
+        gkv_wr_uint(w, GKV_F_TIER, gkv_store_tier(e));
     uint32_t meta_len;
     const uint8_t *meta = gkv_entry_meta(e, &meta_len);
     if (meta_len)
@@ -96,7 +98,7 @@ int gkv_cmd_mget(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
     for (uint32_t i = 0; i < n; i++) {
         gkv_req_items_next(&it, &item);
         int status = 0;
-        gkv_entry_t *e = gkv_store_get_here(ctx->store, item.key.p, item.key.len, &status);
+        gkv_entry_t *e = gkv_store_get_readable(ctx->store, item.key.p, item.key.len, &status);
         uint64_t off = 0, len = 0;
         if (e)
             status = gkv_range_resolve(e->size, item.offset, item.length, item.suffix, &off, &len);

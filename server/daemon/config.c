@@ -302,6 +302,10 @@ static const setting_t settings[] = {
      "move there, checksummed (default: none; needs --tier-disk-size)"},
     {"tier-disk-size", parse_size, FIELD(tier_disk_size), 0, SZ_MAX, false, "SIZE",
      "the disk tier's size"},
+    {"tier-promote-on-get", parse_bool, FIELD(tier_promote_on_get), 0, 0, false, "yes|no",
+     "whether a GET of a value in a tier brings it up to a GPU (default no: it is\n"
+     "answered from the host tier; a disk value comes up to the host tier; MAP and\n"
+     "get_to_device always bring it up)"},
     {"maxmemory-keys", parse_size, FIELD(maxmemory_keys), 1, SZ_MAX, true, "SIZE",
      "host memory for keys, metadata and the index (default: a quarter of RAM)"},
     {"maxclients", parse_uint, FIELD(maxclients), 1, 1000000, true, "N",

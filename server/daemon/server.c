@@ -372,6 +372,7 @@ static int wire_layers(gkv_server_t *s, char *err, size_t cap)
         (void)gkv_store_add_tier(&s->store, s->tier, s->cfg.tier_host);
     if (s->disk_tier)
         (void)gkv_store_add_disk_tier(&s->store, s->disk_tier, s->cfg.tier_disk_size);
+    s->store.promote_on_get = s->cfg.tier_promote_on_get;
     s->store.release = release_held;
     s->store.release_arg = s;
     gkv_hostcopy_init(&s->store.hc, s->cfg.host_copy, s->cfg.host_copy_max_value);

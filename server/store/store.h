@@ -71,6 +71,9 @@ typedef struct {
     unsigned ndev;
     bool host_tier; /* dev[GKV_DEV_HOST_TIER] is set up (gkv_store_add_tier) */
     bool disk_tier; /* dev[GKV_DEV_DISK_TIER] is set up (gkv_store_add_disk_tier) */
+    /* --tier-promote-on-get: a GET of a value in a tier brings it up to a device (true), or is
+     * answered from the host tier (false, the default: gkv_store_get_readable). */
+    bool promote_on_get;
     /* Totals over the devices. */
     uint64_t used;         /* bytes of values, published or being written */
     uint64_t limit;        /* --maxmemory */
@@ -254,6 +257,12 @@ gkv_entry_t *gkv_store_promote(gkv_store_t *st, gkv_entry_t *e, int *rc);
 /* gkv_store_get, then gkv_store_promote: the entry for reading or writing its bytes, or NULL
  * with *rc GKV_ENOTFOUND (also: its disk copy was unreadable and dropped) or promote's code. */
 gkv_entry_t *gkv_store_get_here(gkv_store_t *st, const void *key, size_t klen, int *rc);
+/* For a read whose bytes go to the socket (GET, MGET, a cluster's FETCH): like
+ * gkv_store_get_here, but under promote_on_get false a value in the host tier stays there (its
+ * bytes are host memory already: no round trip through a GPU) and one on the disk comes up to
+ * the host tier only (to a device where there is no host tier). The entry is on a device or in
+ * the host tier (gkv_store_be's memory is host-visible then). */
+gkv_entry_t *gkv_store_get_readable(gkv_store_t *st, const void *key, size_t klen, int *rc);
 /* Where e's value is, as logs and docs say it: "device", "host" or "disk". */
 const char *gkv_store_tier_name(const gkv_entry_t *e);
 

@@ -140,14 +140,10 @@ bool gkv__store_demote_one(gkv_store_t *st, unsigned dev)
     return true;
 }
 
-gkv_entry_t *gkv_store_promote(gkv_store_t *st, gkv_entry_t *e, int *rc)
+/* e's value moved up to dev (a device, or the host tier from the disk), as gkv_store_promote
+ * says. */
+static gkv_entry_t *move_up(gkv_store_t *st, gkv_entry_t *e, unsigned dev, int *rc)
 {
-    *rc = 0;
-    if (!gkv_store_in_tier(e))
-        return e;
-    size_t klen;
-    const uint8_t *key = gkv_store_key(st, e, &klen);
-    unsigned dev = gkv_store_place(st, key, klen, e->size);
     /* Held while the device makes room, so that the tiers, making room in turn, keep it; and
      * e's tier may hold e's size more meanwhile: what goes down takes the room e leaves once
      * it is up (a full tier swaps rather than evicts). The tier's backend has that much more
@@ -171,6 +167,28 @@ gkv_entry_t *gkv_store_promote(gkv_store_t *st, gkv_entry_t *e, int *rc)
     st->stats.promoted++;
     st->stats.promoted_bytes += n->size;
     return n;
+}
+
+gkv_entry_t *gkv_store_promote(gkv_store_t *st, gkv_entry_t *e, int *rc)
+{
+    *rc = 0;
+    if (!gkv_store_in_tier(e))
+        return e;
+    size_t klen;
+    const uint8_t *key = gkv_store_key(st, e, &klen);
+    return move_up(st, e, gkv_store_place(st, key, klen, e->size), rc);
+}
+
+gkv_entry_t *gkv_store_get_readable(gkv_store_t *st, const void *key, size_t klen, int *rc)
+{
+    gkv_entry_t *e = gkv_store_get(st, key, klen);
+    *rc = e ? 0 : GKV_ENOTFOUND;
+    if (!e || (e->dev == GKV_DEV_HOST_TIER && !st->promote_on_get))
+        return e;
+    if (e->dev == GKV_DEV_DISK_TIER && !st->promote_on_get && st->host_tier &&
+        e->size <= st->dev[GKV_DEV_HOST_TIER].limit)
+        return move_up(st, e, GKV_DEV_HOST_TIER, rc);
+    return gkv_store_promote(st, e, rc);
 }
 
 gkv_entry_t *gkv_store_get_here(gkv_store_t *st, const void *key, size_t klen, int *rc)

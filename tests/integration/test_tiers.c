@@ -28,13 +28,20 @@ static const char *key_of(int i, char *buf)
 }
 #define KEYN(i, buf) key_of((i), (buf)), strlen(key_of((i), (buf)))
 
-static gkv_daemon_t start_tiered(const char *policy)
+/* GPU 8M, host tier 32M; promote: --tier-promote-on-get yes (GETs bring values up). */
+static gkv_daemon_t start_tiered_as(const char *policy, bool promote)
 {
     const char *const extra[] = {"--maxmemory", "8M", "--tier-host", "32M", "--maxmemory-policy",
-                                 policy, "--host-zero-copy", "yes", NULL};
+                                 policy, "--host-zero-copy", "yes", "--tier-promote-on-get",
+                                 promote ? "yes" : "no", NULL};
     gkv_daemon_t d;
     ck_assert_int_eq(harness_start(&d, extra), 0);
     return d;
+}
+
+static gkv_daemon_t start_tiered(const char *policy)
+{
+    return start_tiered_as(policy, false);
 }
 
 static int64_t del_one(gkv_client_t *c, int i)
@@ -136,13 +143,23 @@ START_TEST(five_times_maxmemory_with_the_tier_loses_nothing)
     ck_assert_ptr_nonnull(fgets(line, sizeof(line), p));
     pclose(p);
     ck_assert_str_eq(line, "this daemon (it is in no cluster), in its host tier\n");
-    /* Every key reads back (each read of one in the tier brings it up, another goes down). */
+    /* Every key reads back; a GET of one in the tier is answered from there (no promotion:
+     * --tier-promote-on-get is off), so nothing moves. */
+    uint64_t demoted = info_u64(c, "demoted_keys");
     for (int i = 0; i < (int)NVAL; i++) {
         read_exact(c, i, (uint64_t)i);
         if (i % 8 == 0)
             limits_kept(c);
     }
-    ck_assert_uint_ge(info_u64(c, "promoted_keys"), NVAL - MAXMEM / VAL);
+    ck_assert_uint_eq(info_u64(c, "promoted_keys"), 0);
+    ck_assert_uint_eq(info_u64(c, "demoted_keys"), demoted);
+    ck_assert_int_eq(tier_of(c, first_low), GKV_TIER_HOST);
+    /* A range of one: the bytes at its offset. */
+    static uint8_t part[100];
+    gkv_range_t range = {.offset = 1000, .length = sizeof(part)};
+    harness_fill(v, VAL, (uint64_t)first_low);
+    ck_assert_int_eq(gkv_get(c, KEYN(first_low, key), &range, part, sizeof(part), NULL), 0);
+    ck_assert_int_eq(memcmp(part, v + 1000, sizeof(part)), 0);
     /* And by MGET, in batches of 16 (4 MiB each). */
     for (int b = 0; b < (int)NVAL; b += 16) {
         gkv_mget_item_t items[16];
@@ -164,6 +181,44 @@ START_TEST(five_times_maxmemory_with_the_tier_loses_nothing)
     ck_assert_uint_eq(info_u64(c, "promote_errors"), 0);
     gkv_client_close(c);
     ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
+/* With --tier-promote-on-get yes every GET of a value in the tier brings it up (another goes
+ * down), limits kept; without it a MAP does (the mapping needs GPU memory). */
+START_TEST(gets_bring_values_up_when_asked_and_maps_always)
+{
+    for (int promote = 0; promote < 2; promote++) {
+        gkv_daemon_t d = start_tiered_as("allkeys-lru", promote);
+        gkv_client_t *c = connect_or_fail(d.url);
+        char key[32];
+        for (int i = 0; i < (int)NVAL; i++)
+            ck_assert_int_eq(put(c, i), 0);
+        int low = -1;
+        for (int i = 0; i < (int)NVAL && low < 0; i++)
+            if (tier_of(c, i) == GKV_TIER_HOST)
+                low = i;
+        ck_assert_int_ge(low, 0);
+        if (promote) {
+            for (int i = 0; i < (int)NVAL; i++) {
+                read_exact(c, i, (uint64_t)i);
+                if (i % 8 == 0)
+                    limits_kept(c);
+            }
+            ck_assert_uint_ge(info_u64(c, "promoted_keys"), NVAL - MAXMEM / VAL);
+        } else {
+            gkv_mapping_t *m;
+            ck_assert_int_eq(gkv_map(c, KEYN(low, key), NULL, &m), 0);
+            ck_assert_int_eq(tier_of(c, low), GKV_TIER_GPU);
+            ck_assert_int_eq(gkv_unmap(c, m), 0);
+            ck_assert_uint_eq(info_u64(c, "promoted_keys"), 1);
+            read_exact(c, low, (uint64_t)low);
+        }
+        limits_kept(c);
+        ck_assert_uint_eq(info_u64(c, "evicted_keys"), 0);
+        gkv_client_close(c);
+        ck_assert_int_eq(harness_stop(&d), 0);
+    }
 }
 END_TEST
 
@@ -230,7 +285,7 @@ END_TEST
 
 START_TEST(noeviction_refuses_once_gpu_and_tier_are_full)
 {
-    gkv_daemon_t d = start_tiered("noeviction");
+    gkv_daemon_t d = start_tiered_as("noeviction", true);
     gkv_client_t *c = connect_or_fail(d.url), *r = connect_or_fail(d.url);
     char key[32];
     int i = 0, rc;
@@ -346,6 +401,7 @@ static Suite *make_suite(void)
     TCase *t = tcase_create("tiers");
     tcase_set_timeout(t, 300);
     tcase_add_test(t, five_times_maxmemory_with_the_tier_loses_nothing);
+    tcase_add_test(t, gets_bring_values_up_when_asked_and_maps_always);
     tcase_add_test(t, mapped_values_never_leave_the_gpu);
     tcase_add_test(t, a_value_in_the_tier_overwritten_or_deleted_never_comes_back);
     tcase_add_test(t, noeviction_refuses_once_gpu_and_tier_are_full);

@@ -398,6 +398,46 @@ START_TEST(values_go_down_to_the_disk_and_come_back_bit_exact)
 }
 END_TEST
 
+/* A read for the socket (gkv_store_get_readable) leaves a host-tier value where it is and
+ * brings a disk value up to the host tier only; under promote_on_get both come to the device. */
+START_TEST(a_read_for_the_socket_stops_at_the_host_tier_unless_asked)
+{
+    st.policy = GKV_POLICY_ALLKEYS_LRU;
+    int n = (int)((LIMIT + TIER + DISK) / VAL);
+    for (int i = 0; i < n; i++) {
+        st.now_ms = 1000 + (uint64_t)i;
+        ck_assert_int_eq(put(i), 0);
+    }
+    for (int promote = 0; promote < 2; promote++) {
+        st.promote_on_get = promote;
+        int host = -1, disk = -1;
+        for (int i = 0; i < n; i++) {
+            if (host < 0 && find(i)->dev == GKV_DEV_HOST_TIER)
+                host = i;
+            if (disk < 0 && find(i)->dev == GKV_DEV_DISK_TIER)
+                disk = i;
+        }
+        ck_assert_int_ge(host, 0);
+        ck_assert_int_ge(disk, 0);
+        uint64_t promoted = st.stats.promoted;
+        int rc;
+        const char *k = name(host);
+        gkv_entry_t *e = gkv_store_get_readable(&st, k, strlen(k), &rc);
+        ck_assert_ptr_nonnull(e);
+        ck_assert_uint_eq(e->dev, promote ? 0u : GKV_DEV_HOST_TIER);
+        ck_assert_uint_eq(bytes_of(e)[VAL - 1], fill_of(host));
+        k = name(disk);
+        e = gkv_store_get_readable(&st, k, strlen(k), &rc);
+        ck_assert_ptr_nonnull(e);
+        ck_assert_uint_eq(e->dev, promote ? 0u : GKV_DEV_HOST_TIER);
+        ck_assert_uint_eq(bytes_of(e)[0], fill_of(disk));
+        ck_assert_uint_eq(st.stats.promoted, promoted + (promote ? 2 : 1));
+        all_limits_kept();
+    }
+    ck_assert_uint_eq(st.stats.evicted, 0);
+}
+END_TEST
+
 START_TEST(a_damaged_disk_copy_is_dropped_loudly_never_served)
 {
     st.policy = GKV_POLICY_ALLKEYS_LRU;
@@ -498,6 +538,7 @@ Suite *make_suite(void)
     TCase *td = tcase_create("disk tier");
     tcase_add_checked_fixture(td, disk_setup, disk_teardown);
     tcase_add_test(td, values_go_down_to_the_disk_and_come_back_bit_exact);
+    tcase_add_test(td, a_read_for_the_socket_stops_at_the_host_tier_unless_asked);
     tcase_add_test(td, a_damaged_disk_copy_is_dropped_loudly_never_served);
     tcase_add_test(td, a_disk_that_refuses_writes_loses_nothing_served);
     suite_add_tcase(s, td);
