@@ -125,6 +125,13 @@ typedef struct {
      * start, loading a snapshot, before the loop runs). Return 0 or GKV_EIO. */
     int (*read_sync)(gkv_backend_t *b, void *dst, gkv_devptr_t src, size_t len);
     int (*write_sync)(gkv_backend_t *b, gkv_devptr_t dst, const void *src, size_t len);
+    /* NULL where copies need nothing of host memory (host), or: page-locks the host memory
+     * [addr, addr + len) for every device's copies (cuda: cudaHostRegister, portable), so that
+     * read_sync and write_sync with it run at the link's speed rather than through the
+     * driver's bounce buffers (the host tier, tier.c); unpin_host undoes it before the memory
+     * goes. Return 0 or GKV_EIO. */
+    int (*pin_host)(gkv_backend_t *b, void *addr, size_t len);
+    void (*unpin_host)(gkv_backend_t *b, void *addr);
     /* NULL, or: lets copies run by peer's device read and write b's value memory directly
      * where the two devices reach each other (cuda: the pool's access for peer's GPU, when
      * cudaDeviceCanAccessPeer says yes). Returns 1 when they do, 0 when copies between them go

@@ -109,6 +109,8 @@ int gkv__cuda_copy_from(gkv_backend_t *b, gkv_devptr_t dst, gkv_backend_t *from,
                         uint64_t len);
 int gkv__cuda_read_sync(gkv_backend_t *b, void *dst, gkv_devptr_t src, size_t len);
 int gkv__cuda_write_sync(gkv_backend_t *b, gkv_devptr_t dst, const void *src, size_t len);
+int gkv__cuda_pin_host(gkv_backend_t *b, void *addr, size_t len);
+void gkv__cuda_unpin_host(gkv_backend_t *b, void *addr);
 int gkv__cuda_zero_shared(gkv_backend_t *b, gkv_devptr_t p, uint64_t size);
 int gkv__cuda_fence_shared(gkv_backend_t *b, int after_batches, gkv_copy_t *op);
 /* Makes the shared lane wait for every batch started so far (one of them may write what the

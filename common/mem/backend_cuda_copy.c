@@ -204,6 +204,19 @@ int gkv__cuda_read_sync(gkv_backend_t *b, void *dst, gkv_devptr_t src, size_t le
     return e == cudaSuccess ? 0 : gkv__cuda_fail("reading a value for a snapshot", e);
 }
 
+int gkv__cuda_pin_host(gkv_backend_t *b, void *addr, size_t len)
+{
+    (void)gkv__cuda_on(b);
+    cudaError_t e = cudaHostRegister(addr, len, cudaHostRegisterPortable);
+    return e == cudaSuccess ? 0 : gkv__cuda_fail("page-locking the host tier's memory", e);
+}
+
+void gkv__cuda_unpin_host(gkv_backend_t *b, void *addr)
+{
+    (void)gkv__cuda_on(b);
+    (void)cudaHostUnregister(addr);
+}
+
 /* On the shared lane, where dst was allocated (stream order), then waited for. */
 int gkv__cuda_write_sync(gkv_backend_t *b, gkv_devptr_t dst, const void *src, size_t len)
 {

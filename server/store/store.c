@@ -188,6 +188,7 @@ void gkv_store_fini(gkv_store_t *st)
     st->ix = NULL;
     gkv_ttl_free(&st->ttl);
     gkv_hostcopy_fini(&st->hc);
+    gkv__store_tier_fini(st);
     st->journal = NULL;
     gkv_store_journal_committed(st); /* everything held back */
     free(st->limbo);

@@ -47,6 +47,8 @@ void gkv__store_evict(gkv_store_t *st, gkv_entry_t *e);
  * when there is none below, no candidate, or the tier could not take it (the caller evicts
  * then). */
 bool gkv__store_demote_one(gkv_store_t *st, unsigned dev);
+/* Unlocks the host tier's locked regions (gkv_store_fini, before the tier's memory goes). */
+void gkv__store_tier_fini(gkv_store_t *st);
 
 /* store_journal.c. */
 /* The journal's record of e (linked) as it is now; nothing without a journal. */

@@ -3,6 +3,7 @@
  * device when read. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "error.h"
 #include "log.h"
@@ -19,7 +20,72 @@ static int add(gkv_store_t *st, unsigned at, bool *flag, gkv_backend_t *be, uint
 
 int gkv_store_add_tier(gkv_store_t *st, gkv_backend_t *be, uint64_t limit)
 {
-    return be->host_visible ? add(st, GKV_DEV_HOST_TIER, &st->host_tier, be, limit) : GKV_EINVAL;
+    if (!be->host_visible || st->host_tier)
+        return GKV_EINVAL;
+    if (st->dev[0].be->ops->pin_host) {
+        size_t n = (size_t)((be->capacity + GKV_TIER_PIN_REGION - 1) / GKV_TIER_PIN_REGION);
+        if (!(st->tier_pinned = calloc(n ? n : 1, 1)))
+            return GKV_ENOMEM;
+        st->tier_regions = n;
+    }
+    int rc = add(st, GKV_DEV_HOST_TIER, &st->host_tier, be, limit);
+    if (rc) {
+        free(st->tier_pinned);
+        st->tier_pinned = NULL;
+        st->tier_regions = 0;
+    }
+    return rc;
+}
+
+/* The start of the host tier's region i, and its length (the last one may be short). */
+static uint8_t *region(const gkv_store_t *st, size_t i, size_t *len)
+{
+    gkv_backend_t *be = st->dev[GKV_DEV_HOST_TIER].be;
+    uint64_t at = i * GKV_TIER_PIN_REGION, left = be->capacity - at;
+    *len = (size_t)(left < GKV_TIER_PIN_REGION ? left : GKV_TIER_PIN_REGION);
+    return be->ops->host_view(be, (gkv_devptr_t){.v = at});
+}
+
+/* Locks the host tier's regions under [at, at + size) that are not yet, for the GPUs' copies.
+ * A region the driver refuses stays unlocked (logged once): its copies are slower, not wrong. */
+static void pin(gkv_store_t *st, gkv_devptr_t at, uint64_t size)
+{
+    if (!st->tier_pinned || !size)
+        return;
+    gkv_backend_t *gpu = st->dev[0].be;
+    for (size_t i = (size_t)(at.v / GKV_TIER_PIN_REGION);
+         i <= (size_t)((at.v + size - 1) / GKV_TIER_PIN_REGION) && i < st->tier_regions; i++) {
+        if (st->tier_pinned[i])
+            continue;
+        size_t len;
+        uint8_t *p = region(st, i, &len);
+        int rc = gpu->ops->pin_host(gpu, p, len);
+        st->tier_pinned[i] = rc ? 2 : 1;
+        if (rc)
+            GKV_WARN("host tier: region %zu could not be page-locked: its copies to and from "
+                     "the GPUs go through the driver's buffers",
+                     i);
+    }
+}
+
+void gkv__store_tier_fini(gkv_store_t *st)
+{
+    gkv_backend_t *gpu = st->dev[0].be;
+    for (size_t i = 0; i < st->tier_regions; i++) {
+        size_t len;
+        if (st->tier_pinned[i] == 1)
+            gpu->ops->unpin_host(gpu, region(st, i, &len));
+    }
+    free(st->tier_pinned);
+    st->tier_pinned = NULL;
+    st->tier_regions = 0;
+}
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 int gkv_store_add_disk_tier(gkv_store_t *st, gkv_backend_t *be, uint64_t limit)
@@ -78,6 +144,30 @@ static int move_bytes(gkv_store_t *st, gkv_backend_t *to, gkv_devptr_t dst, gkv_
     return rc;
 }
 
+/* e's bytes into n's memory (move_bytes), the host tier's locked first and the copy between
+ * it and a GPU timed (stats' down_host_*, up_host_*). */
+static int timed_move(gkv_store_t *st, gkv_entry_t *n, gkv_entry_t *e, bool *bad_source)
+{
+    bool down = n->dev == GKV_DEV_HOST_TIER && e->dev < GKV_MAX_DEVICES;
+    bool up = e->dev == GKV_DEV_HOST_TIER && n->dev < GKV_MAX_DEVICES;
+    if (down || up)
+        pin(st, down ? n->mem : e->mem, e->size);
+    uint64_t t0 = down || up ? now_us() : 0;
+    int rc = move_bytes(st, gkv_store_be(st, n), n->mem, gkv_store_be(st, e), e->mem, e->size,
+                        bad_source);
+    if (rc || !(down || up))
+        return rc;
+    uint64_t us = now_us() - t0;
+    if (down) {
+        st->stats.down_host_bytes += e->size;
+        st->stats.down_host_us += us;
+    } else {
+        st->stats.up_host_bytes += e->size;
+        st->stats.up_host_us += us;
+    }
+    return 0;
+}
+
 /* A copy of the linked e (its key, metadata, deadline, bytes) linked in its place on device or
  * tier dev, or NULL with *rc (*bad_source: e's bytes could not be read back from the disk). The
  * new entry keeps e's access stamp; e loses the index's reference (and goes with it unless
@@ -96,8 +186,7 @@ static gkv_entry_t *move_entry(gkv_store_t *st, gkv_entry_t *e, unsigned dev, in
         return NULL;
     if ((gkv__store_has_deadline(e) &&
          (*rc = gkv__store_set_extras(st, n, meta, meta_len, e->x->expire_at))) ||
-        (*rc = move_bytes(st, gkv_store_be(st, n), n->mem, gkv_store_be(st, e), e->mem, e->size,
-                          bad_source)) ||
+        (*rc = timed_move(st, n, e, bad_source)) ||
         (*rc = gkv__store_link(st, n))) {
         gkv_store_unref(st, n);
         return NULL;

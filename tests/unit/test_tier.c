@@ -334,6 +334,69 @@ END_TEST
 /* ---- the disk tier ------------------------------------------------------------------- */
 
 #define DISK (4u << 20)
+/* A device whose backend locks host memory (as cuda's does), counting what it locks: the tier
+ * is locked by regions as values first use it, once each, and unlocked at the end. */
+static gkv_backend_ops_t locking_ops;
+static int pins, unpins;
+static size_t pinned_len;
+
+static int count_pin(gkv_backend_t *b, void *addr, size_t len)
+{
+    (void)b;
+    ck_assert_ptr_eq(addr, tier_be->ops->host_view(tier_be, (gkv_devptr_t){0}));
+    pins++;
+    pinned_len += len;
+    return 0;
+}
+
+static void count_unpin(gkv_backend_t *b, void *addr)
+{
+    (void)b;
+    (void)addr;
+    unpins++;
+}
+
+static void locking_setup(void)
+{
+    setup();
+    locking_ops = *be->ops;
+    locking_ops.pin_host = count_pin;
+    locking_ops.unpin_host = count_unpin;
+    be->ops = &locking_ops;
+    pins = unpins = 0;
+    pinned_len = 0;
+    gkv_backend_config_t bc = {GKV_BACKEND_HOST, 0, TIER + VAL};
+    char why[256];
+    ck_assert_int_eq(gkv_backend_open(&bc, &tier_be, why, sizeof(why)), 0);
+    ck_assert_int_eq(gkv_store_add_tier(&st, tier_be, TIER), 0);
+}
+
+static void locking_teardown(void)
+{
+    tier_teardown();
+    ck_assert_int_eq(unpins, pins); /* gkv_store_fini unlocked what was locked */
+}
+
+START_TEST(the_tier_is_locked_once_as_values_first_use_it_and_copies_are_timed)
+{
+    st.policy = GKV_POLICY_ALLKEYS_LRU;
+    for (int i = 0; i < (int)(LIMIT / VAL); i++)
+        ck_assert_int_eq(put(i), 0);
+    ck_assert_int_eq(pins, 0); /* nothing went down yet */
+    int n = (int)((LIMIT + TIER) / VAL);
+    for (int i = (int)(LIMIT / VAL); i < n; i++)
+        ck_assert_int_eq(put(i), 0);
+    ck_assert_int_eq(pins, 1); /* the whole tier is one region */
+    ck_assert_uint_eq(pinned_len, TIER + VAL);
+    ck_assert_uint_eq(st.stats.down_host_bytes, st.stats.demoted_bytes);
+    for (int i = 0; i < n; i++)
+        read_back(i);
+    ck_assert_uint_eq(st.stats.up_host_bytes, st.stats.promoted_bytes);
+    ck_assert_uint_gt(st.stats.up_host_bytes, 0);
+    ck_assert_int_eq(pins, 1);
+}
+END_TEST
+
 static gkv_backend_t *disk_be;
 static char disk_dir[64];
 
@@ -542,5 +605,9 @@ Suite *make_suite(void)
     tcase_add_test(td, a_damaged_disk_copy_is_dropped_loudly_never_served);
     tcase_add_test(td, a_disk_that_refuses_writes_loses_nothing_served);
     suite_add_tcase(s, td);
+    TCase *tl = tcase_create("a tier locked for the GPUs");
+    tcase_add_checked_fixture(tl, locking_setup, locking_teardown);
+    tcase_add_test(tl, the_tier_is_locked_once_as_values_first_use_it_and_copies_are_timed);
+    suite_add_tcase(s, tl);
     return s;
 }
