@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""tier_bench.py: issue 36's figures for the host tier, side by side in one run on one GPU.
+
+  1. Moves between the GPU and the host tier (4 MiB and 64 MiB values): the daemon's own count
+     of its copies (INFO demoted_to_host_*, promoted_from_host_*) against the pinned D2H and
+     H2D ceiling measured here with CuPy (cudaMemcpy to and from cudaHostAlloc'd memory).
+     Demotions come from SETs into a full GPU, promotions from MAPs of values in the tier.
+     Also the wall time of a SET that demotes against one that does not.
+  2. A GET of a value in the host tier against one on the GPU, over the Unix socket into a
+     client buffer (target >= 1.0x): the tier's bytes go to the socket from host memory.
+  3. A zipf(0.99) read/write load (90% GET, 10% SET, 1 MiB values) over a key set of 4x the
+     GPU's limit: with a host tier of 4x against eviction alone: hit ratio, operations per
+     second, p50/p99 of GETs by where the value was.
+
+Usage: tier_bench.py GPUKVD [--backend cuda] [--gpu-mem 2G] [--rounds 5] [--ops 20000]
+Needs the gpukv package (and CuPy for the ceiling). Prints Markdown tables."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import statistics
+import tempfile
+import time
+
+import numpy as np
+
+import gpukv
+
+try:
+    import cupy
+    import cupyx
+except ImportError:  # the ceiling needs a GPU
+    cupy = None
+
+
+def size_arg(s: str) -> int:
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(s[:-1]) * mult[s[-1]] if s[-1] in mult else int(s)
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+class Daemon:
+    def __init__(self, binary, backend, root, name, flags):
+        self.sock = os.path.join(root, f"{name}.sock")
+        self.log = open(os.path.join(root, f"{name}.log"), "ab")
+        self.p = subprocess.Popen([binary, "--backend", backend, "--socket", self.sock,
+                                   "--max-value-size", "256M"] + flags +
+                                  (["--host-zero-copy", "yes"] if backend == "host" else []),
+                                  stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL)
+        t0 = time.time()
+        while not os.path.exists(self.sock):
+            if self.p.poll() is not None or time.time() - t0 > 60:
+                raise RuntimeError(f"{name} did not start (see {self.log.name})")
+            time.sleep(0.05)
+        self.c = gpukv.Client(self.sock)
+
+    def info(self, name):
+        info = self.c.info()
+        if name in info:
+            return info[name]
+        for section in info.values():
+            if isinstance(section, dict) and name in section:
+                return section[name]
+        raise KeyError(name)
+
+    def stop(self):
+        self.c.close()
+        self.p.terminate()
+        self.p.wait(30)
+        self.log.close()
+
+
+def ceiling(size: int, rounds: int) -> tuple[float, float]:
+    """GB/s of cudaMemcpy D2H into pinned memory and H2D from it, medians of rounds."""
+    if cupy is None:
+        return float("nan"), float("nan")
+    dev = cupy.ones(size, dtype=cupy.uint8)
+    host = cupyx.empty_pinned((size,), dtype=np.uint8)
+    rt = cupy.cuda.runtime
+    out = []
+    for kind in (rt.memcpyDeviceToHost, rt.memcpyHostToDevice):
+        ts = []
+        for _ in range(rounds + 1):
+            t0 = time.perf_counter()
+            if kind == rt.memcpyDeviceToHost:
+                rt.memcpy(host.ctypes.data, dev.data.ptr, size, kind)
+            else:
+                rt.memcpy(dev.data.ptr, host.ctypes.data, size, kind)
+            ts.append(time.perf_counter() - t0)
+        out.append(size / statistics.median(ts[1:]) / 1e9)
+    return out[0], out[1]
+
+
+def moves(args, root, size):
+    """Demotion and promotion of values of size bytes: the daemon's copy throughput, and the
+    wall time of a SET that demotes against one that does not."""
+    gpu = size_arg(args.gpu_mem)
+    d = Daemon(args.daemon, args.backend, root, f"moves-{size}",
+               ["--maxmemory", str(gpu), "--tier-host", str(4 * gpu),
+                "--maxmemory-policy", "allkeys-lru"])
+    try:
+        v = os.urandom(size)
+        n = gpu // size
+        plain, demoting = [], []
+        for i in range(n - 1):  # the GPU fills: no demotion
+            t0 = time.perf_counter()
+            d.c.set(f"m/{i}", v)
+            plain.append(time.perf_counter() - t0)
+        b0, u0 = d.info("demoted_to_host_bytes"), d.info("demoted_to_host_us")
+        for i in range(n - 1, 3 * n):  # each SET moves one value down
+            t0 = time.perf_counter()
+            d.c.set(f"m/{i}", v)
+            demoting.append(time.perf_counter() - t0)
+        b1, u1 = d.info("demoted_to_host_bytes"), d.info("demoted_to_host_us")
+        down = (b1 - b0) / max(u1 - u0, 1) / 1e3
+        low = [i for i in range(3 * n) if d.c.tier(f"m/{i}") == "host"][: n]
+        p0, q0 = d.info("promoted_from_host_bytes"), d.info("promoted_from_host_us")
+        for i in low:  # each MAP brings one up (and sends another down)
+            d.c.map(f"m/{i}").unmap()
+        p1, q1 = d.info("promoted_from_host_bytes"), d.info("promoted_from_host_us")
+        up = (p1 - p0) / max(q1 - q0, 1) / 1e3
+        assert d.info("evicted_keys") == 0
+        return down, up, statistics.median(plain), statistics.median(demoting), (b1 - b0) // size
+    finally:
+        d.stop()
+
+
+def gets(args, root, size):
+    """p50 of a GET into a client buffer: a value on the GPU, one in the host tier."""
+    gpu = size_arg(args.gpu_mem)
+    d = Daemon(args.daemon, args.backend, root, f"gets-{size}",
+               ["--maxmemory", str(gpu), "--tier-host", str(2 * gpu),
+                "--maxmemory-policy", "allkeys-lru"])
+    try:
+        v = os.urandom(size)
+        n = gpu // size
+        for i in range(2 * n):
+            d.c.set(f"g/{i}", v)
+        hot, cold = f"g/{2 * n - 1}", "g/0"
+        assert d.c.tier(hot) == "gpu" and d.c.tier(cold) == "host", (d.c.tier(hot), d.c.tier(cold))
+        buf = bytearray(size)
+        res = {}
+        for name, key in (("gpu", hot), ("host", cold)):
+            ts = []
+            for _ in range(args.rounds * 4 + 2):
+                t0 = time.perf_counter()
+                d.c.get_into(key, buf)
+                ts.append(time.perf_counter() - t0)
+            res[name] = statistics.median(ts[2:])
+            assert bytes(buf) == v
+        assert d.c.tier(cold) == "host" and d.info("promoted_keys") == 0
+        return res["gpu"], res["host"]
+    finally:
+        d.stop()
+
+
+def zipf_keys(n, count, s, rng):
+    p = 1.0 / np.arange(1, n + 1) ** s
+    cdf = np.cumsum(p / p.sum())
+    ranks = np.searchsorted(cdf, rng.random(count))
+    perm = rng.permutation(n)  # hot keys spread over the key space
+    return perm[np.minimum(ranks, n - 1)]
+
+
+def zipf_load(args, root, tier):
+    gpu = size_arg(args.gpu_mem)
+    size = 1 << 20
+    nkeys = 4 * gpu // size
+    flags = ["--maxmemory", str(gpu), "--maxmemory-policy", "allkeys-lru"]
+    if tier:
+        flags += ["--tier-host", str(4 * gpu)]
+    d = Daemon(args.daemon, args.backend, root, f"zipf-{int(tier)}", flags)
+    try:
+        rng = np.random.default_rng(7)
+        v = os.urandom(size)
+        for i in range(nkeys):
+            d.c.set(f"z/{i}", v)
+        keys = zipf_keys(nkeys, args.ops, 0.99, rng)
+        writes = rng.random(args.ops) < 0.10
+        buf = bytearray(size)
+        lat = {"gpu": [], "host": [], "miss": []}
+        hits = reads = 0
+        t_all = 0.0
+        for k, w in zip(keys, writes):
+            key = f"z/{k}"
+            if w:
+                t0 = time.perf_counter()
+                d.c.set(key, v)
+                t_all += time.perf_counter() - t0
+                continue
+            where = d.c.tier(key) if tier else None  # untimed: where the read finds it
+            t0 = time.perf_counter()
+            try:
+                d.c.get_into(key, buf)
+                hit = True
+            except gpukv.NotFound:
+                hit = False
+            dt = time.perf_counter() - t0
+            t_all += dt
+            reads += 1
+            hits += hit
+            lat[(where or "gpu") if hit else "miss"].append(dt)
+        return hits / reads, args.ops / t_all, lat, d.info("evicted_keys")
+    except gpukv.NotFound:
+        raise
+    finally:
+        d.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("daemon")
+    ap.add_argument("--backend", default="cuda")
+    ap.add_argument("--gpu-mem", default="2G")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--ops", type=int, default=20000)
+    ap.add_argument("--sizes", default="4M,64M")
+    ap.add_argument("--skip", default="", help="comma list of moves,gets,zipf")
+    args = ap.parse_args()
+    skip = set(args.skip.split(","))
+    root = tempfile.mkdtemp(prefix="gkv-tierbench-")
+    sizes = [size_arg(s) for s in args.sizes.split(",")]
+    if "moves" not in skip:
+        print("| value | D2H pinned ceiling GB/s | demotion GB/s | x ceiling | H2D pinned "
+              "ceiling GB/s | promotion GB/s | x ceiling | SET p50 without / with a demotion "
+              "(ms) |")
+        print("|---|---|---|---|---|---|---|---|")
+        for size in sizes:
+            d2h, h2d = ceiling(size, args.rounds)
+            down, up, plain, demoting, moved = moves(args, root, size)
+            print(f"| {size >> 20} MiB | {d2h:.1f} | {down:.1f} | {down / d2h:.2f} | {h2d:.1f} | "
+                  f"{up:.1f} | {up / h2d:.2f} | {plain * 1e3:.2f} / {demoting * 1e3:.2f} "
+                  f"({moved} moved) |", flush=True)
+    if "gets" not in skip:
+        print("\n| value | GET p50, on the GPU (ms) | GET p50, in the host tier (ms) | "
+              "host tier / GPU throughput |")
+        print("|---|---|---|---|")
+        for size in sizes:
+            g, h = gets(args, root, size)
+            print(f"| {size >> 20} MiB | {g * 1e3:.3f} ({size / g / 1e9:.2f} GB/s) | "
+                  f"{h * 1e3:.3f} ({size / h / 1e9:.2f} GB/s) | {g / h:.2f} |", flush=True)
+    if "zipf" not in skip:
+        print(f"\nzipf(0.99), 90% GET / 10% SET of 1 MiB values, {args.ops} operations, key set "
+              f"4x the GPU's {args.gpu_mem}, one client:\n")
+        print("| configuration | hit ratio | ops/s | GET p50 / p99 (ms) by where the value was "
+              "| evicted |")
+        print("|---|---|---|---|---|")
+        for tier in (False, True):
+            hit, ops, lat, evicted = zipf_load(args, root, tier)
+            where = ", ".join(f"{k} {pct(v, 0.5) * 1e3:.2f} / {pct(v, 0.99) * 1e3:.2f} "
+                              f"({len(v)})" for k, v in lat.items() if v)
+            name = "host tier 4x" if tier else "eviction only"
+            print(f"| {name} | {hit:.3f} | {ops:.0f} | {where} | {evicted} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
