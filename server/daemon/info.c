@@ -10,6 +10,7 @@
 #include "error.h"
 #include "prometheus.h"
 #include "server.h"
+#include "tier_pin.h"
 #include "version.h"
 
 /* INFO with flags GKV_INFO_PROMETHEUS: the metrics text that --metrics-listen serves. */
@@ -69,6 +70,7 @@ static int info_tiers(const gkv_store_t *st, char *text, size_t cap)
     int n = snprintf(
         text, cap,
         "# Tiers\r\ntier_host:%s\r\ntier_host_used:%" PRIu64 "\r\ntier_host_limit:%" PRIu64
+        "\r\ntier_host_locked:%" PRIu64
         "\r\ntier_host_keys:%" PRIu64 "\r\ntier_host_oom_errors:%" PRIu64 "\r\ntier_disk:%s"
         "\r\ntier_disk_used:%" PRIu64 "\r\ntier_disk_limit:%" PRIu64 "\r\ntier_disk_keys:%" PRIu64
         "\r\ntier_disk_oom_errors:%" PRIu64 "\r\ntier_disk_io_errors:%" PRIu64
@@ -77,7 +79,8 @@ static int info_tiers(const gkv_store_t *st, char *text, size_t cap)
         "\r\npromoted_bytes:%" PRIu64 "\r\npromote_errors:%" PRIu64
         "\r\ndemoted_to_host_bytes:%" PRIu64 "\r\ndemoted_to_host_us:%" PRIu64
         "\r\npromoted_from_host_bytes:%" PRIu64 "\r\npromoted_from_host_us:%" PRIu64 "\r\n",
-        st->host_tier ? "on" : "off", t->used, t->limit, t->keys, t->oom_errors,
+        st->host_tier ? "on" : "off", t->used, t->limit, gkv_tier_pin_locked(st->tier_pin),
+        t->keys, t->oom_errors,
         st->disk_tier ? "on" : "off", d->used, d->limit, d->keys, d->oom_errors,
         st->disk_tier ? gkv_backend_disk_errors(d->be) : 0,
         st->disk_tier ? gkv_backend_disk_corrupt(d->be) : 0, s->tier_dropped, s->demoted,

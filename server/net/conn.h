@@ -75,6 +75,9 @@ typedef struct {
     uint32_t nsegs, seg_i;
     uint64_t seg_pos;
     size_t chunk, sent; /* the chunk in stage (0: none), and how much of it went out */
+    /* Or the chunk is the host tier's memory itself (a value there goes to the socket with no
+     * copy; the segment's reference keeps it), NULL otherwise. */
+    const uint8_t *direct;
     /* The segment's next chunk (ahead_len bytes), copied into ahead while stage's goes out:
      * the copy and the socket overlap. ahead_busy while its copy runs (c->copy). */
     void *ahead;

@@ -56,8 +56,7 @@ void gkv_conn_put_stage(gkv_conn_t *c, void **slot);
 bool gkv_conn_take_stage(gkv_conn_t *c);
 /* After starting a backend copy on device d (counted by gkv_conn_copy_begin, wait.copy set
  * before the call: its completion may be queued before the call returns): rc is what the start
- * returned (GKV_ECLOSED: c was closing, nothing started); on failure closes c. d is NULL for a
- * copy out of the host tier (a memcpy: no poller to arm). */
+ * returned (GKV_ECLOSED: c was closing, nothing started); on failure closes c. */
 void gkv_conn_copy_started(gkv_conn_t *c, gkv_device_t *d, int rc);
 /* Starts copying stage's bytes into the value as the flight. With overlap, reading goes on into
  * a second buffer meanwhile when one is free; otherwise c waits for the copy (wait.copy). */

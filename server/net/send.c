@@ -172,8 +172,7 @@ bool gkv_conn_take_stage(gkv_conn_t *c)
 void gkv_conn_copy_started(gkv_conn_t *c, gkv_device_t *d, int rc)
 {
     if (!rc) {
-        if (d)
-            gkv_poller_arm(&d->poller);
+        gkv_poller_arm(&d->poller);
         return;
     }
     if (rc != GKV_ECLOSED)
@@ -182,21 +181,14 @@ void gkv_conn_copy_started(gkv_conn_t *c, gkv_device_t *d, int rc)
     gkv_conn_close(c, false);
 }
 
-/* The device whose lanes and poller copy s's bytes out, or NULL for a value in the host tier
- * (gkv_store_get_readable): host memory, whose backend's copy_out is a memcpy done at once. */
-static gkv_device_t *seg_device(gkv_net_t *net, const gkv_segment_t *s)
+/* Starts copying len bytes of s's value (on device d) from off into dst (c->copy reports). A
+ * value in the host tier never comes here: it goes to the socket directly (send_step). */
+static int seg_copy_out(gkv_conn_t *c, gkv_device_t *d, const gkv_segment_t *s, void *dst,
+                        uint64_t off, size_t len)
 {
-    return gkv_store_in_tier(s->entry) ? NULL : gkv_devices_of(net->devs, s->entry);
-}
-
-/* Starts copying len bytes of s's value from off into dst (c->copy reports). */
-static int seg_copy_out(gkv_conn_t *c, const gkv_segment_t *s, void *dst, uint64_t off,
-                        size_t len)
-{
-    gkv_backend_t *be = gkv_store_be(c->net->store, s->entry);
-    return !gkv_conn_copy_begin(c)
-               ? GKV_ECLOSED
-               : be->ops->copy_out(be, dst, s->entry->mem, s->off + off, len, c->lane, &c->copy);
+    return !gkv_conn_copy_begin(c) ? GKV_ECLOSED
+                                   : d->be->ops->copy_out(d->be, dst, s->entry->mem, s->off + off,
+                                                          len, c->lane, &c->copy);
 }
 
 /* While stage's chunk goes out, copies the segment's next chunk into spare (or a free staging
@@ -219,12 +211,13 @@ static void copy_ahead(gkv_conn_t *c, void *spare)
     c->snd.ahead = spare;
     c->snd.ahead_len = left < GKV_STAGING_CHUNK ? (size_t)left : GKV_STAGING_CHUNK;
     c->snd.ahead_busy = true;
-    int rc = seg_copy_out(c, s, spare, next, c->snd.ahead_len);
+    gkv_device_t *d = gkv_devices_of(net->devs, s->entry);
+    int rc = seg_copy_out(c, d, s, spare, next, c->snd.ahead_len);
     if (rc) {
         c->snd.ahead_busy = false;
         gkv_conn_release_ahead(c);
     }
-    gkv_conn_copy_started(c, seg_device(net, s), rc);
+    gkv_conn_copy_started(c, d, rc);
 }
 
 void gkv_conn_send_step(gkv_conn_t *c)
@@ -270,21 +263,29 @@ void gkv_conn_send_step(gkv_conn_t *c)
             push_chunk(c);
         return;
     }
+    gkv_segment_t *s = &c->snd.segs[c->snd.seg_i];
+    if (gkv_store_in_tier(s->entry)) { /* host memory: the rest of it straight to the socket */
+        gkv_backend_t *be = gkv_store_be(net->store, s->entry);
+        c->snd.direct = (const uint8_t *)be->ops->host_view(be, s->entry->mem) + s->off +
+                        c->snd.seg_pos;
+        c->snd.chunk = (size_t)(s->len - c->snd.seg_pos);
+        c->snd.sent = 0;
+        push_chunk(c);
+        return;
+    }
     if (!c->stage && !gkv_conn_take_stage(c))
         return;
-    gkv_segment_t *s = &c->snd.segs[c->snd.seg_i];
-    gkv_device_t *d = seg_device(net, s);
-    if (d)
-        gkv_batch_start_writes(&d->batcher); /* the lane copy waits for them in the backend */
+    gkv_device_t *d = gkv_devices_of(net->devs, s->entry);
+    gkv_batch_start_writes(&d->batcher); /* the lane copy waits for them in the backend */
     uint64_t left = s->len - c->snd.seg_pos;
     c->snd.chunk = left < GKV_STAGING_CHUNK ? (size_t)left : GKV_STAGING_CHUNK;
     c->snd.sent = 0;
     c->wait.copy = true;
-    gkv_conn_copy_started(c, d, seg_copy_out(c, s, c->stage, c->snd.seg_pos, c->snd.chunk));
+    gkv_conn_copy_started(c, d, seg_copy_out(c, d, s, c->stage, c->snd.seg_pos, c->snd.chunk));
 }
 
 /* True when the copy batches of the devices rep's segments are on have room for them (false
- * when one is in the host tier, which has no batches: its bytes go through staging). */
+ * when one is in the host tier, which has no batches: its bytes go to the socket directly). */
 static bool batch_room(gkv_net_t *net, const gkv_reply_t *rep)
 {
     uint32_t n[GKV_MAX_DEVICES] = {0};
@@ -412,7 +413,7 @@ void gkv_conn_send(gkv_conn_t *c, gkv_reply_t *rep)
  * through tail. Goes on with the next chunk once all of it went out. */
 static void push_chunk(gkv_conn_t *c)
 {
-    uint8_t *stage = c->stage;
+    const uint8_t *stage = c->snd.direct ? c->snd.direct : c->stage;
     while (c->snd.sent < c->snd.chunk && !c->snd.tail_busy) {
         uv_buf_t b =
             uv_buf_init((char *)stage + c->snd.sent, (unsigned)(c->snd.chunk - c->snd.sent));
@@ -443,6 +444,7 @@ static void push_chunk(gkv_conn_t *c)
         return; /* on_write comes back */
     c->snd.seg_pos += c->snd.chunk;
     c->snd.chunk = c->snd.sent = 0;
+    c->snd.direct = NULL;
     gkv_conn_send_step(c);
 }
 
@@ -472,8 +474,8 @@ void gkv_conn_chunk_copied(gkv_conn_t *c)
 {
     if (c->phase == CONN_SEND) {
         gkv_segment_t *s = &c->snd.segs[c->snd.seg_i];
-        if (s->off == 0 && c->snd.seg_pos == 0 && c->snd.chunk == s->entry->size &&
-            !gkv_store_in_tier(s->entry)) /* the whole value, from a device */
+        if (s->off == 0 && c->snd.seg_pos == 0 &&
+            c->snd.chunk == s->entry->size) /* the whole value */
             gkv_hostcopy_put(&c->net->store->hc, s->entry, c->stage, c->snd.chunk);
         copy_ahead(c, NULL);
         if (!c->closing)

@@ -74,12 +74,9 @@ typedef struct {
     unsigned ndev;
     bool host_tier; /* dev[GKV_DEV_HOST_TIER] is set up (gkv_store_add_tier) */
     bool disk_tier; /* dev[GKV_DEV_DISK_TIER] is set up (gkv_store_add_disk_tier) */
-    /* The host tier's memory page-locked for the GPUs' copies (backend pin_host), one byte per
-     * GKV_TIER_PIN_REGION of it as values first use it: 0 not yet, 1 locked, 2 refused
-     * (copies go through the driver's bounce buffers there). NULL where the devices' backend
-     * needs none (host). */
-    uint8_t *tier_pinned;
-    size_t tier_regions;
+    /* The host tier's memory being page-locked for the GPUs' copies (tier_pin.h), NULL where
+     * the devices' backend needs none (host). */
+    struct gkv_tier_pin *tier_pin;
     /* --tier-promote-on-get: a GET of a value in a tier brings it up to a device (true), or is
      * answered from the host tier (false, the default: gkv_store_get_readable). */
     bool promote_on_get;
@@ -228,16 +225,13 @@ void gkv_store_flush(gkv_store_t *st);
  * loop (the device's read_sync/write_sync, or memcpy between host-visible memory): a write
  * waits for the bytes it displaces, a read for the bytes it promotes. The journal records a
  * value in the tier as gone (it does not survive a crash yet). */
-/* The span of the host tier locked at once, when a value first uses it. */
-#define GKV_TIER_PIN_REGION (64ull << 20)
 /* Adds the host tier: values leaving the devices go to be's memory (borrowed, host-visible,
  * must outlive the store), up to limit bytes. Where the devices' backend page-locks host memory
- * (cuda), the tier's is locked by regions as values first use them, and unlocked by
- * gkv_store_fini. While a read brings a value up, the tier holds
+ * (cuda), a thread locks the tier's (tier_pin.h) until gkv_store_fini unlocks it. While a read brings a value up, the tier holds
  * up to that value's size more (what goes down to make room on the device takes the room the
  * value leaves; never seen between requests): be should offer limit plus the largest value.
- * Returns 0, GKV_ENOMEM, or GKV_EINVAL (one is there already, be is not host-visible, or
- * limit is 0). */
+ * Returns 0, GKV_ENOMEM, GKV_ESYS (no thread), or GKV_EINVAL (one is there already, be is not
+ * host-visible, or limit is 0). */
 int gkv_store_add_tier(gkv_store_t *st, gkv_backend_t *be, uint64_t limit);
 /* Adds the disk tier below the host tier (or below the devices without one): be is
  * gkv_backend_disk_open's (borrowed, not host-visible), limit bytes, with the same room for a

@@ -8,6 +8,7 @@
 #include "error.h"
 #include "log.h"
 #include "store_impl.h"
+#include "tier_pin.h"
 
 static int add(gkv_store_t *st, unsigned at, bool *flag, gkv_backend_t *be, uint64_t limit)
 {
@@ -20,65 +21,17 @@ static int add(gkv_store_t *st, unsigned at, bool *flag, gkv_backend_t *be, uint
 
 int gkv_store_add_tier(gkv_store_t *st, gkv_backend_t *be, uint64_t limit)
 {
-    if (!be->host_visible || st->host_tier)
+    if (!be->host_visible || st->host_tier || !limit)
         return GKV_EINVAL;
-    if (st->dev[0].be->ops->pin_host) {
-        size_t n = (size_t)((be->capacity + GKV_TIER_PIN_REGION - 1) / GKV_TIER_PIN_REGION);
-        if (!(st->tier_pinned = calloc(n ? n : 1, 1)))
-            return GKV_ENOMEM;
-        st->tier_regions = n;
-    }
-    int rc = add(st, GKV_DEV_HOST_TIER, &st->host_tier, be, limit);
-    if (rc) {
-        free(st->tier_pinned);
-        st->tier_pinned = NULL;
-        st->tier_regions = 0;
-    }
-    return rc;
-}
-
-/* The start of the host tier's region i, and its length (the last one may be short). */
-static uint8_t *region(const gkv_store_t *st, size_t i, size_t *len)
-{
-    gkv_backend_t *be = st->dev[GKV_DEV_HOST_TIER].be;
-    uint64_t at = i * GKV_TIER_PIN_REGION, left = be->capacity - at;
-    *len = (size_t)(left < GKV_TIER_PIN_REGION ? left : GKV_TIER_PIN_REGION);
-    return be->ops->host_view(be, (gkv_devptr_t){.v = at});
-}
-
-/* Locks the host tier's regions under [at, at + size) that are not yet, for the GPUs' copies.
- * A region the driver refuses stays unlocked (logged once): its copies are slower, not wrong. */
-static void pin(gkv_store_t *st, gkv_devptr_t at, uint64_t size)
-{
-    if (!st->tier_pinned || !size)
-        return;
-    gkv_backend_t *gpu = st->dev[0].be;
-    for (size_t i = (size_t)(at.v / GKV_TIER_PIN_REGION);
-         i <= (size_t)((at.v + size - 1) / GKV_TIER_PIN_REGION) && i < st->tier_regions; i++) {
-        if (st->tier_pinned[i])
-            continue;
-        size_t len;
-        uint8_t *p = region(st, i, &len);
-        int rc = gpu->ops->pin_host(gpu, p, len);
-        st->tier_pinned[i] = rc ? 2 : 1;
-        if (rc)
-            GKV_WARN("host tier: region %zu could not be page-locked: its copies to and from "
-                     "the GPUs go through the driver's buffers",
-                     i);
-    }
+    int rc;
+    st->tier_pin = gkv_tier_pin_start(st->dev[0].be, be, &rc);
+    return rc ? rc : add(st, GKV_DEV_HOST_TIER, &st->host_tier, be, limit);
 }
 
 void gkv__store_tier_fini(gkv_store_t *st)
 {
-    gkv_backend_t *gpu = st->dev[0].be;
-    for (size_t i = 0; i < st->tier_regions; i++) {
-        size_t len;
-        if (st->tier_pinned[i] == 1)
-            gpu->ops->unpin_host(gpu, region(st, i, &len));
-    }
-    free(st->tier_pinned);
-    st->tier_pinned = NULL;
-    st->tier_regions = 0;
+    gkv_tier_pin_stop(st->tier_pin);
+    st->tier_pin = NULL;
 }
 
 static uint64_t now_us(void)
@@ -144,14 +97,12 @@ static int move_bytes(gkv_store_t *st, gkv_backend_t *to, gkv_devptr_t dst, gkv_
     return rc;
 }
 
-/* e's bytes into n's memory (move_bytes), the host tier's locked first and the copy between
- * it and a GPU timed (stats' down_host_*, up_host_*). */
+/* e's bytes into n's memory (move_bytes), a copy between the host tier and a GPU timed
+ * (stats' down_host_*, up_host_*). */
 static int timed_move(gkv_store_t *st, gkv_entry_t *n, gkv_entry_t *e, bool *bad_source)
 {
     bool down = n->dev == GKV_DEV_HOST_TIER && e->dev < GKV_MAX_DEVICES;
     bool up = e->dev == GKV_DEV_HOST_TIER && n->dev < GKV_MAX_DEVICES;
-    if (down || up)
-        pin(st, down ? n->mem : e->mem, e->size);
     uint64_t t0 = down || up ? now_us() : 0;
     int rc = move_bytes(st, gkv_store_be(st, n), n->mem, gkv_store_be(st, e), e->mem, e->size,
                         bad_source);

@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #include "check_client.h"
+#include "commands.h"
 #include "harness.h"
+#include "raw_frame.h"
 
 #define MAXMEM (8u << 20)
 #define TIER (32u << 20)
@@ -222,6 +224,74 @@ START_TEST(gets_bring_values_up_when_asked_and_maps_always)
 }
 END_TEST
 
+/* A GET of a value in the host tier goes from the tier's memory to the socket: a reader that
+ * stalls while the key is overwritten and deleted and the tier fills with other values still
+ * gets the old bytes whole; a reader that leaves halfway holds nothing after. */
+START_TEST(a_slow_reader_of_a_tier_value_gets_the_old_bytes_whole)
+{
+    enum { BIG = 7u << 20 }; /* more than a widened socket buffer (4 MiB) takes */
+    gkv_daemon_t d = start_tiered("allkeys-lru");
+    gkv_client_t *c = connect_or_fail(d.url);
+    uint8_t *old = malloc(BIG), *got = malloc(BIG);
+    ck_assert_ptr_nonnull(old);
+    ck_assert_ptr_nonnull(got);
+    harness_fill(old, BIG, 4242);
+    ck_assert_int_eq(gkv_set(c, "big", 3, old, BIG, NULL), 0);
+    for (int i = 0; i < (int)(MAXMEM / VAL); i++)
+        ck_assert_int_eq(put(c, i), 0);
+    uint64_t size;
+    int gpu, tier;
+    ck_assert_int_eq(gkv_locate_tier(c, "big", 3, &size, &gpu, &tier), 0);
+    ck_assert_int_eq(tier, GKV_TIER_HOST);
+    for (int leave = 0; leave < 2; leave++) {
+        if (leave) { /* the key again, in the tier */
+            ck_assert_int_eq(gkv_set(c, "big", 3, old, BIG, NULL), 0);
+            for (int i = 0; i < (int)(MAXMEM / VAL); i++)
+                ck_assert_int_eq(put(c, i), 0);
+        }
+        int fd = raw_connect(d.sock);
+        gkv_wr_t w;
+        gkv_wr_init(&w);
+        gkv_wr_begin(&w);
+        gkv_wr_uint(&w, GKV_F_OP, GKV_OP_GET);
+        gkv_wr_uint(&w, GKV_F_ID, 1);
+        gkv_wr_bin(&w, GKV_F_KEY, "big", 3);
+        gkv_wr_end(&w);
+        ck_assert_int_eq(write(fd, w.sb.data, w.sb.size), (ssize_t)w.sb.size);
+        gkv_wr_fini(&w);
+        gkv_response_t r;
+        uint8_t hdr[4096];
+        ck_assert_int_eq(raw_read_response(fd, &r, hdr, sizeof(hdr)), 0);
+        ck_assert_uint_eq(r.payload_len, BIG);
+        ck_assert_int_eq(recv(fd, got, 1000, MSG_WAITALL), 1000);
+        /* The value changes under it: overwritten, deleted, the tier filled over. */
+        static uint8_t v[VAL];
+        harness_fill(v, VAL, 1);
+        ck_assert_int_eq(gkv_set(c, "big", 3, v, VAL, NULL), 0);
+        const void *k = "big";
+        size_t kl = 3;
+        ck_assert_int_eq(gkv_del(c, &k, &kl, 1), 1);
+        for (int i = 0; i < (int)NVAL; i++)
+            ck_assert_int_eq(put(c, 2000 + i), 0);
+        if (leave) {
+            close(fd);
+            continue;
+        }
+        ck_assert_int_eq(recv(fd, got + 1000, BIG - 1000, MSG_WAITALL), (ssize_t)(BIG - 1000));
+        ck_assert_msg(memcmp(got, old, BIG) == 0, "the reader got bytes other than the old value");
+        close(fd);
+    }
+    /* Nothing held: the tier's use is what its keys take. */
+    ck_assert_int_eq(gkv_ping(c), 0);
+    ck_assert_uint_eq(info_u64(c, "tier_host_used"), info_u64(c, "tier_host_keys") * VAL);
+    ck_assert_uint_eq(info_u64(c, "promoted_keys"), 0);
+    free(old);
+    free(got);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
 START_TEST(mapped_values_never_leave_the_gpu)
 {
     gkv_daemon_t d = start_tiered("allkeys-lru");
@@ -402,6 +472,7 @@ static Suite *make_suite(void)
     tcase_set_timeout(t, 300);
     tcase_add_test(t, five_times_maxmemory_with_the_tier_loses_nothing);
     tcase_add_test(t, gets_bring_values_up_when_asked_and_maps_always);
+    tcase_add_test(t, a_slow_reader_of_a_tier_value_gets_the_old_bytes_whole);
     tcase_add_test(t, mapped_values_never_leave_the_gpu);
     tcase_add_test(t, a_value_in_the_tier_overwritten_or_deleted_never_comes_back);
     tcase_add_test(t, noeviction_refuses_once_gpu_and_tier_are_full);

@@ -9,10 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <unistd.h>
 
 #include "check_main.h"
 #include "store.h"
+#include "store_impl.h"
+#include "tier_pin.h"
 
 #define LIMIT (1u << 20)      /* the device */
 #define TIER (2u << 20)       /* the host tier */
@@ -334,18 +337,21 @@ END_TEST
 /* ---- the disk tier ------------------------------------------------------------------- */
 
 #define DISK (4u << 20)
-/* A device whose backend locks host memory (as cuda's does), counting what it locks: the tier
- * is locked by regions as values first use it, once each, and unlocked at the end. */
+/* A device whose backend locks host memory (as cuda's does), counting what it locks (from the
+ * tier's thread): the whole tier, region by region from its start, each once, and unlocked at
+ * the end; moves between the device and the tier are timed. */
 static gkv_backend_ops_t locking_ops;
-static int pins, unpins;
-static size_t pinned_len;
+static atomic_int pins, unpins, pins_elsewhere;
+static atomic_size_t pinned_len;
 
 static int count_pin(gkv_backend_t *b, void *addr, size_t len)
 {
     (void)b;
-    ck_assert_ptr_eq(addr, tier_be->ops->host_view(tier_be, (gkv_devptr_t){0}));
-    pins++;
-    pinned_len += len;
+    uint8_t *base = tier_be->ops->host_view(tier_be, (gkv_devptr_t){0});
+    if ((uint8_t *)addr != base + (size_t)atomic_load(&pins) * GKV_TIER_PIN_REGION)
+        atomic_fetch_add(&pins_elsewhere, 1);
+    atomic_fetch_add(&pinned_len, len);
+    atomic_fetch_add(&pins, 1);
     return 0;
 }
 
@@ -353,8 +359,10 @@ static void count_unpin(gkv_backend_t *b, void *addr)
 {
     (void)b;
     (void)addr;
-    unpins++;
+    atomic_fetch_add(&unpins, 1);
 }
+
+#define LOCK_TIER (150u << 20) /* three regions, the last one short */
 
 static void locking_setup(void)
 {
@@ -363,37 +371,50 @@ static void locking_setup(void)
     locking_ops.pin_host = count_pin;
     locking_ops.unpin_host = count_unpin;
     be->ops = &locking_ops;
-    pins = unpins = 0;
-    pinned_len = 0;
-    gkv_backend_config_t bc = {GKV_BACKEND_HOST, 0, TIER + VAL};
+    atomic_store(&pins, 0);
+    atomic_store(&unpins, 0);
+    atomic_store(&pins_elsewhere, 0);
+    atomic_store(&pinned_len, 0);
+    gkv_backend_config_t bc = {GKV_BACKEND_HOST, 0, LOCK_TIER + VAL};
     char why[256];
     ck_assert_int_eq(gkv_backend_open(&bc, &tier_be, why, sizeof(why)), 0);
-    ck_assert_int_eq(gkv_store_add_tier(&st, tier_be, TIER), 0);
+    ck_assert_int_eq(gkv_store_add_tier(&st, tier_be, LOCK_TIER), 0);
 }
 
 static void locking_teardown(void)
 {
     tier_teardown();
-    ck_assert_int_eq(unpins, pins); /* gkv_store_fini unlocked what was locked */
+    ck_assert_int_eq(atomic_load(&unpins), atomic_load(&pins)); /* all unlocked at the end */
 }
 
-START_TEST(the_tier_is_locked_once_as_values_first_use_it_and_copies_are_timed)
+START_TEST(the_tier_is_locked_by_a_thread_and_copies_are_timed)
 {
+    for (int i = 0; i < 500 && !gkv_tier_pin_done(st.tier_pin); i++)
+        usleep(10000);
+    ck_assert(gkv_tier_pin_done(st.tier_pin));
+    ck_assert_int_eq(atomic_load(&pins), 3);
+    ck_assert_int_eq(atomic_load(&pins_elsewhere), 0);
+    ck_assert_uint_eq(atomic_load(&pinned_len), LOCK_TIER + VAL);
+    ck_assert_uint_eq(gkv_tier_pin_locked(st.tier_pin), LOCK_TIER + VAL);
     st.policy = GKV_POLICY_ALLKEYS_LRU;
-    for (int i = 0; i < (int)(LIMIT / VAL); i++)
+    int n = (int)((2 * LIMIT) / VAL);
+    for (int i = 0; i < n; i++)
         ck_assert_int_eq(put(i), 0);
-    ck_assert_int_eq(pins, 0); /* nothing went down yet */
-    int n = (int)((LIMIT + TIER) / VAL);
-    for (int i = (int)(LIMIT / VAL); i < n; i++)
-        ck_assert_int_eq(put(i), 0);
-    ck_assert_int_eq(pins, 1); /* the whole tier is one region */
-    ck_assert_uint_eq(pinned_len, TIER + VAL);
+    ck_assert_uint_gt(st.stats.demoted_bytes, 0);
     ck_assert_uint_eq(st.stats.down_host_bytes, st.stats.demoted_bytes);
     for (int i = 0; i < n; i++)
         read_back(i);
-    ck_assert_uint_eq(st.stats.up_host_bytes, st.stats.promoted_bytes);
     ck_assert_uint_gt(st.stats.up_host_bytes, 0);
-    ck_assert_int_eq(pins, 1);
+    ck_assert_uint_eq(st.stats.up_host_bytes, st.stats.promoted_bytes);
+}
+END_TEST
+
+/* Stopped while it locks: it stops after the region at hand and unlocks what it locked. */
+START_TEST(a_store_that_ends_at_once_stops_the_locking)
+{
+    gkv__store_tier_fini(&st);
+    ck_assert_int_eq(atomic_load(&unpins), atomic_load(&pins));
+    ck_assert_ptr_null(st.tier_pin);
 }
 END_TEST
 
@@ -607,7 +628,8 @@ Suite *make_suite(void)
     suite_add_tcase(s, td);
     TCase *tl = tcase_create("a tier locked for the GPUs");
     tcase_add_checked_fixture(tl, locking_setup, locking_teardown);
-    tcase_add_test(tl, the_tier_is_locked_once_as_values_first_use_it_and_copies_are_timed);
+    tcase_add_test(tl, the_tier_is_locked_by_a_thread_and_copies_are_timed);
+    tcase_add_test(tl, a_store_that_ends_at_once_stops_the_locking);
     suite_add_tcase(s, tl);
     return s;
 }

@@ -503,9 +503,14 @@ def test_values_moved_to_the_host_tier_come_back(fresh_daemon):
             c.set(k, v)
         tiers = [c.tier(k) for k in vals]
         assert tiers.count("host") == 24 and tiers.count("gpu") == 8, tiers
-        for k, v in vals.items():
+        for k, v in vals.items():  # from where they are: GETs do not bring them up
             assert c.get(k) == v
-        assert c.info("tiers")["promoted_keys"] >= 24
+        assert c.info("tiers")["promoted_keys"] == 0
+        assert [c.tier(k) for k in vals] == tiers
+        with c.map("t0") as m:  # a mapping does
+            assert m.size == 256 << 10
+        assert c.tier("t0") == "gpu"
+        assert c.info("tiers")["promoted_keys"] == 1
         assert c.info("tiers")["tier_host_used"] <= 8 << 20
         with pytest.raises(gpukv.NotFound):
             c.tier("nope")
