@@ -105,12 +105,15 @@ static int hand_over(gkv_server_t *s, const gkv_request_t *req, gkv_reply_t *rep
         rc = add_fd(rep, names, sizeof(names), fcntl(t->tcp_fd, F_DUPFD_CLOEXEC, 3),
                     "gpukv-listen-tcp");
     uint32_t epoch = s->fdstore.journal ? s->fdstore.epoch : 0;
-    for (unsigned i = 0; i < s->devs.n && !rc; i++) {
-        gkv_backend_t *be = s->devs.dev[i].be;
+    gkv_backend_t *mem[GKV_MAX_DEVICES];
+    const char *uuid[GKV_MAX_DEVICES];
+    unsigned nmem = gkv_persist_memories(&s->persist, mem, uuid);
+    for (unsigned i = 0; i < nmem && !rc; i++) {
+        gkv_backend_t *be = mem[i];
         int fd = -1;
         if (be->ops->share(be, &fd, why, sizeof(why)))
-            return gkv_reply_fail(rep, GKV_ENOTSUP, "device %u's memory cannot be passed: %s", i,
-                                  why);
+            return gkv_reply_fail(rep, GKV_ENOTSUP, "memory %u's (%s) cannot be passed: %s", i,
+                                  i < s->devs.n ? "a device" : "the host tier", why);
         gkv_fdstore_name(name, sizeof(name), 'm', epoch, i);
         rc = add_fd(rep, names, sizeof(names), fd, name);
     }

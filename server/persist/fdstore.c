@@ -93,8 +93,11 @@ gkv_journal_t *gkv_fdstore_journal_now(const gkv_persist_env_t *env)
     if (gkv_journal_create(&j))
         return NULL;
     int rc = 0;
-    for (unsigned i = 0; i < env->devs->n && !rc; i++)
-        rc = gkv_journal_device(j, i, env->devs->dev[i].be->gpu_uuid);
+    gkv_backend_t *be[GKV_MAX_DEVICES];
+    const char *uuid[GKV_MAX_DEVICES];
+    unsigned n = gkv_persist_memories(env, be, uuid);
+    for (unsigned i = 0; i < n && !rc; i++)
+        rc = gkv_journal_device(j, i, uuid[i]);
     if (rc || gkv_store_journal_all(env->store, j)) {
         gkv_journal_close(j);
         return NULL;
@@ -109,15 +112,20 @@ static int store_journal(gkv_fdstore_t *f, gkv_journal_t *j, uint32_t gen)
     return gkv_notify_fd(name, gkv_journal_fd(j));
 }
 
-/* Stores each device's memory, then the journal: a stored journal's memory is always there. */
+/* Stores each device's memory (and the host tier's), then the journal: a stored journal's
+ * memory is always there. */
 static int store_all(gkv_fdstore_t *f, gkv_journal_t *j, char *err, size_t cap)
 {
-    for (unsigned i = 0; i < f->env.devs->n; i++) {
-        gkv_backend_t *be = f->env.devs->dev[i].be;
+    gkv_backend_t *mem[GKV_MAX_DEVICES];
+    const char *uuid[GKV_MAX_DEVICES];
+    unsigned n = gkv_persist_memories(&f->env, mem, uuid);
+    for (unsigned i = 0; i < n; i++) {
+        gkv_backend_t *be = mem[i];
         int fd;
         char why[160], name[64];
         if (be->ops->share(be, &fd, why, sizeof(why))) {
-            snprintf(err, cap, "device %u's memory cannot be stored: %s", i, why);
+            snprintf(err, cap, "memory %u's (%s) cannot be stored: %s", i,
+                     i < f->env.devs->n ? "a device" : "the host tier", why);
             return GKV_ESYS;
         }
         gkv_fdstore_name(name, sizeof(name), 'm', f->epoch, i);
@@ -139,7 +147,10 @@ static int store_all(gkv_fdstore_t *f, gkv_journal_t *j, char *err, size_t cap)
 static void remove_epoch(const gkv_fdstore_t *f, uint32_t epoch, uint32_t gen)
 {
     char name[64];
-    for (unsigned i = 0; i < f->env.devs->n; i++) {
+    gkv_backend_t *mem[GKV_MAX_DEVICES];
+    const char *uuid[GKV_MAX_DEVICES];
+    unsigned n = gkv_persist_memories(&f->env, mem, uuid);
+    for (unsigned i = 0; i < n; i++) {
         gkv_fdstore_name(name, sizeof(name), 'm', epoch, i);
         (void)gkv_notify_fd_remove(name);
     }

@@ -101,7 +101,7 @@ static int adopt_one(void *arg, const gkv_jrec_t *r)
         drop(a, r, "its memory overlaps another value's");
         return 0;
     }
-    gkv_backend_t *be = a->f->env.devs->dev[to].be;
+    gkv_backend_t *be = a->f->env.store->dev[to].be; /* a GPU's, or the host tier's */
     char why[192];
     if (r->size && !a->src[r->dev] && !a->unusable[r->dev] &&
         be->ops->adopt_open(be, a->mem[r->dev]->fd, &a->src[r->dev], why, sizeof(why))) {
@@ -152,7 +152,7 @@ int gkv__fdstore_adopt(gkv_fdstore_t *f, const gkv__stored_t *j, const gkv__stor
     for (unsigned i = 0; i < GKV_MAX_DEVICES; i++) {
         if (!a.src[i])
             continue;
-        gkv_backend_t *be = f->env.devs->dev[a.placer.map[i]].be;
+        gkv_backend_t *be = f->env.store->dev[a.placer.map[i]].be;
         if (be->ops->adopt_close(be, a.src[i]) && !rc) {
             snprintf(why, sizeof(why), "copying device %u's values failed", i);
             rc = GKV_EIO;

@@ -24,7 +24,10 @@ void gkv_placer_device(gkv_placer_t *p, const gkv_devices_t *devs, unsigned i, c
 {
     if (i >= GKV_MAX_DEVICES)
         return;
-    p->map[i] = gkv_devices_map_gpu(devs, uuid, len, i);
+    if (len == strlen(GKV_HOST_TIER_UUID) && !memcmp(uuid, GKV_HOST_TIER_UUID, len))
+        p->map[i] = p->store->host_tier ? GKV_DEV_HOST_TIER : -1; /* the host tier's values */
+    else
+        p->map[i] = gkv_devices_map_gpu(devs, uuid, len, i);
     if (i >= p->ndev)
         p->ndev = i + 1;
 }

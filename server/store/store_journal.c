@@ -22,14 +22,17 @@ void gkv__store_journal_put(gkv_store_t *st, const gkv_entry_t *e)
 {
     if (!st->journal)
         return;
-    if (gkv_store_in_tier(e)) { /* a successor has no tier yet: gone rather than wrong */
+    /* The host tier is the journal's device after the GPUs (persist_env.h); a successor finds
+     * no disk tier yet, nor a host tier after GKV_MAX_DEVICES GPUs: gone rather than wrong. */
+    unsigned dev = e->dev == GKV_DEV_HOST_TIER ? st->ndev : e->dev;
+    if (e->dev == GKV_DEV_DISK_TIER || dev >= GKV_MAX_DEVICES) {
         gkv__store_journal_del(st, e);
         return;
     }
     size_t klen, exp_len = 0;
     uint32_t meta_len;
     uint8_t exp[GKV_EXPORT_MAX];
-    gkv_jrec_t r = {.size = e->size, .addr = e->size ? e->mem.v : 0, .dev = e->dev};
+    gkv_jrec_t r = {.size = e->size, .addr = e->size ? e->mem.v : 0, .dev = dev};
     gkv_backend_t *be = st->dev[e->dev].be;
     if (e->size &&
         be->ops->origin(be, e->mem, e->size, &r.base, &r.base_size, exp, sizeof(exp), &exp_len)) {

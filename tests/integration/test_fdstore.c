@@ -5,7 +5,7 @@
  * that was in flight when it died, whole); a large store comes back, timed; a damaged journal
  * drops what follows the damage, loudly, and serves nothing wrong; the journal is rewritten as
  * it grows and the store keeps one; a graceful stop takes its descriptors out of the store;
- * --fd-store yes outside a service manager is refused. Host backend in CI (the arena's memfd
+ * --fd-store yes outside a service manager is refused; the host tier comes back too. Host backend in CI (the arena's memfd
  * stands for the GPU pool); the cuda run (gpu_fdstore) does the same with GPU memory. */
 #include <check.h>
 #include <gpukv/gpukv.h>
@@ -347,6 +347,97 @@ static int stored_journal(void)
     return -1;
 }
 
+/* The host tier (--tier-host) survives a SIGKILL under a writing load: its memfd is stored with
+ * the GPUs' memory and the journal names the values in it, so the successor brings them back
+ * into its own host tier; every key holds its last acknowledged value or the one in flight. */
+#define TIER_VAL (256u << 10)
+#define TIER_KEYS 100 /* 25 MiB: 8 MiB on the GPU, the rest in the tier */
+
+typedef struct {
+    gkv_daemon_t *d;
+    atomic_int acked[TIER_KEYS], flight[TIER_KEYS];
+    atomic_bool stop;
+} tier_load_t;
+
+static uint64_t tier_seed(int k, int v)
+{
+    return (uint64_t)k * 1000003u + (uint64_t)v;
+}
+
+static void *tier_writer(void *arg)
+{
+    tier_load_t *l = arg;
+    gkv_client_t *c;
+    if (gkv_client_connect(l->d->url, &c))
+        return NULL;
+    static uint8_t v[TIER_VAL];
+    char key[32];
+    for (int round = 1; !atomic_load(&l->stop); round++)
+        for (int k = 0; k < TIER_KEYS && !atomic_load(&l->stop); k += 1 + round % 3) {
+            harness_fill(v, TIER_VAL, tier_seed(k, round));
+            snprintf(key, sizeof(key), "tier-%d", k);
+            atomic_store(&l->flight[k], round);
+            if (gkv_set(c, key, strlen(key), v, TIER_VAL, NULL))
+                goto out; /* the daemon died */
+            atomic_store(&l->acked[k], round);
+        }
+out:
+    gkv_client_close(c);
+    return NULL;
+}
+
+START_TEST(the_host_tier_survives_sigkill_under_load)
+{
+    const char *const args[] = {"--fd-store", "yes", "--maxmemory", "8M", "--tier-host", "32M",
+                                "--maxmemory-policy", "allkeys-lru", NULL};
+    gkv_daemon_t d;
+    ck_assert_int_eq(harness_start_sm(&d, dir, sock, args, &sm), 0);
+    harness_sm_poll(&sm, 0);
+    static tier_load_t l;
+    l.d = &d;
+    atomic_store(&l.stop, false);
+    gkv_client_t *c = connect_or_fail(d.url);
+    static uint8_t v[TIER_VAL], got[TIER_VAL];
+    char key[32];
+    for (int k = 0; k < TIER_KEYS; k++) {
+        harness_fill(v, TIER_VAL, tier_seed(k, 0));
+        snprintf(key, sizeof(key), "tier-%d", k);
+        ck_assert_int_eq(gkv_set(c, key, strlen(key), v, TIER_VAL, NULL), 0);
+        atomic_store(&l.acked[k], 0);
+        atomic_store(&l.flight[k], 0);
+    }
+    ck_assert_uint_ge(info_u64(c, "tier_host_keys"), TIER_KEYS - (8u << 20) / TIER_VAL);
+    gkv_client_close(c);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, tier_writer, &l), 0);
+    harness_sleep_ms(100 + rand() % 200);
+    crash(&d);
+    atomic_store(&l.stop, true);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(harness_start_sm(&d, dir, sock, args, &sm), 0);
+    harness_sm_poll(&sm, 0);
+    c = connect_or_fail(d.url);
+    ck_assert_uint_eq(info_u64(c, "adopted_dropped"), 0);
+    ck_assert_uint_eq(info_u64(c, "adopted_keys"), TIER_KEYS);
+    ck_assert_uint_ge(info_u64(c, "tier_host_keys"), 1); /* some came back into the tier */
+    ck_assert_uint_le(info_u64(c, "tier_host_used"), 32u << 20);
+    ck_assert_uint_le(info_u64(c, "used_bytes"), 8u << 20);
+    for (int k = 0; k < TIER_KEYS; k++) {
+        snprintf(key, sizeof(key), "tier-%d", k);
+        ck_assert_int_eq(gkv_get(c, key, strlen(key), NULL, got, TIER_VAL, NULL), 0);
+        int a = atomic_load(&l.acked[k]), f = atomic_load(&l.flight[k]);
+        harness_fill(v, TIER_VAL, tier_seed(k, a));
+        bool is_acked = memcmp(v, got, TIER_VAL) == 0;
+        harness_fill(v, TIER_VAL, tier_seed(k, f));
+        ck_assert_msg(is_acked || memcmp(v, got, TIER_VAL) == 0,
+                      "%s holds neither its acknowledged version %d nor the one in flight %d",
+                      key, a, f);
+    }
+    gkv_client_close(c);
+    harness_stop(&d);
+}
+END_TEST
+
 START_TEST(a_damaged_journal_drops_what_follows_loudly)
 {
     gkv_daemon_t d;
@@ -463,6 +554,7 @@ static Suite *make_suite(void)
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_set_timeout(t, 600);
     tcase_add_test(t, acknowledged_writes_survive_sigkill_at_random_points);
+    tcase_add_test(t, the_host_tier_survives_sigkill_under_load);
     tcase_add_test(t, a_damaged_journal_drops_what_follows_loudly);
     tcase_add_test(t, the_journal_is_rewritten_and_the_store_keeps_one);
     tcase_add_test(t, a_graceful_stop_takes_its_descriptors_out);

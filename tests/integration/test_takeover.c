@@ -227,6 +227,46 @@ START_TEST(a_takeover_under_load_keeps_every_acknowledged_write)
 }
 END_TEST
 
+/* The host tier's values are handed over with the GPUs': each comes back, bit-exact, into the
+ * successor's own host tier. */
+START_TEST(the_host_tier_is_handed_over)
+{
+    const char *const tiered[] = {"--maxmemory", "4M", "--tier-host", "16M", "--maxmemory-policy",
+                                  "allkeys-lru", NULL};
+    const char *const tiered_succ[] = {"--maxmemory", "4M", "--tier-host", "16M",
+                                       "--maxmemory-policy", "allkeys-lru", "--takeover", "yes",
+                                       NULL};
+    enum { VAL = 256u << 10, N = 64 }; /* 16 MiB: 4 on the GPU, 12 in the tier */
+    gkv_daemon_t old, succ;
+    ck_assert_int_eq(harness_start_at(&old, dir, sock, tiered), 0);
+    gkv_client_t *c = connect_or_fail(old.url);
+    static uint8_t v[VAL], got[VAL];
+    char key[32];
+    for (int i = 0; i < N; i++) {
+        harness_fill(v, VAL, 500u + (unsigned)i);
+        snprintf(key, sizeof(key), "t%d", i);
+        ck_assert_int_eq(gkv_set(c, key, strlen(key), v, VAL, NULL), 0);
+    }
+    uint64_t in_tier = info_u64(c, "tier_host_keys");
+    ck_assert_uint_ge(in_tier, N - (4u << 20) / VAL);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_start_at(&succ, dir, sock, tiered_succ), 0);
+    ck_assert_int_eq(harness_wait_exit(&old, 15000), 0);
+    c = connect_or_fail(succ.url);
+    ck_assert_uint_eq(info_u64(c, "adopted_keys"), N);
+    ck_assert_uint_eq(info_u64(c, "adopted_dropped"), 0);
+    ck_assert_uint_eq(info_u64(c, "tier_host_keys"), in_tier);
+    for (int i = 0; i < N; i++) {
+        harness_fill(v, VAL, 500u + (unsigned)i);
+        snprintf(key, sizeof(key), "t%d", i);
+        ck_assert_int_eq(gkv_get(c, key, strlen(key), NULL, got, VAL, NULL), 0);
+        ck_assert_msg(memcmp(v, got, VAL) == 0, "%s differs after the takeover", key);
+    }
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&succ), 0);
+}
+END_TEST
+
 static int64_t takeover(int fd, uint64_t flags)
 {
     gkv_response_t r;
@@ -429,6 +469,7 @@ static Suite *make_suite(void)
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_set_timeout(t, 300);
     tcase_add_test(t, a_takeover_under_load_keeps_every_acknowledged_write);
+    tcase_add_test(t, the_host_tier_is_handed_over);
     tcase_add_test(t, a_successor_that_goes_away_leaves_the_old_daemon_serving);
     tcase_add_test(t, a_takeover_dropped_by_its_sender_leaves_the_daemon_serving);
     tcase_add_test(t, takeover_is_refused_over_tcp);
