@@ -100,10 +100,21 @@ int gkv_reply_oom(gkv_reply_t *rep, const gkv_store_t *st, unsigned dev, uint64_
     char where[96] = "";
     if (st->ndev > 1)
         snprintf(where, sizeof(where), " on device %u (%s)", dev, d->be->gpu_uuid);
+    /* With tiers, what stopped them taking more: full, or a disk that refuses writes. */
+    char tiers[192] = "";
+    const gkv_store_dev_t *h = &st->dev[GKV_DEV_HOST_TIER], *k = &st->dev[GKV_DEV_DISK_TIER];
+    uint64_t disk_errors = st->disk_tier ? gkv_backend_disk_errors(k->be) : 0;
+    if (st->host_tier || st->disk_tier)
+        snprintf(tiers, sizeof(tiers), "; host tier %" PRIu64 " of %" PRIu64 ", disk tier %" PRIu64
+                 " of %" PRIu64 " bytes used%s",
+                 h->used, h->limit, k->used, k->limit,
+                 disk_errors ? ", and the disk tier refuses writes (full or failing: "
+                               "tier_disk_io_errors, the log)"
+                             : "");
     return gkv_reply_fail(rep, GKV_EOOM,
                           "value of %" PRIu64 " bytes does not fit%s: %" PRIu64 " of %" PRIu64
-                          " bytes used",
-                          size, where, d->used, d->limit);
+                          " bytes used%s",
+                          size, where, d->used, d->limit, tiers);
 }
 
 int gkv_check_device(const gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep, int *dev)

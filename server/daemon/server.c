@@ -536,6 +536,7 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
     s->started_ms = gkv_clock_ms();
     gkv_log_set_level(cfg->log_level);
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN); /* a file-size limit fails the disk tier's writes (EFBIG), no more */
     if (cfg->log_file[0]) {
         if (gkv_log_reopen(cfg->log_file)) {
             snprintf(err, cap, "cannot open the log file %s: %s", cfg->log_file, strerror(errno));

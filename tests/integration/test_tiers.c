@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "check_client.h"
@@ -446,6 +447,59 @@ START_TEST(values_go_down_to_the_disk_and_come_back)
 }
 END_TEST
 
+/* A disk that refuses writes (here a file-size limit, EFBIG, standing for a full disk's
+ * ENOSPC): values stay where they are, the write that finds no room gets OOM saying why, the
+ * daemon lives on, and nothing acknowledged is lost. */
+START_TEST(a_disk_that_fills_up_gets_a_clear_error_and_loses_nothing)
+{
+    char ddir[64];
+    ck_assert_int_eq(harness_tmpdir(ddir, NULL, "full"), 0);
+    const char *const extra[] = {"--maxmemory", "4M", "--tier-host", "8M", "--tier-disk", ddir,
+                                 "--tier-disk-size", "64M", "--maxmemory-policy", "noeviction",
+                                 NULL};
+    struct rlimit was, lim;
+    ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &was), 0);
+    lim = was;
+    /* The tier's file stops at 14 MiB (the memfds of the GPU's arena, 4 MiB, and of the host
+     * tier, 12 MiB with its swap room, count too; the log stays small). */
+    lim.rlim_cur = 14u << 20;
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    gkv_daemon_t d;
+    int started = harness_start(&d, extra);
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &was), 0);
+    ck_assert_int_eq(started, 0);
+    gkv_client_t *c = connect_or_fail(d.url);
+    int n = 0, rc;
+    while ((rc = put(c, n)) == 0)
+        n++;
+    ck_assert_int_eq(rc, GKV_EOOM);
+    ck_assert_ptr_nonnull(strstr(gkv_client_errmsg(c), "the disk tier refuses writes"));
+    ck_assert_uint_gt(info_u64(c, "tier_disk_io_errors"), 0);
+    ck_assert_uint_eq(info_u64(c, "evicted_keys"), 0);
+    int on_disk = (int)info_u64(c, "tier_disk_keys");
+    ck_assert_int_gt(on_disk, 0);
+    ck_assert_int_lt(on_disk, (int)((14u << 20) / VAL));
+    ck_assert_int_eq(n, (int)((12u << 20) / VAL) + on_disk); /* GPU, host tier, what the disk took */
+    /* Room above for the disk's values (deleting keys on the GPU and in the host tier), then
+     * every other key reads back bit-exact. */
+    int gone = 0;
+    bool deleted[512] = {false};
+    for (int i = 0; i < n && gone < on_disk; i++)
+        if (tier_of(c, i) != GKV_TIER_DISK) {
+            ck_assert_int_eq(del_one(c, i), 1);
+            deleted[i] = true;
+            gone++;
+        }
+    for (int i = 0; i < n; i++)
+        if (!deleted[i])
+            read_exact(c, i, (uint64_t)i);
+    ck_assert_uint_eq(info_u64(c, "tier_dropped_keys"), 0);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&d), 0);
+    harness_rmdir(ddir);
+}
+END_TEST
+
 START_TEST(a_disk_tier_needs_a_directory_and_a_size)
 {
     const char *const no_size[] = {"--tier-disk", "/tmp", NULL};
@@ -478,6 +532,7 @@ static Suite *make_suite(void)
     tcase_add_test(t, noeviction_refuses_once_gpu_and_tier_are_full);
     tcase_add_test(t, a_tier_larger_than_the_ram_is_refused);
     tcase_add_test(t, values_go_down_to_the_disk_and_come_back);
+    tcase_add_test(t, a_disk_that_fills_up_gets_a_clear_error_and_loses_nothing);
     tcase_add_test(t, a_disk_tier_needs_a_directory_and_a_size);
     suite_add_tcase(s, t);
     return s;
