@@ -10,6 +10,7 @@
 #include "journal.h"
 #include "procstat.h"
 #include "server.h"
+#include "tier_pin.h"
 #include "version.h"
 
 static const uint64_t bounds_us[GKV_LATENCY_BUCKETS - 1] = {GKV_LATENCY_BOUNDS};
@@ -182,6 +183,9 @@ static void render_memory(const gkv_server_t *srv, gkv_text_t *t)
         tier->used);
     one(t, "tier_host_limit_bytes", "gauge", "--tier-host (0: no host tier).", tier->limit);
     one(t, "tier_host_keys", "gauge", "Keys whose value is in the host tier.", tier->keys);
+    one(t, "tier_host_locked_bytes", "gauge",
+        "Bytes of the host tier page-locked for the GPUs' copies so far.",
+        gkv_tier_pin_locked(srv->store.tier_pin));
     const gkv_store_dev_t *disk = &srv->store.dev[GKV_DEV_DISK_TIER];
     one(t, "tier_disk_used_bytes", "gauge", "Bytes of values in the disk tier (--tier-disk).",
         disk->used);
@@ -192,12 +196,20 @@ static void render_memory(const gkv_server_t *srv, gkv_text_t *t)
     one(t, "demoted_total", "counter", "Values moved one tier down (GPU to host, host to disk).", ss->demoted);
     one(t, "demoted_bytes_total", "counter", "Bytes moved one tier down.",
         ss->demoted_bytes);
-    one(t, "promoted_total", "counter", "Values moved back from a tier to a GPU.",
+    one(t, "promoted_total", "counter", "Values moved one tier up (to a GPU, or disk to host).",
         ss->promoted);
-    one(t, "promoted_bytes_total", "counter", "Bytes moved back from a tier to a GPU.",
-        ss->promoted_bytes);
+    one(t, "promoted_bytes_total", "counter", "Bytes moved one tier up.", ss->promoted_bytes);
+    one(t, "demoted_to_host_bytes_total", "counter",
+        "Bytes copied from a GPU to the host tier (with _microseconds: their throughput).",
+        ss->down_host_bytes);
+    one(t, "demoted_to_host_microseconds_total", "counter",
+        "Time spent copying from a GPU to the host tier.", ss->down_host_us);
+    one(t, "promoted_from_host_bytes_total", "counter",
+        "Bytes copied from the host tier to a GPU.", ss->up_host_bytes);
+    one(t, "promoted_from_host_microseconds_total", "counter",
+        "Time spent copying from the host tier to a GPU.", ss->up_host_us);
     one(t, "promote_errors_total", "counter",
-        "Reads of a value in a tier that no GPU could make room for.", ss->promote_errors);
+        "Reads of a value in a tier that no room could be made for above.", ss->promote_errors);
 }
 
 /* Snapshots and the fd store: what INFO's # Persistence says, for alerting on saves that stop

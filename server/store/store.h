@@ -52,7 +52,7 @@ typedef struct {
     uint64_t evicted; /* keys evicted to make room (--maxmemory-policy) */
     uint64_t expired; /* keys gone at their deadline */
     uint64_t demoted, demoted_bytes;   /* values moved one tier down (device -> host -> disk) */
-    uint64_t promoted, promoted_bytes; /* values moved back from a tier to a device */
+    uint64_t promoted, promoted_bytes; /* values moved one tier up (to a device, disk to host) */
     uint64_t promote_errors;           /* reads of a tier's value that found no room */
     uint64_t tier_dropped;             /* values whose disk copy could not be read back */
     /* The copies between a GPU and the host tier alone (tier.c): bytes and microseconds spent
