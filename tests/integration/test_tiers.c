@@ -251,18 +251,11 @@ START_TEST(a_slow_reader_of_a_tier_value_gets_the_old_bytes_whole)
                 ck_assert_int_eq(put(c, i), 0);
         }
         int fd = raw_connect(d.sock);
-        gkv_wr_t w;
-        gkv_wr_init(&w);
-        gkv_wr_begin(&w);
-        gkv_wr_uint(&w, GKV_F_OP, GKV_OP_GET);
-        gkv_wr_uint(&w, GKV_F_ID, 1);
-        gkv_wr_bin(&w, GKV_F_KEY, "big", 3);
-        gkv_wr_end(&w);
-        ck_assert_int_eq(write(fd, w.sb.data, w.sb.size), (ssize_t)w.sb.size);
-        gkv_wr_fini(&w);
         gkv_response_t r;
         uint8_t hdr[4096];
-        ck_assert_int_eq(raw_read_response(fd, &r, hdr, sizeof(hdr)), 0);
+        ck_assert_int_eq(raw_request(fd, GKV_OP_GET, (raw_fields_t){.key = "big"}, &r, hdr,
+                                     sizeof(hdr)),
+                         0);
         ck_assert_uint_eq(r.payload_len, BIG);
         ck_assert_int_eq(recv(fd, got, 1000, MSG_WAITALL), 1000);
         /* The value changes under it: overwritten, deleted, the tier filled over. */
