@@ -115,6 +115,33 @@ int gkv_arena_alloc(gkv_arena_t *a, uint64_t size, uint64_t *off)
     return 0;
 }
 
+int gkv_arena_reserve(gkv_arena_t *a, uint64_t off, uint64_t size)
+{
+    uint64_t need = round_up(a, size), end = a->capacity;
+    range_t *tail = NULL;
+    HASH_FIND(he, a->by_end, &end, sizeof(uint64_t), tail);
+    if (!size || off % a->align || !tail || off < tail->start || need > end - off)
+        return GKV_EINVAL;
+    range_t *before = NULL;
+    if (off > tail->start && !(before = calloc(1, sizeof(*before))))
+        return GKV_ENOMEM;
+    range_unlink(a, tail);
+    if (before) {
+        before->start = tail->start;
+        before->len = off - tail->start;
+        range_link(a, before);
+    }
+    a->used += need;
+    if (off + need == end) {
+        free(tail);
+    } else {
+        tail->start = off + need;
+        tail->len = end - tail->start;
+        range_link(a, tail);
+    }
+    return 0;
+}
+
 void gkv_arena_free(gkv_arena_t *a, uint64_t off, uint64_t size)
 {
     uint64_t len = round_up(a, size);

@@ -16,6 +16,11 @@ void gkv_arena_free_all(gkv_arena_t *a);
 /* Reserves size (> 0) bytes and stores their offset in *off. Best fit within a size class.
  * Returns 0, GKV_EOOM when no free range is large enough, or GKV_ENOMEM. */
 int gkv_arena_alloc(gkv_arena_t *a, uint64_t size, uint64_t *off);
+/* Reserves [off, off + size) itself (a reload: ranges that a file's records already hold),
+ * which must lie in the free range that ends at the arena's end: reservations go in ascending
+ * order before any gkv_arena_alloc. Freed like an allocation. Returns 0, GKV_EINVAL (not
+ * aligned, or not in that range) or GKV_ENOMEM. */
+int gkv_arena_reserve(gkv_arena_t *a, uint64_t off, uint64_t size);
 /* Returns a range that gkv_arena_alloc gave out, with the same size; neighbours merge. */
 void gkv_arena_free(gkv_arena_t *a, uint64_t off, uint64_t size);
 /* Bytes handed out (after alignment), and the number of free ranges (fragmentation). */

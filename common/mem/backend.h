@@ -4,6 +4,7 @@
 #ifndef GKV_COMMON_BACKEND_H
 #define GKV_COMMON_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Devices (backends) one daemon may serve at once (--devices). */
@@ -234,17 +235,43 @@ int gkv_backend_host_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, 
 int gkv_backend_cuda_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, char *why,
                           size_t cap);
 
-/* The disk tier's memory (backend_disk.c): capacity bytes of records (a value and its 64-byte
- * header each) in a new file in dir (a local filesystem), removed at close. Only alloc, free, read_sync, write_sync and close; not
+/* The disk tier's memory (backend_disk.c, backend_disk_open.c): records (a 64-byte header, the
+ * value, its key and metadata) in one file, dir/gpukv-tier-PID.bin, locked (flock) while open and
+ * kept at close for the next start. Only alloc, free, read_sync, write_sync and close; not
  * host-visible. Each value is written with a checksum; gkv_backend_disk_read_value reads a
  * whole value (p from alloc, len its size) and checks it: GKV_EIO (logged) when the file is
- * damaged or unreadable. Returns 0, GKV_EINVAL (dir is not a directory), GKV_ESYS or
- * GKV_ENOMEM, with why (cap bytes). */
-int gkv_backend_disk_open(const char *dir, uint64_t capacity, gkv_backend_t **out, char *why,
-                          size_t cap);
+ * damaged or unreadable. With reload, a file that a daemon now gone left in dir (unlocked) is
+ * taken over: its live records are listed (gkv_backend_disk_found) and their space kept until
+ * gkv_backend_disk_found_done; without it, such files are removed. capacity: the records'
+ * bytes. Returns 0, GKV_EINVAL (dir is not a directory), GKV_ESYS or GKV_ENOMEM, with why (cap
+ * bytes). */
+int gkv_backend_disk_open(const char *dir, uint64_t capacity, bool reload, gkv_backend_t **out,
+                          char *why, size_t cap);
 int gkv_backend_disk_read_value(gkv_backend_t *b, void *dst, gkv_devptr_t p, uint64_t len);
 /* Values found damaged, and I/O errors, so far. */
 uint64_t gkv_backend_disk_corrupt(const gkv_backend_t *b);
 uint64_t gkv_backend_disk_errors(const gkv_backend_t *b);
+/* What the next allocation's record carries (copied): its key (klen >= 1), metadata and
+ * wall-clock deadline (0: none). An allocation without a label is never reloaded. */
+void gkv_backend_disk_label(gkv_backend_t *b, const void *key, uint32_t klen, const void *meta,
+                            uint32_t mlen, uint64_t expire_unix_ms);
+/* Marks p's record retired in the file (its key left it): no reload brings it back. */
+void gkv_backend_disk_retire(gkv_backend_t *b, gkv_devptr_t p);
+/* A live record found at open. */
+typedef struct {
+    gkv_devptr_t mem;
+    uint64_t size, seq, expire_unix_ms;
+    const uint8_t *key, *meta; /* the backend's until gkv_backend_disk_found_done */
+    uint32_t klen, mlen;
+} gkv_disk_found_t;
+/* The records found at open, newest (highest sequence) first: how many, *found borrowed. */
+size_t gkv_backend_disk_found(const gkv_backend_t *b, const gkv_disk_found_t **found);
+/* The next allocation (of found record i's size) is record i's own memory: a reload adopts it. */
+void gkv_backend_disk_adopt_next(gkv_backend_t *b, size_t i);
+/* The found records not adopted are retired and their space freed; the list goes. */
+void gkv_backend_disk_found_done(gkv_backend_t *b);
+/* Removes the file now (it stays open): a takeover's predecessor, whose successor has a file
+ * of its own, leaves nothing a later start could take for newer than it is. */
+void gkv_backend_disk_discard(gkv_backend_t *b);
 
 #endif

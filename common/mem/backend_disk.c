@@ -1,70 +1,61 @@
 /* backend_disk.c: value memory in one file on a local filesystem, for the disk tier below the
- * host tier (docs/tiers.md). Only what a tier needs: alloc/free (offsets in the file, the
- * bookkeeping outside it), and blocking copies (read_sync/write_sync: pread/pwrite). Each value
- * is a record: a 64-byte header (magic, CRC-32C, length) right before its bytes, written with
- * them and checked when the whole value is read back, so a damaged file is found, not served.
- * The file is created empty at start (a tier's values do not outlive the daemon yet). */
+ * host tier (docs/tiers.md): records and their copies (the layout: backend_disk_impl.h; the
+ * file found, opened and scanned: backend_disk_open.c). Only what a tier needs: alloc/free
+ * (offsets in the file, the bookkeeping outside it) and blocking copies (pread/pwrite). */
 #include <errno.h>
-#include <stdbool.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include "arena.h"
-#include "backend.h"
+#include "backend_disk_impl.h"
 #include "crc32c.h"
 #include "error.h"
+#include "hash.h"
 #include "log.h"
 
-/* Records start at 64-byte boundaries: a value's bytes follow its 64-byte header. The file's
- * address range (capacity) must allow for that much more per value. */
-#define DISK_ALIGN 64u
-#define HEADER 64u
-#define MAGIC 0x444b5647u /* "GVKD" little-endian */
-
-typedef struct {
-    gkv_backend_t base;
-    int fd;
-    gkv_arena_t *arena;
-    char path[4096];
-    uint64_t corrupt, errors;
-} disk_backend_t;
-
-static void put32(uint8_t *p, uint32_t v)
+void gkv__disk_put32(uint8_t *p, uint32_t v)
 {
     for (int i = 0; i < 4; i++)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
-static uint32_t get32(const uint8_t *p)
+uint32_t gkv__disk_get32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* A value's address is its bytes' offset; its header is the HEADER bytes before them. */
-static int disk_alloc(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *out)
+void gkv__disk_put64(uint8_t *p, uint64_t v)
 {
-    (void)lane;
-    disk_backend_t *d = (disk_backend_t *)b;
-    uint64_t off;
-    int rc = gkv_arena_alloc(d->arena, size + HEADER, &off);
-    if (rc)
-        return rc == GKV_ENOMEM ? GKV_EOOM : rc;
-    out->v = off + HEADER;
-    return 0;
+    gkv__disk_put32(p, (uint32_t)v);
+    gkv__disk_put32(p + 4, (uint32_t)(v >> 32));
 }
 
-static void disk_free(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, int lane)
+uint64_t gkv__disk_get64(const uint8_t *p)
 {
-    (void)lane;
-    disk_backend_t *d = (disk_backend_t *)b;
-    gkv_arena_free(d->arena, p.v - HEADER, size + HEADER);
+    return gkv__disk_get32(p) | (uint64_t)gkv__disk_get32(p + 4) << 32;
 }
 
-static int io_all(int fd, void *buf, size_t len, uint64_t off, bool write_it)
+uint64_t gkv__disk_total(uint64_t size, uint32_t klen, uint32_t mlen)
+{
+    uint64_t n = HEADER + size + klen + mlen;
+    return (n + DISK_ALIGN - 1) & ~(uint64_t)(DISK_ALIGN - 1);
+}
+
+uint64_t gkv__disk_mac(const disk_backend_t *d, const uint8_t *h, const uint8_t *label,
+                       uint32_t label_len)
+{
+    uint8_t *buf = malloc(40 + (size_t)label_len);
+    if (!buf)
+        return 0; /* no MAC is 0 by chance: the record is not trusted */
+    memcpy(buf, h + 8, 40);
+    memcpy(buf + 40, label, label_len);
+    uint64_t mac = gkv_siphash(buf, 40 + (size_t)label_len, d->key);
+    free(buf);
+    return mac;
+}
+
+int gkv__disk_io(int fd, void *buf, size_t len, uint64_t off, bool write_it)
 {
     uint8_t *p = buf;
     while (len) {
@@ -80,14 +71,99 @@ static int io_all(int fd, void *buf, size_t len, uint64_t off, bool write_it)
     return 0;
 }
 
+static disk_rec_t *rec_of(disk_backend_t *d, gkv_devptr_t p)
+{
+    disk_rec_t *r = NULL;
+    HASH_FIND(hh, d->recs, &p.v, sizeof(uint64_t), r);
+    return r;
+}
+
+void gkv_backend_disk_label(gkv_backend_t *b, const void *key, uint32_t klen, const void *meta,
+                            uint32_t mlen, uint64_t expire_unix_ms)
+{
+    disk_backend_t *d = (disk_backend_t *)b;
+    free(d->next_label);
+    d->next_label = malloc((size_t)klen + mlen + 1);
+    d->next_klen = d->next_mlen = 0;
+    if (!d->next_label)
+        return; /* written without: never reloaded */
+    memcpy(d->next_label, key, klen);
+    if (mlen)
+        memcpy(d->next_label + klen, meta, mlen);
+    d->next_klen = klen;
+    d->next_mlen = mlen;
+    d->next_expire = expire_unix_ms;
+}
+
+/* A value's address is its bytes' file offset, after its header; its record's allocator
+ * offset is FILE_BASE + HEADER less. */
+static int disk_alloc(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *out)
+{
+    (void)lane;
+    disk_backend_t *d = (disk_backend_t *)b;
+    disk_rec_t *r = calloc(1, sizeof(*r));
+    if (!r)
+        return GKV_ENOMEM;
+    if (d->adopt >= 0) { /* a reload: the found record's own memory */
+        gkv_disk_found_t *f = &d->found[d->adopt];
+        if (f->size != size) {
+            free(r);
+            return GKV_EINVAL;
+        }
+        d->adopted[d->adopt] = true;
+        d->adopt = -1;
+        r->v = f->mem.v;
+        r->total = gkv__disk_total(size, f->klen, f->mlen);
+    } else {
+        r->klen = d->next_klen;
+        r->mlen = d->next_mlen;
+        r->label = d->next_label;
+        r->expire_unix_ms = d->next_expire;
+        d->next_label = NULL;
+        d->next_klen = d->next_mlen = 0;
+        r->total = gkv__disk_total(size, r->klen, r->mlen);
+        uint64_t off;
+        int rc = gkv_arena_alloc(d->arena, r->total, &off);
+        if (rc) {
+            free(r->label);
+            free(r);
+            return rc == GKV_ENOMEM ? GKV_EOOM : rc;
+        }
+        r->v = off + FILE_BASE + HEADER;
+    }
+    HASH_ADD(hh, d->recs, v, sizeof(uint64_t), r);
+    out->v = r->v;
+    return 0;
+}
+
+static void disk_free(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, int lane)
+{
+    (void)lane;
+    (void)size;
+    disk_backend_t *d = (disk_backend_t *)b;
+    disk_rec_t *r = rec_of(d, p);
+    if (!r)
+        return;
+    gkv_arena_free(d->arena, r->v - HEADER - FILE_BASE, r->total);
+    HASH_DEL(d->recs, r);
+    free(r->label);
+    free(r);
+}
+
+static void io_error(disk_backend_t *d, const char *what, int e)
+{
+    if (d->errors++ % 1000 == 0) /* a full disk fails every write: not every one logged */
+        GKV_ERROR("disk tier: %s %s: %s (%llu errors so far)", what, d->path, strerror(e),
+                  (unsigned long long)d->errors);
+}
+
 /* A read of any part of the file's values (a snapshot reads in chunks): not checked. */
 static int disk_read_sync(gkv_backend_t *b, void *dst, gkv_devptr_t src, size_t len)
 {
     disk_backend_t *d = (disk_backend_t *)b;
-    int e = io_all(d->fd, dst, len, src.v, false);
+    int e = gkv__disk_io(d->fd, dst, len, src.v, false);
     if (e) {
-        d->errors++;
-        GKV_ERROR("disk tier: reading %s: %s", d->path, strerror(e));
+        io_error(d, "reading", e);
         return GKV_EIO;
     }
     return 0;
@@ -102,8 +178,8 @@ int gkv_backend_disk_read_value(gkv_backend_t *b, void *dst, gkv_devptr_t p, uin
         rc = disk_read_sync(b, dst, p, (size_t)len);
     if (rc)
         return rc;
-    if (get32(h) != MAGIC || (get32(h + 8) | (uint64_t)get32(h + 12) << 32) != len ||
-        gkv_crc32c(0, dst, (size_t)len) != get32(h + 4)) {
+    if (gkv__disk_get32(h) != MAGIC_REC || gkv__disk_get64(h + 8) != len ||
+        gkv_crc32c(0, dst, (size_t)len) != gkv__disk_get32(h + 16)) {
         d->corrupt++;
         GKV_ERROR("disk tier: a %llu-byte value at offset %llu of %s fails its checksum",
                   (unsigned long long)len, (unsigned long long)p.v, d->path);
@@ -112,34 +188,104 @@ int gkv_backend_disk_read_value(gkv_backend_t *b, void *dst, gkv_devptr_t p, uin
     return 0;
 }
 
+/* The value, then its key and metadata, then the header: a record torn by a crash has none. */
 static int disk_write_sync(gkv_backend_t *b, gkv_devptr_t dst, const void *src, size_t len)
 {
     disk_backend_t *d = (disk_backend_t *)b;
+    disk_rec_t *r = rec_of(d, dst);
+    if (!r)
+        return GKV_EINVAL;
+    uint32_t label_len = r->klen + r->mlen;
     uint8_t h[HEADER] = {0};
-    put32(h, MAGIC);
-    put32(h + 4, gkv_crc32c(0, src, len));
-    put32(h + 8, (uint32_t)len);
-    put32(h + 12, (uint32_t)((uint64_t)len >> 32));
-    int e = io_all(d->fd, (void *)src, len, dst.v, true);
+    gkv__disk_put32(h, MAGIC_REC);
+    gkv__disk_put32(h + 4, STATE_LIVE);
+    gkv__disk_put64(h + 8, len);
+    gkv__disk_put32(h + 16, gkv_crc32c(0, src, len));
+    gkv__disk_put32(h + 20, r->klen);
+    gkv__disk_put32(h + 24, r->mlen);
+    gkv__disk_put64(h + 32, ++d->seq);
+    gkv__disk_put64(h + 40, r->expire_unix_ms);
+    gkv__disk_put64(h + 48, gkv__disk_mac(d, h, r->label, label_len));
+    int e = gkv__disk_io(d->fd, (void *)src, len, dst.v, true);
+    if (!e && label_len)
+        e = gkv__disk_io(d->fd, r->label, label_len, dst.v + len, true);
     if (!e)
-        e = io_all(d->fd, h, HEADER, dst.v - HEADER, true);
+        e = gkv__disk_io(d->fd, h, HEADER, dst.v - HEADER, true);
     if (e) {
-        if (d->errors++ % 1000 == 0) /* a full disk fails every write: not every one logged */
-            GKV_ERROR("disk tier: writing %s: %s (%llu errors so far)", d->path, strerror(e),
-                      (unsigned long long)d->errors);
+        io_error(d, "writing", e);
         return GKV_EIO;
     }
+    free(r->label);
+    r->label = NULL;
     return 0;
+}
+
+void gkv_backend_disk_retire(gkv_backend_t *b, gkv_devptr_t p)
+{
+    disk_backend_t *d = (disk_backend_t *)b;
+    uint8_t state[4];
+    gkv__disk_put32(state, STATE_RETIRED);
+    int e = gkv__disk_io(d->fd, state, sizeof(state), p.v - HEADER + 4, true);
+    if (e)
+        io_error(d, "retiring a record in", e);
+}
+
+size_t gkv_backend_disk_found(const gkv_backend_t *b, const gkv_disk_found_t **found)
+{
+    const disk_backend_t *d = (const disk_backend_t *)b;
+    *found = d->found;
+    return d->nfound;
+}
+
+void gkv_backend_disk_adopt_next(gkv_backend_t *b, size_t i)
+{
+    disk_backend_t *d = (disk_backend_t *)b;
+    d->adopt = i < d->nfound ? (long)i : -1;
+}
+
+void gkv_backend_disk_found_done(gkv_backend_t *b)
+{
+    disk_backend_t *d = (disk_backend_t *)b;
+    for (size_t i = 0; i < d->nfound; i++) {
+        gkv_disk_found_t *f = &d->found[i];
+        if (!d->adopted[i]) {
+            gkv_backend_disk_retire(b, f->mem);
+            gkv_arena_free(d->arena, f->mem.v - HEADER - FILE_BASE,
+                           gkv__disk_total(f->size, f->klen, f->mlen));
+        }
+        free((void *)f->key); /* key and metadata in one allocation */
+    }
+    free(d->found);
+    free(d->adopted);
+    d->found = NULL;
+    d->adopted = NULL;
+    d->nfound = 0;
+    d->adopt = -1;
+}
+
+void gkv_backend_disk_discard(gkv_backend_t *b)
+{
+    disk_backend_t *d = (disk_backend_t *)b;
+    if (!d->discard && d->fd >= 0)
+        unlink(d->path);
+    d->discard = true;
 }
 
 static void disk_close(gkv_backend_t *b)
 {
     disk_backend_t *d = (disk_backend_t *)b;
-    gkv_arena_free_all(d->arena);
-    if (d->fd >= 0) {
-        close(d->fd);
-        unlink(d->path);
+    gkv_backend_disk_found_done(b);
+    disk_rec_t *r, *tmp;
+    HASH_ITER(hh, d->recs, r, tmp)
+    {
+        HASH_DEL(d->recs, r);
+        free(r->label);
+        free(r);
     }
+    free(d->next_label);
+    gkv_arena_free_all(d->arena);
+    if (d->fd >= 0)
+        close(d->fd); /* the file stays for the next start, unlocked */
     free(d);
 }
 
@@ -161,8 +307,8 @@ uint64_t gkv_backend_disk_errors(const gkv_backend_t *b)
     return ((const disk_backend_t *)b)->errors;
 }
 
-int gkv_backend_disk_open(const char *dir, uint64_t capacity, gkv_backend_t **out, char *why,
-                          size_t cap)
+int gkv_backend_disk_open(const char *dir, uint64_t capacity, bool reload, gkv_backend_t **out,
+                          char *why, size_t cap)
 {
     disk_backend_t *d = calloc(1, sizeof(*d));
     if (!d) {
@@ -170,33 +316,20 @@ int gkv_backend_disk_open(const char *dir, uint64_t capacity, gkv_backend_t **ou
         return GKV_ENOMEM;
     }
     d->fd = -1;
-    struct stat st;
-    if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
-        snprintf(why, cap, "%s is not a directory", dir);
-        free(d);
-        return GKV_EINVAL;
-    }
-    if (snprintf(d->path, sizeof(d->path), "%s/gpukv-tier-%d.bin", dir, (int)getpid()) >=
-        (int)sizeof(d->path)) {
-        snprintf(why, cap, "the directory's name is too long");
-        free(d);
-        return GKV_EINVAL;
-    }
-    d->fd = open(d->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (d->fd < 0) {
-        snprintf(why, cap, "creating %s: %s", d->path, strerror(errno));
-        free(d);
-        return GKV_ESYS;
-    }
-    int rc = gkv_arena_alloc_init(&d->arena, capacity, DISK_ALIGN);
-    if (rc) {
-        snprintf(why, cap, "out of host memory");
-        disk_close(&d->base);
-        return rc;
-    }
+    d->adopt = -1;
     d->base = (gkv_backend_t){.ops = &disk_ops, .name = "disk", .device = -1,
                               .gpu_name = "disk", .capacity = capacity,
                               .device_total = capacity};
+    int rc = gkv_arena_alloc_init(&d->arena, capacity, DISK_ALIGN);
+    if (rc) {
+        snprintf(why, cap, "out of host memory");
+        free(d);
+        return rc;
+    }
+    if ((rc = gkv__disk_open_file(d, dir, reload, why, cap))) {
+        disk_close(&d->base);
+        return rc;
+    }
     *out = &d->base;
     return 0;
 }

@@ -61,6 +61,7 @@ typedef struct {
     char tier_disk[PATH_MAX];   /* --tier-disk: the disk tier's directory; "": none */
     uint64_t tier_disk_size;    /* --tier-disk-size */
     bool tier_promote_on_get;   /* --tier-promote-on-get: GETs bring tier values up to a GPU */
+    bool tier_disk_reload;      /* --tier-disk-reload: a file left in the directory comes back */
     /* Access. */
     char auth_token_file[PATH_MAX]; /* "" for none */
     bool insecure_listen; /* allow a non-loopback --listen (--metrics-listen) without a token */

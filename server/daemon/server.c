@@ -325,7 +325,7 @@ static int open_disk_tier(gkv_server_t *s, char *err, size_t cap)
      * taken as written). */
     char why[256];
     int rc = gkv_backend_disk_open(cfg->tier_disk, 2 * cfg->tier_disk_size + swap_room(s),
-                                   &s->disk_tier, why, sizeof(why));
+                                   cfg->tier_disk_reload, &s->disk_tier, why, sizeof(why));
     if (rc) {
         snprintf(err, cap, "the disk tier: %s", why);
         return rc;
@@ -450,8 +450,8 @@ static void close_handles(gkv_server_t *s)
     uv_run(s->loop, UV_RUN_DEFAULT);
 }
 
-/* Values back (a predecessor's, taken over or left in the fd store; else the newest snapshot),
- * then the listeners. */
+/* Values back (a predecessor's, taken over or left in the fd store; else the newest snapshot;
+ * then the disk tier's file), then the listeners. */
 static int start_serving(gkv_server_t *s, char *err, size_t cap)
 {
     const gkv_config_t *cfg = &s->cfg;
@@ -464,6 +464,7 @@ static int start_serving(gkv_server_t *s, char *err, size_t cap)
         (rc = gkv_fdstore_open(&s->fdstore, &s->persist, fd_mode, s->takeover.passed,
                                s->takeover.npassed, &adopted, err, cap)) ||
         (!adopted && (rc = gkv_snapshot_load(&s->snapshots, err, cap))) ||
+        (rc = gkv_store_disk_reload(&s->store)) || /* after them: what they brought is newer */
         (rc = gkv_server_listen_unix(s, err, cap)) ||
         (cfg->listen[0] && (rc = gkv_server_listen_clients(s, err, cap))) ||
         (cfg->metrics_listen[0] && (rc = gkv_metrics_http_listen(s, err, cap))))

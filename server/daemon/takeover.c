@@ -171,6 +171,8 @@ int gkv_cmd_takeover(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *
         /* Nothing is freed: the successor has copied the values, and zero-copy clients may
          * still map this daemon's memory, which lives on while they import it. */
         GKV_INFO("takeover: the successor serves; exiting");
+        if (srv->disk_tier) /* the successor has a file of its own: this one would be stale */
+            gkv_backend_disk_discard(srv->disk_tier);
         t->exiting = true; /* once this request has ended: gkv_takeover_request_done */
         return gkv_reply_fail(rep, GKV_ESHUTDOWN, "the daemon is exiting");
     default:

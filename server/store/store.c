@@ -42,6 +42,8 @@ static void count_linked(gkv_store_t *st, const gkv_entry_t *e, int sign)
     d->linked_bytes += bytes;
     st->linked_bytes += bytes;
     d->keys += (uint64_t)(int64_t)sign;
+    if (sign < 0 && e->dev == GKV_DEV_DISK_TIER)
+        gkv__store_disk_left(st, e);
 }
 
 unsigned gkv_store_place(gkv_store_t *st, const void *key, size_t klen, uint64_t size)
@@ -495,12 +497,19 @@ int gkv_store_del(gkv_store_t *st, const void *key, size_t klen)
     return 1;
 }
 
+/* A flushed key's value goes; one in the disk tier leaves its record retired. */
+static void drop_flushed(void *val, void *arg)
+{
+    gkv__store_disk_left(arg, val);
+    gkv_store_unref(arg, val);
+}
+
 void gkv_store_flush(gkv_store_t *st)
 {
     st->ttl.n = 0; /* every member is unlinked below */
     if (st->journal)
         (void)gkv_journal_flush(st->journal);
-    gkv_index_clear(st->ix, drop_link, st);
+    gkv_index_clear(st->ix, drop_flushed, st);
     st->linked_bytes = 0;
     for (unsigned i = 0; i < st->ndev; i++)
         st->dev[i].linked_bytes = st->dev[i].keys = 0;

@@ -55,6 +55,7 @@ typedef struct {
     uint64_t promoted, promoted_bytes; /* values moved one tier up (to a device, disk to host) */
     uint64_t promote_errors;           /* reads of a tier's value that found no room */
     uint64_t tier_dropped;             /* values whose disk copy could not be read back */
+    uint64_t disk_reloaded;            /* values the disk tier brought back at start */
     /* The copies between a GPU and the host tier alone (tier.c): bytes and microseconds spent
      * copying down (GPU to host) and up (host to GPU), for their throughput (INFO). */
     uint64_t down_host_bytes, down_host_us, up_host_bytes, up_host_us;
@@ -239,6 +240,11 @@ int gkv_store_add_tier(gkv_store_t *st, gkv_backend_t *be, uint64_t limit);
  * whose bytes fail their checksum when read back is dropped, logged and counted (tier_dropped):
  * the read answers NOTFOUND. Returns 0 or GKV_EINVAL. */
 int gkv_store_add_disk_tier(gkv_store_t *st, gkv_backend_t *be, uint64_t limit);
+/* Links the values a disk tier reopened with reload found in its file (gkv_backend_disk_open),
+ * after everything else came back (the fd store's journal, a snapshot: a key they brought is
+ * newer than the disk's record of it): newest record of a key first, those past their deadline
+ * or without room skipped; what is not linked is retired. Returns 0. */
+int gkv_store_disk_reload(gkv_store_t *st);
 /* True when e's value is in a tier: its bytes are no device's until gkv_store_promote. */
 static inline bool gkv_store_in_tier(const gkv_entry_t *e)
 {

@@ -47,6 +47,9 @@ void gkv__store_evict(gkv_store_t *st, gkv_entry_t *e);
  * when there is none below, no candidate, or the tier could not take it (the caller evicts
  * then). */
 bool gkv__store_demote_one(gkv_store_t *st, unsigned dev);
+/* e (in the disk tier) leaves its key (unlinked, replaced, flushed): its record is retired in
+ * the file at once, so a reload never brings it back (its memory is freed later). */
+void gkv__store_disk_left(gkv_store_t *st, const gkv_entry_t *e);
 /* Unlocks the host tier's locked regions (gkv_store_fini, before the tier's memory goes). */
 void gkv__store_tier_fini(gkv_store_t *st);
 

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "duration.h"
+
 #include "error.h"
 #include "log.h"
 #include "store_impl.h"
@@ -132,6 +134,11 @@ static gkv_entry_t *move_entry(gkv_store_t *st, gkv_entry_t *e, unsigned dev, in
     const uint8_t *meta = gkv_entry_meta(e, &meta_len);
     gkv_entry_t *n;
     *bad_source = false;
+    if (dev == GKV_DEV_DISK_TIER) /* its record names the key, for a reload */
+        gkv_backend_disk_label(st->dev[dev].be, key, (uint32_t)klen, meta, meta_len,
+                               gkv__store_has_deadline(e)
+                                   ? gkv_store_deadline_unix(st, e, gkv_wall_clock_ms())
+                                   : 0);
     if ((*rc = gkv_store_entry_new(st, dev, key, klen, e->size, meta, meta_len, GKV_LANE_SHARED,
                                    &n)))
         return NULL;
@@ -139,6 +146,8 @@ static gkv_entry_t *move_entry(gkv_store_t *st, gkv_entry_t *e, unsigned dev, in
          (*rc = gkv__store_set_extras(st, n, meta, meta_len, e->x->expire_at))) ||
         (*rc = timed_move(st, n, e, bad_source)) ||
         (*rc = gkv__store_link(st, n))) {
+        if (dev == GKV_DEV_DISK_TIER) /* never linked: never reloaded */
+            gkv_backend_disk_retire(st->dev[dev].be, n->mem);
         gkv_store_unref(st, n);
         return NULL;
     }
@@ -239,4 +248,57 @@ gkv_entry_t *gkv_store_get_here(gkv_store_t *st, const void *key, size_t klen, i
         return NULL;
     }
     return gkv_store_promote(st, e, rc);
+}
+
+void gkv__store_disk_left(gkv_store_t *st, const gkv_entry_t *e)
+{
+    if (e->dev == GKV_DEV_DISK_TIER && e->size)
+        gkv_backend_disk_retire(st->dev[GKV_DEV_DISK_TIER].be, e->mem);
+}
+
+int gkv_store_disk_reload(gkv_store_t *st)
+{
+    if (!st->disk_tier)
+        return 0;
+    gkv_backend_t *be = st->dev[GKV_DEV_DISK_TIER].be;
+    const gkv_disk_found_t *found;
+    size_t n = gkv_backend_disk_found(be, &found);
+    uint64_t now_unix = gkv_wall_clock_ms(), linked = 0, bytes = 0, skipped = 0;
+    for (size_t i = 0; i < n; i++) { /* newest first: an older record of a key is skipped */
+        const gkv_disk_found_t *f = &found[i];
+        gkv_entry_t *e;
+        if (gkv_store_find(st, f->key, f->klen) ||
+            (f->expire_unix_ms && f->expire_unix_ms <= now_unix)) {
+            skipped++;
+            continue;
+        }
+        gkv_backend_disk_adopt_next(be, i);
+        int rc = gkv_store_entry_new(st, GKV_DEV_DISK_TIER, f->key, f->klen, f->size, f->meta,
+                                     f->mlen, GKV_LANE_SHARED, &e);
+        gkv_backend_disk_adopt_next(be, SIZE_MAX); /* unused when the store made no room */
+        if (rc == GKV_EOOM) {
+            skipped++;
+            continue;
+        }
+        if (rc || (f->expire_unix_ms && (rc = gkv_store_entry_ttl(st, e, f->expire_unix_ms -
+                                                                          now_unix)))) {
+            if (!rc)
+                gkv_store_unref(st, e);
+            break;
+        }
+        rc = gkv_store_publish(st, e, 0, NULL);
+        gkv_store_unref(st, e);
+        if (rc)
+            break;
+        linked++;
+        bytes += f->size;
+    }
+    gkv_backend_disk_found_done(be); /* the rest retired, their space freed */
+    if (n)
+        GKV_INFO("disk tier: %llu values reloaded (%llu bytes), %llu skipped (newer elsewhere, "
+                 "past their deadline, or no room)",
+                 (unsigned long long)linked, (unsigned long long)bytes,
+                 (unsigned long long)skipped);
+    st->stats.disk_reloaded = linked;
+    return 0;
 }

@@ -25,6 +25,34 @@ START_TEST(allocations_are_aligned_and_disjoint)
 }
 END_TEST
 
+/* A reload's reservations, in ascending order: the gaps stay free for allocations, nothing
+ * overlaps, out-of-order or misaligned ones are refused, and freeing merges back to one range. */
+START_TEST(reservations_in_ascending_order_leave_the_gaps_free)
+{
+    gkv_arena_t *a;
+    ck_assert_int_eq(gkv_arena_alloc_init(&a, 1 << 20, 64), 0);
+    ck_assert_int_eq(gkv_arena_reserve(a, 0, 100), 0);
+    ck_assert_int_eq(gkv_arena_reserve(a, 4096, 4096), 0);
+    ck_assert_int_eq(gkv_arena_reserve(a, 4096, 64), GKV_EINVAL);   /* taken */
+    ck_assert_int_eq(gkv_arena_reserve(a, 1000, 64), GKV_EINVAL);   /* below the last one */
+    ck_assert_int_eq(gkv_arena_reserve(a, 8200, 64), GKV_EINVAL);   /* misaligned */
+    ck_assert_int_eq(gkv_arena_reserve(a, (1 << 20) - 64, 128), GKV_EINVAL); /* past the end */
+    ck_assert_int_eq(gkv_arena_reserve(a, (1 << 20) - 64, 64), 0); /* the very end */
+    ck_assert_uint_eq(gkv_arena_used(a), 128 + 4096 + 64);
+    ck_assert_uint_eq(gkv_arena_free_ranges(a), 2);
+    uint64_t off;
+    ck_assert_int_eq(gkv_arena_alloc(a, 3000, &off), 0); /* fits the gap between the first two */
+    ck_assert(off >= 128 && off + 3000 <= 4096);
+    gkv_arena_free(a, off, 3000);
+    gkv_arena_free(a, 0, 100);
+    gkv_arena_free(a, 4096, 4096);
+    gkv_arena_free(a, (1 << 20) - 64, 64);
+    ck_assert_uint_eq(gkv_arena_used(a), 0);
+    ck_assert_uint_eq(gkv_arena_free_ranges(a), 1);
+    gkv_arena_free_all(a);
+}
+END_TEST
+
 START_TEST(exhaustion_is_oom_and_frees_make_room)
 {
     gkv_arena_t *a;
@@ -89,6 +117,7 @@ Suite *make_suite(void)
     Suite *s = suite_create("arena");
     TCase *t = tcase_create("allocation");
     tcase_add_test(t, allocations_are_aligned_and_disjoint);
+    tcase_add_test(t, reservations_in_ascending_order_leave_the_gaps_free);
     tcase_add_test(t, exhaustion_is_oom_and_frees_make_room);
     tcase_add_test(t, bad_parameters);
     suite_add_tcase(s, t);

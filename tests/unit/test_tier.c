@@ -10,6 +10,7 @@
 #include <string.h>
 #include <limits.h>
 #include <stdatomic.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check_main.h"
@@ -428,8 +429,8 @@ static void disk_setup(void)
     ck_assert_ptr_nonnull(mkdtemp(disk_dir));
     char why[256];
     /* Room for the records' headers (64 bytes a value) and a swap's value. */
-    ck_assert_int_eq(gkv_backend_disk_open(disk_dir, 2 * DISK + VAL, &disk_be, why, sizeof(why)),
-                     0);
+    ck_assert_int_eq(
+        gkv_backend_disk_open(disk_dir, 2 * DISK + VAL, true, &disk_be, why, sizeof(why)), 0);
     ck_assert_int_eq(gkv_store_add_disk_tier(&st, disk_be, DISK), 0);
 }
 
@@ -438,8 +439,32 @@ static void disk_teardown(void)
     gkv_store_flush(&st);
     ck_assert_uint_eq(st.dev[GKV_DEV_DISK_TIER].used, 0);
     tier_teardown();
-    disk_be->ops->close(disk_be); /* removes its file */
+    gkv_backend_disk_discard(disk_be); /* else kept for the next start */
+    disk_be->ops->close(disk_be);
     ck_assert_int_eq(rmdir(disk_dir), 0);
+}
+
+/* The store and its disk tier end as a crash ends them (nothing retired, the file kept), then
+ * start again over the same backends and directory, reloading (or not) what the file holds. */
+static void restart(bool reload)
+{
+    gkv_store_fini(&st);
+    disk_be->ops->close(disk_be);
+    ck_assert_int_eq(gkv_store_init(&st, be, LIMIT), 0);
+    ck_assert_int_eq(gkv_store_add_tier(&st, tier_be, TIER), 0);
+    char why[256];
+    ck_assert_int_eq(
+        gkv_backend_disk_open(disk_dir, 2 * DISK + VAL, reload, &disk_be, why, sizeof(why)), 0);
+    ck_assert_int_eq(gkv_store_add_disk_tier(&st, disk_be, DISK), 0);
+    ck_assert_int_eq(gkv_store_disk_reload(&st), 0);
+}
+
+static bool in_list(const int *list, int n, int v)
+{
+    for (int i = 0; i < n; i++)
+        if (list[i] == v)
+            return true;
+    return false;
 }
 
 static int on_disk(int from, int to)
@@ -519,6 +544,109 @@ START_TEST(a_read_for_the_socket_stops_at_the_host_tier_unless_asked)
         all_limits_kept();
     }
     ck_assert_uint_eq(st.stats.evicted, 0);
+}
+END_TEST
+
+/* After a crash the disk's values come back, bit-exact with their metadata; a key deleted or
+ * overwritten before it never comes back with the disk's old bytes. */
+START_TEST(the_disk_comes_back_after_a_crash_without_what_left_it)
+{
+    st.policy = GKV_POLICY_ALLKEYS_LRU;
+    int n = (int)((LIMIT + TIER + DISK) / VAL);
+    for (int i = 0; i < n; i++) {
+        st.now_ms = 1000 + (uint64_t)i;
+        ck_assert_int_eq(put(i), 0);
+    }
+    int disk[512], nd = 0, gone[2] = {-1, -1};
+    for (int i = 0; i < n && gone[1] < 0; i++)
+        if (find(i)->dev == GKV_DEV_DISK_TIER)
+            gone[gone[0] < 0 ? 0 : 1] = i;
+    ck_assert_int_eq(gkv_store_del(&st, name(gone[0]), strlen(name(gone[0]))), 1);
+    ck_assert_int_eq(put(gone[1]), 0); /* a new value, on the device: the disk's is old */
+    ck_assert_uint_eq(find(gone[1])->dev, 0);
+    /* What is on the disk now (the write moved values down, the disk evicted its oldest). */
+    disk[nd++] = gone[0];
+    disk[nd++] = gone[1];
+    for (int i = 0; i < n; i++)
+        if (find(i) && find(i)->dev == GKV_DEV_DISK_TIER)
+            disk[nd++] = i;
+    ck_assert_int_ge(nd, 3);
+    restart(true);
+    ck_assert_ptr_null(find(disk[0]));
+    ck_assert_ptr_null(find(disk[1])); /* the device's value went with the crash */
+    for (int k = 2; k < nd; k++) {
+        ck_assert_ptr_nonnull(find(disk[k]));
+        ck_assert_uint_eq(find(disk[k])->dev, GKV_DEV_DISK_TIER);
+    }
+    ck_assert_uint_eq(st.dev[GKV_DEV_DISK_TIER].keys, (uint64_t)nd - 2);
+    ck_assert_uint_eq(st.stats.disk_reloaded, (uint64_t)nd - 2);
+    for (int k = 2; k < nd; k++)
+        read_back(disk[k]);
+    for (int i = 0; i < n; i++) /* nothing else came back */
+        ck_assert(!find(i) || in_list(disk + 2, nd - 2, i));
+    /* Again: what was read back (moved up, its record retired) is gone with this crash too;
+     * nothing comes back twice. */
+    restart(true);
+    for (int i = 0; i < n; i++)
+        ck_assert(!find(i) || find(i)->dev == GKV_DEV_DISK_TIER);
+}
+END_TEST
+
+/* --tier-disk-reload no: the file left behind is removed, nothing comes back. */
+START_TEST(without_reload_the_disk_starts_empty)
+{
+    st.policy = GKV_POLICY_ALLKEYS_LRU;
+    int n = (int)((LIMIT + TIER + DISK) / VAL);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(put(i), 0);
+    restart(false);
+    ck_assert_uint_eq(st.dev[GKV_DEV_DISK_TIER].keys, 0);
+    for (int i = 0; i < n; i++)
+        ck_assert_ptr_null(find(i));
+}
+END_TEST
+
+/* A record is trusted only with its MAC under the file's own key: one whose key was altered,
+ * and one made up and written into the file, are not reloaded; the others are. */
+START_TEST(a_record_altered_or_made_up_is_never_reloaded)
+{
+    st.policy = GKV_POLICY_ALLKEYS_LRU;
+    int n = (int)((LIMIT + TIER + DISK) / VAL);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(put(i), 0);
+    int d = 0, nd = 0;
+    while (find(d)->dev != GKV_DEV_DISK_TIER)
+        d++;
+    for (int i = 0; i < n; i++)
+        nd += find(i)->dev == GKV_DEV_DISK_TIER;
+    char path[128];
+    snprintf(path, sizeof(path), "%s/gpukv-tier-%d.bin", disk_dir, (int)getpid());
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    /* The key after the value: its first byte changed. */
+    uint64_t at = find(d)->mem.v + VAL;
+    uint8_t x;
+    ck_assert_int_eq(pread(fd, &x, 1, (off_t)at), 1);
+    x ^= 1;
+    ck_assert_int_eq(pwrite(fd, &x, 1, (off_t)at), 1);
+    /* A record made up past the end: a header as the daemon writes it, with any MAC. */
+    struct stat sb;
+    ck_assert_int_eq(fstat(fd, &sb), 0);
+    uint64_t end = ((uint64_t)sb.st_size + 63) & ~63ull;
+    uint8_t rec[128] = {0};
+    memcpy(rec, "GKV2", 4);
+    rec[4] = 1;           /* live */
+    rec[8] = 8;           /* 8 bytes of value */
+    rec[20] = 3;          /* a 3-byte key */
+    rec[32] = 0xff;       /* a high sequence */
+    memset(rec + 48, 0x5a, 8);
+    memcpy(rec + 64, "12345678new", 11);
+    ck_assert_int_eq(pwrite(fd, rec, sizeof(rec), (off_t)end), (ssize_t)sizeof(rec));
+    close(fd);
+    restart(true);
+    ck_assert_ptr_null(find(d));
+    ck_assert_ptr_null(gkv_store_find(&st, "new", 3));
+    ck_assert_uint_eq(st.dev[GKV_DEV_DISK_TIER].keys, (uint64_t)nd - 1);
 }
 END_TEST
 
@@ -624,6 +752,9 @@ Suite *make_suite(void)
     tcase_add_test(td, values_go_down_to_the_disk_and_come_back_bit_exact);
     tcase_add_test(td, a_read_for_the_socket_stops_at_the_host_tier_unless_asked);
     tcase_add_test(td, a_damaged_disk_copy_is_dropped_loudly_never_served);
+    tcase_add_test(td, the_disk_comes_back_after_a_crash_without_what_left_it);
+    tcase_add_test(td, without_reload_the_disk_starts_empty);
+    tcase_add_test(td, a_record_altered_or_made_up_is_never_reloaded);
     tcase_add_test(td, a_disk_that_refuses_writes_loses_nothing_served);
     suite_add_tcase(s, td);
     TCase *tl = tcase_create("a tier locked for the GPUs");

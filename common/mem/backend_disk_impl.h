@@ -1,0 +1,78 @@
+/* backend_disk_impl.h: the disk tier's file (backend_disk.c: records and their copies;
+ * backend_disk_open.c: finding, opening and scanning the file). Not for other users.
+ *
+ * The file: a 4 KiB superblock (MAGIC_FILE, then at 16 a random 16-byte SipHash key), then
+ * records at 64-byte boundaries, each a 64-byte header, the value, its key and metadata, padded
+ * to 64 bytes. Header (little-endian):
+ *   0 magic (MAGIC_REC)   4 state (LIVE, RETIRED)   8 value length (8 bytes)
+ *   16 CRC-32C of the value   20 key length (2)   24 metadata length (4)
+ *   32 sequence (8)   40 deadline, wall clock ms, 0 for none (8)
+ *   48 MAC: SipHash of bytes 8..47, the key and the metadata under the file's key (8)
+ * The value is written first, then key and metadata, then the header: a record torn by a crash
+ * has no valid header. A record is retired (state RETIRED) as soon as its key leaves it; a
+ * reload links only LIVE records whose MAC holds, so bytes a client stored that look like a
+ * record (a value may hold anything) never become one. A value's address (devptr) is the file
+ * offset of its bytes; the allocator's offsets are file offsets less FILE_BASE. */
+#ifndef GKV_BACKEND_DISK_IMPL_H
+#define GKV_BACKEND_DISK_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uthash.h>
+
+#include "arena.h"
+#include "backend.h"
+
+#define DISK_ALIGN 64u
+#define HEADER 64u
+#define FILE_BASE 4096u
+#define MAGIC_FILE "GKVTIER1"
+#define MAGIC_REC 0x32564b47u /* "GKV2" little-endian */
+#define STATE_LIVE 1u
+#define STATE_RETIRED 2u
+
+/* A record the allocator gave out, by its value's address: its whole length, and until it is
+ * written the key and metadata it carries (gkv_backend_disk_label). */
+typedef struct disk_rec {
+    uint64_t v, total;
+    uint8_t *label; /* key then metadata; freed once written */
+    uint32_t klen, mlen;
+    uint64_t expire_unix_ms;
+    UT_hash_handle hh;
+} disk_rec_t;
+
+typedef struct {
+    gkv_backend_t base;
+    int fd;
+    gkv_arena_t *arena;
+    char path[4096];
+    uint8_t key[16]; /* the file's MAC key */
+    uint64_t corrupt, errors, seq;
+    disk_rec_t *recs;
+    /* The next allocation's label, and whether it adopts a found record (adopt >= 0). */
+    uint8_t *next_label;
+    uint32_t next_klen, next_mlen;
+    uint64_t next_expire;
+    long adopt;
+    gkv_disk_found_t *found; /* records found at open, newest first */
+    size_t nfound;
+    bool *adopted;
+    bool discard; /* close removes the file */
+} disk_backend_t;
+
+void gkv__disk_put32(uint8_t *p, uint32_t v);
+uint32_t gkv__disk_get32(const uint8_t *p);
+void gkv__disk_put64(uint8_t *p, uint64_t v);
+uint64_t gkv__disk_get64(const uint8_t *p);
+/* A record's length in the file: header, value, key and metadata, padded. */
+uint64_t gkv__disk_total(uint64_t size, uint32_t klen, uint32_t mlen);
+/* The MAC of header h (its bytes 8..47) with label (klen + mlen bytes) under d's key. */
+uint64_t gkv__disk_mac(const disk_backend_t *d, const uint8_t *h, const uint8_t *label,
+                       uint32_t label_len);
+/* Reads or writes len bytes at off, whole: 0 or an errno. */
+int gkv__disk_io(int fd, void *buf, size_t len, uint64_t off, bool write_it);
+/* Opens d's file in dir (d->path, d->fd, d->key; with reload the records a daemon that is gone
+ * left there, d->found, their memory reserved in d->arena). Returns 0 or a code with why. */
+int gkv__disk_open_file(disk_backend_t *d, const char *dir, bool reload, char *why, size_t cap);
+
+#endif
