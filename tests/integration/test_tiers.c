@@ -394,21 +394,32 @@ START_TEST(noeviction_refuses_once_gpu_and_tier_are_full)
 }
 END_TEST
 
+/* GPU 4M, host tier 8M, disk tier 16M in a new directory (ddir), allkeys-lru: the flags in
+ * extra (12 slots; they name ddir), the daemon started, keys 0..n-1 put through *c. */
+static gkv_daemon_t start_disk(char ddir[64], const char *extra[12], int n, gkv_client_t **c)
+{
+    ck_assert_int_eq(harness_tmpdir(ddir, NULL, "disk"), 0);
+    const char *const flags[] = {"--maxmemory", "4M", "--tier-host", "8M", "--tier-disk", ddir,
+                                 "--tier-disk-size", "16M", "--maxmemory-policy", "allkeys-lru",
+                                 NULL};
+    memcpy(extra, flags, sizeof(flags));
+    gkv_daemon_t d;
+    ck_assert_int_eq(harness_start(&d, extra), 0);
+    *c = connect_or_fail(d.url);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(put(*c, i), 0);
+    return d;
+}
+
 /* GPU 4M, host tier 8M, disk tier 16M: seven times the GPU, all of it read back, the disk's
  * values named "disk" by LIST and the CLI. */
 START_TEST(values_go_down_to_the_disk_and_come_back)
 {
     char ddir[64];
-    ck_assert_int_eq(harness_tmpdir(ddir, NULL, "disk"), 0);
-    const char *const extra[] = {"--maxmemory", "4M", "--tier-host", "8M", "--tier-disk", ddir,
-                                 "--tier-disk-size", "16M", "--maxmemory-policy",
-                                 "allkeys-lru", NULL};
-    gkv_daemon_t d;
-    ck_assert_int_eq(harness_start(&d, extra), 0);
-    gkv_client_t *c = connect_or_fail(d.url);
-    int n = (int)((28u << 20) / VAL);
-    for (int i = 0; i < n; i++)
-        ck_assert_int_eq(put(c, i), 0);
+    const char *extra[12];
+    gkv_client_t *c;
+    int n = (int)((28u << 20) / VAL); /* seven times the GPU */
+    gkv_daemon_t d = start_disk(ddir, extra, n, &c);
     ck_assert_uint_eq(info_u64(c, "evicted_keys"), 0);
     ck_assert_uint_eq(info_u64(c, "tier_disk_keys"), (16u << 20) / VAL);
     ck_assert_uint_le(info_u64(c, "tier_disk_used"), 16u << 20);
@@ -451,16 +462,10 @@ static int files_in(const char *dir)
 START_TEST(the_disk_tier_comes_back_after_sigkill)
 {
     char ddir[64];
-    ck_assert_int_eq(harness_tmpdir(ddir, NULL, "disk"), 0);
-    const char *const extra[] = {"--maxmemory", "4M", "--tier-host", "8M", "--tier-disk", ddir,
-                                 "--tier-disk-size", "16M", "--maxmemory-policy",
-                                 "allkeys-lru", NULL};
-    gkv_daemon_t d;
-    ck_assert_int_eq(harness_start(&d, extra), 0);
-    gkv_client_t *c = connect_or_fail(d.url);
-    int n = (int)((28u << 20) / VAL);
-    for (int i = 0; i < n; i++)
-        ck_assert_int_eq(put(c, i), 0);
+    const char *extra[12];
+    gkv_client_t *c;
+    int n = (int)((28u << 20) / VAL); /* seven times the GPU */
+    gkv_daemon_t d = start_disk(ddir, extra, n, &c);
     bool disk[256] = {false};
     int on_disk = 0, deleted = -1;
     for (int i = 0; i < n; i++)
