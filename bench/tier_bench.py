@@ -8,7 +8,9 @@
      Also the wall time of a SET that demotes against one that does not.
   2. A GET of a value in the host tier against one on the GPU, over the Unix socket into a
      client buffer (target >= 1.0x): the tier's bytes go to the socket from host memory.
-  3. A zipf(0.99) read/write load (90% GET, 10% SET, 1 MiB values) over a key set of 4x the
+  3. SETs into a full GPU with moves on the writes against moves in the background
+     (--tier-headroom 10): p50, p99 and the worst.
+  4. A zipf(0.99) read/write load (90% GET, 10% SET, 1 MiB values) over a key set of 4x the
      GPU's limit: with a host tier of 4x against eviction alone: hit ratio, operations per
      second, p50/p99 of GETs by where the value was.
 
@@ -170,6 +172,34 @@ def gets(args, root, size):
         d.stop()
 
 
+def headroom(args, root, size, room):
+    """SET latencies (p50, p99, max) of a stream of new values of size bytes into a GPU kept
+    full, with moves down on the writes (room 0) or in the background (--tier-headroom room);
+    a pause of 2 ms between writes leaves the background its time, as a real producer does."""
+    gpu = size_arg(args.gpu_mem)
+    d = Daemon(args.daemon, args.backend, root, f"headroom-{size}-{room}",
+               ["--maxmemory", str(gpu), "--tier-host", str(4 * gpu),
+                "--maxmemory-policy", "allkeys-lru", "--tier-headroom", str(room)])
+    try:
+        t0 = time.time()
+        while (args.backend != "host" and time.time() - t0 < 120
+               and d.info("tier_host_locked") < 4 * gpu):
+            time.sleep(0.1)
+        v = os.urandom(size)
+        n = gpu // size
+        for i in range(n):  # full
+            d.c.set(f"h/{i}", v)
+        ts = []
+        for i in range(n, 3 * n):
+            t0 = time.perf_counter()
+            d.c.set(f"h/{i}", v)
+            ts.append(time.perf_counter() - t0)
+            time.sleep(0.002)
+        return pct(ts, 0.5), pct(ts, 0.99), max(ts), d.info("demoted_background_keys")
+    finally:
+        d.stop()
+
+
 def zipf_keys(n, count, s, rng):
     p = 1.0 / np.arange(1, n + 1) ** s
     cdf = np.cumsum(p / p.sum())
@@ -231,7 +261,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--ops", type=int, default=20000)
     ap.add_argument("--sizes", default="4M,64M")
-    ap.add_argument("--skip", default="", help="comma list of moves,gets,zipf")
+    ap.add_argument("--skip", default="", help="comma list of moves,gets,headroom,zipf")
     args = ap.parse_args()
     skip = set(args.skip.split(","))
     root = tempfile.mkdtemp(prefix="gkv-tierbench-")
@@ -259,6 +289,15 @@ def main():
             g, h = gets(args, root, size)
             print(f"| {size >> 20} MiB | {g * 1e3:.3f} ({size / g / 1e9:.2f} GB/s) | "
                   f"{h * 1e3:.3f} ({size / h / 1e9:.2f} GB/s) | {g / h:.2f} |", flush=True)
+    if "headroom" not in skip:
+        print("\n| value | SET p50 / p99 / max (ms), moves on the writes | the same, "
+              "--tier-headroom 10 | moved in the background |")
+        print("|---|---|---|---|")
+        for size in sizes:
+            a = headroom(args, root, size, 0)
+            b = headroom(args, root, size, 10)
+            print(f"| {size >> 20} MiB | {a[0] * 1e3:.2f} / {a[1] * 1e3:.2f} / {a[2] * 1e3:.2f} | "
+                  f"{b[0] * 1e3:.2f} / {b[1] * 1e3:.2f} / {b[2] * 1e3:.2f} | {b[3]} |", flush=True)
     if "zipf" not in skip:
         print(f"\nzipf(0.99), 90% GET / 10% SET of 1 MiB values, {args.ops} operations, key set "
               f"4x the GPU's {args.gpu_mem}, one client:\n")

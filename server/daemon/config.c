@@ -302,6 +302,11 @@ static const setting_t settings[] = {
      "move there, checksummed (default: none; needs --tier-disk-size)"},
     {"tier-disk-size", parse_size, FIELD(tier_disk_size), 0, SZ_MAX, false, "SIZE",
      "the disk tier's size"},
+    {"tier-headroom", parse_uint, FIELD(tier_headroom), 0, 90, false, "PCT",
+     "with --tier-host: keep this percentage of each GPU's maxmemory free by\n"
+     "moving its coldest values to the host tier in the background, on a copy\n"
+     "lane, so that writes rarely wait for a move (default 0: values move when a\n"
+     "write needs the room)"},
     {"tier-disk-reload", parse_bool, FIELD(tier_disk_reload), 0, 0, false, "yes|no",
      "at start, take over the disk tier's file a daemon now gone left in the\n"
      "directory, and serve its values again (default yes; no: remove it)"},

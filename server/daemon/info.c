@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "admin.h"
+#include "demoter.h"
 #include "error.h"
 #include "prometheus.h"
 #include "server.h"
@@ -63,8 +64,9 @@ static int info_gpus(const gkv_server_t *srv, char *text, size_t cap)
 
 /* INFO's # Tiers: each tier's use and limit (0 without it), and what moved between the tiers
  * and the GPUs. Returns the length, or -1 when it does not fit cap bytes. */
-static int info_tiers(const gkv_store_t *st, char *text, size_t cap)
+static int info_tiers(const gkv_server_t *srv, char *text, size_t cap)
 {
+    const gkv_store_t *st = &srv->store;
     const gkv_store_dev_t *t = &st->dev[GKV_DEV_HOST_TIER], *d = &st->dev[GKV_DEV_DISK_TIER];
     const gkv_store_stats_t *s = &st->stats;
     int n = snprintf(
@@ -79,7 +81,8 @@ static int info_tiers(const gkv_store_t *st, char *text, size_t cap)
         "\r\ndemoted_keys:%" PRIu64 "\r\ndemoted_bytes:%" PRIu64 "\r\npromoted_keys:%" PRIu64
         "\r\npromoted_bytes:%" PRIu64 "\r\npromote_errors:%" PRIu64
         "\r\ndemoted_to_host_bytes:%" PRIu64 "\r\ndemoted_to_host_us:%" PRIu64
-        "\r\npromoted_from_host_bytes:%" PRIu64 "\r\npromoted_from_host_us:%" PRIu64 "\r\n",
+        "\r\npromoted_from_host_bytes:%" PRIu64 "\r\npromoted_from_host_us:%" PRIu64
+        "\r\ntier_headroom:%d\r\ndemoted_background_keys:%" PRIu64 "\r\n",
         st->host_tier ? "on" : "off", t->used, t->limit, gkv_tier_pin_locked(st->tier_pin),
         t->keys, t->oom_errors,
         st->disk_tier ? "on" : "off", d->used, d->limit, d->keys, d->oom_errors,
@@ -87,7 +90,8 @@ static int info_tiers(const gkv_store_t *st, char *text, size_t cap)
         st->disk_tier ? gkv_backend_disk_corrupt(d->be) : 0, s->disk_reloaded, s->tier_dropped,
         s->demoted,
         s->demoted_bytes, s->promoted, s->promoted_bytes, s->promote_errors, s->down_host_bytes,
-        s->down_host_us, s->up_host_bytes, s->up_host_us);
+        s->down_host_us, s->up_host_bytes, s->up_host_us, srv->demoter ? srv->cfg.tier_headroom : 0,
+        gkv_demoter_done(srv->demoter));
     return n >= 0 && (size_t)n < cap ? n : -1;
 }
 
@@ -168,7 +172,7 @@ int gkv_cmd_info(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
     if ((m = info_gpus(srv, text + n, sizeof(text) - (size_t)n)) < 0)
         return GKV_ENOMEM;
     n += m;
-    if ((m = info_tiers(st, text + n, sizeof(text) - (size_t)n)) < 0)
+    if ((m = info_tiers(srv, text + n, sizeof(text) - (size_t)n)) < 0)
         return GKV_ENOMEM;
     n += m;
     if ((m = gkv_snapshot_info(&srv->snapshots, text + n, sizeof(text) - (size_t)n)) < 0)

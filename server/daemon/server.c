@@ -18,6 +18,7 @@
 
 #include "admin.h"
 #include "conn.h"
+#include "demoter.h"
 #include "duration.h"
 #include "error.h"
 #include "hostport.h"
@@ -116,6 +117,7 @@ static void maybe_finish(gkv_server_t *s)
         return;
     if (s->net.open) {
         gkv_cluster_close(&s->cluster); /* its jobs hold no connection any more */
+        gkv_demoter_close(s->demoter);
         gkv_devices_close(&s->devs);
         gkv_net_close(&s->net);
         uv_close((uv_handle_t *)&s->kick, NULL);
@@ -421,6 +423,7 @@ static void init_handles(gkv_server_t *s)
                       s->cfg.snapshot_skip_corrupt);
     gkv_snapshot_schedule(&s->snapshots, s->cfg.snapshot_interval_ms);
     gkv_takeover_init(s);
+    s->demoter = gkv_demoter_start(loop, &s->store, &s->devs, (unsigned)s->cfg.tier_headroom);
 }
 
 /* Closes what init_handles and the listeners opened, and lets the loop run out (a failed
@@ -438,6 +441,7 @@ static void close_handles(gkv_server_t *s)
         close_quietly((uv_handle_t *)&s->metrics_listener);
     gkv_net_close(&s->net);
     close_quietly((uv_handle_t *)&s->kick);
+    gkv_demoter_close(s->demoter);
     gkv_devices_close(&s->devs);
     close_quietly((uv_handle_t *)&s->sigterm);
     close_quietly((uv_handle_t *)&s->sigint);
@@ -592,6 +596,7 @@ int gkv_server_init(gkv_server_t *s, uv_loop_t *loop, const gkv_config_t *cfg, c
     gkv_fdstore_close(&s->fdstore);
     gkv_takeover_fini(s);
     close_handles(s);
+    gkv_demoter_free(s->demoter);
     gkv_devices_fini(&s->devs);
     gkv_store_fini(&s->store);
     gkv_staging_fini(&s->staging);
@@ -610,6 +615,7 @@ void gkv_server_fini(gkv_server_t *s)
     gkv_snapshot_fini(&s->snapshots, s->cfg.snapshot_on_exit && s->shutting_down);
     gkv_fdstore_close(&s->fdstore);
     gkv_takeover_fini(s);
+    gkv_demoter_free(s->demoter);
     gkv_devices_fini(&s->devs);
     gkv_store_fini(&s->store);
     gkv_staging_fini(&s->staging);

@@ -30,6 +30,7 @@ typedef struct gkv_server {
     gkv_devices_t devs;
     gkv_backend_t *tier;      /* the host tier's memory (--tier-host), or NULL */
     gkv_backend_t *disk_tier; /* the disk tier's file (--tier-disk), or NULL */
+    struct gkv_demoter *demoter; /* moves down off the request path (--tier-headroom), or NULL */
     gkv_store_t store;
     gkv_staging_t staging;
     uv_pipe_t unix_listener;

@@ -16,6 +16,7 @@
 
 #include "admin.h"
 #include "conn.h"
+#include "demoter.h"
 #include "error.h"
 #include "fdpass.h"
 #include "frame.h"
@@ -95,6 +96,9 @@ static int add_fd(gkv_reply_t *rep, char *names, size_t cap, int fd, const char 
 /* The reply that hands everything over: the names as the payload, the descriptors with it. */
 static int hand_over(gkv_server_t *s, const gkv_request_t *req, gkv_reply_t *rep)
 {
+    /* Moves down in flight end first (the journal passed on then has them); no more start:
+     * a successor that fails leaves this daemon moving values on writes only. */
+    gkv_demoter_close(s->demoter);
     gkv_takeover_t *t = &s->takeover;
     char names[1024] = "", name[48], why[160];
     int rc = 0;

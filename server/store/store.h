@@ -262,6 +262,18 @@ static inline unsigned gkv_store_gpu(const gkv_entry_t *e)
 {
     return gkv_store_in_tier(e) ? 0 : e->dev;
 }
+/* A move down off the request path (server/xfer/demoter.h), in two steps around an
+ * asynchronous copy. Begin: device dev's best candidate (as a move made room for a write
+ * would pick, refs == 1) in *e, one reference taken (so no other move picks it and it stays
+ * readable while copied), and in *n its new unpublished entry in the host tier (key, metadata,
+ * deadline; one reference): the caller copies e's bytes into n's memory. False when there is
+ * no host tier, no candidate, or no room in the tier. End (ok: the copy ran; us: how long it
+ * took): n takes e's place under the key when the key still names e with the same deadline
+ * (an overwrite, delete, expiry or deadline change meanwhile wins: n goes); both references
+ * are dropped, and e's GPU memory goes with its last reader. Returns true when n took it. */
+bool gkv_store_demote_begin(gkv_store_t *st, unsigned dev, gkv_entry_t **e, gkv_entry_t **n);
+bool gkv_store_demote_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *n, bool ok,
+                          uint64_t us);
 /* The linked e's value on a device: e itself when it is on one; else its bytes are copied to a
  * device (gkv_store_place's, making room there as entry_new does) and the new entry, under the
  * key now and borrowed like gkv_store_get's, is returned. NULL with *rc GKV_EOOM (no device

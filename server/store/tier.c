@@ -218,6 +218,56 @@ static gkv_entry_t *move_up(gkv_store_t *st, gkv_entry_t *e, unsigned dev, int *
     return n;
 }
 
+bool gkv_store_demote_begin(gkv_store_t *st, unsigned dev, gkv_entry_t **e, gkv_entry_t **n)
+{
+    *e = *n = NULL;
+    if (dev >= GKV_MAX_DEVICES || !st->host_tier)
+        return false;
+    gkv_entry_t *v = gkv__store_pick(st, dev, true);
+    if (!v || v->size > st->dev[GKV_DEV_HOST_TIER].limit)
+        return false;
+    size_t klen;
+    uint32_t meta_len;
+    const uint8_t *key = gkv_store_key(st, v, &klen);
+    const uint8_t *meta = gkv_entry_meta(v, &meta_len);
+    gkv_store_ref(v); /* no other move picks it now (refs > 1), and it stays while copied */
+    gkv_entry_t *t;
+    if (gkv_store_entry_new(st, GKV_DEV_HOST_TIER, key, klen, v->size, meta, meta_len,
+                            GKV_LANE_SHARED, &t)) {
+        gkv_store_unref(st, v);
+        return false;
+    }
+    if (gkv__store_has_deadline(v) &&
+        gkv__store_set_extras(st, t, meta, meta_len, v->x->expire_at)) {
+        gkv_store_unref(st, t);
+        gkv_store_unref(st, v);
+        return false;
+    }
+    *e = v;
+    *n = t;
+    return true;
+}
+
+bool gkv_store_demote_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *n, bool ok, uint64_t us)
+{
+    size_t klen;
+    const uint8_t *key = gkv_store_key(st, e, &klen);
+    bool same_deadline = gkv__store_has_deadline(e) == gkv__store_has_deadline(n) &&
+                         (!gkv__store_has_deadline(e) || e->x->expire_at == n->x->expire_at);
+    bool took = ok && same_deadline && gkv_index_get(st->ix, key, klen) == e &&
+                gkv__store_link(st, n) == 0;
+    if (took) {
+        n->access = e->access;
+        st->stats.demoted++;
+        st->stats.demoted_bytes += n->size;
+        st->stats.down_host_bytes += n->size;
+        st->stats.down_host_us += us;
+    }
+    gkv_store_unref(st, n); /* the index holds it, or it goes */
+    gkv_store_unref(st, e); /* replaced: its GPU memory goes with the last reader */
+    return took;
+}
+
 gkv_entry_t *gkv_store_promote(gkv_store_t *st, gkv_entry_t *e, int *rc)
 {
     *rc = 0;

@@ -187,6 +187,35 @@ START_TEST(five_times_maxmemory_with_the_tier_loses_nothing)
 }
 END_TEST
 
+/* --tier-headroom 25: as the GPU fills past three quarters of its limit, values move to the
+ * host tier in the background until a quarter is free again, with no write waiting for it;
+ * every value reads back bit-exact; later writes find room without moving anything. */
+START_TEST(the_headroom_is_kept_in_the_background)
+{
+    const char *const extra[] = {"--maxmemory", "8M", "--tier-host", "32M", "--maxmemory-policy",
+                                 "allkeys-lru", "--tier-headroom", "25", NULL};
+    gkv_daemon_t d;
+    ck_assert_int_eq(harness_start(&d, extra), 0);
+    gkv_client_t *c = connect_or_fail(d.url);
+    int n = (int)(MAXMEM / VAL); /* the GPU's limit */
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(put(c, i), 0);
+    uint64_t used = 0;
+    for (int t = 0; t < 200 && (used = info_u64(c, "used_bytes")) > MAXMEM / 4 * 3; t++)
+        harness_sleep_ms(10);
+    ck_assert_uint_le(used, MAXMEM / 4 * 3);
+    ck_assert_uint_ge(info_u64(c, "demoted_background_keys"), (uint64_t)n / 4);
+    ck_assert_uint_eq(info_u64(c, "demoted_keys"), info_u64(c, "demoted_background_keys"));
+    ck_assert_uint_eq(info_u64(c, "tier_headroom"), 25);
+    for (int i = 0; i < n; i++)
+        read_exact(c, i, (uint64_t)i);
+    limits_kept(c);
+    ck_assert_uint_eq(info_u64(c, "evicted_keys"), 0);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
 /* With --tier-promote-on-get yes every GET of a value in the tier brings it up (another goes
  * down), limits kept; without it a MAP does (the mapping needs GPU memory). */
 START_TEST(gets_bring_values_up_when_asked_and_maps_always)
@@ -614,6 +643,7 @@ static Suite *make_suite(void)
     tcase_set_timeout(t, 300);
     tcase_add_test(t, five_times_maxmemory_with_the_tier_loses_nothing);
     tcase_add_test(t, gets_bring_values_up_when_asked_and_maps_always);
+    tcase_add_test(t, the_headroom_is_kept_in_the_background);
     tcase_add_test(t, a_slow_reader_of_a_tier_value_gets_the_old_bytes_whole);
     tcase_add_test(t, mapped_values_never_leave_the_gpu);
     tcase_add_test(t, a_value_in_the_tier_overwritten_or_deleted_never_comes_back);

@@ -329,6 +329,53 @@ START_TEST(a_value_larger_than_the_tier_is_evicted_or_refused_as_without_one)
 }
 END_TEST
 
+/* A move in two steps (the demoter's): the tier's entry takes the value's place when nothing
+ * changed it meanwhile; an overwrite, a delete or a new deadline meanwhile wins (the tier's
+ * entry goes, the tier's memory with it); a value held by a move is no candidate for another. */
+START_TEST(a_move_in_two_steps_loses_to_a_change_meanwhile)
+{
+    st.policy = GKV_POLICY_ALLKEYS_LRU;
+    int n = (int)(LIMIT / VAL);
+    for (int i = 0; i < n; i++) {
+        st.now_ms = 1000 + (uint64_t)i;
+        ck_assert_int_eq(put(i), 0);
+    }
+    gkv_entry_t *e[4], *t[4];
+    for (int k = 0; k < 4; k++) {
+        ck_assert(gkv_store_demote_begin(&st, 0, &e[k], &t[k]));
+        for (int j = 0; j < k; j++)
+            ck_assert_ptr_ne(e[k], e[j]); /* held: not picked twice */
+        memcpy(bytes_of(t[k]), bytes_of(e[k]), VAL);
+    }
+    ck_assert_uint_eq(st.dev[GKV_DEV_HOST_TIER].used, 4 * VAL);
+    size_t kl;
+    char k1[32], k2[32], k3[32];
+    const uint8_t *key = gkv_store_key(&st, e[1], &kl);
+    snprintf(k1, sizeof(k1), "%.*s", (int)kl, (const char *)key);
+    key = gkv_store_key(&st, e[2], &kl);
+    snprintf(k2, sizeof(k2), "%.*s", (int)kl, (const char *)key);
+    key = gkv_store_key(&st, e[3], &kl);
+    snprintf(k3, sizeof(k3), "%.*s", (int)kl, (const char *)key);
+    int i1 = atoi(k1 + 1);
+    ck_assert_int_eq(put(i1), 0);                                   /* overwritten */
+    ck_assert_int_eq(gkv_store_del(&st, k2, strlen(k2)), 1);        /* deleted */
+    gkv_entry_t *cur = gkv_store_find(&st, k3, strlen(k3));
+    ck_assert_int_eq(gkv_store_entry_ttl(&st, cur, 60000), 0);      /* a deadline now */
+    uint64_t moved = st.stats.demoted; /* the overwrite moved one down itself */
+    ck_assert(gkv_store_demote_end(&st, e[0], t[0], true, 10));
+    ck_assert(!gkv_store_demote_end(&st, e[1], t[1], true, 10));
+    ck_assert(!gkv_store_demote_end(&st, e[2], t[2], true, 10));
+    ck_assert(!gkv_store_demote_end(&st, e[3], t[3], true, 10));
+    ck_assert_uint_eq(st.stats.demoted, moved + 1); /* only the one nothing changed */
+    ck_assert_uint_eq(st.dev[GKV_DEV_HOST_TIER].keys, moved + 1);
+    ck_assert_uint_eq(st.dev[GKV_DEV_HOST_TIER].used, (moved + 1) * VAL); /* the rest freed */
+    ck_assert_ptr_null(find(atoi(k2 + 1)));
+    for (int i = 0; i < n; i++)
+        if (find(i))
+            read_back(i);
+}
+END_TEST
+
 START_TEST(a_second_tier_or_a_bad_one_is_refused)
 {
     ck_assert_int_eq(gkv_store_add_tier(&st, tier_be, TIER), GKV_EINVAL);
@@ -746,6 +793,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, deadlines_move_with_the_value);
     tcase_add_test(tc, a_value_larger_than_the_tier_is_evicted_or_refused_as_without_one);
     tcase_add_test(tc, a_second_tier_or_a_bad_one_is_refused);
+    tcase_add_test(tc, a_move_in_two_steps_loses_to_a_change_meanwhile);
     suite_add_tcase(s, tc);
     TCase *td = tcase_create("disk tier");
     tcase_add_checked_fixture(td, disk_setup, disk_teardown);

@@ -1,0 +1,159 @@
+/* demoter.c: moves down off the request path; see demoter.h. */
+#include "demoter.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "error.h"
+#include "log.h"
+
+typedef struct {
+    gkv_copy_t op;
+    struct gkv_demoter *owner;
+    gkv_entry_t *e, *n; /* NULL: the slot is free */
+    unsigned dev;
+    uint64_t t0;
+    atomic_int state; /* 0 copying, 1 done, 2 failed */
+} job_t;
+
+struct gkv_demoter {
+    uv_check_t check;
+    uv_async_t wake; /* a copy reported from another thread */
+    gkv_store_t *st;
+    gkv_devices_t *devs;
+    unsigned headroom_pct;
+    job_t jobs[GKV_DEMOTE_FLIGHT];
+    unsigned busy;
+    uint64_t started, done;
+    int closed; /* handles closing */
+};
+
+static void copied(gkv_copy_t *op, int status)
+{
+    job_t *j = op->arg;
+    atomic_store(&j->state, status ? 2 : 1);
+    gkv_demoter_t *d = j->owner;
+    if (!gkv_backend_polling())
+        uv_async_send(&d->wake); /* the check runs on the loop's next iteration */
+}
+
+/* Ends the jobs whose copy has reported. */
+static void reap(gkv_demoter_t *d)
+{
+    for (unsigned i = 0; i < GKV_DEMOTE_FLIGHT && d->busy; i++) {
+        job_t *j = &d->jobs[i];
+        int state = atomic_load(&j->state);
+        if (!j->e || state == 0)
+            continue;
+        d->done += gkv_store_demote_end(d->st, j->e, j->n, state == 1, uv_hrtime() / 1000 - j->t0);
+        j->e = j->n = NULL;
+        d->busy--;
+    }
+}
+
+static bool above(const gkv_demoter_t *d, unsigned dev)
+{
+    const gkv_store_dev_t *s = &d->st->dev[dev];
+    return s->used > s->limit - s->limit / 100 * d->headroom_pct;
+}
+
+/* Starts one move down from dev into a free slot: false when there is none to start. */
+static bool start_one(gkv_demoter_t *d, unsigned dev)
+{
+    job_t *j = NULL;
+    for (unsigned i = 0; i < GKV_DEMOTE_FLIGHT && !j; i++)
+        if (!d->jobs[i].e)
+            j = &d->jobs[i];
+    gkv_entry_t *e, *n;
+    if (!j || !gkv_store_demote_begin(d->st, dev, &e, &n))
+        return false;
+    gkv_backend_t *tier = gkv_store_be(d->st, n);
+    gkv_device_t *dv = &d->devs->dev[dev];
+    j->e = e;
+    j->n = n;
+    j->dev = dev;
+    j->t0 = uv_hrtime() / 1000;
+    atomic_store(&j->state, 0);
+    d->busy++;
+    d->started++;
+    int rc = dv->be->ops->copy_out(dv->be, tier->ops->host_view(tier, n->mem), e->mem, 0,
+                                   (size_t)e->size, 0, &j->op);
+    if (rc)
+        atomic_store(&j->state, 2); /* done is not called: reaped as failed */
+    else
+        gkv_poller_arm(&dv->poller);
+    return true;
+}
+
+static void on_check(uv_check_t *h)
+{
+    gkv_demoter_t *d = h->data;
+    reap(d);
+    for (unsigned dev = 0; dev < d->devs->n; dev++)
+        while (d->busy < GKV_DEMOTE_FLIGHT && above(d, dev) && start_one(d, dev))
+            ;
+    reap(d); /* a copy that was done at once (the host backend) */
+}
+
+static void on_wake(uv_async_t *h)
+{
+    (void)h; /* the check handle runs after this iteration's callbacks */
+}
+
+gkv_demoter_t *gkv_demoter_start(uv_loop_t *loop, gkv_store_t *st, gkv_devices_t *devs,
+                                 unsigned headroom_pct)
+{
+    if (!st->host_tier || !headroom_pct)
+        return NULL;
+    gkv_demoter_t *d = calloc(1, sizeof(*d));
+    if (!d) {
+        GKV_WARN("host tier: out of memory for the demoter: values move down on writes only");
+        return NULL;
+    }
+    d->st = st;
+    d->devs = devs;
+    d->headroom_pct = headroom_pct > 90 ? 90 : headroom_pct;
+    for (unsigned i = 0; i < GKV_DEMOTE_FLIGHT; i++) {
+        d->jobs[i].op.done = copied;
+        d->jobs[i].op.arg = &d->jobs[i];
+        d->jobs[i].owner = d;
+    }
+    uv_check_init(loop, &d->check);
+    d->check.data = d;
+    uv_check_start(&d->check, on_check);
+    uv_unref((uv_handle_t *)&d->check);
+    uv_async_init(loop, &d->wake, on_wake);
+    uv_unref((uv_handle_t *)&d->wake);
+    return d;
+}
+
+void gkv_demoter_close(gkv_demoter_t *d)
+{
+    if (!d || d->closed)
+        return;
+    for (unsigned dev = 0; dev < d->devs->n; dev++) /* the copies in flight run out */
+        while (gkv_backend_poll(d->devs->dev[dev].be))
+            ;
+    for (unsigned i = 0; i < GKV_DEMOTE_FLIGHT; i++)
+        if (d->jobs[i].e && atomic_load(&d->jobs[i].state) == 0)
+            atomic_store(&d->jobs[i].state, 2); /* kept where they were */
+    reap(d);
+    d->closed = 1;
+    uv_close((uv_handle_t *)&d->check, NULL);
+    uv_close((uv_handle_t *)&d->wake, NULL);
+}
+
+void gkv_demoter_free(gkv_demoter_t *d)
+{
+    free(d);
+}
+
+uint64_t gkv_demoter_started(const gkv_demoter_t *d)
+{
+    return d ? d->started : 0;
+}
+
+uint64_t gkv_demoter_done(const gkv_demoter_t *d)
+{
+    return d ? d->done : 0;
+}
