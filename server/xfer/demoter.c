@@ -76,8 +76,9 @@ static bool start_one(gkv_demoter_t *d, unsigned dev)
     atomic_store(&j->state, 0);
     d->busy++;
     d->started++;
+    /* On the last lane: connections take theirs by id from the first. */
     int rc = dv->be->ops->copy_out(dv->be, tier->ops->host_view(tier, n->mem), e->mem, 0,
-                                   (size_t)e->size, 0, &j->op);
+                                   (size_t)e->size, dv->be->lanes - 1, &j->op);
     if (rc)
         atomic_store(&j->state, 2); /* done is not called: reaped as failed */
     else
