@@ -23,6 +23,8 @@ struct gkv_demoter {
     gkv_devices_t *devs;
     unsigned headroom_pct;
     job_t jobs[GKV_DEMOTE_FLIGHT];
+    uv_loop_t *loop;
+    uint64_t rest_until[GKV_MAX_DEVICES]; /* a device with nothing to move: looked at again then */
     unsigned busy;
     uint64_t started, done;
     int closed; /* handles closing */
@@ -50,6 +52,10 @@ static void reap(gkv_demoter_t *d)
         d->busy--;
     }
 }
+
+/* How long a device where no move could start is left alone: the pick samples keys and the
+ * tier may walk its own to make room, too dear for every loop iteration. */
+#define REST_MS 10
 
 static bool above(const gkv_demoter_t *d, unsigned dev)
 {
@@ -90,9 +96,17 @@ static void on_check(uv_check_t *h)
 {
     gkv_demoter_t *d = h->data;
     reap(d);
-    for (unsigned dev = 0; dev < d->devs->n; dev++)
-        while (d->busy < GKV_DEMOTE_FLIGHT && above(d, dev) && start_one(d, dev))
-            ;
+    uint64_t now = uv_now(d->loop);
+    for (unsigned dev = 0; dev < d->devs->n; dev++) {
+        if (now < d->rest_until[dev])
+            continue;
+        while (d->busy < GKV_DEMOTE_FLIGHT && above(d, dev)) {
+            if (!start_one(d, dev)) { /* everything held, or the tier full under noeviction */
+                d->rest_until[dev] = now + REST_MS;
+                break;
+            }
+        }
+    }
     reap(d); /* a copy that was done at once (the host backend) */
 }
 
@@ -113,6 +127,7 @@ gkv_demoter_t *gkv_demoter_start(uv_loop_t *loop, gkv_store_t *st, gkv_devices_t
     }
     d->st = st;
     d->devs = devs;
+    d->loop = loop;
     d->headroom_pct = headroom_pct > 90 ? 90 : headroom_pct;
     for (unsigned i = 0; i < GKV_DEMOTE_FLIGHT; i++) {
         d->jobs[i].op.done = copied;
