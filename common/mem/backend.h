@@ -270,8 +270,16 @@ size_t gkv_backend_disk_found(const gkv_backend_t *b, const gkv_disk_found_t **f
 void gkv_backend_disk_adopt_next(gkv_backend_t *b, size_t i);
 /* The found records not adopted are retired and their space freed; the list goes. */
 void gkv_backend_disk_found_done(gkv_backend_t *b);
-/* Removes the file now (it stays open): a takeover's predecessor, whose successor has a file
- * of its own, leaves nothing a later start could take for newer than it is. */
+/* Removes the file now (it stays open): a takeover's predecessor leaves nothing under its name
+ * a later start could take for newer than it is (a successor took the file over under its own
+ * name, or has one of its own). */
 void gkv_backend_disk_discard(gkv_backend_t *b);
+/* The file's descriptor (borrowed): a takeover passes it to the successor. */
+int gkv_backend_disk_fd(const gkv_backend_t *b);
+/* Takes over the file of fd (a predecessor's, passed in a takeover; fd is b's from now on, and
+ * closed on failure) in place of b's own, which must hold nothing yet: renamed to b's name,
+ * its live records listed as gkv_backend_disk_open with reload lists them. Returns 0, or
+ * GKV_EINVAL (b holds values, or fd is no tier's file) or GKV_ESYS with why (cap bytes). */
+int gkv_backend_disk_take(gkv_backend_t *b, int fd, char *why, size_t cap);
 
 #endif

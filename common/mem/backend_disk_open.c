@@ -181,6 +181,53 @@ static int scan(disk_backend_t *d, uint64_t size)
     return rc;
 }
 
+/* Lists the live records of d's file (d->fd, its superblock read). Returns 0 or a code with
+ * why. */
+static int read_back(disk_backend_t *d, char *why, size_t cap)
+{
+    struct stat fs;
+    int rc = fstat(d->fd, &fs) ? GKV_ESYS : scan(d, (uint64_t)fs.st_size);
+    if (rc) {
+        snprintf(why, cap, "reading %s back: %s", d->path,
+                 rc == GKV_ENOMEM ? "out of host memory" : strerror(errno));
+        return rc;
+    }
+    GKV_INFO("disk tier: %zu values found in %s", d->nfound, d->path);
+    return 0;
+}
+
+int gkv_backend_disk_fd(const gkv_backend_t *b)
+{
+    return ((const disk_backend_t *)b)->fd;
+}
+
+int gkv_backend_disk_take(gkv_backend_t *b, int fd, char *why, size_t cap)
+{
+    disk_backend_t *d = (disk_backend_t *)b;
+    char link[64], from[sizeof(d->path)];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, from, sizeof(from) - 1);
+    int old = d->fd;
+    d->fd = fd;
+    if (d->recs || d->nfound || n <= 0 || flock(fd, LOCK_EX | LOCK_NB) || read_superblock(d)) {
+        d->fd = old;
+        close(fd);
+        snprintf(why, cap, "%s", d->recs || d->nfound ? "this disk tier holds values already"
+                                                      : "not a disk tier's file");
+        return GKV_EINVAL;
+    }
+    from[n] = 0;
+    /* Under this daemon's name (its own empty file goes); the predecessor removes its name
+     * as it leaves, which is then no longer there. */
+    close(old);
+    if (rename(from, d->path)) {
+        GKV_WARN("disk tier: %s stays under its name: %s", from, strerror(errno));
+        unlink(d->path);
+        snprintf(d->path, sizeof(d->path), "%s", from);
+    }
+    return read_back(d, why, cap);
+}
+
 int gkv__disk_open_file(disk_backend_t *d, const char *dir, bool reload, char *why, size_t cap)
 {
     struct stat st;
@@ -201,17 +248,8 @@ int gkv__disk_open_file(disk_backend_t *d, const char *dir, bool reload, char *w
         return GKV_ESYS;
     }
     d->fd = fd;
-    if (fd >= 0 && read_superblock(d) == 0) {
-        struct stat fs;
-        int rc = fstat(fd, &fs) ? GKV_ESYS : scan(d, (uint64_t)fs.st_size);
-        if (rc) {
-            snprintf(why, cap, "reading %s back: %s", d->path,
-                     rc == GKV_ENOMEM ? "out of host memory" : strerror(errno));
-            return rc;
-        }
-        GKV_INFO("disk tier: %zu values found in %s", d->nfound, d->path);
-        return 0;
-    }
+    if (fd >= 0 && read_superblock(d) == 0)
+        return read_back(d, why, cap);
     if (fd >= 0) { /* not a tier's file after all: start it again */
         GKV_WARN("disk tier: %s has no superblock: started empty", d->path);
         close(fd);

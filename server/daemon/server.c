@@ -454,6 +454,27 @@ static void close_handles(gkv_server_t *s)
     uv_run(s->loop, UV_RUN_DEFAULT);
 }
 
+/* A takeover's predecessor passed its disk tier's file: this daemon's disk tier takes it over
+ * (its values come back with gkv_store_disk_reload). Without a disk tier here it is closed.
+ * Returns 0: a file that cannot be taken is logged, and this daemon's own (empty) stays. */
+static int take_disk_tier(gkv_server_t *s)
+{
+    int fd = s->takeover.disk_fd;
+    s->takeover.disk_fd = -1;
+    if (fd < 0)
+        return 0;
+    char why[256];
+    if (!s->disk_tier) {
+        GKV_WARN("takeover: the predecessor's disk tier is dropped: no --tier-disk here");
+        close(fd);
+    } else if (gkv_backend_disk_take(s->disk_tier, fd, why, sizeof(why))) {
+        GKV_WARN("takeover: the predecessor's disk tier cannot be taken over (%s): starting "
+                 "with an empty one",
+                 why);
+    }
+    return 0;
+}
+
 /* Values back (a predecessor's, taken over or left in the fd store; else the newest snapshot;
  * then the disk tier's file), then the listeners. */
 static int start_serving(gkv_server_t *s, char *err, size_t cap)
@@ -465,6 +486,7 @@ static int start_serving(gkv_server_t *s, char *err, size_t cap)
                                                            : GKV_FDSTORE_AUTO;
     int rc;
     if ((cfg->takeover && (rc = gkv_takeover_fetch(s, err, cap))) ||
+        (rc = take_disk_tier(s)) ||
         (rc = gkv_fdstore_open(&s->fdstore, &s->persist, fd_mode, s->takeover.passed,
                                s->takeover.npassed, &adopted, err, cap)) ||
         (!adopted && (rc = gkv_snapshot_load(&s->snapshots, err, cap))) ||

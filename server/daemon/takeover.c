@@ -31,7 +31,7 @@
 void gkv_takeover_init(gkv_server_t *s)
 {
     gkv_takeover_t *t = &s->takeover;
-    t->unix_fd = t->tcp_fd = t->sock = t->listen_unix = t->listen_tcp = -1;
+    t->unix_fd = t->tcp_fd = t->sock = t->listen_unix = t->listen_tcp = t->disk_fd = -1;
     t->exit_now = _exit;
     uv_timer_init(s->loop, &t->grace);
     t->grace.data = s;
@@ -121,6 +121,11 @@ static int hand_over(gkv_server_t *s, const gkv_request_t *req, gkv_reply_t *rep
         gkv_fdstore_name(name, sizeof(name), 'm', epoch, i);
         rc = add_fd(rep, names, sizeof(names), fd, name);
     }
+    /* The disk tier's file: the successor takes it over (its values are not in the journal). */
+    if (!rc && s->disk_tier)
+        rc = add_fd(rep, names, sizeof(names),
+                    fcntl(gkv_backend_disk_fd(s->disk_tier), F_DUPFD_CLOEXEC, 3),
+                    "gpukv-tier-disk");
     /* Without the fd store, a journal made now, from an index no request changes any more. */
     gkv_journal_t *j = s->fdstore.journal, *made = NULL;
     uint32_t gen = j ? s->fdstore.gen : 0;
@@ -175,7 +180,7 @@ int gkv_cmd_takeover(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *
         /* Nothing is freed: the successor has copied the values, and zero-copy clients may
          * still map this daemon's memory, which lives on while they import it. */
         GKV_INFO("takeover: the successor serves; exiting");
-        if (srv->disk_tier) /* the successor has a file of its own: this one would be stale */
+        if (srv->disk_tier) /* the successor took the file over (renamed), or has its own */
             gkv_backend_disk_discard(srv->disk_tier);
         t->exiting = true; /* once this request has ended: gkv_takeover_request_done */
         return gkv_reply_fail(rep, GKV_ESHUTDOWN, "the daemon is exiting");
@@ -351,6 +356,8 @@ int gkv_takeover_fetch(gkv_server_t *s, char *err, size_t cap)
             t->listen_unix = fds[i];
         else if (strcmp(name, "gpukv-listen-tcp") == 0)
             t->listen_tcp = fds[i];
+        else if (strcmp(name, "gpukv-tier-disk") == 0)
+            t->disk_fd = fds[i];
         else {
             t->passed[t->npassed].fd = fds[i];
             snprintf(t->passed[t->npassed++].name, sizeof(t->passed[0].name), "%s", name);
@@ -387,5 +394,7 @@ void gkv_takeover_fini(gkv_server_t *s)
         close(t->unix_fd);
     if (t->tcp_fd >= 0)
         close(t->tcp_fd);
-    t->sock = t->listen_unix = t->listen_tcp = t->unix_fd = t->tcp_fd = -1;
+    if (t->disk_fd >= 0)
+        close(t->disk_fd);
+    t->sock = t->listen_unix = t->listen_tcp = t->unix_fd = t->tcp_fd = t->disk_fd = -1;
 }

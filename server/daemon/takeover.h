@@ -26,7 +26,7 @@
 typedef struct gkv_server gkv_server_t;
 typedef struct gkv_conn gkv_conn_t;
 
-#define GKV_TAKEOVER_FDS 16 /* listeners, one memory per device, the journal */
+#define GKV_TAKEOVER_FDS 16 /* listeners, one memory per device, the journal, the disk tier */
 
 enum { GKV_TAKEOVER_BEGIN = 0, GKV_TAKEOVER_FETCH = 1, GKV_TAKEOVER_DONE = 2 };
 
@@ -44,6 +44,7 @@ typedef struct {
     /* The successor's side (--takeover). */
     int sock;                                 /* the connection to the predecessor, or -1 */
     int listen_unix, listen_tcp;              /* passed listening sockets, or -1 */
+    int disk_fd;                              /* the predecessor's disk tier's file, or -1 */
     gkv_stored_fd_t passed[GKV_TAKEOVER_FDS]; /* memory and journal, for gkv_fdstore_open */
     unsigned npassed;
 } gkv_takeover_t;

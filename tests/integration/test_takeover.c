@@ -267,6 +267,57 @@ START_TEST(the_host_tier_is_handed_over)
 }
 END_TEST
 
+/* The disk tier's file is handed over too: the successor serves every value the predecessor
+ * had on its disk, bit-exact, from the same file (now under its own name), and keeps it. */
+START_TEST(the_disk_tier_is_handed_over)
+{
+    char ddir[64];
+    ck_assert_int_eq(harness_tmpdir(ddir, NULL, "tod"), 0);
+    const char *const tiered[] = {"--maxmemory", "4M", "--tier-host", "4M", "--tier-disk", ddir,
+                                  "--tier-disk-size", "16M", "--maxmemory-policy",
+                                  "allkeys-lru", NULL};
+    const char *const tiered_succ[] = {"--maxmemory", "4M", "--tier-host", "4M", "--tier-disk",
+                                       ddir, "--tier-disk-size", "16M", "--maxmemory-policy",
+                                       "allkeys-lru", "--takeover", "yes", NULL};
+    enum { VAL = 256u << 10, N = 64 }; /* 16 MiB: 4 on the GPU, 4 in the host tier, 8 on disk */
+    gkv_daemon_t old, succ;
+    ck_assert_int_eq(harness_start_at(&old, dir, sock, tiered), 0);
+    gkv_client_t *c = connect_or_fail(old.url);
+    static uint8_t v[VAL], got[VAL];
+    char key[32];
+    for (int i = 0; i < N; i++) {
+        harness_fill(v, VAL, 900u + (unsigned)i);
+        snprintf(key, sizeof(key), "d%d", i);
+        ck_assert_int_eq(gkv_set(c, key, strlen(key), v, VAL, NULL), 0);
+    }
+    uint64_t on_disk = info_u64(c, "tier_disk_keys");
+    ck_assert_uint_ge(on_disk, 16);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_start_at(&succ, dir, sock, tiered_succ), 0);
+    ck_assert_int_eq(harness_wait_exit(&old, 15000), 0);
+    c = connect_or_fail(succ.url);
+    ck_assert_uint_eq(info_u64(c, "tier_disk_keys"), on_disk);
+    ck_assert_uint_eq(info_u64(c, "tier_disk_reloaded"), on_disk);
+    ck_assert_uint_eq(info_u64(c, "adopted_dropped"), 0);
+    for (int i = 0; i < N; i++) { /* GPU and host tier by the journal, the disk by its file */
+        harness_fill(v, VAL, 900u + (unsigned)i);
+        snprintf(key, sizeof(key), "d%d", i);
+        ck_assert_int_eq(gkv_get(c, key, strlen(key), NULL, got, VAL, NULL), 0);
+        ck_assert_msg(memcmp(v, got, VAL) == 0, "%s differs after the takeover", key);
+    }
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&succ), 0);
+    char cmd[128], line[32];
+    snprintf(cmd, sizeof(cmd), "ls %s | wc -l", ddir);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_nonnull(fgets(line, sizeof(line), p));
+    pclose(p);
+    ck_assert_int_eq(atoi(line), 1); /* one file: the successor's, kept */
+    harness_rmdir(ddir);
+}
+END_TEST
+
 static int64_t takeover(int fd, uint64_t flags)
 {
     gkv_response_t r;
@@ -470,6 +521,7 @@ static Suite *make_suite(void)
     tcase_set_timeout(t, 300);
     tcase_add_test(t, a_takeover_under_load_keeps_every_acknowledged_write);
     tcase_add_test(t, the_host_tier_is_handed_over);
+    tcase_add_test(t, the_disk_tier_is_handed_over);
     tcase_add_test(t, a_successor_that_goes_away_leaves_the_old_daemon_serving);
     tcase_add_test(t, a_takeover_dropped_by_its_sender_leaves_the_daemon_serving);
     tcase_add_test(t, takeover_is_refused_over_tcp);
