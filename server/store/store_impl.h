@@ -12,6 +12,7 @@ struct gkv_limbo {
     gkv_devptr_t mem;
     uint64_t size;
     unsigned dev;
+    bool retire; /* not memory to free: a disk record to retire (gkv__store_disk_left) */
 };
 
 static inline bool gkv__store_has_deadline(const gkv_entry_t *e)
@@ -48,8 +49,15 @@ void gkv__store_evict(gkv_store_t *st, gkv_entry_t *e);
  * then). */
 bool gkv__store_demote_one(gkv_store_t *st, unsigned dev);
 /* e (in the disk tier) leaves its key (unlinked, replaced, flushed): its record is retired in
- * the file at once, so a reload never brings it back (its memory is freed later). */
+ * the file, so a reload never brings it back: at once without a journal, else once the
+ * journal's record of the change has committed (before the change is acknowledged; a crash
+ * before that leaves the record for the reload, the journal not knowing the change either).
+ * Its memory is freed later. */
 void gkv__store_disk_left(gkv_store_t *st, const gkv_entry_t *e);
+/* Holds l back until the journal's records up to now have committed (gkv_store_journal_
+ * committed carries it out). False when nothing waits to commit (carry it out now), or when
+ * host memory to remember it is short (the journal is then marked broken). */
+bool gkv__store_limbo_push(gkv_store_t *st, struct gkv_limbo l);
 /* Unlocks the host tier's locked regions (gkv_store_fini, before the tier's memory goes). */
 void gkv__store_tier_fini(gkv_store_t *st);
 

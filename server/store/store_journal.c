@@ -56,8 +56,14 @@ void gkv__store_journal_put(gkv_store_t *st, const gkv_entry_t *e)
  * the journal is marked broken (the fd store then leaves systemd's store, fdstore.c). */
 bool gkv__store_into_limbo(gkv_store_t *st, const gkv_entry_t *e)
 {
-    if (!st->journal || !e->size ||
-        gkv_journal_committed(st->journal) == gkv_journal_used(st->journal))
+    return e->size && gkv__store_limbo_push(st, (struct gkv_limbo){.mem = e->mem,
+                                                                    .size = e->size,
+                                                                    .dev = e->dev});
+}
+
+bool gkv__store_limbo_push(gkv_store_t *st, struct gkv_limbo l)
+{
+    if (!st->journal || gkv_journal_committed(st->journal) == gkv_journal_used(st->journal))
         return false;
     if (st->nlimbo == st->limbo_cap) {
         if (st->limbo_head) { /* slide the live part down first */
@@ -68,18 +74,18 @@ bool gkv__store_into_limbo(gkv_store_t *st, const gkv_entry_t *e)
         }
         if (st->nlimbo == st->limbo_cap) {
             size_t cap = st->limbo_cap ? st->limbo_cap * 2 : 64;
-            struct gkv_limbo *l = realloc(st->limbo, cap * sizeof(*l));
-            if (!l) {
+            struct gkv_limbo *grown = realloc(st->limbo, cap * sizeof(*grown));
+            if (!grown) {
                 gkv_journal_break(st->journal);
                 return false;
             }
-            st->limbo = l;
+            st->limbo = grown;
             st->limbo_cap = cap;
         }
     }
-    st->limbo[st->nlimbo++] =
-        (struct gkv_limbo){gkv_journal_used(st->journal), e->mem, e->size, e->dev};
-    st->limbo_bytes += e->size;
+    l.tag = gkv_journal_used(st->journal);
+    st->limbo[st->nlimbo++] = l;
+    st->limbo_bytes += l.size;
     return true;
 }
 
@@ -102,7 +108,10 @@ void gkv_store_journal_committed(gkv_store_t *st)
     uint64_t upto = st->journal ? gkv_journal_committed(st->journal) : UINT64_MAX;
     while (st->limbo_head < st->nlimbo && st->limbo[st->limbo_head].tag <= upto) {
         struct gkv_limbo *l = &st->limbo[st->limbo_head++];
-        gkv__store_free_memory(st, l->dev, l->mem, l->size);
+        if (l->retire)
+            gkv_backend_disk_retire(st->dev[GKV_DEV_DISK_TIER].be, l->mem);
+        else
+            gkv__store_free_memory(st, l->dev, l->mem, l->size);
         st->limbo_bytes -= l->size;
     }
     if (st->limbo_head == st->nlimbo)

@@ -302,7 +302,10 @@ gkv_entry_t *gkv_store_get_here(gkv_store_t *st, const void *key, size_t klen, i
 
 void gkv__store_disk_left(gkv_store_t *st, const gkv_entry_t *e)
 {
-    if (e->dev == GKV_DEV_DISK_TIER && e->size)
+    if (e->dev != GKV_DEV_DISK_TIER || !e->size)
+        return;
+    struct gkv_limbo l = {.mem = e->mem, .dev = e->dev, .retire = true};
+    if (!gkv__store_limbo_push(st, l))
         gkv_backend_disk_retire(st->dev[GKV_DEV_DISK_TIER].be, e->mem);
 }
 

@@ -386,10 +386,9 @@ out:
     return NULL;
 }
 
-START_TEST(the_host_tier_survives_sigkill_under_load)
+/* One round: the daemon with args under the writing load, SIGKILLed, started again. */
+static void tier_round(const char *const *args, bool with_disk)
 {
-    const char *const args[] = {"--fd-store", "yes", "--maxmemory", "8M", "--tier-host", "32M",
-                                "--maxmemory-policy", "allkeys-lru", NULL};
     gkv_daemon_t d;
     ck_assert_int_eq(harness_start_sm(&d, dir, sock, args, &sm), 0);
     harness_sm_poll(&sm, 0);
@@ -406,7 +405,9 @@ START_TEST(the_host_tier_survives_sigkill_under_load)
         atomic_store(&l.acked[k], 0);
         atomic_store(&l.flight[k], 0);
     }
-    ck_assert_uint_ge(info_u64(c, "tier_host_keys"), TIER_KEYS - (8u << 20) / TIER_VAL);
+    ck_assert_uint_ge(info_u64(c, "tier_host_keys"), 1);
+    if (with_disk)
+        ck_assert_uint_ge(info_u64(c, "tier_disk_keys"), 1);
     gkv_client_close(c);
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, tier_writer, &l), 0);
@@ -418,9 +419,10 @@ START_TEST(the_host_tier_survives_sigkill_under_load)
     harness_sm_poll(&sm, 0);
     c = connect_or_fail(d.url);
     ck_assert_uint_eq(info_u64(c, "adopted_dropped"), 0);
-    ck_assert_uint_eq(info_u64(c, "adopted_keys"), TIER_KEYS);
+    /* Each key once: from the journal (GPU, host tier) or from the disk's file. */
+    ck_assert_uint_eq(info_u64(c, "adopted_keys") + info_u64(c, "tier_disk_reloaded"),
+                      TIER_KEYS);
     ck_assert_uint_ge(info_u64(c, "tier_host_keys"), 1); /* some came back into the tier */
-    ck_assert_uint_le(info_u64(c, "tier_host_used"), 32u << 20);
     ck_assert_uint_le(info_u64(c, "used_bytes"), 8u << 20);
     for (int k = 0; k < TIER_KEYS; k++) {
         snprintf(key, sizeof(key), "tier-%d", k);
@@ -435,6 +437,28 @@ START_TEST(the_host_tier_survives_sigkill_under_load)
     }
     gkv_client_close(c);
     harness_stop(&d);
+}
+
+START_TEST(the_host_tier_survives_sigkill_under_load)
+{
+    const char *const args[] = {"--fd-store", "yes", "--maxmemory", "8M", "--tier-host", "32M",
+                                "--maxmemory-policy", "allkeys-lru", NULL};
+    tier_round(args, false);
+}
+END_TEST
+
+/* With a disk tier below: the journal brings the GPU's and the host tier's values back, the
+ * disk's file its own, and where both know a key the journal's (newer) wins. */
+START_TEST(the_disk_tier_comes_back_beside_the_fd_store_after_sigkill_under_load)
+{
+    char disk[128];
+    snprintf(disk, sizeof(disk), "%s/disk", dir);
+    ck_assert_int_eq(mkdir(disk, 0700), 0);
+    const char *const args[] = {"--fd-store", "yes", "--maxmemory", "8M", "--tier-host", "8M",
+                                "--tier-disk", disk, "--tier-disk-size", "64M",
+                                "--maxmemory-policy", "allkeys-lru", NULL};
+    for (int round = 0; round < 3; round++)
+        tier_round(args, true);
 }
 END_TEST
 
@@ -555,6 +579,7 @@ static Suite *make_suite(void)
     tcase_set_timeout(t, 600);
     tcase_add_test(t, acknowledged_writes_survive_sigkill_at_random_points);
     tcase_add_test(t, the_host_tier_survives_sigkill_under_load);
+    tcase_add_test(t, the_disk_tier_comes_back_beside_the_fd_store_after_sigkill_under_load);
     tcase_add_test(t, a_damaged_journal_drops_what_follows_loudly);
     tcase_add_test(t, the_journal_is_rewritten_and_the_store_keeps_one);
     tcase_add_test(t, a_graceful_stop_takes_its_descriptors_out);
