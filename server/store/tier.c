@@ -333,13 +333,12 @@ int gkv_store_disk_reload(gkv_store_t *st)
             skipped++;
             continue;
         }
-        if (rc || (f->expire_unix_ms && (rc = gkv_store_entry_ttl(st, e, f->expire_unix_ms -
-                                                                          now_unix)))) {
-            if (!rc)
-                gkv_store_unref(st, e);
+        if (rc)
             break;
-        }
-        rc = gkv_store_publish(st, e, 0, NULL);
+        if (f->expire_unix_ms)
+            rc = gkv_store_entry_ttl(st, e, f->expire_unix_ms - now_unix);
+        if (!rc)
+            rc = gkv_store_publish(st, e, 0, NULL);
         gkv_store_unref(st, e);
         if (rc)
             break;
