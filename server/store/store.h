@@ -268,7 +268,7 @@ static inline unsigned gkv_store_gpu(const gkv_entry_t *e)
  * readable while copied), and in *n its new unpublished entry in the host tier (key, metadata,
  * deadline; one reference): the caller copies e's bytes into n's memory. False when there is
  * no host tier, no candidate, or no room in the tier. End (ok: the copy ran; us: how long it
- * took): n takes e's place under the key when the key still names e with the same deadline
+ * took): n takes e's place under the key as gkv_store_copy_end says, when e's deadline is n's
  * (an overwrite, delete, expiry or deadline change meanwhile wins: n goes); both references
  * are dropped, and e's GPU memory goes with its last reader. Returns true when n took it. */
 bool gkv_store_demote_begin(gkv_store_t *st, unsigned dev, gkv_entry_t **e, gkv_entry_t **n);

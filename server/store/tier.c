@@ -128,24 +128,21 @@ static int timed_move(gkv_store_t *st, gkv_entry_t *n, gkv_entry_t *e, bool *bad
 static gkv_entry_t *move_entry(gkv_store_t *st, gkv_entry_t *e, unsigned dev, int *rc,
                                bool *bad_source)
 {
-    size_t klen;
-    uint32_t meta_len;
-    const uint8_t *key = gkv_store_key(st, e, &klen);
-    const uint8_t *meta = gkv_entry_meta(e, &meta_len);
     gkv_entry_t *n;
     *bad_source = false;
-    if (dev == GKV_DEV_DISK_TIER) /* its record names the key, for a reload */
+    if (dev == GKV_DEV_DISK_TIER) { /* its record names the key, for a reload */
+        size_t klen;
+        uint32_t meta_len;
+        const uint8_t *key = gkv_store_key(st, e, &klen);
+        const uint8_t *meta = gkv_entry_meta(e, &meta_len);
         gkv_backend_disk_label(st->dev[dev].be, key, (uint32_t)klen, meta, meta_len,
                                gkv__store_has_deadline(e)
                                    ? gkv_store_deadline_unix(st, e, gkv_wall_clock_ms())
                                    : 0);
-    if ((*rc = gkv_store_entry_new(st, dev, key, klen, e->size, meta, meta_len, GKV_LANE_SHARED,
-                                   &n)))
+    }
+    if ((*rc = gkv__store_entry_like(st, e, dev, &n)))
         return NULL;
-    if ((gkv__store_has_deadline(e) &&
-         (*rc = gkv__store_set_extras(st, n, meta, meta_len, e->x->expire_at))) ||
-        (*rc = timed_move(st, n, e, bad_source)) ||
-        (*rc = gkv__store_link(st, n))) {
+    if ((*rc = timed_move(st, n, e, bad_source)) || (*rc = gkv__store_link(st, n))) {
         if (dev == GKV_DEV_DISK_TIER) /* never linked: never reloaded */
             gkv_backend_disk_retire(st->dev[dev].be, n->mem);
         gkv_store_unref(st, n);
@@ -226,20 +223,9 @@ bool gkv_store_demote_begin(gkv_store_t *st, unsigned dev, gkv_entry_t **e, gkv_
     gkv_entry_t *v = gkv__store_pick(st, dev, true);
     if (!v || v->size > st->dev[GKV_DEV_HOST_TIER].limit)
         return false;
-    size_t klen;
-    uint32_t meta_len;
-    const uint8_t *key = gkv_store_key(st, v, &klen);
-    const uint8_t *meta = gkv_entry_meta(v, &meta_len);
     gkv_store_ref(v); /* no other move picks it now (refs > 1), and it stays while copied */
     gkv_entry_t *t;
-    if (gkv_store_entry_new(st, GKV_DEV_HOST_TIER, key, klen, v->size, meta, meta_len,
-                            GKV_LANE_SHARED, &t)) {
-        gkv_store_unref(st, v);
-        return false;
-    }
-    if (gkv__store_has_deadline(v) &&
-        gkv__store_set_extras(st, t, meta, meta_len, v->x->expire_at)) {
-        gkv_store_unref(st, t);
+    if (gkv__store_entry_like(st, v, GKV_DEV_HOST_TIER, &t)) {
         gkv_store_unref(st, v);
         return false;
     }
@@ -250,12 +236,9 @@ bool gkv_store_demote_begin(gkv_store_t *st, unsigned dev, gkv_entry_t **e, gkv_
 
 bool gkv_store_demote_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *n, bool ok, uint64_t us)
 {
-    size_t klen;
-    const uint8_t *key = gkv_store_key(st, e, &klen);
     bool same_deadline = gkv__store_has_deadline(e) == gkv__store_has_deadline(n) &&
                          (!gkv__store_has_deadline(e) || e->x->expire_at == n->x->expire_at);
-    bool took = ok && same_deadline && gkv_index_get(st->ix, key, klen) == e &&
-                gkv__store_link(st, n) == 0;
+    bool took = ok && same_deadline && gkv_store_copy_end(st, e, n);
     if (took) {
         n->access = e->access;
         st->stats.demoted++;
