@@ -17,5 +17,7 @@ uint64_t gkv_wall_clock_ms(void);
  * start of the loop's iteration, which a busy iteration makes stale by milliseconds (a deadline
  * would then fall early). */
 uint64_t gkv_clock_ms(void);
+/* The same clock in microseconds, for timing work. */
+uint64_t gkv_clock_us(void);
 
 #endif

@@ -455,14 +455,14 @@ static void close_handles(gkv_server_t *s)
 }
 
 /* A takeover's predecessor passed its disk tier's file: this daemon's disk tier takes it over
- * (its values come back with gkv_store_disk_reload). Without a disk tier here it is closed.
- * Returns 0: a file that cannot be taken is logged, and this daemon's own (empty) stays. */
-static int take_disk_tier(gkv_server_t *s)
+ * (its values come back with gkv_store_disk_reload). Without a disk tier here it is closed. A
+ * file that cannot be taken is logged, and this daemon's own (empty) stays. */
+static void take_disk_tier(gkv_server_t *s)
 {
     int fd = s->takeover.disk_fd;
     s->takeover.disk_fd = -1;
     if (fd < 0)
-        return 0;
+        return;
     char why[256];
     if (!s->disk_tier) {
         GKV_WARN("takeover: the predecessor's disk tier is dropped: no --tier-disk here");
@@ -472,7 +472,6 @@ static int take_disk_tier(gkv_server_t *s)
                  "with an empty one",
                  why);
     }
-    return 0;
 }
 
 /* Values back (a predecessor's, taken over or left in the fd store; else the newest snapshot;
@@ -485,13 +484,15 @@ static int start_serving(gkv_server_t *s, char *err, size_t cap)
                                  : cfg->fd_store == GKV_NO ? GKV_FDSTORE_OFF
                                                            : GKV_FDSTORE_AUTO;
     int rc;
-    if ((cfg->takeover && (rc = gkv_takeover_fetch(s, err, cap))) ||
-        (rc = take_disk_tier(s)) ||
-        (rc = gkv_fdstore_open(&s->fdstore, &s->persist, fd_mode, s->takeover.passed,
+    if (cfg->takeover && (rc = gkv_takeover_fetch(s, err, cap)))
+        return rc;
+    take_disk_tier(s);
+    if ((rc = gkv_fdstore_open(&s->fdstore, &s->persist, fd_mode, s->takeover.passed,
                                s->takeover.npassed, &adopted, err, cap)) ||
-        (!adopted && (rc = gkv_snapshot_load(&s->snapshots, err, cap))) ||
-        (rc = gkv_store_disk_reload(&s->store)) || /* after them: what they brought is newer */
-        (rc = gkv_server_listen_unix(s, err, cap)) ||
+        (!adopted && (rc = gkv_snapshot_load(&s->snapshots, err, cap))))
+        return rc;
+    gkv_store_disk_reload(&s->store); /* after them: what they brought is newer */
+    if ((rc = gkv_server_listen_unix(s, err, cap)) ||
         (cfg->listen[0] && (rc = gkv_server_listen_clients(s, err, cap))) ||
         (cfg->metrics_listen[0] && (rc = gkv_metrics_http_listen(s, err, cap))))
         return rc;

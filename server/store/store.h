@@ -243,8 +243,8 @@ int gkv_store_add_disk_tier(gkv_store_t *st, gkv_backend_t *be, uint64_t limit);
 /* Links the values a disk tier reopened with reload found in its file (gkv_backend_disk_open),
  * after everything else came back (the fd store's journal, a snapshot: a key they brought is
  * newer than the disk's record of it): newest record of a key first, those past their deadline
- * or without room skipped; what is not linked is retired. Returns 0. */
-int gkv_store_disk_reload(gkv_store_t *st);
+ * or without room skipped; what is not linked is retired. */
+void gkv_store_disk_reload(gkv_store_t *st);
 /* True when e's value is in a tier: its bytes are no device's until gkv_store_promote. */
 static inline bool gkv_store_in_tier(const gkv_entry_t *e)
 {

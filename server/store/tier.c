@@ -3,10 +3,8 @@
  * device when read. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "duration.h"
-
 #include "error.h"
 #include "log.h"
 #include "store_impl.h"
@@ -34,13 +32,6 @@ void gkv__store_tier_fini(gkv_store_t *st)
 {
     gkv_tier_pin_stop(st->tier_pin);
     st->tier_pin = NULL;
-}
-
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 int gkv_store_add_disk_tier(gkv_store_t *st, gkv_backend_t *be, uint64_t limit)
@@ -105,12 +96,12 @@ static int timed_move(gkv_store_t *st, gkv_entry_t *n, gkv_entry_t *e, bool *bad
 {
     bool down = n->dev == GKV_DEV_HOST_TIER && e->dev < GKV_MAX_DEVICES;
     bool up = e->dev == GKV_DEV_HOST_TIER && n->dev < GKV_MAX_DEVICES;
-    uint64_t t0 = down || up ? now_us() : 0;
+    uint64_t t0 = down || up ? gkv_clock_us() : 0;
     int rc = move_bytes(st, gkv_store_be(st, n), n->mem, gkv_store_be(st, e), e->mem, e->size,
                         bad_source);
     if (rc || !(down || up))
         return rc;
-    uint64_t us = now_us() - t0;
+    uint64_t us = gkv_clock_us() - t0;
     if (down) {
         st->stats.down_host_bytes += e->size;
         st->stats.down_host_us += us;
@@ -292,10 +283,10 @@ void gkv__store_disk_left(gkv_store_t *st, const gkv_entry_t *e)
         gkv_backend_disk_retire(st->dev[GKV_DEV_DISK_TIER].be, e->mem);
 }
 
-int gkv_store_disk_reload(gkv_store_t *st)
+void gkv_store_disk_reload(gkv_store_t *st)
 {
     if (!st->disk_tier)
-        return 0;
+        return;
     gkv_backend_t *be = st->dev[GKV_DEV_DISK_TIER].be;
     const gkv_disk_found_t *found;
     size_t n = gkv_backend_disk_found(be, &found);
@@ -335,5 +326,4 @@ int gkv_store_disk_reload(gkv_store_t *st)
                  (unsigned long long)linked, (unsigned long long)bytes,
                  (unsigned long long)skipped);
     st->stats.disk_reloaded = linked;
-    return 0;
 }

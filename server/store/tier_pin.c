@@ -4,8 +4,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <time.h>
 
+#include "duration.h"
 #include "error.h"
 #include "log.h"
 
@@ -27,17 +27,10 @@ static uint8_t *region(const gkv_tier_pin_t *p, size_t i, size_t *len)
     return p->tier->ops->host_view(p->tier, (gkv_devptr_t){.v = at});
 }
 
-static double seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void *run(void *arg)
 {
     gkv_tier_pin_t *p = arg;
-    double t0 = seconds();
+    uint64_t t0 = gkv_clock_ms();
     size_t refused = 0;
     for (size_t i = 0; i < p->n && !atomic_load(&p->stop); i++) {
         size_t len;
@@ -55,7 +48,7 @@ static void *run(void *arg)
     if (atomic_load(&p->through) == p->n)
         GKV_INFO("host tier: %.1f GiB page-locked for the GPUs' copies in %.1f s (%zu of %zu "
                  "regions refused)",
-                 (double)atomic_load(&p->bytes) / (1u << 30), seconds() - t0, refused, p->n);
+                 (double)atomic_load(&p->bytes) / (1u << 30), (double)(gkv_clock_ms() - t0) / 1e3, refused, p->n);
     return NULL;
 }
 

@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "duration.h"
 #include "error.h"
 #include "log.h"
 
@@ -11,7 +12,6 @@ typedef struct {
     gkv_copy_t op;
     struct gkv_demoter *owner;
     gkv_entry_t *e, *n; /* NULL: the slot is free */
-    unsigned dev;
     uint64_t t0;
     atomic_int state; /* 0 copying, 1 done, 2 failed */
 } job_t;
@@ -26,7 +26,7 @@ struct gkv_demoter {
     uv_loop_t *loop;
     uint64_t rest_until[GKV_MAX_DEVICES]; /* a device with nothing to move: looked at again then */
     unsigned busy;
-    uint64_t started, done;
+    uint64_t done;
     int closed; /* handles closing */
 };
 
@@ -47,7 +47,7 @@ static void reap(gkv_demoter_t *d)
         int state = atomic_load(&j->state);
         if (!j->e || state == 0)
             continue;
-        d->done += gkv_store_demote_end(d->st, j->e, j->n, state == 1, uv_hrtime() / 1000 - j->t0);
+        d->done += gkv_store_demote_end(d->st, j->e, j->n, state == 1, gkv_clock_us() - j->t0);
         j->e = j->n = NULL;
         d->busy--;
     }
@@ -77,11 +77,9 @@ static bool start_one(gkv_demoter_t *d, unsigned dev)
     gkv_device_t *dv = &d->devs->dev[dev];
     j->e = e;
     j->n = n;
-    j->dev = dev;
-    j->t0 = uv_hrtime() / 1000;
+    j->t0 = gkv_clock_us();
     atomic_store(&j->state, 0);
     d->busy++;
-    d->started++;
     /* On the last lane: connections take theirs by id from the first. */
     int rc = dv->be->ops->copy_out(dv->be, tier->ops->host_view(tier, n->mem), e->mem, 0,
                                    (size_t)e->size, dv->be->lanes - 1, &j->op);
@@ -162,11 +160,6 @@ void gkv_demoter_close(gkv_demoter_t *d)
 void gkv_demoter_free(gkv_demoter_t *d)
 {
     free(d);
-}
-
-uint64_t gkv_demoter_started(const gkv_demoter_t *d)
-{
-    return d ? d->started : 0;
 }
 
 uint64_t gkv_demoter_done(const gkv_demoter_t *d)

@@ -29,8 +29,7 @@ gkv_demoter_t *gkv_demoter_start(uv_loop_t *loop, gkv_store_t *st, gkv_devices_t
  * handles: the loop must run out before gkv_demoter_free. NULL does nothing. */
 void gkv_demoter_close(gkv_demoter_t *d);
 void gkv_demoter_free(gkv_demoter_t *d);
-/* Moves started and moves that took their value's place, so far. */
-uint64_t gkv_demoter_started(const gkv_demoter_t *d);
+/* Moves that took their value's place, so far. */
 uint64_t gkv_demoter_done(const gkv_demoter_t *d);
 
 #endif
