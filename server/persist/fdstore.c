@@ -287,6 +287,9 @@ static void maybe_rewrite(gkv_fdstore_t *f)
     if (f->closing || used < REWRITE_MIN || used < REWRITE_FACTOR * live ||
         used < f->rewrite_after || !gkv_journal_idle(f->journal))
         return;
+    /* Every record has committed: what the limbo holds goes now, under the old journal's
+     * positions (the new journal counts from its own start). */
+    gkv_store_journal_committed(f->env.store);
     gkv_journal_t *jn = gkv_fdstore_journal_now(&f->env);
     if (!jn || store_journal(f, jn, f->gen + 1)) {
         GKV_WARN("fd store: rewriting the journal (%" PRIu64 " bytes) failed; trying again at "

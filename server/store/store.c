@@ -42,8 +42,6 @@ static void count_linked(gkv_store_t *st, const gkv_entry_t *e, int sign)
     d->linked_bytes += bytes;
     st->linked_bytes += bytes;
     d->keys += (uint64_t)(int64_t)sign;
-    if (sign < 0 && e->dev == GKV_DEV_DISK_TIER)
-        gkv__store_disk_left(st, e);
 }
 
 unsigned gkv_store_place(gkv_store_t *st, const void *key, size_t klen, uint64_t size)
@@ -78,6 +76,7 @@ void gkv__store_unlink(gkv_store_t *st, gkv_entry_t *e)
     if (gkv__store_has_deadline(e))
         gkv_ttl_remove(&st->ttl, e);
     count_linked(st, e, -1);
+    gkv__store_disk_left(st, e); /* after the journal's record that the key is gone */
     gkv_store_unref(st, e);
 }
 
@@ -396,6 +395,7 @@ int gkv__store_link(gkv_store_t *st, gkv_entry_t *e)
         if (gkv__store_has_deadline(o))
             gkv_ttl_remove(&st->ttl, o);
         count_linked(st, o, -1);
+        gkv__store_disk_left(st, o); /* after e's record in the journal */
         gkv_store_unref(st, o);
     }
     return 0;
@@ -442,6 +442,9 @@ int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags, gkv_entry
         if (gkv__store_has_deadline(cur))
             (void)gkv_ttl_add(&st->ttl, cur); /* room was reserved above: cannot fail */
         gkv__store_journal_put(st, cur);
+        /* Only now may a disk record of the old value be retired: retired before the journal
+         * names the new value, a crash between the two would lose the key. */
+        gkv__store_disk_left(st, e);
         if (holder)
             *holder = cur;
         st->stats.sets++;

@@ -52,15 +52,17 @@ void gkv__store_evict(gkv_store_t *st, gkv_entry_t *e);
  * when there is none below, no candidate, or the tier could not take it (the caller evicts
  * then). */
 bool gkv__store_demote_one(gkv_store_t *st, unsigned dev);
-/* e (in the disk tier) leaves its key (unlinked, replaced, flushed): its record is retired in
- * the file, so a reload never brings it back: at once without a journal, else once the
+/* e (in the disk tier) has left its key (unlinked, replaced, flushed): its record is retired
+ * in the file, so a reload never brings it back: at once without a journal, else once the
  * journal's record of the change has committed (before the change is acknowledged; a crash
  * before that leaves the record for the reload, the journal not knowing the change either).
- * Its memory is freed later. */
+ * Called after the journal's record of the change is written. Its memory is freed later. */
 void gkv__store_disk_left(gkv_store_t *st, const gkv_entry_t *e);
 /* Holds l back until the journal's records up to now have committed (gkv_store_journal_
- * committed carries it out). False when nothing waits to commit (carry it out now), or when
- * host memory to remember it is short (the journal is then marked broken). */
+ * committed carries it out). Held ones are carried out in order: a disk record's retirement
+ * always before its space is freed (and reused). False when nothing waits to commit and
+ * nothing is held (carry it out now), or when host memory to remember it is short (the
+ * journal is then marked broken). */
 bool gkv__store_limbo_push(gkv_store_t *st, struct gkv_limbo l);
 /* Unlocks the host tier's locked regions (gkv_store_fini, before the tier's memory goes). */
 void gkv__store_tier_fini(gkv_store_t *st);

@@ -63,7 +63,11 @@ bool gkv__store_into_limbo(gkv_store_t *st, const gkv_entry_t *e)
 
 bool gkv__store_limbo_push(gkv_store_t *st, struct gkv_limbo l)
 {
-    if (!st->journal || gkv_journal_committed(st->journal) == gkv_journal_used(st->journal))
+    if (!st->journal)
+        return false;
+    gkv_store_journal_committed(st); /* what has committed goes first */
+    if (st->limbo_head == st->nlimbo &&
+        gkv_journal_committed(st->journal) == gkv_journal_used(st->journal))
         return false;
     if (st->nlimbo == st->limbo_cap) {
         if (st->limbo_head) { /* slide the live part down first */

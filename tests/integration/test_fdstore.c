@@ -386,6 +386,22 @@ out:
     return NULL;
 }
 
+/* A failed round says which keys came back from neither side, and what the daemon logged. */
+static void tier_explain(gkv_client_t *c, const gkv_daemon_t *d, tier_load_t *l)
+{
+    static uint8_t got[TIER_VAL];
+    static char log[1 << 20];
+    char key[32];
+    for (int k = 0; k < TIER_KEYS; k++) {
+        snprintf(key, sizeof(key), "tier-%d", k);
+        if (gkv_get(c, key, strlen(key), NULL, got, TIER_VAL, NULL))
+            fprintf(stderr, "%s is missing: acknowledged version %d, in flight %d\n", key,
+                    atomic_load(&l->acked[k]), atomic_load(&l->flight[k]));
+    }
+    harness_read_log(d, log, sizeof(log));
+    fprintf(stderr, "the daemon's log:\n%s\n", log);
+}
+
 /* One round: the daemon with args under the writing load, SIGKILLed, started again. */
 static void tier_round(const char *const *args, bool with_disk)
 {
@@ -419,6 +435,8 @@ static void tier_round(const char *const *args, bool with_disk)
     harness_sm_poll(&sm, 0);
     c = connect_or_fail(d.url);
     ck_assert_uint_eq(info_u64(c, "adopted_dropped"), 0);
+    if (info_u64(c, "adopted_keys") + info_u64(c, "tier_disk_reloaded") != TIER_KEYS)
+        tier_explain(c, &d, &l);
     /* Each key once: from the journal (GPU, host tier) or from the disk's file. */
     ck_assert_uint_eq(info_u64(c, "adopted_keys") + info_u64(c, "tier_disk_reloaded"),
                       TIER_KEYS);
