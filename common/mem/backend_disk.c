@@ -1,8 +1,11 @@
 /* backend_disk.c: value memory in one file on a local filesystem, for the disk tier below the
  * host tier (docs/tiers.md): records and their copies (the layout: backend_disk_impl.h; the
  * file found, opened and scanned: backend_disk_open.c). Only what a tier needs: alloc/free
- * (offsets in the file, the bookkeeping outside it) and blocking copies (pread/pwrite). */
+ * (offsets in the file, the bookkeeping outside it) and blocking copies (pread/pwrite, with
+ * O_DIRECT where the filesystem takes it: the host tier above is the cache, the page cache
+ * would hold the same bytes a second time). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +79,64 @@ static disk_rec_t *rec_of(disk_backend_t *d, gkv_devptr_t p)
     disk_rec_t *r = NULL;
     HASH_FIND(hh, d->recs, &p.v, sizeof(uint64_t), r);
     return r;
+}
+
+/* A record's bytes in the file, in order: header, value, key and metadata (then zeros). */
+typedef struct {
+    const void *p;
+    uint64_t n;
+} piece_t;
+
+/* Bytes [off, off + n) of the record made of the three pieces, zeros past them, into to. */
+static void image_copy(uint8_t *to, uint64_t off, uint64_t n, const piece_t *pieces)
+{
+    uint64_t at = 0, done = 0;
+    for (int i = 0; i < 3; at += pieces[i++].n) {
+        uint64_t from = off + done;
+        if (done == n || from >= at + pieces[i].n)
+            continue;
+        uint64_t take = at + pieces[i].n - from;
+        if (take > n - done)
+            take = n - done;
+        memcpy(to + done, (const uint8_t *)pieces[i].p + (from - at), take);
+        done += take;
+    }
+    memset(to + done, 0, n - done);
+}
+
+/* The record at start (total bytes, whole blocks) through the aligned buffer: its later blocks
+ * first, then the first, which holds the header. 0 or an errno. */
+static int direct_write(disk_backend_t *d, uint64_t start, uint64_t total, const piece_t *image)
+{
+    for (uint64_t off = DISK_ALIGN; off < total; off += BOUNCE) {
+        uint64_t n = total - off < BOUNCE ? total - off : BOUNCE;
+        image_copy(d->bounce, off, n, image);
+        int e = gkv__disk_io(d->dfd, d->bounce, (size_t)n, start + off, true);
+        if (e)
+            return e;
+    }
+    image_copy(d->bounce, 0, DISK_ALIGN, image);
+    return gkv__disk_io(d->dfd, d->bounce, DISK_ALIGN, start, true);
+}
+
+/* The value at p (len bytes) into dst and its header into h, through the aligned buffer. */
+static int direct_read(disk_backend_t *d, uint8_t *h, void *dst, gkv_devptr_t p, uint64_t len)
+{
+    uint64_t start = p.v - HEADER;
+    uint64_t need = (HEADER + len + DISK_ALIGN - 1) & ~(uint64_t)(DISK_ALIGN - 1);
+    for (uint64_t off = 0; off < need; off += BOUNCE) {
+        uint64_t n = need - off < BOUNCE ? need - off : BOUNCE;
+        int e = gkv__disk_io(d->dfd, d->bounce, (size_t)n, start + off, false);
+        if (e)
+            return e;
+        if (!off)
+            memcpy(h, d->bounce, HEADER);
+        uint64_t from = off < HEADER ? HEADER : off; /* record offsets of value bytes here */
+        uint64_t to = off + n < HEADER + len ? off + n : HEADER + len;
+        if (to > from)
+            memcpy((uint8_t *)dst + (from - HEADER), d->bounce + (from - off), to - from);
+    }
+    return 0;
 }
 
 void gkv_backend_disk_label(gkv_backend_t *b, const void *key, uint32_t klen, const void *meta,
@@ -173,9 +234,17 @@ int gkv_backend_disk_read_value(gkv_backend_t *b, void *dst, gkv_devptr_t p, uin
 {
     disk_backend_t *d = (disk_backend_t *)b;
     uint8_t h[HEADER];
-    int rc = disk_read_sync(b, h, (gkv_devptr_t){p.v - HEADER}, HEADER);
-    if (!rc)
-        rc = disk_read_sync(b, dst, p, (size_t)len);
+    int rc;
+    if (d->dfd >= 0) {
+        int e = direct_read(d, h, dst, p, len);
+        if (e)
+            io_error(d, "reading", e);
+        rc = e ? GKV_EIO : 0;
+    } else {
+        rc = disk_read_sync(b, h, (gkv_devptr_t){p.v - HEADER}, HEADER);
+        if (!rc)
+            rc = disk_read_sync(b, dst, p, (size_t)len);
+    }
     if (rc)
         return rc;
     if (gkv__disk_get32(h) != MAGIC_REC || gkv__disk_get64(h + 8) != len ||
@@ -206,11 +275,17 @@ static int disk_write_sync(gkv_backend_t *b, gkv_devptr_t dst, const void *src, 
     gkv__disk_put64(h + 32, ++d->seq);
     gkv__disk_put64(h + 40, r->expire_unix_ms);
     gkv__disk_put64(h + 48, gkv__disk_mac(d, h, r->label, label_len));
-    int e = gkv__disk_io(d->fd, (void *)src, len, dst.v, true);
-    if (!e && label_len)
-        e = gkv__disk_io(d->fd, r->label, label_len, dst.v + len, true);
-    if (!e)
-        e = gkv__disk_io(d->fd, h, HEADER, dst.v - HEADER, true);
+    int e;
+    if (d->dfd >= 0) {
+        const piece_t image[] = {{h, HEADER}, {src, len}, {r->label, label_len}};
+        e = direct_write(d, dst.v - HEADER, r->total, image);
+    } else {
+        e = gkv__disk_io(d->fd, (void *)src, len, dst.v, true);
+        if (!e && label_len)
+            e = gkv__disk_io(d->fd, r->label, label_len, dst.v + len, true);
+        if (!e)
+            e = gkv__disk_io(d->fd, h, HEADER, dst.v - HEADER, true);
+    }
     if (e) {
         io_error(d, "writing", e);
         return GKV_EIO;
@@ -223,9 +298,18 @@ static int disk_write_sync(gkv_backend_t *b, gkv_devptr_t dst, const void *src, 
 void gkv_backend_disk_retire(gkv_backend_t *b, gkv_devptr_t p)
 {
     disk_backend_t *d = (disk_backend_t *)b;
-    uint8_t state[4];
-    gkv__disk_put32(state, STATE_RETIRED);
-    int e = gkv__disk_io(d->fd, state, sizeof(state), p.v - HEADER + 4, true);
+    int e;
+    if (d->dfd >= 0) { /* the first block, read, changed and written back */
+        e = gkv__disk_io(d->dfd, d->bounce, DISK_ALIGN, p.v - HEADER, false);
+        if (!e) {
+            gkv__disk_put32(d->bounce + 4, STATE_RETIRED);
+            e = gkv__disk_io(d->dfd, d->bounce, DISK_ALIGN, p.v - HEADER, true);
+        }
+    } else {
+        uint8_t state[4];
+        gkv__disk_put32(state, STATE_RETIRED);
+        e = gkv__disk_io(d->fd, state, sizeof(state), p.v - HEADER + 4, true);
+    }
     if (e)
         io_error(d, "retiring a record in", e);
 }
@@ -284,8 +368,11 @@ static void disk_close(gkv_backend_t *b)
     }
     free(d->next_label);
     gkv_arena_free_all(d->arena);
+    if (d->dfd >= 0)
+        close(d->dfd);
     if (d->fd >= 0)
         close(d->fd); /* the file stays for the next start, unlocked */
+    free(d->bounce);
     free(d);
 }
 
@@ -307,15 +394,39 @@ uint64_t gkv_backend_disk_errors(const gkv_backend_t *b)
     return ((const disk_backend_t *)b)->errors;
 }
 
-int gkv_backend_disk_open(const char *dir, uint64_t capacity, bool reload, gkv_backend_t **out,
-                          char *why, size_t cap)
+bool gkv_backend_disk_direct(const gkv_backend_t *b)
+{
+    return ((const disk_backend_t *)b)->dfd >= 0;
+}
+
+void gkv__disk_open_direct(disk_backend_t *d)
+{
+    if (d->dfd >= 0)
+        close(d->dfd);
+    d->dfd = -1;
+    if (!d->direct || d->fd < 0)
+        return;
+    if (!d->bounce && posix_memalign((void **)&d->bounce, DISK_ALIGN, BOUNCE)) {
+        d->bounce = NULL;
+        GKV_WARN("disk tier: no host memory for O_DIRECT's buffer: buffered I/O");
+        return;
+    }
+    d->dfd = open(d->path, O_RDWR | O_DIRECT | O_CLOEXEC);
+    if (d->dfd < 0)
+        GKV_INFO("disk tier: %s does not take O_DIRECT (%s): buffered I/O", d->path,
+                 strerror(errno));
+}
+
+int gkv_backend_disk_open(const char *dir, uint64_t capacity, bool reload, bool direct,
+                          gkv_backend_t **out, char *why, size_t cap)
 {
     disk_backend_t *d = calloc(1, sizeof(*d));
     if (!d) {
         snprintf(why, cap, "out of host memory");
         return GKV_ENOMEM;
     }
-    d->fd = -1;
+    d->fd = d->dfd = -1;
+    d->direct = direct;
     d->adopt = -1;
     d->base = (gkv_backend_t){.ops = &disk_ops, .name = "disk", .device = -1,
                               .gpu_name = "disk", .capacity = capacity,
@@ -330,6 +441,7 @@ int gkv_backend_disk_open(const char *dir, uint64_t capacity, bool reload, gkv_b
         disk_close(&d->base);
         return rc;
     }
+    gkv__disk_open_direct(d);
     *out = &d->base;
     return 0;
 }

@@ -2,14 +2,15 @@
  * backend_disk_open.c: finding, opening and scanning the file). Not for other users.
  *
  * The file: a 4 KiB superblock (MAGIC_FILE, then at 16 a random 16-byte SipHash key), then
- * records at 64-byte boundaries, each a 64-byte header, the value, its key and metadata, padded
- * to 64 bytes. Header (little-endian):
+ * records at 4 KiB boundaries (a block, so that they can be written with O_DIRECT), each a
+ * 64-byte header, the value, its key and metadata, padded to 4 KiB. Header (little-endian):
  *   0 magic (MAGIC_REC)   4 state (LIVE, RETIRED)   8 value length (8 bytes)
  *   16 CRC-32C of the value   20 key length (2)   24 metadata length (4)
  *   32 sequence (8)   40 deadline, wall clock ms, 0 for none (8)
  *   48 MAC: SipHash of bytes 8..47, the key and the metadata under the file's key (8)
- * The value is written first, then key and metadata, then the header: a record torn by a crash
- * has no valid header. A record is retired (state RETIRED) as soon as its key leaves it; a
+ * The header is written last: with O_DIRECT the record's later blocks (the rest of the value,
+ * key, metadata), then its first block (header and the value's first bytes); buffered, the
+ * value, then key and metadata, then the header. A record torn by a crash has no valid header. A record is retired (state RETIRED) as soon as its key leaves it; a
  * reload links only LIVE records whose MAC holds, so bytes a client stored that look like a
  * record (a value may hold anything) never become one. A value's address (devptr) is the file
  * offset of its bytes; the allocator's offsets are file offsets less FILE_BASE. */
@@ -23,10 +24,11 @@
 #include "arena.h"
 #include "backend.h"
 
-#define DISK_ALIGN 64u
+#define DISK_ALIGN 4096u /* a block: O_DIRECT's alignment */
+#define BOUNCE (4u << 20) /* O_DIRECT copies go through an aligned buffer of this size */
 #define HEADER 64u
 #define FILE_BASE 4096u
-#define MAGIC_FILE "GKVTIER1"
+#define MAGIC_FILE "GKVTIER2" /* 1: records at 64-byte boundaries */
 #define MAGIC_REC 0x32564b47u /* "GKV2" little-endian */
 #define STATE_LIVE 1u
 #define STATE_RETIRED 2u
@@ -43,7 +45,10 @@ typedef struct disk_rec {
 
 typedef struct {
     gkv_backend_t base;
-    int fd;
+    int fd;       /* buffered: the superblock, the scan, a snapshot's reads */
+    int dfd;      /* O_DIRECT (the records' copies), or -1: fd does all */
+    bool direct;  /* asked for: dfd is opened whenever fd changes */
+    uint8_t *bounce; /* BOUNCE bytes, block-aligned, with dfd */
     gkv_arena_t *arena;
     char path[4096];
     uint8_t key[16]; /* the file's MAC key */
@@ -71,6 +76,9 @@ uint64_t gkv__disk_mac(const disk_backend_t *d, const uint8_t *h, const uint8_t 
                        uint32_t label_len);
 /* Reads or writes len bytes at off, whole: 0 or an errno. */
 int gkv__disk_io(int fd, void *buf, size_t len, uint64_t off, bool write_it);
+/* Opens d's O_DIRECT descriptor on d->path when d->direct and the filesystem takes it (else
+ * d->dfd stays -1, logged); closes an earlier one. */
+void gkv__disk_open_direct(disk_backend_t *d);
 /* Opens d's file in dir (d->path, d->fd, d->key; with reload the records a daemon that is gone
  * left there, d->found, their memory reserved in d->arena). Returns 0 or a code with why. */
 int gkv__disk_open_file(disk_backend_t *d, const char *dir, bool reload, char *why, size_t cap);

@@ -121,7 +121,7 @@ static int record_at(disk_backend_t *d, const uint8_t *h, uint64_t pos, uint64_t
 }
 
 /* Lists d's live records, in file order, reserving their space; skips retired ones by their
- * length and anything else 64 bytes at a time. Returns 0 or GKV_ENOMEM. */
+ * length and anything else a block at a time. Returns 0 or GKV_ENOMEM. */
 static int scan(disk_backend_t *d, uint64_t size)
 {
     uint8_t *buf = malloc(SCAN_BUF);
@@ -174,6 +174,7 @@ static int scan(disk_backend_t *d, uint64_t size)
         pos += total;
     }
     free(buf);
+    (void)posix_fadvise(d->fd, 0, 0, POSIX_FADV_DONTNEED); /* the scan's pages: not kept */
     if (!rc && d->nfound && !(d->adopted = calloc(d->nfound, sizeof(bool))))
         rc = GKV_ENOMEM;
     if (!rc)
@@ -225,6 +226,7 @@ int gkv_backend_disk_take(gkv_backend_t *b, int fd, char *why, size_t cap)
         unlink(d->path);
         snprintf(d->path, sizeof(d->path), "%s", from);
     }
+    gkv__disk_open_direct(d);
     return read_back(d, why, cap);
 }
 

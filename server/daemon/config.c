@@ -310,6 +310,9 @@ static const setting_t settings[] = {
     {"tier-disk-reload", parse_bool, FIELD(tier_disk_reload), 0, 0, false, "yes|no",
      "at start, take over the disk tier's file a daemon now gone left in the\n"
      "directory, and serve its values again (default yes; no: remove it)"},
+    {"tier-disk-direct", parse_bool, FIELD(tier_disk_direct), 0, 0, false, "yes|no",
+     "copy the disk tier's values with O_DIRECT, past the page cache (default yes,\n"
+     "where the filesystem takes it; no: through the page cache)"},
     {"tier-promote-on-get", parse_bool, FIELD(tier_promote_on_get), 0, 0, false, "yes|no",
      "whether a GET of a value in a tier brings it up to a GPU (default no: it is\n"
      "answered from the host tier; a disk value comes up to the host tier; MAP and\n"
@@ -425,6 +428,7 @@ void gkv_config_defaults(gkv_config_t *cfg)
     cfg->shutdown_grace_ms = 5000;
     cfg->snapshot_on_exit = true;
     cfg->tier_disk_reload = true;
+    cfg->tier_disk_direct = true;
     cfg->host_copy = GKV_SIZE_AUTO;
     cfg->host_copy_max_value = 64u << 10;
     strcpy(cfg->cluster_name, "gpukv");

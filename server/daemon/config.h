@@ -62,6 +62,7 @@ typedef struct {
     uint64_t tier_disk_size;    /* --tier-disk-size */
     bool tier_promote_on_get;   /* --tier-promote-on-get: GETs bring tier values up to a GPU */
     bool tier_disk_reload;      /* --tier-disk-reload: a file left in the directory comes back */
+    bool tier_disk_direct;      /* --tier-disk-direct: O_DIRECT where the filesystem takes it */
     int tier_headroom;          /* --tier-headroom PCT: GPU memory kept free by moves off the
                                  * request path (demoter.h); 0: moves on writes only */
     /* Access. */

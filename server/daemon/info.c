@@ -77,20 +77,25 @@ static int info_tiers(const gkv_server_t *srv, char *text, size_t cap)
         "\r\ntier_disk_used:%" PRIu64 "\r\ntier_disk_limit:%" PRIu64 "\r\ntier_disk_keys:%" PRIu64
         "\r\ntier_disk_oom_errors:%" PRIu64 "\r\ntier_disk_io_errors:%" PRIu64
         "\r\ntier_disk_corrupt:%" PRIu64 "\r\ntier_disk_reloaded:%" PRIu64
+        "\r\ntier_disk_direct:%d"
         "\r\ntier_dropped_keys:%" PRIu64
         "\r\ndemoted_keys:%" PRIu64 "\r\ndemoted_bytes:%" PRIu64 "\r\npromoted_keys:%" PRIu64
         "\r\npromoted_bytes:%" PRIu64 "\r\npromote_errors:%" PRIu64
         "\r\ndemoted_to_host_bytes:%" PRIu64 "\r\ndemoted_to_host_us:%" PRIu64
         "\r\npromoted_from_host_bytes:%" PRIu64 "\r\npromoted_from_host_us:%" PRIu64
+        "\r\ndemoted_to_disk_bytes:%" PRIu64 "\r\ndemoted_to_disk_us:%" PRIu64
+        "\r\npromoted_from_disk_bytes:%" PRIu64 "\r\npromoted_from_disk_us:%" PRIu64
         "\r\ntier_headroom:%d\r\ndemoted_background_keys:%" PRIu64 "\r\n",
         st->host_tier ? "on" : "off", t->used, t->limit, gkv_tier_pin_locked(st->tier_pin),
         t->keys, t->oom_errors,
         st->disk_tier ? "on" : "off", d->used, d->limit, d->keys, d->oom_errors,
         st->disk_tier ? gkv_backend_disk_errors(d->be) : 0,
-        st->disk_tier ? gkv_backend_disk_corrupt(d->be) : 0, s->disk_reloaded, s->tier_dropped,
+        st->disk_tier ? gkv_backend_disk_corrupt(d->be) : 0, s->disk_reloaded,
+        st->disk_tier && gkv_backend_disk_direct(d->be), s->tier_dropped,
         s->demoted,
         s->demoted_bytes, s->promoted, s->promoted_bytes, s->promote_errors, s->down_host_bytes,
-        s->down_host_us, s->up_host_bytes, s->up_host_us, srv->demoter ? srv->cfg.tier_headroom : 0,
+        s->down_host_us, s->up_host_bytes, s->up_host_us, s->down_disk_bytes, s->down_disk_us,
+        s->up_disk_bytes, s->up_disk_us, srv->demoter ? srv->cfg.tier_headroom : 0,
         gkv_demoter_done(srv->demoter));
     return n >= 0 && (size_t)n < cap ? n : -1;
 }

@@ -208,6 +208,15 @@ static void render_memory(const gkv_server_t *srv, gkv_text_t *t)
         "Bytes copied from the host tier to a GPU.", ss->up_host_bytes);
     one(t, "promoted_from_host_microseconds_total", "counter",
         "Time spent copying from the host tier to a GPU.", ss->up_host_us);
+    one(t, "demoted_to_disk_bytes_total", "counter",
+        "Bytes copied to the disk tier (with _microseconds: their throughput).",
+        ss->down_disk_bytes);
+    one(t, "demoted_to_disk_microseconds_total", "counter",
+        "Time spent copying to the disk tier.", ss->down_disk_us);
+    one(t, "promoted_from_disk_bytes_total", "counter", "Bytes copied from the disk tier.",
+        ss->up_disk_bytes);
+    one(t, "promoted_from_disk_microseconds_total", "counter",
+        "Time spent copying from the disk tier.", ss->up_disk_us);
     one(t, "promote_errors_total", "counter",
         "Reads of a value in a tier that no room could be made for above.", ss->promote_errors);
 }

@@ -323,18 +323,20 @@ static int open_disk_tier(gkv_server_t *s, char *err, size_t cap)
                  cfg->tier_disk, have);
         return GKV_EINVAL;
     }
-    /* Twice the size: address range for the records' 64-byte headers (pages on the disk are
-     * taken as written). */
+    /* Twice the size: address range for the records' headers and padding to 4 KiB blocks
+     * (pages on the disk are taken as written). */
     char why[256];
     int rc = gkv_backend_disk_open(cfg->tier_disk, 2 * cfg->tier_disk_size + swap_room(s),
-                                   cfg->tier_disk_reload, &s->disk_tier, why, sizeof(why));
+                                   cfg->tier_disk_reload, cfg->tier_disk_direct, &s->disk_tier,
+                                   why, sizeof(why));
     if (rc) {
         snprintf(err, cap, "the disk tier: %s", why);
         return rc;
     }
     char limit[32];
     gkv_size_format(cfg->tier_disk_size, limit, sizeof(limit));
-    GKV_INFO("disk tier: %s in %s", limit, cfg->tier_disk);
+    GKV_INFO("disk tier: %s in %s (%s)", limit, cfg->tier_disk,
+             gkv_backend_disk_direct(s->disk_tier) ? "O_DIRECT" : "buffered");
     return 0;
 }
 

@@ -57,8 +57,10 @@ typedef struct {
     uint64_t tier_dropped;             /* values whose disk copy could not be read back */
     uint64_t disk_reloaded;            /* values the disk tier brought back at start */
     /* The copies between a GPU and the host tier alone (tier.c): bytes and microseconds spent
-     * copying down (GPU to host) and up (host to GPU), for their throughput (INFO). */
+     * copying down (GPU to host) and up (host to GPU), for their throughput (INFO); and the
+     * copies to and from the disk tier (from either tier above it). */
     uint64_t down_host_bytes, down_host_us, up_host_bytes, up_host_us;
+    uint64_t down_disk_bytes, down_disk_us, up_disk_bytes, up_disk_us;
 } gkv_store_stats_t;
 
 /* Tiers below the devices (docs/tiers.md): the host tier, then the disk tier, hold values that

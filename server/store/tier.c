@@ -90,24 +90,32 @@ static int move_bytes(gkv_store_t *st, gkv_backend_t *to, gkv_devptr_t dst, gkv_
     return rc;
 }
 
-/* e's bytes into n's memory (move_bytes), a copy between the host tier and a GPU timed
- * (stats' down_host_*, up_host_*). */
+/* e's bytes into n's memory (move_bytes), timed (stats' down_host_*, up_host_* for a copy
+ * between the host tier and a GPU, down_disk_*, up_disk_* for one to or from the disk). */
 static int timed_move(gkv_store_t *st, gkv_entry_t *n, gkv_entry_t *e, bool *bad_source)
 {
-    bool down = n->dev == GKV_DEV_HOST_TIER && e->dev < GKV_MAX_DEVICES;
-    bool up = e->dev == GKV_DEV_HOST_TIER && n->dev < GKV_MAX_DEVICES;
-    uint64_t t0 = down || up ? gkv_clock_us() : 0;
+    uint64_t t0 = gkv_clock_us();
     int rc = move_bytes(st, gkv_store_be(st, n), n->mem, gkv_store_be(st, e), e->mem, e->size,
                         bad_source);
-    if (rc || !(down || up))
+    if (rc)
         return rc;
-    uint64_t us = gkv_clock_us() - t0;
-    if (down) {
-        st->stats.down_host_bytes += e->size;
-        st->stats.down_host_us += us;
-    } else {
-        st->stats.up_host_bytes += e->size;
-        st->stats.up_host_us += us;
+    uint64_t us = gkv_clock_us() - t0, *bytes = NULL, *time = NULL;
+    if (n->dev == GKV_DEV_DISK_TIER) {
+        bytes = &st->stats.down_disk_bytes;
+        time = &st->stats.down_disk_us;
+    } else if (e->dev == GKV_DEV_DISK_TIER) {
+        bytes = &st->stats.up_disk_bytes;
+        time = &st->stats.up_disk_us;
+    } else if (n->dev == GKV_DEV_HOST_TIER && e->dev < GKV_MAX_DEVICES) {
+        bytes = &st->stats.down_host_bytes;
+        time = &st->stats.down_host_us;
+    } else if (e->dev == GKV_DEV_HOST_TIER && n->dev < GKV_MAX_DEVICES) {
+        bytes = &st->stats.up_host_bytes;
+        time = &st->stats.up_host_us;
+    }
+    if (bytes) {
+        *bytes += e->size;
+        *time += us;
     }
     return 0;
 }

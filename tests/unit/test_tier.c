@@ -10,6 +10,7 @@
 #include <string.h>
 #include <limits.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -468,6 +469,7 @@ END_TEST
 
 static gkv_backend_t *disk_be;
 static char disk_dir[64];
+static bool disk_direct; /* the tcase: O_DIRECT (where /tmp takes it) or the page cache */
 
 static void disk_setup(void)
 {
@@ -475,10 +477,25 @@ static void disk_setup(void)
     snprintf(disk_dir, sizeof(disk_dir), "/tmp/gkv-disk-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(disk_dir));
     char why[256];
-    /* Room for the records' headers (64 bytes a value) and a swap's value. */
-    ck_assert_int_eq(
-        gkv_backend_disk_open(disk_dir, 2 * DISK + VAL, true, &disk_be, why, sizeof(why)), 0);
+    /* Room for the records' headers and padding (to 4 KiB) and a swap's value. */
+    ck_assert_int_eq(gkv_backend_disk_open(disk_dir, 2 * DISK + VAL, true, disk_direct, &disk_be,
+                                           why, sizeof(why)),
+                     0);
     ck_assert_int_eq(gkv_store_add_disk_tier(&st, disk_be, DISK), 0);
+    if (!disk_direct)
+        ck_assert(!gkv_backend_disk_direct(disk_be));
+}
+
+static void direct_setup(void)
+{
+    disk_direct = true;
+    disk_setup();
+}
+
+static void buffered_setup(void)
+{
+    disk_direct = false;
+    disk_setup();
 }
 
 static void disk_teardown(void)
@@ -500,8 +517,9 @@ static void restart(bool reload)
     ck_assert_int_eq(gkv_store_init(&st, be, LIMIT), 0);
     ck_assert_int_eq(gkv_store_add_tier(&st, tier_be, TIER), 0);
     char why[256];
-    ck_assert_int_eq(
-        gkv_backend_disk_open(disk_dir, 2 * DISK + VAL, reload, &disk_be, why, sizeof(why)), 0);
+    ck_assert_int_eq(gkv_backend_disk_open(disk_dir, 2 * DISK + VAL, reload, disk_direct,
+                                           &disk_be, why, sizeof(why)),
+                     0);
     ck_assert_int_eq(gkv_store_add_disk_tier(&st, disk_be, DISK), 0);
     gkv_store_disk_reload(&st);
 }
@@ -679,7 +697,7 @@ START_TEST(a_record_altered_or_made_up_is_never_reloaded)
     /* A record made up past the end: a header as the daemon writes it, with any MAC. */
     struct stat sb;
     ck_assert_int_eq(fstat(fd, &sb), 0);
-    uint64_t end = ((uint64_t)sb.st_size + 63) & ~63ull;
+    uint64_t end = ((uint64_t)sb.st_size + 4095) & ~4095ull; /* records start on a block */
     uint8_t rec[128] = {0};
     memcpy(rec, "GKV2", 4);
     rec[4] = 1;           /* live */
@@ -728,13 +746,14 @@ START_TEST(a_damaged_disk_copy_is_dropped_loudly_never_served)
 }
 END_TEST
 
-/* The tier file's descriptor swapped for a read-only one of the same file: every write to the
- * disk fails, as on a full or broken disk. */
+/* The tier file's descriptors (buffered and O_DIRECT) swapped for read-only ones of the same
+ * file: every write to the disk fails, as on a full or broken disk. */
 static void disk_refuses_writes(void)
 {
     char path[128], link[256], want[PATH_MAX];
     snprintf(path, sizeof(path), "%s/gpukv-tier-%d.bin", disk_dir, (int)getpid());
     ck_assert_ptr_nonnull(realpath(path, want));
+    int found = 0;
     for (int fd = 3; fd < 1024; fd++) {
         snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
         char got[PATH_MAX];
@@ -748,9 +767,9 @@ static void disk_refuses_writes(void)
         ck_assert_int_ge(ro, 0);
         ck_assert_int_eq(dup2(ro, fd), fd);
         close(ro);
-        return;
+        found++;
     }
-    ck_abort_msg("the tier file is not open");
+    ck_assert_msg(found, "the tier file is not open");
 }
 
 START_TEST(a_disk_that_refuses_writes_loses_nothing_served)
@@ -778,6 +797,43 @@ START_TEST(a_disk_that_refuses_writes_loses_nothing_served)
 }
 END_TEST
 
+/* With O_DIRECT the disk's values stay out of the page cache (the host tier is the cache);
+ * through the page cache they are in it after their writes. */
+START_TEST(o_direct_keeps_the_values_out_of_the_page_cache)
+{
+    if (disk_direct && !gkv_backend_disk_direct(disk_be)) {
+        fprintf(stderr, "skipped: /tmp does not take O_DIRECT\n");
+        return;
+    }
+    st.policy = GKV_POLICY_ALLKEYS_LRU;
+    int n = (int)((LIMIT + TIER + DISK) / VAL);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(put(i), 0);
+    ck_assert_int_ge(on_disk(0, n), (int)(DISK / VAL) / 2);
+    char path[128];
+    snprintf(path, sizeof(path), "%s/gpukv-tier-%d.bin", disk_dir, (int)getpid());
+    int fd = open(path, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    struct stat sb;
+    ck_assert_int_eq(fstat(fd, &sb), 0);
+    size_t len = (size_t)sb.st_size, page = (size_t)sysconf(_SC_PAGESIZE);
+    void *map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    ck_assert_ptr_ne(map, MAP_FAILED);
+    size_t pages = (len + page - 1) / page, cached = 0;
+    unsigned char *in = malloc(pages);
+    ck_assert_int_eq(mincore(map, len, in), 0);
+    for (size_t i = 4096 / page; i < pages; i++) /* past the superblock */
+        cached += in[i] & 1;
+    free(in);
+    munmap(map, len);
+    close(fd);
+    if (disk_direct)
+        ck_assert_uint_eq(cached, 0);
+    else
+        ck_assert_uint_ge(cached, (DISK / 2) / page);
+}
+END_TEST
+
 Suite *make_suite(void)
 {
     Suite *s = suite_create("tier");
@@ -795,16 +851,19 @@ Suite *make_suite(void)
     tcase_add_test(tc, a_second_tier_or_a_bad_one_is_refused);
     tcase_add_test(tc, a_move_in_two_steps_loses_to_a_change_meanwhile);
     suite_add_tcase(s, tc);
-    TCase *td = tcase_create("disk tier");
-    tcase_add_checked_fixture(td, disk_setup, disk_teardown);
-    tcase_add_test(td, values_go_down_to_the_disk_and_come_back_bit_exact);
-    tcase_add_test(td, a_read_for_the_socket_stops_at_the_host_tier_unless_asked);
-    tcase_add_test(td, a_damaged_disk_copy_is_dropped_loudly_never_served);
-    tcase_add_test(td, the_disk_comes_back_after_a_crash_without_what_left_it);
-    tcase_add_test(td, without_reload_the_disk_starts_empty);
-    tcase_add_test(td, a_record_altered_or_made_up_is_never_reloaded);
-    tcase_add_test(td, a_disk_that_refuses_writes_loses_nothing_served);
-    suite_add_tcase(s, td);
+    for (int direct = 1; direct >= 0; direct--) {
+        TCase *td = tcase_create(direct ? "disk tier" : "disk tier, buffered");
+        tcase_add_checked_fixture(td, direct ? direct_setup : buffered_setup, disk_teardown);
+        tcase_add_test(td, values_go_down_to_the_disk_and_come_back_bit_exact);
+        tcase_add_test(td, a_read_for_the_socket_stops_at_the_host_tier_unless_asked);
+        tcase_add_test(td, a_damaged_disk_copy_is_dropped_loudly_never_served);
+        tcase_add_test(td, the_disk_comes_back_after_a_crash_without_what_left_it);
+        tcase_add_test(td, without_reload_the_disk_starts_empty);
+        tcase_add_test(td, a_record_altered_or_made_up_is_never_reloaded);
+        tcase_add_test(td, a_disk_that_refuses_writes_loses_nothing_served);
+        tcase_add_test(td, o_direct_keeps_the_values_out_of_the_page_cache);
+        suite_add_tcase(s, td);
+    }
     TCase *tl = tcase_create("a tier locked for the GPUs");
     tcase_add_checked_fixture(tl, locking_setup, locking_teardown);
     tcase_add_test(tl, the_tier_is_locked_by_a_thread_and_copies_are_timed);
