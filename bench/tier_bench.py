@@ -157,15 +157,16 @@ def gets(args, root, size):
             raise RuntimeError(f"no value on the GPU or none in the tier: {where}, "
                                f"{d.c.info('tiers')}, {d.c.info('memory')}")
         buf = bytearray(size)
-        res = {}
-        for name, key in (("gpu", hot), ("host", cold)):
-            ts = []
-            for _ in range(args.rounds * 4 + 2):
+        ts = {"gpu": [], "host": []}
+        for r in range(args.rounds * 8 + 2):  # interleaved: drift hits both alike
+            for name, key in (("gpu", hot), ("host", cold)) if r % 2 else (("host", cold),
+                                                                         ("gpu", hot)):
                 t0 = time.perf_counter()
                 d.c.get_into(key, buf)
-                ts.append(time.perf_counter() - t0)
-            res[name] = statistics.median(ts[2:])
-            assert bytes(buf) == v
+                ts[name].append(time.perf_counter() - t0)
+                if r < 2:
+                    assert bytes(buf) == v
+        res = {name: statistics.median(t[2:]) for name, t in ts.items()}
         assert d.c.tier(cold) == "host" and d.info("promoted_keys") == 0
         return res["gpu"], res["host"]
     finally:

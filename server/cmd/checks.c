@@ -154,6 +154,12 @@ int gkv_new_entry(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, uint64_t size, i
     }
     unsigned dev =
         named >= 0 ? (unsigned)named : gkv_store_place(st, req->key.p, req->key.len, size);
+    const gkv_store_dev_t *d = &st->dev[dev];
+    if (rep->in.room && size <= d->limit && size > d->limit - d->used &&
+        gkv_demoter_room(ctx->demoter, dev, size, rep->in.room)) {
+        rep->parked = true; /* not answered: it runs again once the moves end */
+        return GKV_EOOM;
+    }
     rc = gkv_store_entry_new(st, dev, req->key.p, req->key.len, size, req->meta.p, req->meta.len,
                              lane, out);
     if (rc == 0 && (req->has & GKV_HAS_TTL) &&

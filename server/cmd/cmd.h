@@ -7,6 +7,7 @@
 #define GKV_CMD_CMD_H
 
 #include "commands.h"
+#include "demoter.h"
 #include "device.h"
 #include "lease.h"
 #include "reply.h"
@@ -29,6 +30,7 @@ typedef struct gkv_cmd_ctx {
     const gkv_command_t *table; /* GKV_OP_MAX entries by opcode (the daemon's), borrowed */
     uint64_t commands;          /* requests dispatched */
     bool clustered;             /* --cluster: NODE requests are routed before dispatch */
+    gkv_demoter_t *demoter;     /* moves off a full GPU a SET may wait for (demoter.h); NULL */
     void *owner; /* the daemon: what its own handlers, and only they, reach through */
 } gkv_cmd_ctx_t;
 

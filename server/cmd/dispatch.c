@@ -57,6 +57,12 @@ int gkv_dispatch(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
         ;
     else
         rc = cmd->run(ctx, req, rep);
+    if (rep->parked) { /* it runs again once the moves it waits for end */
+        gkv_reply_release(ctx->store, rep);
+        rep->wr->sb.size = mark;
+        rep->wr->failed = false;
+        return rc;
+    }
     if (rc == GKV_ENOTFOUND && !rep->msg && (req->has & GKV_HAS_KEY))
         not_found(rep, req->key);
     if (rc < 0) {

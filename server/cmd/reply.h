@@ -11,6 +11,7 @@
 #include "lease.h"
 #include "message.h"
 #include "store.h"
+#include "waitq.h"
 
 struct gkv_command;
 
@@ -31,6 +32,9 @@ typedef struct {
     bool zero_copy;    /* zero-copy was granted on this connection */
     bool zc_every_gpu; /* ... for every device (HELLO zero_copy 2), else device 0's */
     bool authed;       /* the connection may run every command (auth.md) */
+    /* Not NULL: a SET that finds its GPU full may wait for moves down off the request path
+     * (gkv_demoter_room, with this waiter) instead of making the room itself: parked below. */
+    gkv_waiter_t *room;
     /* The protocol version the connection speaks (GKV_PROTOCOL_VERSION until a HELLO says
      * otherwise). */
     uint8_t version;
@@ -50,6 +54,8 @@ typedef struct {
     /* HELLO: the token was right (auth_ok) or wrong or missing (auth_failed), and the version
      * the connection speaks from now on (version, set by HELLO). */
     bool auth_ok, auth_failed;
+    /* The request waits for moves (in.room): nothing is answered; it runs again later. */
+    bool parked;
     uint8_t version;
     /* HELLO: the shared-memory fds to pass with the reply (one per device with zc_every_gpu,
      * else device 0's), and whether they reach every device; TAKEOVER: listeners, memory and

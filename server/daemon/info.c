@@ -85,7 +85,8 @@ static int info_tiers(const gkv_server_t *srv, char *text, size_t cap)
         "\r\npromoted_from_host_bytes:%" PRIu64 "\r\npromoted_from_host_us:%" PRIu64
         "\r\ndemoted_to_disk_bytes:%" PRIu64 "\r\ndemoted_to_disk_us:%" PRIu64
         "\r\npromoted_from_disk_bytes:%" PRIu64 "\r\npromoted_from_disk_us:%" PRIu64
-        "\r\ntier_headroom:%d\r\ndemoted_background_keys:%" PRIu64 "\r\n",
+        "\r\ntier_headroom:%d\r\ndemoted_background_keys:%" PRIu64
+        "\r\ntier_room_waits:%" PRIu64 "\r\n",
         st->host_tier ? "on" : "off", t->used, t->limit, gkv_tier_pin_locked(st->tier_pin),
         t->keys, t->oom_errors,
         st->disk_tier ? "on" : "off", d->used, d->limit, d->keys, d->oom_errors,
@@ -96,7 +97,7 @@ static int info_tiers(const gkv_server_t *srv, char *text, size_t cap)
         s->demoted_bytes, s->promoted, s->promoted_bytes, s->promote_errors, s->down_host_bytes,
         s->down_host_us, s->up_host_bytes, s->up_host_us, s->down_disk_bytes, s->down_disk_us,
         s->up_disk_bytes, s->up_disk_us, srv->demoter ? srv->cfg.tier_headroom : 0,
-        gkv_demoter_done(srv->demoter));
+        gkv_demoter_done(srv->demoter), gkv_demoter_waits(srv->demoter));
     return n >= 0 && (size_t)n < cap ? n : -1;
 }
 

@@ -426,6 +426,7 @@ static void init_handles(gkv_server_t *s)
     gkv_snapshot_schedule(&s->snapshots, s->cfg.snapshot_interval_ms);
     gkv_takeover_init(s);
     s->demoter = gkv_demoter_start(loop, &s->store, &s->devs, (unsigned)s->cfg.tier_headroom);
+    s->net.demoter = s->cmd.demoter = s->demoter;
 }
 
 /* Closes what init_handles and the listeners opened, and lets the loop run out (a failed

@@ -97,6 +97,8 @@ void gkv_conn_close(gkv_conn_t *c, bool graceful)
     gkv_staging_cancel(c->net->staging, &c->waiter);
     for (unsigned i = 0; i < c->net->devs->n; i++) /* it waits on at most one */
         gkv_batch_cancel(&c->net->devs->dev[i].batcher, &c->bwaiter);
+    gkv_demoter_cancel(c->net->demoter, &c->rwaiter);
+    c->wait.room = false;
     gkv_conn_finish_close(c);
 }
 
@@ -165,6 +167,16 @@ void gkv_conn_cluster_wake(void *conn)
     gkv_conn_t *c = conn;
     c->wait.cluster = false;
     gkv_conn_resume(c);
+}
+
+/* Moves off the GPU a SET waited for have ended: the SET runs again (its frame is still in
+ * the input), and makes any room still missing itself. */
+static void on_moved(gkv_waiter_t *w)
+{
+    gkv_conn_t *c = (gkv_conn_t *)((char *)w - offsetof(gkv_conn_t, rwaiter));
+    c->wait.room = false;
+    if (!c->closing)
+        gkv_conn_drive(c);
 }
 
 static void on_batch_room(gkv_waiter_t *w)
@@ -265,7 +277,7 @@ void gkv_conn_copy_finished(gkv_conn_t *c)
 static void update_reading(gkv_conn_t *c)
 {
     bool want = !c->closing && !c->wait.copy && !c->wait.stage && !c->wait.batch &&
-                !c->wait.cluster && !c->yielded &&
+                !c->wait.cluster && !c->wait.room && !c->yielded &&
                 c->phase != CONN_SEND && (c->phase != CONN_HEADER || !gkv_conn_output_full(c)) &&
                 !(c->phase == CONN_HEADER && gkv_conn_refused(c));
     if (want && !c->reading) {
@@ -281,7 +293,8 @@ static void update_reading(gkv_conn_t *c)
  * (--output-buffer-limit): requests may still wait in the input buffer. */
 static bool drive_input(gkv_conn_t *c, unsigned *frames)
 {
-    while (!c->closing && !c->wait.copy && !c->wait.stage && !c->wait.batch && !c->wait.cluster) {
+    while (!c->closing && !c->wait.copy && !c->wait.stage && !c->wait.batch && !c->wait.cluster &&
+           !c->wait.room) {
         if (c->phase == CONN_SEND)
             break;
         if (c->phase == CONN_PAYLOAD) {
@@ -484,6 +497,7 @@ static int conn_start(gkv_net_t *net, uv_stream_t *listener, int fd, bool local)
     c->copy.arg = c;
     c->waiter.ready = on_stage_ready;
     c->bwaiter.ready = on_batch_room;
+    c->rwaiter.ready = on_moved;
     c->commit.ready = on_committed;
     c->route.wake = gkv_conn_cluster_wake;
     c->route.conn = c;

@@ -27,7 +27,8 @@
  *     gkv_conn_copy_finished ran for it: counted in `copies`;
  *   - copy batches that owe a reply its bytes (gkv_batch_out), the fd store's commit queue, and
  *     a failed HELLO's delay: the holds (below);
- *   - the staging and batch waiter queues (c->waiter, c->bwaiter): cancelled by gkv_conn_close;
+ *   - the staging, batch and demoter's waiter queues (c->waiter, c->bwaiter, c->rwaiter):
+ *     cancelled by gkv_conn_close;
  *   - the net's yielded list: unlinked in the close callback;
  *   - a cluster job running for its request (c->route): wait.cluster, cleared when it ends.
  * Once `closing` is set nothing starts new work for c: a copy started on a closing connection
@@ -60,6 +61,7 @@ typedef struct {
     bool stage; /* queued for a staging buffer (c->waiter) */
     bool batch; /* a small SET waits for room in a copy batch (c->bwaiter) */
     bool cluster; /* the request waits for other cluster nodes (c->route, cluster.h) */
+    bool room;    /* a SET waits for values to move down off its full GPU (c->rwaiter) */
 } gkv_waits_t;
 
 /* Replies and values going out (send.c). */
@@ -130,6 +132,8 @@ struct gkv_conn {
     uint8_t version;   /* the protocol version HELLO asked for (the newest until one does) */
     int peer_uid, peer_gid, peer_pid;     /* a Unix peer's credentials, read at accept; else -1 */
     gkv_waiter_t bwaiter;                 /* room in a copy batch (wait.batch) */
+    gkv_waiter_t rwaiter;                 /* moves off a full GPU (wait.room, demoter.h) */
+    bool room_waited;                     /* the request in hand waited for moves once */
     gkv_route_ticket_t route;             /* the request in the cluster's hands (wait.cluster) */
     gkv_commit_waiter_t commit;           /* the journal's commit (hold.commit) */
     uint64_t journal_mark;                /* the journal's length as the request began */

@@ -13,6 +13,7 @@
 
 #include "cluster.h"
 #include "cmd.h"
+#include "demoter.h"
 #include "device.h"
 #include "fdstore.h"
 #include "lease.h"
@@ -66,6 +67,7 @@ struct gkv_net {
     gkv_cmd_ctx_t *cmd;
     gkv_fdstore_t *fdstore;
     gkv_cluster_t *cluster; /* --cluster: routes requests first (cluster.h); NULL: one node */
+    gkv_demoter_t *demoter; /* moves off a full GPU a SET may wait for; NULL: no host tier */
     gkv_net_settings_t set;
     gkv_net_hooks_t hooks;
     bool stopping; /* the daemon stops: no busy-polling */

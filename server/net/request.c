@@ -138,11 +138,22 @@ static bool handle_request(gkv_conn_t *c, const gkv_request_t *routed)
     rep.in.zc_every_gpu = c->zc_every_gpu;
     rep.in.authed = c->authed;
     rep.in.version = c->version;
+    /* A SET on a full GPU may wait for moves down off the request path, once (demoter.h); a
+     * cluster node's are routed, and run to the end. */
+    rep.in.room = req->op == GKV_OP_SET && !c->room_waited && !c->net->cluster && c->net->demoter
+                      ? &c->rwaiter
+                      : NULL;
     c->op = req->op;
     c->op_started = uv_hrtime();
     c->journal_mark = gkv_fdstore_mark(c->net->fdstore);
     c->net->store->now_ms = c->op_started / 1000000; /* the store clock, already read */
     int rc = gkv_dispatch(c->net->cmd, req, &rep);
+    if (rep.parked) { /* its frame stays in the input; on_moved drives c again */
+        c->wait.room = true;
+        c->room_waited = true;
+        return false;
+    }
+    c->room_waited = false;
     if (seal_key) {
         gkv_cluster_after(c->net->cluster, req, &c->leases, rc, seal_key, seal_klen);
         free(seal_key);
@@ -250,7 +261,8 @@ int gkv_conn_parse_one(gkv_conn_t *c)
     c->handling = true;
     bool handled = handle_request(c, &req);
     c->handling = false;
-    if (!handled) { /* parked: the same frame is handled again once the cluster is done */
+    if (!handled) { /* parked: the same frame is handled again once the cluster, or the moves
+                     * it waits for, are done */
         c->in_pos -= need;
         return 0;
     }

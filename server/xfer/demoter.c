@@ -12,7 +12,8 @@ typedef struct {
     gkv_copy_t op;
     struct gkv_demoter *owner;
     gkv_entry_t *e, *n; /* NULL: the slot is free */
-    uint64_t t0;
+    unsigned dev;       /* e's */
+    uint64_t size, t0;
     atomic_int state; /* 0 copying, 1 done, 2 failed */
 } job_t;
 
@@ -26,7 +27,9 @@ struct gkv_demoter {
     uv_loop_t *loop;
     uint64_t rest_until[GKV_MAX_DEVICES]; /* a device with nothing to move: looked at again then */
     unsigned busy;
-    uint64_t done;
+    uint64_t coming[GKV_MAX_DEVICES]; /* bytes in flight down from each device */
+    gkv_waitq_t waiters;              /* writes waiting for moves (gkv_demoter_room) */
+    uint64_t done, waits;
     int closed; /* handles closing */
 };
 
@@ -39,18 +42,33 @@ static void copied(gkv_copy_t *op, int status)
         uv_async_send(&d->wake); /* the check runs on the loop's next iteration */
 }
 
-/* Ends the jobs whose copy has reported. */
+/* Calls the writes that waited when reap began (one that waits again joins the next round). */
+static void wake(gkv_demoter_t *d)
+{
+    size_t n = 0;
+    for (const gkv_waiter_t *w = d->waiters.head; w; w = w->next)
+        n++;
+    for (gkv_waiter_t *w; n-- && (w = gkv_waitq_pop(&d->waiters));)
+        w->ready(w);
+}
+
+/* Ends the jobs whose copy has reported, then wakes the writes that wait. */
 static void reap(gkv_demoter_t *d)
 {
+    bool ended = false;
     for (unsigned i = 0; i < GKV_DEMOTE_FLIGHT && d->busy; i++) {
         job_t *j = &d->jobs[i];
         int state = atomic_load(&j->state);
         if (!j->e || state == 0)
             continue;
         d->done += gkv_store_demote_end(d->st, j->e, j->n, state == 1, gkv_clock_us() - j->t0);
+        d->coming[j->dev] -= j->size;
         j->e = j->n = NULL;
         d->busy--;
+        ended = true;
     }
+    if (ended)
+        wake(d);
 }
 
 /* How long a device where no move could start is left alone: the pick samples keys and the
@@ -60,7 +78,7 @@ static void reap(gkv_demoter_t *d)
 static bool above(const gkv_demoter_t *d, unsigned dev)
 {
     const gkv_store_dev_t *s = &d->st->dev[dev];
-    return s->used > s->limit - s->limit / 100 * d->headroom_pct;
+    return d->headroom_pct && s->used > s->limit - s->limit / 100 * d->headroom_pct;
 }
 
 /* Starts one move down from dev into a free slot: false when there is none to start. */
@@ -77,6 +95,9 @@ static bool start_one(gkv_demoter_t *d, unsigned dev)
     gkv_device_t *dv = &d->devs->dev[dev];
     j->e = e;
     j->n = n;
+    j->dev = dev;
+    j->size = e->size;
+    d->coming[dev] += e->size;
     j->t0 = gkv_clock_us();
     atomic_store(&j->state, 0);
     d->busy++;
@@ -116,7 +137,7 @@ static void on_wake(uv_async_t *h)
 gkv_demoter_t *gkv_demoter_start(uv_loop_t *loop, gkv_store_t *st, gkv_devices_t *devs,
                                  unsigned headroom_pct)
 {
-    if (!st->host_tier || !headroom_pct)
+    if (!st->host_tier)
         return NULL;
     gkv_demoter_t *d = calloc(1, sizeof(*d));
     if (!d) {
@@ -151,8 +172,9 @@ void gkv_demoter_close(gkv_demoter_t *d)
     for (unsigned i = 0; i < GKV_DEMOTE_FLIGHT; i++)
         if (d->jobs[i].e && atomic_load(&d->jobs[i].state) == 0)
             atomic_store(&d->jobs[i].state, 2); /* kept where they were */
+    d->closed = 1; /* the writes woken now make their own room */
     reap(d);
-    d->closed = 1;
+    wake(d);
     uv_close((uv_handle_t *)&d->check, NULL);
     uv_close((uv_handle_t *)&d->wake, NULL);
 }
@@ -165,4 +187,34 @@ void gkv_demoter_free(gkv_demoter_t *d)
 uint64_t gkv_demoter_done(const gkv_demoter_t *d)
 {
     return d ? d->done : 0;
+}
+
+bool gkv_demoter_room(gkv_demoter_t *d, unsigned dev, uint64_t need, gkv_waiter_t *w)
+{
+    if (!d || d->closed || dev >= d->devs->n)
+        return false;
+    const gkv_store_dev_t *s = &d->st->dev[dev];
+    if (need > s->limit)
+        return false;
+    /* Enough in flight when the device's used bytes, less those coming off it, leave room. */
+    while (d->busy < GKV_DEMOTE_FLIGHT &&
+           s->used - (d->coming[dev] < s->used ? d->coming[dev] : s->used) > s->limit - need &&
+           start_one(d, dev))
+        ;
+    if (!d->coming[dev])
+        return false;
+    d->waits++;
+    gkv_waitq_push(&d->waiters, w);
+    return true;
+}
+
+void gkv_demoter_cancel(gkv_demoter_t *d, gkv_waiter_t *w)
+{
+    if (d)
+        gkv_waitq_remove(&d->waiters, w);
+}
+
+uint64_t gkv_demoter_waits(const gkv_demoter_t *d)
+{
+    return d ? d->waits : 0;
 }

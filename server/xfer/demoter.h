@@ -5,8 +5,13 @@
  * choice a write that needs room makes) on the device's copy lane, GKV_DEMOTE_FLIGHT at most
  * at once over all devices. A copy done, the tier's entry takes the value's place under its
  * key if nothing changed it meanwhile (gkv_store_demote_end), and the GPU memory goes when its
- * last reader lets go. Readers see the GPU's bytes until then. A write that still finds no
- * room moves one value down itself, on the loop, as without the demoter (store.h). */
+ * last reader lets go. Readers see the GPU's bytes until then.
+ *
+ * A write that finds its device full asks the demoter too (gkv_demoter_room): the moves it
+ * needs start on the copy lane the same way, and the write waits for them, once, while the
+ * loop serves others; then it makes whatever room is still missing itself, on the loop, as
+ * without a demoter (store.h). So a write waits at most for GKV_DEMOTE_FLIGHT moves of its
+ * device's values plus the moves it then makes itself. */
 #ifndef GKV_XFER_DEMOTER_H
 #define GKV_XFER_DEMOTER_H
 
@@ -15,21 +20,31 @@
 
 #include "device.h"
 #include "store.h"
+#include "waitq.h"
 
 #define GKV_DEMOTE_FLIGHT 4
 
 typedef struct gkv_demoter gkv_demoter_t;
 
 /* Starts a demoter on loop over st and devs (borrowed, outliving it), keeping headroom_pct
- * (1..90) of each device's limit free. NULL when st has no host tier or headroom_pct is 0 (none
- * needed), or out of memory (logged). */
+ * (0..90; 0: none, moves for writes only) of each device's limit free. NULL when st has no
+ * host tier, or out of memory (logged). */
 gkv_demoter_t *gkv_demoter_start(uv_loop_t *loop, gkv_store_t *st, gkv_devices_t *devs,
                                  unsigned headroom_pct);
 /* Waits for the copies in flight (their values stay where they were), then starts closing its
  * handles: the loop must run out before gkv_demoter_free. NULL does nothing. */
 void gkv_demoter_close(gkv_demoter_t *d);
 void gkv_demoter_free(gkv_demoter_t *d);
-/* Moves that took their value's place, so far. */
+/* Moves that took their value's place, so far (the background's and the writes'). */
 uint64_t gkv_demoter_done(const gkv_demoter_t *d);
+/* A write needs need bytes on device dev, which lacks them: moves of dev's coldest values
+ * start (up to GKV_DEMOTE_FLIGHT in flight), and w is called on the loop once moves end. True
+ * when w waits; false when no move from dev could start or is in flight (the write makes room
+ * itself). NULL d: false. */
+bool gkv_demoter_room(gkv_demoter_t *d, unsigned dev, uint64_t need, gkv_waiter_t *w);
+/* Takes w out of the waiters (its connection closes). NULL d: nothing. */
+void gkv_demoter_cancel(gkv_demoter_t *d, gkv_waiter_t *w);
+/* Writes that waited for moves, so far. */
+uint64_t gkv_demoter_waits(const gkv_demoter_t *d);
 
 #endif

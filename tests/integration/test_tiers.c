@@ -5,6 +5,7 @@
  * and INFO; noeviction refuses once GPU and tier are full, losing nothing; a tier larger than
  * the RAM is refused at start. */
 #include <check.h>
+#include <pthread.h>
 #include <gpukv/gpukv.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -211,6 +212,73 @@ START_TEST(the_headroom_is_kept_in_the_background)
         read_exact(c, i, (uint64_t)i);
     limits_kept(c);
     ck_assert_uint_eq(info_u64(c, "evicted_keys"), 0);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
+/* Writers into a full GPU with no headroom: each SET that finds no room waits for the moves
+ * down it needs, which the demoter starts on the copy lane (INFO tier_room_waits), while the
+ * other connections go on (readers among them); every key ends with its last value, limits
+ * kept, nothing evicted. */
+typedef struct {
+    const char *url;
+    int first, n, seed; /* keys first..first+n-1, written with seed + key */
+    bool reader;
+} room_job_t;
+
+static void *room_worker(void *arg)
+{
+    room_job_t *j = arg;
+    gkv_client_t *c;
+    if (gkv_client_connect(j->url, &c))
+        return (void *)1;
+    static __thread uint8_t v[VAL], got[VAL];
+    char key[32];
+    intptr_t bad = 0;
+    for (int i = j->first; i < j->first + j->n && !bad; i++) {
+        if (j->reader) { /* the first keys, over and over: they stay readable while moving */
+            int k = i % 16;
+            harness_fill(v, VAL, (uint64_t)k);
+            bad = gkv_get(c, KEYN(k, key), NULL, got, VAL, NULL) || memcmp(v, got, VAL);
+            continue;
+        }
+        harness_fill(v, VAL, (uint64_t)(j->seed + i));
+        bad = gkv_set(c, KEYN(i, key), v, VAL, NULL) != 0;
+    }
+    gkv_client_close(c);
+    return (void *)bad;
+}
+
+START_TEST(writes_on_a_full_gpu_wait_for_moves_off_the_request_path)
+{
+    gkv_daemon_t d = start_tiered("allkeys-lru");
+    gkv_client_t *c = connect_or_fail(d.url);
+    for (int i = 0; i < 16; i++) /* what the reader reads */
+        ck_assert_int_eq(put(c, i), 0);
+    enum { WRITERS = 4, PER = 36 }; /* 16 + 144 keys: GPU and tier exactly full */
+    room_job_t jobs[WRITERS + 1];
+    pthread_t t[WRITERS + 1];
+    for (int w = 0; w <= WRITERS; w++) {
+        jobs[w] = (room_job_t){.url = d.url, .first = 16 + w * PER, .n = PER, .seed = 1000,
+                               .reader = w == WRITERS};
+        if (jobs[w].reader)
+            jobs[w].n = 400;
+        ck_assert_int_eq(pthread_create(&t[w], NULL, room_worker, &jobs[w]), 0);
+    }
+    for (int w = 0; w <= WRITERS; w++) {
+        void *bad;
+        pthread_join(t[w], &bad);
+        ck_assert_msg(!bad, "worker %d failed", w);
+    }
+    ck_assert_uint_ge(info_u64(c, "tier_room_waits"), 1);
+    ck_assert_uint_ge(info_u64(c, "demoted_background_keys"), 1);
+    ck_assert_uint_eq(info_u64(c, "evicted_keys"), 0);
+    limits_kept(c);
+    for (int i = 0; i < 16; i++)
+        read_exact(c, i, (uint64_t)i);
+    for (int i = 16; i < 16 + WRITERS * PER; i++)
+        read_exact(c, i, (uint64_t)(1000 + i));
     gkv_client_close(c);
     ck_assert_int_eq(harness_stop(&d), 0);
 }
@@ -644,6 +712,7 @@ static Suite *make_suite(void)
     tcase_add_test(t, five_times_maxmemory_with_the_tier_loses_nothing);
     tcase_add_test(t, gets_bring_values_up_when_asked_and_maps_always);
     tcase_add_test(t, the_headroom_is_kept_in_the_background);
+    tcase_add_test(t, writes_on_a_full_gpu_wait_for_moves_off_the_request_path);
     tcase_add_test(t, a_slow_reader_of_a_tier_value_gets_the_old_bytes_whole);
     tcase_add_test(t, mapped_values_never_leave_the_gpu);
     tcase_add_test(t, a_value_in_the_tier_overwritten_or_deleted_never_comes_back);
