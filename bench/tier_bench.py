@@ -24,6 +24,7 @@ import os
 import subprocess
 import statistics
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -254,6 +255,51 @@ def zipf_load(args, root, tier):
         d.stop()
 
 
+def others(args, root, size, binary, flags):
+    """A reader's 4 KiB GETs of a GPU value while a writer SETs new values of size bytes into a
+    full GPU (each needs a move down, or an eviction): p50 / p99 / max of the reader, and the
+    writer's SET p50. What other clients pay for the moves."""
+    gpu = size_arg(args.gpu_mem)
+    d = Daemon(binary, args.backend, root, f"others-{size}-{len(flags)}-{abs(hash(binary))}",
+               ["--maxmemory", str(gpu), "--maxmemory-policy", "allkeys-lru"] + flags)
+    try:
+        t0 = time.time()
+        while ("--tier-host" in flags and args.backend != "host" and time.time() - t0 < 120
+               and d.info("tier_host_locked") < size_arg(flags[flags.index("--tier-host") + 1])):
+            time.sleep(0.1)
+        v = os.urandom(size)
+        n = gpu // size
+        d.c.set("probe", os.urandom(4096))
+        for i in range(n):  # full
+            d.c.set(f"o/{i}", v)
+        reader = gpukv.Client(d.sock)
+        buf = bytearray(4096)
+        lat, stop = [], threading.Event()
+
+        def read():
+            while not stop.is_set():
+                t = time.perf_counter()
+                try:
+                    reader.get_into("probe", buf)
+                except gpukv.NotFound:
+                    reader.set("probe", bytes(4096))
+                lat.append(time.perf_counter() - t)
+
+        th = threading.Thread(target=read)
+        th.start()
+        sets = []
+        for i in range(n, 3 * n):
+            t = time.perf_counter()
+            d.c.set(f"o/{i}", v)
+            sets.append(time.perf_counter() - t)
+        stop.set()
+        th.join()
+        reader.close()
+        return pct(lat, 0.5), pct(lat, 0.99), max(lat), pct(sets, 0.5), len(lat)
+    finally:
+        d.stop()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("daemon")
@@ -262,7 +308,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--ops", type=int, default=20000)
     ap.add_argument("--sizes", default="4M,64M")
-    ap.add_argument("--skip", default="", help="comma list of moves,gets,headroom,zipf")
+    ap.add_argument("--skip", default="", help="comma list of moves,gets,headroom,zipf,others")
+    ap.add_argument("--before", default=None,
+                    help="an older gpukvd, for the 'others' rows beside this one")
     args = ap.parse_args()
     skip = set(args.skip.split(","))
     root = tempfile.mkdtemp(prefix="gkv-tierbench-")
@@ -299,6 +347,26 @@ def main():
             b = headroom(args, root, size, 10)
             print(f"| {size >> 20} MiB | {a[0] * 1e3:.2f} / {a[1] * 1e3:.2f} / {a[2] * 1e3:.2f} | "
                   f"{b[0] * 1e3:.2f} / {b[1] * 1e3:.2f} / {b[2] * 1e3:.2f} | {b[3]} |", flush=True)
+    if "others" not in skip:
+        print("\nA reader's 4 KiB GETs while a writer SETs new values into a full GPU (host tier "
+              "4x):\n")
+        print("| value | daemon | configuration | reader GET p50 / p99 / max (ms) | writer SET "
+              "p50 (ms) | reads |")
+        print("|---|---|---|---|---|---|")
+        gpu = size_arg(args.gpu_mem)
+        confs = [("eviction only", []), ("host tier, moves for the writes", ["--tier-host",
+                 str(4 * gpu)]), ("host tier, --tier-headroom 10", ["--tier-host", str(4 * gpu),
+                                                                     "--tier-headroom", "10"])]
+        daemons = [("this", args.daemon)] + ([("before", args.before)] if args.before else [])
+        for size in sizes:
+            for name, flags in confs:
+                for which, binary in daemons:
+                    if which == "before" and not flags:
+                        continue
+                    r = others(args, root, size, binary, flags)
+                    print(f"| {size >> 20} MiB | {which} | {name} | {r[0] * 1e3:.3f} / "
+                          f"{r[1] * 1e3:.3f} / {r[2] * 1e3:.3f} | {r[3] * 1e3:.2f} | {r[4]} |",
+                          flush=True)
     if "zipf" not in skip:
         print(f"\nzipf(0.99), 90% GET / 10% SET of 1 MiB values, {args.ops} operations, key set "
               f"4x the GPU's {args.gpu_mem}, one client:\n")
