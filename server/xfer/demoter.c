@@ -38,8 +38,10 @@ static void copied(gkv_copy_t *op, int status)
     job_t *j = op->arg;
     atomic_store(&j->state, status ? 2 : 1);
     gkv_demoter_t *d = j->owner;
-    if (!gkv_backend_polling())
-        uv_async_send(&d->wake); /* the check runs on the loop's next iteration */
+    /* The check runs on the loop's next iteration. Also when the loop's own poll delivered
+     * this: else the loop may go on to wait for I/O before its check phase, and a write that
+     * waits for this move would wait for the next I/O or timer. */
+    uv_async_send(&d->wake);
 }
 
 /* Calls the writes that waited when reap began (one that waits again joins the next round). */
