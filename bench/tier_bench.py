@@ -260,7 +260,11 @@ def others(args, root, size, binary, flags):
     full GPU (each needs a move down, or an eviction): p50 / p99 / max of the reader, and the
     writer's SET p50. What other clients pay for the moves."""
     gpu = size_arg(args.gpu_mem)
-    d = Daemon(binary, args.backend, root, f"others-{size}-{len(flags)}-{abs(hash(binary))}",
+    name = f"others-{size}-{len(flags)}-{abs(hash(binary))}"
+    if "DISK" in flags:  # a directory of its own: no file left by another run to take over
+        flags = [os.path.join(root, name + "-disk") if f == "DISK" else f for f in flags]
+        os.makedirs(flags[flags.index("--tier-disk") + 1], exist_ok=True)
+    d = Daemon(binary, args.backend, root, name,
                ["--maxmemory", str(gpu), "--maxmemory-policy", "allkeys-lru"] + flags)
     try:
         t0 = time.time()
@@ -356,7 +360,10 @@ def main():
         gpu = size_arg(args.gpu_mem)
         confs = [("eviction only", []), ("host tier, moves for the writes", ["--tier-host",
                  str(4 * gpu)]), ("host tier, --tier-headroom 10", ["--tier-host", str(4 * gpu),
-                                                                     "--tier-headroom", "10"])]
+                                                                     "--tier-headroom", "10"]),
+                 ("host tier 1x and a disk, moves for the writes",
+                  ["--tier-host", str(gpu), "--tier-disk", "DISK", "--tier-disk-size",
+                   str(8 * gpu)])]
         daemons = [("this", args.daemon)] + ([("before", args.before)] if args.before else [])
         for size in sizes:
             for name, flags in confs:

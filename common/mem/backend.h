@@ -259,6 +259,19 @@ uint64_t gkv_backend_disk_errors(const gkv_backend_t *b);
  * wall-clock deadline (0: none). An allocation without a label is never reloaded. */
 void gkv_backend_disk_label(gkv_backend_t *b, const void *key, uint32_t klen, const void *meta,
                             uint32_t mlen, uint64_t expire_unix_ms);
+/* A value's write into the disk off the loop: begun on the loop (p from alloc after its label;
+ * src stays valid and unchanged until the end), run on any thread (one write at a time per
+ * write object; the backend's other calls may go on meanwhile), ended on the loop with run's
+ * result. The record is written PENDING: no reload brings it back until
+ * gkv_backend_disk_make_live. begin returns NULL when out of host memory. */
+typedef struct gkv_disk_write gkv_disk_write_t;
+gkv_disk_write_t *gkv_backend_disk_write_begin(gkv_backend_t *b, gkv_devptr_t p, const void *src,
+                                               uint64_t len);
+int gkv_backend_disk_write_run(gkv_disk_write_t *w); /* 0 or an errno (end: < 0, not run) */
+void gkv_backend_disk_write_end(gkv_backend_t *b, gkv_disk_write_t *w, int rc);
+/* Marks p's PENDING record (a write that ended well) live: a reload brings it back. 0 or
+ * GKV_EIO. */
+int gkv_backend_disk_make_live(gkv_backend_t *b, gkv_devptr_t p);
 /* Marks p's record retired in the file (its key left it): no reload brings it back. */
 void gkv_backend_disk_retire(gkv_backend_t *b, gkv_devptr_t p);
 /* A live record found at open. */

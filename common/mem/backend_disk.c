@@ -106,17 +106,18 @@ static void image_copy(uint8_t *to, uint64_t off, uint64_t n, const piece_t *pie
 
 /* The record at start (total bytes, whole blocks) through the aligned buffer: its later blocks
  * first, then the first, which holds the header. 0 or an errno. */
-static int direct_write(disk_backend_t *d, uint64_t start, uint64_t total, const piece_t *image)
+static int direct_write(int dfd, uint8_t *bounce, uint64_t start, uint64_t total,
+                        const piece_t *image)
 {
     for (uint64_t off = DISK_ALIGN; off < total; off += BOUNCE) {
         uint64_t n = total - off < BOUNCE ? total - off : BOUNCE;
-        image_copy(d->bounce, off, n, image);
-        int e = gkv__disk_io(d->dfd, d->bounce, (size_t)n, start + off, true);
+        image_copy(bounce, off, n, image);
+        int e = gkv__disk_io(dfd, bounce, (size_t)n, start + off, true);
         if (e)
             return e;
     }
-    image_copy(d->bounce, 0, DISK_ALIGN, image);
-    return gkv__disk_io(d->dfd, d->bounce, DISK_ALIGN, start, true);
+    image_copy(bounce, 0, DISK_ALIGN, image);
+    return gkv__disk_io(dfd, bounce, DISK_ALIGN, start, true);
 }
 
 /* The value at p (len bytes) into dst and its header into h, through the aligned buffer. */
@@ -257,59 +258,145 @@ int gkv_backend_disk_read_value(gkv_backend_t *b, void *dst, gkv_devptr_t p, uin
     return 0;
 }
 
-/* The value, then its key and metadata, then the header: a record torn by a crash has none. */
+/* What a record's write needs, taken on the loop; the copy itself may run on another thread
+ * (its own aligned buffer then). */
+struct gkv_disk_write {
+    int fd, dfd; /* dfd >= 0: O_DIRECT */
+    uint8_t *bounce;
+    uint64_t start, total, len;
+    const void *src;
+    uint8_t *label; /* owned */
+    uint32_t klen, mlen, state;
+    uint8_t h[HEADER]; /* bytes 0..15 and 20..47 filled at begin; the CRC and MAC at run */
+    const uint8_t *mac_key;
+};
+
+/* The value, then its key and metadata, then the header: a record torn by a crash has none.
+ * 0 or an errno. */
+static int write_record(struct gkv_disk_write *w)
+{
+    uint32_t label_len = w->klen + w->mlen;
+    gkv__disk_put32(w->h + 16, gkv_crc32c(0, w->src, (size_t)w->len));
+    uint8_t *buf = malloc(40 + (size_t)label_len);
+    if (!buf)
+        return ENOMEM;
+    memcpy(buf, w->h + 8, 40);
+    if (label_len)
+        memcpy(buf + 40, w->label, label_len);
+    gkv__disk_put64(w->h + 48, gkv_siphash(buf, 40 + (size_t)label_len, w->mac_key));
+    free(buf);
+    if (w->dfd >= 0) {
+        const piece_t image[] = {{w->h, HEADER}, {w->src, w->len}, {w->label, label_len}};
+        return direct_write(w->dfd, w->bounce, w->start, w->total, image);
+    }
+    uint64_t v = w->start + HEADER;
+    int e = gkv__disk_io(w->fd, (void *)w->src, (size_t)w->len, v, true);
+    if (!e && label_len)
+        e = gkv__disk_io(w->fd, w->label, label_len, v + w->len, true);
+    if (!e)
+        e = gkv__disk_io(w->fd, w->h, HEADER, w->start, true);
+    return e;
+}
+
+/* The write of p's record (its label taken over) in state, into w. */
+static int write_prepare(disk_backend_t *d, gkv_devptr_t p, const void *src, uint64_t len,
+                         uint32_t state, struct gkv_disk_write *w)
+{
+    disk_rec_t *r = rec_of(d, p);
+    if (!r)
+        return GKV_EINVAL;
+    *w = (struct gkv_disk_write){.fd = d->fd, .dfd = d->dfd, .bounce = d->bounce,
+                                 .start = p.v - HEADER, .total = r->total, .len = len,
+                                 .src = src, .label = r->label, .klen = r->klen, .mlen = r->mlen,
+                                 .state = state, .mac_key = d->key};
+    r->label = NULL;
+    gkv__disk_put32(w->h, MAGIC_REC);
+    gkv__disk_put32(w->h + 4, state);
+    gkv__disk_put64(w->h + 8, len);
+    gkv__disk_put32(w->h + 20, r->klen);
+    gkv__disk_put32(w->h + 24, r->mlen);
+    gkv__disk_put64(w->h + 32, ++d->seq);
+    gkv__disk_put64(w->h + 40, r->expire_unix_ms);
+    return 0;
+}
+
 static int disk_write_sync(gkv_backend_t *b, gkv_devptr_t dst, const void *src, size_t len)
 {
     disk_backend_t *d = (disk_backend_t *)b;
-    disk_rec_t *r = rec_of(d, dst);
-    if (!r)
-        return GKV_EINVAL;
-    uint32_t label_len = r->klen + r->mlen;
-    uint8_t h[HEADER] = {0};
-    gkv__disk_put32(h, MAGIC_REC);
-    gkv__disk_put32(h + 4, STATE_LIVE);
-    gkv__disk_put64(h + 8, len);
-    gkv__disk_put32(h + 16, gkv_crc32c(0, src, len));
-    gkv__disk_put32(h + 20, r->klen);
-    gkv__disk_put32(h + 24, r->mlen);
-    gkv__disk_put64(h + 32, ++d->seq);
-    gkv__disk_put64(h + 40, r->expire_unix_ms);
-    gkv__disk_put64(h + 48, gkv__disk_mac(d, h, r->label, label_len));
-    int e;
-    if (d->dfd >= 0) {
-        const piece_t image[] = {{h, HEADER}, {src, len}, {r->label, label_len}};
-        e = direct_write(d, dst.v - HEADER, r->total, image);
-    } else {
-        e = gkv__disk_io(d->fd, (void *)src, len, dst.v, true);
-        if (!e && label_len)
-            e = gkv__disk_io(d->fd, r->label, label_len, dst.v + len, true);
-        if (!e)
-            e = gkv__disk_io(d->fd, h, HEADER, dst.v - HEADER, true);
-    }
+    struct gkv_disk_write w;
+    int rc = write_prepare(d, dst, src, len, STATE_LIVE, &w);
+    if (rc)
+        return rc;
+    int e = write_record(&w);
+    free(w.label);
     if (e) {
         io_error(d, "writing", e);
         return GKV_EIO;
     }
-    free(r->label);
-    r->label = NULL;
     return 0;
+}
+
+gkv_disk_write_t *gkv_backend_disk_write_begin(gkv_backend_t *b, gkv_devptr_t p, const void *src,
+                                               uint64_t len)
+{
+    disk_backend_t *d = (disk_backend_t *)b;
+    gkv_disk_write_t *w = malloc(sizeof(*w));
+    if (!w || write_prepare(d, p, src, len, STATE_PENDING, w)) {
+        free(w);
+        return NULL;
+    }
+    w->bounce = NULL;
+    if (w->dfd >= 0 && posix_memalign((void **)&w->bounce, DISK_ALIGN, BOUNCE)) {
+        free(w->label);
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+int gkv_backend_disk_write_run(gkv_disk_write_t *w)
+{
+    return write_record(w);
+}
+
+void gkv_backend_disk_write_end(gkv_backend_t *b, gkv_disk_write_t *w, int rc)
+{
+    if (rc > 0)
+        io_error((disk_backend_t *)b, "writing", rc);
+    free(w->bounce);
+    free(w->label);
+    free(w);
+}
+
+/* p's record's state, in the file. */
+static int set_state(disk_backend_t *d, gkv_devptr_t p, uint32_t state)
+{
+    if (d->dfd < 0) {
+        uint8_t b[4];
+        gkv__disk_put32(b, state);
+        return gkv__disk_io(d->fd, b, sizeof(b), p.v - HEADER + 4, true);
+    }
+    int e = gkv__disk_io(d->dfd, d->bounce, DISK_ALIGN, p.v - HEADER, false);
+    if (!e) { /* the first block, read, changed and written back */
+        gkv__disk_put32(d->bounce + 4, state);
+        e = gkv__disk_io(d->dfd, d->bounce, DISK_ALIGN, p.v - HEADER, true);
+    }
+    return e;
+}
+
+int gkv_backend_disk_make_live(gkv_backend_t *b, gkv_devptr_t p)
+{
+    disk_backend_t *d = (disk_backend_t *)b;
+    int e = set_state(d, p, STATE_LIVE);
+    if (e)
+        io_error(d, "making a record live in", e);
+    return e ? GKV_EIO : 0;
 }
 
 void gkv_backend_disk_retire(gkv_backend_t *b, gkv_devptr_t p)
 {
     disk_backend_t *d = (disk_backend_t *)b;
-    int e;
-    if (d->dfd >= 0) { /* the first block, read, changed and written back */
-        e = gkv__disk_io(d->dfd, d->bounce, DISK_ALIGN, p.v - HEADER, false);
-        if (!e) {
-            gkv__disk_put32(d->bounce + 4, STATE_RETIRED);
-            e = gkv__disk_io(d->dfd, d->bounce, DISK_ALIGN, p.v - HEADER, true);
-        }
-    } else {
-        uint8_t state[4];
-        gkv__disk_put32(state, STATE_RETIRED);
-        e = gkv__disk_io(d->fd, state, sizeof(state), p.v - HEADER + 4, true);
-    }
+    int e = set_state(d, p, STATE_RETIRED);
     if (e)
         io_error(d, "retiring a record in", e);
 }

@@ -32,6 +32,7 @@
 #define MAGIC_REC 0x32564b47u /* "GKV2" little-endian */
 #define STATE_LIVE 1u
 #define STATE_RETIRED 2u
+#define STATE_PENDING 3u /* written off the loop, not yet linked: never reloaded */
 
 /* A record the allocator gave out, by its value's address: its whole length, and until it is
  * written the key and metadata it carries (gkv_backend_disk_label). */

@@ -102,7 +102,7 @@ static int record_at(disk_backend_t *d, const uint8_t *h, uint64_t pos, uint64_t
     uint64_t len = gkv__disk_get64(h + 8);
     uint32_t klen = gkv__disk_get32(h + 20), mlen = gkv__disk_get32(h + 24);
     *state = gkv__disk_get32(h + 4);
-    if (gkv__disk_get32(h) != MAGIC_REC || (*state != STATE_LIVE && *state != STATE_RETIRED) ||
+    if (gkv__disk_get32(h) != MAGIC_REC || (*state != STATE_LIVE && *state != STATE_RETIRED && *state != STATE_PENDING) ||
         klen > 65535 || mlen > (1u << 20) || len > size ||
         pos + HEADER + len + klen + mlen > size) /* the last record's padding is past the end */
         return 0;
@@ -152,7 +152,7 @@ static int scan(disk_backend_t *d, uint64_t size)
         uint64_t total = gkv__disk_total(f.size, f.klen, f.mlen);
         if (f.seq > d->seq)
             d->seq = f.seq;
-        if (state == STATE_RETIRED || !f.klen ||
+        if (state != STATE_LIVE || !f.klen || /* retired, or written and never linked */
             gkv_arena_reserve(d->arena, pos - FILE_BASE, total)) {
             free((void *)f.key);
             pos += total;

@@ -133,7 +133,7 @@ struct gkv_conn {
     int peer_uid, peer_gid, peer_pid;     /* a Unix peer's credentials, read at accept; else -1 */
     gkv_waiter_t bwaiter;                 /* room in a copy batch (wait.batch) */
     gkv_waiter_t rwaiter;                 /* moves off a full GPU (wait.room, demoter.h) */
-    bool room_waited;                     /* the request in hand waited for moves once */
+    unsigned room_waits;                  /* times the request in hand waited for moves */
     gkv_route_ticket_t route;             /* the request in the cluster's hands (wait.cluster) */
     gkv_commit_waiter_t commit;           /* the journal's commit (hold.commit) */
     uint64_t journal_mark;                /* the journal's length as the request began */

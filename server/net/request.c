@@ -138,9 +138,10 @@ static bool handle_request(gkv_conn_t *c, const gkv_request_t *routed)
     rep.in.zc_every_gpu = c->zc_every_gpu;
     rep.in.authed = c->authed;
     rep.in.version = c->version;
-    /* A SET on a full GPU may wait for moves down off the request path, once (demoter.h); a
-     * cluster node's are routed, and run to the end. */
-    rep.in.room = req->op == GKV_OP_SET && !c->room_waited && !c->net->cluster && c->net->demoter
+    /* A SET on a full GPU may wait for moves down off the request path, a few times
+     * (demoter.h); a cluster node's are routed, and run to the end. */
+    rep.in.room = req->op == GKV_OP_SET && c->room_waits < GKV_DEMOTE_WAITS && !c->net->cluster &&
+                          c->net->demoter
                       ? &c->rwaiter
                       : NULL;
     c->op = req->op;
@@ -150,10 +151,10 @@ static bool handle_request(gkv_conn_t *c, const gkv_request_t *routed)
     int rc = gkv_dispatch(c->net->cmd, req, &rep);
     if (rep.parked) { /* its frame stays in the input; on_moved drives c again */
         c->wait.room = true;
-        c->room_waited = true;
+        c->room_waits++;
         return false;
     }
-    c->room_waited = false;
+    c->room_waits = 0;
     if (seal_key) {
         gkv_cluster_after(c->net->cluster, req, &c->leases, rc, seal_key, seal_klen);
         free(seal_key);

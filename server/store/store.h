@@ -269,13 +269,28 @@ static inline unsigned gkv_store_gpu(const gkv_entry_t *e)
  * would pick, refs == 1) in *e, one reference taken (so no other move picks it and it stays
  * readable while copied), and in *n its new unpublished entry in the host tier (key, metadata,
  * deadline; one reference): the caller copies e's bytes into n's memory. False when there is
- * no host tier, no candidate, or no room in the tier. End (ok: the copy ran; us: how long it
+ * no host tier, no candidate, or no room in the tier; then *tier_full says when that was
+ * because the tier has a disk below and no room for the candidate now (a move down off the
+ * loop, gkv_store_disk_move_begin, makes it). End (ok: the copy ran; us: how long it
  * took): n takes e's place under the key as gkv_store_copy_end says, when e's deadline is n's
  * (an overwrite, delete, expiry or deadline change meanwhile wins: n goes); both references
  * are dropped, and e's GPU memory goes with its last reader. Returns true when n took it. */
-bool gkv_store_demote_begin(gkv_store_t *st, unsigned dev, gkv_entry_t **e, gkv_entry_t **n);
+bool gkv_store_demote_begin(gkv_store_t *st, unsigned dev, gkv_entry_t **e, gkv_entry_t **n,
+                            bool *tier_full);
 bool gkv_store_demote_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *n, bool ok,
                           uint64_t us);
+/* A move from the host tier to the disk tier whose write runs off the loop (the demoter's):
+ * begin picks the host tier's best candidate (one reference taken, *e), makes its entry on the
+ * disk (*n, one reference, not linked) and the record's write (*w, gkv_backend_disk_write_run
+ * runs it on any thread; e's bytes stay put meanwhile). False when there is no disk tier, no
+ * candidate, or no room on the disk (or out of memory). End (on the loop, rc: the write's):
+ * n's record is made live and n takes e's place under the key as gkv_store_demote_end says,
+ * unless the key changed meanwhile or the write failed (n goes then: its record, never live,
+ * is not reloaded); w and both references are dropped. Returns true when n took it. */
+bool gkv_store_disk_move_begin(gkv_store_t *st, gkv_entry_t **e, gkv_entry_t **n,
+                               gkv_disk_write_t **w);
+bool gkv_store_disk_move_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *n, gkv_disk_write_t *w,
+                             int rc, uint64_t us);
 /* The linked e's value on a device: e itself when it is on one; else its bytes are copied to a
  * device (gkv_store_place's, making room there as entry_new does) and the new entry, under the
  * key now and borrowed like gkv_store_get's, is returned. NULL with *rc GKV_EOOM (no device

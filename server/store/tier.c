@@ -120,6 +120,19 @@ static int timed_move(gkv_store_t *st, gkv_entry_t *n, gkv_entry_t *e, bool *bad
     return 0;
 }
 
+/* The disk record of e's next allocation names e's key, metadata and deadline, for a reload. */
+static void label(gkv_store_t *st, const gkv_entry_t *e)
+{
+    size_t klen;
+    uint32_t meta_len;
+    const uint8_t *key = gkv_store_key(st, e, &klen);
+    const uint8_t *meta = gkv_entry_meta(e, &meta_len);
+    gkv_backend_disk_label(st->dev[GKV_DEV_DISK_TIER].be, key, (uint32_t)klen, meta, meta_len,
+                           gkv__store_has_deadline(e)
+                               ? gkv_store_deadline_unix(st, e, gkv_wall_clock_ms())
+                               : 0);
+}
+
 /* A copy of the linked e (its key, metadata, deadline, bytes) linked in its place on device or
  * tier dev, or NULL with *rc (*bad_source: e's bytes could not be read back from the disk). The
  * new entry keeps e's access stamp; e loses the index's reference (and goes with it unless
@@ -129,16 +142,8 @@ static gkv_entry_t *move_entry(gkv_store_t *st, gkv_entry_t *e, unsigned dev, in
 {
     gkv_entry_t *n;
     *bad_source = false;
-    if (dev == GKV_DEV_DISK_TIER) { /* its record names the key, for a reload */
-        size_t klen;
-        uint32_t meta_len;
-        const uint8_t *key = gkv_store_key(st, e, &klen);
-        const uint8_t *meta = gkv_entry_meta(e, &meta_len);
-        gkv_backend_disk_label(st->dev[dev].be, key, (uint32_t)klen, meta, meta_len,
-                               gkv__store_has_deadline(e)
-                                   ? gkv_store_deadline_unix(st, e, gkv_wall_clock_ms())
-                                   : 0);
-    }
+    if (dev == GKV_DEV_DISK_TIER)
+        label(st, e);
     if ((*rc = gkv__store_entry_like(st, e, dev, &n)))
         return NULL;
     if ((*rc = timed_move(st, n, e, bad_source)) || (*rc = gkv__store_link(st, n))) {
@@ -214,14 +219,21 @@ static gkv_entry_t *move_up(gkv_store_t *st, gkv_entry_t *e, unsigned dev, int *
     return n;
 }
 
-bool gkv_store_demote_begin(gkv_store_t *st, unsigned dev, gkv_entry_t **e, gkv_entry_t **n)
+bool gkv_store_demote_begin(gkv_store_t *st, unsigned dev, gkv_entry_t **e, gkv_entry_t **n,
+                            bool *tier_full)
 {
     *e = *n = NULL;
+    *tier_full = false;
     if (dev >= GKV_MAX_DEVICES || !st->host_tier)
         return false;
     gkv_entry_t *v = gkv__store_pick(st, dev, true);
-    if (!v || v->size > st->dev[GKV_DEV_HOST_TIER].limit)
+    const gkv_store_dev_t *h = &st->dev[GKV_DEV_HOST_TIER];
+    if (!v || v->size > h->limit)
         return false;
+    if (st->disk_tier && v->size > h->limit - h->used) {
+        *tier_full = true; /* room made off the loop first */
+        return false;
+    }
     gkv_store_ref(v); /* no other move picks it now (refs > 1), and it stays while copied */
     gkv_entry_t *t;
     if (gkv__store_entry_like(st, v, GKV_DEV_HOST_TIER, &t)) {
@@ -247,6 +259,64 @@ bool gkv_store_demote_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *n, bool 
     }
     gkv_store_unref(st, n); /* the index holds it, or it goes */
     gkv_store_unref(st, e); /* replaced: its GPU memory goes with the last reader */
+    return took;
+}
+
+bool gkv_store_disk_move_begin(gkv_store_t *st, gkv_entry_t **e, gkv_entry_t **n,
+                               gkv_disk_write_t **w)
+{
+    *e = *n = NULL;
+    *w = NULL;
+    if (!st->host_tier || !st->disk_tier)
+        return false;
+    gkv_entry_t *v = gkv__store_pick(st, GKV_DEV_HOST_TIER, true);
+    if (!v || v->size > st->dev[GKV_DEV_DISK_TIER].limit)
+        return false;
+    gkv_store_ref(v);
+    label(st, v);
+    gkv_entry_t *t;
+    if (gkv__store_entry_like(st, v, GKV_DEV_DISK_TIER, &t)) {
+        gkv_store_unref(st, v);
+        return false;
+    }
+    gkv_backend_t *host = st->dev[GKV_DEV_HOST_TIER].be;
+    *w = gkv_backend_disk_write_begin(st->dev[GKV_DEV_DISK_TIER].be, t->mem,
+                                      host->ops->host_view(host, v->mem), v->size);
+    if (!*w) {
+        gkv_store_unref(st, t);
+        gkv_store_unref(st, v);
+        return false;
+    }
+    *e = v;
+    *n = t;
+    return true;
+}
+
+bool gkv_store_disk_move_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *n, gkv_disk_write_t *w,
+                             int rc, uint64_t us)
+{
+    gkv_backend_t *disk = st->dev[GKV_DEV_DISK_TIER].be;
+    gkv_backend_disk_write_end(disk, w, rc);
+    size_t klen;
+    const uint8_t *key = gkv_store_key(st, e, &klen);
+    bool same = gkv_index_get(st->ix, key, klen) == e && gkv_store_alive(st, e) &&
+                gkv__store_has_deadline(e) == gkv__store_has_deadline(n) &&
+                (!gkv__store_has_deadline(e) || e->x->expire_at == n->x->expire_at);
+    /* Live in the file only once it is sure to take the key; linked at once after. */
+    bool took = !rc && same && gkv_backend_disk_make_live(disk, n->mem) == 0;
+    if (took && !gkv_store_copy_end(st, e, n)) {
+        gkv_backend_disk_retire(disk, n->mem); /* out of memory linking it */
+        took = false;
+    }
+    if (took) {
+        n->access = e->access;
+        st->stats.demoted++;
+        st->stats.demoted_bytes += n->size;
+        st->stats.down_disk_bytes += n->size;
+        st->stats.down_disk_us += us;
+    }
+    gkv_store_unref(st, n);
+    gkv_store_unref(st, e);
     return took;
 }
 

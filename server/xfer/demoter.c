@@ -1,8 +1,10 @@
 /* demoter.c: moves down off the request path; see demoter.h. */
 #include "demoter.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "duration.h"
 #include "error.h"
@@ -16,6 +18,15 @@ typedef struct {
     uint64_t size, t0;
     atomic_int state; /* 0 copying, 1 done, 2 failed */
 } job_t;
+
+/* The move from the host tier to the disk in flight: its write runs on the demoter's thread. */
+typedef struct {
+    gkv_entry_t *e, *n; /* NULL: none */
+    gkv_disk_write_t *w;
+    uint64_t t0;
+    int rc;
+    atomic_int state; /* 0 writing, 1 written (rc) */
+} disk_job_t;
 
 struct gkv_demoter {
     uv_check_t check;
@@ -31,7 +42,61 @@ struct gkv_demoter {
     gkv_waitq_t waiters;              /* writes waiting for moves (gkv_demoter_room) */
     uint64_t done, waits;
     int closed; /* handles closing */
+    disk_job_t disk;
+    bool thread_on, go, stop; /* the disk thread: started, a write to run, asked to end */
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
 };
+
+/* The disk thread: runs the write it is given, then wakes the loop. */
+static void *disk_thread(void *arg)
+{
+    gkv_demoter_t *d = arg;
+    pthread_mutex_lock(&d->mu);
+    for (;;) {
+        while (!d->go && !d->stop)
+            pthread_cond_wait(&d->cv, &d->mu);
+        if (!d->go)
+            break;
+        d->go = false;
+        pthread_mutex_unlock(&d->mu);
+        d->disk.rc = gkv_backend_disk_write_run(d->disk.w);
+        atomic_store(&d->disk.state, 1);
+        uv_async_send(&d->wake);
+        pthread_mutex_lock(&d->mu);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return NULL;
+}
+
+/* Starts a move of the host tier's coldest value to the disk, its write on the thread: false
+ * when one is in flight already or none could start. */
+static bool start_disk(gkv_demoter_t *d)
+{
+    disk_job_t *j = &d->disk;
+    if (j->e || d->closed)
+        return false;
+    if (!d->thread_on) {
+        pthread_mutex_init(&d->mu, NULL);
+        pthread_cond_init(&d->cv, NULL);
+        if (pthread_create(&d->thread, NULL, disk_thread, d)) {
+            pthread_cond_destroy(&d->cv);
+            pthread_mutex_destroy(&d->mu);
+            return false;
+        }
+        d->thread_on = true;
+    }
+    if (!gkv_store_disk_move_begin(d->st, &j->e, &j->n, &j->w))
+        return false;
+    j->t0 = gkv_clock_us();
+    atomic_store(&j->state, 0);
+    pthread_mutex_lock(&d->mu);
+    d->go = true;
+    pthread_cond_signal(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    return true;
+}
 
 static void copied(gkv_copy_t *op, int status)
 {
@@ -69,6 +134,15 @@ static void reap(gkv_demoter_t *d)
         d->busy--;
         ended = true;
     }
+    disk_job_t *k = &d->disk;
+    if (k->e && atomic_load(&k->state) == 1) {
+        /* A demoter that stops keeps the value where it was (as its copies above). */
+        int rc = d->closed && !k->rc ? -1 : k->rc;
+        d->done += gkv_store_disk_move_end(d->st, k->e, k->n, k->w, rc, gkv_clock_us() - k->t0);
+        k->e = k->n = NULL;
+        k->w = NULL;
+        ended = true;
+    }
     if (ended)
         wake(d);
 }
@@ -91,8 +165,9 @@ static bool start_one(gkv_demoter_t *d, unsigned dev)
         if (!d->jobs[i].e)
             j = &d->jobs[i];
     gkv_entry_t *e, *n;
-    if (!j || !gkv_store_demote_begin(d->st, dev, &e, &n))
-        return false;
+    bool tier_full = false;
+    if (!j || !gkv_store_demote_begin(d->st, dev, &e, &n, &tier_full))
+        return tier_full && start_disk(d); /* room in the tier first */
     gkv_backend_t *tier = gkv_store_be(d->st, n);
     gkv_device_t *dv = &d->devs->dev[dev];
     j->e = e;
@@ -106,9 +181,10 @@ static bool start_one(gkv_demoter_t *d, unsigned dev)
     /* On the last lane: connections take theirs by id from the first. */
     int rc = dv->be->ops->copy_out(dv->be, tier->ops->host_view(tier, n->mem), e->mem, 0,
                                    (size_t)e->size, dv->be->lanes - 1, &j->op);
-    if (rc)
+    if (rc) {
         atomic_store(&j->state, 2); /* done is not called: reaped as failed */
-    else
+        uv_async_send(&d->wake);
+    } else
         gkv_poller_arm(&dv->poller);
     return true;
 }
@@ -175,8 +251,20 @@ void gkv_demoter_close(gkv_demoter_t *d)
         if (d->jobs[i].e && atomic_load(&d->jobs[i].state) == 0)
             atomic_store(&d->jobs[i].state, 2); /* kept where they were */
     d->closed = 1; /* the writes woken now make their own room */
+    while (d->disk.e && atomic_load(&d->disk.state) == 0) /* its write runs out */
+        usleep(200);
     reap(d);
     wake(d);
+    if (d->thread_on) {
+        pthread_mutex_lock(&d->mu);
+        d->stop = true;
+        pthread_cond_signal(&d->cv);
+        pthread_mutex_unlock(&d->mu);
+        pthread_join(d->thread, NULL);
+        pthread_cond_destroy(&d->cv);
+        pthread_mutex_destroy(&d->mu);
+        d->thread_on = false;
+    }
     uv_close((uv_handle_t *)&d->check, NULL);
     uv_close((uv_handle_t *)&d->wake, NULL);
 }
@@ -203,7 +291,7 @@ bool gkv_demoter_room(gkv_demoter_t *d, unsigned dev, uint64_t need, gkv_waiter_
            s->used - (d->coming[dev] < s->used ? d->coming[dev] : s->used) > s->limit - need &&
            start_one(d, dev))
         ;
-    if (!d->coming[dev])
+    if (!d->coming[dev] && !d->disk.e)
         return false;
     d->waits++;
     gkv_waitq_push(&d->waiters, w);

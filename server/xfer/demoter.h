@@ -8,10 +8,16 @@
  * last reader lets go. Readers see the GPU's bytes until then.
  *
  * A write that finds its device full asks the demoter too (gkv_demoter_room): the moves it
- * needs start on the copy lane the same way, and the write waits for them, once, while the
- * loop serves others; then it makes whatever room is still missing itself, on the loop, as
- * without a demoter (store.h). So a write waits at most for GKV_DEMOTE_FLIGHT moves of its
- * device's values plus the moves it then makes itself. */
+ * needs start on the copy lane the same way, and the write waits for them while the loop
+ * serves others, at most GKV_DEMOTE_WAITS times; then it makes whatever room is still missing
+ * itself, on the loop, as without a demoter (store.h).
+ *
+ * When the host tier has a disk below and no room for the value a move would bring, the
+ * demoter first moves the tier's coldest value to the disk: the record is written on the
+ * demoter's own thread (gkv_store_disk_move_begin), one at a time, and takes the value's place
+ * on the loop once written. So a write waits at most GKV_DEMOTE_WAITS times for
+ * GKV_DEMOTE_FLIGHT copies from its device and one write to the disk, plus the moves it then
+ * makes itself. */
 #ifndef GKV_XFER_DEMOTER_H
 #define GKV_XFER_DEMOTER_H
 
@@ -23,6 +29,7 @@
 #include "waitq.h"
 
 #define GKV_DEMOTE_FLIGHT 4
+#define GKV_DEMOTE_WAITS 4
 
 typedef struct gkv_demoter gkv_demoter_t;
 

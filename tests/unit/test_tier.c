@@ -342,8 +342,9 @@ START_TEST(a_move_in_two_steps_loses_to_a_change_meanwhile)
         ck_assert_int_eq(put(i), 0);
     }
     gkv_entry_t *e[4], *t[4];
+    bool full;
     for (int k = 0; k < 4; k++) {
-        ck_assert(gkv_store_demote_begin(&st, 0, &e[k], &t[k]));
+        ck_assert(gkv_store_demote_begin(&st, 0, &e[k], &t[k], &full));
         for (int j = 0; j < k; j++)
             ck_assert_ptr_ne(e[k], e[j]); /* held: not picked twice */
         memcpy(bytes_of(t[k]), bytes_of(e[k]), VAL);
@@ -797,6 +798,65 @@ START_TEST(a_disk_that_refuses_writes_loses_nothing_served)
 }
 END_TEST
 
+/* A move to the disk whose write runs off the loop (the demoter's): the record is written
+ * pending and made live only as it takes the key, so a crash before that reloads nothing; an
+ * overwrite meanwhile wins; one that took the key comes back after a crash. */
+/* The i of e's key "k<i>". */
+static int index_of(const gkv_entry_t *e)
+{
+    size_t kl;
+    const uint8_t *key = gkv_store_key(&st, e, &kl);
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%.*s", (int)kl, (const char *)key);
+    return atoi(buf + 1);
+}
+
+START_TEST(a_move_to_the_disk_in_two_steps_is_live_only_once_linked)
+{
+    st.policy = GKV_POLICY_ALLKEYS_LRU;
+    int n = (int)((LIMIT + TIER) / VAL); /* GPU and host tier full, the disk empty */
+    for (int i = 0; i < n; i++) {
+        st.now_ms = 1000 + (uint64_t)i;
+        ck_assert_int_eq(put(i), 0);
+    }
+    ck_assert_int_eq(on_disk(0, n), 0);
+    gkv_entry_t *e, *t;
+    gkv_disk_write_t *w;
+    /* A GPU value finds the tier full: the disk is asked first. */
+    bool full = false;
+    ck_assert(!gkv_store_demote_begin(&st, 0, &e, &t, &full));
+    ck_assert(full);
+    /* Taken: on the disk, bit-exact, and back after a crash. */
+    ck_assert(gkv_store_disk_move_begin(&st, &e, &t, &w));
+    ck_assert_uint_eq(e->dev, GKV_DEV_HOST_TIER);
+    int taken = index_of(e);
+    ck_assert_int_eq(gkv_backend_disk_write_run(w), 0);
+    ck_assert(gkv_store_disk_move_end(&st, e, t, w, 0, 10));
+    ck_assert_uint_eq(find(taken)->dev, GKV_DEV_DISK_TIER);
+    ck_assert_uint_eq(st.stats.down_disk_bytes, VAL);
+    /* Overwritten meanwhile: the overwrite wins. */
+    ck_assert(gkv_store_disk_move_begin(&st, &e, &t, &w));
+    int changed = index_of(e);
+    ck_assert_int_eq(gkv_backend_disk_write_run(w), 0);
+    ck_assert_int_eq(put(changed), 0);
+    ck_assert(!gkv_store_disk_move_end(&st, e, t, w, 0, 10));
+    ck_assert_uint_ne(find(changed)->dev, GKV_DEV_DISK_TIER);
+    /* Written, never linked (the demoter stopped): the record stays pending. */
+    ck_assert(gkv_store_disk_move_begin(&st, &e, &t, &w));
+    int pending = index_of(e);
+    ck_assert_int_eq(gkv_backend_disk_write_run(w), 0);
+    ck_assert(!gkv_store_disk_move_end(&st, e, t, w, -1, 10));
+    ck_assert_uint_eq(find(pending)->dev, GKV_DEV_HOST_TIER);
+    ck_assert_uint_eq(st.dev[GKV_DEV_DISK_TIER].keys, 1);
+    restart(true); /* a crash: only the disk's live record comes back */
+    ck_assert_uint_eq(st.dev[GKV_DEV_DISK_TIER].keys, 1);
+    ck_assert_ptr_nonnull(find(taken));
+    ck_assert_ptr_null(find(pending));
+    ck_assert_ptr_null(find(changed));
+    read_back(taken);
+}
+END_TEST
+
 /* With O_DIRECT the disk's values stay out of the page cache (the host tier is the cache);
  * through the page cache they are in it after their writes. */
 START_TEST(o_direct_keeps_the_values_out_of_the_page_cache)
@@ -862,6 +922,7 @@ Suite *make_suite(void)
         tcase_add_test(td, a_record_altered_or_made_up_is_never_reloaded);
         tcase_add_test(td, a_disk_that_refuses_writes_loses_nothing_served);
         tcase_add_test(td, o_direct_keeps_the_values_out_of_the_page_cache);
+        tcase_add_test(td, a_move_to_the_disk_in_two_steps_is_live_only_once_linked);
         suite_add_tcase(s, td);
     }
     TCase *tl = tcase_create("a tier locked for the GPUs");
