@@ -24,7 +24,7 @@ import os
 import subprocess
 import statistics
 import tempfile
-import threading
+import multiprocessing
 import time
 
 import numpy as np
@@ -255,6 +255,22 @@ def zipf_load(args, root, tier):
         d.stop()
 
 
+def probe_reader(sock, stop, out):
+    """GETs of the 4 KiB key "probe" until stop is set; their latencies into out."""
+    c = gpukv.Client(sock)
+    buf = bytearray(4096)
+    lat = []
+    while not stop.is_set():
+        t = time.perf_counter()
+        try:
+            c.get_into("probe", buf)
+        except gpukv.NotFound:
+            c.set("probe", bytes(4096))
+        lat.append(time.perf_counter() - t)
+    c.close()
+    out.put(lat)
+
+
 def others(args, root, size, binary, flags):
     """A reader's 4 KiB GETs of a GPU value while a writer SETs new values of size bytes into a
     full GPU (each needs a move down, or an eviction): p50 / p99 / max of the reader, and the
@@ -276,29 +292,18 @@ def others(args, root, size, binary, flags):
         d.c.set("probe", os.urandom(4096))
         for i in range(n):  # full
             d.c.set(f"o/{i}", v)
-        reader = gpukv.Client(d.sock)
-        buf = bytearray(4096)
-        lat, stop = [], threading.Event()
-
-        def read():
-            while not stop.is_set():
-                t = time.perf_counter()
-                try:
-                    reader.get_into("probe", buf)
-                except gpukv.NotFound:
-                    reader.set("probe", bytes(4096))
-                lat.append(time.perf_counter() - t)
-
-        th = threading.Thread(target=read)
-        th.start()
+        stop, out = multiprocessing.Event(), multiprocessing.Queue()
+        reader = multiprocessing.Process(target=probe_reader, args=(d.sock, stop, out))
+        reader.start()  # a process of its own: no interpreter lock shared with the writer
+        time.sleep(0.2)
         sets = []
         for i in range(n, 3 * n):
             t = time.perf_counter()
             d.c.set(f"o/{i}", v)
             sets.append(time.perf_counter() - t)
         stop.set()
-        th.join()
-        reader.close()
+        lat = out.get(timeout=60)
+        reader.join(30)
         return pct(lat, 0.5), pct(lat, 0.99), max(lat), pct(sets, 0.5), len(lat)
     finally:
         d.stop()
