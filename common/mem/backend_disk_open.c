@@ -121,7 +121,7 @@ static int record_at(disk_backend_t *d, const uint8_t *h, uint64_t pos, uint64_t
 }
 
 /* Lists d's live records, in file order, reserving their space; skips retired ones by their
- * length and anything else a block at a time. Returns 0 or GKV_ENOMEM. */
+ * length, holes (never written) by SEEK_DATA, and anything else a block at a time. Returns 0 or GKV_ENOMEM. */
 static int scan(disk_backend_t *d, uint64_t size)
 {
     uint8_t *buf = malloc(SCAN_BUF);
@@ -132,6 +132,14 @@ static int scan(disk_backend_t *d, uint64_t size)
     int rc = 0;
     while (pos + HEADER <= size) {
         if (pos < boff || pos + HEADER > boff + blen) {
+            /* Never written (a hole in the sparse file): nothing to read there. */
+            off_t data = lseek(d->fd, (off_t)pos, SEEK_DATA);
+            if (data < 0 && errno == ENXIO)
+                break; /* holes to the end */
+            if (data > (off_t)pos) {
+                pos = ((uint64_t)data + DISK_ALIGN - 1) & ~(uint64_t)(DISK_ALIGN - 1);
+                continue;
+            }
             uint64_t n = size - pos < SCAN_BUF ? size - pos : SCAN_BUF;
             if (gkv__disk_io(d->fd, buf, (size_t)n, pos, false))
                 break; /* what follows cannot be read: not reloaded */

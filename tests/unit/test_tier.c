@@ -857,6 +857,42 @@ START_TEST(a_move_to_the_disk_in_two_steps_is_live_only_once_linked)
 }
 END_TEST
 
+/* The scan at start skips the file's holes (never written) and finds a record past one: a live
+ * record copied further into the file, its first place retired, comes back from there. */
+START_TEST(a_record_past_a_hole_in_the_file_comes_back)
+{
+    st.policy = GKV_POLICY_ALLKEYS_LRU;
+    int n = (int)((LIMIT + TIER) / VAL) + 4; /* four on the disk */
+    for (int i = 0; i < n; i++) {
+        st.now_ms = 1000 + (uint64_t)i;
+        ck_assert_int_eq(put(i), 0);
+    }
+    ck_assert_int_eq(on_disk(0, n), 4);
+    int d = 0;
+    while (find(d)->dev != GKV_DEV_DISK_TIER)
+        d++;
+    uint64_t at = find(d)->mem.v - 64, far = 6u << 20; /* its record's start; past a hole */
+    char path[128];
+    snprintf(path, sizeof(path), "%s/gpukv-tier-%d.bin", disk_dir, (int)getpid());
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    enum { TOTAL = (64 + VAL + 32 + 4095) / 4096 * 4096 }; /* header, value, key, metadata */
+    static uint8_t rec[TOTAL];
+    ck_assert_int_eq(pread(fd, rec, sizeof(rec), (off_t)at), (ssize_t)sizeof(rec));
+    ck_assert_int_eq(pwrite(fd, rec, sizeof(rec), (off_t)far), (ssize_t)sizeof(rec));
+    uint8_t retired[4] = {2, 0, 0, 0};
+    ck_assert_int_eq(pwrite(fd, retired, 4, (off_t)at + 4), 4);
+    struct stat sb;
+    ck_assert_int_eq(fstat(fd, &sb), 0);
+    ck_assert_int_lt((uint64_t)sb.st_blocks * 512, (uint64_t)sb.st_size); /* a hole */
+    close(fd);
+    restart(true);
+    ck_assert_uint_eq(st.dev[GKV_DEV_DISK_TIER].keys, 4);
+    ck_assert_ptr_nonnull(find(d));
+    read_back(d);
+}
+END_TEST
+
 /* With O_DIRECT the disk's values stay out of the page cache (the host tier is the cache);
  * through the page cache they are in it after their writes. */
 START_TEST(o_direct_keeps_the_values_out_of_the_page_cache)
@@ -923,6 +959,7 @@ Suite *make_suite(void)
         tcase_add_test(td, a_disk_that_refuses_writes_loses_nothing_served);
         tcase_add_test(td, o_direct_keeps_the_values_out_of_the_page_cache);
         tcase_add_test(td, a_move_to_the_disk_in_two_steps_is_live_only_once_linked);
+        tcase_add_test(td, a_record_past_a_hole_in_the_file_comes_back);
         suite_add_tcase(s, td);
     }
     TCase *tl = tcase_create("a tier locked for the GPUs");
