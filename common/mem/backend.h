@@ -269,6 +269,15 @@ gkv_disk_write_t *gkv_backend_disk_write_begin(gkv_backend_t *b, gkv_devptr_t p,
                                                uint64_t len);
 int gkv_backend_disk_write_run(gkv_disk_write_t *w); /* 0 or an errno (end: < 0, not run) */
 void gkv_backend_disk_write_end(gkv_backend_t *b, gkv_disk_write_t *w, int rc);
+/* A value's read from the disk off the loop, like a write above: begun on the loop (dst stays
+ * valid until the end), run on any thread (0, an errno, or -1: it fails its checksum), ended
+ * on the loop with run's result, which it counts and logs: 0 or GKV_EIO (the value cannot be
+ * read back, as gkv_backend_disk_read_value). begin returns NULL when out of host memory. */
+typedef struct gkv_disk_read gkv_disk_read_t;
+gkv_disk_read_t *gkv_backend_disk_read_begin(gkv_backend_t *b, gkv_devptr_t p, void *dst,
+                                             uint64_t len);
+int gkv_backend_disk_read_run(gkv_disk_read_t *r);
+int gkv_backend_disk_read_end(gkv_backend_t *b, gkv_disk_read_t *r, int rc);
 /* Marks p's PENDING record (a write that ended well) live: a reload brings it back. 0 or
  * GKV_EIO. */
 int gkv_backend_disk_make_live(gkv_backend_t *b, gkv_devptr_t p);

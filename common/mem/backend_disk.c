@@ -121,21 +121,22 @@ static int direct_write(int dfd, uint8_t *bounce, uint64_t start, uint64_t total
 }
 
 /* The value at p (len bytes) into dst and its header into h, through the aligned buffer. */
-static int direct_read(disk_backend_t *d, uint8_t *h, void *dst, gkv_devptr_t p, uint64_t len)
+static int direct_read(int dfd, uint8_t *bounce, uint8_t *h, void *dst, gkv_devptr_t p,
+                       uint64_t len)
 {
     uint64_t start = p.v - HEADER;
     uint64_t need = (HEADER + len + DISK_ALIGN - 1) & ~(uint64_t)(DISK_ALIGN - 1);
     for (uint64_t off = 0; off < need; off += BOUNCE) {
         uint64_t n = need - off < BOUNCE ? need - off : BOUNCE;
-        int e = gkv__disk_io(d->dfd, d->bounce, (size_t)n, start + off, false);
+        int e = gkv__disk_io(dfd, bounce, (size_t)n, start + off, false);
         if (e)
             return e;
         if (!off)
-            memcpy(h, d->bounce, HEADER);
+            memcpy(h, bounce, HEADER);
         uint64_t from = off < HEADER ? HEADER : off; /* record offsets of value bytes here */
         uint64_t to = off + n < HEADER + len ? off + n : HEADER + len;
         if (to > from)
-            memcpy((uint8_t *)dst + (from - HEADER), d->bounce + (from - off), to - from);
+            memcpy((uint8_t *)dst + (from - HEADER), bounce + (from - off), to - from);
     }
     return 0;
 }
@@ -231,31 +232,80 @@ static int disk_read_sync(gkv_backend_t *b, void *dst, gkv_devptr_t src, size_t 
     return 0;
 }
 
-int gkv_backend_disk_read_value(gkv_backend_t *b, void *dst, gkv_devptr_t p, uint64_t len)
+/* The value at p (len bytes) into dst, checked: 0, an errno, or -1 (it fails its checksum). Any
+ * thread, with a bounce buffer of its own for O_DIRECT. */
+static int read_checked(int fd, int dfd, uint8_t *bounce, void *dst, gkv_devptr_t p, uint64_t len)
 {
-    disk_backend_t *d = (disk_backend_t *)b;
     uint8_t h[HEADER];
-    int rc;
-    if (d->dfd >= 0) {
-        int e = direct_read(d, h, dst, p, len);
-        if (e)
-            io_error(d, "reading", e);
-        rc = e ? GKV_EIO : 0;
+    int e;
+    if (dfd >= 0) {
+        e = direct_read(dfd, bounce, h, dst, p, len);
     } else {
-        rc = disk_read_sync(b, h, (gkv_devptr_t){p.v - HEADER}, HEADER);
-        if (!rc)
-            rc = disk_read_sync(b, dst, p, (size_t)len);
+        e = gkv__disk_io(fd, h, HEADER, p.v - HEADER, false);
+        if (!e)
+            e = gkv__disk_io(fd, dst, (size_t)len, p.v, false);
     }
-    if (rc)
-        return rc;
+    if (e)
+        return e;
     if (gkv__disk_get32(h) != MAGIC_REC || gkv__disk_get64(h + 8) != len ||
-        gkv_crc32c(0, dst, (size_t)len) != gkv__disk_get32(h + 16)) {
+        gkv_crc32c(0, dst, (size_t)len) != gkv__disk_get32(h + 16))
+        return -1;
+    return 0;
+}
+
+/* Counts and logs read_checked's failure rc of the value at p. */
+static int read_failed(disk_backend_t *d, gkv_devptr_t p, uint64_t len, int rc)
+{
+    if (rc > 0) {
+        io_error(d, "reading", rc);
+    } else if (rc < 0) {
         d->corrupt++;
         GKV_ERROR("disk tier: a %llu-byte value at offset %llu of %s fails its checksum",
                   (unsigned long long)len, (unsigned long long)p.v, d->path);
-        return GKV_EIO;
     }
-    return 0;
+    return rc ? GKV_EIO : 0;
+}
+
+int gkv_backend_disk_read_value(gkv_backend_t *b, void *dst, gkv_devptr_t p, uint64_t len)
+{
+    disk_backend_t *d = (disk_backend_t *)b;
+    return read_failed(d, p, len, read_checked(d->fd, d->dfd, d->bounce, dst, p, len));
+}
+
+struct gkv_disk_read {
+    int fd, dfd;
+    uint8_t *bounce; /* its own, with O_DIRECT */
+    void *dst;
+    gkv_devptr_t p;
+    uint64_t len;
+};
+
+gkv_disk_read_t *gkv_backend_disk_read_begin(gkv_backend_t *b, gkv_devptr_t p, void *dst,
+                                             uint64_t len)
+{
+    disk_backend_t *d = (disk_backend_t *)b;
+    gkv_disk_read_t *r = calloc(1, sizeof(*r));
+    if (!r)
+        return NULL;
+    *r = (gkv_disk_read_t){.fd = d->fd, .dfd = d->dfd, .dst = dst, .p = p, .len = len};
+    if (r->dfd >= 0 && posix_memalign((void **)&r->bounce, DISK_ALIGN, BOUNCE)) {
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+int gkv_backend_disk_read_run(gkv_disk_read_t *r)
+{
+    return read_checked(r->fd, r->dfd, r->bounce, r->dst, r->p, r->len);
+}
+
+int gkv_backend_disk_read_end(gkv_backend_t *b, gkv_disk_read_t *r, int rc)
+{
+    rc = read_failed((disk_backend_t *)b, r->p, r->len, rc);
+    free(r->bounce);
+    free(r);
+    return rc;
 }
 
 /* What a record's write needs, taken on the loop; the copy itself may run on another thread

@@ -37,6 +37,15 @@ int gkv_lookup_range(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, bool to_socke
                      gkv_reply_t *rep, gkv_entry_t **e, uint64_t *off, uint64_t *len)
 {
     int rc;
+    if (to_socket && rep->in.room && !ctx->store->promote_on_get) {
+        /* A value on the disk comes up to the host tier off the loop; the GET waits. */
+        gkv_entry_t *cur = gkv_store_get(ctx->store, req->key.p, req->key.len);
+        if (cur && cur->dev == GKV_DEV_DISK_TIER &&
+            gkv_demoter_fetch(ctx->demoter, cur, rep->in.room)) {
+            rep->parked = true; /* not answered: it runs again once the read ends */
+            return GKV_EOOM;
+        }
+    }
     *e = to_socket ? gkv_store_get_readable(ctx->store, req->key.p, req->key.len, &rc)
                    : gkv_store_get_here(ctx->store, req->key.p, req->key.len, &rc);
     if (rc == GKV_EOOM)

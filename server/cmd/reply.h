@@ -33,7 +33,8 @@ typedef struct {
     bool zc_every_gpu; /* ... for every device (HELLO zero_copy 2), else device 0's */
     bool authed;       /* the connection may run every command (auth.md) */
     /* Not NULL: a SET that finds its GPU full may wait for moves down off the request path
-     * (gkv_demoter_room, with this waiter) instead of making the room itself: parked below. */
+     * (gkv_demoter_room, with this waiter) instead of making the room itself, and a GET of a
+     * value on the disk for its read (gkv_demoter_fetch): parked below. */
     gkv_waiter_t *room;
     /* The protocol version the connection speaks (GKV_PROTOCOL_VERSION until a HELLO says
      * otherwise). */

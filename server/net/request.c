@@ -140,8 +140,8 @@ static bool handle_request(gkv_conn_t *c, const gkv_request_t *routed)
     rep.in.version = c->version;
     /* A SET on a full GPU may wait for moves down off the request path, a few times
      * (demoter.h); a cluster node's are routed, and run to the end. */
-    rep.in.room = req->op == GKV_OP_SET && c->room_waits < GKV_DEMOTE_WAITS && !c->net->cluster &&
-                          c->net->demoter
+    rep.in.room = (req->op == GKV_OP_SET || req->op == GKV_OP_GET) &&
+                          c->room_waits < GKV_DEMOTE_WAITS && !c->net->cluster && c->net->demoter
                       ? &c->rwaiter
                       : NULL;
     c->op = req->op;

@@ -283,12 +283,22 @@ bool gkv_store_demote_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *n, bool 
  * begin picks the host tier's best candidate (one reference taken, *e), makes its entry on the
  * disk (*n, one reference, not linked) and the record's write (*w, gkv_backend_disk_write_run
  * runs it on any thread; e's bytes stay put meanwhile). False when there is no disk tier, no
- * candidate, or no room on the disk (or out of memory). End (on the loop, rc: the write's):
+ * candidate, or no room on the disk (without may_evict: no room without evicting there), or
+ * out of memory. End (on the loop, rc: the write's):
  * n's record is made live and n takes e's place under the key as gkv_store_demote_end says,
  * unless the key changed meanwhile or the write failed (n goes then: its record, never live,
  * is not reloaded); w and both references are dropped. Returns true when n took it. */
-bool gkv_store_disk_move_begin(gkv_store_t *st, gkv_entry_t **e, gkv_entry_t **n,
+bool gkv_store_disk_move_begin(gkv_store_t *st, bool may_evict, gkv_entry_t **e, gkv_entry_t **n,
                                gkv_disk_write_t **w);
+/* The linked e (on the disk) brought up to the host tier with its read off the loop, the same
+ * way: begin makes its host tier entry (*n) and the read (*r); false when e is not on the disk,
+ * the host tier has no room for it now (nothing is moved to make it), or out of memory. End:
+ * n takes e's place unless the key changed meanwhile; a value that cannot be read back is
+ * dropped, loudly (as a read on the loop drops it). Returns true when n took it. */
+bool gkv_store_disk_fetch_begin(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t **n,
+                                gkv_disk_read_t **r);
+bool gkv_store_disk_fetch_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *n, gkv_disk_read_t *r,
+                              int rc, uint64_t us);
 bool gkv_store_disk_move_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *n, gkv_disk_write_t *w,
                              int rc, uint64_t us);
 /* The linked e's value on a device: e itself when it is on one; else its bytes are copied to a

@@ -262,7 +262,7 @@ bool gkv_store_demote_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *n, bool 
     return took;
 }
 
-bool gkv_store_disk_move_begin(gkv_store_t *st, gkv_entry_t **e, gkv_entry_t **n,
+bool gkv_store_disk_move_begin(gkv_store_t *st, bool may_evict, gkv_entry_t **e, gkv_entry_t **n,
                                gkv_disk_write_t **w)
 {
     *e = *n = NULL;
@@ -270,7 +270,8 @@ bool gkv_store_disk_move_begin(gkv_store_t *st, gkv_entry_t **e, gkv_entry_t **n
     if (!st->host_tier || !st->disk_tier)
         return false;
     gkv_entry_t *v = gkv__store_pick(st, GKV_DEV_HOST_TIER, true);
-    if (!v || v->size > st->dev[GKV_DEV_DISK_TIER].limit)
+    const gkv_store_dev_t *disk = &st->dev[GKV_DEV_DISK_TIER];
+    if (!v || v->size > disk->limit || (!may_evict && v->size > disk->limit - disk->used))
         return false;
     gkv_store_ref(v);
     label(st, v);
@@ -292,18 +293,23 @@ bool gkv_store_disk_move_begin(gkv_store_t *st, gkv_entry_t **e, gkv_entry_t **n
     return true;
 }
 
+/* Whether e still holds its key as it did when n was made like it (a move in two steps). */
+static bool unchanged(gkv_store_t *st, gkv_entry_t *e, const gkv_entry_t *n)
+{
+    size_t klen;
+    const uint8_t *key = gkv_store_key(st, e, &klen);
+    return gkv_index_get(st->ix, key, klen) == e && gkv_store_alive(st, e) &&
+           gkv__store_has_deadline(e) == gkv__store_has_deadline(n) &&
+           (!gkv__store_has_deadline(e) || e->x->expire_at == n->x->expire_at);
+}
+
 bool gkv_store_disk_move_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *n, gkv_disk_write_t *w,
                              int rc, uint64_t us)
 {
     gkv_backend_t *disk = st->dev[GKV_DEV_DISK_TIER].be;
     gkv_backend_disk_write_end(disk, w, rc);
-    size_t klen;
-    const uint8_t *key = gkv_store_key(st, e, &klen);
-    bool same = gkv_index_get(st->ix, key, klen) == e && gkv_store_alive(st, e) &&
-                gkv__store_has_deadline(e) == gkv__store_has_deadline(n) &&
-                (!gkv__store_has_deadline(e) || e->x->expire_at == n->x->expire_at);
     /* Live in the file only once it is sure to take the key; linked at once after. */
-    bool took = !rc && same && gkv_backend_disk_make_live(disk, n->mem) == 0;
+    bool took = !rc && unchanged(st, e, n) && gkv_backend_disk_make_live(disk, n->mem) == 0;
     if (took && !gkv_store_copy_end(st, e, n)) {
         gkv_backend_disk_retire(disk, n->mem); /* out of memory linking it */
         took = false;
@@ -314,6 +320,53 @@ bool gkv_store_disk_move_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *n, gk
         st->stats.demoted_bytes += n->size;
         st->stats.down_disk_bytes += n->size;
         st->stats.down_disk_us += us;
+    }
+    gkv_store_unref(st, n);
+    gkv_store_unref(st, e);
+    return took;
+}
+
+bool gkv_store_disk_fetch_begin(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t **n,
+                                gkv_disk_read_t **r)
+{
+    *n = NULL;
+    *r = NULL;
+    const gkv_store_dev_t *h = &st->dev[GKV_DEV_HOST_TIER];
+    if (e->dev != GKV_DEV_DISK_TIER || !st->host_tier || e->size > h->limit - h->used)
+        return false;
+    gkv_store_ref(e);
+    gkv_entry_t *t;
+    if (gkv__store_entry_like(st, e, GKV_DEV_HOST_TIER, &t)) {
+        gkv_store_unref(st, e);
+        return false;
+    }
+    gkv_backend_t *host = h->be;
+    *r = gkv_backend_disk_read_begin(st->dev[GKV_DEV_DISK_TIER].be, e->mem,
+                                     host->ops->host_view(host, t->mem), e->size);
+    if (!*r) {
+        gkv_store_unref(st, t);
+        gkv_store_unref(st, e);
+        return false;
+    }
+    *n = t;
+    return true;
+}
+
+bool gkv_store_disk_fetch_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *n, gkv_disk_read_t *r,
+                              int rc, uint64_t us)
+{
+    rc = gkv_backend_disk_read_end(st->dev[GKV_DEV_DISK_TIER].be, r, rc);
+    bool took = false;
+    if (rc)
+        drop_unreadable(st, e); /* only where it still holds its key */
+    else if (unchanged(st, e, n))
+        took = gkv_store_copy_end(st, e, n);
+    if (took) {
+        n->access = e->access;
+        st->stats.promoted++;
+        st->stats.promoted_bytes += n->size;
+        st->stats.up_disk_bytes += n->size;
+        st->stats.up_disk_us += us;
     }
     gkv_store_unref(st, n);
     gkv_store_unref(st, e);

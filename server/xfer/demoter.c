@@ -22,10 +22,11 @@ typedef struct {
 /* The move from the host tier to the disk in flight: its write runs on the demoter's thread. */
 typedef struct {
     gkv_entry_t *e, *n; /* NULL: none */
-    gkv_disk_write_t *w;
+    gkv_disk_write_t *w; /* a move down, or */
+    gkv_disk_read_t *r;  /* a fetch up (a GET of a disk value) */
     uint64_t t0;
     int rc;
-    atomic_int state; /* 0 writing, 1 written (rc) */
+    atomic_int state; /* 0 running, 1 done (rc) */
 } disk_job_t;
 
 struct gkv_demoter {
@@ -61,7 +62,8 @@ static void *disk_thread(void *arg)
             break;
         d->go = false;
         pthread_mutex_unlock(&d->mu);
-        d->disk.rc = gkv_backend_disk_write_run(d->disk.w);
+        d->disk.rc = d->disk.r ? gkv_backend_disk_read_run(d->disk.r)
+                               : gkv_backend_disk_write_run(d->disk.w);
         atomic_store(&d->disk.state, 1);
         uv_async_send(&d->wake);
         pthread_mutex_lock(&d->mu);
@@ -70,13 +72,9 @@ static void *disk_thread(void *arg)
     return NULL;
 }
 
-/* Starts a move of the host tier's coldest value to the disk, its write on the thread: false
- * when one is in flight already or none could start. */
-static bool start_disk(gkv_demoter_t *d)
+/* Starts the disk thread if it is not running yet: false when it cannot. */
+static bool disk_thread_on(gkv_demoter_t *d)
 {
-    disk_job_t *j = &d->disk;
-    if (j->e || d->closed)
-        return false;
     if (!d->thread_on) {
         pthread_mutex_init(&d->mu, NULL);
         pthread_cond_init(&d->cv, NULL);
@@ -87,14 +85,42 @@ static bool start_disk(gkv_demoter_t *d)
         }
         d->thread_on = true;
     }
-    if (!gkv_store_disk_move_begin(d->st, &j->e, &j->n, &j->w))
-        return false;
-    j->t0 = gkv_clock_us();
-    atomic_store(&j->state, 0);
+    return true;
+}
+
+/* Hands the job just filled in to the thread. */
+static void disk_go(gkv_demoter_t *d)
+{
+    d->disk.t0 = gkv_clock_us();
+    atomic_store(&d->disk.state, 0);
     pthread_mutex_lock(&d->mu);
     d->go = true;
     pthread_cond_signal(&d->cv);
     pthread_mutex_unlock(&d->mu);
+}
+
+/* Starts a move of the host tier's coldest value to the disk, its write on the thread (with
+ * may_evict, what the disk must evict for it goes; without, only into free room): false when
+ * a disk job is in flight already or none could start. */
+static bool start_disk(gkv_demoter_t *d, bool may_evict)
+{
+    disk_job_t *j = &d->disk;
+    if (j->e || d->closed || !disk_thread_on(d) ||
+        !gkv_store_disk_move_begin(d->st, may_evict, &j->e, &j->n, &j->w))
+        return false;
+    disk_go(d);
+    return true;
+}
+
+/* Starts bringing e up from the disk to the host tier, its read on the thread. */
+static bool start_fetch(gkv_demoter_t *d, gkv_entry_t *e)
+{
+    disk_job_t *j = &d->disk;
+    if (j->e || d->closed || !disk_thread_on(d) ||
+        !gkv_store_disk_fetch_begin(d->st, e, &j->n, &j->r))
+        return false;
+    j->e = e;
+    disk_go(d);
     return true;
 }
 
@@ -137,10 +163,16 @@ static void reap(gkv_demoter_t *d)
     disk_job_t *k = &d->disk;
     if (k->e && atomic_load(&k->state) == 1) {
         /* A demoter that stops keeps the value where it was (as its copies above). */
-        int rc = d->closed && !k->rc ? -1 : k->rc;
-        d->done += gkv_store_disk_move_end(d->st, k->e, k->n, k->w, rc, gkv_clock_us() - k->t0);
+        uint64_t us = gkv_clock_us() - k->t0;
+        if (k->r) { /* a fetch that ran is kept even when the demoter stops */
+            (void)gkv_store_disk_fetch_end(d->st, k->e, k->n, k->r, k->rc, us);
+        } else {
+            int rc = d->closed && !k->rc ? -1 : k->rc;
+            d->done += gkv_store_disk_move_end(d->st, k->e, k->n, k->w, rc, us);
+        }
         k->e = k->n = NULL;
         k->w = NULL;
+        k->r = NULL;
         ended = true;
     }
     if (ended)
@@ -167,7 +199,7 @@ static bool start_one(gkv_demoter_t *d, unsigned dev)
     gkv_entry_t *e, *n;
     bool tier_full = false;
     if (!j || !gkv_store_demote_begin(d->st, dev, &e, &n, &tier_full))
-        return tier_full && start_disk(d); /* room in the tier first */
+        return tier_full && start_disk(d, true); /* room in the tier first */
     gkv_backend_t *tier = gkv_store_be(d->st, n);
     gkv_device_t *dv = &d->devs->dev[dev];
     j->e = e;
@@ -307,4 +339,19 @@ void gkv_demoter_cancel(gkv_demoter_t *d, gkv_waiter_t *w)
 uint64_t gkv_demoter_waits(const gkv_demoter_t *d)
 {
     return d ? d->waits : 0;
+}
+
+bool gkv_demoter_fetch(gkv_demoter_t *d, gkv_entry_t *e, gkv_waiter_t *w)
+{
+    if (!d || d->closed || e->dev != GKV_DEV_DISK_TIER)
+        return false;
+    if (!d->disk.e) { /* else the one in flight first */
+        const gkv_store_dev_t *h = &d->st->dev[GKV_DEV_HOST_TIER];
+        /* A full disk is left to the GET itself, which swaps rather than evicts. */
+        if (!(e->size <= h->limit - h->used ? start_fetch(d, e) : start_disk(d, false)))
+            return false;
+    }
+    d->waits++;
+    gkv_waitq_push(&d->waiters, w);
+    return true;
 }

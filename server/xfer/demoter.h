@@ -49,6 +49,12 @@ uint64_t gkv_demoter_done(const gkv_demoter_t *d);
  * when w waits; false when no move from dev could start or is in flight (the write makes room
  * itself). NULL d: false. */
 bool gkv_demoter_room(gkv_demoter_t *d, unsigned dev, uint64_t need, gkv_waiter_t *w);
+/* A GET of e, a linked value on the disk, waits for it to come up to the host tier: the read
+ * runs on the demoter's thread (after a move down that makes room in the tier, when needed),
+ * and w is called on the loop once the disk job in flight ends (concurrent GETs of e wait
+ * for the same one). True when w waits; false when nothing could start (the GET brings the
+ * value up itself). NULL d: false. */
+bool gkv_demoter_fetch(gkv_demoter_t *d, gkv_entry_t *e, gkv_waiter_t *w);
 /* Takes w out of the waiters (its connection closes). NULL d: nothing. */
 void gkv_demoter_cancel(gkv_demoter_t *d, gkv_waiter_t *w);
 /* Writes that waited for moves, so far. */

@@ -542,6 +542,78 @@ START_TEST(values_go_down_to_the_disk_and_come_back)
 }
 END_TEST
 
+/* With room on the disk, a GET of a disk value waits while the demoter's thread reads it up
+ * into the host tier (a full host tier first sends its coldest value down), and readers of the
+ * same key at once all get it; every value bit-exact, nothing evicted or dropped. */
+typedef struct {
+    const char *url;
+    int key;
+    intptr_t bad;
+} fetch_job_t;
+
+static void *fetch_reader(void *arg)
+{
+    fetch_job_t *j = arg;
+    gkv_client_t *c;
+    if (gkv_client_connect(j->url, &c)) {
+        j->bad = 1;
+        return NULL;
+    }
+    static __thread uint8_t v[VAL], got[VAL];
+    char key[32];
+    harness_fill(v, VAL, (uint64_t)j->key);
+    j->bad = gkv_get(c, KEYN(j->key, key), NULL, got, VAL, NULL) || memcmp(v, got, VAL);
+    gkv_client_close(c);
+    return NULL;
+}
+
+START_TEST(gets_of_disk_values_wait_for_their_read_off_the_request_path)
+{
+    char ddir[64];
+    ck_assert_int_eq(harness_tmpdir(ddir, NULL, "disk"), 0);
+    const char *const flags[] = {"--maxmemory", "4M", "--tier-host", "8M", "--tier-disk", ddir,
+                                 "--tier-disk-size", "32M", "--maxmemory-policy", "allkeys-lru",
+                                 NULL};
+    gkv_daemon_t d;
+    ck_assert_int_eq(harness_start(&d, flags), 0);
+    gkv_client_t *c = connect_or_fail(d.url);
+    int n = (int)((20u << 20) / VAL); /* 8 MiB of it on the disk, 24 MiB free there */
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(put(c, i), 0);
+    int first = -1, on_disk = 0;
+    for (int i = 0; i < n; i++)
+        if (tier_of(c, i) == GKV_TIER_DISK) {
+            on_disk++;
+            if (first < 0)
+                first = i;
+        }
+    ck_assert_int_ge(on_disk, 8);
+    uint64_t waits = info_u64(c, "tier_room_waits");
+    enum { READERS = 4 }; /* of one disk key at once */
+    fetch_job_t jobs[READERS];
+    pthread_t t[READERS];
+    for (int r = 0; r < READERS; r++) {
+        jobs[r] = (fetch_job_t){.url = d.url, .key = first};
+        ck_assert_int_eq(pthread_create(&t[r], NULL, fetch_reader, &jobs[r]), 0);
+    }
+    for (int r = 0; r < READERS; r++) {
+        pthread_join(t[r], NULL);
+        ck_assert_msg(!jobs[r].bad, "reader %d", r);
+    }
+    for (int i = 0; i < n; i++)
+        read_exact(c, i, (uint64_t)i);
+    ck_assert_uint_gt(info_u64(c, "tier_room_waits"), waits);
+    ck_assert_uint_gt(info_u64(c, "promoted_from_disk_bytes"), 0);
+    ck_assert_uint_eq(info_u64(c, "evicted_keys"), 0);
+    ck_assert_uint_eq(info_u64(c, "tier_dropped_keys"), 0);
+    ck_assert_uint_le(info_u64(c, "tier_host_used"), 8u << 20);
+    ck_assert_uint_le(info_u64(c, "used_bytes"), 4u << 20);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&d), 0);
+    harness_rmdir(ddir);
+}
+END_TEST
+
 static int files_in(const char *dir)
 {
     char cmd[128], line[32];
@@ -719,6 +791,7 @@ static Suite *make_suite(void)
     tcase_add_test(t, noeviction_refuses_once_gpu_and_tier_are_full);
     tcase_add_test(t, a_tier_larger_than_the_ram_is_refused);
     tcase_add_test(t, values_go_down_to_the_disk_and_come_back);
+    tcase_add_test(t, gets_of_disk_values_wait_for_their_read_off_the_request_path);
     tcase_add_test(t, the_disk_tier_comes_back_after_sigkill);
     tcase_add_test(t, a_disk_that_fills_up_gets_a_clear_error_and_loses_nothing);
     tcase_add_test(t, a_disk_tier_needs_a_directory_and_a_size);

@@ -827,7 +827,7 @@ START_TEST(a_move_to_the_disk_in_two_steps_is_live_only_once_linked)
     ck_assert(!gkv_store_demote_begin(&st, 0, &e, &t, &full));
     ck_assert(full);
     /* Taken: on the disk, bit-exact, and back after a crash. */
-    ck_assert(gkv_store_disk_move_begin(&st, &e, &t, &w));
+    ck_assert(gkv_store_disk_move_begin(&st, true, &e, &t, &w));
     ck_assert_uint_eq(e->dev, GKV_DEV_HOST_TIER);
     int taken = index_of(e);
     ck_assert_int_eq(gkv_backend_disk_write_run(w), 0);
@@ -835,14 +835,14 @@ START_TEST(a_move_to_the_disk_in_two_steps_is_live_only_once_linked)
     ck_assert_uint_eq(find(taken)->dev, GKV_DEV_DISK_TIER);
     ck_assert_uint_eq(st.stats.down_disk_bytes, VAL);
     /* Overwritten meanwhile: the overwrite wins. */
-    ck_assert(gkv_store_disk_move_begin(&st, &e, &t, &w));
+    ck_assert(gkv_store_disk_move_begin(&st, true, &e, &t, &w));
     int changed = index_of(e);
     ck_assert_int_eq(gkv_backend_disk_write_run(w), 0);
     ck_assert_int_eq(put(changed), 0);
     ck_assert(!gkv_store_disk_move_end(&st, e, t, w, 0, 10));
     ck_assert_uint_ne(find(changed)->dev, GKV_DEV_DISK_TIER);
     /* Written, never linked (the demoter stopped): the record stays pending. */
-    ck_assert(gkv_store_disk_move_begin(&st, &e, &t, &w));
+    ck_assert(gkv_store_disk_move_begin(&st, true, &e, &t, &w));
     int pending = index_of(e);
     ck_assert_int_eq(gkv_backend_disk_write_run(w), 0);
     ck_assert(!gkv_store_disk_move_end(&st, e, t, w, -1, 10));
