@@ -271,6 +271,44 @@ def probe_reader(sock, stop, out):
     out.put(lat)
 
 
+def others_reads(args, root, size, binary):
+    """The reader's 4 KiB GETs while another client GETs every value on the disk tier (each comes
+    up to the host tier, another goes down): GPU, host tier 1x, disk 8x."""
+    gpu = size_arg(args.gpu_mem)
+    name = f"reads-{size}-{abs(hash(binary))}"
+    ddir = os.path.join(root, name + "-disk")
+    os.makedirs(ddir, exist_ok=True)
+    d = Daemon(binary, args.backend, root, name,
+               ["--maxmemory", str(gpu), "--maxmemory-policy", "allkeys-lru", "--tier-host",
+                str(gpu), "--tier-disk", ddir, "--tier-disk-size", str(8 * gpu)])
+    try:
+        t0 = time.time()
+        while args.backend != "host" and time.time() - t0 < 120 and \
+                d.info("tier_host_locked") < gpu:
+            time.sleep(0.1)
+        v = os.urandom(size)
+        d.c.set("probe", os.urandom(4096))
+        n = 4 * gpu // size
+        for i in range(n):
+            d.c.set(f"r/{i}", v)
+        low = [i for i in range(n) if d.c.tier(f"r/{i}") == "disk"]
+        stop, out = multiprocessing.Event(), multiprocessing.Queue()
+        reader = multiprocessing.Process(target=probe_reader, args=(d.sock, stop, out))
+        reader.start()
+        time.sleep(0.2)
+        gets, buf = [], bytearray(size)
+        for i in low:
+            t = time.perf_counter()
+            d.c.get_into(f"r/{i}", buf)
+            gets.append(time.perf_counter() - t)
+        stop.set()
+        lat = out.get(timeout=60)
+        reader.join(30)
+        return pct(lat, 0.5), pct(lat, 0.99), max(lat), pct(gets, 0.5), len(low)
+    finally:
+        d.stop()
+
+
 def others(args, root, size, binary, flags):
     """A reader's 4 KiB GETs of a GPU value while a writer SETs new values of size bytes into a
     full GPU (each needs a move down, or an eviction): p50 / p99 / max of the reader, and the
@@ -317,7 +355,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--ops", type=int, default=20000)
     ap.add_argument("--sizes", default="4M,64M")
-    ap.add_argument("--skip", default="", help="comma list of moves,gets,headroom,zipf,others")
+    ap.add_argument("--skip", default="", help="comma list of moves,gets,headroom,zipf,others,reads")
     ap.add_argument("--before", default=None,
                     help="an older gpukvd, for the 'others' rows beside this one")
     args = ap.parse_args()
@@ -379,6 +417,18 @@ def main():
                     print(f"| {size >> 20} MiB | {which} | {name} | {r[0] * 1e3:.3f} / "
                           f"{r[1] * 1e3:.3f} / {r[2] * 1e3:.3f} | {r[3] * 1e3:.2f} | {r[4]} |",
                           flush=True)
+    if "reads" not in skip:
+        print("\nA reader's 4 KiB GETs while another client GETs every value on the disk tier "
+              "(host tier 1x, disk 8x):\n")
+        print("| value | daemon | reader GET p50 / p99 / max (ms) | GET of a disk value p50 (ms) "
+              "| disk values read |")
+        print("|---|---|---|---|---|")
+        daemons = [("this", args.daemon)] + ([("before", args.before)] if args.before else [])
+        for size in sizes:
+            for which, binary in daemons:
+                r = others_reads(args, root, size, binary)
+                print(f"| {size >> 20} MiB | {which} | {r[0] * 1e3:.3f} / {r[1] * 1e3:.3f} / "
+                      f"{r[2] * 1e3:.3f} | {r[3] * 1e3:.2f} | {r[4]} |", flush=True)
     if "zipf" not in skip:
         print(f"\nzipf(0.99), 90% GET / 10% SET of 1 MiB values, {args.ops} operations, key set "
               f"4x the GPU's {args.gpu_mem}, one client:\n")
