@@ -291,7 +291,19 @@ def others_reads(args, root, size, binary):
         n = 4 * gpu // size
         for i in range(n):
             d.c.set(f"r/{i}", v)
-        low = [i for i in range(n) if d.c.tier(f"r/{i}") == "disk"]
+        low, lost = [], 0
+        for i in range(n):
+            try:
+                low += [i] if d.c.tier(f"r/{i}") == "disk" else []
+            except gpukv.NotFound:
+                lost += 1
+        if lost:
+            print(f"({binary}: {lost} of {n} keys gone: evicted_keys {d.info('evicted_keys')}, "
+                  f"tier_host_used {d.info('tier_host_used')}, tier_disk_used "
+                  f"{d.info('tier_disk_used')}, tier_disk_keys {d.info('tier_disk_keys')}, "
+                  f"tier_disk_oom_errors {d.info('tier_disk_oom_errors')}, "
+                  f"tier_host_oom_errors {d.info('tier_host_oom_errors')}, "
+                  f"tier_room_waits {d.info('tier_room_waits') if 'tier_room_waits' in str(d.c.info()) else '-'})")
         stop, out = multiprocessing.Event(), multiprocessing.Queue()
         reader = multiprocessing.Process(target=probe_reader, args=(d.sock, stop, out))
         reader.start()

@@ -12,7 +12,8 @@
 struct gkv_tier_pin {
     pthread_t thread;
     gkv_backend_t *gpu, *tier; /* borrowed */
-    size_t n;                  /* regions */
+    size_t n;                  /* regions (one: the whole tier, tier_pin.h) */
+    uint64_t span;             /* a region's length */
     uint8_t *locked;           /* per region: 1 once locked (the thread's; read after join) */
     atomic_size_t through;     /* regions the thread has been through */
     atomic_uint_fast64_t bytes; /* of them, locked */
@@ -22,8 +23,8 @@ struct gkv_tier_pin {
 /* The start of the tier's region i, and its length (the last one may be short). */
 static uint8_t *region(const gkv_tier_pin_t *p, size_t i, size_t *len)
 {
-    uint64_t at = i * GKV_TIER_PIN_REGION, left = p->tier->capacity - at;
-    *len = (size_t)(left < GKV_TIER_PIN_REGION ? left : GKV_TIER_PIN_REGION);
+    uint64_t at = i * p->span, left = p->tier->capacity - at;
+    *len = (size_t)(left < p->span ? left : p->span);
     return p->tier->ops->host_view(p->tier, (gkv_devptr_t){.v = at});
 }
 
@@ -58,7 +59,7 @@ gkv_tier_pin_t *gkv_tier_pin_start(gkv_backend_t *gpu, gkv_backend_t *tier, int 
     if (!gpu->ops->pin_host)
         return NULL;
     gkv_tier_pin_t *p = calloc(1, sizeof(*p));
-    size_t n = (size_t)((tier->capacity + GKV_TIER_PIN_REGION - 1) / GKV_TIER_PIN_REGION);
+    size_t n = 1;
     if (!p || !(p->locked = calloc(n ? n : 1, 1))) {
         free(p);
         *rc = GKV_ENOMEM;
@@ -67,6 +68,7 @@ gkv_tier_pin_t *gkv_tier_pin_start(gkv_backend_t *gpu, gkv_backend_t *tier, int 
     p->gpu = gpu;
     p->tier = tier;
     p->n = n;
+    p->span = tier->capacity;
     if (pthread_create(&p->thread, NULL, run, p)) {
         free(p->locked);
         free(p);

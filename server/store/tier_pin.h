@@ -1,9 +1,10 @@
 /* tier_pin.h: the host tier's memory page-locked for the GPUs' copies (store.h's host tier) by
- * a thread of its own, started with the tier: region by region (GKV_TIER_PIN_REGION) from the
- * start of the tier's memory, which the tier's allocator hands out first. A copy between a GPU
- * and a region not yet locked goes through the driver's bounce buffers: slower, not wrong; the
- * loop never waits for a lock. Locking takes the memory (the pages are made), as cudaHostAlloc
- * would. */
+ * a thread of its own, started with the tier: the whole of it in one registration. Not in
+ * parts: an asynchronous copy whose host range spans two registrations is refused by the driver
+ * (cudaErrorInvalidValue), and the tier's values may lie anywhere. A copy between a GPU and the
+ * tier before the lock is done goes through the driver's bounce buffers: slower, not wrong;
+ * the loop never waits for the lock. Locking takes the memory (the pages are made), as
+ * cudaHostAlloc would. */
 #ifndef GKV_TIER_PIN_H
 #define GKV_TIER_PIN_H
 
@@ -11,9 +12,6 @@
 #include <stdint.h>
 
 #include "backend.h"
-
-/* The span locked at once. */
-#define GKV_TIER_PIN_REGION (64ull << 20)
 
 typedef struct gkv_tier_pin gkv_tier_pin_t;
 
