@@ -316,6 +316,8 @@ def others_reads(args, root, size, binary):
         stop.set()
         lat = out.get(timeout=60)
         reader.join(30)
+        if not gets:  # nothing on the disk to read (every move failed, say)
+            return float("nan"), float("nan"), float("nan"), float("nan"), 0
         return pct(lat, 0.5), pct(lat, 0.99), max(lat), pct(gets, 0.5), len(low)
     finally:
         d.stop()
