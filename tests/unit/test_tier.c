@@ -878,8 +878,10 @@ START_TEST(a_record_past_a_hole_in_the_file_comes_back)
     ck_assert_int_ge(fd, 0);
     enum { TOTAL = (64 + VAL + 32 + 4095) / 4096 * 4096 }; /* header, value, key, metadata */
     static uint8_t rec[TOTAL];
-    ck_assert_int_eq(pread(fd, rec, sizeof(rec), (off_t)at), (ssize_t)sizeof(rec));
-    ck_assert_int_eq(pwrite(fd, rec, sizeof(rec), (off_t)far), (ssize_t)sizeof(rec));
+    /* The file's last record may end short of its padding (written buffered). */
+    ssize_t got = pread(fd, rec, sizeof(rec), (off_t)at);
+    ck_assert_int_ge(got, 64 + VAL);
+    ck_assert_int_eq(pwrite(fd, rec, (size_t)got, (off_t)far), got);
     uint8_t retired[4] = {2, 0, 0, 0};
     ck_assert_int_eq(pwrite(fd, retired, 4, (off_t)at + 4), 4);
     struct stat sb;
