@@ -90,34 +90,65 @@ static int move_bytes(gkv_store_t *st, gkv_backend_t *to, gkv_devptr_t dst, gkv_
     return rc;
 }
 
-/* e's bytes into n's memory (move_bytes), timed (stats' down_host_*, up_host_* for a copy
- * between the host tier and a GPU, down_disk_*, up_disk_* for one to or from the disk). */
+/* A copy of size bytes from device or tier from to to, that took us: counted in stats'
+ * down_host_*, up_host_* (between the host tier and a GPU), down_disk_*, up_disk_* (to or from
+ * the disk). */
+static void count_copy(gkv_store_t *st, unsigned from, unsigned to, uint64_t size, uint64_t us)
+{
+    uint64_t *bytes = NULL, *time = NULL;
+    if (to == GKV_DEV_DISK_TIER) {
+        bytes = &st->stats.down_disk_bytes;
+        time = &st->stats.down_disk_us;
+    } else if (from == GKV_DEV_DISK_TIER) {
+        bytes = &st->stats.up_disk_bytes;
+        time = &st->stats.up_disk_us;
+    } else if (to == GKV_DEV_HOST_TIER && from < GKV_MAX_DEVICES) {
+        bytes = &st->stats.down_host_bytes;
+        time = &st->stats.down_host_us;
+    } else if (from == GKV_DEV_HOST_TIER && to < GKV_MAX_DEVICES) {
+        bytes = &st->stats.up_host_bytes;
+        time = &st->stats.up_host_us;
+    }
+    if (bytes) {
+        *bytes += size;
+        *time += us;
+    }
+}
+
+/* e's bytes into n's memory (move_bytes), the copy timed (count_copy). */
 static int timed_move(gkv_store_t *st, gkv_entry_t *n, gkv_entry_t *e, bool *bad_source)
 {
     uint64_t t0 = gkv_clock_us();
     int rc = move_bytes(st, gkv_store_be(st, n), n->mem, gkv_store_be(st, e), e->mem, e->size,
                         bad_source);
-    if (rc)
-        return rc;
-    uint64_t us = gkv_clock_us() - t0, *bytes = NULL, *time = NULL;
-    if (n->dev == GKV_DEV_DISK_TIER) {
-        bytes = &st->stats.down_disk_bytes;
-        time = &st->stats.down_disk_us;
-    } else if (e->dev == GKV_DEV_DISK_TIER) {
-        bytes = &st->stats.up_disk_bytes;
-        time = &st->stats.up_disk_us;
-    } else if (n->dev == GKV_DEV_HOST_TIER && e->dev < GKV_MAX_DEVICES) {
-        bytes = &st->stats.down_host_bytes;
-        time = &st->stats.down_host_us;
-    } else if (e->dev == GKV_DEV_HOST_TIER && n->dev < GKV_MAX_DEVICES) {
-        bytes = &st->stats.up_host_bytes;
-        time = &st->stats.up_host_us;
+    if (!rc)
+        count_copy(st, e->dev, n->dev, e->size, gkv_clock_us() - t0);
+    return rc;
+}
+
+/* Whether e still holds its key as it did when n was made like it (a move in two steps). */
+static bool unchanged(gkv_store_t *st, gkv_entry_t *e, const gkv_entry_t *n)
+{
+    size_t klen;
+    const uint8_t *key = gkv_store_key(st, e, &klen);
+    return gkv_index_get(st->ix, key, klen) == e && gkv_store_alive(st, e) &&
+           gkv__store_has_deadline(e) == gkv__store_has_deadline(n) &&
+           (!gkv__store_has_deadline(e) || e->x->expire_at == n->x->expire_at);
+}
+
+/* n took e's place in a move in two steps whose copy took us: e's access stamp goes with it,
+ * and the move and its copy are counted (a higher tier number is further down). */
+static void took_place(gkv_store_t *st, const gkv_entry_t *e, gkv_entry_t *n, uint64_t us)
+{
+    n->access = e->access;
+    if (n->dev > e->dev) {
+        st->stats.demoted++;
+        st->stats.demoted_bytes += n->size;
+    } else {
+        st->stats.promoted++;
+        st->stats.promoted_bytes += n->size;
     }
-    if (bytes) {
-        *bytes += e->size;
-        *time += us;
-    }
-    return 0;
+    count_copy(st, e->dev, n->dev, n->size, us);
 }
 
 /* The disk record of e's next allocation names e's key, metadata and deadline, for a reload. */
@@ -247,16 +278,9 @@ bool gkv_store_demote_begin(gkv_store_t *st, unsigned dev, gkv_entry_t **e, gkv_
 
 bool gkv_store_demote_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *n, bool ok, uint64_t us)
 {
-    bool same_deadline = gkv__store_has_deadline(e) == gkv__store_has_deadline(n) &&
-                         (!gkv__store_has_deadline(e) || e->x->expire_at == n->x->expire_at);
-    bool took = ok && same_deadline && gkv_store_copy_end(st, e, n);
-    if (took) {
-        n->access = e->access;
-        st->stats.demoted++;
-        st->stats.demoted_bytes += n->size;
-        st->stats.down_host_bytes += n->size;
-        st->stats.down_host_us += us;
-    }
+    bool took = ok && unchanged(st, e, n) && gkv_store_copy_end(st, e, n);
+    if (took)
+        took_place(st, e, n, us);
     gkv_store_unref(st, n); /* the index holds it, or it goes */
     gkv_store_unref(st, e); /* replaced: its GPU memory goes with the last reader */
     return took;
@@ -293,16 +317,6 @@ bool gkv_store_disk_move_begin(gkv_store_t *st, bool may_evict, gkv_entry_t **e,
     return true;
 }
 
-/* Whether e still holds its key as it did when n was made like it (a move in two steps). */
-static bool unchanged(gkv_store_t *st, gkv_entry_t *e, const gkv_entry_t *n)
-{
-    size_t klen;
-    const uint8_t *key = gkv_store_key(st, e, &klen);
-    return gkv_index_get(st->ix, key, klen) == e && gkv_store_alive(st, e) &&
-           gkv__store_has_deadline(e) == gkv__store_has_deadline(n) &&
-           (!gkv__store_has_deadline(e) || e->x->expire_at == n->x->expire_at);
-}
-
 bool gkv_store_disk_move_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *n, gkv_disk_write_t *w,
                              int rc, uint64_t us)
 {
@@ -314,13 +328,8 @@ bool gkv_store_disk_move_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *n, gk
         gkv_backend_disk_retire(disk, n->mem); /* out of memory linking it */
         took = false;
     }
-    if (took) {
-        n->access = e->access;
-        st->stats.demoted++;
-        st->stats.demoted_bytes += n->size;
-        st->stats.down_disk_bytes += n->size;
-        st->stats.down_disk_us += us;
-    }
+    if (took)
+        took_place(st, e, n, us);
     gkv_store_unref(st, n);
     gkv_store_unref(st, e);
     return took;
@@ -361,13 +370,8 @@ bool gkv_store_disk_fetch_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *n, g
         drop_unreadable(st, e); /* only where it still holds its key */
     else if (unchanged(st, e, n))
         took = gkv_store_copy_end(st, e, n);
-    if (took) {
-        n->access = e->access;
-        st->stats.promoted++;
-        st->stats.promoted_bytes += n->size;
-        st->stats.up_disk_bytes += n->size;
-        st->stats.up_disk_us += us;
-    }
+    if (took)
+        took_place(st, e, n, us);
     gkv_store_unref(st, n);
     gkv_store_unref(st, e);
     return took;
