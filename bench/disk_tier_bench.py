@@ -20,44 +20,10 @@ import argparse
 import ctypes
 import mmap
 import os
-import subprocess
 import tempfile
 import time
 
-import gpukv
-
-
-def size_arg(s: str) -> int:
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(s[:-1]) * mult[s[-1]] if s[-1] in mult else int(s)
-
-
-class Daemon:
-    def __init__(self, binary, backend, root, name, flags):
-        self.sock = os.path.join(root, f"{name}.sock")
-        self.log = open(os.path.join(root, f"{name}.log"), "ab")
-        self.p = subprocess.Popen([binary, "--backend", backend, "--socket", self.sock,
-                                   "--max-value-size", "256M"] + flags,
-                                  stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL)
-        t0 = time.time()
-        while not os.path.exists(self.sock):
-            if self.p.poll() is not None or time.time() - t0 > 60:
-                raise RuntimeError(f"{name} did not start (see {self.log.name})")
-            time.sleep(0.05)
-        self.c = gpukv.Client(self.sock)
-
-    def info(self, name):
-        info = self.c.info()
-        for section in [info] + [v for v in info.values() if isinstance(v, dict)]:
-            if name in section:
-                return section[name]
-        raise KeyError(name)
-
-    def stop(self):
-        self.c.close()
-        self.p.terminate()
-        self.p.wait(30)
-        self.log.close()
+from tier_bench import Daemon, size_arg  # this directory's: the same daemon and sizes
 
 
 def cached_fraction(path: str) -> float:

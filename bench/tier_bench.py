@@ -79,6 +79,29 @@ class Daemon:
         self.log.close()
 
 
+def wait_locked(d, args, want: int) -> float:
+    """Waits (at most 120 s) until the daemon has page-locked want bytes of its host tier (a
+    thread does it at start; measured once it is): the seconds it took."""
+    t0 = time.time()
+    while args.backend != "host" and time.time() - t0 < 120 and d.info("tier_host_locked") < want:
+        time.sleep(0.1)
+    return time.time() - t0
+
+
+def probed(sock, work) -> list:
+    """work() run while a reader process GETs the 4 KiB key "probe" (probe_reader): the reader's
+    latencies."""
+    stop, out = multiprocessing.Event(), multiprocessing.Queue()
+    reader = multiprocessing.Process(target=probe_reader, args=(sock, stop, out))
+    reader.start()  # a process of its own: no interpreter lock shared with the work
+    time.sleep(0.2)
+    work()
+    stop.set()
+    lat = out.get(timeout=60)
+    reader.join(30)
+    return lat
+
+
 def ceiling(size: int, rounds: int) -> tuple[float, float]:
     """GB/s of cudaMemcpy D2H into pinned memory and H2D from it, medians of rounds."""
     if cupy is None:
@@ -108,11 +131,8 @@ def moves(args, root, size):
                ["--maxmemory", str(gpu), "--tier-host", str(4 * gpu),
                 "--maxmemory-policy", "allkeys-lru"])
     try:
-        t0 = time.time()  # the tier is page-locked by a thread at start: measured once it is
-        while (args.backend != "host" and time.time() - t0 < 120
-               and d.info("tier_host_locked") < 4 * gpu):
-            time.sleep(0.1)
-        locked = (d.info("tier_host_locked"), time.time() - t0)
+        waited = wait_locked(d, args, 4 * gpu)
+        locked = (d.info("tier_host_locked"), waited)
         v = os.urandom(size)
         n = gpu // size
         plain, demoting = [], []
@@ -183,10 +203,7 @@ def headroom(args, root, size, room):
                ["--maxmemory", str(gpu), "--tier-host", str(4 * gpu),
                 "--maxmemory-policy", "allkeys-lru", "--tier-headroom", str(room)])
     try:
-        t0 = time.time()
-        while (args.backend != "host" and time.time() - t0 < 120
-               and d.info("tier_host_locked") < 4 * gpu):
-            time.sleep(0.1)
+        wait_locked(d, args, 4 * gpu)
         v = os.urandom(size)
         n = gpu // size
         for i in range(n):  # full
@@ -282,10 +299,7 @@ def others_reads(args, root, size, binary):
                ["--maxmemory", str(gpu), "--maxmemory-policy", "allkeys-lru", "--tier-host",
                 str(gpu), "--tier-disk", ddir, "--tier-disk-size", str(8 * gpu)])
     try:
-        t0 = time.time()
-        while args.backend != "host" and time.time() - t0 < 120 and \
-                d.info("tier_host_locked") < gpu:
-            time.sleep(0.1)
+        wait_locked(d, args, gpu)
         v = os.urandom(size)
         d.c.set("probe", os.urandom(4096))
         n = 4 * gpu // size
@@ -298,24 +312,19 @@ def others_reads(args, root, size, binary):
             except gpukv.NotFound:
                 lost += 1
         if lost:
-            print(f"({binary}: {lost} of {n} keys gone: evicted_keys {d.info('evicted_keys')}, "
-                  f"tier_host_used {d.info('tier_host_used')}, tier_disk_used "
-                  f"{d.info('tier_disk_used')}, tier_disk_keys {d.info('tier_disk_keys')}, "
-                  f"tier_disk_oom_errors {d.info('tier_disk_oom_errors')}, "
-                  f"tier_host_oom_errors {d.info('tier_host_oom_errors')}, "
-                  f"tier_room_waits {d.info('tier_room_waits') if 'tier_room_waits' in str(d.c.info()) else '-'})")
-        stop, out = multiprocessing.Event(), multiprocessing.Queue()
-        reader = multiprocessing.Process(target=probe_reader, args=(d.sock, stop, out))
-        reader.start()
-        time.sleep(0.2)
+            print(f"({binary}: {lost} of {n} keys gone: " + ", ".join(
+                f"{k} {d.info(k)}" for k in ("evicted_keys", "tier_host_used", "tier_disk_used",
+                                             "tier_disk_keys", "tier_disk_oom_errors",
+                                             "tier_host_oom_errors")) + ")")
         gets, buf = [], bytearray(size)
-        for i in low:
-            t = time.perf_counter()
-            d.c.get_into(f"r/{i}", buf)
-            gets.append(time.perf_counter() - t)
-        stop.set()
-        lat = out.get(timeout=60)
-        reader.join(30)
+
+        def read_disk_values():
+            for i in low:
+                t = time.perf_counter()
+                d.c.get_into(f"r/{i}", buf)
+                gets.append(time.perf_counter() - t)
+
+        lat = probed(d.sock, read_disk_values)
         if not gets:  # nothing on the disk to read (every move failed, say)
             return float("nan"), float("nan"), float("nan"), float("nan"), 0
         return pct(lat, 0.5), pct(lat, 0.99), max(lat), pct(gets, 0.5), len(low)
@@ -335,27 +344,22 @@ def others(args, root, size, binary, flags):
     d = Daemon(binary, args.backend, root, name,
                ["--maxmemory", str(gpu), "--maxmemory-policy", "allkeys-lru"] + flags)
     try:
-        t0 = time.time()
-        while ("--tier-host" in flags and args.backend != "host" and time.time() - t0 < 120
-               and d.info("tier_host_locked") < size_arg(flags[flags.index("--tier-host") + 1])):
-            time.sleep(0.1)
+        if "--tier-host" in flags:
+            wait_locked(d, args, size_arg(flags[flags.index("--tier-host") + 1]))
         v = os.urandom(size)
         n = gpu // size
         d.c.set("probe", os.urandom(4096))
         for i in range(n):  # full
             d.c.set(f"o/{i}", v)
-        stop, out = multiprocessing.Event(), multiprocessing.Queue()
-        reader = multiprocessing.Process(target=probe_reader, args=(d.sock, stop, out))
-        reader.start()  # a process of its own: no interpreter lock shared with the writer
-        time.sleep(0.2)
         sets = []
-        for i in range(n, 3 * n):
-            t = time.perf_counter()
-            d.c.set(f"o/{i}", v)
-            sets.append(time.perf_counter() - t)
-        stop.set()
-        lat = out.get(timeout=60)
-        reader.join(30)
+
+        def write_new_values():
+            for i in range(n, 3 * n):
+                t = time.perf_counter()
+                d.c.set(f"o/{i}", v)
+                sets.append(time.perf_counter() - t)
+
+        lat = probed(d.sock, write_new_values)
         return pct(lat, 0.5), pct(lat, 0.99), max(lat), pct(sets, 0.5), len(lat)
     finally:
         d.stop()
