@@ -7,6 +7,9 @@ out=${OUT:-/tmp}
 lib=/opt/deps/usr/lib/x86_64-linux-gnu
 sed -i 's#=/usr/#=/opt/deps/usr/#' "$lib/pkgconfig/libcjson.pc"
 sed -i 's#=/usr/include#=/opt/deps/usr/include#' "$lib/pkgconfig/libcurl.pc"
+# liburing (the disk tier's io_uring), when carried: `apt-get download liburing-dev liburing2`
+# into .device/ after stage.sh.
+[ -f "$lib/pkgconfig/liburing.pc" ] && sed -i 's#=/usr/#=/opt/deps/usr/#' "$lib/pkgconfig/liburing.pc"
 sys=$(ls /usr/lib/x86_64-linux-gnu/libcurl.so.4 /usr/lib/x86_64-linux-gnu/libcurl-gnutls.so.4 2>/dev/null | head -1)
 [ -n "$sys" ] && ln -sf "$sys" "$lib/libcurl.so.4" && ln -sf libcurl.so.4 "$lib/libcurl.so"
 site=/tmp/gkv-site

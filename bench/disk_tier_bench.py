@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""disk_tier_bench.py: issue 36's figures for the disk tier, with O_DIRECT and without, beside
-a raw O_DIRECT copy of the same bytes in the same directory, in one run.
+"""disk_tier_bench.py: issue 36's figures for the disk tier, with O_DIRECT (through io_uring and
+one copy at a time) and without, beside a raw O_DIRECT copy of the same bytes in the same
+directory, in one run.
 
-For each value size and each mode (--tier-disk-direct yes, then no), a fresh daemon with a
+For each value size and each mode (--tier-disk-direct yes with --tier-disk-uring yes, then with
+--tier-disk-uring no, then --tier-disk-direct no), a fresh daemon with a
 small GPU limit and host tier and a disk tier takes SETs of new values until TOTAL bytes have
 gone down to the disk, then GETs every value the disk holds (each comes up to the host tier,
 and another goes down). Reported: the daemon's own count of its disk copies (INFO
@@ -72,19 +74,24 @@ def raw_direct(directory: str, size: int, total: int) -> tuple[float, float]:
     return w, r
 
 
-def one(args, root, size, direct):
-    """The daemon with --tier-disk-direct direct: SETs until total bytes went to the disk, then
-    GETs of what the disk holds."""
+MODES = {"uring": ["--tier-disk-direct", "yes", "--tier-disk-uring", "yes"],
+         "direct": ["--tier-disk-direct", "yes", "--tier-disk-uring", "no"],
+         "buffered": ["--tier-disk-direct", "no"]}
+
+
+def one(args, root, size, mode):
+    """The daemon in mode (MODES): SETs until total bytes went to the disk, then GETs of what
+    the disk holds."""
     gpu = 4 * size
-    name = f"disk-{size}-{'direct' if direct else 'buffered'}"
+    name = f"disk-{size}-{mode}"
     ddir = os.path.join(args.dir, name)
     os.makedirs(ddir, exist_ok=True)
     d = Daemon(args.daemon, args.backend, root, name,
                ["--maxmemory", str(gpu), "--tier-host", str(gpu), "--tier-disk", ddir,
-                "--tier-disk-size", str(2 * args.total), "--tier-disk-direct",
-                "yes" if direct else "no", "--maxmemory-policy", "allkeys-lru"])
+                "--tier-disk-size", str(2 * args.total), "--maxmemory-policy", "allkeys-lru"] +
+               MODES[mode])
     try:
-        is_direct = d.info("tier_disk_direct")
+        is_direct, is_uring = d.info("tier_disk_direct"), d.info("tier_disk_uring")
         v = os.urandom(size)
         n = args.total // size + 2 * gpu // size
         t0 = time.perf_counter()
@@ -103,7 +110,7 @@ def one(args, root, size, direct):
         up_b, up_us = d.info("promoted_from_disk_bytes"), d.info("promoted_from_disk_us")
         cached_r = cached_fraction(os.path.join(ddir, files[0]))
         assert d.info("evicted_keys") == 0 and d.info("tier_disk_corrupt") == 0
-        return dict(direct=is_direct, down=down_b / max(down_us, 1) / 1e3,
+        return dict(direct=is_direct, uring=is_uring, down=down_b / max(down_us, 1) / 1e3,
                     up=up_b / max(up_us, 1) / 1e3, set_gbs=n * size / set_s / 1e9,
                     get_gbs=len(low) * size / get_s / 1e9, read=len(low),
                     cached_w=cached_w, cached_r=cached_r)
@@ -118,6 +125,8 @@ def main():
     ap.add_argument("--dir", default=None, help="the disk tier's directory (default: /var/tmp)")
     ap.add_argument("--sizes", default="4M,64M")
     ap.add_argument("--total", default="2G", help="bytes sent to the disk per run")
+    ap.add_argument("--modes", default="uring,direct,buffered", help="comma list of " +
+                    ", ".join(MODES))
     args = ap.parse_args()
     args.total = size_arg(args.total)
     with tempfile.TemporaryDirectory(prefix="gkv-disk-bench-",
@@ -131,11 +140,14 @@ def main():
         print("|---|---|---|---|---|---|---|---|")
         for size in [size_arg(s) for s in args.sizes.split(",")]:
             w, r = raw_direct(root, size, args.total)
-            for direct in (True, False):
-                m = one(args, root, size, direct)
-                mode = ("O_DIRECT" if m["direct"] else "buffered (O_DIRECT refused)") \
-                    if direct else "buffered"
-                print(f"| {size >> 20} MiB | {mode} | {w:.2f} / {r:.2f} | {m['down']:.2f} "
+            for mode in args.modes.split(","):
+                m = one(args, root, size, mode)
+                said = ("buffered" if not m["direct"] else
+                        "O_DIRECT, io_uring" if m["uring"] else "O_DIRECT, one copy at a time")
+                if mode != "buffered" and said != {"uring": "O_DIRECT, io_uring",
+                                                   "direct": "O_DIRECT, one copy at a time"}[mode]:
+                    said += f" ({mode} refused)"
+                print(f"| {size >> 20} MiB | {said} | {w:.2f} / {r:.2f} | {m['down']:.2f} "
                       f"({m['down'] / w:.2f}x) | {m['up']:.2f} ({m['up'] / r:.2f}x) | "
                       f"{m['set_gbs']:.2f} | {m['get_gbs']:.2f} ({m['read']} values) | "
                       f"{100 * m['cached_w']:.0f}% / {100 * m['cached_r']:.0f}% |", flush=True)

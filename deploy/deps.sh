@@ -21,10 +21,11 @@ gkv_install_deps() {
 }
 
 # What the build and the tests use when they are there, installed when apt can: libcurl and
-# cJSON (--cluster: etcd's JSON gateway; without them gpukvd is built for one node), help2man
+# cJSON (--cluster: etcd's JSON gateway; without them gpukvd is built for one node), liburing
+# (the disk tier's copies through io_uring; without it one pread/pwrite at a time), help2man
 # (the man pages; without it they are not made), logrotate (checks the snippet), clang (the
 # fuzz targets' libFuzzer). A machine without apt (the GPU machines) goes on without them.
-GKV_OPTIONAL_PACKAGES="libcurl4-openssl-dev libcjson-dev help2man logrotate clang"
+GKV_OPTIONAL_PACKAGES="libcurl4-openssl-dev libcjson-dev liburing-dev help2man logrotate clang"
 # What only the tests use: a private etcd for the cluster tests (without it they are skipped).
 GKV_TEST_PACKAGES="etcd-server"
 

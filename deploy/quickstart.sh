@@ -6,7 +6,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 . deploy/deps.sh
 gkv_install_deps
-gkv_install_optional libcurl4-openssl-dev libcjson-dev help2man
+gkv_install_optional libcurl4-openssl-dev libcjson-dev liburing-dev help2man
 cmake -S . -B build -G "$(gkv_generator)" -DCMAKE_BUILD_TYPE=Release -DGKV_BUILD_TESTS=OFF
 cmake --build build -j "$(nproc)"
 echo "built: build/server/gpukvd and build/client/gpukv; starting gpukvd (Ctrl-C stops it)"

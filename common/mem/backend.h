@@ -237,9 +237,11 @@ int gkv_backend_cuda_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, 
 
 /* The disk tier's memory (backend_disk.c, backend_disk_open.c): records (a 64-byte header, the
  * value, its key and metadata, in whole 4 KiB blocks) in one file, dir/gpukv-tier-PID.bin,
- * locked (flock) while open and kept at close for the next start. With direct, the records are
- * copied with O_DIRECT where the filesystem takes it (gkv_backend_disk_direct), else through
- * the page cache. Only alloc, free, read_sync, write_sync and close; not
+ * locked (flock) while open and kept at close for the next start. With io & GKV_DISK_DIRECT,
+ * the records are copied with O_DIRECT where the filesystem takes it (gkv_backend_disk_direct),
+ * else through the page cache; with GKV_DISK_URING too, through io_uring, several pieces of a
+ * record in flight at once, where gpukvd was built with liburing and the kernel allows it
+ * (gkv_backend_disk_uring). Only alloc, free, read_sync, write_sync and close; not
  * host-visible. Each value is written with a checksum; gkv_backend_disk_read_value reads a
  * whole value (p from alloc, len its size) and checks it: GKV_EIO (logged) when the file is
  * damaged or unreadable. With reload, a file that a daemon now gone left in dir (unlocked) is
@@ -247,10 +249,13 @@ int gkv_backend_cuda_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, 
  * gkv_backend_disk_found_done; without it, such files are removed. capacity: the records'
  * bytes. Returns 0, GKV_EINVAL (dir is not a directory), GKV_ESYS or GKV_ENOMEM, with why (cap
  * bytes). */
-int gkv_backend_disk_open(const char *dir, uint64_t capacity, bool reload, bool direct,
+#define GKV_DISK_DIRECT 1u
+#define GKV_DISK_URING 2u
+int gkv_backend_disk_open(const char *dir, uint64_t capacity, bool reload, unsigned io,
                           gkv_backend_t **out, char *why, size_t cap);
-/* Whether b copies with O_DIRECT. */
+/* Whether b copies with O_DIRECT, and whether through io_uring. */
 bool gkv_backend_disk_direct(const gkv_backend_t *b);
+bool gkv_backend_disk_uring(const gkv_backend_t *b);
 int gkv_backend_disk_read_value(gkv_backend_t *b, void *dst, gkv_devptr_t p, uint64_t len);
 /* Values found damaged, and I/O errors, so far. */
 uint64_t gkv_backend_disk_corrupt(const gkv_backend_t *b);

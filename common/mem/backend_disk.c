@@ -81,64 +81,28 @@ static disk_rec_t *rec_of(disk_backend_t *d, gkv_devptr_t p)
     return r;
 }
 
-/* A record's bytes in the file, in order: header, value, key and metadata (then zeros). */
-typedef struct {
-    const void *p;
-    uint64_t n;
-} piece_t;
-
-/* Bytes [off, off + n) of the record made of the three pieces, zeros past them, into to. */
-static void image_copy(uint8_t *to, uint64_t off, uint64_t n, const piece_t *pieces)
+/* An O_DIRECT copier for a copy off the loop: a kept one, or a new one (NULL without memory). */
+static disk_direct_t *take_direct(disk_backend_t *d)
 {
-    uint64_t at = 0, done = 0;
-    for (int i = 0; i < 3; at += pieces[i++].n) {
-        uint64_t from = off + done;
-        if (done == n || from >= at + pieces[i].n)
-            continue;
-        uint64_t take = at + pieces[i].n - from;
-        if (take > n - done)
-            take = n - done;
-        memcpy(to + done, (const uint8_t *)pieces[i].p + (from - at), take);
-        done += take;
+    for (int i = 0; i < 2; i++) {
+        disk_direct_t *x = d->spare[i];
+        if (x) {
+            d->spare[i] = NULL;
+            return x;
+        }
     }
-    memset(to + done, 0, n - done);
+    return gkv__direct_new(d->uring);
 }
 
-/* The record at start (total bytes, whole blocks) through the aligned buffer: its later blocks
- * first, then the first, which holds the header. 0 or an errno. */
-static int direct_write(int dfd, uint8_t *bounce, uint64_t start, uint64_t total,
-                        const piece_t *image)
+/* x back from a copy off the loop: kept (two at most), or freed. */
+static void give_direct(disk_backend_t *d, disk_direct_t *x)
 {
-    for (uint64_t off = DISK_ALIGN; off < total; off += BOUNCE) {
-        uint64_t n = total - off < BOUNCE ? total - off : BOUNCE;
-        image_copy(bounce, off, n, image);
-        int e = gkv__disk_io(dfd, bounce, (size_t)n, start + off, true);
-        if (e)
-            return e;
-    }
-    image_copy(bounce, 0, DISK_ALIGN, image);
-    return gkv__disk_io(dfd, bounce, DISK_ALIGN, start, true);
-}
-
-/* The value at p (len bytes) into dst and its header into h, through the aligned buffer. */
-static int direct_read(int dfd, uint8_t *bounce, uint8_t *h, void *dst, gkv_devptr_t p,
-                       uint64_t len)
-{
-    uint64_t start = p.v - HEADER;
-    uint64_t need = (HEADER + len + DISK_ALIGN - 1) & ~(uint64_t)(DISK_ALIGN - 1);
-    for (uint64_t off = 0; off < need; off += BOUNCE) {
-        uint64_t n = need - off < BOUNCE ? need - off : BOUNCE;
-        int e = gkv__disk_io(dfd, bounce, (size_t)n, start + off, false);
-        if (e)
-            return e;
-        if (!off)
-            memcpy(h, bounce, HEADER);
-        uint64_t from = off < HEADER ? HEADER : off; /* record offsets of value bytes here */
-        uint64_t to = off + n < HEADER + len ? off + n : HEADER + len;
-        if (to > from)
-            memcpy((uint8_t *)dst + (from - HEADER), bounce + (from - off), to - from);
-    }
-    return 0;
+    for (int i = 0; i < 2 && x; i++)
+        if (!d->spare[i] && gkv__direct_ring(x) == gkv__direct_ring(d->io)) {
+            d->spare[i] = x;
+            return;
+        }
+    gkv__direct_free(x);
 }
 
 void gkv_backend_disk_label(gkv_backend_t *b, const void *key, uint32_t klen, const void *meta,
@@ -233,22 +197,26 @@ static int disk_read_sync(gkv_backend_t *b, void *dst, gkv_devptr_t src, size_t 
 }
 
 /* The value at p (len bytes) into dst, checked: 0, an errno, or -1 (it fails its checksum). Any
- * thread, with a bounce buffer of its own for O_DIRECT. */
-static int read_checked(int fd, int dfd, uint8_t *bounce, void *dst, gkv_devptr_t p, uint64_t len)
+ * thread, with an O_DIRECT copier of its own (x, with dfd). */
+static int read_checked(int fd, int dfd, disk_direct_t *x, void *dst, gkv_devptr_t p,
+                        uint64_t len)
 {
     uint8_t h[HEADER];
+    uint32_t crc = 0;
     int e;
     if (dfd >= 0) {
-        e = direct_read(dfd, bounce, h, dst, p, len);
+        e = gkv__direct_read(x, dfd, p.v, len, dst, h, &crc);
     } else {
         e = gkv__disk_io(fd, h, HEADER, p.v - HEADER, false);
         if (!e)
             e = gkv__disk_io(fd, dst, (size_t)len, p.v, false);
+        if (!e)
+            crc = gkv_crc32c(0, dst, (size_t)len);
     }
     if (e)
         return e;
     if (gkv__disk_get32(h) != MAGIC_REC || gkv__disk_get64(h + 8) != len ||
-        gkv_crc32c(0, dst, (size_t)len) != gkv__disk_get32(h + 16))
+        crc != gkv__disk_get32(h + 16))
         return -1;
     return 0;
 }
@@ -269,12 +237,12 @@ static int read_failed(disk_backend_t *d, gkv_devptr_t p, uint64_t len, int rc)
 int gkv_backend_disk_read_value(gkv_backend_t *b, void *dst, gkv_devptr_t p, uint64_t len)
 {
     disk_backend_t *d = (disk_backend_t *)b;
-    return read_failed(d, p, len, read_checked(d->fd, d->dfd, d->bounce, dst, p, len));
+    return read_failed(d, p, len, read_checked(d->fd, d->dfd, d->io, dst, p, len));
 }
 
 struct gkv_disk_read {
     int fd, dfd;
-    uint8_t *bounce; /* its own, with O_DIRECT */
+    disk_direct_t *x; /* its own, with O_DIRECT */
     void *dst;
     gkv_devptr_t p;
     uint64_t len;
@@ -288,7 +256,7 @@ gkv_disk_read_t *gkv_backend_disk_read_begin(gkv_backend_t *b, gkv_devptr_t p, v
     if (!r)
         return NULL;
     *r = (gkv_disk_read_t){.fd = d->fd, .dfd = d->dfd, .dst = dst, .p = p, .len = len};
-    if (r->dfd >= 0 && posix_memalign((void **)&r->bounce, DISK_ALIGN, BOUNCE)) {
+    if (r->dfd >= 0 && !(r->x = take_direct(d))) {
         free(r);
         return NULL;
     }
@@ -297,13 +265,14 @@ gkv_disk_read_t *gkv_backend_disk_read_begin(gkv_backend_t *b, gkv_devptr_t p, v
 
 int gkv_backend_disk_read_run(gkv_disk_read_t *r)
 {
-    return read_checked(r->fd, r->dfd, r->bounce, r->dst, r->p, r->len);
+    return read_checked(r->fd, r->dfd, r->x, r->dst, r->p, r->len);
 }
 
 int gkv_backend_disk_read_end(gkv_backend_t *b, gkv_disk_read_t *r, int rc)
 {
-    rc = read_failed((disk_backend_t *)b, r->p, r->len, rc);
-    free(r->bounce);
+    disk_backend_t *d = (disk_backend_t *)b;
+    rc = read_failed(d, r->p, r->len, rc);
+    give_direct(d, r->x);
     free(r);
     return rc;
 }
@@ -312,7 +281,7 @@ int gkv_backend_disk_read_end(gkv_backend_t *b, gkv_disk_read_t *r, int rc)
  * (its own aligned buffer then). */
 struct gkv_disk_write {
     int fd, dfd; /* dfd >= 0: O_DIRECT */
-    uint8_t *bounce;
+    disk_direct_t *x; /* with dfd */
     uint64_t start, total, len;
     const void *src;
     uint8_t *label; /* owned */
@@ -323,10 +292,10 @@ struct gkv_disk_write {
 
 /* The value, then its key and metadata, then the header: a record torn by a crash has none.
  * 0 or an errno. */
-static int write_record(struct gkv_disk_write *w)
+/* The header's MAC (bytes 48..55), once its other bytes are in. 0 or an errno. */
+static int seal(struct gkv_disk_write *w)
 {
     uint32_t label_len = w->klen + w->mlen;
-    gkv__disk_put32(w->h + 16, gkv_crc32c(0, w->src, (size_t)w->len));
     uint8_t *buf = malloc(40 + (size_t)label_len);
     if (!buf)
         return ENOMEM;
@@ -335,12 +304,27 @@ static int write_record(struct gkv_disk_write *w)
         memcpy(buf + 40, w->label, label_len);
     gkv__disk_put64(w->h + 48, gkv_siphash(buf, 40 + (size_t)label_len, w->mac_key));
     free(buf);
-    if (w->dfd >= 0) {
+    return 0;
+}
+
+static int write_record(struct gkv_disk_write *w)
+{
+    uint32_t label_len = w->klen + w->mlen, crc;
+    int e;
+    if (w->dfd >= 0) { /* the checksum made on the way, the header's block last */
         const piece_t image[] = {{w->h, HEADER}, {w->src, w->len}, {w->label, label_len}};
-        return direct_write(w->dfd, w->bounce, w->start, w->total, image);
+        if ((e = gkv__direct_write_rest(w->x, w->dfd, w->start, w->total, image, &crc)))
+            return e;
+        gkv__disk_put32(w->h + 16, crc);
+        if ((e = seal(w)))
+            return e;
+        return gkv__direct_write_first(w->x, w->dfd, w->start, image);
     }
+    gkv__disk_put32(w->h + 16, gkv_crc32c(0, w->src, (size_t)w->len));
+    if ((e = seal(w)))
+        return e;
     uint64_t v = w->start + HEADER;
-    int e = gkv__disk_io(w->fd, (void *)w->src, (size_t)w->len, v, true);
+    e = gkv__disk_io(w->fd, (void *)w->src, (size_t)w->len, v, true);
     if (!e && label_len)
         e = gkv__disk_io(w->fd, w->label, label_len, v + w->len, true);
     if (!e)
@@ -355,7 +339,7 @@ static int write_prepare(disk_backend_t *d, gkv_devptr_t p, const void *src, uin
     disk_rec_t *r = rec_of(d, p);
     if (!r)
         return GKV_EINVAL;
-    *w = (struct gkv_disk_write){.fd = d->fd, .dfd = d->dfd, .bounce = d->bounce,
+    *w = (struct gkv_disk_write){.fd = d->fd, .dfd = d->dfd, .x = d->io,
                                  .start = p.v - HEADER, .total = r->total, .len = len,
                                  .src = src, .label = r->label, .klen = r->klen, .mlen = r->mlen,
                                  .state = state, .mac_key = d->key};
@@ -395,8 +379,8 @@ gkv_disk_write_t *gkv_backend_disk_write_begin(gkv_backend_t *b, gkv_devptr_t p,
         free(w);
         return NULL;
     }
-    w->bounce = NULL;
-    if (w->dfd >= 0 && posix_memalign((void **)&w->bounce, DISK_ALIGN, BOUNCE)) {
+    w->x = NULL;
+    if (w->dfd >= 0 && !(w->x = take_direct(d))) {
         free(w->label);
         free(w);
         return NULL;
@@ -411,9 +395,10 @@ int gkv_backend_disk_write_run(gkv_disk_write_t *w)
 
 void gkv_backend_disk_write_end(gkv_backend_t *b, gkv_disk_write_t *w, int rc)
 {
+    disk_backend_t *d = (disk_backend_t *)b;
     if (rc > 0)
-        io_error((disk_backend_t *)b, "writing", rc);
-    free(w->bounce);
+        io_error(d, "writing", rc);
+    give_direct(d, w->x);
     free(w->label);
     free(w);
 }
@@ -426,10 +411,11 @@ static int set_state(disk_backend_t *d, gkv_devptr_t p, uint32_t state)
         gkv__disk_put32(b, state);
         return gkv__disk_io(d->fd, b, sizeof(b), p.v - HEADER + 4, true);
     }
-    int e = gkv__disk_io(d->dfd, d->bounce, DISK_ALIGN, p.v - HEADER, false);
+    uint8_t *block = gkv__direct_buf(d->io);
+    int e = gkv__disk_io(d->dfd, block, DISK_ALIGN, p.v - HEADER, false);
     if (!e) { /* the first block, read, changed and written back */
-        gkv__disk_put32(d->bounce + 4, state);
-        e = gkv__disk_io(d->dfd, d->bounce, DISK_ALIGN, p.v - HEADER, true);
+        gkv__disk_put32(block + 4, state);
+        e = gkv__disk_io(d->dfd, block, DISK_ALIGN, p.v - HEADER, true);
     }
     return e;
 }
@@ -509,7 +495,9 @@ static void disk_close(gkv_backend_t *b)
         close(d->dfd);
     if (d->fd >= 0)
         close(d->fd); /* the file stays for the next start, unlocked */
-    free(d->bounce);
+    gkv__direct_free(d->io);
+    gkv__direct_free(d->spare[0]);
+    gkv__direct_free(d->spare[1]);
     free(d);
 }
 
@@ -536,6 +524,12 @@ bool gkv_backend_disk_direct(const gkv_backend_t *b)
     return ((const disk_backend_t *)b)->dfd >= 0;
 }
 
+bool gkv_backend_disk_uring(const gkv_backend_t *b)
+{
+    const disk_backend_t *d = (const disk_backend_t *)b;
+    return d->dfd >= 0 && gkv__direct_ring(d->io);
+}
+
 void gkv__disk_open_direct(disk_backend_t *d)
 {
     if (d->dfd >= 0)
@@ -543,9 +537,8 @@ void gkv__disk_open_direct(disk_backend_t *d)
     d->dfd = -1;
     if (!d->direct || d->fd < 0)
         return;
-    if (!d->bounce && posix_memalign((void **)&d->bounce, DISK_ALIGN, BOUNCE)) {
-        d->bounce = NULL;
-        GKV_WARN("disk tier: no host memory for O_DIRECT's buffer: buffered I/O");
+    if (!d->io && !(d->io = gkv__direct_new(d->uring))) {
+        GKV_WARN("disk tier: no host memory for O_DIRECT's buffers: buffered I/O");
         return;
     }
     d->dfd = open(d->path, O_RDWR | O_DIRECT | O_CLOEXEC);
@@ -554,7 +547,7 @@ void gkv__disk_open_direct(disk_backend_t *d)
                  strerror(errno));
 }
 
-int gkv_backend_disk_open(const char *dir, uint64_t capacity, bool reload, bool direct,
+int gkv_backend_disk_open(const char *dir, uint64_t capacity, bool reload, unsigned io,
                           gkv_backend_t **out, char *why, size_t cap)
 {
     disk_backend_t *d = calloc(1, sizeof(*d));
@@ -563,7 +556,8 @@ int gkv_backend_disk_open(const char *dir, uint64_t capacity, bool reload, bool 
         return GKV_ENOMEM;
     }
     d->fd = d->dfd = -1;
-    d->direct = direct;
+    d->direct = io & GKV_DISK_DIRECT;
+    d->uring = io & GKV_DISK_URING;
     d->adopt = -1;
     d->base = (gkv_backend_t){.ops = &disk_ops, .name = "disk", .device = -1,
                               .gpu_name = "disk", .capacity = capacity,

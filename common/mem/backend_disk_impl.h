@@ -25,7 +25,6 @@
 #include "backend.h"
 
 #define DISK_ALIGN 4096u /* a block: O_DIRECT's alignment */
-#define BOUNCE (4u << 20) /* O_DIRECT copies go through an aligned buffer of this size */
 #define HEADER 64u
 #define FILE_BASE 4096u
 #define MAGIC_FILE "GKVTIER2" /* 1: records at 64-byte boundaries */
@@ -33,6 +32,42 @@
 #define STATE_LIVE 1u
 #define STATE_RETIRED 2u
 #define STATE_PENDING 3u /* written off the loop, not yet linked: never reloaded */
+
+/* A record's bytes in the file, in order: header, value, key and metadata (then zeros). */
+typedef struct {
+    const void *p;
+    uint64_t n;
+} piece_t;
+
+/* O_DIRECT copies of records (backend_disk_direct.c), through DIRECT_BYTES of block-aligned
+ * buffers. With io_uring (liburing, where gpukvd was built with it and the kernel lets this
+ * process use it) up to DIRECT_DEPTH pieces of DIRECT_PIECE bytes are in flight while the next
+ * piece is filled (a write) or the last one emptied (a read), the CRC-32C computed on the way;
+ * without, one pwrite/pread of up to DIRECT_BYTES at a time. One user (thread) at a time. */
+#define DIRECT_PIECE (1u << 20)
+#define DIRECT_DEPTH 8u
+#define DIRECT_BYTES (DIRECT_PIECE * DIRECT_DEPTH)
+typedef struct disk_direct disk_direct_t;
+
+/* New buffers (and with uring a ring, when the kernel gives one), or NULL without memory. */
+disk_direct_t *gkv__direct_new(bool uring);
+/* Frees x (NULL: nothing); one whose ring failed mid-copy is left behind, logged. */
+void gkv__direct_free(disk_direct_t *x);
+/* Whether x's copies go through io_uring. */
+bool gkv__direct_ring(const disk_direct_t *x);
+/* A block-aligned buffer of DIRECT_BYTES, free between x's copies. */
+uint8_t *gkv__direct_buf(disk_direct_t *x);
+/* Writes the blocks after the first of the record at start (total bytes, whole blocks) made of
+ * the three pieces; *crc, the CRC-32C of the value bytes in the first block, is continued over
+ * those of the later ones. 0 or an errno. */
+int gkv__direct_write_rest(disk_direct_t *x, int dfd, uint64_t start, uint64_t total,
+                           const piece_t *image, uint32_t *crc);
+/* Writes the record's first block (the header, whole by now). 0 or an errno. */
+int gkv__direct_write_first(disk_direct_t *x, int dfd, uint64_t start, const piece_t *image);
+/* Reads the value of len bytes at file offset v (after its header) into dst, its header into
+ * h, and the CRC-32C of the value's bytes into *crc. 0 or an errno. */
+int gkv__direct_read(disk_direct_t *x, int dfd, uint64_t v, uint64_t len, void *dst, uint8_t *h,
+                     uint32_t *crc);
 
 /* A record the allocator gave out, by its value's address: its whole length, and until it is
  * written the key and metadata it carries (gkv_backend_disk_label). */
@@ -49,7 +84,9 @@ typedef struct {
     int fd;       /* buffered: the superblock, the scan, a snapshot's reads */
     int dfd;      /* O_DIRECT (the records' copies), or -1: fd does all */
     bool direct;  /* asked for: dfd is opened whenever fd changes */
-    uint8_t *bounce; /* BOUNCE bytes, block-aligned, with dfd */
+    bool uring;   /* asked for: O_DIRECT copies through io_uring where the kernel allows */
+    disk_direct_t *io; /* the loop's O_DIRECT copies, with dfd */
+    disk_direct_t *spare[2]; /* kept for the copies off the loop (taken and given back on it) */
     gkv_arena_t *arena;
     char path[4096];
     uint8_t key[16]; /* the file's MAC key */

@@ -313,6 +313,10 @@ static const setting_t settings[] = {
     {"tier-disk-direct", parse_bool, FIELD(tier_disk_direct), 0, 0, false, "yes|no",
      "copy the disk tier's values with O_DIRECT, past the page cache (default yes,\n"
      "where the filesystem takes it; no: through the page cache)"},
+    {"tier-disk-uring", parse_bool, FIELD(tier_disk_uring), 0, 0, false, "yes|no",
+     "with O_DIRECT, keep several pieces of a value in flight to the disk tier\n"
+     "through io_uring (default yes, where gpukvd was built with liburing and the\n"
+     "kernel allows it; no: one pread/pwrite at a time)"},
     {"tier-promote-on-get", parse_bool, FIELD(tier_promote_on_get), 0, 0, false, "yes|no",
      "whether a GET of a value in a tier brings it up to a GPU (default no: it is\n"
      "answered from the host tier; a disk value comes up to the host tier; MAP and\n"
@@ -429,6 +433,7 @@ void gkv_config_defaults(gkv_config_t *cfg)
     cfg->snapshot_on_exit = true;
     cfg->tier_disk_reload = true;
     cfg->tier_disk_direct = true;
+    cfg->tier_disk_uring = true;
     cfg->host_copy = GKV_SIZE_AUTO;
     cfg->host_copy_max_value = 64u << 10;
     strcpy(cfg->cluster_name, "gpukv");

@@ -63,6 +63,7 @@ typedef struct {
     bool tier_promote_on_get;   /* --tier-promote-on-get: GETs bring tier values up to a GPU */
     bool tier_disk_reload;      /* --tier-disk-reload: a file left in the directory comes back */
     bool tier_disk_direct;      /* --tier-disk-direct: O_DIRECT where the filesystem takes it */
+    bool tier_disk_uring;       /* --tier-disk-uring: O_DIRECT copies through io_uring */
     int tier_headroom;          /* --tier-headroom PCT: GPU memory kept free by moves off the
                                  * request path (demoter.h); 0: moves on writes only */
     /* Access. */

@@ -77,7 +77,7 @@ static int info_tiers(const gkv_server_t *srv, char *text, size_t cap)
         "\r\ntier_disk_used:%" PRIu64 "\r\ntier_disk_limit:%" PRIu64 "\r\ntier_disk_keys:%" PRIu64
         "\r\ntier_disk_oom_errors:%" PRIu64 "\r\ntier_disk_io_errors:%" PRIu64
         "\r\ntier_disk_corrupt:%" PRIu64 "\r\ntier_disk_reloaded:%" PRIu64
-        "\r\ntier_disk_direct:%d"
+        "\r\ntier_disk_direct:%d\r\ntier_disk_uring:%d"
         "\r\ntier_dropped_keys:%" PRIu64
         "\r\ndemoted_keys:%" PRIu64 "\r\ndemoted_bytes:%" PRIu64 "\r\npromoted_keys:%" PRIu64
         "\r\npromoted_bytes:%" PRIu64 "\r\npromote_errors:%" PRIu64
@@ -92,7 +92,8 @@ static int info_tiers(const gkv_server_t *srv, char *text, size_t cap)
         st->disk_tier ? "on" : "off", d->used, d->limit, d->keys, d->oom_errors,
         st->disk_tier ? gkv_backend_disk_errors(d->be) : 0,
         st->disk_tier ? gkv_backend_disk_corrupt(d->be) : 0, s->disk_reloaded,
-        st->disk_tier && gkv_backend_disk_direct(d->be), s->tier_dropped,
+        st->disk_tier && gkv_backend_disk_direct(d->be),
+        st->disk_tier && gkv_backend_disk_uring(d->be), s->tier_dropped,
         s->demoted,
         s->demoted_bytes, s->promoted, s->promoted_bytes, s->promote_errors, s->down_host_bytes,
         s->down_host_us, s->up_host_bytes, s->up_host_us, s->down_disk_bytes, s->down_disk_us,

@@ -327,8 +327,10 @@ static int open_disk_tier(gkv_server_t *s, char *err, size_t cap)
      * (pages on the disk are taken as written). */
     char why[256];
     int rc = gkv_backend_disk_open(cfg->tier_disk, 2 * cfg->tier_disk_size + swap_room(s),
-                                   cfg->tier_disk_reload, cfg->tier_disk_direct, &s->disk_tier,
-                                   why, sizeof(why));
+                                   cfg->tier_disk_reload,
+                                   (cfg->tier_disk_direct ? GKV_DISK_DIRECT : 0) |
+                                       (cfg->tier_disk_uring ? GKV_DISK_URING : 0),
+                                   &s->disk_tier, why, sizeof(why));
     if (rc) {
         snprintf(err, cap, "the disk tier: %s", why);
         return rc;
@@ -336,7 +338,9 @@ static int open_disk_tier(gkv_server_t *s, char *err, size_t cap)
     char limit[32];
     gkv_size_format(cfg->tier_disk_size, limit, sizeof(limit));
     GKV_INFO("disk tier: %s in %s (%s)", limit, cfg->tier_disk,
-             gkv_backend_disk_direct(s->disk_tier) ? "O_DIRECT" : "buffered");
+             !gkv_backend_disk_direct(s->disk_tier) ? "buffered"
+             : gkv_backend_disk_uring(s->disk_tier) ? "O_DIRECT, io_uring"
+                                                     : "O_DIRECT");
     return 0;
 }
 
