@@ -116,6 +116,7 @@ def one(args, root, size, mode):
                     cached_w=cached_w, cached_r=cached_r)
     finally:
         d.stop()
+        os.sync()  # a buffered run's dirty pages must not be written during the next run
 
 
 def main():

@@ -13,6 +13,9 @@
   4. A zipf(0.99) read/write load (90% GET, 10% SET, 1 MiB values) over a key set of 4x the
      GPU's limit: with a host tier of 4x against eviction alone: hit ratio, operations per
      second, p50/p99 of GETs by where the value was.
+  5. What other clients pay (a reader process's 4 KiB GETs): beside a writer filling a full GPU
+     ("others"), beside GETs of disk values ("reads"), beside MAPs of host-tier values ("maps");
+     --before GPUKVD runs an older daemon beside this one.
 
 Usage: tier_bench.py GPUKVD [--backend cuda] [--gpu-mem 2G] [--rounds 5] [--ops 20000]
 Needs the gpukv package (and CuPy for the ceiling). Prints Markdown tables."""
@@ -332,6 +335,40 @@ def others_reads(args, root, size, binary):
         d.stop()
 
 
+def others_maps(args, root, size, binary):
+    """The reader's 4 KiB GETs while another client MAPs every value in the host tier (each comes
+    up to the GPU, another goes down): GPU, host tier 4x, 3x the GPU written."""
+    gpu = size_arg(args.gpu_mem)
+    name = f"maps-{size}-{abs(hash(binary))}"
+    d = Daemon(binary, args.backend, root, name,
+               ["--maxmemory", str(gpu), "--maxmemory-policy", "allkeys-lru", "--tier-host",
+                str(4 * gpu)])
+    try:
+        wait_locked(d, args, 4 * gpu)
+        v = os.urandom(size)
+        d.c.set("probe", os.urandom(4096))
+        n = 3 * gpu // size
+        for i in range(n):
+            d.c.set(f"m/{i}", v)
+        low = [i for i in range(n) if d.c.tier(f"m/{i}") == "host"]
+        maps = []
+
+        def map_tier_values():
+            for i in low:
+                t = time.perf_counter()
+                with d.c.map(f"m/{i}") as m:
+                    assert m.nbytes == size
+                maps.append(time.perf_counter() - t)
+
+        lat = probed(d.sock, map_tier_values)
+        waits = d.info("tier_room_waits")
+        for i in low[:4]:
+            assert d.c.get(f"m/{i}") == v, f"m/{i} read back wrong"
+        return pct(lat, 0.5), pct(lat, 0.99), max(lat), pct(maps, 0.5), len(low), waits
+    finally:
+        d.stop()
+
+
 def others(args, root, size, binary, flags):
     """A reader's 4 KiB GETs of a GPU value while a writer SETs new values of size bytes into a
     full GPU (each needs a move down, or an eviction): p50 / p99 / max of the reader, and the
@@ -373,7 +410,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--ops", type=int, default=20000)
     ap.add_argument("--sizes", default="4M,64M")
-    ap.add_argument("--skip", default="", help="comma list of moves,gets,headroom,zipf,others,reads")
+    ap.add_argument("--skip", default="",
+                    help="comma list of moves,gets,headroom,zipf,others,reads,maps")
     ap.add_argument("--before", default=None,
                     help="an older gpukvd, for the 'others' rows beside this one")
     args = ap.parse_args()
@@ -447,6 +485,18 @@ def main():
                 r = others_reads(args, root, size, binary)
                 print(f"| {size >> 20} MiB | {which} | {r[0] * 1e3:.3f} / {r[1] * 1e3:.3f} / "
                       f"{r[2] * 1e3:.3f} | {r[3] * 1e3:.2f} | {r[4]} |", flush=True)
+    if "maps" not in skip:
+        print("\nA reader's 4 KiB GETs while another client MAPs every value in the host tier "
+              "(host tier 4x, 3x the GPU written):\n")
+        print("| value | daemon | reader GET p50 / p99 / max (ms) | MAP of a tier value p50 (ms) "
+              "| tier values mapped | waits (INFO tier_room_waits) |")
+        print("|---|---|---|---|---|---|")
+        daemons = [("this", args.daemon)] + ([("before", args.before)] if args.before else [])
+        for size in sizes:
+            for which, binary in daemons:
+                r = others_maps(args, root, size, binary)
+                print(f"| {size >> 20} MiB | {which} | {r[0] * 1e3:.3f} / {r[1] * 1e3:.3f} / "
+                      f"{r[2] * 1e3:.3f} | {r[3] * 1e3:.2f} | {r[4]} | {r[5]} |", flush=True)
     if "zipf" not in skip:
         print(f"\nzipf(0.99), 90% GET / 10% SET of 1 MiB values, {args.ops} operations, key set "
               f"4x the GPU's {args.gpu_mem}, one client:\n")

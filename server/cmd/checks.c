@@ -37,12 +37,20 @@ int gkv_lookup_range(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, bool to_socke
                      gkv_reply_t *rep, gkv_entry_t **e, uint64_t *off, uint64_t *len)
 {
     int rc;
-    if (to_socket && rep->in.room && !ctx->store->promote_on_get) {
-        /* A value on the disk comes up to the host tier off the loop; the GET waits. */
-        gkv_entry_t *cur = gkv_store_get(ctx->store, req->key.p, req->key.len);
-        if (cur && cur->dev == GKV_DEV_DISK_TIER &&
-            gkv_demoter_fetch(ctx->demoter, cur, rep->in.room)) {
-            rep->parked = true; /* not answered: it runs again once the read ends */
+    gkv_entry_t *cur = rep->in.room ? gkv_store_get(ctx->store, req->key.p, req->key.len) : NULL;
+    if (cur && gkv_store_in_tier(cur)) {
+        /* A value in a tier comes up off the loop while the request waits: a GET's from the
+         * disk to the host tier, a MAP's to its GPU (a step at a time). */
+        bool waits;
+        if (to_socket)
+            waits = !ctx->store->promote_on_get && cur->dev == GKV_DEV_DISK_TIER &&
+                    gkv_demoter_fetch(ctx->demoter, cur, rep->in.room);
+        else
+            waits = gkv_demoter_promote(
+                ctx->demoter, cur,
+                gkv_store_place(ctx->store, req->key.p, req->key.len, cur->size), rep->in.room);
+        if (waits) {
+            rep->parked = true; /* not answered: it runs again once the move ends */
             return GKV_EOOM;
         }
     }

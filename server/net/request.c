@@ -138,9 +138,10 @@ static bool handle_request(gkv_conn_t *c, const gkv_request_t *routed)
     rep.in.zc_every_gpu = c->zc_every_gpu;
     rep.in.authed = c->authed;
     rep.in.version = c->version;
-    /* A SET on a full GPU may wait for moves down off the request path, a few times
-     * (demoter.h); a cluster node's are routed, and run to the end. */
-    rep.in.room = (req->op == GKV_OP_SET || req->op == GKV_OP_GET) &&
+    /* A SET on a full GPU, a GET of a disk value and a MAP of a value in a tier may wait for
+     * moves off the request path, a few times (demoter.h); a cluster node's are routed, and
+     * run to the end. */
+    rep.in.room = (req->op == GKV_OP_SET || req->op == GKV_OP_GET || req->op == GKV_OP_MAP) &&
                           c->room_waits < GKV_DEMOTE_WAITS && !c->net->cluster && c->net->demoter
                       ? &c->rwaiter
                       : NULL;

@@ -279,6 +279,13 @@ bool gkv_store_demote_begin(gkv_store_t *st, unsigned dev, gkv_entry_t **e, gkv_
                             bool *tier_full);
 bool gkv_store_demote_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *n, bool ok,
                           uint64_t us);
+/* A move up off the request path (a MAP of a value in the host tier), the same way: begin makes
+ * e's entry on device dev (*n, one reference, its memory in lane's order: the caller copies
+ * e's bytes into it on that lane) and takes a reference on e, when e is in the host tier and
+ * dev has room for it now (none is made here); false otherwise, or out of memory. End:
+ * gkv_store_demote_end (counted as a promotion: n is the higher). */
+bool gkv_store_promote_begin(gkv_store_t *st, gkv_entry_t *e, unsigned dev, int lane,
+                             gkv_entry_t **n);
 /* A move from the host tier to the disk tier whose write runs off the loop (the demoter's):
  * begin picks the host tier's best candidate (one reference taken, *e), makes its entry on the
  * disk (*n, one reference, not linked) and the record's write (*w, gkv_backend_disk_write_run

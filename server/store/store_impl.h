@@ -34,9 +34,11 @@ int gkv__store_link(gkv_store_t *st, gkv_entry_t *e);
 int gkv__store_set_extras(gkv_store_t *st, gkv_entry_t *e, const void *meta, uint32_t meta_len,
                           uint64_t expire_at);
 /* A new unpublished entry on device or tier dev with e's key, size, metadata and deadline (its
- * bytes are the caller's to copy), in *n (one reference): MOVE's and MAP's copies, and moves
- * between tiers. Returns 0 or gkv_store_entry_new's code. */
-int gkv__store_entry_like(gkv_store_t *st, const gkv_entry_t *e, unsigned dev, gkv_entry_t **n);
+ * bytes are the caller's to copy, on lane: its memory is in that lane's order), in *n (one
+ * reference): MOVE's and MAP's copies, and moves between tiers. Returns 0 or
+ * gkv_store_entry_new's code. */
+int gkv__store_entry_like(gkv_store_t *st, const gkv_entry_t *e, unsigned dev, int lane,
+                          gkv_entry_t **n);
 /* Gives size bytes at mem back to device dev's backend and accounting. */
 void gkv__store_free_memory(gkv_store_t *st, unsigned dev, gkv_devptr_t mem, uint64_t size);
 

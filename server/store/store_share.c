@@ -24,13 +24,14 @@ bool gkv_store_exportable(const gkv_store_t *st, const gkv_entry_t *e)
     return !e->size || be->ops->exportable(be, e->mem);
 }
 
-int gkv__store_entry_like(gkv_store_t *st, const gkv_entry_t *e, unsigned dev, gkv_entry_t **n)
+int gkv__store_entry_like(gkv_store_t *st, const gkv_entry_t *e, unsigned dev, int lane,
+                          gkv_entry_t **n)
 {
     size_t klen;
     uint32_t meta_len;
     const uint8_t *key = gkv_store_key(st, e, &klen);
     const uint8_t *meta = gkv_entry_meta(e, &meta_len);
-    int rc = gkv_store_entry_new(st, dev, key, klen, e->size, meta, meta_len, GKV_LANE_SHARED, n);
+    int rc = gkv_store_entry_new(st, dev, key, klen, e->size, meta, meta_len, lane, n);
     if (rc)
         return rc;
     if (gkv__store_has_deadline(e) &&
@@ -44,7 +45,7 @@ int gkv__store_entry_like(gkv_store_t *st, const gkv_entry_t *e, unsigned dev, g
 int gkv_store_copy_begin(gkv_store_t *st, gkv_entry_t *e, unsigned dev, gkv_entry_t **copy)
 {
     gkv_entry_t *n;
-    int rc = gkv__store_entry_like(st, e, dev, &n);
+    int rc = gkv__store_entry_like(st, e, dev, GKV_LANE_SHARED, &n);
     if (rc)
         return rc;
     gkv_backend_t *to = gkv_store_be(st, n), *from = gkv_store_be(st, e);

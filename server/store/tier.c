@@ -175,7 +175,7 @@ static gkv_entry_t *move_entry(gkv_store_t *st, gkv_entry_t *e, unsigned dev, in
     *bad_source = false;
     if (dev == GKV_DEV_DISK_TIER)
         label(st, e);
-    if ((*rc = gkv__store_entry_like(st, e, dev, &n)))
+    if ((*rc = gkv__store_entry_like(st, e, dev, GKV_LANE_SHARED, &n)))
         return NULL;
     if ((*rc = timed_move(st, n, e, bad_source)) || (*rc = gkv__store_link(st, n))) {
         if (dev == GKV_DEV_DISK_TIER) /* never linked: never reloaded */
@@ -267,7 +267,7 @@ bool gkv_store_demote_begin(gkv_store_t *st, unsigned dev, gkv_entry_t **e, gkv_
     }
     gkv_store_ref(v); /* no other move picks it now (refs > 1), and it stays while copied */
     gkv_entry_t *t;
-    if (gkv__store_entry_like(st, v, GKV_DEV_HOST_TIER, &t)) {
+    if (gkv__store_entry_like(st, v, GKV_DEV_HOST_TIER, GKV_LANE_SHARED, &t)) {
         gkv_store_unref(st, v);
         return false;
     }
@@ -286,6 +286,23 @@ bool gkv_store_demote_end(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t *n, bool 
     return took;
 }
 
+bool gkv_store_promote_begin(gkv_store_t *st, gkv_entry_t *e, unsigned dev, int lane,
+                             gkv_entry_t **n)
+{
+    *n = NULL;
+    if (e->dev != GKV_DEV_HOST_TIER || dev >= st->ndev)
+        return false;
+    const gkv_store_dev_t *d = &st->dev[dev];
+    if (e->size > d->limit || e->size > d->limit - d->used)
+        return false; /* no room is made here: the demoter's moves down make it */
+    gkv_store_ref(e);
+    if (gkv__store_entry_like(st, e, dev, lane, n)) {
+        gkv_store_unref(st, e);
+        return false;
+    }
+    return true;
+}
+
 bool gkv_store_disk_move_begin(gkv_store_t *st, bool may_evict, gkv_entry_t **e, gkv_entry_t **n,
                                gkv_disk_write_t **w)
 {
@@ -300,7 +317,7 @@ bool gkv_store_disk_move_begin(gkv_store_t *st, bool may_evict, gkv_entry_t **e,
     gkv_store_ref(v);
     label(st, v);
     gkv_entry_t *t;
-    if (gkv__store_entry_like(st, v, GKV_DEV_DISK_TIER, &t)) {
+    if (gkv__store_entry_like(st, v, GKV_DEV_DISK_TIER, GKV_LANE_SHARED, &t)) {
         gkv_store_unref(st, v);
         return false;
     }
@@ -345,7 +362,7 @@ bool gkv_store_disk_fetch_begin(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t **n
         return false;
     gkv_store_ref(e);
     gkv_entry_t *t;
-    if (gkv__store_entry_like(st, e, GKV_DEV_HOST_TIER, &t)) {
+    if (gkv__store_entry_like(st, e, GKV_DEV_HOST_TIER, GKV_LANE_SHARED, &t)) {
         gkv_store_unref(st, e);
         return false;
     }

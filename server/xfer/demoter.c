@@ -14,7 +14,8 @@ typedef struct {
     gkv_copy_t op;
     struct gkv_demoter *owner;
     gkv_entry_t *e, *n; /* NULL: the slot is free */
-    unsigned dev;       /* e's */
+    unsigned dev;       /* the device's end of the move */
+    bool up;            /* a move up (MAP: host tier to dev), else down (dev to host tier) */
     uint64_t size, t0;
     atomic_int state; /* 0 copying, 1 done, 2 failed */
 } job_t;
@@ -154,8 +155,11 @@ static void reap(gkv_demoter_t *d)
         int state = atomic_load(&j->state);
         if (!j->e || state == 0)
             continue;
-        d->done += gkv_store_demote_end(d->st, j->e, j->n, state == 1, gkv_clock_us() - j->t0);
-        d->coming[j->dev] -= j->size;
+        bool took = gkv_store_demote_end(d->st, j->e, j->n, state == 1, gkv_clock_us() - j->t0);
+        if (!j->up) {
+            d->done += took;
+            d->coming[j->dev] -= j->size;
+        }
         j->e = j->n = NULL;
         d->busy--;
         ended = true;
@@ -189,35 +193,51 @@ static bool above(const gkv_demoter_t *d, unsigned dev)
     return d->headroom_pct && s->used > s->limit - s->limit / 100 * d->headroom_pct;
 }
 
-/* Starts one move down from dev into a free slot: false when there is none to start. */
-static bool start_one(gkv_demoter_t *d, unsigned dev)
+static job_t *free_job(gkv_demoter_t *d)
 {
-    job_t *j = NULL;
-    for (unsigned i = 0; i < GKV_DEMOTE_FLIGHT && !j; i++)
+    for (unsigned i = 0; i < GKV_DEMOTE_FLIGHT; i++)
         if (!d->jobs[i].e)
-            j = &d->jobs[i];
-    gkv_entry_t *e, *n;
-    bool tier_full = false;
-    if (!j || !gkv_store_demote_begin(d->st, dev, &e, &n, &tier_full))
-        return tier_full && start_disk(d, true); /* room in the tier first */
-    gkv_backend_t *tier = gkv_store_be(d->st, n);
-    gkv_device_t *dv = &d->devs->dev[dev];
-    j->e = e;
-    j->n = n;
-    j->dev = dev;
-    j->size = e->size;
-    d->coming[dev] += e->size;
+            return &d->jobs[i];
+    return NULL;
+}
+
+/* The copy of job j (filled in) on its device's last lane: connections take theirs by id from
+ * the first. A copy that cannot start is reaped as failed. */
+static void start_copy(gkv_demoter_t *d, job_t *j)
+{
+    gkv_backend_t *tier = gkv_store_be(d->st, j->up ? j->e : j->n);
+    gkv_device_t *dv = &d->devs->dev[j->dev];
+    j->size = j->e->size;
     j->t0 = gkv_clock_us();
     atomic_store(&j->state, 0);
     d->busy++;
-    /* On the last lane: connections take theirs by id from the first. */
-    int rc = dv->be->ops->copy_out(dv->be, tier->ops->host_view(tier, n->mem), e->mem, 0,
-                                   (size_t)e->size, dv->be->lanes - 1, &j->op);
+    int lane = dv->be->lanes - 1;
+    int rc = j->up ? dv->be->ops->copy_in(dv->be, j->n->mem, 0,
+                                          tier->ops->host_view(tier, j->e->mem),
+                                          (size_t)j->size, lane, &j->op)
+                   : dv->be->ops->copy_out(dv->be, tier->ops->host_view(tier, j->n->mem),
+                                           j->e->mem, 0, (size_t)j->size, lane, &j->op);
     if (rc) {
         atomic_store(&j->state, 2); /* done is not called: reaped as failed */
         uv_async_send(&d->wake);
     } else
         gkv_poller_arm(&dv->poller);
+}
+
+/* Starts one move down from dev into a free slot: false when there is none to start. */
+static bool start_one(gkv_demoter_t *d, unsigned dev)
+{
+    job_t *j = free_job(d);
+    gkv_entry_t *e, *n;
+    bool tier_full = false;
+    if (!j || !gkv_store_demote_begin(d->st, dev, &e, &n, &tier_full))
+        return tier_full && start_disk(d, true); /* room in the tier first */
+    j->e = e;
+    j->n = n;
+    j->dev = dev;
+    j->up = false;
+    d->coming[dev] += e->size;
+    start_copy(d, j);
     return true;
 }
 
@@ -339,6 +359,49 @@ void gkv_demoter_cancel(gkv_demoter_t *d, gkv_waiter_t *w)
 uint64_t gkv_demoter_waits(const gkv_demoter_t *d)
 {
     return d ? d->waits : 0;
+}
+
+bool gkv_demoter_promote(gkv_demoter_t *d, gkv_entry_t *e, unsigned dev, gkv_waiter_t *w)
+{
+    if (!d || d->closed || dev >= d->devs->n || !gkv_store_in_tier(e))
+        return false;
+    if (e->dev == GKV_DEV_DISK_TIER) /* up to the host tier first */
+        return gkv_demoter_fetch(d, e, w);
+    bool moving = false; /* another request's move of e: wait for that one */
+    for (unsigned i = 0; i < GKV_DEMOTE_FLIGHT; i++)
+        moving |= d->jobs[i].e == e && d->jobs[i].up;
+    if (!moving) {
+        const gkv_store_dev_t *s = &d->st->dev[dev];
+        if (e->size > s->limit)
+            return false;
+        if (e->size > s->limit - s->used) {
+            /* Room first, made by moves down; but where they would make the host tier evict
+             * (no disk below it), the request swaps on the loop instead (what comes down takes
+             * the room e leaves). */
+            const gkv_store_dev_t *h = &d->st->dev[GKV_DEV_HOST_TIER];
+            if (!d->st->disk_tier && e->size > h->limit - h->used)
+                return false;
+            return gkv_demoter_room(d, dev, e->size, w);
+        }
+        job_t *j = free_job(d);
+        gkv_entry_t *n;
+        gkv_device_t *dv = &d->devs->dev[dev];
+        if (!j) {
+            if (!d->busy)
+                return false;
+        } else if (!gkv_store_promote_begin(d->st, e, dev, dv->be->lanes - 1, &n)) {
+            return false;
+        } else {
+            j->e = e;
+            j->n = n;
+            j->dev = dev;
+            j->up = true;
+            start_copy(d, j);
+        }
+    }
+    d->waits++;
+    gkv_waitq_push(&d->waiters, w);
+    return true;
 }
 
 bool gkv_demoter_fetch(gkv_demoter_t *d, gkv_entry_t *e, gkv_waiter_t *w)

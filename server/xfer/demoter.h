@@ -17,7 +17,11 @@
  * demoter's own thread (gkv_store_disk_move_begin), one at a time, and takes the value's place
  * on the loop once written. So a write waits at most GKV_DEMOTE_WAITS times for
  * GKV_DEMOTE_FLIGHT copies from its device and one write to the disk, plus the moves it then
- * makes itself. */
+ * makes itself.
+ *
+ * Reads wait for moves up the same way: a GET of a disk value for its read into the host tier
+ * (gkv_demoter_fetch), a MAP of a value in a tier for its moves up to the GPU
+ * (gkv_demoter_promote), an H2D copy in one of the same GKV_DEMOTE_FLIGHT slots. */
 #ifndef GKV_XFER_DEMOTER_H
 #define GKV_XFER_DEMOTER_H
 
@@ -55,6 +59,14 @@ bool gkv_demoter_room(gkv_demoter_t *d, unsigned dev, uint64_t need, gkv_waiter_
  * for the same one). True when w waits; false when nothing could start (the GET brings the
  * value up itself). NULL d: false. */
 bool gkv_demoter_fetch(gkv_demoter_t *d, gkv_entry_t *e, gkv_waiter_t *w);
+/* A MAP of e, a linked value in a tier, waits for it to come up to device dev: from the host
+ * tier the copy runs on dev's copy lane (GKV_DEMOTE_FLIGHT at most with the moves down); from
+ * the disk the value comes up to the host tier first (gkv_demoter_fetch); where dev has no
+ * room for it, moves down make it first (gkv_demoter_room). w is called on the loop once moves
+ * end (concurrent MAPs of e wait for the same move); the request then runs again and finds e
+ * a step further up. True when w waits; false when nothing could start (the request moves the
+ * value up itself). NULL d: false. */
+bool gkv_demoter_promote(gkv_demoter_t *d, gkv_entry_t *e, unsigned dev, gkv_waiter_t *w);
 /* Takes w out of the waiters (its connection closes). NULL d: nothing. */
 void gkv_demoter_cancel(gkv_demoter_t *d, gkv_waiter_t *w);
 /* Writes that waited for moves, so far. */

@@ -614,6 +614,94 @@ START_TEST(gets_of_disk_values_wait_for_their_read_off_the_request_path)
 }
 END_TEST
 
+/* A client mapping key j->key (in a tier): the mapping shows its bytes (read through the host
+ * arena; on a GPU, the tier's copy is checked by a GET after). */
+static void *map_reader(void *arg)
+{
+    fetch_job_t *j = arg;
+    gkv_client_t *c;
+    if (gkv_client_connect(j->url, &c)) {
+        j->bad = 1;
+        return NULL;
+    }
+    static __thread uint8_t v[VAL];
+    char key[32];
+    harness_fill(v, VAL, (uint64_t)j->key);
+    gkv_mapping_t *m;
+    j->bad = gkv_map(c, KEYN(j->key, key), NULL, &m);
+    if (j->bad)
+        fprintf(stderr, "map of %ld: %ld %s\n", (long)j->key, (long)j->bad, gkv_client_errmsg(c));
+    if (!j->bad) {
+        j->bad = m->length != VAL || (!m->on_device && memcmp(m->ptr, v, VAL));
+        j->bad |= gkv_unmap(c, m);
+    }
+    gkv_client_close(c);
+    return NULL;
+}
+
+/* MAPs of values in the tiers wait while the demoter brings them up off the request path:
+ * from the host tier on the GPU's copy lane, from the disk through the host tier; four MAPs of
+ * one key at once share its moves (one promotion each); GETs of others go on meanwhile. */
+START_TEST(maps_of_tier_values_wait_for_their_moves_off_the_request_path)
+{
+    char ddir[64];
+    ck_assert_int_eq(harness_tmpdir(ddir, NULL, "disk"), 0);
+    const char *const flags[] = {"--maxmemory", "4M", "--tier-host", "8M", "--tier-disk", ddir,
+                                 "--tier-disk-size", "32M", "--maxmemory-policy", "allkeys-lru",
+                                 "--host-zero-copy", "yes", NULL};
+    gkv_daemon_t d;
+    ck_assert_int_eq(harness_start(&d, flags), 0);
+    gkv_client_t *c = connect_or_fail(d.url);
+    int n = (int)((20u << 20) / VAL);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(put(c, i), 0);
+    int host = -1, disk = -1;
+    for (int i = 0; i < n; i++) {
+        unsigned t = tier_of(c, i);
+        if (t == GKV_TIER_HOST && host < 0)
+            host = i;
+        if (t == GKV_TIER_DISK && disk < 0)
+            disk = i;
+    }
+    ck_assert_int_ge(host, 0);
+    ck_assert_int_ge(disk, 0);
+    for (int round = 0; round < 2; round++) {
+        int k = round ? disk : host;
+        uint64_t waits = info_u64(c, "tier_room_waits"),
+                 promoted = info_u64(c, "promoted_keys");
+        enum { READERS = 4 };
+        fetch_job_t jobs[READERS + 1];
+        pthread_t t[READERS + 1];
+        for (int r = 0; r <= READERS; r++) {
+            /* the last one GETs another key of the same tier meanwhile */
+            jobs[r] = (fetch_job_t){.url = d.url, .key = r < READERS ? k : k + 1};
+            ck_assert_int_eq(pthread_create(&t[r], NULL, r < READERS ? map_reader : fetch_reader,
+                                            &jobs[r]),
+                             0);
+        }
+        for (int r = 0; r <= READERS; r++) {
+            pthread_join(t[r], NULL);
+            ck_assert_msg(!jobs[r].bad, "round %d, client %d", round, r);
+        }
+        ck_assert_int_eq(tier_of(c, k), GKV_TIER_GPU);
+        ck_assert_uint_gt(info_u64(c, "tier_room_waits"), waits);
+        /* the one key's moves up: host to GPU, or disk to host and host to GPU */
+        ck_assert_uint_ge(info_u64(c, "promoted_keys"), promoted + 1 + (uint64_t)round);
+        read_exact(c, k, (uint64_t)k);
+    }
+    for (int i = 0; i < n; i++)
+        read_exact(c, i, (uint64_t)i);
+    ck_assert_uint_gt(info_u64(c, "promoted_from_host_bytes"), 0);
+    ck_assert_uint_eq(info_u64(c, "evicted_keys"), 0);
+    ck_assert_uint_eq(info_u64(c, "tier_dropped_keys"), 0);
+    ck_assert_uint_le(info_u64(c, "tier_host_used"), 8u << 20);
+    ck_assert_uint_le(info_u64(c, "used_bytes"), 4u << 20);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&d), 0);
+    harness_rmdir(ddir);
+}
+END_TEST
+
 /* Values of mixed sizes moving into a host tier of several hundred MiB: a 4 KiB value first,
  * so that 4 MiB values lie across any 64 MiB boundary of the tier's memory (on a GPU, a copy
  * spanning two page-locked registrations is refused: the tier is locked as one). Nothing
@@ -830,6 +918,7 @@ static Suite *make_suite(void)
     tcase_add_test(t, a_tier_larger_than_the_ram_is_refused);
     tcase_add_test(t, values_go_down_to_the_disk_and_come_back);
     tcase_add_test(t, gets_of_disk_values_wait_for_their_read_off_the_request_path);
+    tcase_add_test(t, maps_of_tier_values_wait_for_their_moves_off_the_request_path);
     tcase_add_test(t, values_of_mixed_sizes_move_into_a_large_tier);
     tcase_add_test(t, the_disk_tier_comes_back_after_sigkill);
     tcase_add_test(t, a_disk_that_fills_up_gets_a_clear_error_and_loses_nothing);

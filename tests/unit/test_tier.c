@@ -378,6 +378,50 @@ START_TEST(a_move_in_two_steps_loses_to_a_change_meanwhile)
 }
 END_TEST
 
+/* A move up in two steps (a MAP's, the demoter's): refused while the device has no room (none
+ * is made) and for a value not in the host tier; the device's entry takes the key when
+ * nothing changed it meanwhile (a promotion, the tier's memory freed), an overwrite wins. */
+START_TEST(a_move_up_in_two_steps_needs_room_and_loses_to_a_change)
+{
+    st.policy = GKV_POLICY_ALLKEYS_LRU;
+    int n = (int)(LIMIT / VAL) + 2; /* two in the tier */
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(put(i), 0);
+    int low[2], k = 0;
+    for (int i = 0; i < n && k < 2; i++)
+        if (find(i)->dev == GKV_DEV_HOST_TIER)
+            low[k++] = i;
+    ck_assert_int_eq(k, 2);
+    gkv_entry_t *t;
+    ck_assert(!gkv_store_promote_begin(&st, find(low[0]), 0, 0, &t)); /* the device is full */
+    int on_dev = 0;
+    while (find(on_dev)->dev != 0)
+        on_dev++;
+    ck_assert(!gkv_store_promote_begin(&st, find(on_dev), 0, 0, &t)); /* not in the tier */
+    for (int i = 0, gone = 0; gone < 2; i++) /* room for two on the device */
+        if (find(i)->dev == 0)
+            gone += gkv_store_del(&st, name(i), strlen(name(i))) == 1;
+    gkv_entry_t *e0 = find(low[0]);
+    ck_assert(gkv_store_promote_begin(&st, e0, 0, 0, &t));
+    ck_assert_uint_eq(t->dev, 0);
+    memcpy(bytes_of(t), bytes_of(e0), VAL);
+    uint64_t promoted = st.stats.promoted, tier_used = st.dev[GKV_DEV_HOST_TIER].used;
+    ck_assert(gkv_store_demote_end(&st, e0, t, true, 10));
+    ck_assert_uint_eq(st.stats.promoted, promoted + 1);
+    ck_assert_uint_eq(find(low[0])->dev, 0);
+    ck_assert_uint_eq(st.dev[GKV_DEV_HOST_TIER].used, tier_used - VAL);
+    read_back(low[0]);
+    gkv_entry_t *e1 = find(low[1]);
+    ck_assert_uint_eq(e1->dev, GKV_DEV_HOST_TIER);
+    ck_assert(gkv_store_promote_begin(&st, e1, 0, 0, &t));
+    ck_assert_int_eq(put(low[1]), 0); /* overwritten meanwhile */
+    ck_assert(!gkv_store_demote_end(&st, e1, t, true, 10));
+    ck_assert_uint_eq(st.stats.promoted, promoted + 1);
+    read_back(low[1]);
+    ck_assert_uint_le(st.dev[0].used, st.dev[0].limit);
+}
+END_TEST
+
 START_TEST(a_second_tier_or_a_bad_one_is_refused)
 {
     ck_assert_int_eq(gkv_store_add_tier(&st, tier_be, TIER), GKV_EINVAL);
@@ -1034,6 +1078,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, a_value_larger_than_the_tier_is_evicted_or_refused_as_without_one);
     tcase_add_test(tc, a_second_tier_or_a_bad_one_is_refused);
     tcase_add_test(tc, a_move_in_two_steps_loses_to_a_change_meanwhile);
+    tcase_add_test(tc, a_move_up_in_two_steps_needs_room_and_loses_to_a_change);
     suite_add_tcase(s, tc);
     for (int mode = 2; mode >= 0; mode--) {
         TCase *td = tcase_create(mode == 2   ? "disk tier"
