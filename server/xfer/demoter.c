@@ -17,6 +17,7 @@ typedef struct {
     unsigned dev;       /* the device's end of the move */
     bool up;            /* a move up (MAP: host tier to dev), else down (dev to host tier) */
     uint64_t size, t0;
+    uint64_t end; /* when its end was reported (set before state) */
     atomic_int state; /* 0 copying, 1 done, 2 failed */
 } job_t;
 
@@ -39,6 +40,7 @@ struct gkv_demoter {
     job_t jobs[GKV_DEMOTE_FLIGHT];
     uv_loop_t *loop;
     uint64_t rest_until[GKV_MAX_DEVICES]; /* a device with nothing to move: looked at again then */
+    uint64_t lane_end[GKV_MAX_DEVICES];   /* when the last copy on a device's lane ended */
     unsigned busy;
     uint64_t coming[GKV_MAX_DEVICES]; /* bytes in flight down from each device */
     gkv_waitq_t waiters;              /* writes waiting for moves (gkv_demoter_room) */
@@ -128,6 +130,7 @@ static bool start_fetch(gkv_demoter_t *d, gkv_entry_t *e)
 static void copied(gkv_copy_t *op, int status)
 {
     job_t *j = op->arg;
+    j->end = gkv_clock_us();
     atomic_store(&j->state, status ? 2 : 1);
     gkv_demoter_t *d = j->owner;
     /* The check runs on the loop's next iteration. Also when the loop's own poll delivered
@@ -146,16 +149,34 @@ static void wake(gkv_demoter_t *d)
         w->ready(w);
 }
 
+/* How long j's copy took: copies on one lane run one after another, so one queued behind
+ * others started when the one before it ended (done jobs taken in the order they ended). */
+static uint64_t copy_time(gkv_demoter_t *d, const job_t *j)
+{
+    uint64_t from = j->t0 > d->lane_end[j->dev] ? j->t0 : d->lane_end[j->dev];
+    d->lane_end[j->dev] = j->end;
+    return j->end > from ? j->end - from : 0;
+}
+
 /* Ends the jobs whose copy has reported, then wakes the writes that wait. */
 static void reap(gkv_demoter_t *d)
 {
     bool ended = false;
+    job_t *done[GKV_DEMOTE_FLIGHT];
+    unsigned n = 0;
     for (unsigned i = 0; i < GKV_DEMOTE_FLIGHT && d->busy; i++) {
         job_t *j = &d->jobs[i];
+        if (j->e && atomic_load(&j->state) != 0) {
+            unsigned k = n++; /* in the order their ends were reported */
+            for (; k && done[k - 1]->end > j->end; k--)
+                done[k] = done[k - 1];
+            done[k] = j;
+        }
+    }
+    for (unsigned i = 0; i < n; i++) {
+        job_t *j = done[i];
         int state = atomic_load(&j->state);
-        if (!j->e || state == 0)
-            continue;
-        bool took = gkv_store_demote_end(d->st, j->e, j->n, state == 1, gkv_clock_us() - j->t0);
+        bool took = gkv_store_demote_end(d->st, j->e, j->n, state == 1, copy_time(d, j));
         if (!j->up) {
             d->done += took;
             d->coming[j->dev] -= j->size;
@@ -218,6 +239,7 @@ static void start_copy(gkv_demoter_t *d, job_t *j)
                    : dv->be->ops->copy_out(dv->be, tier->ops->host_view(tier, j->n->mem),
                                            j->e->mem, 0, (size_t)j->size, lane, &j->op);
     if (rc) {
+        j->end = j->t0;
         atomic_store(&j->state, 2); /* done is not called: reaped as failed */
         uv_async_send(&d->wake);
     } else
@@ -300,8 +322,10 @@ void gkv_demoter_close(gkv_demoter_t *d)
         while (gkv_backend_poll(d->devs->dev[dev].be))
             ;
     for (unsigned i = 0; i < GKV_DEMOTE_FLIGHT; i++)
-        if (d->jobs[i].e && atomic_load(&d->jobs[i].state) == 0)
+        if (d->jobs[i].e && atomic_load(&d->jobs[i].state) == 0) {
+            d->jobs[i].end = gkv_clock_us();
             atomic_store(&d->jobs[i].state, 2); /* kept where they were */
+        }
     d->closed = 1; /* the writes woken now make their own room */
     while (d->disk.e && atomic_load(&d->disk.state) == 0) /* its write runs out */
         usleep(200);
