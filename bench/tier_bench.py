@@ -328,9 +328,13 @@ def others_reads(args, root, size, binary):
                 gets.append(time.perf_counter() - t)
 
         lat = probed(d.sock, read_disk_values)
+        try:  # an older daemon has no such fields
+            state = (d.info("tier_disk_state_writes"), d.info("tier_disk_state_max_us"))
+        except KeyError:
+            state = (0, 0)
         if not gets:  # nothing on the disk to read (every move failed, say)
-            return float("nan"), float("nan"), float("nan"), float("nan"), 0
-        return pct(lat, 0.5), pct(lat, 0.99), max(lat), pct(gets, 0.5), len(low)
+            return float("nan"), float("nan"), float("nan"), float("nan"), 0, state
+        return pct(lat, 0.5), pct(lat, 0.99), max(lat), pct(gets, 0.5), len(low), state
     finally:
         d.stop()
 
@@ -477,14 +481,15 @@ def main():
         print("\nA reader's 4 KiB GETs while another client GETs every value on the disk tier "
               "(host tier 1x, disk 8x):\n")
         print("| value | daemon | reader GET p50 / p99 / max (ms) | GET of a disk value p50 (ms) "
-              "| disk values read |")
-        print("|---|---|---|---|---|")
+              "| disk values read | record state changes on the loop: count, longest (ms) |")
+        print("|---|---|---|---|---|---|")
         daemons = [("this", args.daemon)] + ([("before", args.before)] if args.before else [])
         for size in sizes:
             for which, binary in daemons:
                 r = others_reads(args, root, size, binary)
                 print(f"| {size >> 20} MiB | {which} | {r[0] * 1e3:.3f} / {r[1] * 1e3:.3f} / "
-                      f"{r[2] * 1e3:.3f} | {r[3] * 1e3:.2f} | {r[4]} |", flush=True)
+                      f"{r[2] * 1e3:.3f} | {r[3] * 1e3:.2f} | {r[4]} | {r[5][0]}, "
+                      f"{r[5][1] / 1e3:.2f} |", flush=True)
     if "maps" not in skip:
         print("\nA reader's 4 KiB GETs while another client MAPs every value in the host tier "
               "(host tier 4x, 3x the GPU written):\n")

@@ -256,6 +256,10 @@ int gkv_backend_disk_open(const char *dir, uint64_t capacity, bool reload, unsig
 /* Whether b copies with O_DIRECT, and whether through io_uring. */
 bool gkv_backend_disk_direct(const gkv_backend_t *b);
 bool gkv_backend_disk_uring(const gkv_backend_t *b);
+/* The records' state changes (retire, make live: a read and a write of a block each, on the
+ * caller's thread) so far: how many, their time in all and the longest, in microseconds. */
+void gkv_backend_disk_state_stats(const gkv_backend_t *b, uint64_t *writes, uint64_t *us,
+                                  uint64_t *max_us);
 int gkv_backend_disk_read_value(gkv_backend_t *b, void *dst, gkv_devptr_t p, uint64_t len);
 /* Values found damaged, and I/O errors, so far. */
 uint64_t gkv_backend_disk_corrupt(const gkv_backend_t *b);

@@ -13,6 +13,7 @@
 
 #include "backend_disk_impl.h"
 #include "crc32c.h"
+#include "duration.h"
 #include "error.h"
 #include "hash.h"
 #include "log.h"
@@ -403,8 +404,23 @@ void gkv_backend_disk_write_end(gkv_backend_t *b, gkv_disk_write_t *w, int rc)
     free(w);
 }
 
-/* p's record's state, in the file. */
+static int write_state(disk_backend_t *d, gkv_devptr_t p, uint32_t state);
+
+/* p's record's state, in the file, timed (the loop waits for it, behind whatever the disk is
+ * writing for the demoter). */
 static int set_state(disk_backend_t *d, gkv_devptr_t p, uint32_t state)
+{
+    uint64_t t0 = gkv_clock_us();
+    int e = write_state(d, p, state);
+    uint64_t us = gkv_clock_us() - t0;
+    d->state_writes++;
+    d->state_us += us;
+    if (us > d->state_max_us)
+        d->state_max_us = us;
+    return e;
+}
+
+static int write_state(disk_backend_t *d, gkv_devptr_t p, uint32_t state)
 {
     if (d->dfd < 0) {
         uint8_t b[4];
@@ -522,6 +538,15 @@ uint64_t gkv_backend_disk_errors(const gkv_backend_t *b)
 bool gkv_backend_disk_direct(const gkv_backend_t *b)
 {
     return ((const disk_backend_t *)b)->dfd >= 0;
+}
+
+void gkv_backend_disk_state_stats(const gkv_backend_t *b, uint64_t *writes, uint64_t *us,
+                                  uint64_t *max_us)
+{
+    const disk_backend_t *d = (const disk_backend_t *)b;
+    *writes = d->state_writes;
+    *us = d->state_us;
+    *max_us = d->state_max_us;
 }
 
 bool gkv_backend_disk_uring(const gkv_backend_t *b)

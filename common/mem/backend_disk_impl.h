@@ -91,6 +91,7 @@ typedef struct {
     char path[4096];
     uint8_t key[16]; /* the file's MAC key */
     uint64_t corrupt, errors, seq;
+    uint64_t state_writes, state_us, state_max_us; /* set_state on the loop: retire, make live */
     disk_rec_t *recs;
     /* The next allocation's label, and whether it adopts a found record (adopt >= 0). */
     uint8_t *next_label;

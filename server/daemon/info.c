@@ -68,6 +68,9 @@ static int info_tiers(const gkv_server_t *srv, char *text, size_t cap)
 {
     const gkv_store_t *st = &srv->store;
     const gkv_store_dev_t *t = &st->dev[GKV_DEV_HOST_TIER], *d = &st->dev[GKV_DEV_DISK_TIER];
+    uint64_t sw[3] = {0, 0, 0}; /* the disk records' state changes: count, time, longest */
+    if (st->disk_tier)
+        gkv_backend_disk_state_stats(d->be, &sw[0], &sw[1], &sw[2]);
     const gkv_store_stats_t *s = &st->stats;
     int n = snprintf(
         text, cap,
@@ -78,6 +81,8 @@ static int info_tiers(const gkv_server_t *srv, char *text, size_t cap)
         "\r\ntier_disk_oom_errors:%" PRIu64 "\r\ntier_disk_io_errors:%" PRIu64
         "\r\ntier_disk_corrupt:%" PRIu64 "\r\ntier_disk_reloaded:%" PRIu64
         "\r\ntier_disk_direct:%d\r\ntier_disk_uring:%d"
+        "\r\ntier_disk_state_writes:%" PRIu64 "\r\ntier_disk_state_us:%" PRIu64
+        "\r\ntier_disk_state_max_us:%" PRIu64
         "\r\ntier_dropped_keys:%" PRIu64
         "\r\ndemoted_keys:%" PRIu64 "\r\ndemoted_bytes:%" PRIu64 "\r\npromoted_keys:%" PRIu64
         "\r\npromoted_bytes:%" PRIu64 "\r\npromote_errors:%" PRIu64
@@ -93,7 +98,7 @@ static int info_tiers(const gkv_server_t *srv, char *text, size_t cap)
         st->disk_tier ? gkv_backend_disk_errors(d->be) : 0,
         st->disk_tier ? gkv_backend_disk_corrupt(d->be) : 0, s->disk_reloaded,
         st->disk_tier && gkv_backend_disk_direct(d->be),
-        st->disk_tier && gkv_backend_disk_uring(d->be), s->tier_dropped,
+        st->disk_tier && gkv_backend_disk_uring(d->be), sw[0], sw[1], sw[2], s->tier_dropped,
         s->demoted,
         s->demoted_bytes, s->promoted, s->promoted_bytes, s->promote_errors, s->down_host_bytes,
         s->down_host_us, s->up_host_bytes, s->up_host_us, s->down_disk_bytes, s->down_disk_us,
