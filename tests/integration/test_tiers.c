@@ -334,19 +334,19 @@ START_TEST(a_slow_reader_of_a_tier_value_gets_the_old_bytes_whole)
     ck_assert_ptr_nonnull(old);
     ck_assert_ptr_nonnull(got);
     harness_fill(old, BIG, 4242);
-    ck_assert_int_eq(gkv_set(c, "big", 3, old, BIG, NULL), 0);
-    for (int i = 0; i < (int)(MAXMEM / VAL); i++)
-        ck_assert_int_eq(put(c, i), 0);
     uint64_t size;
     int gpu, tier;
-    ck_assert_int_eq(gkv_locate_tier(c, "big", 3, &size, &gpu, &tier), 0);
-    ck_assert_int_eq(tier, GKV_TIER_HOST);
     for (int leave = 0; leave < 2; leave++) {
-        if (leave) { /* the key again, in the tier */
-            ck_assert_int_eq(gkv_set(c, "big", 3, old, BIG, NULL), 0);
+        /* The key, then a GPU's worth of others: it goes down (the candidates are sampled, so
+         * the others are written again until it has). */
+        ck_assert_int_eq(gkv_set(c, "big", 3, old, BIG, NULL), 0);
+        tier = GKV_TIER_GPU;
+        for (int round = 0; round < 8 && tier != GKV_TIER_HOST; round++) {
             for (int i = 0; i < (int)(MAXMEM / VAL); i++)
                 ck_assert_int_eq(put(c, i), 0);
+            ck_assert_int_eq(gkv_locate_tier(c, "big", 3, &size, &gpu, &tier), 0);
         }
+        ck_assert_int_eq(tier, GKV_TIER_HOST);
         int fd = raw_connect(d.sock);
         gkv_response_t r;
         uint8_t hdr[4096];
@@ -685,8 +685,9 @@ START_TEST(maps_of_tier_values_wait_for_their_moves_off_the_request_path)
         }
         ck_assert_int_eq(tier_of(c, k), GKV_TIER_GPU);
         ck_assert_uint_gt(info_u64(c, "tier_room_waits"), waits);
-        /* the one key's moves up: host to GPU, or disk to host and host to GPU */
-        ck_assert_uint_ge(info_u64(c, "promoted_keys"), promoted + 1 + (uint64_t)round);
+        /* the one key's moves up: host to GPU, or disk to host and host to GPU (or disk to GPU
+         * at once, where a MAP that found no move to start made it itself) */
+        ck_assert_uint_ge(info_u64(c, "promoted_keys"), promoted + 1);
         read_exact(c, k, (uint64_t)k);
     }
     for (int i = 0; i < n; i++)
