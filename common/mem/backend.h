@@ -32,6 +32,10 @@ typedef struct gkv_copy gkv_copy_t;
 struct gkv_copy {
     void (*done)(gkv_copy_t *op, int status);
     void *arg;
+    /* Set by the caller: time the copy on the device (cuda: events around it). Then set by the
+     * backend before done: how long the copy itself ran, in microseconds (0: not known). */
+    bool timed;
+    uint64_t run_us;
 };
 
 typedef struct gkv_backend gkv_backend_t;

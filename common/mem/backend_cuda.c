@@ -359,6 +359,10 @@ static void cuda_close(gkv_backend_t *b)
         done_rec_t *r = c->spare;
         c->spare = r->next;
         cudaEventDestroy(r->ev);
+        if (r->t0)
+            cudaEventDestroy(r->t0);
+        if (r->t1)
+            cudaEventDestroy(r->t1);
         free(r);
     }
     if (c->pool)

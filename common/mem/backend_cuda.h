@@ -17,6 +17,8 @@
 /* A started copy waiting for its event; kept for reuse (with its event) once reported. */
 typedef struct done_rec {
     cudaEvent_t ev;
+    cudaEvent_t t0, t1; /* timing events around a timed copy (made at its first use) */
+    bool timed;         /* this one's copy is between t0 and t1 */
     gkv_copy_t *op;
     struct done_rec *next;
 } done_rec_t;

@@ -10,21 +10,51 @@
 #include "error.h"
 #include "log.h"
 
-/* Queues op's report (by cuda_poll) after the work queued on s so far (q: s's queue).
- * Returns 0, GKV_ENOMEM or GKV_EIO (op will then not be reported). */
-static int report_after(cuda_backend_t *c, cudaStream_t s, done_q_t *q, gkv_copy_t *op)
+/* A completion record, kept or new (NULL without memory, or when its event cannot be made). */
+static done_rec_t *take_rec(cuda_backend_t *c)
 {
     done_rec_t *r = c->spare;
-    cudaError_t e;
     if (r) {
         c->spare = r->next;
-    } else {
-        if (!(r = calloc(1, sizeof(*r))))
-            return GKV_ENOMEM;
-        if ((e = cudaEventCreateWithFlags(&r->ev, cudaEventDisableTiming)) != cudaSuccess) {
-            free(r);
-            return gkv__cuda_fail("cudaEventCreate (copy completion)", e);
-        }
+        r->timed = false;
+        return r;
+    }
+    if (!(r = calloc(1, sizeof(*r))))
+        return NULL;
+    cudaError_t e = cudaEventCreateWithFlags(&r->ev, cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+        gkv__cuda_fail("cudaEventCreate (copy completion)", e);
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* For a timed copy about to be queued on s: r's start event recorded (its timing events made
+ * at first use). False when that failed: the copy goes untimed. */
+static bool time_from(done_rec_t *r, cudaStream_t s)
+{
+    if ((!r->t0 && cudaEventCreate(&r->t0) != cudaSuccess) ||
+        (!r->t1 && cudaEventCreate(&r->t1) != cudaSuccess) ||
+        cudaEventRecord(r->t0, s) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return true;
+}
+
+/* Queues op's report (by cuda_poll) after the work queued on s so far (q: s's queue), through
+ * r (taken here when NULL; a timed one gets its end event too). Returns 0, GKV_ENOMEM or
+ * GKV_EIO (op will then not be reported). */
+static int report_after(cuda_backend_t *c, cudaStream_t s, done_q_t *q, gkv_copy_t *op,
+                        done_rec_t *r)
+{
+    cudaError_t e;
+    if (!r && !(r = take_rec(c)))
+        return GKV_ENOMEM;
+    if (r->timed && cudaEventRecord(r->t1, s) != cudaSuccess) {
+        (void)cudaGetLastError();
+        r->timed = false;
     }
     if ((e = cudaEventRecord(r->ev, s)) != cudaSuccess) {
         r->next = c->spare;
@@ -57,6 +87,9 @@ int gkv__cuda_poll(gkv_backend_t *b)
                 q->tail = NULL;
             c->in_flight--;
             gkv_copy_t *op = r->op;
+            float ms;
+            if (r->timed && e == cudaSuccess && cudaEventElapsedTime(&ms, r->t0, r->t1) == cudaSuccess)
+                op->run_us = (uint64_t)(ms * 1000.0f);
             r->next = c->spare;
             c->spare = r;
             op->done(op, e == cudaSuccess ? 0 : gkv__cuda_fail("a copy", e));
@@ -77,10 +110,22 @@ static int cuda_copy(cuda_backend_t *c, void *dst, const void *src, size_t len,
             return gkv__cuda_fail("cudaStreamWaitEvent", e);
         c->lane_seen[l] = c->batches;
     }
+    done_rec_t *r = NULL;
+    if (op->timed) { /* its record taken now: the start event goes before the copy */
+        op->run_us = 0;
+        if (!(r = take_rec(c)))
+            return GKV_ENOMEM;
+        r->timed = time_from(r, s);
+    }
     e = cudaMemcpyAsync(dst, src, len, kind, s);
-    if (e != cudaSuccess)
+    if (e != cudaSuccess) {
+        if (r) {
+            r->next = c->spare;
+            c->spare = r;
+        }
         return gkv__cuda_fail("cudaMemcpyAsync", e);
-    int rc = report_after(c, s, &c->done_q[l], op);
+    }
+    int rc = report_after(c, s, &c->done_q[l], op, r);
     if (rc) /* the copy is queued but nobody would hear of its end: wait for it here, once */
         cudaStreamSynchronize(s);
     return rc;
@@ -126,7 +171,7 @@ int gkv__cuda_copy_batch(gkv_backend_t *b, void *buf, const gkv_piece_t *in, uin
         return rc;
     }
     c->batches++;
-    int rc = report_after(c, c->batch, &c->done_q[CUDA_LANES], op);
+    int rc = report_after(c, c->batch, &c->done_q[CUDA_LANES], op, NULL);
     if (rc)
         cudaStreamSynchronize(c->batch);
     return rc;

@@ -149,12 +149,15 @@ static void wake(gkv_demoter_t *d)
         w->ready(w);
 }
 
-/* How long j's copy took: copies on one lane run one after another, so one queued behind
- * others started when the one before it ended (done jobs taken in the order they ended). */
+/* How long j's copy took: as the device timed it; else (the host backend) from when it was
+ * queued, or when the copy before it on the lane ended, to when its end was reported (done
+ * jobs taken in the order they ended). */
 static uint64_t copy_time(gkv_demoter_t *d, const job_t *j)
 {
     uint64_t from = j->t0 > d->lane_end[j->dev] ? j->t0 : d->lane_end[j->dev];
     d->lane_end[j->dev] = j->end;
+    if (j->op.run_us)
+        return j->op.run_us;
     return j->end > from ? j->end - from : 0;
 }
 
@@ -302,6 +305,7 @@ gkv_demoter_t *gkv_demoter_start(uv_loop_t *loop, gkv_store_t *st, gkv_devices_t
     d->headroom_pct = headroom_pct > 90 ? 90 : headroom_pct;
     for (unsigned i = 0; i < GKV_DEMOTE_FLIGHT; i++) {
         d->jobs[i].op.done = copied;
+        d->jobs[i].op.timed = true; /* INFO counts the copy's own time, where the device tells */
         d->jobs[i].op.arg = &d->jobs[i];
         d->jobs[i].owner = d;
     }
