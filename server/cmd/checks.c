@@ -40,10 +40,10 @@ int gkv_lookup_range(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, bool to_socke
     gkv_entry_t *cur = rep->in.room ? gkv_store_get(ctx->store, req->key.p, req->key.len) : NULL;
     if (cur && gkv_store_in_tier(cur)) {
         /* A value in a tier comes up off the loop while the request waits: a GET's from the
-         * disk to the host tier, a MAP's to its GPU (a step at a time). */
+         * disk to the host tier, a MAP's (and a promoting GET's) to its GPU, a step at a time. */
         bool waits;
-        if (to_socket)
-            waits = !ctx->store->promote_on_get && cur->dev == GKV_DEV_DISK_TIER &&
+        if (to_socket && !ctx->store->promote_on_get)
+            waits = cur->dev == GKV_DEV_DISK_TIER &&
                     gkv_demoter_fetch(ctx->demoter, cur, rep->in.room);
         else
             waits = gkv_demoter_promote(

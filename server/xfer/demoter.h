@@ -20,8 +20,8 @@
  * makes itself.
  *
  * Reads wait for moves up the same way: a GET of a disk value for its read into the host tier
- * (gkv_demoter_fetch), a MAP of a value in a tier for its moves up to the GPU
- * (gkv_demoter_promote), an H2D copy in one of the same GKV_DEMOTE_FLIGHT slots. */
+ * (gkv_demoter_fetch), a MAP of a value in a tier (or a GET under promote-on-get) for its
+ * moves up to the GPU (gkv_demoter_promote), an H2D copy in one of the same GKV_DEMOTE_FLIGHT slots. */
 #ifndef GKV_XFER_DEMOTER_H
 #define GKV_XFER_DEMOTER_H
 
@@ -59,13 +59,14 @@ bool gkv_demoter_room(gkv_demoter_t *d, unsigned dev, uint64_t need, gkv_waiter_
  * for the same one). True when w waits; false when nothing could start (the GET brings the
  * value up itself). NULL d: false. */
 bool gkv_demoter_fetch(gkv_demoter_t *d, gkv_entry_t *e, gkv_waiter_t *w);
-/* A MAP of e, a linked value in a tier, waits for it to come up to device dev: from the host
- * tier the copy runs on dev's copy lane (GKV_DEMOTE_FLIGHT at most with the moves down); from
- * the disk the value comes up to the host tier first (gkv_demoter_fetch); where dev has no
- * room for it, moves down make it first (gkv_demoter_room). w is called on the loop once moves
- * end (concurrent MAPs of e wait for the same move); the request then runs again and finds e
- * a step further up. True when w waits; false when nothing could start (the request moves the
- * value up itself). NULL d: false. */
+/* A MAP (or a promoting GET) of e, a linked value in a tier, waits for it to come up to device
+ * dev: from the host tier the copy runs on dev's copy lane (GKV_DEMOTE_FLIGHT at most with the
+ * moves down); from the disk the value comes up to the host tier first (gkv_demoter_fetch);
+ * where dev has no room for it, moves down make it first (gkv_demoter_room), unless they would
+ * make a host tier with no disk below evict (false then: the request swaps). w is called on the
+ * loop once moves end (concurrent requests for e wait for the same move); the request then
+ * runs again and finds e a step further up. True when w waits; false when nothing could start
+ * (the request moves the value up itself). NULL d: false. */
 bool gkv_demoter_promote(gkv_demoter_t *d, gkv_entry_t *e, unsigned dev, gkv_waiter_t *w);
 /* Takes w out of the waiters (its connection closes). NULL d: nothing. */
 void gkv_demoter_cancel(gkv_demoter_t *d, gkv_waiter_t *w);

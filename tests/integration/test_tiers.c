@@ -703,6 +703,37 @@ START_TEST(maps_of_tier_values_wait_for_their_moves_off_the_request_path)
 }
 END_TEST
 
+/* With --tier-promote-on-get yes a GET of a value in the host tier waits while the demoter
+ * brings it up (room made by a move down first): it reads back exact and is on the GPU after. */
+START_TEST(a_promoting_get_waits_for_its_move_off_the_request_path)
+{
+    const char *const flags[] = {"--maxmemory", "4M", "--tier-host", "16M", "--maxmemory-policy",
+                                 "allkeys-lru", "--tier-promote-on-get", "yes", NULL};
+    gkv_daemon_t d;
+    ck_assert_int_eq(harness_start(&d, flags), 0);
+    gkv_client_t *c = connect_or_fail(d.url);
+    int n = (int)((12u << 20) / VAL);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(put(c, i), 0);
+    int low = -1;
+    for (int i = 0; i < n && low < 0; i++)
+        if (tier_of(c, i) == GKV_TIER_HOST)
+            low = i;
+    ck_assert_int_ge(low, 0);
+    uint64_t waits = info_u64(c, "tier_room_waits"), promoted = info_u64(c, "promoted_keys");
+    read_exact(c, low, (uint64_t)low);
+    ck_assert_int_eq(tier_of(c, low), GKV_TIER_GPU);
+    ck_assert_uint_gt(info_u64(c, "tier_room_waits"), waits);
+    ck_assert_uint_eq(info_u64(c, "promoted_keys"), promoted + 1);
+    for (int i = 0; i < n; i++)
+        read_exact(c, i, (uint64_t)i);
+    ck_assert_uint_eq(info_u64(c, "evicted_keys"), 0);
+    ck_assert_uint_le(info_u64(c, "used_bytes"), 4u << 20);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
 /* Values of mixed sizes moving into a host tier of several hundred MiB: a 4 KiB value first,
  * so that 4 MiB values lie across any 64 MiB boundary of the tier's memory (on a GPU, a copy
  * spanning two page-locked registrations is refused: the tier is locked as one). Nothing
@@ -920,6 +951,7 @@ static Suite *make_suite(void)
     tcase_add_test(t, values_go_down_to_the_disk_and_come_back);
     tcase_add_test(t, gets_of_disk_values_wait_for_their_read_off_the_request_path);
     tcase_add_test(t, maps_of_tier_values_wait_for_their_moves_off_the_request_path);
+    tcase_add_test(t, a_promoting_get_waits_for_its_move_off_the_request_path);
     tcase_add_test(t, values_of_mixed_sizes_move_into_a_large_tier);
     tcase_add_test(t, the_disk_tier_comes_back_after_sigkill);
     tcase_add_test(t, a_disk_that_fills_up_gets_a_clear_error_and_loses_nothing);
