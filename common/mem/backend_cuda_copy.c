@@ -88,7 +88,8 @@ int gkv__cuda_poll(gkv_backend_t *b)
             c->in_flight--;
             gkv_copy_t *op = r->op;
             float ms;
-            if (r->timed && e == cudaSuccess && cudaEventElapsedTime(&ms, r->t0, r->t1) == cudaSuccess)
+            if (r->timed && e == cudaSuccess &&
+                cudaEventElapsedTime(&ms, r->t0, r->t1) == cudaSuccess)
                 op->run_us = (uint64_t)(ms * 1000.0f);
             r->next = c->spare;
             c->spare = r;

@@ -63,8 +63,7 @@ void gkv__direct_free(disk_direct_t *x)
     if (!x)
         return;
     if (x->broken) { /* left as they are: the kernel may still write into mem */
-        GKV_ERROR("disk tier: %u bytes of buffers left behind after a failed ring",
-                  DIRECT_BYTES);
+        GKV_ERROR("disk tier: %u bytes of buffers left behind after a failed ring", DIRECT_BYTES);
         return;
     }
 #ifdef GKV_HAVE_URING
@@ -241,8 +240,8 @@ static int ring_read(disk_direct_t *x, int dfd, uint64_t start, uint64_t need, v
         if (x->err)
             break;
         uint64_t off = k * DIRECT_PIECE;
-        empty(slot_buf(x, i), off, need - off < DIRECT_PIECE ? need - off : DIRECT_PIECE, dst,
-              len, h, crc);
+        empty(slot_buf(x, i), off, need - off < DIRECT_PIECE ? need - off : DIRECT_PIECE, dst, len,
+              h, crc);
     }
     return settle(x);
 }

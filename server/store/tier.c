@@ -293,7 +293,7 @@ bool gkv_store_promote_begin(gkv_store_t *st, gkv_entry_t *e, unsigned dev, int 
     if (e->dev != GKV_DEV_HOST_TIER || dev >= st->ndev)
         return false;
     const gkv_store_dev_t *d = &st->dev[dev];
-    if (e->size > d->limit || e->size > d->limit - d->used)
+    if (d->used >= d->limit || e->size > d->limit - d->used)
         return false; /* no room is made here: the demoter's moves down make it */
     gkv_store_ref(e);
     if (gkv__store_entry_like(st, e, dev, lane, n)) {

@@ -402,12 +402,12 @@ bool gkv_demoter_promote(gkv_demoter_t *d, gkv_entry_t *e, unsigned dev, gkv_wai
         const gkv_store_dev_t *s = &d->st->dev[dev];
         if (e->size > s->limit)
             return false;
-        if (e->size > s->limit - s->used) {
+        if (s->used >= s->limit || e->size > s->limit - s->used) {
             /* Room first, made by moves down; but where they would make the host tier evict
              * (no disk below it), the request swaps on the loop instead (what comes down takes
              * the room e leaves). */
             const gkv_store_dev_t *h = &d->st->dev[GKV_DEV_HOST_TIER];
-            if (!d->st->disk_tier && e->size > h->limit - h->used)
+            if (!d->st->disk_tier && (h->used >= h->limit || e->size > h->limit - h->used))
                 return false;
             return gkv_demoter_room(d, dev, e->size, w);
         }
