@@ -41,6 +41,7 @@ struct gkv_client {
     struct gkv_attach *attach[GKV_FDPASS_MAX];
     struct mapping *mappings; /* every live mapping of this connection (mapping.c) */
     gkv_lease_cache_t lc;     /* what is kept after the caller is done, and later ends */
+    uint32_t wait_ms; /* the GET or MAP being built waits this long for its key (0: not) */
 };
 
 /* Starts a request frame with op and a fresh id. */

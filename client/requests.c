@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -86,6 +88,8 @@ static int get_begin(gkv_client_t *c, const void *key, size_t klen, const gkv_ra
     gkv__cache_flush(c);
     gkv__begin(c, GKV_OP_GET);
     gkv__put_key_range(c, key, klen, range);
+    if (c->wait_ms)
+        gkv_wr_uint(&c->wr, GKV_F_WAIT, c->wait_ms);
     if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
         return rc;
     if (info) {
@@ -138,6 +142,58 @@ int gkv_get_with(gkv_client_t *c, const void *key, size_t klen, const gkv_range_
         return rc ? rc : GKV_ENOMEM;
     }
     return gkv__recv_raw(c, buf, (size_t)len);
+}
+
+/* A request that may wait wait_ms for its key: the socket's receive timeout (the connect
+ * timeout, when one was given) is raised by as much for it, and put back by wait_end. */
+static void wait_begin(gkv_client_t *c, uint32_t wait_ms, struct timeval *saved)
+{
+    socklen_t len = sizeof(*saved);
+    c->wait_ms = wait_ms;
+    if (getsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, saved, &len) ||
+        (!saved->tv_sec && !saved->tv_usec)) {
+        saved->tv_sec = saved->tv_usec = 0;
+        return;
+    }
+    struct timeval more = *saved;
+    more.tv_sec += wait_ms / 1000;
+    more.tv_usec += (wait_ms % 1000) * 1000;
+    if (more.tv_usec >= 1000000) {
+        more.tv_sec++;
+        more.tv_usec -= 1000000;
+    }
+    (void)setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &more, sizeof(more));
+}
+
+static void wait_end(gkv_client_t *c, const struct timeval *saved)
+{
+    c->wait_ms = 0;
+    if (saved->tv_sec || saved->tv_usec)
+        (void)setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, saved, sizeof(*saved));
+}
+
+int gkv_get_wait(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
+                 uint32_t wait_ms, void *buf, size_t cap, gkv_value_info_t *info)
+{
+    if (!wait_ms || wait_ms > GKV_MAX_WAIT_MS)
+        return GKV_EINVAL;
+    struct timeval saved;
+    wait_begin(c, wait_ms, &saved);
+    int rc = gkv_get(c, key, klen, range, buf, cap, info);
+    wait_end(c, &saved);
+    return rc;
+}
+
+int gkv_map_wait(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
+                 uint32_t wait_ms, gkv_mapping_t **out)
+{
+    if (!wait_ms || wait_ms > GKV_MAX_WAIT_MS)
+        return GKV_EINVAL;
+    struct timeval saved;
+    wait_begin(c, wait_ms, &saved);
+    int rc = gkv_map(c, key, klen, range, out);
+    wait_end(c, &saved);
+    return rc;
 }
 
 /* gkv_alloc_fn for gkv_get_alloc: malloc, keeping the pointer in *arg so a failed receive can

@@ -174,6 +174,10 @@ int gkv_req_decode(const uint8_t *hdr, size_t len, gkv_request_t *req, const cha
             rc = gkv_read_uint(&r, &req->ttl);
             req->has |= GKV_HAS_TTL;
             break;
+        case GKV_F_WAIT:
+            rc = gkv_read_uint(&r, &req->wait);
+            req->has |= GKV_HAS_WAIT;
+            break;
         case GKV_F_TOKEN:
             rc = gkv_read_bin(&r, &req->token);
             break;

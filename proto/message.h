@@ -70,6 +70,7 @@ enum {
     GKV_F_SLOTS = 59,       /* PUSH: offsets of the sender's arena slots (bin, u64 each) */
     GKV_F_XFER = 60,        /* PUSH: the transfer's id (its notifications name it) */
     GKV_F_TIER = 61, /* reply (GETSIZE of a key): 1 in the host tier, 2 in the disk tier */
+    GKV_F_WAIT = 62, /* request (GET, MAP): wait this many ms for the key to exist */
 };
 
 /* SEAL's flags field (SET and CREATE use 1 and 2: NX, XX): keep the lease, as a MAP lease on
@@ -103,7 +104,10 @@ enum {
     GKV_HAS_SPARE = 1u << 13,
     GKV_HAS_TTL = 1u << 14,
     GKV_HAS_GPU = 1u << 15,
+    GKV_HAS_WAIT = 1u << 16,
 };
+/* The longest wait a GET or MAP may ask for (wait field), in milliseconds: an hour. */
+#define GKV_MAX_WAIT_MS 3600000u
 
 /* A decoded request. Every slice borrows from the header buffer given to gkv_req_decode and is
  * valid as long as that buffer is. */
@@ -114,6 +118,7 @@ typedef struct {
     uint64_t lease;     /* SEAL, ABORT, RELEASE of one lease */
     uint64_t spare;     /* SEAL: a MAP lease to be told about (is it a spare now?) */
     uint64_t ttl;       /* SET, CREATE, EXPIRE: milliseconds to the key's deadline */
+    uint64_t wait;      /* GET, MAP: milliseconds to wait for the key to exist */
     uint64_t gpu;       /* SET, CREATE, MOVE: the GPU's ordinal in the daemon, unless gpu_uuid */
     gkv_slice_t gpu_uuid; /* ... or its UUID (len > 0) */
     gkv_slice_t token;  /* HELLO: the authentication token (--auth-token-file) */

@@ -177,6 +177,14 @@ typedef void *(*gkv_alloc_fn)(void *arg, size_t index, uint64_t len);
 GKV_EXPORT int gkv_get_with(gkv_client_t *c, const void *key, size_t klen,
                             const gkv_range_t *range, gkv_alloc_fn fn, void *arg,
                             gkv_value_info_t *info);
+/* Like gkv_get, but a key that does not exist yet is waited for, up to wait_ms milliseconds
+ * (1 .. 3,600,000): the call returns the value once another client's SET (or SEAL) has made the
+ * key exist, or GKV_ETIMEDOUT when the time passed first (the server holds nothing for it).
+ * The connection's next requests wait behind it. At most 10,000 requests wait in a daemon at
+ * once (one more: GKV_EBUSY); a cluster node answers at once, as gkv_get. */
+GKV_EXPORT int gkv_get_wait(gkv_client_t *c, const void *key, size_t klen,
+                            const gkv_range_t *range, uint32_t wait_ms, void *buf, size_t cap,
+                            gkv_value_info_t *info);
 /* Like gkv_get, streaming the bytes to fd (borrowed, left open). */
 GKV_EXPORT int gkv_get_to_fd(gkv_client_t *c, const void *key, size_t klen,
                              const gkv_range_t *range, int fd, gkv_value_info_t *info);
@@ -326,6 +334,9 @@ typedef struct {
  * gkv_client_errmsg says why), GKV_ENOTFOUND, GKV_ERANGE, GKV_ELEASELIMIT, ... */
 GKV_EXPORT int gkv_map(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
                        gkv_mapping_t **out);
+/* Like gkv_map, waiting for a key that does not exist yet as gkv_get_wait does. */
+GKV_EXPORT int gkv_map_wait(gkv_client_t *c, const void *key, size_t klen,
+                            const gkv_range_t *range, uint32_t wait_ms, gkv_mapping_t **out);
 /* One item of gkv_map_many. key is borrowed; the library fills status (0 or a negative code,
  * e.g. GKV_ENOTFOUND, GKV_ERANGE, GKV_ENOTSUP when this process cannot use the value) and, when
  * it is 0, mapping (owned by the caller: gkv_unmap or gkv_unmap_batch). */

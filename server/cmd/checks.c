@@ -37,6 +37,9 @@ int gkv_lookup_range(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, bool to_socke
                      gkv_reply_t *rep, gkv_entry_t **e, uint64_t *off, uint64_t *len)
 {
     int rc;
+    bool waits_for_key = (req->has & GKV_HAS_WAIT) && req->wait;
+    if (waits_for_key && req->wait > GKV_MAX_WAIT_MS)
+        return gkv_reply_fail(rep, GKV_EINVAL, "wait is 1..%u milliseconds", GKV_MAX_WAIT_MS);
     gkv_entry_t *cur = rep->in.room ? gkv_store_get(ctx->store, req->key.p, req->key.len) : NULL;
     if (cur && gkv_store_in_tier(cur)) {
         /* A value in a tier comes up off the loop while the request waits: a GET's from the
@@ -59,6 +62,15 @@ int gkv_lookup_range(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, bool to_socke
     if (rc == GKV_EOOM)
         return gkv_reply_fail(rep, GKV_EOOM, "the value is in a tier below the GPUs and no room "
                                              "could be made for it above");
+    if (!*e && rc == GKV_ENOTFOUND && waits_for_key) { /* wait for it, or the wait is over */
+        if (rep->in.wait_over)
+            return gkv_reply_fail(rep, GKV_ETIMEDOUT,
+                                  "the key did not appear within %" PRIu64 " ms", req->wait);
+        if (rep->in.may_wait) {
+            rep->parked = rep->wait_key = true; /* not answered: runs again once it exists */
+            return GKV_ENOTFOUND;
+        }
+    }
     if (!*e)
         return rc;
     if (gkv_range_resolve((*e)->size, req->offset, req->length, req->suffix, off, len))

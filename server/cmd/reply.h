@@ -42,6 +42,9 @@ typedef struct {
     /* The Unix peer's credentials (SO_PEERCRED), read once at accept; -1 when unknown (TCP). */
     int peer_uid, peer_pid;
     uint64_t conn_id; /* which connection asks (TAKEOVER exempts it from the drain) */
+    /* A GET or MAP with a wait (PROTOCOL.md) for a key that does not exist may park to wait
+     * for it (may_wait: the connection can), or its wait is over (wait_over: TIMEDOUT). */
+    bool may_wait, wait_over;
 } gkv_reply_in_t;
 
 typedef struct {
@@ -55,8 +58,9 @@ typedef struct {
     /* HELLO: the token was right (auth_ok) or wrong or missing (auth_failed), and the version
      * the connection speaks from now on (version, set by HELLO). */
     bool auth_ok, auth_failed;
-    /* The request waits for moves (in.room): nothing is answered; it runs again later. */
-    bool parked;
+    /* The request waits for moves (in.room), or for its key to exist (wait_key, in.may_wait):
+     * nothing is answered; it runs again later. */
+    bool parked, wait_key;
     uint8_t version;
     /* HELLO: the shared-memory fds to pass with the reply (one per device with zc_every_gpu,
      * else device 0's), and whether they reach every device; TAKEOVER: listeners, memory and

@@ -9,6 +9,7 @@
 #include "admin.h"
 #include "demoter.h"
 #include "error.h"
+#include "keywait.h"
 #include "prometheus.h"
 #include "server.h"
 #include "tier_pin.h"
@@ -119,12 +120,16 @@ int gkv_cmd_info(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
     const gkv_net_stats_t *ss = &srv->net.stats;
     const gkv_backend_t *be0 = srv->devs.dev[0].be;
     gkv_dev_totals_t dt = gkv_devices_totals(&srv->devs);
+    uint64_t kw[3]; /* requests waiting for keys now, woken, timed out (keywait.h) */
+    gkv_keywaits_stats(&srv->net, &kw[0], &kw[1], &kw[2]);
     int n = snprintf(
         text, sizeof(text),
         "# Server\r\nversion:%s\r\nprotocol:%d\r\npid:%d\r\nuptime_seconds:%" PRIu64
         "\r\nbackend:%s\r\ndevice:%d\r\ngpu_name:%s\r\ngpu_uuid:%s\r\nunix_socket:%s\r\n"
         "tcp_listen:%s\r\nmetrics_listen:%s\r\nkey_order_thread:%s\r\n"
-        "# Clients\r\nconnected_clients:%" PRIu64 "\r\nmaxclients:%" PRIu64 "\r\n"
+        "# Clients\r\nconnected_clients:%" PRIu64 "\r\nmaxclients:%" PRIu64
+        "\r\nwaiting_for_keys:%" PRIu64 "\r\nkey_waits_woken:%" PRIu64
+        "\r\nkey_waits_timed_out:%" PRIu64 "\r\n"
         "# Memory\r\nused_bytes:%" PRIu64 "\r\nmaxmemory:%" PRIu64 "\r\nmaxmemory_policy:%s"
         "\r\nevictable_bytes:%" PRIu64 "\r\ndevice_total_bytes:%" PRIu64
         "\r\nkept_export_bytes:%" PRIu64 "\r\nkept_export_reuses:%" PRIu64
@@ -143,7 +148,7 @@ int gkv_cmd_info(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
         be0->name, be0->device, be0->gpu_name, be0->gpu_uuid, srv->cfg.socket_path,
         srv->tcp_bound[0] ? srv->tcp_bound : "off",
         srv->metrics_bound[0] ? srv->metrics_bound : "off", srv->key_order_thread ? "yes" : "no",
-        srv->net.nconns, srv->cfg.maxclients, st->used, st->limit, gkv_policy_name(st->policy),
+        srv->net.nconns, srv->cfg.maxclients, kw[0], kw[1], kw[2], st->used, st->limit, gkv_policy_name(st->policy),
         evictable_estimate(srv), dt.device_total, dt.kept_bytes, dt.kept_reuses,
         gkv_index_memory(st->ix), srv->cfg.max_value, srv->cfg.max_key, ss->total_connections,
         ss->rejected_connections, srv->cmd.commands, ss->protocol_errors, st->stats.hits,

@@ -14,6 +14,7 @@
 
 #include "error.h"
 #include "fdpass.h"
+#include "keywait.h"
 #include "log.h"
 
 #define IN_INITIAL (64u << 10)
@@ -99,6 +100,7 @@ void gkv_conn_close(gkv_conn_t *c, bool graceful)
         gkv_batch_cancel(&c->net->devs->dev[i].batcher, &c->bwaiter);
     gkv_demoter_cancel(c->net->demoter, &c->rwaiter);
     c->wait.room = false;
+    gkv_keywait_cancel(c);
     gkv_conn_finish_close(c);
 }
 
@@ -277,7 +279,7 @@ void gkv_conn_copy_finished(gkv_conn_t *c)
 static void update_reading(gkv_conn_t *c)
 {
     bool want = !c->closing && !c->wait.copy && !c->wait.stage && !c->wait.batch &&
-                !c->wait.cluster && !c->wait.room && !c->yielded &&
+                !c->wait.cluster && !c->wait.room && !c->wait.key && !c->yielded &&
                 c->phase != CONN_SEND && (c->phase != CONN_HEADER || !gkv_conn_output_full(c)) &&
                 !(c->phase == CONN_HEADER && gkv_conn_refused(c));
     if (want && !c->reading) {
@@ -294,7 +296,7 @@ static void update_reading(gkv_conn_t *c)
 static bool drive_input(gkv_conn_t *c, unsigned *frames)
 {
     while (!c->closing && !c->wait.copy && !c->wait.stage && !c->wait.batch && !c->wait.cluster &&
-           !c->wait.room) {
+           !c->wait.room && !c->wait.key) {
         if (c->phase == CONN_SEND)
             break;
         if (c->phase == CONN_PAYLOAD) {

@@ -62,6 +62,7 @@ typedef struct {
     bool batch; /* a small SET waits for room in a copy batch (c->bwaiter) */
     bool cluster; /* the request waits for other cluster nodes (c->route, cluster.h) */
     bool room;    /* a SET waits for values to move down off its full GPU (c->rwaiter) */
+    bool key;     /* a GET or MAP waits for its key to exist (keywait.h) */
 } gkv_waits_t;
 
 /* Replies and values going out (send.c). */
@@ -134,6 +135,12 @@ struct gkv_conn {
     gkv_waiter_t bwaiter;                 /* room in a copy batch (wait.batch) */
     gkv_waiter_t rwaiter;                 /* moves off a full GPU (wait.room, demoter.h) */
     unsigned room_waits;                  /* times the request in hand waited for moves */
+    /* A GET or MAP waiting for its key (keywait.h): the key's queue and c's next in it, when
+     * the wait ends (uv_now ms; 0: the request in hand has not waited), and whether it did. */
+    struct kw_bucket *kw_bucket;
+    gkv_conn_t *kw_next;
+    uint64_t kw_deadline;
+    bool kw_timed_out;
     gkv_route_ticket_t route;             /* the request in the cluster's hands (wait.cluster) */
     gkv_commit_waiter_t commit;           /* the journal's commit (hold.commit) */
     uint64_t journal_mark;                /* the journal's length as the request began */

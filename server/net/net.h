@@ -94,11 +94,13 @@ struct gkv_net {
      * again from an idle callback, after the loop has polled every socket once more. */
     uv_idle_t turns;
     gkv_conn_t *yielded;
+    struct gkv_keywaits *keywaits; /* requests waiting for a key to exist (keywait.h) */
     bool open; /* the handles are initialised (gkv_net_init) and not closing */
 };
 
-/* Sets net up on loop: its handles, its lock. The caller fills the layers, settings and hooks
- * (before the first connection). */
+/* Sets net up on loop: its handles, its lock, and with net->store already set the waits for
+ * keys (keywait.h). The caller fills the layers, settings and hooks (before the first
+ * connection). */
 void gkv_net_init(gkv_net_t *net, uv_loop_t *loop);
 /* Starts closing the handles (every connection is gone; the loop must then run out). */
 void gkv_net_close(gkv_net_t *net);

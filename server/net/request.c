@@ -12,6 +12,7 @@
 #include "conn_impl.h"
 #include "error.h"
 #include "fdpass.h"
+#include "keywait.h"
 #include "log.h"
 
 static void protocol_error(gkv_conn_t *c, const char *why)
@@ -113,6 +114,23 @@ static bool route_request(gkv_conn_t *c, const gkv_request_t *req, gkv_request_t
     return true;
 }
 
+/* A GET or MAP whose key does not exist, with a wait (the cmd layer parked it: wait_key):
+ * parks c on the key (keywait.h) until its deadline (set at its first wait). True when it
+ * waits; false with the error reply written (BUSY, NOMEM) and *rc its code. */
+static bool park_for_key(gkv_conn_t *c, const gkv_request_t *req, int *rc)
+{
+    if (!c->kw_deadline)
+        c->kw_deadline = uv_now(c->net->loop) + req->wait;
+    int e = gkv_keywait_park(c, req->key.p, req->key.len, c->kw_deadline);
+    if (!e)
+        return true;
+    c->kw_deadline = 0;
+    *rc = e;
+    gkv_reply_error(&c->out, req->id, e,
+                    e == GKV_EBUSY ? "too many requests wait for keys" : "out of host memory");
+    return false;
+}
+
 /* Handles one request; false when the cluster parked it (its frame is to be read again). */
 static bool handle_request(gkv_conn_t *c, const gkv_request_t *routed)
 {
@@ -149,13 +167,22 @@ static bool handle_request(gkv_conn_t *c, const gkv_request_t *routed)
     c->op_started = uv_hrtime();
     c->journal_mark = gkv_fdstore_mark(c->net->fdstore);
     c->net->store->now_ms = c->op_started / 1000000; /* the store clock, already read */
+    rep.in.may_wait = (req->op == GKV_OP_GET || req->op == GKV_OP_MAP) && !c->net->cluster &&
+                      c->net->keywaits;
+    rep.in.wait_over =
+        c->kw_timed_out || (c->kw_deadline && uv_now(c->net->loop) >= c->kw_deadline);
     int rc = gkv_dispatch(c->net->cmd, req, &rep);
-    if (rep.parked) { /* its frame stays in the input; on_moved drives c again */
+    if (rep.parked && rep.wait_key) {
+        if (park_for_key(c, req, &rc)) /* its frame stays in the input until key or deadline */
+            return false;
+    } else if (rep.parked) { /* its frame stays in the input; on_moved drives c again */
         c->wait.room = true;
         c->room_waits++;
         return false;
     }
     c->room_waits = 0;
+    c->kw_deadline = 0;
+    c->kw_timed_out = false;
     if (seal_key) {
         gkv_cluster_after(c->net->cluster, req, &c->leases, rc, seal_key, seal_klen);
         free(seal_key);

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 
 #include "conn_impl.h"
+#include "keywait.h"
+#include "log.h"
 
 /* After many connections have come and gone (a flood of wrong tokens, a churning client
  * population), the pages their buffers freed in the middle of the heap go back to the kernel:
@@ -122,6 +124,8 @@ void gkv_net_init(gkv_net_t *net, uv_loop_t *loop)
     uv_idle_init(loop, &net->spin);
     uv_idle_init(loop, &net->turns);
     net->wake.data = net->spin.data = net->turns.data = net;
+    if (net->store && gkv_keywaits_init(net))
+        GKV_WARN("out of memory for waiting requests: GET and MAP do not wait");
     net->open = true;
 }
 
@@ -133,10 +137,12 @@ void gkv_net_close(gkv_net_t *net)
     uv_close((uv_handle_t *)&net->spin, NULL);
     uv_close((uv_handle_t *)&net->turns, NULL);
     uv_close((uv_handle_t *)&net->wake, NULL);
+    gkv_keywaits_close(net);
 }
 
 void gkv_net_fini(gkv_net_t *net)
 {
+    gkv_keywaits_free(net);
     pthread_mutex_destroy(&net->done_lock);
 }
 

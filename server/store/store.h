@@ -105,6 +105,11 @@ typedef struct {
      * nothing of the store's back. */
     bool (*release)(void *arg, unsigned dev);
     void *release_arg;
+    /* Called after a key is linked while key_waiters > 0 (the net layer's requests waiting
+     * for a key to exist, keywait.h). */
+    void (*linked)(void *arg, const uint8_t *key, size_t klen);
+    void *linked_arg;
+    uint64_t key_waiters;
     uint64_t now_ms;     /* the clock access stamps use: the server sets it per request */
     uint64_t rng;        /* xorshift64 for LFU's counter */
     gkv_ttl_heap_t ttl;  /* the linked entries that have a deadline */

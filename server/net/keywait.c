@@ -1,0 +1,204 @@
+/* keywait.c: requests waiting for a key to exist; see keywait.h. */
+#include "keywait.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "conn_impl.h"
+#include "error.h"
+
+/* The connections waiting for one key, oldest first (through c->kw_next). */
+typedef struct kw_bucket {
+    UT_hash_handle hh;
+    uint8_t *key;
+    size_t klen;
+    gkv_conn_t *head, *tail;
+} kw_bucket_t;
+
+struct gkv_keywaits {
+    gkv_net_t *net;
+    kw_bucket_t *keys;
+    uv_timer_t timer; /* the earliest deadline of those waiting */
+    uint64_t waiting, woken, timed_out;
+};
+
+static void drop_bucket(gkv_keywaits_t *w, kw_bucket_t *b)
+{
+    HASH_DEL(w->keys, b);
+    free(b->key);
+    free(b);
+}
+
+/* c leaves its bucket (freed once empty); it stops waiting. */
+static void unlink_conn(gkv_keywaits_t *w, gkv_conn_t *c)
+{
+    kw_bucket_t *b = c->kw_bucket;
+    gkv_conn_t *prev = NULL;
+    for (gkv_conn_t *x = b->head; x && x != c; x = x->kw_next)
+        prev = x;
+    if (prev)
+        prev->kw_next = c->kw_next;
+    else
+        b->head = c->kw_next;
+    if (b->tail == c)
+        b->tail = prev;
+    c->kw_next = NULL;
+    c->kw_bucket = NULL;
+    c->wait.key = false;
+    w->waiting--;
+    w->net->store->key_waiters--;
+    if (!b->head)
+        drop_bucket(w, b);
+}
+
+static void on_deadline(uv_timer_t *t);
+
+/* The timer set to the earliest deadline among the waiting (stopped when none waits). */
+static void rearm(gkv_keywaits_t *w)
+{
+    uint64_t first = UINT64_MAX;
+    for (kw_bucket_t *b = w->keys; b; b = b->hh.next)
+        for (gkv_conn_t *c = b->head; c; c = c->kw_next)
+            if (c->kw_deadline < first)
+                first = c->kw_deadline;
+    if (first == UINT64_MAX) {
+        uv_timer_stop(&w->timer);
+        return;
+    }
+    uint64_t now = uv_now(w->net->loop);
+    uv_timer_start(&w->timer, on_deadline, first > now ? first - now : 0, 0);
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+    gkv_keywaits_t *w = t->data;
+    uint64_t now = uv_now(w->net->loop);
+    kw_bucket_t *b, *tmp;
+    HASH_ITER(hh, w->keys, b, tmp)
+    {
+        gkv_conn_t *c = b->head;
+        while (c) {
+            gkv_conn_t *next = c->kw_next;
+            if (c->kw_deadline <= now) {
+                unlink_conn(w, c); /* may free b: next is read first, b not used after */
+                c->kw_timed_out = true;
+                w->timed_out++;
+                if (!c->closing)
+                    gkv_net_yield(w->net, c);
+            }
+            c = next;
+        }
+    }
+    rearm(w);
+}
+
+/* The store linked key: its waiters run again, in order, on the next turn. */
+static void on_linked(void *arg, const uint8_t *key, size_t klen)
+{
+    gkv_keywaits_t *w = arg;
+    kw_bucket_t *b = NULL;
+    HASH_FIND(hh, w->keys, key, klen, b);
+    if (!b)
+        return;
+    while (b) {
+        gkv_conn_t *c = b->head;
+        bool last = c == b->tail;
+        unlink_conn(w, c); /* frees b with the last */
+        w->woken++;
+        if (!c->closing)
+            gkv_net_yield(w->net, c);
+        if (last)
+            b = NULL;
+    }
+    rearm(w);
+}
+
+int gkv_keywaits_init(gkv_net_t *net)
+{
+    gkv_keywaits_t *w = calloc(1, sizeof(*w));
+    if (!w)
+        return GKV_ENOMEM;
+    w->net = net;
+    uv_timer_init(net->loop, &w->timer);
+    w->timer.data = w;
+    uv_unref((uv_handle_t *)&w->timer);
+    net->keywaits = w;
+    net->store->linked = on_linked;
+    net->store->linked_arg = w;
+    return 0;
+}
+
+void gkv_keywaits_close(gkv_net_t *net)
+{
+    if (net->keywaits)
+        uv_close((uv_handle_t *)&net->keywaits->timer, NULL);
+}
+
+void gkv_keywaits_free(gkv_net_t *net)
+{
+    gkv_keywaits_t *w = net->keywaits;
+    if (!w)
+        return;
+    kw_bucket_t *b, *tmp;
+    HASH_ITER(hh, w->keys, b, tmp)
+    drop_bucket(w, b);
+    if (net->store && net->store->linked_arg == w) {
+        net->store->linked = NULL;
+        net->store->linked_arg = NULL;
+    }
+    free(w);
+    net->keywaits = NULL;
+}
+
+int gkv_keywait_park(gkv_conn_t *c, const uint8_t *key, size_t klen, uint64_t deadline)
+{
+    gkv_keywaits_t *w = c->net->keywaits;
+    if (!w || w->waiting >= GKV_KEYWAIT_MAX)
+        return GKV_EBUSY;
+    kw_bucket_t *b = NULL;
+    HASH_FIND(hh, w->keys, key, klen, b);
+    if (!b) {
+        if (!(b = calloc(1, sizeof(*b))) || !(b->key = malloc(klen ? klen : 1))) {
+            free(b);
+            return GKV_ENOMEM;
+        }
+        memcpy(b->key, key, klen);
+        b->klen = klen;
+        HASH_ADD_KEYPTR(hh, w->keys, b->key, b->klen, b);
+    }
+    c->kw_next = NULL;
+    if (b->tail)
+        b->tail->kw_next = c;
+    else
+        b->head = c;
+    b->tail = c;
+    c->kw_bucket = b;
+    c->kw_deadline = deadline;
+    c->wait.key = true;
+    w->waiting++;
+    c->net->store->key_waiters++;
+    if (!uv_is_active((uv_handle_t *)&w->timer) ||
+        deadline < uv_now(c->net->loop) + uv_timer_get_due_in(&w->timer))
+        uv_timer_start(&w->timer, on_deadline,
+                       deadline > uv_now(c->net->loop) ? deadline - uv_now(c->net->loop) : 0, 0);
+    return 0;
+}
+
+void gkv_keywait_cancel(gkv_conn_t *c)
+{
+    gkv_keywaits_t *w = c->net->keywaits;
+    if (!w || !c->kw_bucket)
+        return;
+    unlink_conn(w, c);
+    rearm(w);
+}
+
+void gkv_keywaits_stats(const gkv_net_t *net, uint64_t *waiting, uint64_t *woken,
+                        uint64_t *timed_out)
+{
+    const gkv_keywaits_t *w = net->keywaits;
+    *waiting = w ? w->waiting : 0;
+    *woken = w ? w->woken : 0;
+    *timed_out = w ? w->timed_out : 0;
+}
