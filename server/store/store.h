@@ -47,6 +47,12 @@ typedef struct {
     uint64_t oom_errors;   /* new values refused for want of room on it */
 } gkv_store_dev_t;
 
+/* Whether size bytes fit in d's free room now (nothing is made). */
+static inline bool gkv_store_dev_fits(const gkv_store_dev_t *d, uint64_t size)
+{
+    return d->used <= d->limit && size <= d->limit - d->used;
+}
+
 typedef struct {
     uint64_t hits, misses, sets, dels, oom_errors;
     uint64_t evicted; /* keys evicted to make room (--maxmemory-policy) */

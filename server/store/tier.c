@@ -250,6 +250,19 @@ static gkv_entry_t *move_up(gkv_store_t *st, gkv_entry_t *e, unsigned dev, int *
     return n;
 }
 
+/* A move in two steps begins: e is held (no other move picks it, and it stays while copied) and
+ * its new entry on dev, unpublished, made in *n with its memory in lane's order. False, e let
+ * go again, when the entry cannot be made. */
+static bool hold_and_make(gkv_store_t *st, gkv_entry_t *e, unsigned dev, int lane, gkv_entry_t **n)
+{
+    gkv_store_ref(e);
+    if (gkv__store_entry_like(st, e, dev, lane, n)) {
+        gkv_store_unref(st, e);
+        return false;
+    }
+    return true;
+}
+
 bool gkv_store_demote_begin(gkv_store_t *st, unsigned dev, gkv_entry_t **e, gkv_entry_t **n,
                             bool *tier_full)
 {
@@ -261,16 +274,13 @@ bool gkv_store_demote_begin(gkv_store_t *st, unsigned dev, gkv_entry_t **e, gkv_
     const gkv_store_dev_t *h = &st->dev[GKV_DEV_HOST_TIER];
     if (!v || v->size > h->limit)
         return false;
-    if (st->disk_tier && v->size > h->limit - h->used) {
+    if (st->disk_tier && !gkv_store_dev_fits(h, v->size)) {
         *tier_full = true; /* room made off the loop first */
         return false;
     }
-    gkv_store_ref(v); /* no other move picks it now (refs > 1), and it stays while copied */
     gkv_entry_t *t;
-    if (gkv__store_entry_like(st, v, GKV_DEV_HOST_TIER, GKV_LANE_SHARED, &t)) {
-        gkv_store_unref(st, v);
+    if (!hold_and_make(st, v, GKV_DEV_HOST_TIER, GKV_LANE_SHARED, &t))
         return false;
-    }
     *e = v;
     *n = t;
     return true;
@@ -292,15 +302,9 @@ bool gkv_store_promote_begin(gkv_store_t *st, gkv_entry_t *e, unsigned dev, int 
     *n = NULL;
     if (e->dev != GKV_DEV_HOST_TIER || dev >= st->ndev)
         return false;
-    const gkv_store_dev_t *d = &st->dev[dev];
-    if (d->used >= d->limit || e->size > d->limit - d->used)
+    if (!gkv_store_dev_fits(&st->dev[dev], e->size))
         return false; /* no room is made here: the demoter's moves down make it */
-    gkv_store_ref(e);
-    if (gkv__store_entry_like(st, e, dev, lane, n)) {
-        gkv_store_unref(st, e);
-        return false;
-    }
-    return true;
+    return hold_and_make(st, e, dev, lane, n);
 }
 
 bool gkv_store_disk_move_begin(gkv_store_t *st, bool may_evict, gkv_entry_t **e, gkv_entry_t **n,
@@ -312,15 +316,12 @@ bool gkv_store_disk_move_begin(gkv_store_t *st, bool may_evict, gkv_entry_t **e,
         return false;
     gkv_entry_t *v = gkv__store_pick(st, GKV_DEV_HOST_TIER, true);
     const gkv_store_dev_t *disk = &st->dev[GKV_DEV_DISK_TIER];
-    if (!v || v->size > disk->limit || (!may_evict && v->size > disk->limit - disk->used))
+    if (!v || v->size > disk->limit || (!may_evict && !gkv_store_dev_fits(disk, v->size)))
         return false;
-    gkv_store_ref(v);
     label(st, v);
     gkv_entry_t *t;
-    if (gkv__store_entry_like(st, v, GKV_DEV_DISK_TIER, GKV_LANE_SHARED, &t)) {
-        gkv_store_unref(st, v);
+    if (!hold_and_make(st, v, GKV_DEV_DISK_TIER, GKV_LANE_SHARED, &t))
         return false;
-    }
     gkv_backend_t *host = st->dev[GKV_DEV_HOST_TIER].be;
     *w = gkv_backend_disk_write_begin(st->dev[GKV_DEV_DISK_TIER].be, t->mem,
                                       host->ops->host_view(host, v->mem), v->size);
@@ -358,14 +359,11 @@ bool gkv_store_disk_fetch_begin(gkv_store_t *st, gkv_entry_t *e, gkv_entry_t **n
     *n = NULL;
     *r = NULL;
     const gkv_store_dev_t *h = &st->dev[GKV_DEV_HOST_TIER];
-    if (e->dev != GKV_DEV_DISK_TIER || !st->host_tier || e->size > h->limit - h->used)
+    if (e->dev != GKV_DEV_DISK_TIER || !st->host_tier || !gkv_store_dev_fits(h, e->size))
         return false;
-    gkv_store_ref(e);
     gkv_entry_t *t;
-    if (gkv__store_entry_like(st, e, GKV_DEV_HOST_TIER, GKV_LANE_SHARED, &t)) {
-        gkv_store_unref(st, e);
+    if (!hold_and_make(st, e, GKV_DEV_HOST_TIER, GKV_LANE_SHARED, &t))
         return false;
-    }
     gkv_backend_t *host = h->be;
     *r = gkv_backend_disk_read_begin(st->dev[GKV_DEV_DISK_TIER].be, e->mem,
                                      host->ops->host_view(host, t->mem), e->size);

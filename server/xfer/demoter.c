@@ -402,12 +402,12 @@ bool gkv_demoter_promote(gkv_demoter_t *d, gkv_entry_t *e, unsigned dev, gkv_wai
         const gkv_store_dev_t *s = &d->st->dev[dev];
         if (e->size > s->limit)
             return false;
-        if (s->used >= s->limit || e->size > s->limit - s->used) {
+        if (!gkv_store_dev_fits(s, e->size)) {
             /* Room first, made by moves down; but where they would make the host tier evict
              * (no disk below it), the request swaps on the loop instead (what comes down takes
              * the room e leaves). */
             const gkv_store_dev_t *h = &d->st->dev[GKV_DEV_HOST_TIER];
-            if (!d->st->disk_tier && (h->used >= h->limit || e->size > h->limit - h->used))
+            if (!d->st->disk_tier && !gkv_store_dev_fits(h, e->size))
                 return false;
             return gkv_demoter_room(d, dev, e->size, w);
         }
@@ -439,7 +439,7 @@ bool gkv_demoter_fetch(gkv_demoter_t *d, gkv_entry_t *e, gkv_waiter_t *w)
     if (!d->disk.e) { /* else the one in flight first */
         const gkv_store_dev_t *h = &d->st->dev[GKV_DEV_HOST_TIER];
         /* A full disk is left to the GET itself, which swaps rather than evicts. */
-        if (!(e->size <= h->limit - h->used ? start_fetch(d, e) : start_disk(d, false)))
+        if (!(gkv_store_dev_fits(h, e->size) ? start_fetch(d, e) : start_disk(d, false)))
             return false;
     }
     d->waits++;
