@@ -54,6 +54,13 @@ static void unlink_conn(gkv_keywaits_t *w, gkv_conn_t *c)
 
 static void on_deadline(uv_timer_t *t);
 
+/* The timer set to fire at when (uv_now milliseconds; at once when that has passed). */
+static void fire_at(gkv_keywaits_t *w, uint64_t when)
+{
+    uint64_t now = uv_now(w->net->loop);
+    uv_timer_start(&w->timer, on_deadline, when > now ? when - now : 0, 0);
+}
+
 /* The timer set to the earliest deadline among the waiting (stopped when none waits). */
 static void rearm(gkv_keywaits_t *w)
 {
@@ -62,12 +69,10 @@ static void rearm(gkv_keywaits_t *w)
         for (gkv_conn_t *c = b->head; c; c = c->kw_next)
             if (c->kw_deadline < first)
                 first = c->kw_deadline;
-    if (first == UINT64_MAX) {
+    if (first == UINT64_MAX)
         uv_timer_stop(&w->timer);
-        return;
-    }
-    uint64_t now = uv_now(w->net->loop);
-    uv_timer_start(&w->timer, on_deadline, first > now ? first - now : 0, 0);
+    else
+        fire_at(w, first);
 }
 
 static void on_deadline(uv_timer_t *t)
@@ -180,8 +185,7 @@ int gkv_keywait_park(gkv_conn_t *c, const uint8_t *key, size_t klen, uint64_t de
     c->net->store->key_waiters++;
     if (!uv_is_active((uv_handle_t *)&w->timer) ||
         deadline < uv_now(c->net->loop) + uv_timer_get_due_in(&w->timer))
-        uv_timer_start(&w->timer, on_deadline,
-                       deadline > uv_now(c->net->loop) ? deadline - uv_now(c->net->loop) : 0, 0);
+        fire_at(w, deadline); /* earlier than the one it was set for */
     return 0;
 }
 
