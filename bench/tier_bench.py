@@ -420,6 +420,8 @@ def main():
                     help="an older gpukvd, for the 'others' rows beside this one")
     args = ap.parse_args()
     skip = set(args.skip.split(","))
+    # The daemons the "others", "reads" and "maps" rows compare.
+    daemons = [("this", args.daemon)] + ([("before", args.before)] if args.before else [])
     root = tempfile.mkdtemp(prefix="gkv-tierbench-")
     sizes = [size_arg(s) for s in args.sizes.split(",")]
     if "moves" not in skip:
@@ -467,7 +469,6 @@ def main():
                  ("host tier 1x and a disk, moves for the writes",
                   ["--tier-host", str(gpu), "--tier-disk", "DISK", "--tier-disk-size",
                    str(8 * gpu)])]
-        daemons = [("this", args.daemon)] + ([("before", args.before)] if args.before else [])
         for size in sizes:
             for name, flags in confs:
                 for which, binary in daemons:
@@ -483,7 +484,6 @@ def main():
         print("| value | daemon | reader GET p50 / p99 / max (ms) | GET of a disk value p50 (ms) "
               "| disk values read | record state changes on the loop: count, longest (ms) |")
         print("|---|---|---|---|---|---|")
-        daemons = [("this", args.daemon)] + ([("before", args.before)] if args.before else [])
         for size in sizes:
             for which, binary in daemons:
                 r = others_reads(args, root, size, binary)
@@ -496,7 +496,6 @@ def main():
         print("| value | daemon | reader GET p50 / p99 / max (ms) | MAP of a tier value p50 (ms) "
               "| tier values mapped | waits (INFO tier_room_waits) |")
         print("|---|---|---|---|---|---|")
-        daemons = [("this", args.daemon)] + ([("before", args.before)] if args.before else [])
         for size in sizes:
             for which, binary in daemons:
                 r = others_maps(args, root, size, binary)
