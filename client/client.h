@@ -5,11 +5,15 @@
 
 #include <gpukv/gpukv.h>
 #include <stdbool.h>
+#include <sys/time.h>
 
 #include "fdpass.h"
 #include "lease_cache.h"
 #include "message.h"
 
+/* How long the answer of a request waiting for its key is polled for before the thread sleeps:
+ * a hand-off answered within it costs no wake-up (a thread's wake-up is ~10 us). */
+#define GKV_WAIT_SPIN_NS 2000000
 /* SO_SNDBUF asked for on Unix sockets (connect.c): large SETs move in fewer rounds. */
 #define GKV_CLIENT_SNDBUF (4 << 20)
 
@@ -41,7 +45,22 @@ struct gkv_client {
     struct gkv_attach *attach[GKV_FDPASS_MAX];
     struct mapping *mappings; /* every live mapping of this connection (mapping.c) */
     gkv_lease_cache_t lc;     /* what is kept after the caller is done, and later ends */
-    uint32_t wait_ms; /* the GET or MAP being built waits this long for its key (0: not) */
+    uint32_t wait_ms; /* the next GET or MAP waits this long for its key (gkv_wait_next; 0: not) */
+    /* How long a receive polls before it sleeps (0: GKV_SPIN_NS): longer while a request waits
+     * for its key, whose answer is a hand-off that should not pay a thread's wake-up. */
+    uint64_t spin_ns;
+    /* The WATCH's id while c watches (gkv_watch), else 0: c takes no other request; the key of
+     * the last event read (gkv_watch_next), owned. */
+    uint64_t watch_id;
+    uint8_t *ev_key;
+    size_t ev_key_cap;
+    /* The fence page HELLO passed (fence.c): its descriptor (-1: none) and size, mapped at
+     * the first asynchronous seal, and its device address once registered with CUDA. */
+    int fence_fd;
+    uint64_t fence_size;
+    uint64_t *fence_map;
+    void *fence_dev;
+    uint64_t fence_last[64]; /* each counter's last target (it is free again once reached) */
 };
 
 /* Starts a request frame with op and a fresh id. */
@@ -71,6 +90,10 @@ int gkv__send_raw(gkv_client_t *c, const void *p, size_t len);
 /* Reads the next response into c->resp. Returns its status (0 or negative), or a transport
  * code; on a server error c->errmsg holds its message. */
 int gkv__recv(gkv_client_t *c);
+/* Reads the next frame's header into c->resp, whichever request it answers (a watch's events
+ * carry the WATCH's id): 0 or a transport code; the frame's own status is c->resp.status (its
+ * message in c->errmsg). */
+int gkv__recv_any(gkv_client_t *c);
 /* Reads the replies of requests sent without waiting (RELEASE). Returns 0 or a transport
  * code. */
 int gkv__read_deferred(gkv_client_t *c);
@@ -86,6 +109,13 @@ int gkv__cache_flush(gkv_client_t *c);
 /* At close: frees every mapping of c still alive (cached or the caller's: their pointers become
  * invalid) and detaches from the server's memory. The socket's end ends the leases. */
 void gkv__mappings_close(gkv_client_t *c);
+/* The wait gkv_wait_next armed, taken by the GET or MAP being built: its field goes into the
+ * request and the socket's receive timeout (when one is set) is raised by as much; *saved is
+ * what gkv__wait_end puts back once the reply came. Nothing when no wait is armed. */
+void gkv__wait_take(gkv_client_t *c, struct timeval *saved);
+void gkv__wait_end(gkv_client_t *c, const struct timeval *saved);
+/* At close: the fence page unregistered, unmapped and closed (fence.c). */
+void gkv__fence_close(gkv_client_t *c);
 /* Marks the connection unusable and returns code. */
 int gkv__break(gkv_client_t *c, int code);
 

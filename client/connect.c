@@ -50,8 +50,10 @@ static int hello(gkv_client_t *c, unsigned version)
         return rc;
     gkv__begin(c, GKV_OP_HELLO);
     gkv_wr_uint(&c->wr, GKV_F_VERSION, version);
-    if (c->local)
+    if (c->local) {
         gkv_wr_uint(&c->wr, GKV_F_ZC, GKV_ZC_EVERY_GPU);
+        gkv_wr_uint(&c->wr, GKV_F_FENCES, 1); /* a fence page, for gkv_seal_async */
+    }
     if (tlen)
         gkv_wr_bin(&c->wr, GKV_F_TOKEN, token, tlen);
     explicit_bzero(token, sizeof(token));
@@ -100,6 +102,11 @@ static int hello(gkv_client_t *c, unsigned version)
     in->max_value = r->max_value;
     in->max_meta = r->max_meta;
     c->arena_size = r->arena_size;
+    /* The fence page's descriptor comes after the memory's. */
+    if (r->fences && c->nshared > 1 && r->fences >= sizeof(uint64_t)) {
+        c->fence_fd = c->shared_fds[--c->nshared];
+        c->fence_size = r->fences;
+    }
     /* Descriptors without a granted mechanism (or the reverse), or neither the first GPU's
      * alone nor one per GPU, are not trusted. */
     bool granted = strcmp(c->s_zero_copy, "none") != 0;
@@ -219,6 +226,7 @@ int gkv_client_connect_timeout(const char *url, uint32_t timeout_ms, gkv_client_
             return GKV_ENOMEM;
         }
         c->fd = fd;
+        c->fence_fd = -1;
         c->local = strncmp(url, "tcp:", 4) != 0;
         gkv_wr_init(&c->wr);
         gkv_lc_init(&c->lc);
@@ -244,6 +252,7 @@ void gkv_client_close(gkv_client_t *c)
     if (!c)
         return;
     gkv__mappings_close(c);
+    gkv__fence_close(c);
     while (c->nshared)
         close(c->shared_fds[--c->nshared]);
     if (c->fd >= 0)
@@ -251,6 +260,7 @@ void gkv_client_close(gkv_client_t *c)
     gkv_wr_fini(&c->wr);
     free(c->hdr);
     free(c->meta);
+    free(c->ev_key);
     free(c);
 }
 

@@ -42,5 +42,15 @@ void gkv__cuda_detach(gkv_cuda_pool_t *z);
 int gkv__cuda_ptr_uuid(const void *p, char *uuid, size_t cap);
 /* cudaMemcpy with the direction inferred from the pointers; GKV_EIO or GKV_ENOTSUP on failure. */
 int gkv__cuda_copy(void *dst, const void *src, size_t len);
+/* Fences (fence.c). Makes n bytes of page-aligned host memory at p reachable by every GPU's
+ * streams; *dev is their device address. 0, GKV_ENOTSUP (no CUDA or no GPU) or GKV_EIO. */
+int gkv__cuda_host_register(void *p, size_t n, void **dev);
+void gkv__cuda_host_unregister(void *p);
+/* Enqueues on stream (a cudaStream_t; NULL: the legacy default stream) a write of value into
+ * the 8 bytes at dev, after a system-wide memory fence, once the stream's earlier work is done
+ * (cuStreamWriteValue64). 0, GKV_ENOTSUP or GKV_EIO. */
+int gkv__cuda_write_value(void *stream, void *dev, uint64_t value);
+/* Waits for stream's work (NULL: the legacy default stream). 0 or GKV_EIO. */
+int gkv__cuda_stream_sync(void *stream);
 
 #endif

@@ -203,6 +203,62 @@ int gkv__cuda_ptr_uuid(const void *p, char *uuid, size_t cap)
     return 0;
 }
 
+int gkv__cuda_host_register(void *p, size_t n, void **dev)
+{
+    *dev = NULL;
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)
+        return GKV_ENOTSUP;
+    if (cudaHostRegister(p, n, cudaHostRegisterMapped | cudaHostRegisterPortable) !=
+        cudaSuccess)
+        return GKV_EIO;
+    if (cudaHostGetDevicePointer(dev, p, 0) != cudaSuccess) {
+        (void)cudaHostUnregister(p);
+        *dev = NULL;
+        return GKV_EIO;
+    }
+    return 0;
+}
+
+void gkv__cuda_host_unregister(void *p)
+{
+    (void)cudaHostUnregister(p);
+}
+
+/* cuStreamWriteValue64, reached through the runtime (the driver's entry point), so that
+ * libgpukv links the CUDA runtime alone. */
+typedef int (*write_value_fn)(cudaStream_t stream, unsigned long long addr,
+                              unsigned long long value, unsigned int flags);
+static write_value_fn write_value;
+static pthread_once_t write_value_once = PTHREAD_ONCE_INIT;
+
+static void find_write_value(void)
+{
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &fn, 12000, cudaEnableDefault,
+                                         &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+        write_value = (write_value_fn)fn;
+}
+
+int gkv__cuda_write_value(void *stream, void *dev, uint64_t value)
+{
+    pthread_once(&write_value_once, find_write_value);
+    if (!write_value)
+        return GKV_ENOTSUP;
+    /* Flags 0: the write follows a system-wide memory fence, so the producer's writes to the
+     * value are visible before the counter says they are done. */
+    return write_value((cudaStream_t)stream, (unsigned long long)(uintptr_t)dev, value, 0) == 0
+               ? 0
+               : GKV_EIO;
+}
+
+int gkv__cuda_stream_sync(void *stream)
+{
+    return cudaStreamSynchronize((cudaStream_t)stream) == cudaSuccess ? 0 : GKV_EIO;
+}
+
 int gkv__cuda_copy(void *dst, const void *src, size_t len)
 {
     /* cudaMemcpy returns before a device-to-device copy has finished: wait for it, since the

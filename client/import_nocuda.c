@@ -52,3 +52,30 @@ int gkv__cuda_copy(void *dst, const void *src, size_t len)
     (void)len;
     return GKV_ENOTSUP;
 }
+
+int gkv__cuda_host_register(void *p, size_t n, void **dev)
+{
+    (void)p;
+    (void)n;
+    *dev = NULL;
+    return GKV_ENOTSUP;
+}
+
+void gkv__cuda_host_unregister(void *p)
+{
+    (void)p;
+}
+
+int gkv__cuda_write_value(void *stream, void *dev, uint64_t value)
+{
+    (void)stream;
+    (void)dev;
+    (void)value;
+    return GKV_ENOTSUP;
+}
+
+int gkv__cuda_stream_sync(void *stream)
+{
+    (void)stream;
+    return GKV_ENOTSUP;
+}

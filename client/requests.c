@@ -88,9 +88,13 @@ static int get_begin(gkv_client_t *c, const void *key, size_t klen, const gkv_ra
     gkv__cache_flush(c);
     gkv__begin(c, GKV_OP_GET);
     gkv__put_key_range(c, key, klen, range);
-    if (c->wait_ms)
-        gkv_wr_uint(&c->wr, GKV_F_WAIT, c->wait_ms);
-    if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
+    struct timeval saved;
+    gkv__wait_take(c, &saved);
+    rc = gkv__send(c, NULL, 0);
+    if (!rc)
+        rc = gkv__recv(c);
+    gkv__wait_end(c, &saved);
+    if (rc)
         return rc;
     if (info) {
         free(c->meta);
@@ -144,12 +148,24 @@ int gkv_get_with(gkv_client_t *c, const void *key, size_t klen, const gkv_range_
     return gkv__recv_raw(c, buf, (size_t)len);
 }
 
-/* A request that may wait wait_ms for its key: the socket's receive timeout (the connect
- * timeout, when one was given) is raised by as much for it, and put back by wait_end. */
-static void wait_begin(gkv_client_t *c, uint32_t wait_ms, struct timeval *saved)
+int gkv_wait_next(gkv_client_t *c, uint32_t wait_ms)
 {
-    socklen_t len = sizeof(*saved);
+    if (wait_ms > GKV_MAX_WAIT_MS)
+        return GKV_EINVAL;
     c->wait_ms = wait_ms;
+    return 0;
+}
+
+void gkv__wait_take(gkv_client_t *c, struct timeval *saved)
+{
+    saved->tv_sec = saved->tv_usec = 0;
+    uint32_t wait_ms = c->wait_ms;
+    if (!wait_ms)
+        return;
+    c->wait_ms = 0;
+    gkv_wr_uint(&c->wr, GKV_F_WAIT, wait_ms);
+    c->spin_ns = GKV_WAIT_SPIN_NS;
+    socklen_t len = sizeof(*saved);
     if (getsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, saved, &len) ||
         (!saved->tv_sec && !saved->tv_usec)) {
         saved->tv_sec = saved->tv_usec = 0;
@@ -165,9 +181,9 @@ static void wait_begin(gkv_client_t *c, uint32_t wait_ms, struct timeval *saved)
     (void)setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &more, sizeof(more));
 }
 
-static void wait_end(gkv_client_t *c, const struct timeval *saved)
+void gkv__wait_end(gkv_client_t *c, const struct timeval *saved)
 {
-    c->wait_ms = 0;
+    c->spin_ns = 0;
     if (saved->tv_sec || saved->tv_usec)
         (void)setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, saved, sizeof(*saved));
 }
@@ -177,10 +193,9 @@ int gkv_get_wait(gkv_client_t *c, const void *key, size_t klen, const gkv_range_
 {
     if (!wait_ms || wait_ms > GKV_MAX_WAIT_MS)
         return GKV_EINVAL;
-    struct timeval saved;
-    wait_begin(c, wait_ms, &saved);
+    c->wait_ms = wait_ms;
     int rc = gkv_get(c, key, klen, range, buf, cap, info);
-    wait_end(c, &saved);
+    c->wait_ms = 0; /* taken, unless the call failed before sending */
     return rc;
 }
 
@@ -189,10 +204,9 @@ int gkv_map_wait(gkv_client_t *c, const void *key, size_t klen, const gkv_range_
 {
     if (!wait_ms || wait_ms > GKV_MAX_WAIT_MS)
         return GKV_EINVAL;
-    struct timeval saved;
-    wait_begin(c, wait_ms, &saved);
+    c->wait_ms = wait_ms;
     int rc = gkv_map(c, key, klen, range, out);
-    wait_end(c, &saved);
+    c->wait_ms = 0;
     return rc;
 }
 

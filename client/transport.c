@@ -77,7 +77,7 @@ static uint64_t mono_ns(void)
  * replies to small requests arrive within microseconds, and waking a blocked thread costs
  * several of them. */
 #define GKV_SPIN_NS 50000
-static ssize_t recv_spin(int fd, void *b, size_t len)
+static ssize_t recv_spin(int fd, void *b, size_t len, uint64_t spin_ns)
 {
     uint64_t until = 0;
     for (;;) {
@@ -86,7 +86,7 @@ static ssize_t recv_spin(int fd, void *b, size_t len)
             return n;
         uint64_t now = mono_ns();
         if (!until)
-            until = now + GKV_SPIN_NS;
+            until = now + spin_ns;
         else if (now > until)
             return recv(fd, b, len, 0);
     }
@@ -96,7 +96,7 @@ int gkv__recv_raw(gkv_client_t *c, void *buf, size_t len)
 {
     uint8_t *b = buf;
     while (len) {
-        ssize_t n = recv_spin(c->fd, b, len);
+        ssize_t n = recv_spin(c->fd, b, len, c->spin_ns ? c->spin_ns : GKV_SPIN_NS);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -178,6 +178,8 @@ int gkv__send_frame(gkv_client_t *c)
 {
     if (c->broken)
         return GKV_ECLOSED;
+    if (c->watch_id) /* its replies could not be told from its events: gkv_unwatch first */
+        return GKV_EINVAL;
     int rc = gkv__end_frame(c);
     return rc ? rc : gkv__send_raw(c, c->wr.sb.data, c->wr.sb.size);
 }
@@ -216,6 +218,24 @@ int gkv__recv(gkv_client_t *c)
 
 static int recv_one(gkv_client_t *c)
 {
+    int rc = gkv__recv_any(c);
+    if (rc)
+        return rc;
+    if (c->resp.status < 0) {
+        /* An error with id 0 answers no request: the server is refusing the connection. */
+        if (c->resp.id == 0)
+            return gkv__break(c, (int)c->resp.status);
+        if (c->resp.id != c->next_id)
+            return gkv__break(c, GKV_EPROTO);
+        return (int)c->resp.status;
+    }
+    if (c->resp.id != c->next_id)
+        return gkv__break(c, GKV_EPROTO);
+    return 0;
+}
+
+int gkv__recv_any(gkv_client_t *c)
+{
     uint8_t prefix[GKV_FRAME_PREFIX];
     c->errmsg[0] = 0;
     if (c->broken)
@@ -238,18 +258,9 @@ static int recv_one(gkv_client_t *c)
         return rc;
     if (gkv_resp_decode(c->hdr, len, &c->resp))
         return gkv__break(c, GKV_EPROTO);
-    if (c->resp.status < 0) {
+    if (c->resp.status < 0)
         snprintf(c->errmsg, sizeof(c->errmsg), "%.*s", (int)c->resp.message.len,
                  (const char *)c->resp.message.p);
-        /* An error with id 0 answers no request: the server is refusing the connection. */
-        if (c->resp.id == 0)
-            return gkv__break(c, (int)c->resp.status);
-        if (c->resp.id != c->next_id)
-            return gkv__break(c, GKV_EPROTO);
-        return (int)c->resp.status;
-    }
-    if (c->resp.id != c->next_id)
-        return gkv__break(c, GKV_EPROTO);
     return 0;
 }
 

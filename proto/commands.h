@@ -34,7 +34,9 @@
     X(MOVE, move, 20, GKV_CMD_KEY, "move a value to another GPU of the daemon")                    \
     X(SAVE, save, 21, 0, "write a snapshot of every key to --snapshot-dir")                        \
     X(TAKEOVER, takeover, 22, 0, "hand values and sockets to a successor (gpukvd --takeover)")    \
-    X(NODE, node, 23, GKV_CMD_PAYLOAD, "between the nodes of a cluster (internal, node.h)")
+    X(NODE, node, 23, GKV_CMD_PAYLOAD, "between the nodes of a cluster (internal, node.h)")       \
+    X(WATCH, watch, 24, 0, "stream the changes of the keys under a prefix")                        \
+    X(UNWATCH, unwatch, 25, 0, "end the connection's watch")
 
 typedef enum {
 #define GKV_OP_ENUM(NAME, name, num, flags, help) GKV_OP_##NAME = num,

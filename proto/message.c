@@ -178,6 +178,20 @@ int gkv_req_decode(const uint8_t *hdr, size_t len, gkv_request_t *req, const cha
             rc = gkv_read_uint(&r, &req->wait);
             req->has |= GKV_HAS_WAIT;
             break;
+        case GKV_F_ASYNC:
+            rc = gkv_read_uint(&r, &req->async);
+            req->has |= GKV_HAS_ASYNC;
+            break;
+        case GKV_F_FENCES:
+            rc = gkv_read_uint(&r, &req->fences);
+            break;
+        case GKV_F_FENCE:
+            rc = gkv_read_uint(&r, &req->fence);
+            req->has |= GKV_HAS_FENCE;
+            break;
+        case GKV_F_TARGET:
+            rc = gkv_read_uint(&r, &req->target);
+            break;
         case GKV_F_TOKEN:
             rc = gkv_read_bin(&r, &req->token);
             break;
@@ -298,6 +312,10 @@ int gkv_resp_decode(const uint8_t *hdr, size_t len, gkv_response_t *resp)
             break;
         case GKV_F_LENGTH: rc = gkv_read_uint(&r, &resp->length); break;
         case GKV_F_TIER: rc = gkv_read_uint(&r, &resp->tier); break;
+        case GKV_F_EVENT: rc = gkv_read_uint(&r, &resp->event); break;
+        case GKV_F_SEQ: rc = gkv_read_uint(&r, &resp->seq); break;
+        case GKV_F_FENCES: rc = gkv_read_uint(&r, &resp->fences); break;
+        case GKV_F_KEY: rc = gkv_read_bin(&r, &resp->key); break;
         case GKV_F_LEASE: rc = gkv_read_uint(&r, &resp->lease); break;
         case GKV_F_SPARE: rc = gkv_read_uint(&r, &resp->spare); break;
         case GKV_F_TTL:

@@ -71,6 +71,12 @@ enum {
     GKV_F_XFER = 60,        /* PUSH: the transfer's id (its notifications name it) */
     GKV_F_TIER = 61, /* reply (GETSIZE of a key): 1 in the host tier, 2 in the disk tier */
     GKV_F_WAIT = 62, /* request (GET, MAP): wait this many ms for the key to exist */
+    GKV_F_EVENT = 63, /* event frame (WATCH): what happened to the key (GKV_EVENT_*) */
+    GKV_F_SEQ = 64,   /* event frame, WATCH reply: the daemon's count of changes (its order) */
+    GKV_F_FENCES = 65, /* HELLO: ask for (1) / the size of the fence region, its fd passed last */
+    GKV_F_ASYNC = 66,  /* SEAL request: publish once the fence's counter is written (1) */
+    GKV_F_FENCE = 67,  /* SEAL (async): the counter's byte offset in the fence page */
+    GKV_F_TARGET = 68, /* SEAL (async): the value the counter reaches when the writes are done */
 };
 
 /* SEAL's flags field (SET and CREATE use 1 and 2: NX, XX): keep the lease, as a MAP lease on
@@ -105,6 +111,8 @@ enum {
     GKV_HAS_TTL = 1u << 14,
     GKV_HAS_GPU = 1u << 15,
     GKV_HAS_WAIT = 1u << 16,
+    GKV_HAS_ASYNC = 1u << 17,
+    GKV_HAS_FENCE = 1u << 18,
 };
 /* The longest wait a GET or MAP may ask for (wait field), in milliseconds: an hour. */
 #define GKV_MAX_WAIT_MS 3600000u
@@ -119,6 +127,9 @@ typedef struct {
     uint64_t spare;     /* SEAL: a MAP lease to be told about (is it a spare now?) */
     uint64_t ttl;       /* SET, CREATE, EXPIRE: milliseconds to the key's deadline */
     uint64_t wait;      /* GET, MAP: milliseconds to wait for the key to exist */
+    uint64_t async;     /* SEAL: 1 publishes when the fence counter says the writes are done */
+    uint64_t fence, target; /* SEAL with async: the counter (byte offset) and its target */
+    uint64_t fences;    /* HELLO: 1 asks for the fence region */
     uint64_t gpu;       /* SET, CREATE, MOVE: the GPU's ordinal in the daemon, unless gpu_uuid */
     gkv_slice_t gpu_uuid; /* ... or its UUID (len > 0) */
     gkv_slice_t token;  /* HELLO: the authentication token (--auth-token-file) */
@@ -162,6 +173,11 @@ typedef struct {
     int64_t status, device;
     int64_t gpu; /* the daemon's ordinal of the value's GPU; -1 when the reply has none */
     uint64_t tier; /* GETSIZE: 1 host tier, 2 disk tier, 0 on its GPU (or no tier field) */
+    uint64_t event; /* a WATCH's event frame: GKV_EVENT_* (0: not an event) */
+    uint64_t seq;   /* an event's, or WATCH's reply: the daemon's count of changes */
+    uint64_t fences; /* HELLO: the fence region's size (its fd is the last passed), 0: none */
+
+    gkv_slice_t key; /* an event's key */
     gkv_slice_t message, meta, cursor, server, backend, zc, zc_why, export_data;
     gkv_slice_t entries, dirs, results, gpus;
     bool has_meta, has_cursor, has_ttl;

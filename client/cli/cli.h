@@ -34,6 +34,9 @@ typedef struct {
     uint64_t ttl_ms;    /* expire: MS */
     const char *gpu;    /* set: --gpu (an ordinal or a UUID, resolved once connected) */
     bool wait;          /* save: --wait */
+    uint64_t wait_ms;   /* get, map: --wait MS (0: none) */
+    uint64_t count;     /* watch: --count N (0: no end) */
+    uint64_t for_ms;    /* watch: --for MS (0: no end) */
 } gkv_cli_args_t;
 
 typedef int (*gkv_cli_run_fn)(gkv_client_t *c, const gkv_cli_args_t *a);
@@ -77,5 +80,6 @@ int gkv_cli_ttl(gkv_client_t *c, const gkv_cli_args_t *a);
 int gkv_cli_persist(gkv_client_t *c, const gkv_cli_args_t *a);
 int gkv_cli_move(gkv_client_t *c, const gkv_cli_args_t *a);
 int gkv_cli_save(gkv_client_t *c, const gkv_cli_args_t *a);
+int gkv_cli_watch(gkv_client_t *c, const gkv_cli_args_t *a);
 
 #endif

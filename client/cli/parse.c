@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "frame.h"
+#include "message.h"
 #include "paths.h"
 #include "size.h"
 #include "version.h"
@@ -28,6 +29,9 @@ enum {
     OPT_TTL,
     OPT_GPU,
     OPT_WAIT,
+    OPT_WAIT_MS,
+    OPT_COUNT,
+    OPT_FOR,
     OPT_HELP_ALL,
 };
 
@@ -38,6 +42,8 @@ enum {
         {"length", required_argument, NULL, OPT_LENGTH},                                          \
         {"suffix", required_argument, NULL, OPT_SUFFIX}
 #define END_OPT {NULL, 0, NULL, 0}
+#define WAIT_HELP                                                                                  \
+    "  --wait MS    a KEY that does not exist yet is waited for, up to MS milliseconds\n"
 #define RANGE_HELP                                                                                 \
     "  --offset N   start at byte N\n"                                                             \
     "  --length N   at most N bytes (default: to the end)\n"                                       \
@@ -56,9 +62,11 @@ static const struct option o_set[] = {HELP_OPT,
 static const struct option o_get[] = {HELP_OPT,
                                       {"output", required_argument, NULL, 'o'},
                                       {"meta", no_argument, NULL, OPT_META},
+                                      {"wait", required_argument, NULL, OPT_WAIT_MS},
                                       RANGE_OPTS,
                                       END_OPT};
-static const struct option o_map[] = {HELP_OPT, RANGE_OPTS, END_OPT};
+static const struct option o_map[] = {
+    HELP_OPT, {"wait", required_argument, NULL, OPT_WAIT_MS}, RANGE_OPTS, END_OPT};
 static const struct option o_ls[] = {
     HELP_OPT, {"long", no_argument, NULL, 'l'}, {"dir", no_argument, NULL, 'd'}, END_OPT};
 static const struct option o_del[] = {HELP_OPT,
@@ -69,6 +77,10 @@ static const struct option o_size[] = {HELP_OPT, {"prefix", required_argument, N
 static const struct option o_info[] = {
     HELP_OPT, {"prometheus", no_argument, NULL, OPT_PROMETHEUS}, END_OPT};
 static const struct option o_save[] = {HELP_OPT, {"wait", no_argument, NULL, OPT_WAIT}, END_OPT};
+static const struct option o_watch[] = {HELP_OPT,
+                                        {"count", required_argument, NULL, OPT_COUNT},
+                                        {"for", required_argument, NULL, OPT_FOR},
+                                        END_OPT};
 static const struct option o_flush[] = {HELP_OPT, {"yes", no_argument, NULL, OPT_YES}, END_OPT};
 
 typedef struct {
@@ -95,7 +107,8 @@ static const command_t table[] = {
      ":ho:",
      o_get,
      "  -o, --output FILE  write to FILE instead of stdout (- is stdout)\n"
-     "  --meta             the metadata stored with the value (set --meta) instead\n" RANGE_HELP},
+     "  --meta             the metadata stored with the value (set --meta) instead\n" WAIT_HELP
+         RANGE_HELP},
     {{"del", "del KEY... | del --prefix PREFIX", "delete keys; prints how many existed", 1, -1,
       gkv_cli_del},
      ":hp:",
@@ -121,7 +134,7 @@ static const command_t table[] = {
       1, gkv_cli_map},
      ":h",
      o_map,
-     RANGE_HELP},
+     WAIT_HELP RANGE_HELP},
     {{"info", "info [SECTION]",
       "server, memory, clients and keyspace statistics (SECTION: one of them, e.g. memory)", 0, 1,
       gkv_cli_info},
@@ -162,6 +175,15 @@ static const command_t table[] = {
      ":h",
      o_save,
      "  --wait  until it is written; print the file, keys and bytes\n"},
+    {{"watch", "watch [PREFIX]",
+      "print each change of the keys under PREFIX as it happens: SEQ EVENT SIZE KEY", 0, 1,
+      gkv_cli_watch},
+     ":h",
+     o_watch,
+     "  --count N  stop after N events\n"
+     "  --for MS   stop after MS milliseconds (exit 0)\n"
+     "Events: set, delete, expire, evict, flush. SEQ is the daemon's count of changes.\n"
+     "A watcher that reads too slowly loses its watch (exit 1, OVERFLOW).\n"},
     {{"move", "move KEY GPU",
       "move a value to the daemon's GPU GPU (its ordinal, or its UUID; gpukv info lists them)", 2,
       2, gkv_cli_move},
@@ -315,6 +337,18 @@ static int apply(const command_t *t, int opt, gkv_cli_args_t *a)
         return 0;
     case OPT_WAIT:
         a->wait = true;
+        return 0;
+    case OPT_WAIT_MS:
+        if (!milliseconds(optarg, &a->wait_ms) || a->wait_ms > GKV_MAX_WAIT_MS)
+            return bad(cmd, "--wait is a number of milliseconds, 1 to 3600000, not '%s'", optarg);
+        return 0;
+    case OPT_COUNT:
+        if (!milliseconds(optarg, &a->count)) /* the same form: decimal, at least 1 */
+            return bad(cmd, "--count is a number of events, at least 1, not '%s'", optarg);
+        return 0;
+    case OPT_FOR:
+        if (!milliseconds(optarg, &a->for_ms))
+            return bad(cmd, "--for is a number of milliseconds, at least 1, not '%s'", optarg);
         return 0;
     case OPT_TTL:
         if (!milliseconds(optarg, &a->set.ttl_ms))

@@ -261,6 +261,7 @@ int gkv_cli_get(gkv_client_t *c, const gkv_cli_args_t *a)
 {
     gkv_range_t range = a->range;
     const char *out = a->output, *key = a->operands[0];
+    gkv_wait_next(c, (uint32_t)a->wait_ms); /* checked: 0 .. 3,600,000; the GET takes it */
     if (a->meta)
         return print_meta(c, key);
     if (range.length == 0)
@@ -270,7 +271,7 @@ int gkv_cli_get(gkv_client_t *c, const gkv_cli_args_t *a)
     if (out && strcmp(out, "-") != 0 && (fd = open_output(out, tmp, sizeof(tmp))) < 0)
         return EXIT_USAGE;
     uint64_t size = 0;
-    if (isatty(2) && gkv_getsize(c, key, strlen(key), &size) == 0)
+    if (!a->wait_ms && isatty(2) && gkv_getsize(c, key, strlen(key), &size) == 0)
         progress(c, size);
     gkv_value_info_t info;
     int rc = gkv_get_to_fd(c, key, strlen(key), &range, fd, &info);
@@ -291,6 +292,7 @@ int gkv_cli_map(gkv_client_t *c, const gkv_cli_args_t *a)
     if (range.length == 0)
         range.length = GKV_TO_END;
     gkv_mapping_t *m;
+    gkv_wait_next(c, (uint32_t)a->wait_ms);
     int rc = gkv_map(c, key, strlen(key), &range, &m);
     if (rc)
         return gkv_cli_fail(c, "map", rc);

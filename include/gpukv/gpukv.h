@@ -42,7 +42,8 @@ extern "C" {
     X(LEASELIMIT, 20, "too many leases or leased bytes on this connection")                        \
     X(TIMEDOUT, 21, "timed out waiting for the server")                                            \
     X(AUTH, 22, "authentication required or refused")                                              \
-    X(UNAVAILABLE, 23, "a cluster node this request needs is unreachable")
+    X(UNAVAILABLE, 23, "a cluster node this request needs is unreachable")                         \
+    X(OVERFLOW, 24, "the watcher fell too far behind: its watch was ended")
 
 typedef enum {
     GKV_OK = 0,
@@ -185,6 +186,11 @@ GKV_EXPORT int gkv_get_with(gkv_client_t *c, const void *key, size_t klen,
 GKV_EXPORT int gkv_get_wait(gkv_client_t *c, const void *key, size_t klen,
                             const gkv_range_t *range, uint32_t wait_ms, void *buf, size_t cap,
                             gkv_value_info_t *info);
+/* Arms a wait for the next GET or MAP that c sends (gkv_get and its variants, gkv_get_to_fd,
+ * gkv_get_to_device, gkv_map; not gkv_mget or gkv_map_many): it waits up to wait_ms for a key
+ * that does not exist yet, as gkv_get_wait does; the calls after it do not. 0 disarms it.
+ * Returns 0, or GKV_EINVAL for wait_ms over 3,600,000. */
+GKV_EXPORT int gkv_wait_next(gkv_client_t *c, uint32_t wait_ms);
 /* Like gkv_get, streaming the bytes to fd (borrowed, left open). */
 GKV_EXPORT int gkv_get_to_fd(gkv_client_t *c, const void *key, size_t klen,
                              const gkv_range_t *range, int fd, gkv_value_info_t *info);
@@ -328,6 +334,43 @@ typedef struct {
     int gpu;              /* the daemon's ordinal of that GPU (gkv_server_info_t.gpu_uuids) */
 } gkv_mapping_t;
 
+/* Watching a prefix (PROTOCOL.md, "Watching a prefix"). What happened to a key: */
+typedef enum {
+    GKV_EVENT_SET = 1,    /* a value was published under it (SET, SEAL, MSET's items) */
+    GKV_EVENT_DELETE = 2, /* deleted (DEL, a prefix delete) */
+    GKV_EVENT_EXPIRE = 3, /* its deadline passed */
+    GKV_EVENT_EVICT = 4,  /* the daemon dropped it for room (or could not read it back) */
+    GKV_EVENT_FLUSH = 5,  /* every key went (FLUSH): key is empty */
+} gkv_event_kind_t;
+
+typedef struct {
+    gkv_event_kind_t kind;
+    const void *key; /* owned by the client, valid until its next call */
+    size_t klen;
+    uint64_t size; /* the value's size for SET, else 0 */
+    /* The daemon's count of changes at this one: it grows with every change, so a key's
+     * events come in the order of their seq, and a gap-free stream of one daemon says
+     * nothing was missed. */
+    uint64_t seq;
+} gkv_event_t;
+
+/* Makes c a watcher of every key under prefix (plen 0: every key): from now on the daemon sends
+ * c an event for each change of such a key, in the order it made them, until gkv_unwatch. While
+ * it watches, c takes only gkv_watch_next, gkv_unwatch and gkv_client_close (others:
+ * GKV_EINVAL); use another connection for requests. *seq (may be NULL) gets the daemon's count
+ * of changes when the watch began: the first event's seq is above it. Returns 0, GKV_ENOTSUP
+ * (a cluster node: watches across a cluster are not built), GKV_EINVAL (already watching),
+ * GKV_ETOOBIG (a prefix over the key limit). */
+GKV_EXPORT int gkv_watch(gkv_client_t *c, const void *prefix, size_t plen, uint64_t *seq);
+/* The next event of c's watch, waiting up to timeout_ms for it (-1: as long as it takes; 0: only
+ * one already there). Returns 0 (*ev filled), GKV_ETIMEDOUT (none came in time; the watch goes
+ * on), GKV_EOVERFLOW (c read too slowly: the daemon ended the watch, c is usable again and may
+ * watch anew), GKV_EINVAL (c does not watch), or a transport code. */
+GKV_EXPORT int gkv_watch_next(gkv_client_t *c, gkv_event_t *ev, int timeout_ms);
+/* Ends c's watch; events still on the way are dropped. Returns 0 (also when c did not watch,
+ * or its watch was ended by GKV_EOVERFLOW) or a transport code. */
+GKV_EXPORT int gkv_unwatch(gkv_client_t *c);
+
 /* Leases key (or a range of it) for reading in place. *out (owned by the caller) stays valid,
  * with the bytes it shows unchanged, until gkv_unmap, even if the key is deleted or
  * overwritten meanwhile. Returns 0, GKV_ENOTSUP (no zero-copy on this connection:
@@ -393,6 +436,31 @@ GKV_EXPORT int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_
  * imported, for the key's next value. So a rewritten key costs two values of memory and one
  * round trip per write. If the seal fails NX/XX, the discarded value becomes the spare. */
 GKV_EXPORT int gkv_seal(gkv_client_t *c, gkv_mapping_t *m);
+/* Publishes a created value once the work on stream has finished, without waiting for it: the
+ * library enqueues on stream (a cudaStream_t; NULL: the legacy default stream) a write of a
+ * counter the daemon watches, sends SEAL at once and returns; the daemon publishes the value when
+ * it sees the counter written, so readers only ever see it complete (a reader waiting for the
+ * key, gkv_get_wait or gkv_watch, gets it then). Seals of one connection are published in the
+ * order they were made, and a gkv_seal after them waits for them. If this connection closes (or
+ * the process dies) before the stream got there, the value is discarded, never published. A
+ * value in host memory (the host backend) is published at once: stream is not used. frees m as
+ * gkv_seal does (the lease stays in the lease cache). Returns 0, GKV_ENOTSUP (a daemon without
+ * fences, a cluster node, or no CUDA to write the counter with), GKV_EINVAL (m was created with
+ * NX or XX: an asynchronous seal cannot say it failed), GKV_EBUSY (64 seals of this connection
+ * wait already, or every fence counter still waits for its stream), or a transport code. After
+ * GKV_ENOTSUP, GKV_EINVAL or GKV_EBUSY m is still the caller's, writable (gkv_seal or gkv_abort
+ * it); after any other return it is freed. */
+GKV_EXPORT int gkv_seal_async(gkv_client_t *c, gkv_mapping_t *m, void *stream);
+/* Where an asynchronous seal's counter is and what it must become. */
+typedef struct {
+    volatile uint64_t *counter; /* in this process's memory, shared with the daemon */
+    void *device_counter;       /* the same counter as a device address; NULL without CUDA */
+    uint64_t target;            /* the value that publishes the seal */
+} gkv_fence_t;
+/* Like gkv_seal_async, but nothing is enqueued: the caller makes *f->counter equal f->target
+ * (a store from the host, or from its own kernel through f->device_counter) once its writes
+ * through m are done and visible; the daemon publishes the value then. */
+GKV_EXPORT int gkv_seal_deferred(gkv_client_t *c, gkv_mapping_t *m, gkv_fence_t *f);
 /* Discards a created value (its lease ends with a RELEASE sent without waiting) and frees m. */
 GKV_EXPORT int gkv_abort(gkv_client_t *c, gkv_mapping_t *m);
 /* Stores len bytes of device memory dptr (borrowed). Locally: CREATE, a device-to-device copy,

@@ -247,6 +247,18 @@ int gkv_cmd_seal(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
     unsigned flags = l->flags | (unsigned)(req->flags & (GKV_SET_NX | GKV_SET_XX));
     if ((flags & GKV_SET_NX) && (flags & GKV_SET_XX))
         return gkv_reply_fail(rep, GKV_EINVAL, "NX and XX exclude each other");
+    bool async = req->has & GKV_HAS_ASYNC;
+    if (async && req->async != 1)
+        return gkv_reply_fail(rep, GKV_EINVAL, "async is 1 (or absent)");
+    if (async && (ctx->clustered || rep->in.version < 2))
+        return gkv_reply_fail(rep, GKV_ENOTSUP,
+                              ctx->clustered
+                                  ? "asynchronous seals are not built for a cluster node"
+                                  : "an asynchronous SEAL needs protocol version 2");
+    if (async && (flags & (GKV_SET_NX | GKV_SET_XX)))
+        return gkv_reply_fail(rep, GKV_EINVAL,
+                              "an asynchronous SEAL takes no NX or XX (its reply comes before "
+                              "the value is published)");
     if ((rc = gkv_check_meta(req, rep)) || (rc = gkv_check_ttl(req, rep)))
         return rc;
     if ((req->has & GKV_HAS_META) &&
@@ -254,6 +266,10 @@ int gkv_cmd_seal(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
         return rc;
     if ((req->has & GKV_HAS_TTL) && (rc = gkv_store_entry_ttl(ctx->store, l->entry, req->ttl)))
         return rc;
+    if (async) { /* the connection publishes it once its fence says so (net/fence.h) */
+        rep->seal_async = l;
+        return 0;
+    }
     gkv_entry_t *holder = NULL;
     rc = gkv_store_publish(ctx->store, l->entry, flags, &holder);
     /* With keep, the lease goes on: on the published value as a read lease, or (NX/XX refused

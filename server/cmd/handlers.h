@@ -2,7 +2,8 @@
  * (cmd_value.c: SET and its payload's commit, GET, MGET), keys (cmd_keys.c: EXISTS, DEL, LIST,
  * GETSIZE, FLUSH), deadlines (cmd_ttl.c: EXPIRE, PERSIST, TTL), zero-copy leases (cmd_lease.c:
  * MAP, RELEASE, CREATE, SEAL, ABORT), placement (cmd_move.c: MOVE) and what reaches a handler
- * of a request between cluster nodes (cmd_node.c: a REPLICA's payload). The daemon's own
+ * of a request between cluster nodes (cmd_node.c: a REPLICA's payload), watches (cmd_watch.c:
+ * WATCH, UNWATCH, which the connection carries out). The daemon's own
  * commands (HELLO, PING, INFO, SAVE, TAKEOVER) are daemon/admin.c's; the table that names them
  * all is the daemon's (daemon/table.c). */
 #ifndef GKV_CMD_HANDLERS_H
@@ -30,6 +31,8 @@ GKV_HANDLER(seal);
 GKV_HANDLER(abort);
 GKV_HANDLER(move);
 GKV_HANDLER(node);
+GKV_HANDLER(watch);
+GKV_HANDLER(unwatch);
 #undef GKV_HANDLER
 
 /* SET's payload continuation (a gkv_payload_fn): publishes e, whose payload has arrived (or is

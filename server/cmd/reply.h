@@ -61,6 +61,15 @@ typedef struct {
     /* The request waits for moves (in.room), or for its key to exist (wait_key, in.may_wait):
      * nothing is answered; it runs again later. */
     bool parked, wait_key;
+    /* WATCH, UNWATCH: the connection starts or ends its watch and writes the reply itself
+     * (net/watch.h); the handler wrote nothing. */
+    bool watch, unwatch;
+    /* SEAL with async: the connection gives the seal a fence counter and writes the reply
+     * (net/fence.h); the lease (writable, the connection's) is the one sealed. */
+    gkv_lease_t *seal_async;
+    /* HELLO: the connection gets a fence page, its descriptor passed last (the reply says
+     * fences). */
+    bool fence_page;
     uint8_t version;
     /* HELLO: the shared-memory fds to pass with the reply (one per device with zc_every_gpu,
      * else device 0's), and whether they reach every device; TAKEOVER: listeners, memory and

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "fence.h"
 #include "prometheus.h"
 #include "server.h"
 #include "token.h"
@@ -81,6 +82,11 @@ int gkv_cmd_hello(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep
                       sizeof(why));
     gkv_wr_str(w, GKV_F_ZC, rep->nfds ? be->share_mechanism : "none");
     gkv_wr_str(w, GKV_F_ZC_WHY, why);
+    /* A fence page for asynchronous seals (net/fence.h), its descriptor after the memory's. */
+    if (req->fences == 1 && rep->nfds && rep->nfds < GKV_REPLY_FDS && !ctx->clustered) {
+        rep->fence_page = true;
+        gkv_wr_uint(w, GKV_F_FENCES, GKV_FENCE_PAGE);
+    }
     if (rep->nfds && be->host_visible)
         gkv_wr_uint(w, GKV_F_ARENA_SIZE, be->capacity);
     gkv_wr_uint(w, GKV_F_MAX_KEY, srv->cfg.max_key);

@@ -374,6 +374,9 @@ static const setting_t settings[] = {
      "(default 60s; 0: off)"},
     {"output-buffer-limit", parse_size, FIELD(output_limit), 65536, 1ull << 30, true, "SIZE",
      "stop reading a client's requests while this much output waits for it (4M)"},
+    {"watch-buffer", parse_size, FIELD(watch_buffer), 65536, 1ull << 30, true, "SIZE",
+     "a watcher that leaves this many bytes of events untaken loses its\n"
+     "watch (OVERFLOW) (default 8M)"},
     {"shutdown-grace", parse_ms, FIELD(shutdown_grace_ms), 0, 3600000, true, "TIME",
      "SIGTERM: requests in flight get this long, then connections are closed (5s)"},
     {"auth-token-file", parse_path, FIELD(auth_token_file), 0, PATH_MAX - 1, true, "PATH",
@@ -429,6 +432,7 @@ void gkv_config_defaults(gkv_config_t *cfg)
     cfg->frame_timeout_ms = 30000;
     cfg->write_timeout_ms = 60000;
     cfg->output_limit = 4u << 20;
+    cfg->watch_buffer = 8u << 20;
     cfg->shutdown_grace_ms = 5000;
     cfg->snapshot_on_exit = true;
     cfg->tier_disk_reload = true;

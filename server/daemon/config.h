@@ -55,6 +55,7 @@ typedef struct {
     uint64_t idle_timeout_ms;   /* a connection with nothing in flight and no lease */
     uint64_t write_timeout_ms;  /* queued output that the client does not take */
     uint64_t output_limit;      /* queued output above which requests are no longer read */
+    uint64_t watch_buffer;      /* a watcher's untaken events past which its watch ends */
     uint64_t shutdown_grace_ms; /* SIGTERM: how long requests in flight may take */
     uint64_t maxmemory_keys;    /* host bytes for keys, metadata and the index; 0: RAM / 4 */
     uint64_t tier_host;         /* --tier-host: bytes of the host tier below the GPUs; 0: none */

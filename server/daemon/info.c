@@ -9,11 +9,13 @@
 #include "admin.h"
 #include "demoter.h"
 #include "error.h"
+#include "fence.h"
 #include "keywait.h"
 #include "prometheus.h"
 #include "server.h"
 #include "tier_pin.h"
 #include "version.h"
+#include "watch.h"
 
 /* INFO with flags GKV_INFO_PROMETHEUS: the metrics text that --metrics-listen serves. */
 static int info_prometheus(gkv_server_t *srv, const gkv_request_t *req, gkv_reply_t *rep)
@@ -122,6 +124,10 @@ int gkv_cmd_info(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
     gkv_dev_totals_t dt = gkv_devices_totals(&srv->devs);
     uint64_t kw[3]; /* requests waiting for keys now, woken, timed out (keywait.h) */
     gkv_keywaits_stats(&srv->net, &kw[0], &kw[1], &kw[2]);
+    uint64_t wa[3]; /* connections watching now, events sent, watches cut (watch.h) */
+    gkv_watches_stats(&srv->net, &wa[0], &wa[1], &wa[2]);
+    uint64_t fe[5]; /* asynchronous seals waiting, published, discarded, wait us, max (fence.h) */
+    gkv_fences_stats(&srv->net, &fe[0], &fe[1], &fe[2], &fe[3], &fe[4]);
     int n = snprintf(
         text, sizeof(text),
         "# Server\r\nversion:%s\r\nprotocol:%d\r\npid:%d\r\nuptime_seconds:%" PRIu64
@@ -129,7 +135,11 @@ int gkv_cmd_info(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
         "tcp_listen:%s\r\nmetrics_listen:%s\r\nkey_order_thread:%s\r\n"
         "# Clients\r\nconnected_clients:%" PRIu64 "\r\nmaxclients:%" PRIu64
         "\r\nwaiting_for_keys:%" PRIu64 "\r\nkey_waits_woken:%" PRIu64
-        "\r\nkey_waits_timed_out:%" PRIu64 "\r\n"
+        "\r\nkey_waits_timed_out:%" PRIu64 "\r\nwatching_clients:%" PRIu64
+        "\r\nwatch_events_sent:%" PRIu64 "\r\nwatches_overflowed:%" PRIu64 "\r\nchanges:%" PRIu64
+        "\r\nasync_seals_waiting:%" PRIu64 "\r\nasync_seals_published:%" PRIu64
+        "\r\nasync_seals_discarded:%" PRIu64 "\r\nasync_seal_wait_us:%" PRIu64
+        "\r\nasync_seal_max_wait_us:%" PRIu64 "\r\n"
         "# Memory\r\nused_bytes:%" PRIu64 "\r\nmaxmemory:%" PRIu64 "\r\nmaxmemory_policy:%s"
         "\r\nevictable_bytes:%" PRIu64 "\r\ndevice_total_bytes:%" PRIu64
         "\r\nkept_export_bytes:%" PRIu64 "\r\nkept_export_reuses:%" PRIu64
@@ -148,7 +158,8 @@ int gkv_cmd_info(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
         be0->name, be0->device, be0->gpu_name, be0->gpu_uuid, srv->cfg.socket_path,
         srv->tcp_bound[0] ? srv->tcp_bound : "off",
         srv->metrics_bound[0] ? srv->metrics_bound : "off", srv->key_order_thread ? "yes" : "no",
-        srv->net.nconns, srv->cfg.maxclients, kw[0], kw[1], kw[2], st->used, st->limit, gkv_policy_name(st->policy),
+        srv->net.nconns, srv->cfg.maxclients, kw[0], kw[1], kw[2], wa[0], wa[1], wa[2],
+        st->changes, fe[0], fe[1], fe[2], fe[3], fe[4], st->used, st->limit, gkv_policy_name(st->policy),
         evictable_estimate(srv), dt.device_total, dt.kept_bytes, dt.kept_reuses,
         gkv_index_memory(st->ix), srv->cfg.max_value, srv->cfg.max_key, ss->total_connections,
         ss->rejected_connections, srv->cmd.commands, ss->protocol_errors, st->stats.hits,
@@ -164,12 +175,13 @@ int gkv_cmd_info(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
         text + n, sizeof(text) - (size_t)n,
         "# Limits\r\nframe_timeouts:%" PRIu64 "\r\nidle_timeouts:%" PRIu64
         "\r\nwrite_timeouts:%" PRIu64 "\r\nframe_timeout_ms:%" PRIu64 "\r\nidle_timeout_ms:%" PRIu64
-        "\r\nwrite_timeout_ms:%" PRIu64 "\r\noutput_buffer_limit:%" PRIu64 "\r\nkey_memory:%" PRIu64
+        "\r\nwrite_timeout_ms:%" PRIu64 "\r\noutput_buffer_limit:%" PRIu64
+        "\r\nwatch_buffer:%" PRIu64 "\r\nkey_memory:%" PRIu64
         "\r\nmaxmemory_keys:%" PRIu64 "\r\nstaging_yields:%" PRIu64 "\r\nwide_send_buffers:%u"
         "\r\nauth_failures:%" PRIu64 "\r\nrejected_peers:%" PRIu64 "\r\nauth_required:%s\r\n",
         ss->frame_timeouts, ss->idle_timeouts, ss->write_timeouts, srv->cfg.frame_timeout_ms,
         srv->cfg.idle_timeout_ms, srv->cfg.write_timeout_ms, srv->cfg.output_limit,
-        gkv_store_host_memory(st), st->host_limit, ss->staging_yields, srv->net.wide_sndbufs,
+        srv->cfg.watch_buffer, gkv_store_host_memory(st), st->host_limit, ss->staging_yields, srv->net.wide_sndbufs,
         ss->auth_failures + srv->http_auth_failures, ss->rejected_peers,
         srv->token_len ? "yes" : "no");
     if (m < 0 || (size_t)m >= sizeof(text) - (size_t)n)

@@ -174,6 +174,7 @@ void gkv_server_apply_settings(gkv_server_t *s)
                                     .max_leases = cfg->max_leases,
                                     .max_leased_bytes = cfg->max_leased_bytes};
     s->net.set = (gkv_net_settings_t){.output_limit = cfg->output_limit,
+                                      .watch_buffer = cfg->watch_buffer,
                                       .frame_timeout_ms = cfg->frame_timeout_ms,
                                       .idle_timeout_ms = cfg->idle_timeout_ms,
                                       .write_timeout_ms = cfg->write_timeout_ms,

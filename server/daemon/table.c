@@ -14,4 +14,5 @@ const gkv_command_t gkv_command_table[GKV_OP_MAX] = {
     CMD(ABORT, abort, NULL),       CMD(EXPIRE, expire, NULL), CMD(PERSIST, persist, NULL),
     CMD(TTL, ttl, NULL),           CMD(MOVE, move, NULL),     CMD(SAVE, save, NULL),
     CMD(TAKEOVER, takeover, NULL), CMD(NODE, node, gkv_cmd_set_commit),
+    CMD(WATCH, watch, NULL),       CMD(UNWATCH, unwatch, NULL),
 };

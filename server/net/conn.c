@@ -15,6 +15,8 @@
 #include "error.h"
 #include "fdpass.h"
 #include "keywait.h"
+#include "fence.h"
+#include "watch.h"
 #include "log.h"
 
 #define IN_INITIAL (64u << 10)
@@ -101,6 +103,8 @@ void gkv_conn_close(gkv_conn_t *c, bool graceful)
     gkv_demoter_cancel(c->net->demoter, &c->rwaiter);
     c->wait.room = false;
     gkv_keywait_cancel(c);
+    gkv_watch_cancel(c);
+    gkv_fence_cancel(c);
     gkv_conn_finish_close(c);
 }
 
@@ -279,7 +283,8 @@ void gkv_conn_copy_finished(gkv_conn_t *c)
 static void update_reading(gkv_conn_t *c)
 {
     bool want = !c->closing && !c->wait.copy && !c->wait.stage && !c->wait.batch &&
-                !c->wait.cluster && !c->wait.room && !c->wait.key && !c->yielded &&
+                !c->wait.cluster && !c->wait.room && !c->wait.key && !c->wait.fence &&
+                !c->yielded &&
                 c->phase != CONN_SEND && (c->phase != CONN_HEADER || !gkv_conn_output_full(c)) &&
                 !(c->phase == CONN_HEADER && gkv_conn_refused(c));
     if (want && !c->reading) {

@@ -63,6 +63,7 @@ typedef struct {
     bool cluster; /* the request waits for other cluster nodes (c->route, cluster.h) */
     bool room;    /* a SET waits for values to move down off its full GPU (c->rwaiter) */
     bool key;     /* a GET or MAP waits for its key to exist (keywait.h) */
+    bool fence;   /* a SEAL waits for the connection's asynchronous seals (fence.h) */
 } gkv_waits_t;
 
 /* Replies and values going out (send.c). */
@@ -141,6 +142,8 @@ struct gkv_conn {
     gkv_conn_t *kw_next;
     uint64_t kw_deadline;
     bool kw_timed_out;
+    struct gkv_watch *watch; /* its watch of a prefix (watch.h), NULL when it watches none */
+    struct gkv_fence *fence; /* its fence page and asynchronous seals (fence.h), or NULL */
     gkv_route_ticket_t route;             /* the request in the cluster's hands (wait.cluster) */
     gkv_commit_waiter_t commit;           /* the journal's commit (hold.commit) */
     uint64_t journal_mark;                /* the journal's length as the request began */

@@ -36,7 +36,7 @@ static bool idle(const gkv_conn_t *c, uint64_t now, uint64_t limit)
 {
     return limit && c->phase == CONN_HEADER && c->in_pos == c->in_len && !c->wait.copy &&
            !gkv_conn_held(c) && !c->snd.pending && !c->out.sb.size && !c->leases.count &&
-           now - c->active_at >= limit;
+           !c->watch && now - c->active_at >= limit; /* a watcher waits for events */
 }
 
 void gkv_conn_sweep(gkv_conn_t *c, uint64_t now)

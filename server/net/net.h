@@ -42,6 +42,7 @@ typedef struct {
     uint64_t frame_timeout_ms, idle_timeout_ms, write_timeout_ms; /* 0: none */
     uint64_t maxclients;
     uint64_t busy_poll_us; /* keep the loop polling this long after input; 0: never */
+    uint64_t watch_buffer; /* a watcher's untaken events past which its watch ends (watch.h) */
     const uint32_t *allow_uids, *allow_gids; /* Unix peers allowed; none listed: everyone */
     unsigned n_allow_uids, n_allow_gids;
     bool token; /* a token is configured: connections begin unauthenticated */
@@ -95,11 +96,13 @@ struct gkv_net {
     uv_idle_t turns;
     gkv_conn_t *yielded;
     struct gkv_keywaits *keywaits; /* requests waiting for a key to exist (keywait.h) */
+    struct gkv_watches *watches;   /* connections watching a prefix (watch.h) */
+    struct gkv_fences *fences;     /* asynchronous seals waiting for their fences (fence.h) */
     bool open; /* the handles are initialised (gkv_net_init) and not closing */
 };
 
 /* Sets net up on loop: its handles, its lock, and with net->store already set the waits for
- * keys (keywait.h). The caller fills the layers, settings and hooks (before the first
+ * keys (keywait.h) and the watches (watch.h). The caller fills the layers, settings and hooks (before the first
  * connection). */
 void gkv_net_init(gkv_net_t *net, uv_loop_t *loop);
 /* Starts closing the handles (every connection is gone; the loop must then run out). */

@@ -12,7 +12,9 @@
 #include "conn_impl.h"
 #include "error.h"
 #include "fdpass.h"
+#include "fence.h"
 #include "keywait.h"
+#include "watch.h"
 #include "log.h"
 
 static void protocol_error(gkv_conn_t *c, const char *why)
@@ -131,9 +133,36 @@ static bool park_for_key(gkv_conn_t *c, const gkv_request_t *req, int *rc)
     return false;
 }
 
+/* A request a watching connection may not make (watch.h) is answered INVAL; its payload, if
+ * any, is skipped. */
+static void refuse_while_watching(gkv_conn_t *c, const gkv_request_t *req)
+{
+    c->op = req->op;
+    c->op_started = uv_hrtime();
+    gkv_reply_error(&c->out, req->id, GKV_EINVAL,
+                    "this connection watches a prefix: it takes only UNWATCH and PING");
+    gkv_conn_op_done(c, GKV_EINVAL);
+    if (req->payload_len) {
+        c->rcv.discard_left = req->payload_len;
+        c->phase = CONN_DISCARD;
+        c->frame_since = uv_now(c->net->loop);
+        c->frame_bytes = 0;
+    }
+}
+
 /* Handles one request; false when the cluster parked it (its frame is to be read again). */
 static bool handle_request(gkv_conn_t *c, const gkv_request_t *routed)
 {
+    if (c->watch && routed->op != GKV_OP_UNWATCH && routed->op != GKV_OP_PING) {
+        refuse_while_watching(c, routed);
+        return true;
+    }
+    /* A SEAL publishes after the connection's asynchronous seals (fence.h): it waits for them,
+     * its frame kept in the input. */
+    if (routed->op == GKV_OP_SEAL && !(routed->has & GKV_HAS_ASYNC) && gkv_fence_waiting(c)) {
+        c->wait.fence = true;
+        return false;
+    }
     gkv_request_t run;
     bool parked;
     uint8_t *seal_key = NULL;
@@ -189,6 +218,19 @@ static bool handle_request(gkv_conn_t *c, const gkv_request_t *routed)
     }
     if (rc == 0 && req->op == GKV_OP_HELLO)
         c->version = rep.version;
+    if (rc == 0 && rep.fence_page && rep.nfds < GKV_REPLY_FDS) {
+        int fd;
+        if (gkv_fence_open(c, &fd) == 0) {
+            rep.fds[rep.nfds++] = fd;
+        } else { /* the reply promised it: this connection cannot go on */
+            for (unsigned i = 0; i < rep.nfds; i++)
+                close(rep.fds[i]);
+            rep.nfds = 0;
+            gkv_wr_reset(&c->out);
+            gkv_conn_close(c, false);
+            return true;
+        }
+    }
     if (rep.auth_ok)
         c->authed = true;
     if (rep.auth_failed)
@@ -213,6 +255,16 @@ static bool handle_request(gkv_conn_t *c, const gkv_request_t *routed)
         }
         return true;
     }
+    if (rep.seal_async && (rc = gkv_fence_seal(c, req, rep.seal_async)) != 0) {
+        gkv_conn_op_done(c, rc);
+        return true;
+    }
+    if (rep.watch && (rc = gkv_watch_start(c, req)) != 0) {
+        gkv_conn_op_done(c, rc);
+        return true;
+    }
+    if (rep.unwatch)
+        gkv_watch_stop(c, req->id);
     if (rep.recv) {
         c->rcv.entry = rep.recv;
         c->rcv.cmd = rep.cmd;

@@ -6,6 +6,8 @@
 
 #include "conn_impl.h"
 #include "keywait.h"
+#include "fence.h"
+#include "watch.h"
 #include "log.h"
 
 /* After many connections have come and gone (a flood of wrong tokens, a churning client
@@ -126,6 +128,10 @@ void gkv_net_init(gkv_net_t *net, uv_loop_t *loop)
     net->wake.data = net->spin.data = net->turns.data = net;
     if (net->store && gkv_keywaits_init(net))
         GKV_WARN("out of memory for waiting requests: GET and MAP do not wait");
+    if (net->store && gkv_watches_init(net))
+        GKV_WARN("out of memory for watches: WATCH answers NOMEM");
+    if (net->store && gkv_fences_init(net))
+        GKV_WARN("out of memory for fences: asynchronous seals answer NOTSUP");
     net->open = true;
 }
 
@@ -138,11 +144,14 @@ void gkv_net_close(gkv_net_t *net)
     uv_close((uv_handle_t *)&net->turns, NULL);
     uv_close((uv_handle_t *)&net->wake, NULL);
     gkv_keywaits_close(net);
+    gkv_fences_close(net);
 }
 
 void gkv_net_fini(gkv_net_t *net)
 {
     gkv_keywaits_free(net);
+    gkv_watches_free(net);
+    gkv_fences_free(net);
     pthread_mutex_destroy(&net->done_lock);
 }
 

@@ -83,6 +83,7 @@ void gkv__store_unlink(gkv_store_t *st, gkv_entry_t *e)
 void gkv__store_evict(gkv_store_t *st, gkv_entry_t *e)
 {
     st->stats.evicted++;
+    gkv__store_changed(st, GKV_EVENT_EVICT, e, 0);
     gkv__store_unlink(st, e);
 }
 
@@ -453,11 +454,13 @@ int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags, gkv_entry
         if (holder)
             *holder = cur;
         st->stats.sets++;
+        gkv__store_changed(st, GKV_EVENT_SET, cur, cur->size);
         return 0;
     }
     if (gkv__store_link(st, e))
         return GKV_ENOMEM;
     st->stats.sets++;
+    gkv__store_changed(st, GKV_EVENT_SET, e, e->size);
     return 0;
 }
 
@@ -470,6 +473,7 @@ bool gkv_store_alive(const gkv_store_t *st, const gkv_entry_t *e)
 void gkv__store_expire_one(gkv_store_t *st, gkv_entry_t *e)
 {
     st->stats.expired++;
+    gkv__store_changed(st, GKV_EVENT_EXPIRE, e, 0);
     gkv__store_unlink(st, e);
 }
 
@@ -501,6 +505,7 @@ int gkv_store_del(gkv_store_t *st, const void *key, size_t klen)
     if (!e)
         return 0;
     st->stats.dels++;
+    gkv__store_changed(st, GKV_EVENT_DELETE, e, 0);
     gkv__store_unlink(st, e);
     return 1;
 }
@@ -523,4 +528,7 @@ void gkv_store_flush(gkv_store_t *st)
         st->dev[i].linked_bytes = st->dev[i].keys = 0;
     for (unsigned i = GKV_DEV_HOST_TIER; i <= GKV_DEV_DISK_TIER; i++)
         st->dev[i].linked_bytes = st->dev[i].keys = 0;
+    st->changes++;
+    if (st->watchers && st->changed)
+        st->changed(st->changed_arg, GKV_EVENT_FLUSH, NULL, 0, 0, st->changes);
 }

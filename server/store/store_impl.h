@@ -20,6 +20,19 @@ static inline bool gkv__store_has_deadline(const gkv_entry_t *e)
     return e->x && e->x->expire_at;
 }
 
+/* A change of e's key (kind GKV_EVENT_*; size 0 when the value goes) is counted and told to
+ * the watches, if any (store.h: changed). e must still be alive. */
+static inline void gkv__store_changed(gkv_store_t *st, unsigned kind, const gkv_entry_t *e,
+                                      uint64_t size)
+{
+    st->changes++;
+    if (st->watchers && st->changed) {
+        size_t klen;
+        const uint8_t *key = gkv_store_key(st, e, &klen);
+        st->changed(st->changed_arg, kind, key, klen, size, st->changes);
+    }
+}
+
 /* store.c. */
 /* Unlinks the linked entry e and drops the index's reference. */
 void gkv__store_unlink(gkv_store_t *st, gkv_entry_t *e);

@@ -196,8 +196,10 @@ static void drop_unreadable(gkv_store_t *st, gkv_entry_t *e)
     GKV_ERROR("disk tier: the value of '%.*s' cannot be read back: the key is dropped",
               (int)(klen > 200 ? 200 : klen), (const char *)key);
     st->stats.tier_dropped++;
-    if (gkv_index_get(st->ix, key, klen) == e)
+    if (gkv_index_get(st->ix, key, klen) == e) {
+        gkv__store_changed(st, GKV_EVENT_EVICT, e, 0); /* gone without a delete */
         gkv__store_unlink(st, e);
+    }
 }
 
 bool gkv__store_demote_one(gkv_store_t *st, unsigned dev)

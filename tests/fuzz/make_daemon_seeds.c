@@ -1,7 +1,7 @@
 /* make_daemon_seeds.c: writes fuzz_daemon's seed corpus (fuzz_daemon.c says how an input is
  * read) into the directory given: sessions of one to three clients that use every command, move
  * small and large values, pipeline past the output limit, go away mid-transfer, hand over and
- * drop a TAKEOVER, and stop the daemon under load. Its output is committed in corpus_daemon/;
+ * drop a TAKEOVER, stop the daemon under load, and watch keys past the watch buffer. Its output is committed in corpus_daemon/;
  * run it again after changing the steps (tests/fuzz/run.sh builds it). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -308,6 +308,71 @@ int main(int argc, char **argv)
     filler(0, 100);
     turns(8);
     save(dir, "stop_under_load");
+
+    /* Client 0 watches every key, then stops reading while client 1 writes well past the
+     * watch buffer (fuzz_daemon.c's 64K), sends requests a watcher may not make, watches
+     * again and unwatches; client 2 watches a prefix and goes away with events unread. */
+    hello(&w, 0);
+    req(&w, GKV_OP_WATCH, 2, NULL);
+    gkv_wr_bin(&w, GKV_F_PREFIX, "", 0);
+    gkv_wr_end(&w);
+    send_frames(0, &w);
+    req(&w, GKV_OP_WATCH, 2, NULL);
+    gkv_wr_bin(&w, GKV_F_PREFIX, "w/", 2);
+    gkv_wr_end(&w);
+    send_frames(2, &w);
+    turns(2);
+    for (int i = 0; i < 400; i++) {
+        char key[300];
+        memset(key, 'w', 250);
+        snprintf(key + 250, 50, "/%d", i);
+        set_small(&w, 10 + (unsigned)i, key, "v");
+    }
+    send_frames(1, &w);
+    turns(8);
+    leave(2, 0);
+    get(&w, 3, "w/1");
+    set_small(&w, 4, "w/2", "refused while watching");
+    req(&w, GKV_OP_WATCH, 5, NULL);
+    gkv_wr_end(&w);
+    req(&w, GKV_OP_PING, 6, NULL);
+    gkv_wr_end(&w);
+    req(&w, GKV_OP_UNWATCH, 7, NULL);
+    gkv_wr_end(&w);
+    get(&w, 8, "w/1");
+    send_frames(0, &w);
+    turns(4);
+    drain(0);
+    turns(4);
+    save(dir, "watches");
+
+    /* Asynchronous seals: HELLO asks for a fence page; seals name good and bad counters and
+     * targets; the client goes away with one waiting. */
+    req(&w, GKV_OP_HELLO, 1, NULL);
+    gkv_wr_uint(&w, GKV_F_ZC, 2);
+    gkv_wr_uint(&w, GKV_F_FENCES, 1);
+    gkv_wr_end(&w);
+    send_frames(0, &w);
+    turns(2);
+    for (unsigned i = 0; i < 4; i++) {
+        req(&w, GKV_OP_CREATE, 10 + i, "f");
+        gkv_wr_uint(&w, GKV_F_SIZE, 64);
+        gkv_wr_end(&w);
+        req(&w, GKV_OP_SEAL, 20 + i, NULL);
+        gkv_wr_uint(&w, GKV_F_LEASE, 2 + i); /* lease ids count from 1; a wrong one is fine */
+        gkv_wr_uint(&w, GKV_F_ASYNC, 1);
+        gkv_wr_uint(&w, GKV_F_FENCE, i == 3 ? 4 : 8 * i);
+        gkv_wr_uint(&w, GKV_F_TARGET, i == 2 ? 0 : 1 + i);
+        gkv_wr_end(&w);
+    }
+    req(&w, GKV_OP_SEAL, 30, NULL); /* a synchronous seal behind the waiting ones */
+    gkv_wr_uint(&w, GKV_F_LEASE, 3);
+    gkv_wr_end(&w);
+    send_frames(0, &w);
+    turns(8);
+    leave(0, 0);
+    turns(4);
+    save(dir, "async_seals");
 
     gkv_wr_fini(&w);
     return 0;

@@ -84,3 +84,42 @@ extern "C" double zc_read_seconds(const void *dptr, size_t len, int n)
     cudaFree(sink);
     return med;
 }
+
+__device__ static inline unsigned long long global_ns(void)
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__global__ static void stamp_kernel(unsigned long long *p)
+{
+    __threadfence_system();
+    *p = global_ns();
+}
+
+extern "C" int zc_fill_stamp_async(void *dptr, size_t len, uint64_t seed, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    if (len > 8)
+        fill_kernel<<<len >= (1u << 20) ? 1024 : 64, 256, 0, s>>>((unsigned long long *)dptr,
+                                                                     len / 8, seed);
+    stamp_kernel<<<1, 1, 0, s>>>((unsigned long long *)dptr);
+    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+/* The value's age when its first byte is read; the rest is read after (a consumer's work). */
+__global__ static void age_kernel(const unsigned long long *p, unsigned long long *out)
+{
+    *out = global_ns() - *(volatile const unsigned long long *)p;
+}
+
+extern "C" int zc_read_age_async(const void *dptr, size_t len, uint64_t *out, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    age_kernel<<<1, 1, 0, s>>>((const unsigned long long *)dptr, (unsigned long long *)out);
+    if (len >= 16)
+        read_kernel<<<len >= (1u << 20) ? 1024 : 64, 256, 0, s>>>(
+            (const uint4 *)dptr, len / 16, (unsigned int *)(out + 1));
+    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}

@@ -18,6 +18,16 @@ void zc_fill_host(void *p, size_t len, uint64_t seed);
  * took (median, timed with events), or -1. */
 double zc_read_seconds(const void *dptr, size_t len, int n);
 
+/* The hand-off benchmark's kernels (bench/handoff_bench.c), queued on stream (a cudaStream_t),
+ * not waited for. Fills len bytes (a multiple of 8, at least 8) with seed's pattern, then
+ * writes the GPU's global timer (ns) into the first 8 bytes: when the producer's work ended.
+ * 0 or -1. */
+int zc_fill_stamp_async(void *dptr, size_t len, uint64_t seed, void *stream);
+/* Stores into out[0] (device or host-mapped memory, two words) the global timer minus the stamp
+ * in dptr's first 8 bytes: the age of the value when the consumer first read it; then reads
+ * len bytes (a multiple of 16) of dptr (out[1] is the reader's sink). 0 or -1. */
+int zc_read_age_async(const void *dptr, size_t len, uint64_t *out, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -130,6 +130,16 @@ check get-o-replaces 0 g get greeting -o "$dir/keep"
 [ "$(cat "$dir/keep")" = hi ] && ok || bad "get -o did not replace the file"
 check get-o-devnull 0 g get greeting -o /dev/null
 # --length 0 and --suffix 0 would read the whole value: refused.
+# get/map --wait: a key that appears while the CLI waits; one that never does (TIMEDOUT).
+( sleep 0.3; g set late "arrived" ) &
+check wait-get 0 g get late --wait 5000;     expect_out wait-get arrived
+check wait-timeout 1 g get never --wait 200
+grep -q 'TIMEDOUT' "$dir/err" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL wait-timeout message"; cat "$dir/err"; }
+( sleep 0.3; g set late-map "mapped" ) &
+check wait-map 0 g map late-map --wait 5000
+grep -q 'bytes:    6 ' "$dir/out" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL wait-map"; cat "$dir/out"; }
+check usage-wait-zero 2 nob get k --wait 0
+check usage-wait-over 2 nob get k --wait 3600001
 check usage-length-zero 2 nob get k --length 0
 check usage-suffix-zero 2 nob get k --suffix 0
 # del --prefix "" deletes everything: it needs --yes, as flush does.

@@ -29,6 +29,7 @@ from ._errors import (
     NotFound,
     NotSupported,
     OOM,
+    Overflow,
     ProtocolError,
     RangeError,
     ShuttingDown,
@@ -40,7 +41,7 @@ from ._errors import (
     VersionError,
 )
 from ._gpukv import Mapping, Value, default_socket
-from .client import Client, ClientPool, ListEntry
+from .client import Client, ClientPool, Event, ListEntry, Watch
 
 __version__ = "0.1.0"
 #: True when this build can use CUDA (zero-copy on the cuda backend, device arrays).
@@ -48,8 +49,8 @@ HAVE_CUDA = bool(_gpukv.HAVE_CUDA)
 
 __all__ = [
     "AuthError", "BackendError", "Busy", "Client", "ClientPool", "ConnectionClosed", "ConnectionError",
-    "Error", "Exists", "HAVE_CUDA", "InvalidArgument", "LeaseLimit", "ListEntry", "Mapping",
-    "NoLease", "NoMemory", "NoSpace", "NotFound", "NotSupported", "OOM", "ProtocolError",
-    "RangeError", "ShuttingDown", "SystemCallError", "TimeoutError", "TooBig", "Unavailable",
-    "UnknownCommand", "Value", "VersionError", "default_socket",
+    "Error", "Event", "Exists", "HAVE_CUDA", "InvalidArgument", "LeaseLimit", "ListEntry",
+    "Mapping", "NoLease", "NoMemory", "NoSpace", "NotFound", "NotSupported", "OOM", "Overflow",
+    "ProtocolError", "RangeError", "ShuttingDown", "SystemCallError", "TimeoutError", "TooBig",
+    "Unavailable", "UnknownCommand", "Value", "VersionError", "Watch", "default_socket",
 ]

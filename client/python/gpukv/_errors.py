@@ -145,7 +145,8 @@ class LeaseLimit(Error):
 
 
 class TimeoutError(ConnectionError, builtins.TimeoutError):
-    """The server did not answer within the client's timeout; the connection is closed."""
+    """The server did not answer within the client's timeout (the connection is then closed), or
+    a read with ``wait`` saw no key appear in time (the connection goes on)."""
 
     code = -21
 
@@ -164,13 +165,19 @@ class Unavailable(Error):
     code = -23
 
 
+class Overflow(Error):
+    """A watcher read its events too slowly: the daemon ended its watch (``--watch-buffer``)."""
+
+    code = -24
+
+
 CLASSES: dict[int, type[Error]] = {
     cls.code: cls
     for cls in (
         ProtocolError, NotFound, Exists, OOM, InvalidArgument, TooBig, UnknownCommand,
         RangeError, Busy, BackendError, ConnectionError, ConnectionClosed, NoMemory,
         NotSupported, ShuttingDown, SystemCallError, VersionError, NoSpace, NoLease, LeaseLimit,
-        TimeoutError, AuthError, Unavailable,
+        TimeoutError, AuthError, Unavailable, Overflow,
     )
 }
 

@@ -47,6 +47,102 @@ class ListEntry(NamedTuple):
     is_dir: bool
 
 
+class Event(NamedTuple):
+    """One change a ``Watch`` saw: ``kind`` is "set", "delete", "expire", "evict" (dropped for
+    room) or "flush" (every key went; ``key`` is ""); ``size`` the value's for "set", else 0;
+    ``seq`` the daemon's count of changes at this one (a key's events come in seq order)."""
+
+    kind: str
+    key: str
+    size: int
+    seq: int
+
+
+_EVENT_KINDS = {1: "set", 2: "delete", 3: "expire", 4: "evict", 5: "flush"}
+
+
+class Watch:
+    """The changes of the keys under a prefix, as they happen: ``Client.watch(prefix)``.
+
+    A watch has a connection of its own (the client that made it stays usable), so iterate it
+    in one thread or task. ``for ev in w`` waits for each ``Event`` as long as it takes;
+    ``w.get(timeout)`` returns None when none came in time; ``async for ev in w`` waits without
+    blocking the event loop. A watcher that reads too slowly for the daemon
+    (``--watch-buffer``) loses its watch: ``gpukv.Overflow`` is raised and the watch is over.
+    ``close()`` (or the ``with`` block's end) ends it. ``seq`` is the daemon's count of changes
+    when the watch began: every event's seq is above it.
+    """
+
+    def __init__(self, url: str, prefix: Key = "", *, timeout: float | None = None) -> None:
+        self._c = _gpukv.Client(url, timeout=timeout)
+        try:
+            self.seq: int = self._c._watch(prefix)
+        except BaseException:
+            self._c.close()
+            raise
+        self.prefix = prefix
+
+    def get(self, timeout: float | None = None) -> Event | None:
+        """The next event, waiting up to ``timeout`` seconds (None: as long as it takes)."""
+        if timeout is None:
+            ms = -1
+        else:
+            if timeout < 0:
+                raise ValueError("timeout is seconds, at least 0, or None")
+            ms = min(int(timeout * 1000 + 0.999), 3_600_000)
+        while True:
+            got = self._c._watch_next(ms if ms >= 0 else 3_600_000)
+            if got is not None or ms >= 0:
+                break
+        if got is None:
+            return None
+        kind, key, size, seq = got
+        return Event(_EVENT_KINDS.get(kind, str(kind)), _decode(key), size, seq)
+
+    def __iter__(self) -> Watch:
+        return self
+
+    def __next__(self) -> Event:
+        ev = self.get()
+        assert ev is not None
+        return ev
+
+    def __aiter__(self) -> Watch:
+        return self
+
+    async def __anext__(self) -> Event:
+        # Waits in a worker thread a quarter second at a time, so that a cancelled task leaves
+        # no thread blocked for long.
+        while True:
+            ev = await asyncio.to_thread(self.get, 0.25)
+            if ev is not None:
+                return ev
+
+    def close(self) -> None:
+        """Ends the watch and its connection. Idempotent."""
+        if not self._c.closed:
+            with contextlib.suppress(Exception):
+                self._c._unwatch()
+            self._c.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._c.closed
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self._c.close()
+
+    def __repr__(self) -> str:
+        return f"<gpukv.Watch {self.prefix!r} {'closed' if self.closed else 'open'}>"
+
+
 def _decode(key: bytes) -> str:
     # Keys are bytes on the wire; surrogateescape keeps any byte string round-trippable.
     return key.decode("utf-8", "surrogateescape")
@@ -225,16 +321,19 @@ class Client(_gpukv.Client):
                                      ttl_ms=_ttl_ms(ex, px))
 
     def get_to_device(self, key: Key, out: Any, *, offset: int | None = None,
-                      length: int | None = None, suffix: int | None = None) -> int:
+                      length: int | None = None, suffix: int | None = None,
+                      wait: float | None = None) -> int:
         """Reads key (or a range) into ``out``, a writable CUDA array (or a writable host
         buffer), and returns the number of bytes stored. Locally: MAP, a device-to-device copy,
-        unmap. The copy has finished when this returns. ``NoSpace`` if the bytes do not fit."""
+        unmap. The copy has finished when this returns. ``NoSpace`` if the bytes do not fit.
+        ``wait`` (seconds): a key that does not exist yet is waited for, as in ``get``."""
         dev = device_memory(out, writable=True)
         if dev is None:
-            return self.get_into(key, out, offset=offset, length=length, suffix=suffix)
+            return self.get_into(key, out, offset=offset, length=length, suffix=suffix,
+                                 wait=wait)
         with dev:
             return super()._get_to_device(key, dev.ptr, dev.nbytes, offset=offset,
-                                          length=length, suffix=suffix)
+                                          length=length, suffix=suffix, wait=wait)
 
     def mget(self, keys: Sequence[Key], ranges: Sequence[RangeLike] | None = None
              ) -> list[bytes | None]:
@@ -301,6 +400,12 @@ class Client(_gpukv.Client):
             yield _decode(key)
 
     # -- server --------------------------------------------------------------------------------
+
+    def watch(self, prefix: Key = "") -> Watch:
+        """A ``Watch`` of the keys under prefix ("" for every key), on a connection of its own:
+        ``for ev in c.watch("kv/")`` sees each set, delete, expiry, eviction and flush as it
+        happens, in the daemon's order. ``NotSupported`` on a cluster node."""
+        return Watch(self.url, prefix)
 
     def info(self, section: str | None = None) -> dict[str, Any]:
         """INFO as a dict of name -> value (numbers converted). ``section`` ("server",

@@ -1,7 +1,7 @@
 /* client.h: what the files of _gpukv.Client share (not a public interface): the methods its
  * type's table lists, and helpers. The type, its lifecycle and locking are in client_type.c;
  * calls that move a value's bytes in client_values.c; keys, sizes, listing and server calls in
- * client_keys.c; map and create in client_map.c. */
+ * client_keys.c; map and create in client_map.c; watches in client_watch.c. */
 #ifndef GKV_PY_CLIENT_H
 #define GKV_PY_CLIENT_H
 
@@ -34,6 +34,8 @@ PyObject *raise_closed(void);
 /* nx/xx/meta keywords into SET options; *meta_view (set when *has_meta) must be released. */
 int set_opts_get(PyObject *nx, PyObject *xx, PyObject *meta, gkv_set_opts_t *o,
                  Py_buffer *meta_view, bool *has_meta);
+/* The bytes of a prefix argument, like key_get's but may be empty (client_keys.c). */
+int prefix_get(PyObject *obj, key_arg_t *k);
 /* The Value struct sequence type (client_values.c), readied at module init. */
 int value_type_ready(PyObject *module);
 
@@ -69,5 +71,9 @@ PyObject *client_map(ClientObject *self, PyObject *const *args, Py_ssize_t nargs
                      PyObject *kwnames);
 PyObject *client_create(ClientObject *self, PyObject *args, PyObject *kw);
 PyObject *client_map_many(ClientObject *self, PyObject *args);
+
+PyObject *client_watch(ClientObject *self, PyObject *prefix);
+PyObject *client_watch_next(ClientObject *self, PyObject *timeout_ms);
+PyObject *client_unwatch(ClientObject *self, PyObject *noargs);
 
 #endif

@@ -108,8 +108,7 @@ PyObject *client_move(ClientObject *self, PyObject *args)
     return rc < 0 ? NULL : PyBool_FromLong(rc);
 }
 
-/* The bytes of a prefix argument (may be empty, unlike a key). */
-static int prefix_get(PyObject *obj, key_arg_t *k)
+int prefix_get(PyObject *obj, key_arg_t *k)
 {
     if ((PyUnicode_Check(obj) && PyUnicode_GET_LENGTH(obj) == 0) ||
         (PyBytes_Check(obj) && PyBytes_GET_SIZE(obj) == 0)) {

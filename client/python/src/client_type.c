@@ -360,13 +360,15 @@ static PyMethodDef client_methods[] = {
     {"_set_from_device", (PyCFunction)(void (*)(void))client_set_from_device,
      METH_VARARGS | METH_KEYWORDS, "Stores nbytes of device memory at ptr (gkv_set_from_device)."},
     {"get", (PyCFunction)(void (*)(void))client_get, METH_FASTCALL | METH_KEYWORDS,
-     "get(key, *, offset=None, length=None, suffix=None) -> bytes: the value, or a byte range "
-     "of it. Raises NotFound."},
+     "get(key, *, offset=None, length=None, suffix=None, wait=None) -> bytes: the value, or a "
+     "byte range of it. Raises NotFound; with wait (seconds, up to 3600) a key that does not "
+     "exist yet is waited for, then TimedOut."},
     {"get_value", (PyCFunction)(void (*)(void))client_get_value, METH_FASTCALL | METH_KEYWORDS,
-     "get_value(key, *, offset=None, length=None, suffix=None) -> Value(data, meta, size, "
-     "offset)."},
+     "get_value(key, *, offset=None, length=None, suffix=None, wait=None) -> Value(data, meta, "
+     "size, offset)."},
     {"get_into", (PyCFunction)(void (*)(void))client_get_into, METH_VARARGS | METH_KEYWORDS,
-     "get_into(key, buffer, *, offset=None, length=None, suffix=None) -> int: reads into a "
+     "get_into(key, buffer, *, offset=None, length=None, suffix=None, wait=None) -> int: reads "
+     "into a "
      "writable buffer; returns the bytes stored (NoSpace if they do not fit)."},
     {"_get_to_device", (PyCFunction)(void (*)(void))client_get_to_device,
      METH_VARARGS | METH_KEYWORDS, "Reads into cap bytes of device memory at ptr."},
@@ -398,8 +400,14 @@ static PyMethodDef client_methods[] = {
     {"_info", (PyCFunction)client_info_text, METH_VARARGS,
      "INFO as text; _info(True): the Prometheus metrics text."},
     {"_list", (PyCFunction)client_list, METH_VARARGS, "A LIST iterator: (prefix, delim, page)."},
+    {"_watch", (PyCFunction)client_watch, METH_O,
+     "WATCH prefix on this connection: the daemon's count of changes (gkv_watch)."},
+    {"_watch_next", (PyCFunction)client_watch_next, METH_O,
+     "The next event (kind, key, size, seq) within timeout_ms (-1: forever), or None."},
+    {"_unwatch", (PyCFunction)client_unwatch, METH_NOARGS, "Ends the watch (gkv_unwatch)."},
     {"map", (PyCFunction)(void (*)(void))client_map, METH_FASTCALL | METH_KEYWORDS,
-     "map(key, *, offset=None, length=None, suffix=None) -> Mapping: leases the value (or a "
+     "map(key, *, offset=None, length=None, suffix=None, wait=None) -> Mapping: leases the "
+     "value (or a "
      "range) for reading in place (local connections only)."},
     {"_map_many", (PyCFunction)client_map_many, METH_VARARGS,
      "Pipelined MAPs of at most 4096 keys: a Mapping or an error code for each."},

@@ -169,6 +169,32 @@ static int stream_handle(PyObject *stream, uintptr_t *out)
     return 0;
 }
 
+/* seal(wait=False): gkv_seal_async on the stream that wrote (None: the legacy default stream). */
+static PyObject *seal_async(MappingObject *self, PyObject *stream)
+{
+    uintptr_t h = 0;
+    if (stream != Py_None && stream_handle(stream, &h) < 0)
+        return NULL;
+    ClientObject *c = self->client;
+    int rc = client_enter(c);
+    if (rc < 0)
+        return NULL;
+    gkv_mapping_t *m = self->m;
+    NOGIL(rc, gkv_seal_async(c->c, m, (void *)h));
+    /* Refused before anything changed: the mapping is still writable, and still ours. */
+    bool kept = rc == GKV_ENOTSUP || rc == GKV_EINVAL || rc == GKV_EBUSY;
+    if (!kept) {
+        take(self);
+        self->state = rc == 0 ? "sealed" : "discarded (its seal failed)";
+    }
+    client_leave(c);
+    if (rc < 0) {
+        raise_client(c, rc);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 /* seal() once its arguments are parsed (also __exit__'s). */
 static PyObject *seal(MappingObject *self, PyObject *stream)
 {
@@ -204,11 +230,22 @@ static PyObject *seal(MappingObject *self, PyObject *stream)
 
 static PyObject *mapping_seal(MappingObject *self, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"stream", NULL};
+    static char *names[] = {"stream", "wait", NULL};
     PyObject *stream = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$O:seal", names, &stream))
+    int wait = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$Op:seal", names, &stream, &wait))
         return NULL;
-    return seal(self, stream);
+    if (wait)
+        return seal(self, stream);
+    if (!self->writable) {
+        PyErr_SetString(PyExc_ValueError, "only a created mapping is sealed (this one is read)");
+        return NULL;
+    }
+    if (check_open(self) < 0)
+        return NULL;
+    if (!self->m)
+        return raise_code(GKV_ECLOSED, "the client is closed");
+    return seal_async(self, stream);
 }
 
 static PyObject *mapping_abort(MappingObject *self, PyObject *noargs)
@@ -455,9 +492,11 @@ static PyMethodDef mapping_methods[] = {
      "handed out (CUDA array interface, DLPack, buffer), the lease ends once the views and "
      "this object are gone. Idempotent."},
     {"seal", (PyCFunction)(void (*)(void))mapping_seal, METH_VARARGS | METH_KEYWORDS,
-     "seal(*, stream=None): publishes a created value atomically. The writes must be finished: "
-     "stream=None waits for the whole device, a stream (int handle, torch or CuPy stream) for "
-     "that stream, -1 for nothing (the caller synchronised)."},
+     "seal(*, stream=None, wait=True): publishes a created value atomically. The writes must be "
+     "finished: stream=None waits for the whole device, a stream (int handle, torch or CuPy "
+     "stream) for that stream, -1 for nothing (the caller synchronised). wait=False returns at "
+     "once: the daemon publishes the value when stream (None: the legacy default stream) has "
+     "done its earlier work, or discards it if this client goes away first."},
     {"abort", (PyCFunction)mapping_abort, METH_NOARGS, "Discards a created value."},
     {"__enter__", (PyCFunction)mapping_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)mapping_exit, METH_VARARGS,

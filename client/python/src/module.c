@@ -1,6 +1,7 @@
 /* module.c: the _gpukv module: error translation, argument helpers and module functions. */
 #include "module.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -148,10 +149,12 @@ static int get_count(PyObject *obj, const char *name, uint64_t *out)
 
 int parse_key_range(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                     const char *fname, PyObject **key, PyObject **off, PyObject **len,
-                    PyObject **suf)
+                    PyObject **suf, PyObject **wait)
 {
     *key = nargs >= 1 ? args[0] : NULL;
     *off = *len = *suf = Py_None;
+    if (wait)
+        *wait = Py_None;
     if (nargs > 1) {
         PyErr_Format(PyExc_TypeError, "%s() takes one positional argument (the key)", fname);
         return -1;
@@ -165,6 +168,8 @@ int parse_key_range(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
             *len = v;
         else if (PyUnicode_CompareWithASCIIString(name, "suffix") == 0)
             *suf = v;
+        else if (wait && PyUnicode_CompareWithASCIIString(name, "wait") == 0)
+            *wait = v;
         else if (PyUnicode_CompareWithASCIIString(name, "key") == 0 && !*key)
             *key = v;
         else {
@@ -177,6 +182,30 @@ int parse_key_range(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
         PyErr_Format(PyExc_TypeError, "%s() missing the key", fname);
         return -1;
     }
+    return 0;
+}
+
+#define WAIT_MAX_MS 3600000u /* the protocol's bound on a wait (PROTOCOL.md) */
+
+int wait_get(PyObject *wait, uint32_t *ms)
+{
+    *ms = 0;
+    if (wait == Py_None)
+        return 0;
+    if (PyBool_Check(wait) || !PyNumber_Check(wait)) {
+        PyErr_Format(PyExc_TypeError, "wait is a number of seconds or None, not %.100s",
+                     Py_TYPE(wait)->tp_name);
+        return -1;
+    }
+    double s = PyFloat_AsDouble(wait);
+    if (s == -1.0 && PyErr_Occurred())
+        return -1;
+    if (!(s > 0) || s > WAIT_MAX_MS / 1000.0) {
+        PyErr_Format(PyExc_ValueError, "wait is seconds, above 0 and at most 3600, not %R", wait);
+        return -1;
+    }
+    double m = ceil(s * 1000.0);
+    *ms = m > WAIT_MAX_MS ? WAIT_MAX_MS : (uint32_t)m;
     return 0;
 }
 

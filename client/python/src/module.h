@@ -56,10 +56,14 @@ extern unsigned long fork_generation;
 /* True when the client belongs to this process (not inherited through fork). */
 #define CLIENT_OURS(cl) ((cl)->gen == fork_generation)
 
-/* Parses (key, *, offset=None, length=None, suffix=None) of a vectorcall method named fname.
- * Returns 0 or -1 with TypeError set. */
+/* Parses (key, *, offset=None, length=None, suffix=None, wait=None) of a vectorcall method named
+ * fname (wait NULL: the method takes no wait). Returns 0 or -1 with TypeError set. */
 int parse_key_range(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, const char *fname,
-                    PyObject **key, PyObject **off, PyObject **len, PyObject **suf);
+                    PyObject **key, PyObject **off, PyObject **len, PyObject **suf,
+                    PyObject **wait);
+/* A wait keyword (seconds, int or float; None: no wait, 0) in milliseconds, rounded up, 1 ..
+ * 3,600,000 (an hour). Returns 0 or -1 with ValueError/TypeError set. */
+int wait_get(PyObject *wait, uint32_t *ms);
 
 /* Raises the gpukv exception for code (negative GKV_E*), with message (NULL: the code's
  * sentence). Returns NULL for `return raise_code(...)`. */

@@ -528,3 +528,109 @@ def test_save_needs_a_snapshot_dir(fresh_daemon, tmp_path):
         c.save()
         assert wait_for(lambda: (tmp_path / "snaps").exists() and
                         any(p.name.endswith(".snap") for p in (tmp_path / "snaps").iterdir()))
+
+
+def test_reads_wait_for_a_key_another_client_writes(client, daemon):
+    """get/get_value/get_into/get_to_device/map with wait=: the value once another client
+    writes it; TimedOut (the connection goes on) when nobody does; bad waits refused."""
+
+    def later():
+        time.sleep(0.2)
+        with gpukv.Client(daemon.url) as other:
+            for k, v in (("w/get", b"arrived"), ("w/value", b"meta'd"), ("w/into", b"12345"),
+                         ("w/dev", b"device"), ("w/map", b"mapped")):
+                other.set(k, v)
+                time.sleep(0.02)
+
+    t = threading.Thread(target=later)
+    t.start()
+    assert client.get("w/get", wait=5) == b"arrived"
+    assert client.get_value("w/value", wait=5).data == b"meta'd"
+    buf = bytearray(5)
+    assert client.get_into("w/into", buf, wait=5) == 5 and bytes(buf) == b"12345"
+    out = bytearray(6)
+    assert client.get_to_device("w/dev", out, wait=5) == 6 and bytes(out) == b"device"
+    with client.map("w/map", wait=5) as m:
+        assert m.nbytes == 6 and (m.on_device or bytes(m) == b"mapped")
+    t.join()
+    t0 = time.monotonic()
+    with pytest.raises(gpukv.TimeoutError):
+        client.get("w/never", wait=0.15)
+    assert 0.1 < time.monotonic() - t0 < 3
+    assert client.ping() and client.get("w/get", wait=0.001) == b"arrived"  # goes on
+    assert int(client.info("clients")["key_waits_timed_out"]) >= 1
+    for bad in (0, -1, 3601, float("nan")):
+        with pytest.raises(ValueError):
+            client.get("w/get", wait=bad)
+    for bad in ("1", True, b"1"):
+        with pytest.raises(TypeError):
+            client.get("w/get", wait=bad)
+    with pytest.raises(ValueError):
+        client.map("w/get", wait=0)
+
+
+def test_watch_sees_each_change_under_its_prefix_in_order(client):
+    with client.watch("kv/") as w:
+        assert isinstance(w, gpukv.Watch) and w.seq >= 0
+        client.set("kv/a", b"123")
+        client.set("other", b"x")  # not under the prefix
+        client.set("kv/b", b"4567", px=50)
+        client.delete("kv/a")
+        events = [w.get(5) for _ in range(4)]  # kv/b expires on its own
+        assert [(e.kind, e.key, e.size) for e in events] == [
+            ("set", "kv/a", 3), ("set", "kv/b", 4), ("delete", "kv/a", 0),
+            ("expire", "kv/b", 0)]
+        seqs = [e.seq for e in events]
+        assert seqs == sorted(seqs) and seqs[0] > w.seq
+        assert w.get(0.05) is None  # nothing else came; the watch goes on
+        client.flush()
+        ev = w.get(5)
+        assert (ev.kind, ev.key, ev.size) == ("flush", "", 0) and ev.seq > seqs[-1]
+    assert w.closed
+    assert client.ping()  # the client that made it was never the watcher
+
+
+def test_watch_iterates_and_async_iterates(client, daemon):
+    import asyncio
+
+    def produce():
+        time.sleep(0.1)
+        with gpukv.Client(daemon.url) as other:
+            for i in range(5):
+                other.set(f"it/{i}", b"v" * i)
+
+    w = client.watch("it/")
+    t = threading.Thread(target=produce)
+    t.start()
+    got = []
+    for ev in w:
+        got.append((ev.kind, ev.key, ev.size))
+        if len(got) == 5:
+            break
+    t.join()
+    w.close()
+    assert got == [("set", f"it/{i}", i) for i in range(5)]
+
+    async def consume():
+        w2 = client.watch("as/")
+        threading.Thread(target=lambda: (time.sleep(0.1), gpukv.Client(daemon.url).set(
+            "as/1", b"z"))).start()
+        async for ev in w2:
+            w2.close()
+            return ev
+
+    ev = asyncio.run(consume())
+    assert (ev.kind, ev.key, ev.size) == ("set", "as/1", 1)
+
+
+def test_a_watch_that_falls_behind_raises_overflow(fresh_daemon):
+    d = fresh_daemon("--watch-buffer", "64K")
+    with gpukv.Client(d.url) as c, c.watch("o/") as w:
+        for i in range(20000):
+            c.set("o/" + "k" * 200 + str(i), b"v")
+        n = 0
+        with pytest.raises(gpukv.Overflow):
+            while w.get(5) is not None:
+                n += 1
+        assert 0 < n < 20000
+        assert c.info("clients")["watches_overflowed"] == 1

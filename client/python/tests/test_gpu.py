@@ -92,6 +92,33 @@ def test_create_and_seal_from_torch_and_cupy(gc_client):
         assert gc_client.get("rw", suffix=4) == bytes([i]) * 4
 
 
+def test_a_seal_that_does_not_wait_hands_off_to_another_process(gc_client, daemon):
+    """A producer's stream writes the value and seals it without waiting; a consumer process
+    waiting for the key maps it and reads the right bytes, never an incomplete value."""
+    cp = pytest.importorskip("cupy")
+    consumer = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent("""
+            import sys, cupy as cp, gpukv
+            with gpukv.Client(sys.argv[1]) as c:
+                for i in range(20):
+                    with c.map(f"h/{i}", wait=30) as m:
+                        a = cp.asarray(m).view(cp.float32)
+                        assert float(a.min()) == float(a.max()) == i, (i, float(a.min()))
+            print("ok")
+        """), daemon.url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stream = cp.cuda.Stream(non_blocking=True)
+    for i in range(20):
+        w = gc_client.create(f"h/{i}", 4 << 20)
+        with stream:
+            a = cp.asarray(w).view(cp.float32)
+            cp.cuda.runtime.memsetAsync(a.data.ptr, 0, a.nbytes, stream.ptr)
+            a[:] = i  # the last write on the stream before the counter
+        w.seal(stream=stream, wait=False)
+    out, err = consumer.communicate(timeout=120)
+    assert consumer.returncode == 0 and out.strip() == "ok", err
+    stream.synchronize()
+
+
 def test_device_arrays_in_and_out(gc_client):
     cp = pytest.importorskip("cupy")
     torch = pytest.importorskip("torch")

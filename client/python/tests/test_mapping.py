@@ -297,3 +297,22 @@ def test_the_zarr_store_sizes_its_lease_cache(daemon):
 
     assert pickle.loads(pickle.dumps(s)).lease_cache == 1 << 20
     assert s.with_read_only(True).lease_cache == 1 << 20
+
+
+def test_seal_without_waiting_publishes_for_a_waiting_reader(client, daemon):
+    """seal(wait=False): published by the daemon (at once for host memory); a reader waiting
+    for the key gets it; refused seals leave the mapping writable."""
+    with gpukv.Client(daemon.url) as reader:
+        w = client.create("async/1", 8)
+        expect = bytes(8)  # a new value reads as zeros
+        if not w.on_device:
+            memoryview(w)[:] = expect = b"12345678"
+        w.seal(wait=False)
+        assert reader.get("async/1", wait=5) == expect
+        nx = client.create("async/nx", 4, nx=True)
+        with pytest.raises(gpukv.InvalidArgument):
+            nx.seal(wait=False)  # NX is decided after the reply: refused, still writable
+        assert nx.writable
+        nx.seal()
+        assert reader.exists("async/nx") == 1
+        assert int(reader.info("clients")["async_seals_published"]) >= 1

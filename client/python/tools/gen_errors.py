@@ -48,13 +48,16 @@ PYTHON = {
     "NOLEASE": ("NoLease", [], None),
     "LEASELIMIT": ("LeaseLimit", [], "This connection holds too many leases or leased bytes."),
     "TIMEDOUT": ("TimeoutError", ["@CONNECT", "builtins.TimeoutError"],
-                 "The server did not answer within the client's timeout; the connection is closed."),
+                 "The server did not answer within the client's timeout (the connection is then closed), or\n"
+                 "    a read with ``wait`` saw no key appear in time (the connection goes on)."),
     "AUTH": ("AuthError", ["PermissionError"],
              "The server needs a token (set GPUKV_TOKEN or GPUKV_TOKEN_FILE), the token was wrong, or\n"
              "    this user may not connect (--allow-uid / --allow-gid)."),
     "UNAVAILABLE": ("Unavailable", [],
                     "A cluster node this request needs did not answer in time; nothing stored\n"
                     "    changed. Retrying later may succeed."),
+    "OVERFLOW": ("Overflow", [],
+                 "A watcher read its events too slowly: the daemon ended its watch (``--watch-buffer``)."),
 }
 # Which of them extra keys (a class's "key" attribute).
 EXTRA = {"NOTFOUND": ["    key: object = None"]}

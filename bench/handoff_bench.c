@@ -1,0 +1,283 @@
+/* handoff_bench.c: a value handed from a producer process to a consumer process on one GPU
+ * (issue 37), three ways in one run:
+ *   today  the producer's kernels write the value, it synchronises its stream and SEALs; the
+ *          consumer polls MAP until the key exists;
+ *   wait   the same producer; the consumer's MAP waits for the key (wait field);
+ *   async  the producer seals without synchronising (gkv_seal_async); the consumer's MAP waits.
+ * Hand-off latency: the producer's last kernel stamps the value with the GPU's global timer; the
+ * consumer's first kernel on the mapped value reads the timer again: the difference is the time
+ * from the end of the producer's work to the consumer's first read, on one clock. A round
+ * begins once the consumer waits (or polls); rounds use a new key each, deleted after.
+ * Then a pipeline: LAYERS keys of LAYER_SIZE bytes written one after another by the producer
+ * (kernels, then the seal), read by the consumer in order as they appear; the time from the
+ * producer's start to the consumer's last read, with synchronous seals (and polling, today)
+ * and with asynchronous seals (and waiting).
+ * Where the time goes, per path (host clocks, CLOCK_MONOTONIC, one for both processes): the
+ * producer's CREATE, its kernels' launch and seal (with the stream's synchronisation for the
+ * synchronous paths), the consumer's MAP returning after the seal returned, and the consumer's
+ * kernel and copy back. HB_LEASE_CACHE=0 turns the consumer's lease cache off.
+ * Usage: handoff_bench URL [ROUNDS [SIZE [LAYERS [LAYER_SIZE]]]]   (defaults 2000 4096 32 8M)
+ * Prints Markdown tables. */
+#include <cuda_runtime.h>
+#include <gpukv/gpukv.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "zc_kernels.h"
+
+enum { TODAY, WAIT, ASYNC, NMODES };
+static const char *const mode_name[NMODES] = {"today", "wait", "async"};
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void die(const char *what, int rc)
+{
+    fprintf(stderr, "handoff_bench: %s: %s\n", what, rc ? gkv_strerror(rc) : "failed");
+    exit(1);
+}
+
+static void put(int fd, const void *p, size_t n)
+{
+    if (write(fd, p, n) != (ssize_t)n)
+        die("pipe write", 0);
+}
+
+static void get(int fd, void *p, size_t n)
+{
+    if (read(fd, p, n) != (ssize_t)n)
+        die("pipe read", 0);
+}
+
+/* A round's order to the consumer: mode, key, size; layers > 0: a pipeline of that many keys. */
+typedef struct {
+    int mode, layers;
+    size_t size;
+    char key[48];
+} order_t;
+
+/* What the consumer says of a round: the value's age when first read (ns), and when its MAP
+ * returned and its kernel was done (host clock, us). */
+typedef struct {
+    double age, mapped, done;
+} seen_t;
+
+/* Maps key (waiting, or polling MAP for today), reads it with a kernel. */
+static seen_t consume(gkv_client_t *c, const order_t *o, const char *key, cudaStream_t s,
+                      uint64_t *age_dev)
+{
+    seen_t seen;
+    gkv_mapping_t *m;
+    int rc;
+    if (o->mode == TODAY) {
+        while ((rc = gkv_map(c, key, strlen(key), NULL, &m)) == GKV_ENOTFOUND)
+            ;
+    } else {
+        rc = gkv_map_wait(c, key, strlen(key), NULL, 60000, &m);
+    }
+    if (rc)
+        die("consumer map", rc);
+    seen.mapped = now_us();
+    if (zc_read_age_async(m->ptr, m->length & ~(size_t)15, age_dev, s))
+        die("age kernel", 0);
+    uint64_t age;
+    if (cudaMemcpyAsync(&age, age_dev, sizeof(age), cudaMemcpyDeviceToHost, s) != cudaSuccess ||
+        cudaStreamSynchronize(s) != cudaSuccess)
+        die("consumer copy", 0);
+    seen.done = now_us();
+    seen.age = (double)age;
+    gkv_unmap(c, m);
+    return seen;
+}
+
+static void consumer(const char *url, int in, int out)
+{
+    gkv_client_t *c;
+    int rc = gkv_client_connect(url, &c);
+    if (rc)
+        die("consumer connect", rc);
+    const char *lc = getenv("HB_LEASE_CACHE");
+    if (lc && atoi(lc) == 0 && (rc = gkv_client_set_lease_cache(c, 0, 0, 0)))
+        die("lease cache", rc);
+    cudaStream_t s;
+    uint64_t *age_dev;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaMalloc((void **)&age_dev, 2 * sizeof(uint64_t)) != cudaSuccess)
+        die("consumer cuda", 0);
+    order_t o;
+    while (read(in, &o, sizeof(o)) == (ssize_t)sizeof(o)) {
+        if (!o.layers) {
+            seen_t seen = consume(c, &o, o.key, s, age_dev);
+            put(out, &seen, sizeof(seen));
+            continue;
+        }
+        char key[64];
+        for (int i = 0; i < o.layers; i++) {
+            snprintf(key, sizeof(key), "%s/%d", o.key, i);
+            (void)consume(c, &o, key, s, age_dev);
+        }
+        double end = now_us();
+        put(out, &end, sizeof(end));
+    }
+    gkv_client_close(c);
+    exit(0);
+}
+
+/* The producer's side of one value: create, kernels, seal as mode says. *created (may be NULL)
+ * gets when the CREATE returned. */
+static void produce(gkv_client_t *c, int mode, const char *key, size_t size, cudaStream_t s,
+                    uint64_t seed, double *created)
+{
+    gkv_mapping_t *w;
+    int rc = gkv_create(c, key, strlen(key), size, NULL, &w);
+    if (rc)
+        die("create", rc);
+    if (created)
+        *created = now_us();
+    if (zc_fill_stamp_async(w->ptr, size, seed, s))
+        die("fill kernel", 0);
+    if (mode == ASYNC) {
+        rc = gkv_seal_async(c, w, s);
+    } else {
+        if (cudaStreamSynchronize(s) != cudaSuccess)
+            die("stream", 0);
+        rc = gkv_seal(c, w);
+    }
+    if (rc)
+        die("seal", rc);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: handoff_bench URL [ROUNDS [SIZE [LAYERS [LAYER_SIZE]]]]\n");
+        return 2;
+    }
+    const char *url = argv[1];
+    int rounds = argc > 2 ? atoi(argv[2]) : 2000;
+    size_t size = argc > 3 ? strtoull(argv[3], NULL, 0) : 4096;
+    int layers = argc > 4 ? atoi(argv[4]) : 32;
+    size_t layer_size = argc > 5 ? strtoull(argv[5], NULL, 0) : 8u << 20;
+    int to_c[2], from_c[2];
+    if (pipe(to_c) || pipe(from_c))
+        return 1;
+    pid_t pid = fork(); /* before any CUDA call: each process has its own context */
+    if (pid == 0) {
+        close(to_c[1]);
+        close(from_c[0]);
+        consumer(url, to_c[0], from_c[1]);
+    }
+    close(to_c[0]);
+    close(from_c[1]);
+    gkv_client_t *c;
+    int rc = gkv_client_connect(url, &c);
+    if (rc)
+        die("producer connect", rc);
+    cudaStream_t s;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
+        die("producer stream", 0);
+    /* Per mode and round: the age, then the host-clock steps (us). */
+    enum { AGE, CREATE, SEAL, LAG, READ, NSTEPS };
+    static const char *const step_name[NSTEPS] = {
+        "age", "CREATE", "kernels launched and sealed", "consumer's MAP back after the seal",
+        "consumer's kernel and copy"};
+    double *st[NMODES][NSTEPS];
+    for (int m = 0; m < NMODES; m++)
+        for (int k = 0; k < NSTEPS; k++)
+            st[m][k] = calloc((size_t)rounds, sizeof(double));
+    /* The modes interleave round by round, so that drift hits each alike; 50 warm-up rounds. */
+    for (int r = -50; r < rounds; r++)
+        for (int m = 0; m < NMODES; m++) {
+            order_t o = {.mode = m, .size = size};
+            snprintf(o.key, sizeof(o.key), "hb/%s/%d", mode_name[m], r + 50);
+            put(to_c[1], &o, sizeof(o));
+            usleep(200); /* the consumer waits (or polls) by now */
+            double t0 = now_us(), created;
+            produce(c, m, o.key, size, s, (uint64_t)r, &created);
+            double sealed = now_us();
+            seen_t seen;
+            get(from_c[0], &seen, sizeof(seen));
+            if (r >= 0) {
+                st[m][AGE][r] = seen.age / 1e3;
+                st[m][CREATE][r] = created - t0;
+                st[m][SEAL][r] = sealed - created;
+                st[m][LAG][r] = seen.mapped - sealed;
+                st[m][READ][r] = seen.done - seen.mapped;
+            }
+            const void *k[] = {o.key};
+            size_t kl[] = {strlen(o.key)};
+            (void)gkv_del(c, k, kl, 1);
+        }
+    printf("## hand-off of a %zu-byte value between two processes, %d rounds\n\n", size,
+           rounds);
+    printf("| path | p50 us | p99 us | mean us |\n|---|---|---|---|\n");
+    double p50[NMODES];
+    for (int m = 0; m < NMODES; m++) {
+        double sum = 0;
+        for (int r = 0; r < rounds; r++)
+            sum += st[m][AGE][r];
+        for (int k = 0; k < NSTEPS; k++)
+            qsort(st[m][k], (size_t)rounds, sizeof(double), cmp);
+        p50[m] = st[m][AGE][rounds / 2];
+        printf("| %s | %.1f | %.1f | %.1f |\n", mode_name[m], p50[m],
+               st[m][AGE][(size_t)(rounds * 0.99)], sum / rounds);
+    }
+    printf("\nasync p50 / today p50: %.2fx faster\n\n", p50[TODAY] / p50[ASYNC]);
+    printf("Where the time goes (host clocks, p50 us):\n\n| step |");
+    for (int m = 0; m < NMODES; m++)
+        printf(" %s |", mode_name[m]);
+    printf("\n|---|---|---|---|\n");
+    for (int k = CREATE; k < NSTEPS; k++) {
+        printf("| %s |", step_name[k]);
+        for (int m = 0; m < NMODES; m++)
+            printf(" %.1f |", st[m][k][rounds / 2]);
+        printf("\n");
+    }
+    printf("\n");
+
+    printf("## pipeline: %d layers of %zu bytes\n\n| path | total ms (median of 5) |\n|---|---|\n",
+           layers, layer_size);
+    for (int m = 0; m < NMODES; m += 2) { /* today and async */
+        double t[5];
+        for (int rep = 0; rep < 5; rep++) {
+            order_t o = {.mode = m, .layers = layers, .size = layer_size};
+            snprintf(o.key, sizeof(o.key), "pl/%s/%d", mode_name[m], rep);
+            put(to_c[1], &o, sizeof(o));
+            usleep(1000);
+            double t0 = now_us();
+            char key[64];
+            for (int i = 0; i < layers; i++) {
+                snprintf(key, sizeof(key), "%s/%d", o.key, i);
+                produce(c, m, key, layer_size, s, (uint64_t)i, NULL);
+            }
+            double end;
+            get(from_c[0], &end, sizeof(end));
+            t[rep] = (end - t0) / 1e3;
+            uint64_t count;
+            (void)gkv_del_prefix(c, o.key, strlen(o.key), &count);
+        }
+        qsort(t, 5, sizeof(double), cmp);
+        printf("| %s | %.2f |\n", m == TODAY ? "synchronous seals, polling MAP" :
+                                                 "asynchronous seals, waiting MAP", t[2]);
+    }
+    close(to_c[1]);
+    waitpid(pid, NULL, 0);
+    gkv_client_close(c);
+    return 0;
+}

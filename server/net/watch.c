@@ -1,0 +1,171 @@
+/* watch.c: connections that watch a prefix; see watch.h. */
+#include "watch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn_impl.h"
+#include "error.h"
+#include "log.h"
+
+/* One connection's watch: in the net's list of watches (the order they began). */
+struct gkv_watch {
+    gkv_conn_t *c;
+    struct gkv_watch *prev, *next;
+    uint64_t id;   /* the WATCH request's: every event frame carries it */
+    uint64_t sent; /* events written */
+    size_t plen;
+    uint8_t prefix[];
+};
+
+struct gkv_watches {
+    gkv_net_t *net;
+    struct gkv_watch *head;
+    uint64_t watching, events, cut;
+};
+
+/* w leaves the list and is freed; c watches no more. */
+static void drop(gkv_watches_t *ws, struct gkv_watch *w)
+{
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        ws->head = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    w->c->watch = NULL;
+    ws->watching--;
+    ws->net->store->watchers--;
+    free(w);
+}
+
+/* c's output goes out on the next loop turn (never from inside another connection's request). */
+static void push_later(gkv_conn_t *c)
+{
+    if (!c->yielded && !c->closing)
+        gkv_net_yield(c->net, c);
+}
+
+/* The store's hook: an event frame for each watch whose prefix the key is under. */
+static void on_changed(void *arg, unsigned kind, const uint8_t *key, size_t klen, uint64_t size,
+                       uint64_t seq)
+{
+    gkv_watches_t *ws = arg;
+    uint64_t bound = ws->net->set.watch_buffer;
+    for (struct gkv_watch *w = ws->head, *next; w; w = next) {
+        next = w->next;
+        gkv_conn_t *c = w->c;
+        if (c->closing || (kind != GKV_EVENT_FLUSH &&
+                           (klen < w->plen || memcmp(key, w->prefix, w->plen) != 0)))
+            continue;
+        if (c->snd.pending + c->out.sb.size > bound) {
+            char why[160];
+            snprintf(why, sizeof(why),
+                     "the watcher left over %llu bytes of events untaken: the watch ended "
+                     "after seq %llu",
+                     (unsigned long long)bound, (unsigned long long)(seq - 1));
+            gkv_reply_error(&c->out, w->id, GKV_EOVERFLOW, why);
+            GKV_INFO("conn %llu: %s", (unsigned long long)c->id, why);
+            ws->cut++;
+            drop(ws, w);
+            push_later(c);
+            continue;
+        }
+        gkv_wr_t *o = &c->out;
+        gkv_wr_begin(o);
+        gkv_wr_uint(o, GKV_F_ID, w->id);
+        gkv_wr_int(o, GKV_F_STATUS, 0);
+        gkv_wr_uint(o, GKV_F_EVENT, kind);
+        gkv_wr_bin(o, GKV_F_KEY, key, key ? klen : 0);
+        gkv_wr_uint(o, GKV_F_SIZE, size);
+        gkv_wr_uint(o, GKV_F_SEQ, seq);
+        (void)gkv_wr_end(o); /* a failed buffer closes c at its flush */
+        w->sent++;
+        ws->events++;
+        push_later(c);
+    }
+}
+
+int gkv_watches_init(gkv_net_t *net)
+{
+    gkv_watches_t *ws = calloc(1, sizeof(*ws));
+    if (!ws)
+        return GKV_ENOMEM;
+    ws->net = net;
+    net->watches = ws;
+    net->store->changed = on_changed;
+    net->store->changed_arg = ws;
+    return 0;
+}
+
+void gkv_watches_free(gkv_net_t *net)
+{
+    gkv_watches_t *ws = net->watches;
+    if (!ws)
+        return;
+    while (ws->head)
+        drop(ws, ws->head);
+    if (net->store->changed_arg == ws)
+        net->store->changed = NULL;
+    free(ws);
+    net->watches = NULL;
+}
+
+int gkv_watch_start(gkv_conn_t *c, const gkv_request_t *req)
+{
+    gkv_watches_t *ws = c->net->watches;
+    int rc = 0;
+    const char *why = NULL;
+    struct gkv_watch *w = NULL;
+    if (c->watch) {
+        rc = GKV_EINVAL;
+        why = "this connection watches already: UNWATCH first";
+    } else if (!ws || !(w = malloc(sizeof(*w) + req->prefix.len + 1))) {
+        rc = GKV_ENOMEM;
+        why = "out of host memory for the watch";
+    }
+    if (rc) {
+        gkv_reply_error(&c->out, req->id, rc, why);
+        return rc;
+    }
+    *w = (struct gkv_watch){.c = c, .id = req->id, .plen = req->prefix.len, .next = ws->head};
+    if (req->prefix.len)
+        memcpy(w->prefix, req->prefix.p, req->prefix.len);
+    if (ws->head)
+        ws->head->prev = w;
+    ws->head = w;
+    c->watch = w;
+    ws->watching++;
+    c->net->store->watchers++;
+    gkv_reply_ok(&c->out, req->id);
+    gkv_wr_uint(&c->out, GKV_F_SEQ, c->net->store->changes);
+    (void)gkv_wr_end(&c->out);
+    return 0;
+}
+
+void gkv_watch_stop(gkv_conn_t *c, uint64_t id)
+{
+    uint64_t sent = 0;
+    if (c->watch) {
+        sent = c->watch->sent;
+        drop(c->net->watches, c->watch);
+    }
+    gkv_reply_ok(&c->out, id);
+    gkv_wr_uint(&c->out, GKV_F_COUNT, sent);
+    (void)gkv_wr_end(&c->out);
+}
+
+void gkv_watch_cancel(gkv_conn_t *c)
+{
+    if (c->watch)
+        drop(c->net->watches, c->watch);
+}
+
+void gkv_watches_stats(const gkv_net_t *net, uint64_t *watching, uint64_t *events, uint64_t *cut)
+{
+    const gkv_watches_t *ws = net->watches;
+    *watching = ws ? ws->watching : 0;
+    *events = ws ? ws->events : 0;
+    *cut = ws ? ws->cut : 0;
+}

@@ -1,0 +1,36 @@
+/* watch.h: connections that watch a prefix (WATCH, PROTOCOL.md "Watching a prefix"). Once its
+ * WATCH is answered, a connection gets an event frame for every change of a key under its
+ * prefix that the store reports (store.h: changed): set, delete, expire, evict, flush, in the
+ * order the daemon made them, each with the store's change number (seq). While it watches it
+ * takes only UNWATCH and PING (request.c refuses the rest). Events go into its reply buffer and
+ * out on the next loop turn; one that would leave more than --watch-buffer bytes untaken
+ * ends the watch instead: an OVERFLOW frame, and the connection is an ordinary one again (its
+ * memory stays under the bound plus one event). */
+#ifndef GKV_NET_WATCH_H
+#define GKV_NET_WATCH_H
+
+#include <stdint.h>
+
+#include "message.h"
+
+typedef struct gkv_conn gkv_conn_t;
+typedef struct gkv_net gkv_net_t;
+typedef struct gkv_watches gkv_watches_t;
+
+/* Sets up net's watches and hooks them to net->store. 0 or GKV_ENOMEM. */
+int gkv_watches_init(gkv_net_t *net);
+/* After the loop ran out (no connection watches any more). */
+void gkv_watches_free(gkv_net_t *net);
+/* WATCH (req: its id and prefix) on c: writes the reply (status 0 and seq, or INVAL when c
+ * watches already, NOMEM) into c's output. Returns 0 or the error code written. */
+int gkv_watch_start(gkv_conn_t *c, const gkv_request_t *req);
+/* UNWATCH (id) on c: ends its watch, if any, and writes the reply (count: the events the
+ * watch sent). */
+void gkv_watch_stop(gkv_conn_t *c, uint64_t id);
+/* c closes: its watch, if any, ends without a frame. */
+void gkv_watch_cancel(gkv_conn_t *c);
+/* Connections watching now; events sent and watches ended for a slow reader, in all. */
+void gkv_watches_stats(const gkv_net_t *net, uint64_t *watching, uint64_t *events,
+                       uint64_t *cut);
+
+#endif
