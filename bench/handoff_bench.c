@@ -15,7 +15,8 @@
  * Where the time goes, per path (host clocks, CLOCK_MONOTONIC, one for both processes): the
  * producer's CREATE, its kernels' launch and seal (with the stream's synchronisation for the
  * synchronous paths), the consumer's MAP returning after the seal returned, and the consumer's
- * kernel and copy back. HB_LEASE_CACHE=0 turns the consumer's lease cache off.
+ * kernel and copy back. HB_LEASE_CACHE=0 turns the consumer's lease cache off; HB_PRODUCER_CACHE=N
+ * gives the producer's N slots (the default 8 end a cached lease, its import freed, per seal).
  * Usage: handoff_bench URL [ROUNDS [SIZE [LAYERS [LAYER_SIZE]]]]   (defaults 2000 4096 32 8M)
  * Prints Markdown tables. */
 #include <cuda_runtime.h>
@@ -139,19 +140,21 @@ static void consumer(const char *url, int in, int out)
     exit(0);
 }
 
-/* The producer's side of one value: create, kernels, seal as mode says. *created (may be NULL)
- * gets when the CREATE returned. */
+/* The producer's side of one value: create, kernels, seal as mode says. t (may be NULL) gets
+ * when the CREATE returned and when the kernels were launched. */
 static void produce(gkv_client_t *c, int mode, const char *key, size_t size, cudaStream_t s,
-                    uint64_t seed, double *created)
+                    uint64_t seed, double *t)
 {
     gkv_mapping_t *w;
     int rc = gkv_create(c, key, strlen(key), size, NULL, &w);
     if (rc)
         die("create", rc);
-    if (created)
-        *created = now_us();
+    if (t)
+        t[0] = now_us();
     if (zc_fill_stamp_async(w->ptr, size, seed, s))
         die("fill kernel", 0);
+    if (t)
+        t[1] = now_us();
     if (mode == ASYNC) {
         rc = gkv_seal_async(c, w, s);
     } else {
@@ -189,14 +192,17 @@ int main(int argc, char **argv)
     int rc = gkv_client_connect(url, &c);
     if (rc)
         die("producer connect", rc);
+    const char *pc = getenv("HB_PRODUCER_CACHE"); /* slots: a cache that never evicts */
+    if (pc && (rc = gkv_client_set_lease_cache(c, (uint32_t)atoi(pc), 1ull << 40, 1ull << 40)))
+        die("producer lease cache", rc);
     cudaStream_t s;
     if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
         die("producer stream", 0);
     /* Per mode and round: the age, then the host-clock steps (us). */
-    enum { AGE, CREATE, SEAL, LAG, READ, NSTEPS };
+    enum { AGE, CREATE, LAUNCH, SEAL, LAG, READ, NSTEPS };
     static const char *const step_name[NSTEPS] = {
-        "age", "CREATE", "kernels launched and sealed", "consumer's MAP back after the seal",
-        "consumer's kernel and copy"};
+        "age", "CREATE", "kernels launched", "sealed (synchronised first: today, wait)",
+        "consumer's MAP back after the seal", "consumer's kernel and copy"};
     double *st[NMODES][NSTEPS];
     for (int m = 0; m < NMODES; m++)
         for (int k = 0; k < NSTEPS; k++)
@@ -208,15 +214,16 @@ int main(int argc, char **argv)
             snprintf(o.key, sizeof(o.key), "hb/%s/%d", mode_name[m], r + 50);
             put(to_c[1], &o, sizeof(o));
             usleep(200); /* the consumer waits (or polls) by now */
-            double t0 = now_us(), created;
-            produce(c, m, o.key, size, s, (uint64_t)r, &created);
+            double t0 = now_us(), tp[2];
+            produce(c, m, o.key, size, s, (uint64_t)r, tp);
             double sealed = now_us();
             seen_t seen;
             get(from_c[0], &seen, sizeof(seen));
             if (r >= 0) {
                 st[m][AGE][r] = seen.age / 1e3;
-                st[m][CREATE][r] = created - t0;
-                st[m][SEAL][r] = sealed - created;
+                st[m][CREATE][r] = tp[0] - t0;
+                st[m][LAUNCH][r] = tp[1] - tp[0];
+                st[m][SEAL][r] = sealed - tp[1];
                 st[m][LAG][r] = seen.mapped - sealed;
                 st[m][READ][r] = seen.done - seen.mapped;
             }

@@ -58,10 +58,8 @@ static int free_counter(gkv_client_t *c)
     return -1;
 }
 
-/* Sends SEAL with async naming counter i and target t for pub, and reads the reply. On success
- * pub becomes a read mapping in the lease cache; after NOTSUP, INVAL or BUSY it is still the
- * caller's, writable; after anything else it is gone. */
-static int seal_on(gkv_client_t *c, gkv_mapping_t *pub, int i, uint64_t t)
+/* Sends SEAL with async naming counter i and target t for pub (seal_end reads the reply). */
+static int seal_send(gkv_client_t *c, gkv_mapping_t *pub, int i, uint64_t t)
 {
     mapping_t *m = (mapping_t *)pub;
     (void)gkv__end_later_now(c);
@@ -75,7 +73,15 @@ static int seal_on(gkv_client_t *c, gkv_mapping_t *pub, int i, uint64_t t)
         gkv_wr_bin(&c->wr, GKV_F_META, pub->meta, (uint32_t)pub->meta_len);
     if (m->ttl_ms)
         gkv_wr_uint(&c->wr, GKV_F_TTL, m->ttl_ms);
-    int rc = gkv__send(c, NULL, 0);
+    return gkv__send(c, NULL, 0);
+}
+
+/* Reads the reply of seal_send's SEAL (rc: what seal_send returned). On success pub becomes a
+ * read mapping in the lease cache; after NOTSUP, INVAL or BUSY it is still the caller's,
+ * writable; after anything else it is gone. */
+static int seal_end(gkv_client_t *c, gkv_mapping_t *pub, int rc)
+{
+    mapping_t *m = (mapping_t *)pub;
     if (rc == 0)
         rc = gkv__recv(c);
     if (c->broken || rc == GKV_ENOLEASE) {
@@ -130,7 +136,7 @@ int gkv_seal_deferred(gkv_client_t *c, gkv_mapping_t *pub, gkv_fence_t *f)
     f->counter = c->fence_map + i;
     f->device_counter = c->fence_dev ? (uint8_t *)c->fence_dev + (size_t)i * 8 : NULL;
     f->target = t;
-    rc = seal_on(c, pub, i, t);
+    rc = seal_end(c, pub, seal_send(c, pub, i, t));
     if (rc == 0 || (rc != GKV_ENOTSUP && rc != GKV_EBUSY && rc != GKV_EINVAL))
         c->fence_last[i] = t; /* the caller may write it: never give this target again */
     return rc;
@@ -145,24 +151,26 @@ int gkv_seal_async(gkv_client_t *c, gkv_mapping_t *pub, void *stream)
         return rc;
     if (!pub->on_device) { /* host memory: the caller's writes are done */
         __atomic_store_n(&c->fence_map[i], t, __ATOMIC_RELEASE);
-    } else {
-        /* The counter must be writable by the stream before the seal goes out. */
-        if (!c->fence_dev &&
-            gkv__cuda_host_register(c->fence_map, c->fence_size, &c->fence_dev)) {
-            snprintf(c->errmsg, sizeof(c->errmsg),
-                     "the fence page could not be registered with CUDA");
-            return GKV_ENOTSUP;
-        }
-        if (gkv__cuda_write_value(stream, (uint8_t *)c->fence_dev + (size_t)i * 8, t)) {
-            /* The stream cannot write it: wait for the stream here instead. */
-            if (gkv__cuda_stream_sync(stream)) {
-                gkv_abort(c, pub);
-                return GKV_EIO;
-            }
-            __atomic_store_n(&c->fence_map[i], t, __ATOMIC_RELEASE);
-        }
+        c->fence_last[i] = t;
+        return seal_end(c, pub, seal_send(c, pub, i, t));
     }
-    /* Written or on its way: the counter reaches t whatever the daemon answers. */
-    c->fence_last[i] = t;
-    return seal_on(c, pub, i, t);
+    /* The counter must be writable by the stream before the seal goes out. */
+    if (!c->fence_dev && gkv__cuda_host_register(c->fence_map, c->fence_size, &c->fence_dev)) {
+        snprintf(c->errmsg, sizeof(c->errmsg), "the fence page could not be registered with CUDA");
+        return GKV_ENOTSUP;
+    }
+    /* The SEAL goes out first and the counter's write is enqueued while it travels: the daemon
+     * watches the counter from the SEAL on, whenever the stream gets there. */
+    rc = seal_send(c, pub, i, t);
+    c->fence_last[i] = t; /* written or on its way: the counter reaches t whatever comes back */
+    bool lost = false;
+    if (gkv__cuda_write_value(stream, (uint8_t *)c->fence_dev + (size_t)i * 8, t)) {
+        /* The stream cannot write it: wait for the stream here instead. */
+        if (gkv__cuda_stream_sync(stream) == 0)
+            __atomic_store_n(&c->fence_map[i], t, __ATOMIC_RELEASE);
+        else
+            lost = true; /* never written: the daemon discards the value at close */
+    }
+    rc = seal_end(c, pub, rc);
+    return rc == 0 && lost ? GKV_EIO : rc;
 }
