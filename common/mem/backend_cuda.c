@@ -133,7 +133,7 @@ static void cuda_free(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, int lane)
     if (kept) {
         /* Cleared now, off any reply's path: the next CREATE of this size, for any key, is
          * handed memory that shows nothing of this value (after_clear orders its users). */
-        cudaError_t e = cudaMemsetAsync((void *)(uintptr_t)p.v, 0, size, c->shared);
+        cudaError_t e = gkv__cuda_clear(c, (void *)(uintptr_t)p.v, size);
         if (e == cudaSuccess)
             e = cudaEventRecord(c->zero_ev, c->shared);
         if (e != cudaSuccess) {
@@ -335,12 +335,17 @@ static void cuda_close(gkv_backend_t *b)
         cudaEventDestroy(c->peer_ev);
     if (c->zero_ev)
         cudaEventDestroy(c->zero_ev);
+
     gkv_slab_free_all(c->slab);   /* frees regions on the shared lane: synchronised below */
     gkv_exports_fini(c->exports); /* the same */
     if (c->shared) {
         cudaStreamSynchronize(c->shared);
         cudaStreamDestroy(c->shared);
     }
+    if (c->zero_src && c->clear_mode - 1 == CLEAR_H2D)
+        cudaFreeHost(c->zero_src);
+    else if (c->zero_src)
+        cudaFree(c->zero_src);
     for (int i = 0; i < CUDA_LANES; i++) {
         if (c->lanes[i]) {
             cudaStreamSynchronize(c->lanes[i]);

@@ -62,6 +62,11 @@ typedef struct {
     cudaEvent_t zero_ev;
     bool zero_pending, zero_broken;
     uint64_t zero_taken;
+    /* How clears run (gkv__cuda_clear): 1 + CLEAR_* (0: not chosen yet), and the zeros its
+     * copies read (pinned host memory for CLEAR_H2D, device memory for CLEAR_D2D), made on
+     * first use. */
+    int clear_mode;
+    void *zero_src;
     /* Copies waiting to be reported by cuda_poll: a queue per lane, then the batch stream's. */
     done_q_t done_q[CUDA_LANES + 1];
     done_rec_t *spare;
@@ -114,6 +119,11 @@ int gkv__cuda_write_sync(gkv_backend_t *b, gkv_devptr_t dst, const void *src, si
 int gkv__cuda_pin_host(gkv_backend_t *b, void *addr, size_t len);
 void gkv__cuda_unpin_host(gkv_backend_t *b, void *addr);
 int gkv__cuda_zero_shared(gkv_backend_t *b, gkv_devptr_t p, uint64_t size);
+/* How clears run: copies from pinned zeros on a copy engine (the default), a memset kernel, or
+ * device-to-device copies (backend_cuda_copy.c says why). */
+enum { CLEAR_MEMSET, CLEAR_H2D, CLEAR_D2D };
+/* Queues a clear of size bytes at p on the shared lane, as clear_mode says. */
+cudaError_t gkv__cuda_clear(cuda_backend_t *c, void *p, uint64_t size);
 int gkv__cuda_fence_shared(gkv_backend_t *b, int after_batches, gkv_copy_t *op);
 /* Makes the shared lane wait for every batch started so far (one of them may write what the
  * shared lane reads or hands out). Returns 0 or GKV_EIO. */

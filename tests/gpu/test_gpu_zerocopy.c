@@ -318,10 +318,10 @@ END_TEST
 /* A value whose allocation is kept for reuse is cleared as it is kept, off CREATE's path: a
  * CREATE of the same size under another key, by another client, reads zeros (issue 12, failure
  * 7, on the cuda backend); a SET over the socket that takes the allocation at once keeps every
- * byte it wrote (the clear is ordered before its copies). */
-START_TEST(a_kept_allocation_is_cleared_for_the_next_key)
+ * byte it wrote (the clear is ordered before its copies). Values of up to 8 MiB are cleared by
+ * copies on a copy engine, larger ones by a memset: both sizes. */
+static void kept_cleared(size_t n)
 {
-    size_t n = 64u << 20;
     void *src;
     ck_assert_int_eq(cudaMalloc(&src, n), cudaSuccess);
     uint8_t *zeros = calloc(1, n), *want = malloc(n), *got = malloc(n);
@@ -360,6 +360,13 @@ START_TEST(a_kept_allocation_is_cleared_for_the_next_key)
     free(zeros);
     free(want);
     free(got);
+}
+
+START_TEST(a_kept_allocation_is_cleared_for_the_next_key)
+{
+    kept_cleared(64u << 10);
+    kept_cleared(4u << 20);
+    kept_cleared(64u << 20);
 }
 END_TEST
 

@@ -2,7 +2,7 @@
  * a value is published only once its fence counter holds the target (a wrong value publishes
  * nothing), and a reader waiting for the key gets it then; one connection's seals publish in
  * the order they were made, and a synchronous seal after them waits for them; a connection that
- * goes away first publishes nothing and holds nothing; 64 seals wait at most per connection; a
+ * goes away first (or a producer killed) publishes nothing and holds nothing; 64 seals wait at most per connection; a
  * stream's earlier work comes before the publication (GPU); bad seals are refused and leave the
  * value writable; the daemon checks the counter and target a seal names (raw frames). */
 #include <check.h>
@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -180,6 +182,49 @@ START_TEST(a_producer_that_goes_away_first_publishes_nothing)
     ck_assert_int_eq(gkv_get_wait(r, KEY("gone"), NULL, 200, b, 1, NULL), GKV_ETIMEDOUT);
     ck_assert_uint_eq(info_u64(r, "leases"), 0);
     ck_assert_uint_eq(info_u64(r, "used_bytes"), 0); /* the discarded values' memory is back */
+    gkv_client_close(r);
+    ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
+START_TEST(a_producer_killed_before_its_counter_publishes_nothing)
+{
+    if (strcmp(harness_backend(), "host") != 0)
+        return; /* the child would need CUDA after its parent initialised it: host backend only */
+    gkv_daemon_t d = start();
+    int ready[2];
+    ck_assert_int_eq(pipe(ready), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) { /* the producer: seals, then is killed before its writes are done */
+        gkv_client_t *c;
+        gkv_mapping_t *m;
+        gkv_fence_t f;
+        if (gkv_client_connect(d.url, &c) || gkv_create(c, KEY("killed"), 4096, NULL, &m))
+            _exit(1);
+        memset(m->ptr, 'k', 4096);
+        if (gkv_seal_deferred(c, m, &f))
+            _exit(2);
+        (void)!write(ready[1], "r", 1);
+        pause();
+        _exit(3);
+    }
+    char b;
+    ck_assert_int_eq(read(ready[0], &b, 1), 1);
+    gkv_client_t *r = connect_or_fail(d.url);
+    ck_assert_uint_eq(info_u64(r, "async_seals_waiting"), 1);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    for (int i = 0; i < 500 && info_u64(r, "async_seals_waiting"); i++)
+        harness_sleep_ms(2);
+    ck_assert_uint_eq(info_u64(r, "async_seals_discarded"), 1);
+    char buf[8];
+    ck_assert_int_eq(gkv_get_wait(r, KEY("killed"), NULL, 200, buf, sizeof(buf), NULL),
+                     GKV_ETIMEDOUT);
+    ck_assert_uint_eq(info_u64(r, "leases"), 0);
+    ck_assert_uint_eq(info_u64(r, "used_bytes"), 0);
+    close(ready[0]);
+    close(ready[1]);
     gkv_client_close(r);
     ck_assert_int_eq(harness_stop(&d), 0);
 }
@@ -368,6 +413,7 @@ static Suite *make_suite(void)
     tcase_add_test(t, a_seal_is_published_only_when_its_counter_holds_the_target);
     tcase_add_test(t, one_connection_s_seals_publish_in_order);
     tcase_add_test(t, a_producer_that_goes_away_first_publishes_nothing);
+    tcase_add_test(t, a_producer_killed_before_its_counter_publishes_nothing);
     tcase_add_test(t, at_most_64_seals_wait_per_connection);
     tcase_add_test(t, a_stream_s_earlier_work_comes_before_the_publication);
     tcase_add_test(t, bad_async_seals_are_refused_and_leave_the_value_writable);
