@@ -74,13 +74,14 @@ def wait_port(port: int, proc: subprocess.Popen, what: str, log: Path) -> None:
 class Gpukv:
     name = "gpukv"
 
-    def __init__(self, daemon: str, work: Path) -> None:
+    def __init__(self, daemon: str, work: Path, extra: list[str]) -> None:
         import gpukv
         sock = work / "gpukv.sock"
         self.log = work / "gpukvd.log"
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                [daemon, "--socket", str(sock), "--backend", "cuda", "--maxmemory", "24G"],
+                [daemon, "--socket", str(sock), "--backend", "cuda", "--maxmemory", "24G",
+                 *extra],
                 stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
         while True:
@@ -97,7 +98,8 @@ class Gpukv:
             fail(f"gpukvd runs {self.c.backend} with zero-copy {self.c.zero_copy}: "
                  f"{self.c.server_info.get('zero_copy_why')}")
         self.config = (f"gpukvd {self.c.server_info['server']} on its defaults but --maxmemory "
-                       "24G, cuda backend, Unix socket, zero-copy (CUDA pool IPC)")
+                       f"24G {' '.join(extra)}, cuda backend, Unix socket, zero-copy (CUDA pool "
+                       "IPC)")
 
     def put(self, key: str, t) -> None:
         self.c.set(key, t)
@@ -199,6 +201,7 @@ def main() -> None:
     ap.add_argument("--gpukvd", default=shutil.which("gpukvd") or "gpukvd")
     ap.add_argument("--mooncake-master", default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--gpukvd-args", default="", help="more gpukvd flags, space-separated")
     a = ap.parse_args()
     sizes = [size_of(s) for s in a.sizes.split(",")]
     try:
@@ -217,7 +220,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="peer-bench-"))
     os.chmod(work, 0o700)
     big = max(sizes)
-    g = Gpukv(a.gpukvd, work)
+    g = Gpukv(a.gpukvd, work, a.gpukvd_args.split())
     m = Mooncake(master, work, segment=max(4 << 30, 4 * big), buffer=max(1 << 30, 2 * big))
     peers = (g, m)
     src = {n: torch.randint(0, 256, (n,), dtype=torch.uint8, device="cuda") for n in sizes}
