@@ -47,6 +47,8 @@ static void exports_release(void *ctx, uint64_t addr, uint64_t size)
  * and the allocation tried once more. Returns 0, GKV_EOOM or GKV_EIO. */
 static int pool_alloc(cuda_backend_t *c, uint64_t size, cudaStream_t s, uint64_t *out)
 {
+    if (size < CUDA_ALLOC_MIN) /* cleared whole by one copy on a copy engine (gkv__cuda_clear) */
+        size = CUDA_ALLOC_MIN;
     for (int attempt = 0;; attempt++) {
         void *p = NULL;
         cudaError_t e = cudaMallocFromPoolAsync(&p, size, c->pool, s);

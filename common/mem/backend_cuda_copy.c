@@ -310,6 +310,10 @@ cudaError_t gkv__cuda_clear(cuda_backend_t *c, void *p, uint64_t size)
     }
     if (mode == CLEAR_MEMSET || size > CLEAR_COPY_MAX)
         return cudaMemsetAsync(p, 0, size, c->shared);
+    /* A pool allocation is at least CUDA_ALLOC_MIN: clear it whole, one copy large enough for
+     * the copy engine (slab slots are never cleared here, but never widen one). */
+    if (size < CUDA_ALLOC_MIN && !gkv_slab_owns(c->slab, (uint64_t)(uintptr_t)p))
+        size = CUDA_ALLOC_MIN;
     for (uint64_t off = 0; off < size; off += CUDA_ZERO_SRC) {
         size_t n = size - off < CUDA_ZERO_SRC ? (size_t)(size - off) : CUDA_ZERO_SRC;
         cudaError_t e = cudaMemcpyAsync((uint8_t *)p + off, c->zero_src, n,

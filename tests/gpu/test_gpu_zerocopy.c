@@ -319,7 +319,7 @@ END_TEST
  * CREATE of the same size under another key, by another client, reads zeros (issue 12, failure
  * 7, on the cuda backend); a SET over the socket that takes the allocation at once keeps every
  * byte it wrote (the clear is ordered before its copies). Values of up to 8 MiB are cleared by
- * copies on a copy engine, larger ones by a memset: both sizes. */
+ * copies on a copy engine (at least the 32 KiB of their allocation), larger ones by a memset. */
 static void kept_cleared(size_t n)
 {
     void *src;
@@ -353,7 +353,10 @@ static void kept_cleared(size_t n)
             ck_assert_int_eq(gkv_get(o, KEY("zc/plain"), NULL, got, n, NULL), 0);
             ck_assert_int_eq(memcmp(got, want, n), 0);
         }
-        ck_assert_uint_gt(info_u64(o, "kept_export_reuses"), reuses0);
+        /* A SET of a value of up to 16 KiB is carved from a slab: only a CREATE takes the kept
+         * allocation then. */
+        if (round % 2 == 0 || n > (16u << 10))
+            ck_assert_uint_gt(info_u64(o, "kept_export_reuses"), reuses0);
         gkv_client_close(o);
     }
     cudaFree(src);
@@ -364,6 +367,7 @@ static void kept_cleared(size_t n)
 
 START_TEST(a_kept_allocation_is_cleared_for_the_next_key)
 {
+    kept_cleared(4u << 10);
     kept_cleared(64u << 10);
     kept_cleared(4u << 20);
     kept_cleared(64u << 20);
