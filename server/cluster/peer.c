@@ -112,11 +112,13 @@ static int dial(const char *addr, int timeout_ms)
 int gkv_peer_read(gkv_peer_conn_t *c, void *buf, size_t len)
 {
     uint8_t *p = buf;
+    c->timed_out = false;
     while (len) {
         ssize_t n = recv(c->fd, p, len, 0);
         if (n <= 0) {
             if (n < 0 && errno == EINTR)
                 continue;
+            c->timed_out = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
             return GKV_EUNAVAILABLE;
         }
         p += n;

@@ -35,6 +35,9 @@ struct gkv_peer_conn {
     uint8_t *hdr; /* the last reply's header (its slices point here), grown as needed */
     size_t hdr_cap;
     gkv_wr_t wr; /* requests are written here */
+    /* The last read failed because the peer stayed silent until the timeout (its process may
+     * still be working), not because the connection broke (it closed, or its process died). */
+    bool timed_out;
 };
 
 void gkv_peers_init(gkv_peers_t *p, const char *token, size_t token_len, int timeout_ms);

@@ -345,13 +345,6 @@ static void keep_meta(cl_key_t *k, const gkv_response_t *r)
     k->meta_len = k->meta ? (uint32_t)r->meta.len : 0;
 }
 
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Slot i's offset in arena a. */
 static uint64_t slot_off(const gkv_plane_arena_t *a, uint32_t i)
 {
@@ -454,17 +447,17 @@ static int pull_key(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
         }
     }
     /* Replies still due after a failure: the owner may still be writing into those slots.
-     * Their answers are awaited (within the timeout); a connection that broke at once means the
-     * owner is gone and writes nothing more, but one that stayed silent until the timeout may
-     * still have a transfer in flight: its slots are retired. */
+     * Their answers are awaited (within the timeout); a connection that broke means the owner
+     * is gone (or answered all it had) and writes nothing more, however long it took to break,
+     * but one that stayed silent until the timeout may still have a transfer in flight: its
+     * slots are retired. */
     bool retire = false;
     for (uint32_t s = 0; s < open; s++) {
         bool ok = !pending[s];
         if (pending[s]) {
             gkv_response_t r;
-            uint64_t t0 = now_ms();
             ok = gkv_peer_recv(conns[s], &r) == 0 && !r.payload_len;
-            if (!ok && now_ms() - t0 >= (uint64_t)timeout / 2)
+            if (!ok && conns[s]->timed_out)
                 retire = true;
         }
         gkv_peer_give(&j->cl->peers, conns[s], ok);
@@ -560,11 +553,10 @@ static int pull_pushed(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
     }
     /* Not answered yet: after the last chunk, or after a failure here (the owner stops at the
      * timeout of its wait for a slot). One that stayed silent until our timeout may still
-     * write: our slots are then retired. */
+     * write: our slots are then retired; one whose connection broke (it died) writes nothing. */
     if (sent && !replied) {
-        uint64_t t0 = gkv_plane_now_us();
         ok = gkv_peer_recv(c, &r) == 0 && !r.payload_len;
-        if (!ok && gkv_plane_now_us() - t0 >= (uint64_t)timeout * 500)
+        if (!ok && c->timed_out)
             retire = true;
         if (!ok && !rc)
             rc = GKV_EUNAVAILABLE;
