@@ -148,46 +148,6 @@ int gkv_get_with(gkv_client_t *c, const void *key, size_t klen, const gkv_range_
     return gkv__recv_raw(c, buf, (size_t)len);
 }
 
-int gkv_wait_next(gkv_client_t *c, uint32_t wait_ms)
-{
-    if (wait_ms > GKV_MAX_WAIT_MS)
-        return GKV_EINVAL;
-    c->wait_ms = wait_ms;
-    return 0;
-}
-
-void gkv__wait_take(gkv_client_t *c, struct timeval *saved)
-{
-    saved->tv_sec = saved->tv_usec = 0;
-    uint32_t wait_ms = c->wait_ms;
-    if (!wait_ms)
-        return;
-    c->wait_ms = 0;
-    gkv_wr_uint(&c->wr, GKV_F_WAIT, wait_ms);
-    c->spin_ns = GKV_WAIT_SPIN_NS;
-    socklen_t len = sizeof(*saved);
-    if (getsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, saved, &len) ||
-        (!saved->tv_sec && !saved->tv_usec)) {
-        saved->tv_sec = saved->tv_usec = 0;
-        return;
-    }
-    struct timeval more = *saved;
-    more.tv_sec += wait_ms / 1000;
-    more.tv_usec += (wait_ms % 1000) * 1000;
-    if (more.tv_usec >= 1000000) {
-        more.tv_sec++;
-        more.tv_usec -= 1000000;
-    }
-    (void)setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &more, sizeof(more));
-}
-
-void gkv__wait_end(gkv_client_t *c, const struct timeval *saved)
-{
-    c->spin_ns = 0;
-    if (saved->tv_sec || saved->tv_usec)
-        (void)setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, saved, sizeof(*saved));
-}
-
 int gkv_get_wait(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
                  uint32_t wait_ms, void *buf, size_t cap, gkv_value_info_t *info)
 {
