@@ -5,7 +5,6 @@
 
 #include <gpukv/gpukv.h>
 #include <stdbool.h>
-#include <sys/time.h>
 
 #include "fdpass.h"
 #include "lease_cache.h"
@@ -109,11 +108,10 @@ int gkv__cache_flush(gkv_client_t *c);
 /* At close: frees every mapping of c still alive (cached or the caller's: their pointers become
  * invalid) and detaches from the server's memory. The socket's end ends the leases. */
 void gkv__mappings_close(gkv_client_t *c);
-/* The wait gkv_wait_next armed, taken by the GET or MAP being built: its field goes into the
- * request and the socket's receive timeout (when one is set) is raised by as much; *saved is
- * what gkv__wait_end puts back once the reply came. Nothing when no wait is armed. */
-void gkv__wait_take(gkv_client_t *c, struct timeval *saved);
-void gkv__wait_end(gkv_client_t *c, const struct timeval *saved);
+/* Sends the GET or MAP being built (no payload) and reads its reply, as gkv__send and gkv__recv
+ * do, with the wait gkv_wait_next armed, if any: its field in the request, the socket's receive
+ * timeout raised by as much for the reply. Returns 0 or a code. */
+int gkv__send_waiting(gkv_client_t *c);
 /* At close: the fence page unregistered, unmapped and closed (fence.c). */
 void gkv__fence_close(gkv_client_t *c);
 /* Marks the connection unusable and returns code. */

@@ -62,6 +62,18 @@ int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
     return rc;
 }
 
+void gkv__seal_begin(gkv_client_t *c, gkv_mapping_t *pub, unsigned flags)
+{
+    const mapping_t *m = (const mapping_t *)pub;
+    gkv__begin(c, GKV_OP_SEAL);
+    gkv_wr_uint(&c->wr, GKV_F_LEASE, pub->lease);
+    gkv_wr_uint(&c->wr, GKV_F_FLAGS, flags);
+    if (pub->meta_len)
+        gkv_wr_bin(&c->wr, GKV_F_META, pub->meta, (uint32_t)pub->meta_len);
+    if (m->ttl_ms)
+        gkv_wr_uint(&c->wr, GKV_F_TTL, m->ttl_ms);
+}
+
 int gkv_seal(gkv_client_t *c, gkv_mapping_t *pub)
 {
     mapping_t *m = (mapping_t *)pub;
@@ -78,13 +90,7 @@ int gkv_seal(gkv_client_t *c, gkv_mapping_t *pub)
      * server makes it a spare when nothing else holds it. */
     gkv_mapping_t *cm = gkv_lc_read(&c->lc, m->key, m->klen);
     uint64_t asked = cm ? cm->lease : 0;
-    gkv__begin(c, GKV_OP_SEAL);
-    gkv_wr_uint(&c->wr, GKV_F_LEASE, pub->lease);
-    gkv_wr_uint(&c->wr, GKV_F_FLAGS, GKV_SEAL_KEEP | m->flags);
-    if (pub->meta_len)
-        gkv_wr_bin(&c->wr, GKV_F_META, pub->meta, (uint32_t)pub->meta_len);
-    if (m->ttl_ms)
-        gkv_wr_uint(&c->wr, GKV_F_TTL, m->ttl_ms);
+    gkv__seal_begin(c, pub, GKV_SEAL_KEEP | m->flags);
     if (cm)
         gkv_wr_uint(&c->wr, GKV_F_SPARE, asked);
     int rc = gkv__send(c, NULL, 0);

@@ -61,18 +61,11 @@ static int free_counter(gkv_client_t *c)
 /* Sends SEAL with async naming counter i and target t for pub (seal_end reads the reply). */
 static int seal_send(gkv_client_t *c, gkv_mapping_t *pub, int i, uint64_t t)
 {
-    mapping_t *m = (mapping_t *)pub;
     (void)gkv__end_later_now(c);
-    gkv__begin(c, GKV_OP_SEAL);
-    gkv_wr_uint(&c->wr, GKV_F_LEASE, pub->lease);
-    gkv_wr_uint(&c->wr, GKV_F_FLAGS, GKV_SEAL_KEEP);
+    gkv__seal_begin(c, pub, GKV_SEAL_KEEP);
     gkv_wr_uint(&c->wr, GKV_F_ASYNC, 1);
     gkv_wr_uint(&c->wr, GKV_F_FENCE, (uint64_t)i * sizeof(uint64_t));
     gkv_wr_uint(&c->wr, GKV_F_TARGET, t);
-    if (pub->meta_len)
-        gkv_wr_bin(&c->wr, GKV_F_META, pub->meta, (uint32_t)pub->meta_len);
-    if (m->ttl_ms)
-        gkv_wr_uint(&c->wr, GKV_F_TTL, m->ttl_ms);
     return gkv__send(c, NULL, 0);
 }
 

@@ -5,7 +5,6 @@
  * lease (RELEASE discards an unsealed value). */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
 #include "client.h"
 #include "commands.h"
@@ -333,13 +332,7 @@ int gkv_map(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *ra
     gkv__put_key_range(c, key, klen, range);
     if (cm)
         gkv_wr_uint(&c->wr, GKV_F_LEASE, cm->lease);
-    struct timeval saved;
-    gkv__wait_take(c, &saved);
-    rc = gkv__send(c, NULL, 0);
-    if (!rc)
-        rc = gkv__recv(c);
-    gkv__wait_end(c, &saved);
-    if (rc) {
+    if ((rc = gkv__send_waiting(c))) {
         if (cm && !c->broken)
             end_cached(c, cm); /* e.g. the key is gone: its old value need not stay */
         return rc;

@@ -33,6 +33,9 @@ int gkv__lease_release(gkv_client_t *c, gkv_mapping_t **ms, size_t n);
 /* Ends leases given by id with op (RELEASE, or ABORT of one CREATE lease) and waits for the
  * reply: for leases the server granted that this process cannot use. */
 void gkv__lease_send_ends(gkv_client_t *c, unsigned op, const uint64_t *ids, size_t n);
+/* Starts a SEAL of created mapping pub in c->wr: its lease, flags, and the metadata and deadline
+ * its CREATE was given (create.c); the caller adds its own fields and sends it. */
+void gkv__seal_begin(gkv_client_t *c, gkv_mapping_t *pub, unsigned flags);
 /* Offers pub to the lease cache as its key's newest, ending at once what that lets go. */
 int gkv__lease_cache(gkv_client_t *c, gkv_mapping_t *pub);
 /* Ends every cached lease of key. */

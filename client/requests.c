@@ -3,8 +3,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -88,13 +86,7 @@ static int get_begin(gkv_client_t *c, const void *key, size_t klen, const gkv_ra
     gkv__cache_flush(c);
     gkv__begin(c, GKV_OP_GET);
     gkv__put_key_range(c, key, klen, range);
-    struct timeval saved;
-    gkv__wait_take(c, &saved);
-    rc = gkv__send(c, NULL, 0);
-    if (!rc)
-        rc = gkv__recv(c);
-    gkv__wait_end(c, &saved);
-    if (rc)
+    if ((rc = gkv__send_waiting(c)))
         return rc;
     if (info) {
         free(c->meta);

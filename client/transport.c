@@ -242,7 +242,7 @@ int gkv__recv_any(gkv_client_t *c)
     if (c->broken)
         return GKV_ECLOSED;
     int rc = c->local && c->next_id == 1 ? recv_with_fd(c, prefix, sizeof(prefix))
-                                          : gkv__recv_raw(c, prefix, sizeof(prefix));
+                                         : gkv__recv_raw(c, prefix, sizeof(prefix));
     if (rc)
         return rc;
     uint32_t len = gkv_frame_get_len(prefix);
@@ -274,7 +274,9 @@ int gkv_wait_next(gkv_client_t *c, uint32_t wait_ms)
     return 0;
 }
 
-void gkv__wait_take(gkv_client_t *c, struct timeval *saved)
+/* The armed wait goes into the request being built, and the socket's receive timeout (when one
+ * is set) is raised by as much; *saved is what wait_end puts back. Nothing when none is armed. */
+static void wait_take(gkv_client_t *c, struct timeval *saved)
 {
     saved->tv_sec = saved->tv_usec = 0;
     uint32_t wait_ms = c->wait_ms;
@@ -299,9 +301,20 @@ void gkv__wait_take(gkv_client_t *c, struct timeval *saved)
     (void)setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &more, sizeof(more));
 }
 
-void gkv__wait_end(gkv_client_t *c, const struct timeval *saved)
+static void wait_end(gkv_client_t *c, const struct timeval *saved)
 {
     c->spin_ns = 0;
     if (saved->tv_sec || saved->tv_usec)
         (void)setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, saved, sizeof(*saved));
+}
+
+int gkv__send_waiting(gkv_client_t *c)
+{
+    struct timeval saved;
+    wait_take(c, &saved);
+    int rc = gkv__send(c, NULL, 0);
+    if (!rc)
+        rc = gkv__recv(c);
+    wait_end(c, &saved);
+    return rc;
 }
