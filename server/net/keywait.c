@@ -47,7 +47,7 @@ static void unlink_conn(gkv_keywaits_t *w, gkv_conn_t *c)
     c->kw_bucket = NULL;
     c->wait.key = false;
     w->waiting--;
-    w->net->store->key_waiters--;
+    w->net->store->listeners--;
     if (!b->head)
         drop_bucket(w, b);
 }
@@ -98,11 +98,12 @@ static void on_deadline(uv_timer_t *t)
     rearm(w);
 }
 
-/* The store linked key: its waiters run again, in order, on the next turn. */
-static void on_linked(void *arg, const uint8_t *key, size_t klen)
+void gkv_keywaits_published(gkv_net_t *net, const uint8_t *key, size_t klen)
 {
-    gkv_keywaits_t *w = arg;
+    gkv_keywaits_t *w = net->keywaits;
     kw_bucket_t *b = NULL;
+    if (!w)
+        return;
     HASH_FIND(hh, w->keys, key, klen, b);
     if (!b)
         return;
@@ -129,8 +130,6 @@ int gkv_keywaits_init(gkv_net_t *net)
     w->timer.data = w;
     uv_unref((uv_handle_t *)&w->timer);
     net->keywaits = w;
-    net->store->linked = on_linked;
-    net->store->linked_arg = w;
     return 0;
 }
 
@@ -148,10 +147,6 @@ void gkv_keywaits_free(gkv_net_t *net)
     kw_bucket_t *b, *tmp;
     HASH_ITER(hh, w->keys, b, tmp)
     drop_bucket(w, b);
-    if (net->store && net->store->linked_arg == w) {
-        net->store->linked = NULL;
-        net->store->linked_arg = NULL;
-    }
     free(w);
     net->keywaits = NULL;
 }
@@ -182,7 +177,7 @@ int gkv_keywait_park(gkv_conn_t *c, const uint8_t *key, size_t klen, uint64_t de
     c->kw_deadline = deadline;
     c->wait.key = true;
     w->waiting++;
-    c->net->store->key_waiters++;
+    c->net->store->listeners++;
     if (!uv_is_active((uv_handle_t *)&w->timer) ||
         deadline < uv_now(c->net->loop) + uv_timer_get_due_in(&w->timer))
         fire_at(w, deadline); /* earlier than the one it was set for */

@@ -1,7 +1,8 @@
 /* keywait.h: requests that wait for a key to exist (GET and MAP with the wait field,
  * PROTOCOL.md). A request for a missing key parks its connection (its frame stays in the input,
- * as a SET waiting for room does) on the key's queue; the store's link of that key wakes the
- * queue's connections in the order they began waiting, on the next loop turn (gkv_net_yield),
+ * as a SET waiting for room does) on the key's queue; a publication under that key (the store's
+ * change, handed on by the net) wakes the queue's connections in the order they began waiting,
+ * on the next loop turn (gkv_net_yield),
  * and each runs its request again; the wait's deadline, if it comes first, makes the request
  * answer TIMEDOUT. A waiting request holds nothing (no lease, no staging). At most
  * GKV_KEYWAIT_MAX connections wait at once; one more is answered BUSY. */
@@ -17,7 +18,7 @@ typedef struct gkv_keywaits gkv_keywaits_t;
 
 #define GKV_KEYWAIT_MAX 10000u
 
-/* Sets up net's waits (its timer on net->loop) and hooks them to net->store. 0 or GKV_ENOMEM. */
+/* Sets up net's waits (its timer on net->loop). 0 or GKV_ENOMEM. */
 int gkv_keywaits_init(gkv_net_t *net);
 /* Starts closing the timer (no connection waits any more); then, once the loop ran out, free. */
 void gkv_keywaits_close(gkv_net_t *net);
@@ -25,6 +26,9 @@ void gkv_keywaits_free(gkv_net_t *net);
 /* c's request (key, klen bytes, borrowed) waits until the key is linked or until deadline
  * (uv_now milliseconds). 0 (c->wait.key set), GKV_EBUSY (too many wait) or GKV_ENOMEM. */
 int gkv_keywait_park(gkv_conn_t *c, const uint8_t *key, size_t klen, uint64_t deadline);
+/* A value was published under key (the store's change, through the net): its waiters run
+ * again, in order, on the next turn. */
+void gkv_keywaits_published(gkv_net_t *net, const uint8_t *key, size_t klen);
 /* c stops waiting (it closes). Nothing when it does not wait. */
 void gkv_keywait_cancel(gkv_conn_t *c);
 /* Connections waiting now, and in all: wakes by a link, timeouts. */

@@ -102,7 +102,7 @@ struct gkv_net {
 };
 
 /* Sets net up on loop: its handles, its lock, and with net->store already set the waits for
- * keys (keywait.h) and the watches (watch.h). The caller fills the layers, settings and hooks (before the first
+ * keys (keywait.h) and the watches (watch.h), which the store's changes reach (store.h). The caller fills the layers, settings and hooks (before the first
  * connection). */
 void gkv_net_init(gkv_net_t *net, uv_loop_t *loop);
 /* Starts closing the handles (every connection is gone; the loop must then run out). */

@@ -14,8 +14,8 @@
 #include "fdpass.h"
 #include "fence.h"
 #include "keywait.h"
-#include "watch.h"
 #include "log.h"
+#include "watch.h"
 
 static void protocol_error(gkv_conn_t *c, const char *why)
 {
@@ -65,12 +65,24 @@ static void hold_failed_auth(gkv_conn_t *c)
     gkv_conn_close(c, true);
 }
 
+/* A request answered without its payload (an error, the cluster's answer): the payload that
+ * follows it on the wire, if any, is read and dropped. */
+static void skip_payload(gkv_conn_t *c, const gkv_request_t *req)
+{
+    if (!req->payload_len)
+        return;
+    c->rcv.discard_left = req->payload_len;
+    c->phase = CONN_DISCARD;
+    c->frame_since = uv_now(c->net->loop);
+    c->frame_bytes = 0;
+}
+
 /* The cluster's say on a request (cluster.h) before it runs here: false when it is answered or
  * waits (parked: its frame stays in the input, c waits); else *run is the request to run (req,
  * or a copy of it the cluster changed). SEAL's key, for the cluster's record after it ran, goes
  * into *key (free it). */
-static bool route_request(gkv_conn_t *c, const gkv_request_t *req, gkv_request_t *run,
-                          bool *parked, uint8_t **key, size_t *klen)
+static bool route_request(gkv_conn_t *c, const gkv_request_t *req, gkv_request_t *run, bool *parked,
+                          uint8_t **key, size_t *klen)
 {
     gkv_net_t *net = c->net;
     *run = *req;
@@ -88,12 +100,7 @@ static bool route_request(gkv_conn_t *c, const gkv_request_t *req, gkv_request_t
     }
     if (r == GKV_ROUTE_DONE) {
         gkv_conn_op_done(c, rc);
-        if (req->payload_len) {
-            c->rcv.discard_left = req->payload_len;
-            c->phase = CONN_DISCARD;
-            c->frame_since = uv_now(net->loop);
-            c->frame_bytes = 0;
-        }
+        skip_payload(c, req);
         return false;
     }
     if (r == GKV_ROUTE_AS_GET) {
@@ -142,12 +149,7 @@ static void refuse_while_watching(gkv_conn_t *c, const gkv_request_t *req)
     gkv_reply_error(&c->out, req->id, GKV_EINVAL,
                     "this connection watches a prefix: it takes only UNWATCH and PING");
     gkv_conn_op_done(c, GKV_EINVAL);
-    if (req->payload_len) {
-        c->rcv.discard_left = req->payload_len;
-        c->phase = CONN_DISCARD;
-        c->frame_since = uv_now(c->net->loop);
-        c->frame_bytes = 0;
-    }
+    skip_payload(c, req);
 }
 
 /* Handles one request; false when the cluster parked it (its frame is to be read again). */
@@ -196,8 +198,8 @@ static bool handle_request(gkv_conn_t *c, const gkv_request_t *routed)
     c->op_started = uv_hrtime();
     c->journal_mark = gkv_fdstore_mark(c->net->fdstore);
     c->net->store->now_ms = c->op_started / 1000000; /* the store clock, already read */
-    rep.in.may_wait = (req->op == GKV_OP_GET || req->op == GKV_OP_MAP) && !c->net->cluster &&
-                      c->net->keywaits;
+    rep.in.may_wait =
+        (req->op == GKV_OP_GET || req->op == GKV_OP_MAP) && !c->net->cluster && c->net->keywaits;
     rep.in.wait_over =
         c->kw_timed_out || (c->kw_deadline && uv_now(c->net->loop) >= c->kw_deadline);
     int rc = gkv_dispatch(c->net->cmd, req, &rep);
@@ -247,12 +249,7 @@ static bool handle_request(gkv_conn_t *c, const gkv_request_t *routed)
     if (rc < 0) {
         c->route.defer = false;
         gkv_conn_op_done(c, rc);
-        if (req->payload_len) {
-            c->rcv.discard_left = req->payload_len;
-            c->phase = CONN_DISCARD;
-            c->frame_since = uv_now(c->net->loop);
-            c->frame_bytes = 0;
-        }
+        skip_payload(c, req);
         return true;
     }
     if (rep.seal_async && (rc = gkv_fence_seal(c, req, rep.seal_async)) != 0) {
@@ -268,8 +265,8 @@ static bool handle_request(gkv_conn_t *c, const gkv_request_t *routed)
     if (rep.recv) {
         c->rcv.entry = rep.recv;
         c->rcv.cmd = rep.cmd;
-        c->rcv.flags = c->route.defer ? (unsigned)(routed->flags & (GKV_SET_NX | GKV_SET_XX))
-                                      : rep.recv_flags;
+        c->rcv.flags =
+            c->route.defer ? (unsigned)(routed->flags & (GKV_SET_NX | GKV_SET_XX)) : rep.recv_flags;
         c->rcv.got = 0;
         c->rcv.req_id = req->id;
         c->phase = CONN_PAYLOAD;

@@ -1,14 +1,16 @@
 /* turns.c: what the connections share on the loop (net.h): the list, the completion queue for
  * copies finished on other threads, yielding to one another, busy-polling after input, the
- * sweep of deadlines, and trimming the heap after many connections came and went. */
+ * sweep of deadlines, trimming the heap after many connections came and went, and the store's
+ * changes handed to the watches and the requests waiting for keys. */
+#include <gpukv/gpukv.h>
 #include <malloc.h>
 #include <stdlib.h>
 
 #include "conn_impl.h"
-#include "keywait.h"
 #include "fence.h"
-#include "watch.h"
+#include "keywait.h"
 #include "log.h"
+#include "watch.h"
 
 /* After many connections have come and gone (a flood of wrong tokens, a churning client
  * population), the pages their buffers freed in the middle of the heap go back to the kernel:
@@ -118,6 +120,17 @@ void gkv_net_remove(gkv_net_t *net, gkv_conn_t *c)
         net->hooks.closed(net->hooks.owner, c);
 }
 
+/* The store's changes (store.h), while anyone listens: to the watches, and a published key to
+ * the requests waiting for it. */
+static void on_changed(void *arg, unsigned kind, const uint8_t *key, size_t klen, uint64_t size,
+                       uint64_t seq)
+{
+    gkv_net_t *net = arg;
+    gkv_watches_changed(net, kind, key, klen, size, seq);
+    if (kind == GKV_EVENT_SET)
+        gkv_keywaits_published(net, key, klen);
+}
+
 void gkv_net_init(gkv_net_t *net, uv_loop_t *loop)
 {
     net->loop = loop;
@@ -132,6 +145,10 @@ void gkv_net_init(gkv_net_t *net, uv_loop_t *loop)
         GKV_WARN("out of memory for watches: WATCH answers NOMEM");
     if (net->store && gkv_fences_init(net))
         GKV_WARN("out of memory for fences: asynchronous seals answer NOTSUP");
+    if (net->store) {
+        net->store->changed = on_changed;
+        net->store->changed_arg = net;
+    }
     net->open = true;
 }
 
@@ -149,6 +166,8 @@ void gkv_net_close(gkv_net_t *net)
 
 void gkv_net_fini(gkv_net_t *net)
 {
+    if (net->store && net->store->changed_arg == net)
+        net->store->changed = NULL;
     gkv_keywaits_free(net);
     gkv_watches_free(net);
     gkv_fences_free(net);

@@ -36,7 +36,7 @@ static void drop(gkv_watches_t *ws, struct gkv_watch *w)
         w->next->prev = w->prev;
     w->c->watch = NULL;
     ws->watching--;
-    ws->net->store->watchers--;
+    ws->net->store->listeners--;
     free(w);
 }
 
@@ -47,17 +47,18 @@ static void push_later(gkv_conn_t *c)
         gkv_net_yield(c->net, c);
 }
 
-/* The store's hook: an event frame for each watch whose prefix the key is under. */
-static void on_changed(void *arg, unsigned kind, const uint8_t *key, size_t klen, uint64_t size,
-                       uint64_t seq)
+void gkv_watches_changed(gkv_net_t *net, unsigned kind, const uint8_t *key, size_t klen,
+                         uint64_t size, uint64_t seq)
 {
-    gkv_watches_t *ws = arg;
-    uint64_t bound = ws->net->set.watch_buffer;
+    gkv_watches_t *ws = net->watches;
+    if (!ws)
+        return;
+    uint64_t bound = net->set.watch_buffer;
     for (struct gkv_watch *w = ws->head, *next; w; w = next) {
         next = w->next;
         gkv_conn_t *c = w->c;
-        if (c->closing || (kind != GKV_EVENT_FLUSH &&
-                           (klen < w->plen || memcmp(key, w->prefix, w->plen) != 0)))
+        if (c->closing ||
+            (kind != GKV_EVENT_FLUSH && (klen < w->plen || memcmp(key, w->prefix, w->plen) != 0)))
             continue;
         if (c->snd.pending + c->out.sb.size > bound) {
             char why[160];
@@ -94,8 +95,6 @@ int gkv_watches_init(gkv_net_t *net)
         return GKV_ENOMEM;
     ws->net = net;
     net->watches = ws;
-    net->store->changed = on_changed;
-    net->store->changed_arg = ws;
     return 0;
 }
 
@@ -106,8 +105,6 @@ void gkv_watches_free(gkv_net_t *net)
         return;
     while (ws->head)
         drop(ws, ws->head);
-    if (net->store->changed_arg == ws)
-        net->store->changed = NULL;
     free(ws);
     net->watches = NULL;
 }
@@ -137,7 +134,7 @@ int gkv_watch_start(gkv_conn_t *c, const gkv_request_t *req)
     ws->head = w;
     c->watch = w;
     ws->watching++;
-    c->net->store->watchers++;
+    c->net->store->listeners++;
     gkv_reply_ok(&c->out, req->id);
     gkv_wr_uint(&c->out, GKV_F_SEQ, c->net->store->changes);
     (void)gkv_wr_end(&c->out);

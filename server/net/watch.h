@@ -17,7 +17,7 @@ typedef struct gkv_conn gkv_conn_t;
 typedef struct gkv_net gkv_net_t;
 typedef struct gkv_watches gkv_watches_t;
 
-/* Sets up net's watches and hooks them to net->store. 0 or GKV_ENOMEM. */
+/* Sets up net's watches. 0 or GKV_ENOMEM. */
 int gkv_watches_init(gkv_net_t *net);
 /* After the loop ran out (no connection watches any more). */
 void gkv_watches_free(gkv_net_t *net);
@@ -27,6 +27,10 @@ int gkv_watch_start(gkv_conn_t *c, const gkv_request_t *req);
 /* UNWATCH (id) on c: ends its watch, if any, and writes the reply (count: the events the
  * watch sent). */
 void gkv_watch_stop(gkv_conn_t *c, uint64_t id);
+/* The store's change (store.h: changed, through the net): an event frame for each watch whose
+ * prefix the key is under (every watch for a FLUSH). */
+void gkv_watches_changed(gkv_net_t *net, unsigned kind, const uint8_t *key, size_t klen,
+                         uint64_t size, uint64_t seq);
 /* c closes: its watch, if any, ends without a frame. */
 void gkv_watch_cancel(gkv_conn_t *c);
 /* Connections watching now; events sent and watches ended for a slow reader, in all. */

@@ -391,11 +391,6 @@ int gkv__store_link(gkv_store_t *st, gkv_entry_t *e)
     e->access = gkv_access_new(st->policy, st->now_ms);
     count_linked(st, e, 1);
     gkv__store_journal_put(st, e);
-    if (st->key_waiters && st->linked) { /* after the rest: a waiter runs on a later turn */
-        size_t klen;
-        const uint8_t *key = gkv_store_key(st, e, &klen);
-        st->linked(st->linked_arg, key, klen);
-    }
     if (old) {
         gkv_entry_t *o = old;
         if (gkv__store_has_deadline(o))
@@ -529,6 +524,6 @@ void gkv_store_flush(gkv_store_t *st)
     for (unsigned i = GKV_DEV_HOST_TIER; i <= GKV_DEV_DISK_TIER; i++)
         st->dev[i].linked_bytes = st->dev[i].keys = 0;
     st->changes++;
-    if (st->watchers && st->changed)
+    if (st->listeners && st->changed)
         st->changed(st->changed_arg, GKV_EVENT_FLUSH, NULL, 0, 0, st->changes);
 }

@@ -111,19 +111,15 @@ typedef struct {
      * nothing of the store's back. */
     bool (*release)(void *arg, unsigned dev);
     void *release_arg;
-    /* Called after a key is linked while key_waiters > 0 (the net layer's requests waiting
-     * for a key to exist, keywait.h). */
-    void (*linked)(void *arg, const uint8_t *key, size_t klen);
-    void *linked_arg;
-    uint64_t key_waiters;
-    /* Called while watchers > 0 after each change a watch reports (the net layer's watches,
-     * watch.h): kind GKV_EVENT_*, the key (borrowed for the call; none for FLUSH), the value's
-     * size (0 when it went) and the change's number (changes, below). Moves between devices and
-     * tiers change no value and are no change. */
+    /* Called while listeners > 0 (the net layer's watches, watch.h, and requests waiting for a
+     * key to exist, keywait.h) after each change: kind GKV_EVENT_* (SET: a value was published,
+     * so the key exists), the key (borrowed for the call; none for FLUSH), the value's size (0
+     * when it went) and the change's number (changes, below). Moves between devices and tiers
+     * change no value and are no change. */
     void (*changed)(void *arg, unsigned kind, const uint8_t *key, size_t klen, uint64_t size,
                     uint64_t seq);
     void *changed_arg;
-    uint64_t watchers;
+    uint64_t listeners;
     uint64_t changes; /* values published, deleted, expired, evicted, and flushes, so far */
     uint64_t now_ms;     /* the clock access stamps use: the server sets it per request */
     uint64_t rng;        /* xorshift64 for LFU's counter */
