@@ -76,6 +76,13 @@ static char first_byte(gkv_client_t *c, const char *key)
     return b[0];
 }
 
+/* Gives the daemon up to a second to publish (or discard) every seal that waits. */
+static void until_none_waits(gkv_client_t *r)
+{
+    for (int i = 0; i < 500 && info_u64(r, "async_seals_waiting"); i++)
+        harness_sleep_ms(2);
+}
+
 static void complete(const gkv_fence_t *f)
 {
     __atomic_store_n(f->counter, f->target, __ATOMIC_RELEASE);
@@ -142,8 +149,7 @@ START_TEST(one_connection_s_seals_publish_in_order)
     harness_sleep_ms(50);
     ck_assert_int_eq(first_byte(r, "o"), 0);
     complete(&f1);
-    for (int i = 0; i < 500 && info_u64(r, "async_seals_waiting"); i++)
-        harness_sleep_ms(2);
+    until_none_waits(r);
     ck_assert_int_eq(first_byte(r, "o"), 'B');
     /* A synchronous seal after an asynchronous one waits for it. */
     gkv_fence_t f3;
@@ -174,8 +180,7 @@ START_TEST(a_producer_that_goes_away_first_publishes_nothing)
         ck_assert_int_eq(gkv_seal_deferred(c, created(c, "gone", 1 << 20, 'z'), &f), 0);
         gkv_client_close(c); /* as its process dying would: the counter never written */
     }
-    for (int i = 0; i < 500 && info_u64(r, "async_seals_waiting"); i++)
-        harness_sleep_ms(2);
+    until_none_waits(r);
     ck_assert_uint_eq(info_u64(r, "async_seals_waiting"), 0);
     ck_assert_uint_eq(info_u64(r, "async_seals_discarded"), 3);
     char b[1];
@@ -215,8 +220,7 @@ START_TEST(a_producer_killed_before_its_counter_publishes_nothing)
     ck_assert_uint_eq(info_u64(r, "async_seals_waiting"), 1);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
-    for (int i = 0; i < 500 && info_u64(r, "async_seals_waiting"); i++)
-        harness_sleep_ms(2);
+    until_none_waits(r);
     ck_assert_uint_eq(info_u64(r, "async_seals_discarded"), 1);
     char buf[8];
     ck_assert_int_eq(gkv_get_wait(r, KEY("killed"), NULL, 200, buf, sizeof(buf), NULL),
@@ -247,8 +251,7 @@ START_TEST(at_most_64_seals_wait_per_connection)
     ck_assert_int_eq(gkv_abort(c, m), 0);
     for (int i = 63; i >= 0; i--)
         complete(&f[i]);
-    for (int i = 0; i < 500 && info_u64(r, "async_seals_waiting"); i++)
-        harness_sleep_ms(2);
+    until_none_waits(r);
     ck_assert_uint_eq(info_u64(r, "async_seals_published"), 64);
     ck_assert_uint_eq(info_u64(r, "keys"), 64);
     gkv_client_close(c);
