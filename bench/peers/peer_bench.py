@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
-"""peer_bench.py: gpukv beside Mooncake Store on one GPU machine, the same workloads from one
-Python process, interleaved in rounds (issue 38; README.md beside this file says how each peer
-is configured and why).
+"""peer_bench.py: gpukv beside Mooncake Store on one GPU machine, the same workloads, interleaved
+in rounds (issue 38; README.md beside this file says how each peer is configured and why).
 
 Rows (each a median over its repetitions, per round; the table gives the median of the rounds):
   put  SIZE  a CUDA tensor of SIZE bytes stored under a new key
@@ -12,173 +11,40 @@ Rows (each a median over its repetitions, per round; the table gives the median 
              Mooncake: get_into(key, ptr, size) into a registered buffer
   map  SIZE  gpukv only: map(key) and a reduction over the mapped value in place (what a
              reader that only reads does); beside Mooncake's get_into
+  batch put / get  N values of SIZE (--batch 64x1M) in one call each where the system has one:
+             Mooncake batch_put_from / batch_get_into; gpukv map_many and a copy per value
+             for the get, N sets for the put (gpukv has no call that writes many values)
+  N processes put / get  (--procs 16, --procs-size 1M, --procs-values 32): N client processes
+             at once, each putting then getting its own values, one at a time; aggregate GB/s
+             (all bytes over the time from the first start to the last end) and p99 per op
   4 KiB get latency: p50 and p99 of single gets (gpukv get_to_device, Mooncake get_into)
 
-Usage: peer_bench.py [--sizes 4K,64K,1M,16M,256M] [--rounds 3] [--gpukvd PATH]
-                     [--mooncake-master PATH] [--json FILE]
+Usage: peer_bench.py [--sizes 4K,64K,1M,16M,256M] [--rounds 3] [--batch 64x1M]
+                     [--procs 16] [--procs-size 1M] [--procs-values 32] [--gpukvd PATH]
+                     [--gpukvd-args "..."] [--mooncake-master PATH] [--json FILE]
 A peer that cannot start stops the run with its reason (exit 2).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
 import os
+import queue
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peers import (GpukvServer, MooncakeServer, connect, fail, label,  # noqa: E402
+                   size_of)
 
-
-def size_of(text: str) -> int:
-    text = text.strip().upper()
-    return int(text[:-1]) * UNITS[text[-1]] if text[-1] in UNITS else int(text)
-
-
-def label(n: int) -> str:
-    for u, m in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n >= m and n % m == 0:
-            return f"{n // m} {u}iB"
-    return f"{n} B"
-
-
-def fail(msg: str) -> None:
-    print(f"peer_bench: {msg}", file=sys.stderr)
-    sys.exit(2)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port: int, proc: subprocess.Popen, what: str, log: Path) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            fail(f"{what} exited {proc.returncode}: {log.read_text()[-2000:]}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    fail(f"{what} did not listen on port {port} within 30 s: {log.read_text()[-2000:]}")
-
-
-class Gpukv:
-    name = "gpukv"
-
-    def __init__(self, daemon: str, work: Path, extra: list[str]) -> None:
-        import gpukv
-        sock = work / "gpukv.sock"
-        self.log = work / "gpukvd.log"
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(
-                [daemon, "--socket", str(sock), "--backend", "cuda", "--maxmemory", "24G",
-                 *extra],
-                stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while True:
-            if self.proc.poll() is not None:
-                fail(f"gpukvd exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
-            try:
-                self.c = gpukv.Client("unix:" + str(sock))
-                break
-            except gpukv.Error as e:
-                if time.monotonic() > deadline:
-                    fail(f"gpukvd did not answer within 30 s: {e}")
-                time.sleep(0.05)
-        if self.c.backend != "cuda" or self.c.zero_copy != "cuda-pool-fd":
-            fail(f"gpukvd runs {self.c.backend} with zero-copy {self.c.zero_copy}: "
-                 f"{self.c.server_info.get('zero_copy_why')}")
-        self.config = (f"gpukvd {self.c.server_info['server']} on its defaults but --maxmemory "
-                       f"24G {' '.join(extra)}, cuda backend, Unix socket, zero-copy (CUDA pool "
-                       "IPC)")
-
-    def put(self, key: str, t) -> None:
-        self.c.set(key, t)
-
-    def get(self, key: str, out) -> None:
-        self.c.get_to_device(key, out)
-
-    def map_read(self, key: str) -> None:
-        import torch
-        with self.c.map(key) as m:
-            torch.from_dlpack(m).sum()  # a read of every byte in place
-            torch.cuda.synchronize()
-
-    def remove(self, key: str) -> None:
-        self.c.delete(key)
-
-    def close(self) -> None:
-        self.c.close()
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
-
-
-class Mooncake:
-    name = "Mooncake"
-
-    def __init__(self, master: str, work: Path, segment: int, buffer: int) -> None:
-        try:
-            from mooncake.store import MooncakeDistributedStore
-        except ImportError as e:
-            fail(f"Mooncake's Python package is missing ({e}): "
-                 "pip install mooncake-transfer-engine-cuda13")
-        rpc, http = free_port(), free_port()
-        self.log = work / "mooncake_master.log"
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(
-                [master, f"--rpc_port={rpc}", "--enable_http_metadata_server=true",
-                 f"--http_metadata_server_port={http}", "--http_metadata_server_host=127.0.0.1"],
-                stdout=log, stderr=subprocess.STDOUT)
-        wait_port(rpc, self.proc, "mooncake_master", self.log)
-        wait_port(http, self.proc, "mooncake_master's metadata server", self.log)
-        self.s = MooncakeDistributedStore()
-        rc = self.s.setup("127.0.0.1", f"http://127.0.0.1:{http}/metadata", segment, buffer,
-                          "tcp", "", f"127.0.0.1:{rpc}")
-        if rc != 0:
-            fail(f"Mooncake's setup returned {rc}: {self.log.read_text()[-2000:]}")
-        self.registered: set[int] = set()
-        self.config = (f"mooncake_master (HTTP metadata server) and an embedded store client "
-                       f"in this process: TCP transport, a {label(segment)} segment of host "
-                       f"memory, a {label(buffer)} local buffer; tensors registered with "
-                       "register_buffer, moved with put_from / get_into")
-
-    def _reg(self, t) -> None:
-        p = t.data_ptr()
-        if p not in self.registered:
-            rc = self.s.register_buffer(p, t.numel() * t.element_size())
-            if rc != 0:
-                fail(f"Mooncake's register_buffer returned {rc}")
-            self.registered.add(p)
-
-    def put(self, key: str, t) -> None:
-        self._reg(t)
-        rc = self.s.put_from(key, t.data_ptr(), t.numel() * t.element_size())
-        if rc != 0:
-            fail(f"Mooncake's put_from of {key} returned {rc}")
-
-    def get(self, key: str, out) -> None:
-        self._reg(out)
-        n = out.numel() * out.element_size()
-        rc = self.s.get_into(key, out.data_ptr(), n)
-        if rc != n:
-            fail(f"Mooncake's get_into of {key} returned {rc}, not {n}")
-
-    def remove(self, key: str) -> None:
-        self.s.remove(key)
-
-    def close(self) -> None:
-        self.s.close()
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
+PROC_SEGMENT = 512 << 20  # a Mooncake worker process's segment and buffer (16 of them at once)
+PROC_BUFFER = 64 << 20
+ROW_BYTES: dict[str, int] = {}  # bytes one timed operation of a row moves (for its GB/s)
 
 
 def reps_for(size: int) -> int:
@@ -194,16 +60,156 @@ def timed(fn) -> float:
     return time.perf_counter() - t0
 
 
+def pct(xs: list[float], f: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * f))]
+
+
+def single_rows(peers, sizes, rounds, rows) -> None:
+    import torch
+    src = {n: torch.randint(0, 256, (n,), dtype=torch.uint8, device="cuda") for n in sizes}
+    dst = {n: torch.empty(n, dtype=torch.uint8, device="cuda") for n in sizes}
+    seq = 0
+    for _ in range(rounds):
+        for n in sizes:
+            for p in peers:
+                puts, gets, maps = [], [], []
+                for i in range(reps_for(n)):
+                    seq += 1
+                    key = f"pb/{p.name}/{n}/{seq}"
+                    puts.append(timed(lambda: p.put(key, src[n])))
+                    gets.append(timed(lambda: p.get(key, dst[n])))
+                    if hasattr(p, "map_read"):
+                        maps.append(timed(lambda: p.map_read(key)))
+                    if i == 0 and not torch.equal(dst[n], src[n]):
+                        fail(f"{p.name} read back other bytes than it stored ({label(n)})")
+                    p.remove(key)
+                for op in ("put", "get", "map"):
+                    ROW_BYTES[f"{op} {label(n)}"] = n
+                rows.setdefault((f"put {label(n)}", p.name), []).append(statistics.median(puts))
+                rows.setdefault((f"get {label(n)}", p.name), []).append(statistics.median(gets))
+                if maps:
+                    rows.setdefault((f"map {label(n)}", p.name), []).append(
+                        statistics.median(maps))
+
+
+def batch_rows(peers, count, size, rounds, rows) -> None:
+    import torch
+    src = [torch.randint(0, 256, (size,), dtype=torch.uint8, device="cuda") for _ in range(count)]
+    dst = [torch.empty(size, dtype=torch.uint8, device="cuda") for _ in range(count)]
+    what = f"{count} x {label(size)}"
+    ROW_BYTES[f"batch put {what}"] = ROW_BYTES[f"batch get {what}"] = count * size
+    for rnd in range(rounds):
+        for p in peers:
+            puts, gets = [], []
+            for rep in range(5):
+                keys = [f"pb/{p.name}/batch/{rnd}/{rep}/{i}" for i in range(count)]
+                puts.append(timed(lambda: p.put_batch(keys, src)))
+                for t in dst:
+                    t.zero_()
+                gets.append(timed(lambda: p.get_batch(keys, dst)))
+                if not all(torch.equal(a, b) for a, b in zip(src, dst)):
+                    fail(f"{p.name}'s batch get read back other bytes than it stored")
+                for k in keys:
+                    p.remove(k)
+            rows.setdefault((f"batch put {what}", p.name), []).append(statistics.median(puts))
+            rows.setdefault((f"batch get {what}", p.name), []).append(statistics.median(gets))
+
+
+def proc_worker(address, idx, size, count, rounds, bar, q) -> None:
+    """One of the client processes: rounds of (put phase, get phase), each between two
+    barrier waits; reports (phase, round, start, end, latencies) through q."""
+    try:
+        import torch
+        src = torch.randint(0, 256, (size,), dtype=torch.uint8, device="cuda")
+        dst = torch.empty(size, dtype=torch.uint8, device="cuda")
+        c = connect(address, PROC_SEGMENT, PROC_BUFFER)
+        for r in range(rounds):
+            keys = [f"pb/{c.name}/procs/{idx}/{r}/{i}" for i in range(count)]
+            for phase in ("put", "get"):
+                bar.wait()
+                lats = []
+                t0 = time.perf_counter()
+                for k in keys:
+                    lats.append(timed(lambda: c.put(k, src) if phase == "put" else
+                                      c.get(k, dst)))
+                t1 = time.perf_counter()
+                if phase == "get":
+                    if not torch.equal(dst, src):
+                        raise RuntimeError("read back other bytes than it stored")
+                    for k in keys:
+                        c.remove(k)
+                q.put((phase, r, t0, t1, lats))
+                bar.wait()
+        c.close()
+    except BaseException as e:  # noqa: BLE001: the parent must hear of any end
+        q.put(("error", idx, repr(e)))
+        bar.abort()
+        raise
+
+
+def procs_rows(servers, nprocs, size, count, rounds, rows) -> None:
+    """nprocs client processes per system (both sets started first), their phases interleaved
+    round by round: gpukv put, gpukv get, Mooncake put, Mooncake get."""
+    ctx = mp.get_context("spawn")
+    groups = []
+    for s in servers:
+        bar, q = ctx.Barrier(nprocs + 1, timeout=300), ctx.Queue()
+        ps = [ctx.Process(target=proc_worker, args=(s.address(), i, size, count, rounds, bar, q),
+                          daemon=True) for i in range(nprocs)]
+        for p in ps:
+            p.start()
+        groups.append((s.name, bar, q, ps))
+    what = f"{nprocs} processes, {label(size)}"
+    ROW_BYTES[f"{what} put (aggregate)"] = ROW_BYTES[f"{what} get (aggregate)"] = size
+    try:
+        for r in range(rounds):
+            for name, bar, q, ps in groups:
+                for phase in ("put", "get"):
+                    bar.wait()  # start
+                    bar.wait()  # every process done and reported
+                    got = [q.get(timeout=60) for _ in range(nprocs)]
+                    errs = [g for g in got if g[0] == "error"]
+                    if errs:
+                        raise RuntimeError(f"{name}'s process {errs[0][1]}: {errs[0][2]}")
+                    wall = max(g[3] for g in got) - min(g[2] for g in got)
+                    lats = [x for g in got for x in g[4]]
+                    rows.setdefault((f"{what} {phase} (aggregate)", name), []).append(
+                        wall / (nprocs * count))  # seconds per value, all processes together
+                    rows.setdefault((f"{what} {phase} p99", name), []).append(pct(lats, .99))
+    except Exception as e:  # noqa: BLE001
+        detail = repr(e)
+        for name, bar, q, ps in groups:
+            while True:
+                try:
+                    g = q.get_nowait()
+                except queue.Empty:
+                    break
+                if g[0] == "error":
+                    detail += f"; {name}'s process {g[1]}: {g[2]}"
+        print(f"peer_bench: the {what} rows failed: {detail}", file=sys.stderr)
+    finally:
+        for _, bar, _, ps in groups:
+            for p in ps:
+                p.join(timeout=30)
+                if p.is_alive():
+                    p.kill()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="4K,64K,1M,16M,256M")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--batch", default="64x1M", help="COUNTxSIZE, or 0 to skip")
+    ap.add_argument("--procs", type=int, default=16, help="client processes at once; 0 skips")
+    ap.add_argument("--procs-size", default="1M")
+    ap.add_argument("--procs-values", type=int, default=32, help="values per process and round")
     ap.add_argument("--gpukvd", default=shutil.which("gpukvd") or "gpukvd")
     ap.add_argument("--mooncake-master", default=None)
     ap.add_argument("--json", default=None)
     ap.add_argument("--gpukvd-args", default="", help="more gpukvd flags, space-separated")
     a = ap.parse_args()
-    sizes = [size_of(s) for s in a.sizes.split(",")]
+    sizes = [size_of(s) for s in a.sizes.split(",")] if a.sizes else []
     try:
         import torch
     except ImportError:
@@ -219,65 +225,66 @@ def main() -> None:
             master = shutil.which("mooncake_master") or "mooncake_master"
     work = Path(tempfile.mkdtemp(prefix="peer-bench-"))
     os.chmod(work, 0o700)
-    big = max(sizes)
-    g = Gpukv(a.gpukvd, work, a.gpukvd_args.split())
-    m = Mooncake(master, work, segment=max(4 << 30, 4 * big), buffer=max(1 << 30, 2 * big))
-    peers = (g, m)
-    src = {n: torch.randint(0, 256, (n,), dtype=torch.uint8, device="cuda") for n in sizes}
-    dst = {n: torch.empty(n, dtype=torch.uint8, device="cuda") for n in sizes}
+    big = max(sizes + [1 << 20])
+    servers = (GpukvServer(a.gpukvd, work, a.gpukvd_args.split()), MooncakeServer(master, work))
+    segment, buffer = max(4 << 30, 4 * big), max(1 << 30, 2 * big)
+    peers = [connect(s.address(), segment, buffer) for s in servers]
     rows: dict[tuple, list[float]] = {}
-    seq = 0
-    for rnd in range(a.rounds):
-        for n in sizes:
-            for p in peers:
-                k = reps_for(n)
-                puts, gets, maps = [], [], []
-                for i in range(k):
-                    seq += 1
-                    key = f"pb/{p.name}/{n}/{seq}"
-                    puts.append(timed(lambda: p.put(key, src[n])))
-                    gets.append(timed(lambda: p.get(key, dst[n])))
-                    if isinstance(p, Gpukv):
-                        maps.append(timed(lambda: p.map_read(key)))
-                    if i == 0 and not torch.equal(dst[n], src[n]):
-                        fail(f"{p.name} read back other bytes than it stored ({label(n)})")
-                    p.remove(key)
-                rows.setdefault(("put", n, p.name), []).append(statistics.median(puts))
-                rows.setdefault(("get", n, p.name), []).append(statistics.median(gets))
-                if maps:
-                    rows.setdefault(("map", n, p.name), []).append(statistics.median(maps))
+    single_rows(peers, sizes, a.rounds, rows)
+    if a.batch != "0":
+        count, size = a.batch.lower().split("x")
+        batch_rows(peers, int(count), size_of(size), a.rounds, rows)
     lat: dict[str, list[float]] = {}
     lat_src = torch.randint(0, 256, (4096,), dtype=torch.uint8, device="cuda")
     lat_dst = torch.empty(4096, dtype=torch.uint8, device="cuda")
     for p in peers:  # 4 KiB get latency, one key read again and again
         key = f"pb/{p.name}/lat"
         p.put(key, lat_src)
-        lat[p.name] = sorted(timed(lambda: p.get(key, lat_dst)) for _ in range(a.rounds * 1000))
+        lat[p.name] = [timed(lambda: p.get(key, lat_dst)) for _ in range(a.rounds * 1000)]
         p.remove(key)
+    if a.procs > 0:
+        procs_rows(servers, a.procs, size_of(a.procs_size), a.procs_values, a.rounds, rows)
     for p in peers:
         p.close()
+    for s in servers:
+        s.close()
+    report(a, rows, lat, servers, peers)
+    shutil.rmtree(work, ignore_errors=True)
 
+
+def report(a, rows, lat, servers, peers) -> None:
+    import torch
     print(f"## gpukv beside Mooncake Store ({torch.cuda.get_device_name()}, {a.rounds} rounds)\n")
     print("| row | gpukv | Mooncake | gpukv/Mooncake (throughput) |\n|---|---|---|---|")
+    order = ["put ", "get ", "map ", "batch put", "batch get", "processes"]
+    names = sorted((w for (w, n) in rows if n == "gpukv"),
+                   key=lambda w: next(i for i, o in enumerate(order) if o in w))
     out_rows = []
-    for (op, n, name) in sorted({(o, n, nm) for (o, n, nm) in rows if nm == "gpukv"},
-                                key=lambda r: (["put", "get", "map"].index(r[0]), r[1])):
-        tg = statistics.median(rows[(op, n, "gpukv")])
-        tm = statistics.median(rows[("get" if op == "map" else op, n, "Mooncake")])
-        what = f"{op} {label(n)}" + (" (in place, against Mooncake's get_into)"
-                                     if op == "map" else "")
-        print(f"| {what} | {tg * 1e6:.1f} us ({n / tg / 1e9:.2f} GB/s) | {tm * 1e6:.1f} us "
-              f"({n / tm / 1e9:.2f} GB/s) | {tm / tg:.2f}x |")
-        out_rows.append({"row": what, "gpukv_s": tg, "mooncake_s": tm, "ratio": tm / tg})
+    for what in names:
+        tg = statistics.median(rows[(what, "gpukv")])
+        other = ("get" + what[3:]) if what.startswith("map ") else what
+        tm = statistics.median(rows[(other, "Mooncake")]) if (other, "Mooncake") in rows else 0
+        n = ROW_BYTES.get(what)
+        show = lambda t: f"{t * 1e6:.1f} us" + (f" ({n / t / 1e9:.2f} GB/s)" if n else "")  # noqa: E731
+        shown = what + (" (in place, against Mooncake's get_into)" if what.startswith("map ")
+                        else "")
+        if not tm:
+            print(f"| {shown} | {show(tg)} | (not measured) | |")
+            continue
+        print(f"| {shown} | {show(tg)} | {show(tm)} | {tm / tg:.2f}x |")
+        out_rows.append({"row": shown, "gpukv_s": tg, "mooncake_s": tm, "ratio": tm / tg})
     pg, pm = lat["gpukv"], lat["Mooncake"]
-    q = lambda xs, f: xs[min(len(xs) - 1, int(len(xs) * f))] * 1e6  # noqa: E731
-    print(f"| get 4 KiB latency p50 / p99 | {q(pg, .5):.1f} / {q(pg, .99):.1f} us | "
-          f"{q(pm, .5):.1f} / {q(pm, .99):.1f} us | {q(pm, .5) / q(pg, .5):.2f}x (p50) |")
-    print(f"\ngpukv: {g.config}.\n\nMooncake: {m.config}.")
+    print(f"| get 4 KiB latency p50 / p99 | {pct(pg, .5) * 1e6:.1f} / {pct(pg, .99) * 1e6:.1f} us "
+          f"| {pct(pm, .5) * 1e6:.1f} / {pct(pm, .99) * 1e6:.1f} us | "
+          f"{pct(pm, .5) / pct(pg, .5):.2f}x (p50) |")
+    print("\nBatch rows: time per batch. Process rows: 'aggregate' is the wall time from the "
+          "first process's start to the last one's end over the values all moved (GB/s: all "
+          "processes together); p99 of single operations across the processes.")
+    print(f"\ngpukv: {servers[0].config}.\n\nMooncake: {peers[1].config}.")
     if a.json:
         Path(a.json).write_text(json.dumps({"rows": out_rows, "lat_us": {
-            "gpukv": [q(pg, .5), q(pg, .99)], "mooncake": [q(pm, .5), q(pm, .99)]}}, indent=1))
-    shutil.rmtree(work, ignore_errors=True)
+            "gpukv": [pct(pg, .5) * 1e6, pct(pg, .99) * 1e6],
+            "mooncake": [pct(pm, .5) * 1e6, pct(pm, .99) * 1e6]}}, indent=1))
 
 
 if __name__ == "__main__":
