@@ -84,7 +84,7 @@ class GpukvServer:
             if self.proc.poll() is not None:
                 fail(f"gpukvd exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
             try:
-                c = GpukvClient(self.address())
+                c = GpukvClient(self.sock)
                 break
             except Exception as e:  # gpukv.Error until the socket answers
                 if time.monotonic() > deadline:
