@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peers import (GpukvServer, MooncakeServer, connect, fail, label,  # noqa: E402
+from peers import (Arena, GpukvServer, MooncakeServer, connect, fail, label,  # noqa: E402
                    size_of)
 
 PROC_SEGMENT = 512 << 20  # a Mooncake worker process's segment and buffer (16 of them at once)
@@ -65,10 +65,10 @@ def pct(xs: list[float], f: float) -> float:
     return xs[min(len(xs) - 1, int(len(xs) * f))]
 
 
-def single_rows(peers, sizes, rounds, rows) -> None:
+def single_rows(peers, arena, sizes, rounds, rows) -> None:
     import torch
-    src = {n: torch.randint(0, 256, (n,), dtype=torch.uint8, device="cuda") for n in sizes}
-    dst = {n: torch.empty(n, dtype=torch.uint8, device="cuda") for n in sizes}
+    src = {n: arena.take(n, random=True) for n in sizes}
+    dst = {n: arena.take(n) for n in sizes}
     seq = 0
     for _ in range(rounds):
         for n in sizes:
@@ -93,10 +93,10 @@ def single_rows(peers, sizes, rounds, rows) -> None:
                         statistics.median(maps))
 
 
-def batch_rows(peers, count, size, rounds, rows) -> None:
+def batch_rows(peers, arena, count, size, rounds, rows) -> None:
     import torch
-    src = [torch.randint(0, 256, (size,), dtype=torch.uint8, device="cuda") for _ in range(count)]
-    dst = [torch.empty(size, dtype=torch.uint8, device="cuda") for _ in range(count)]
+    src = [arena.take(size, random=True) for _ in range(count)]
+    dst = [arena.take(size) for _ in range(count)]
     what = f"{count} x {label(size)}"
     ROW_BYTES[f"batch put {what}"] = ROW_BYTES[f"batch get {what}"] = count * size
     for rnd in range(rounds):
@@ -121,9 +121,9 @@ def proc_worker(address, idx, size, count, rounds, bar, q) -> None:
     barrier waits; reports (phase, round, start, end, latencies) through q."""
     try:
         import torch
-        src = torch.randint(0, 256, (size,), dtype=torch.uint8, device="cuda")
-        dst = torch.empty(size, dtype=torch.uint8, device="cuda")
-        c = connect(address, PROC_SEGMENT, PROC_BUFFER)
+        arena = Arena(2 * size + 8192)
+        src, dst = arena.take(size, random=True), arena.take(size)
+        c = connect(address, PROC_SEGMENT, PROC_BUFFER, arena)
         for r in range(rounds):
             keys = [f"pb/{c.name}/procs/{idx}/{r}/{i}" for i in range(count)]
             for phase in ("put", "get"):
@@ -228,15 +228,18 @@ def main() -> None:
     big = max(sizes + [1 << 20])
     servers = (GpukvServer(a.gpukvd, work, a.gpukvd_args.split()), MooncakeServer(master, work))
     segment, buffer = max(4 << 30, 4 * big), max(1 << 30, 2 * big)
-    peers = [connect(s.address(), segment, buffer) for s in servers]
-    rows: dict[tuple, list[float]] = {}
-    single_rows(peers, sizes, a.rounds, rows)
+    count, bsize = 0, 0
     if a.batch != "0":
-        count, size = a.batch.lower().split("x")
-        batch_rows(peers, int(count), size_of(size), a.rounds, rows)
+        count, bsize = (int(a.batch.lower().split("x")[0]), size_of(a.batch.lower().split("x")[1]))
+    # every tensor of this process: src and dst of each size, of the batch, of the latency row
+    arena = Arena(sum(2 * ((n + 4095) // 4096 * 4096) for n in sizes + [4096] + [bsize] * count))
+    peers = [connect(s.address(), segment, buffer, arena) for s in servers]
+    rows: dict[tuple, list[float]] = {}
+    single_rows(peers, arena, sizes, a.rounds, rows)
+    if count:
+        batch_rows(peers, arena, count, bsize, a.rounds, rows)
     lat: dict[str, list[float]] = {}
-    lat_src = torch.randint(0, 256, (4096,), dtype=torch.uint8, device="cuda")
-    lat_dst = torch.empty(4096, dtype=torch.uint8, device="cuda")
+    lat_src, lat_dst = arena.take(4096, random=True), arena.take(4096)
     for p in peers:  # 4 KiB get latency, one key read again and again
         key = f"pb/{p.name}/lat"
         p.put(key, lat_src)

@@ -191,7 +191,7 @@ class MooncakeClient:
                           "tcp", "", f"127.0.0.1:{rpc}")
         if rc != 0:
             fail(f"Mooncake's setup returned {rc}")
-        self.registered: set[int] = set()
+        self.regions: list[tuple[int, int]] = []
         self.config = (f"mooncake_master (HTTP metadata server) and an embedded store client "
                        f"in this process: TCP transport, a {label(segment)} segment of host "
                        f"memory, a {label(buffer)} local buffer; tensors registered with "
@@ -199,12 +199,15 @@ class MooncakeClient:
                        "batch_put_from / batch_get_into)")
 
     def _reg(self, t) -> None:
-        p = t.data_ptr()
-        if p not in self.registered:
-            rc = self.s.register_buffer(p, nbytes(t))
+        # Mooncake refuses to register memory that overlaps a registered region, and what it
+        # registers is the allocation around the tensor: a tensor cut from a registered
+        # Arena's allocation is covered already.
+        p, n = t.data_ptr(), nbytes(t)
+        if not any(lo <= p and p + n <= hi for lo, hi in self.regions):
+            rc = self.s.register_buffer(p, n)
             if rc != 0:
                 fail(f"Mooncake's register_buffer returned {rc}")
-            self.registered.add(p)
+            self.regions.append((p, p + n))
 
     def put(self, key: str, t) -> None:
         self._reg(t)
@@ -243,8 +246,31 @@ class MooncakeClient:
         self.s.close()
 
 
-def connect(address: tuple, segment: int, buffer: int):
-    """A client of the server at address (GpukvServer/MooncakeServer.address())."""
+class Arena:
+    """One CUDA allocation of total bytes that a process cuts all its tensors from (so that
+    Mooncake registers it once: two tensors that torch placed in one allocation would be
+    refused as overlapping regions)."""
+
+    def __init__(self, total: int) -> None:
+        import torch
+        self.base = torch.empty(total, dtype=torch.uint8, device="cuda")
+        self.used = 0
+
+    def take(self, n: int, random: bool = False):
+        if self.used + n > nbytes(self.base):
+            fail(f"the bench's arena of {label(nbytes(self.base))} is too small")
+        t = self.base[self.used:self.used + n]
+        self.used += (n + 4095) // 4096 * 4096
+        if random:
+            t.random_(0, 256)
+        return t
+
+
+def connect(address: tuple, segment: int, buffer: int, arena: Arena):
+    """A client of the server at address (GpukvServer/MooncakeServer.address()); a Mooncake
+    client registers the process's arena at once."""
     if address[0] == "gpukv":
         return GpukvClient(address[1])
-    return MooncakeClient(address[1], address[2], segment, buffer)
+    c = MooncakeClient(address[1], address[2], segment, buffer)
+    c._reg(arena.base)
+    return c
