@@ -227,7 +227,9 @@ def main() -> None:
     os.chmod(work, 0o700)
     big = max(sizes + [1 << 20])
     servers = (GpukvServer(a.gpukvd, work, a.gpukvd_args.split()), MooncakeServer(master, work))
-    segment, buffer = max(4 << 30, 4 * big), max(1 << 30, 2 * big)
+    # a segment no run fills: Mooncake refuses to remove a value read within its lease (5 s),
+    # and eviction would take values the run still reads
+    segment, buffer = max(16 << 30, 16 * big), max(1 << 30, 2 * big)
     count, bsize = 0, 0
     if a.batch != "0":
         count, bsize = (int(a.batch.lower().split("x")[0]), size_of(a.batch.lower().split("x")[1]))
