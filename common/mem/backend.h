@@ -154,6 +154,10 @@ typedef struct {
      * perhaps before this returns), 1 (nothing is pending: done will not be called) or a
      * negative code (done will not be called). */
     int (*fence_shared)(gkv_backend_t *b, int after_batches, gkv_copy_t *op);
+    /* NULL, or: work ahead of need, off every reply's path: the daemon calls it once a loop
+     * turn, after the turn's replies went out and before the loop waits. Cheap when there is
+     * nothing to do (cuda: the clear-ahead stock, backend_cuda.c). */
+    void (*ahead)(gkv_backend_t *b);
     /* Values that outlive the process (the daemon's fd store, server/fdstore.h). origin: the
      * allocation that value memory p (size bytes) lies in, as a successor process needs it to
      * find p in the memory that share handed out: its base address and size, and the export
@@ -205,6 +209,7 @@ struct gkv_backend {
     uint64_t device_total;       /* total memory of the device (or RAM) */
     uint64_t kept_bytes;         /* freed exported allocations kept for reuse (cuda; exports.h) */
     uint64_t kept_reuses;        /* allocations served from them so far */
+    uint64_t kept_ahead;         /* allocations made, cleared and kept ahead of a CREATE */
 };
 
 typedef struct {

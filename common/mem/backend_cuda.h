@@ -62,6 +62,9 @@ typedef struct {
     cudaEvent_t zero_ev;
     bool zero_pending, zero_broken;
     uint64_t zero_taken;
+    /* The clear-ahead stock (backend_cuda.c): the size of the last allocation a CREATE got
+     * fresh from the pool, and the size to make ahead at the next loop turn (0: none). */
+    uint64_t last_fresh, ahead_want;
     /* How clears run (gkv__cuda_clear): 1 + CLEAR_* (0: not chosen yet), and the zeros its
      * copies read (pinned host memory for CLEAR_H2D, device memory for CLEAR_D2D), made on
      * first use. */

@@ -167,11 +167,18 @@ bool gkv_exports_take(gkv_exports_t *k, uint64_t size, uint64_t *addr)
     HASH_FIND(hh, k->by_size, &size, sizeof(size), sl);
     if (!sl)
         return false;
-    rec_t *r = sl->recs;
+    rec_t *r = sl->recs->size_prev; /* the oldest of its size (the list's tail): see exports.h */
     unhold(k, r);
     k->reuses++;
     *addr = r->addr;
     return true;
+}
+
+bool gkv_exports_holds(const gkv_exports_t *k, uint64_t size)
+{
+    size_list_t *sl;
+    HASH_FIND(hh, k->by_size, &size, sizeof(size), sl);
+    return sl != NULL;
 }
 
 uint64_t gkv_exports_bytes(const gkv_exports_t *k)

@@ -43,8 +43,11 @@ bool gkv_exports_find(const gkv_exports_t *k, uint64_t addr, const uint8_t **dat
  * older kept allocations to stay under the cap. */
 bool gkv_exports_freed(gkv_exports_t *k, uint64_t addr);
 /* A kept allocation of exactly size bytes, live again (its export data still remembered):
- * true with *addr, or false. */
+ * true with *addr, or false. The one kept longest: the cuda backend clears an allocation as it
+ * keeps it, so the oldest is the likeliest to be clear already. */
 bool gkv_exports_take(gkv_exports_t *k, uint64_t size, uint64_t *addr);
+/* Whether an allocation of exactly size bytes is kept now. */
+bool gkv_exports_holds(const gkv_exports_t *k, uint64_t size);
 /* Gives back every kept allocation (before an allocation is retried after OOM). Returns how
  * many bytes it gave back. */
 uint64_t gkv_exports_drain(gkv_exports_t *k);

@@ -104,10 +104,16 @@ static bool start_key_order(gkv_server_t *s)
 
 /* Once per turn, before the loop waits for I/O: what the turn queued for the key order is
  * applied by its helper meanwhile (order.h). */
+/* Before the loop waits: the key order's work, and the backends' work ahead of need. */
 static void on_kick(uv_prepare_t *p)
 {
     gkv_server_t *s = p->data;
     gkv_index_kick(s->store.ix);
+    for (unsigned i = 0; i < s->devs.n; i++) {
+        gkv_backend_t *be = s->devs.dev[i].be;
+        if (be->ops->ahead)
+            be->ops->ahead(be);
+    }
 }
 
 /* Once every connection is gone, closing the remaining handles lets uv_run return. */

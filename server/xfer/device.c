@@ -108,6 +108,7 @@ gkv_dev_totals_t gkv_devices_totals(const gkv_devices_t *d)
         t.device_total += dv->be->device_total;
         t.kept_bytes += dv->be->kept_bytes;
         t.kept_reuses += dv->be->kept_reuses;
+        t.kept_ahead += dv->be->kept_ahead;
         t.batches += dv->batcher.batches;
         t.pieces += dv->batcher.pieces;
     }

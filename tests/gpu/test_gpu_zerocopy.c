@@ -374,6 +374,47 @@ START_TEST(a_kept_allocation_is_cleared_for_the_next_key)
 }
 END_TEST
 
+/* New keys created one size after another: from the second CREATE on, the daemon makes the
+ * next allocation of that size ahead (cleared and exported between requests), and each CREATE
+ * takes one: a new key's memory reads zeros whatever the keys before it held. */
+START_TEST(values_of_one_size_get_memory_cleared_ahead)
+{
+    size_t n = (3u << 20) + 4096; /* a size no other test creates */
+    gkv_client_t *c;
+    ck_assert_int_eq(gkv_client_connect(d.url, &c), 0);
+    uint8_t *zeros = calloc(1, n);
+    uint64_t sum, zsum = gkv_checksum_host(zeros, n);
+    char why[256], key[32];
+    uint64_t ahead0 = info_u64(c, "kept_export_ahead");
+    uint64_t reuses0 = info_u64(c, "kept_export_reuses");
+    for (int i = 0; i < 8; i++) {
+        gkv_mapping_t *w;
+        snprintf(key, sizeof(key), "zc/ahead/%d", i);
+        ck_assert_int_eq(gkv_create(c, key, strlen(key), n, NULL, &w), 0);
+        ck_assert_int_eq(gkv_checksum_device(w->ptr, n, &sum, why, sizeof(why)), 0);
+        ck_assert_uint_eq(sum, zsum);
+        ck_assert_int_eq(zc_fill_device(w->ptr, n, 70 + (uint64_t)i), 0);
+        ck_assert_int_eq(gkv_seal(c, w), 0);
+    }
+    ck_assert_uint_ge(info_u64(c, "kept_export_ahead"), ahead0 + 5);
+    ck_assert_uint_ge(info_u64(c, "kept_export_reuses"), reuses0 + 5);
+    uint8_t *want = malloc(n);
+    for (int i = 0; i < 8; i++) { /* every value kept its own bytes */
+        gkv_mapping_t *m;
+        snprintf(key, sizeof(key), "zc/ahead/%d", i);
+        ck_assert_int_eq(gkv_map(c, key, strlen(key), NULL, &m), 0);
+        ck_assert_int_eq(gkv_checksum_device(m->ptr, n, &sum, why, sizeof(why)), 0);
+        zc_fill_host(want, n, 70 + (uint64_t)i);
+        ck_assert_uint_eq(sum, gkv_checksum_host(want, n));
+        ck_assert_int_eq(gkv_unmap(c, m), 0);
+        ck_assert_int_eq(gkv_del(c, (const void *[]){key}, (size_t[]){strlen(key)}, 1), 1);
+    }
+    gkv_client_close(c);
+    free(zeros);
+    free(want);
+}
+END_TEST
+
 /* CREATE/SEAL of one key double-buffers: from the third write on, CREATE writes into the
  * value two seals back (its memory still imported here), and another process reads each new
  * value right. A value another connection maps is never written into. */
@@ -484,6 +525,7 @@ int main(void)
     tcase_add_test(t, connections_of_one_process_share_imports);
     tcase_add_test(t, a_replaced_value_reuses_the_kept_allocation);
     tcase_add_test(t, a_kept_allocation_is_cleared_for_the_next_key);
+    tcase_add_test(t, values_of_one_size_get_memory_cleared_ahead);
     tcase_add_test(t, rewrites_of_a_key_reuse_the_spare_but_never_a_mapped_value);
     suite_add_tcase(s, t);
     SRunner *sr = srunner_create(s);
