@@ -4,6 +4,10 @@
  * from NIXL's. Each thread moves its own buffer (registered once) ROUNDS times.
  *
  * Usage: nixl_xfer NIXL_PATH [--host] [--sizes 64M,256M] [--conc 1,2,4,8] [--rounds 8]
+ *                  [--copy-duty PCT]
+ * --copy-duty PCT: meanwhile, in both processes, a thread copies 64 MiB device to device on
+ * its GPU (copy engine) PCT% of the time, as the data plane's arena copies do beside its
+ * writes: does local copying slow NVLink transfers down?
  * Prints a Markdown table. Needs two GPUs without --host. */
 #include <pthread.h>
 #include <stdio.h>
@@ -95,6 +99,45 @@ static uint8_t *region(gkv_nixl_agent_t *a, int gpu, uint64_t bytes, int *mem)
     return p;
 }
 
+/* --copy-duty: device-to-device copies of 64 MiB on gpu, busy duty% of the time until stop. */
+typedef struct {
+    int gpu, duty;
+    volatile int stop;
+    double busy;
+    long copies;
+} copier_t;
+
+#define COPY_BYTES (64ull << 20)
+
+static void *copier(void *arg)
+{
+    copier_t *k = arg;
+#ifdef GKV_HAVE_CUDA
+    void *a = NULL, *b = NULL;
+    cudaStream_t s;
+    cudaSetDevice(k->gpu);
+    if (cudaMalloc(&a, COPY_BYTES) != cudaSuccess || cudaMalloc(&b, COPY_BYTES) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+        fprintf(stderr, "copier: no memory\n");
+        return NULL;
+    }
+    while (!k->stop) {
+        double t0 = now_s();
+        cudaMemcpyAsync(b, a, COPY_BYTES, cudaMemcpyDeviceToDevice, s);
+        cudaStreamSynchronize(s);
+        double dt = now_s() - t0;
+        k->busy += dt;
+        k->copies++;
+        if (k->duty < 100)
+            usleep((useconds_t)(dt * 1e6 * (100 - k->duty) / k->duty));
+    }
+    cudaFree(a);
+    cudaFree(b);
+    cudaStreamDestroy(s);
+#endif
+    return NULL;
+}
+
 typedef struct {
     gkv_nixl_agent_t *a;
     const char *peer;
@@ -126,7 +169,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *sizes = "64M,256M", *concs = "1,2,4,8";
-    int rounds = 8, host = 0;
+    int rounds = 8, host = 0, duty = 0;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--host"))
             host = 1;
@@ -136,6 +179,8 @@ int main(int argc, char **argv)
             concs = argv[++i];
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
             rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--copy-duty") && i + 1 < argc)
+            duty = atoi(argv[++i]);
     }
     uint64_t maxsize = 0;
     char tmp[256];
@@ -176,9 +221,17 @@ int main(int argc, char **argv)
         return 1;
     }
     uint64_t *raddr = recv_blob(fd, &n);
+    copier_t cp = {.gpu = me, .duty = duty > 100 ? 100 : duty};
+    pthread_t cpt;
+    if (duty > 0 && !host)
+        pthread_create(&cpt, NULL, copier, &cp);
     if (me == 1) { /* the target: wait for the end */
         char c;
         int rc = read(fd, &c, 1) < 0;
+        if (duty > 0 && !host) {
+            cp.stop = 1;
+            pthread_join(cpt, NULL);
+        }
         gkv_nixl_agent_close(&a);
         free(md);
         free(pmd);
@@ -221,6 +274,13 @@ int main(int argc, char **argv)
                 fflush(stdout);
             }
         }
+    }
+    if (duty > 0 && !host) {
+        cp.stop = 1;
+        pthread_join(cpt, NULL);
+        printf("\nmeanwhile, each GPU copied 64 MiB device to device %.0f%% of the time: initiator "
+               "%ld copies at %.1f GB/s\n", (double)cp.duty, cp.copies,
+               cp.busy > 0 ? (double)COPY_BYTES * (double)cp.copies / cp.busy / 1e9 : 0.0);
     }
     if (write(fd, "x", 1) < 0)
         return 1;
