@@ -4,10 +4,13 @@
  * from NIXL's. Each thread moves its own buffer (registered once) ROUNDS times.
  *
  * Usage: nixl_xfer NIXL_PATH [--host] [--sizes 64M,256M] [--conc 1,2,4,8] [--rounds 8]
- *                  [--copy-duty PCT]
+ *                  [--copy-duty PCT] [--staged PARTS]
  * --copy-duty PCT: meanwhile, in both processes, a thread copies 64 MiB device to device on
  * its GPU (copy engine) PCT% of the time, as the data plane's arena copies do beside its
  * writes: does local copying slow NVLink transfers down?
+ * --staged PARTS: each transfer goes as gkv_plane_send sends a chunk: in PARTS parts, each
+ * first copied into the registered buffer from memory of the thread's own (a value's, not
+ * registered), its copy waited for, then posted; then every part waited for.
  * Prints a Markdown table. Needs two GPUs without --host. */
 #include <pthread.h>
 #include <stdio.h>
@@ -145,7 +148,43 @@ typedef struct {
     uint64_t dev, rdev, size;
     uint8_t *local;
     uint64_t remote;
+    int staged;
+    void *value; /* --staged: the bytes each part is copied from */
 } job_t;
+
+#define PARTS_MAX 8
+
+/* One transfer as the data plane's owner sends a chunk (--staged). */
+static int staged_xfer(job_t *j, char *why, size_t cap)
+{
+#ifdef GKV_HAVE_CUDA
+    static _Thread_local cudaStream_t s;
+    if (!s && cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
+        return -1;
+    gkv_nixl_xfer_t xs[PARTS_MAX];
+    int parts = j->staged > PARTS_MAX ? PARTS_MAX : j->staged, rc = 0;
+    uint64_t plen = (j->size + (uint64_t)parts - 1) / (uint64_t)parts;
+    int n = 0;
+    for (uint64_t o = 0; o < j->size; o += plen) {
+        uint64_t len = j->size - o < plen ? j->size - o : plen;
+        cudaMemcpyAsync(j->local + o, (uint8_t *)j->value + o, len, cudaMemcpyDeviceToDevice, s);
+        cudaStreamSynchronize(s);
+        if (gkv_nixl_agent_post(j->a, j->op, j->peer, j->local + o, len, j->mem, j->dev,
+                                j->remote + o, j->rmem, j->rdev, &xs[n++], why, cap))
+            rc = -1;
+    }
+    for (int i = 0; i < n; i++) {
+        bool stuck;
+        if (gkv_nixl_agent_wait(j->a, &xs[i], j->peer, 10000, &stuck, why, cap))
+            rc = -1;
+    }
+    return rc;
+#else
+    (void)j;
+    snprintf(why, cap, "--staged needs CUDA");
+    return -1;
+#endif
+}
 
 static void *run(void *arg)
 {
@@ -153,6 +192,13 @@ static void *run(void *arg)
     char why[256];
     bool stuck;
     for (int r = 0; r < j->rounds; r++)
+        if (j->staged) {
+            if (staged_xfer(j, why, sizeof(why))) {
+                fprintf(stderr, "transfer failed: %s\n", why);
+                j->fails++;
+                break;
+            }
+        } else
         if (gkv_nixl_agent_xfer(j->a, j->op, j->peer, j->local, j->size, j->mem, j->dev,
                                 j->remote, j->rmem, j->rdev, 10000, &stuck, why, sizeof(why))) {
             fprintf(stderr, "transfer failed: %s\n", why);
@@ -169,7 +215,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *sizes = "64M,256M", *concs = "1,2,4,8";
-    int rounds = 8, host = 0, duty = 0;
+    int rounds = 8, host = 0, duty = 0, staged = 0;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--host"))
             host = 1;
@@ -181,6 +227,8 @@ int main(int argc, char **argv)
             rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--copy-duty") && i + 1 < argc)
             duty = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--staged") && i + 1 < argc)
+            staged = atoi(argv[++i]);
     }
     uint64_t maxsize = 0;
     char tmp[256];
@@ -238,6 +286,17 @@ int main(int argc, char **argv)
         free(raddr);
         return rc;
     }
+    void *values[MAXC] = {NULL};
+#ifdef GKV_HAVE_CUDA
+    for (int k = 0; staged && !host && k < MAXC; k++)
+        if (cudaMalloc(&values[k], maxsize) != cudaSuccess) {
+            fprintf(stderr, "--staged: no memory\n");
+            return 1;
+        }
+#endif
+    if (staged)
+        printf("WRITEs staged as the data plane sends a chunk: %d parts, each copied in first\n\n",
+               staged);
     printf("| op | size | at once | aggregate GB/s | per transfer ms |\n|---|---|---|---|---|\n");
     for (int op = 0; op < 2; op++) {
         snprintf(tmp, sizeof(tmp), "%s", sizes);
@@ -254,7 +313,8 @@ int main(int argc, char **argv)
                 for (int k = 0; k < conc; k++)
                     jobs[k] = (job_t){&a, peer, op == 0 ? GKV_NIXL_READ : GKV_NIXL_WRITE, mem,
                                       mem, 1, 0, host ? 0 : 0, host ? 0 : 1, size,
-                                      buf + (uint64_t)k * maxsize, *raddr + (uint64_t)k * maxsize};
+                                      buf + (uint64_t)k * maxsize, *raddr + (uint64_t)k * maxsize,
+                                      op == 1 && !host ? staged : 0, values[k]};
                 job_t warm = jobs[0];
                 run(&warm); /* first transfers open the mappings */
                 for (int k = 0; k < conc; k++)
