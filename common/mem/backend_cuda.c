@@ -68,17 +68,23 @@ static int pool_alloc(cuda_backend_t *c, uint64_t size, cudaStream_t s, uint64_t
     }
 }
 
-/* A kept allocation was cleared when it was kept (cuda_free). Whoever takes it must come after
- * that clear: a lane's copies wait for it on the GPU; a CREATE (the shared lane) has its reply's
- * fence wait for it, unless it has already run, which is the common case: then nothing waits. */
-static int after_clear(cuda_backend_t *c, int lane, uint64_t addr)
+/* A kept allocation was cleared when it was kept (cuda_free), by clear number tag. Whoever
+ * takes it must come after that clear: a lane's copies wait for it on the GPU; a CREATE (the
+ * shared lane) has its reply's fence wait for it, unless it has already run, which is the
+ * common case: then nothing waits. The event of tag's slot marks tag's clear or a later one
+ * (the clears run in order on the shared lane): seen done, every clear up to it is; not yet,
+ * waiting for it is waiting for tag's clear and perhaps a little more. */
+static int after_clear(cuda_backend_t *c, int lane, uint64_t addr, uint64_t tag)
 {
     c->zero_taken = addr;
-    if (!c->zero_pending)
+    if (tag <= c->zero_done)
         return 0;
-    cudaError_t e = cudaEventQuery(c->zero_ev);
+    unsigned slot = (unsigned)(tag % GKV_CUDA_ZERO_EVS);
+    cudaEvent_t ev = c->zero_evs[slot];
+    cudaError_t e = cudaEventQuery(ev);
     if (e == cudaSuccess) {
-        c->zero_pending = false;
+        if (c->zero_slot_seq[slot] > c->zero_done)
+            c->zero_done = c->zero_slot_seq[slot];
         return 0;
     }
     if (e != cudaErrorNotReady)
@@ -89,7 +95,7 @@ static int after_clear(cuda_backend_t *c, int lane, uint64_t addr)
         c->shared_work++; /* the clear is on the shared lane: the next fence comes after it */
         return 0;
     }
-    e = cudaStreamWaitEvent(gkv__cuda_lane(c, lane), c->zero_ev, 0);
+    e = cudaStreamWaitEvent(gkv__cuda_lane(c, lane), ev, 0);
     return e == cudaSuccess ? 0
                             : gkv__cuda_fail("cudaStreamWaitEvent (clear of a kept allocation)", e);
 }
@@ -123,7 +129,7 @@ static int cuda_alloc(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *o
         exports_stats(c);
         if (lane == GKV_LANE_SHARED && !gkv_exports_holds(c->exports, size))
             want_ahead(c, size);
-        return after_clear(c, lane, out->v);
+        return after_clear(c, lane, out->v, gkv_exports_tag_of(c->exports, out->v));
     }
     if (lane == GKV_LANE_SHARED)
         c->shared_work++;
@@ -159,14 +165,17 @@ static void cuda_free(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, int lane)
     if (kept) {
         /* Cleared now, off any reply's path: the next CREATE of this size, for any key, is
          * handed memory that shows nothing of this value (after_clear orders its users). */
+        uint64_t seq = ++c->zero_seq;
+        unsigned slot = (unsigned)(seq % GKV_CUDA_ZERO_EVS);
         cudaError_t e = gkv__cuda_clear(c, (void *)(uintptr_t)p.v, size);
         if (e == cudaSuccess)
-            e = cudaEventRecord(c->zero_ev, c->shared);
+            e = cudaEventRecord(c->zero_evs[slot], c->shared);
         if (e != cudaSuccess) {
             gkv__cuda_fail("clearing a kept allocation", e);
             c->zero_broken = true;
         }
-        c->zero_pending = true;
+        c->zero_slot_seq[slot] = seq;
+        gkv_exports_tag(c->exports, p.v, seq);
         return;
     }
     /* Nothing uses the memory any more (refcounts), so any stream will do. The CREATE stream
@@ -178,7 +187,7 @@ static void cuda_free(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, int lane)
 }
 
 /* Makes the allocation want_ahead asked for: from the pool on the shared lane, exported, then
- * kept through cuda_free, which clears it and records zero_ev (after_clear orders whoever
+ * kept through cuda_free, which clears it and records its event (after_clear orders whoever
  * takes it). Never makes room: a full pool means nothing is made ahead. */
 static void cuda_ahead(gkv_backend_t *b)
 {
@@ -393,8 +402,9 @@ static void cuda_close(gkv_backend_t *b)
         cudaEventDestroy(c->batch_ev);
     if (c->peer_ev)
         cudaEventDestroy(c->peer_ev);
-    if (c->zero_ev)
-        cudaEventDestroy(c->zero_ev);
+    for (int i = 0; i < GKV_CUDA_ZERO_EVS; i++)
+        if (c->zero_evs[i])
+            cudaEventDestroy(c->zero_evs[i]);
 
     gkv_slab_free_all(c->slab);   /* frees regions on the shared lane: synchronised below */
     gkv_exports_fini(c->exports); /* the same */
@@ -541,11 +551,16 @@ int gkv_backend_cuda_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, 
     if ((e = cudaStreamCreateWithFlags(&c->shared, cudaStreamNonBlocking)) != cudaSuccess ||
         (e = cudaStreamCreateWithFlags(&c->batch, cudaStreamNonBlocking)) != cudaSuccess ||
         (e = cudaEventCreateWithFlags(&c->batch_ev, cudaEventDisableTiming)) != cudaSuccess ||
-        (e = cudaEventCreateWithFlags(&c->peer_ev, cudaEventDisableTiming)) != cudaSuccess ||
-        (e = cudaEventCreateWithFlags(&c->zero_ev, cudaEventDisableTiming)) != cudaSuccess) {
+        (e = cudaEventCreateWithFlags(&c->peer_ev, cudaEventDisableTiming)) != cudaSuccess) {
         snprintf(why, cap, "creating streams: %s", cudaGetErrorString(e));
         goto fail;
     }
+    for (int i = 0; i < GKV_CUDA_ZERO_EVS; i++)
+        if ((e = cudaEventCreateWithFlags(&c->zero_evs[i], cudaEventDisableTiming)) !=
+            cudaSuccess) {
+            snprintf(why, cap, "creating events: %s", cudaGetErrorString(e));
+            goto fail;
+        }
     c->base.capacity = cfg->limit ? cfg->limit : (uint64_t)free_b / 10 * 9;
     gkv_slab_backing_t backing = {slab_region_new, slab_region_free, c};
     if (gkv_slab_alloc_init(&c->slab, &backing) ||

@@ -15,6 +15,9 @@
 #define CUDA_LANES 8
 
 /* A started copy waiting for its event; kept for reuse (with its event) once reported. */
+/* Events that order a kept allocation's takers after its clear (after_clear). */
+#define GKV_CUDA_ZERO_EVS 16
+
 typedef struct done_rec {
     cudaEvent_t ev;
     cudaEvent_t t0, t1; /* timing events around a timed copy (made at its first use) */
@@ -54,13 +57,17 @@ typedef struct {
     /* Exported allocations: their export data, and freed ones kept for the next allocation of
      * the same size (exports.h says why). */
     gkv_exports_t *exports;
-    /* Kept allocations are cleared as they are kept, on the shared lane, and zero_ev is
-     * recorded after the latest such clear (zero_pending until it has been seen complete): a
-     * CREATE that takes one finds it already zero, in the common case without waiting for the
-     * GPU. zero_taken: the kept allocation just handed out, which gkv_store_clear then need not
-     * clear again; zero_broken: a clear failed to queue, so every CREATE clears its own. */
-    cudaEvent_t zero_ev;
-    bool zero_pending, zero_broken;
+    /* Kept allocations are cleared as they are kept, on the shared lane: clear number n (its
+     * allocation's tag in the exports table) is followed by a record of zero_evs[n %
+     * GKV_CUDA_ZERO_EVS], whose latest clear is zero_slot_seq[] of it; zero_seq clears were
+     * queued, all up to zero_done are known to have run. A CREATE that takes one finds it
+     * already zero, in the common case without waiting for the GPU, even while later clears
+     * (of memory made ahead) are still running. zero_taken: the kept allocation just handed
+     * out, which gkv_store_clear then need not clear again; zero_broken: a clear failed to
+     * queue, so every CREATE clears its own. */
+    cudaEvent_t zero_evs[GKV_CUDA_ZERO_EVS];
+    uint64_t zero_slot_seq[GKV_CUDA_ZERO_EVS], zero_seq, zero_done;
+    bool zero_broken;
     uint64_t zero_taken;
     /* The clear-ahead stock (backend_cuda.c): the size of the last allocation a CREATE got
      * fresh from the pool, and the size to make ahead at the next loop turn (0: none). */

@@ -15,6 +15,7 @@ typedef struct rec {
     uint8_t data[GKV_EXPORT_MAX];
     uint32_t len;
     bool kept;
+    uint64_t tag; /* the caller's (gkv_exports_tag) */
     struct rec *age_prev, *age_next;   /* kept: the age list */
     struct rec *size_prev, *size_next; /* kept: its size's list */
     UT_hash_handle hh;                 /* by address */
@@ -172,6 +173,21 @@ bool gkv_exports_take(gkv_exports_t *k, uint64_t size, uint64_t *addr)
     k->reuses++;
     *addr = r->addr;
     return true;
+}
+
+void gkv_exports_tag(gkv_exports_t *k, uint64_t addr, uint64_t tag)
+{
+    rec_t *r;
+    HASH_FIND(hh, k->by_addr, &addr, sizeof(addr), r);
+    if (r)
+        r->tag = tag;
+}
+
+uint64_t gkv_exports_tag_of(const gkv_exports_t *k, uint64_t addr)
+{
+    rec_t *r;
+    HASH_FIND(hh, k->by_addr, &addr, sizeof(addr), r);
+    return r ? r->tag : 0;
 }
 
 bool gkv_exports_holds(const gkv_exports_t *k, uint64_t size)

@@ -46,6 +46,10 @@ bool gkv_exports_freed(gkv_exports_t *k, uint64_t addr);
  * true with *addr, or false. The one kept longest: the cuda backend clears an allocation as it
  * keeps it, so the oldest is the likeliest to be clear already. */
 bool gkv_exports_take(gkv_exports_t *k, uint64_t size, uint64_t *addr);
+/* A number the caller keeps with the allocation at addr (the cuda backend: which clear of its
+ * kept allocations cleared it), and the one kept (0 if none, or no such allocation). */
+void gkv_exports_tag(gkv_exports_t *k, uint64_t addr, uint64_t tag);
+uint64_t gkv_exports_tag_of(const gkv_exports_t *k, uint64_t addr);
 /* Whether an allocation of exactly size bytes is kept now. */
 bool gkv_exports_holds(const gkv_exports_t *k, uint64_t size);
 /* Gives back every kept allocation (before an allocation is retried after OOM). Returns how

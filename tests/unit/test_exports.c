@@ -90,6 +90,10 @@ START_TEST(the_cap_gives_back_the_oldest_first)
     ck_assert_uint_eq(s.released[0], 0x1000);
     ck_assert_uint_eq(s.sizes[0], 400);
     ck_assert_uint_eq(gkv_exports_bytes(k), 800);
+    gkv_exports_tag(k, 0x2000, 7); /* kept with its clear's number */
+    ck_assert_uint_eq(gkv_exports_tag_of(k, 0x2000), 7);
+    ck_assert_uint_eq(gkv_exports_tag_of(k, 0x3000), 0);
+    ck_assert_uint_eq(gkv_exports_tag_of(k, 0x9000), 0); /* no such allocation */
     ck_assert(!gkv_exports_freed(k, 0x4000)); /* over the cap by itself: freed as usual */
     ck_assert_int_eq(s.n, 1);
     uint64_t a, b;
