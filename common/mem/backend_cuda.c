@@ -110,10 +110,10 @@ static void cuda_free(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, int lane)
  * at the next loop turn (cuda_ahead), after the turn's replies: the next CREATE of that size
  * takes it with nothing to wait for. It is a kept export like any other (bounded by the kept
  * share of the limit, given back first when the pool is full), so the cost is one allocation
- * per size being written, and the clear's copy-engine time moves off the reply's path. */
-/* Only sizes whose clear is a copy on a copy engine (gkv__cuda_clear: up to 8 MiB). A larger
- * clear is a memset kernel of the daemon's context, and made ahead it lands between a client's
- * GPU work: measured on the H100, a 16 MiB get after a put went from 115 to 151-203 us. */
+ * per size being written, and the clear's copy-engine time moves off the reply's path. Only
+ * sizes whose clear is a copy on a copy engine (gkv__cuda_clear: up to 8 MiB): a larger clear
+ * is a memset kernel of the daemon's context, and made ahead it lands between a client's GPU
+ * work (measured on the H100: a 16 MiB get after a put went from 115 to 151-203 us). */
 #define AHEAD_MAX (8ull << 20)
 
 static void want_ahead(cuda_backend_t *c, uint64_t size)
