@@ -11,10 +11,12 @@ not a codec) is written then read whole through:
   - GpukvStore on URL, host buffers (and GPU buffers with --gpu): written by this process and
     read by a second process, which is what sharing chunks between processes means.
 Throughput is size / the median of --reads reads after one warm-up read (writes: the better of
-2; with --gpu and --rounds > 1 the two GPU rows the targets compare write a fresh array once per
-round, alternating, and give the median); "read vs in-process memory store" is the read throughput over the memory store with the
-same buffers in this process (MemoryStore for host, GpuMemoryStore for GPU). Targets: GPU reads through gpukv from
-another process >= 0.8x GpuMemoryStore, and GPU writes through gpukv >= 0.8x GpuMemoryStore's (issue 38). The two GPU rows that target compares are measured in
+2; with --gpu and --rounds > 1 the two GPU rows the targets compare write a fresh array once
+per round, alternating, and give the median); "read vs in-process memory store" is the read
+throughput over the memory store with the same buffers in this process (MemoryStore for host,
+GpuMemoryStore for GPU). Targets: GPU reads through gpukv from another process >= 0.8x
+GpuMemoryStore, and GPU writes through gpukv >= 0.8x GpuMemoryStore's (issue 38). The two GPU
+rows that target compares are measured in
 --rounds alternating rounds (the table takes the median; the ratio of each round is printed). Processes
 run at different speeds on a shared machine (the same code's reads swing 1.5x from one child
 process to the next), so the reading process also holds the array in a GpuMemoryStore of its own
@@ -255,24 +257,25 @@ def run(url: str, size: int, chunk: int, gpu: bool, reps: int, tmp: str, profile
         elif kind == "LocalStore":
             shutil.rmtree(os.path.join(tmp, root), ignore_errors=True)
     if gpu and rounds > 1:
-        ratios = [m / g for m, g in zip(reads[TARGET[0]], reads[TARGET[1]])]
-        print(f"{human(chunk)} chunks: GPU reads, GpukvStore / GpuMemoryStore by round: "
-              + ", ".join(f"{x:.2f}" for x in ratios) + " (ms: "
-              + ", ".join(f"{g * 1e3:.1f}/{m * 1e3:.1f}"
-                          for m, g in zip(reads[TARGET[0]], reads[TARGET[1]])) + ")")
+        print_rounds(f"{human(chunk)} chunks: GPU reads", reads)
     if wround:
-        ratios = [m / g for m, g in zip(wround[TARGET[0]], wround[TARGET[1]])]
-        print(f"{human(chunk)} chunks: GPU writes of a new array, GpukvStore / GpuMemoryStore by "
-              "round: " + ", ".join(f"{x:.2f}" for x in ratios) + " (ms: "
-              + ", ".join(f"{g * 1e3:.1f}/{m * 1e3:.1f}"
-                          for m, g in zip(wround[TARGET[0]], wround[TARGET[1]]))
-              + f"); median {statistics.median(ratios):.2f}")
+        print_rounds(f"{human(chunk)} chunks: GPU writes of a new array", wround, median=True)
     if same:
         print(f"{human(chunk)} chunks: GPU reads, GpukvStore / GpuMemoryStore in the reading "
               "process, read in turn, by round: " + ", ".join(f"{r / g:.2f}" for g, r in same)
               + " (ms: " + ", ".join(f"{g * 1e3:.1f}/{r * 1e3:.1f}" for g, r in same)
               + f"); median {statistics.median(r / g for g, r in same):.2f}")
     return rows
+
+
+def print_rounds(what: str, times: dict, median: bool = False) -> None:
+    """The two target rows' times by round (GpukvStore / GpuMemoryStore, as throughput)."""
+    mem, kv = times[TARGET[0]], times[TARGET[1]]
+    ratios = [m / g for m, g in zip(mem, kv)]
+    print(f"{what}, GpukvStore / GpuMemoryStore by round: "
+          + ", ".join(f"{x:.2f}" for x in ratios) + " (ms: "
+          + ", ".join(f"{g * 1e3:.1f}/{m * 1e3:.1f}" for m, g in zip(mem, kv)) + ")"
+          + (f"; median {statistics.median(ratios):.2f}" if median else ""))
 
 
 def human(n: int) -> str:

@@ -43,9 +43,10 @@ static void exports_release(void *ctx, uint64_t addr, uint64_t size)
         gkv__cuda_fail("cudaFreeAsync (kept export)", e);
 }
 
-/* Stream-ordered allocation from the pool. When the pool is full, kept exports are given back
- * and the allocation tried once more. Returns 0, GKV_EOOM or GKV_EIO. */
-static int pool_alloc(cuda_backend_t *c, uint64_t size, cudaStream_t s, uint64_t *out)
+/* Stream-ordered allocation from the pool. When the pool is full and make_room says so, kept
+ * exports are given back and the allocation tried once more. Returns 0, GKV_EOOM or GKV_EIO. */
+static int pool_alloc(cuda_backend_t *c, uint64_t size, cudaStream_t s, bool make_room,
+                      uint64_t *out)
 {
     if (size < CUDA_ALLOC_MIN) /* cleared whole by one copy on a copy engine (gkv__cuda_clear) */
         size = CUDA_ALLOC_MIN;
@@ -59,7 +60,7 @@ static int pool_alloc(cuda_backend_t *c, uint64_t size, cudaStream_t s, uint64_t
         if (e != cudaErrorMemoryAllocation)
             return gkv__cuda_fail("cudaMallocFromPoolAsync", e);
         (void)cudaGetLastError(); /* out of memory is not sticky: clear it */
-        if (attempt || gkv_exports_drain(c->exports) == 0)
+        if (attempt || !make_room || gkv_exports_drain(c->exports) == 0)
             return GKV_EOOM;
         exports_stats(c);
         /* Other streams reuse the freed blocks once the frees have run. */
@@ -101,6 +102,8 @@ static int after_clear(cuda_backend_t *c, int lane, uint64_t addr, uint64_t tag)
 }
 
 static void cuda_free(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, int lane);
+static int cuda_export_ptr(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, uint8_t *out,
+                           size_t cap, size_t *len);
 
 /* The clear-ahead stock. A CREATE of a new value waits for its memory's clear (a copy engine
  * writing zeros: ~85 us for 4 MiB on the H200) and its export (12-22 us). Writers tend to
@@ -136,7 +139,7 @@ static int cuda_alloc(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *o
     }
     if (lane == GKV_LANE_SHARED)
         c->shared_work++;
-    int rc = pool_alloc(c, size, gkv__cuda_lane(c, lane), &out->v);
+    int rc = pool_alloc(c, size, gkv__cuda_lane(c, lane), true, &out->v);
     if (rc == 0 && lane == GKV_LANE_SHARED) {
         if (size == c->last_fresh)
             want_ahead(c, size);
@@ -201,26 +204,23 @@ static void cuda_ahead(gkv_backend_t *b)
     c->ahead_want = 0;
     if (gkv_exports_holds(c->exports, size))
         return;
-    void *p = NULL;
-    cudaError_t e = cudaMallocFromPoolAsync(&p, size < CUDA_ALLOC_MIN ? CUDA_ALLOC_MIN : size,
-                                            c->pool, c->shared);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError(); /* out of memory is not sticky */
+    gkv_devptr_t v;
+    if (pool_alloc(c, size, c->shared, false, &v.v))
         return;
-    }
-    struct cudaMemPoolPtrExportData data;
-    e = cudaMemPoolExportPointer(&data, p);
-    if (e != cudaSuccess ||
-        gkv_exports_add(c->exports, (uint64_t)(uintptr_t)p, size, (const uint8_t *)&data,
-                        (uint32_t)sizeof(data))) {
+    uint8_t data[GKV_EXPORT_MAX];
+    size_t len;
+    const uint8_t *known;
+    uint32_t known_len;
+    /* Exported as a CREATE's reply would export it; only a remembered export can be kept. */
+    if (cuda_export_ptr(b, v, size, data, sizeof(data), &len) ||
+        !gkv_exports_find(c->exports, v.v, &known, &known_len)) {
+        cudaError_t e = cudaFreeAsync((void *)(uintptr_t)v.v, c->shared);
         if (e != cudaSuccess)
-            gkv__cuda_fail("cudaMemPoolExportPointer (ahead)", e);
-        if ((e = cudaFreeAsync(p, c->shared)) != cudaSuccess)
             gkv__cuda_fail("cudaFreeAsync (ahead)", e);
         return;
     }
     c->base.kept_ahead++;
-    cuda_free(b, (gkv_devptr_t){(uint64_t)(uintptr_t)p}, size, GKV_LANE_SHARED);
+    cuda_free(b, v, size, GKV_LANE_SHARED);
 }
 
 static void *cuda_host_view(gkv_backend_t *b, gkv_devptr_t p)
@@ -234,7 +234,7 @@ static int slab_region_new(void *ctx, uint64_t size, uint64_t *base)
 {
     cuda_backend_t *c = ctx;
     c->regions_made++;
-    return pool_alloc(c, size, c->batch, base);
+    return pool_alloc(c, size, c->batch, true, base);
 }
 
 static void slab_region_free(void *ctx, uint64_t base, uint64_t size)

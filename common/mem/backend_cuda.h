@@ -14,10 +14,10 @@
 
 #define CUDA_LANES 8
 
-/* A started copy waiting for its event; kept for reuse (with its event) once reported. */
 /* Events that order a kept allocation's takers after its clear (after_clear). */
 #define GKV_CUDA_ZERO_EVS 16
 
+/* A started copy waiting for its event; kept for reuse (with its event) once reported. */
 typedef struct done_rec {
     cudaEvent_t ev;
     cudaEvent_t t0, t1; /* timing events around a timed copy (made at its first use) */

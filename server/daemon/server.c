@@ -103,8 +103,8 @@ static bool start_key_order(gkv_server_t *s)
 }
 
 /* Once per turn, before the loop waits for I/O: what the turn queued for the key order is
- * applied by its helper meanwhile (order.h). */
-/* Before the loop waits: the key order's work, and the backends' work ahead of need. */
+ * applied by its helper meanwhile (order.h), and the backends do their work ahead of need
+ * (backend.h's ahead: the turn's replies have gone out). */
 static void on_kick(uv_prepare_t *p)
 {
     gkv_server_t *s = p->data;
