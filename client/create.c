@@ -28,8 +28,8 @@ static int take_spare(gkv_client_t *c, gkv_mapping_t *sm, uint64_t size, const g
     return 0;
 }
 
-int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
-               const gkv_set_opts_t *opts, gkv_mapping_t **out)
+int gkv__create_check(gkv_client_t *c, const void *key, size_t klen,
+                      const gkv_set_opts_t *opts)
 {
     int rc = gkv__check_key(c, key, klen);
     if (rc)
@@ -38,34 +38,67 @@ int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
         return GKV_ETOOBIG;
     if (opts && (opts->flags & ~(unsigned)(GKV_SET_NX | GKV_SET_XX)))
         return GKV_EINVAL;
-    if ((rc = gkv__need_zero_copy(c)) || (rc = gkv__end_later_if_due(c)))
-        return rc;
+    return 0;
+}
+
+int gkv__create_spare(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
+                      const gkv_set_opts_t *opts, gkv_mapping_t **out)
+{
     int gpu = opts && opts->gpu > 0 ? opts->gpu - 1 : -1;
     gkv_mapping_t *spare = size ? gkv_lc_spare(&c->lc, key, klen, size, gpu) : NULL;
-    if (spare)
-        return take_spare(c, spare, size, opts, out);
-    gkv__begin(c, GKV_OP_CREATE);
+    if (!spare)
+        return 0;
+    int rc = take_spare(c, spare, size, opts, out);
+    return rc ? rc : 1;
+}
+
+void gkv__create_put(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
+                     const gkv_set_opts_t *opts)
+{
     gkv_wr_bin(&c->wr, GKV_F_KEY, key, klen);
     gkv_wr_uint(&c->wr, GKV_F_SIZE, size);
     gkv__put_set_opts(c, opts);
+}
+
+int gkv__create_made(gkv_client_t *c, const void *key, size_t klen, const gkv_set_opts_t *opts,
+                     gkv_mapping_t **out, uint64_t *refused)
+{
+    int rc = gkv__mapping_make(c, 1, key, klen, out);
+    if (rc) {
+        *refused = c->broken ? 0 : c->resp.lease;
+        return rc;
+    }
+    ((mapping_t *)*out)->ttl_ms = opts ? opts->ttl_ms : 0;
+    return 0;
+}
+
+int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
+               const gkv_set_opts_t *opts, gkv_mapping_t **out)
+{
+    int rc = gkv__create_check(c, key, klen, opts);
+    if (rc)
+        return rc;
+    if ((rc = gkv__need_zero_copy(c)) || (rc = gkv__end_later_if_due(c)))
+        return rc;
+    if ((rc = gkv__create_spare(c, key, klen, size, opts, out)))
+        return rc < 0 ? rc : 0;
+    gkv__begin(c, GKV_OP_CREATE);
+    gkv__create_put(c, key, klen, size, opts);
     if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c))) {
         if (!c->broken)
             gkv__lease_end_key(c, key, klen); /* e.g. OOM: the key's cached memory goes back */
         return rc;
     }
-    if ((rc = gkv__mapping_make(c, 1, key, klen, out)) && !c->broken) {
-        uint64_t lease = c->resp.lease;
-        gkv__lease_send_ends(c, GKV_OP_ABORT, &lease, 1);
-    }
-    if (rc == 0)
-        ((mapping_t *)*out)->ttl_ms = opts ? opts->ttl_ms : 0;
+    uint64_t refused = 0;
+    if ((rc = gkv__create_made(c, key, klen, opts, out, &refused)) && refused)
+        gkv__lease_send_ends(c, GKV_OP_ABORT, &refused, 1);
     return rc;
 }
 
-void gkv__seal_begin(gkv_client_t *c, gkv_mapping_t *pub, unsigned flags)
+/* SEAL's fields after the frame's op and id. */
+static void seal_fields(gkv_client_t *c, gkv_mapping_t *pub, unsigned flags)
 {
     const mapping_t *m = (const mapping_t *)pub;
-    gkv__begin(c, GKV_OP_SEAL);
     gkv_wr_uint(&c->wr, GKV_F_LEASE, pub->lease);
     gkv_wr_uint(&c->wr, GKV_F_FLAGS, flags);
     if (pub->meta_len)
@@ -74,28 +107,32 @@ void gkv__seal_begin(gkv_client_t *c, gkv_mapping_t *pub, unsigned flags)
         gkv_wr_uint(&c->wr, GKV_F_TTL, m->ttl_ms);
 }
 
-int gkv_seal(gkv_client_t *c, gkv_mapping_t *pub)
+void gkv__seal_begin(gkv_client_t *c, gkv_mapping_t *pub, unsigned flags)
+{
+    gkv__begin(c, GKV_OP_SEAL);
+    seal_fields(c, pub, flags);
+}
+
+uint64_t gkv__seal_put(gkv_client_t *c, gkv_mapping_t *pub, bool first)
 {
     mapping_t *m = (mapping_t *)pub;
-    if (!pub || !pub->writable)
-        return GKV_EINVAL;
-    if (c->broken) {
-        gkv__mapping_drop(c, pub); /* the connection's end ended the lease */
-        return GKV_ECLOSED;
-    }
-    (void)gkv__end_later_now(c);
     /* The lease is kept and cached with the import: as a read lease on the sealed value, or
      * (NX/XX refused it) as a spare on the discarded one; the server frees nothing under it.
      * The key's newest cached read lease is most likely on the value this seal replaces: the
      * server makes it a spare when nothing else holds it. */
     gkv_mapping_t *cm = gkv_lc_read(&c->lc, m->key, m->klen);
-    uint64_t asked = cm ? cm->lease : 0;
-    gkv__seal_begin(c, pub, GKV_SEAL_KEEP | m->flags);
+    if (first)
+        gkv__seal_begin(c, pub, GKV_SEAL_KEEP | m->flags);
+    else
+        seal_fields(c, pub, GKV_SEAL_KEEP | m->flags);
     if (cm)
-        gkv_wr_uint(&c->wr, GKV_F_SPARE, asked);
-    int rc = gkv__send(c, NULL, 0);
-    if (rc == 0)
-        rc = gkv__recv(c);
+        gkv_wr_uint(&c->wr, GKV_F_SPARE, cm->lease);
+    return cm ? cm->lease : 0;
+}
+
+int gkv__seal_done(gkv_client_t *c, gkv_mapping_t *pub, uint64_t asked, int rc, uint64_t spare)
+{
+    mapping_t *m = (mapping_t *)pub;
     if (c->broken || rc == GKV_ENOLEASE) {
         int drc = gkv__mapping_drop(c, pub); /* no lease is held for it */
         return rc ? rc : drc;
@@ -105,7 +142,11 @@ int gkv_seal(gkv_client_t *c, gkv_mapping_t *pub)
                            1); /* refused (checked here first, so unexpected): end the lease */
         return rc;
     }
-    if (rc == 0 && cm && c->resp.spare == asked) {
+    /* The lease offered, made a spare by the server: writable now, if still cached (looked up
+     * again: in a batch another seal's caching may have ended it). */
+    gkv_mapping_t *cm = rc == 0 && asked && spare == asked ? gkv_lc_read(&c->lc, m->key, m->klen)
+                                                           : NULL;
+    if (cm && cm->lease == asked) {
         cm->writable = 1;
         gkv__mapping_set_meta((mapping_t *)cm, NULL, 0);
     }
@@ -114,6 +155,22 @@ int gkv_seal(gkv_client_t *c, gkv_mapping_t *pub)
     pub->writable = rc != 0; /* NX/XX: the discarded value is a spare now */
     int crc = gkv__lease_cache(c, pub);
     return rc ? rc : crc;
+}
+
+int gkv_seal(gkv_client_t *c, gkv_mapping_t *pub)
+{
+    if (!pub || !pub->writable)
+        return GKV_EINVAL;
+    if (c->broken) {
+        gkv__mapping_drop(c, pub); /* the connection's end ended the lease */
+        return GKV_ECLOSED;
+    }
+    (void)gkv__end_later_now(c);
+    uint64_t asked = gkv__seal_put(c, pub, true);
+    int rc = gkv__send(c, NULL, 0);
+    if (rc == 0)
+        rc = gkv__recv(c);
+    return gkv__seal_done(c, pub, asked, rc, rc == 0 ? c->resp.spare : 0);
 }
 
 int gkv_abort(gkv_client_t *c, gkv_mapping_t *pub)

@@ -1,5 +1,7 @@
 /* device.c: device memory in and out: through a mapping when zero-copy is available (CREATE, a
- * device copy, SEAL; MAP, a device copy, unmap), else through host memory and the socket. */
+ * device copy, SEAL; MAP, a device copy, unmap), else through host memory and the socket. Many
+ * values at once: the CREATEs pipelined, the copies waited for together, the SEALs pipelined. */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,6 +9,7 @@
 #include "commands.h"
 #include "error.h"
 #include "import.h"
+#include "mapping_impl.h"
 
 #define DEV_CHUNK (8u << 20)
 
@@ -64,6 +67,210 @@ int gkv_set_from_device(gkv_client_t *c, const void *key, size_t klen, const voi
     }
     free(buf);
     return rc ? rc : gkv__recv(c);
+}
+
+/* One item of gkv_set_many_from_device on its way: its mapping (until sealed or ended), its
+ * options (naming the GPU that holds its memory), whether its CREATE is in the pipeline and its
+ * SEAL answered, and the lease its SEAL offered as the key's next spare. */
+typedef struct {
+    gkv_mapping_t *m;
+    gkv_set_opts_t opts;
+    bool created, answered;
+    uint64_t asked;
+} many_t;
+
+/* Starts frame number k (from 0) of a pipeline of op requests; *first gets the first's id. */
+static int pipe_frame(gkv_client_t *c, unsigned op, size_t k, uint64_t *first)
+{
+    if (k == 0) {
+        gkv__begin(c, op);
+        *first = c->next_id;
+        return 0;
+    }
+    int rc = gkv__end_frame(c);
+    if (rc == 0)
+        gkv__begin_more(c, op);
+    return rc;
+}
+
+/* Pass 1: every item's writable mapping, a spare of the lease cache or a pipelined CREATE.
+ * Returns 0 (each item's status says) or the connection's code. */
+static int many_create(gkv_client_t *c, gkv_set_item_t *items, size_t n, many_t *w,
+                       uint64_t *ids)
+{
+    size_t ncreate = 0, nrefused = 0;
+    uint64_t first = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        int s = gkv__create_spare(c, items[i].key, items[i].klen, items[i].len, &w[i].opts,
+                                  &w[i].m);
+        if (s != 0) {
+            items[i].status = s < 0 ? s : 0;
+            continue;
+        }
+        if ((rc = pipe_frame(c, GKV_OP_CREATE, ncreate++, &first)) == 0) {
+            gkv__create_put(c, items[i].key, items[i].klen, items[i].len, &w[i].opts);
+            w[i].created = true;
+        }
+    }
+    if (rc == 0 && ncreate)
+        rc = gkv__send(c, NULL, 0);
+    if (rc) { /* nothing went out: the spares taken go back to the server */
+        for (size_t i = 0; i < n; i++) {
+            if (w[i].m && !w[i].created)
+                (void)gkv_abort(c, w[i].m);
+            w[i].m = NULL;
+            w[i].created = false;
+        }
+        return rc;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n && ncreate; i++) {
+        if (!w[i].created)
+            continue;
+        c->next_id = first + k++; /* the id this reply carries */
+        int st = gkv__recv(c);
+        if (c->broken)
+            return st ? st : GKV_ECLOSED;
+        uint64_t refused = 0;
+        if (st == 0)
+            st = gkv__create_made(c, items[i].key, items[i].klen, &w[i].opts, &w[i].m, &refused);
+        if (c->broken)
+            return st;
+        if (refused)
+            ids[nrefused++] = refused;
+        items[i].status = st;
+    }
+    if (ncreate)
+        c->next_id = first + ncreate - 1;
+    /* Every reply is read: what the refusals leave can be ended now. */
+    if (nrefused)
+        gkv__lease_send_ends(c, GKV_OP_RELEASE, ids, nrefused); /* writable: discarded */
+    for (size_t i = 0; i < n; i++)
+        if (w[i].created && items[i].status && !w[i].m)
+            gkv__lease_end_key(c, items[i].key, items[i].klen); /* e.g. OOM, as gkv_create */
+    return 0;
+}
+
+/* Pass 2: each item's bytes into its mapping on the legacy default stream, one wait for all;
+ * an item whose copy failed is discarded (one RELEASE for them all). */
+static void many_copy(gkv_client_t *c, gkv_set_item_t *items, size_t n, many_t *w,
+                      gkv_mapping_t **ends)
+{
+    bool copied = false;
+    for (size_t i = 0; i < n; i++) {
+        if (w[i].m && items[i].len) {
+            items[i].status = gkv__cuda_copy_async(w[i].m->ptr, items[i].dptr, items[i].len);
+            copied |= items[i].status == 0;
+        }
+    }
+    int rc = copied ? gkv__cuda_stream_sync(NULL) : 0;
+    size_t nends = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (w[i].m && (items[i].status || (rc && items[i].len))) {
+            items[i].status = items[i].status ? items[i].status : rc;
+            ends[nends++] = w[i].m;
+            w[i].m = NULL;
+        }
+    }
+    if (nends)
+        (void)gkv__lease_release(c, ends, nends);
+}
+
+/* Pass 3: the SEALs, pipelined; what each answer leaves of its mapping once all are read.
+ * Returns 0 or the connection's code (each item's status says whether it was stored). */
+static int many_seal(gkv_client_t *c, gkv_set_item_t *items, size_t n, many_t *w,
+                     uint64_t *spares)
+{
+    size_t nseal = 0;
+    uint64_t first = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (!w[i].m)
+            continue;
+        if ((rc = pipe_frame(c, GKV_OP_SEAL, nseal++, &first)) == 0)
+            w[i].asked = gkv__seal_put(c, w[i].m, false); /* the frame is begun */
+    }
+    if (rc == 0 && nseal)
+        rc = gkv__send(c, NULL, 0);
+    size_t k = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (!w[i].m)
+            continue;
+        c->next_id = first + k++;
+        items[i].status = gkv__recv(c);
+        w[i].answered = true;
+        spares[i] = items[i].status == 0 ? c->resp.spare : 0;
+        if (c->broken)
+            rc = items[i].status ? items[i].status : GKV_ECLOSED;
+    }
+    if (nseal && !c->broken)
+        c->next_id = first + nseal - 1;
+    for (size_t i = 0; i < n; i++) {
+        if (!w[i].m)
+            continue;
+        if (rc && !c->broken) { /* nothing went out (a frame too large): discarded */
+            (void)gkv_abort(c, w[i].m);
+            items[i].status = rc;
+        } else {
+            int st = w[i].answered ? items[i].status : rc;
+            items[i].status = gkv__seal_done(c, w[i].m, w[i].asked, st, spares[i]);
+        }
+        w[i].m = NULL;
+    }
+    return c->broken ? rc ? rc : GKV_ECLOSED : 0;
+}
+
+int gkv_set_many_from_device(gkv_client_t *c, gkv_set_item_t *items, size_t n,
+                             const gkv_set_opts_t *opts)
+{
+    if (!c || !items || n == 0 || n > GKV_MAX_BATCH)
+        return GKV_EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        int rc = gkv__create_check(c, items[i].key, items[i].klen, opts);
+        if (rc)
+            return rc;
+        if (!items[i].dptr && items[i].len)
+            return GKV_EINVAL;
+        items[i].status = 0;
+    }
+    if (!c->nshared) { /* remote: one at a time, through host memory */
+        for (size_t i = 0; i < n; i++) {
+            items[i].status = gkv_set_from_device(c, items[i].key, items[i].klen, items[i].dptr,
+                                                  items[i].len, opts);
+            if (c->broken)
+                return items[i].status;
+        }
+        return 0;
+    }
+    many_t *w = calloc(n, sizeof(*w));
+    uint64_t *ids = calloc(n, sizeof(*ids));
+    gkv_mapping_t **ends = calloc(n, sizeof(*ends));
+    int rc = w && ids && ends ? 0 : GKV_ENOMEM;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        gkv_set_opts_t near;
+        const gkv_set_opts_t *o = near_source(c, items[i].dptr, opts, &near);
+        w[i].opts = o ? *o : (gkv_set_opts_t){0};
+    }
+    if (rc == 0) {
+        (void)gkv__end_later_now(c);
+        if ((rc = many_create(c, items, n, w, ids))) {
+            for (size_t i = 0; i < n; i++) {
+                if (w[i].m) /* the connection is gone, and its leases with it */
+                    (void)gkv__mapping_drop(c, w[i].m);
+                if (items[i].status == 0)
+                    items[i].status = rc;
+            }
+        }
+    }
+    if (rc == 0) {
+        many_copy(c, items, n, w, ends);
+        rc = many_seal(c, items, n, w, ids);
+    }
+    free(w);
+    free(ids);
+    free(ends);
+    return rc;
 }
 
 int gkv_get_to_device(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,

@@ -42,6 +42,9 @@ void gkv__cuda_detach(gkv_cuda_pool_t *z);
 int gkv__cuda_ptr_uuid(const void *p, char *uuid, size_t cap);
 /* cudaMemcpy with the direction inferred from the pointers; GKV_EIO or GKV_ENOTSUP on failure. */
 int gkv__cuda_copy(void *dst, const void *src, size_t len);
+/* The same copy enqueued on the legacy default stream, not waited for (gkv__cuda_stream_sync
+ * with NULL waits). */
+int gkv__cuda_copy_async(void *dst, const void *src, size_t len);
 /* Fences (fence.c). Makes n bytes of page-aligned host memory at p reachable by every GPU's
  * streams; *dev is their device address. 0, GKV_ENOTSUP (no CUDA or no GPU) or GKV_EIO. */
 int gkv__cuda_host_register(void *p, size_t n, void **dev);

@@ -259,6 +259,11 @@ int gkv__cuda_stream_sync(void *stream)
     return cudaStreamSynchronize((cudaStream_t)stream) == cudaSuccess ? 0 : GKV_EIO;
 }
 
+int gkv__cuda_copy_async(void *dst, const void *src, size_t len)
+{
+    return cudaMemcpyAsync(dst, src, len, cudaMemcpyDefault, 0) == cudaSuccess ? 0 : GKV_EIO;
+}
+
 int gkv__cuda_copy(void *dst, const void *src, size_t len)
 {
     /* cudaMemcpy returns before a device-to-device copy has finished: wait for it, since the

@@ -45,6 +45,14 @@ int gkv__cuda_ptr_uuid(const void *p, char *uuid, size_t cap)
     return GKV_ENOTSUP;
 }
 
+int gkv__cuda_copy_async(void *dst, const void *src, size_t len)
+{
+    (void)dst;
+    (void)src;
+    (void)len;
+    return GKV_ENOTSUP;
+}
+
 int gkv__cuda_copy(void *dst, const void *src, size_t len)
 {
     (void)dst;

@@ -36,6 +36,30 @@ void gkv__lease_send_ends(gkv_client_t *c, unsigned op, const uint64_t *ids, siz
 /* Starts a SEAL of created mapping pub in c->wr: its lease, flags, and the metadata and deadline
  * its CREATE was given (create.c); the caller adds its own fields and sends it. */
 void gkv__seal_begin(gkv_client_t *c, gkv_mapping_t *pub, unsigned flags);
+
+/* The parts of gkv_create and gkv_seal, for those and for the pipelined gkv_set_many_from_device
+ * (set_many.c), which sends many frames before reading any reply and so acts on a reply only
+ * once every reply is read (a request sent between would take a reply's place). */
+/* Checks a CREATE's key and options (no round trip). */
+int gkv__create_check(gkv_client_t *c, const void *key, size_t klen, const gkv_set_opts_t *opts);
+/* Takes the connection's writable spare for key and size into *out, when it has one (no
+ * request): 1 when taken, 0 when none, or a code. */
+int gkv__create_spare(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
+                      const gkv_set_opts_t *opts, gkv_mapping_t **out);
+/* A CREATE's fields after the frame's op and id. */
+void gkv__create_put(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
+                     const gkv_set_opts_t *opts);
+/* The writable mapping of the CREATE reply just read (c->resp) into *out. On a code, *refused is
+ * the lease granted that this process cannot use (to be ended), or 0. */
+int gkv__create_made(gkv_client_t *c, const void *key, size_t klen, const gkv_set_opts_t *opts,
+                     gkv_mapping_t **out, uint64_t *refused);
+/* Adds a SEAL of pub to c->wr: as a new frame (first: gkv__begin; else after gkv__begin_more by
+ * the caller), offering the key's cached read lease as the next spare. Returns that lease, or 0. */
+uint64_t gkv__seal_put(gkv_client_t *c, gkv_mapping_t *pub, bool first);
+/* What a SEAL's answer rc (with reply field spare) leaves of pub: cached as a read lease, a spare
+ * (NX/XX), or ended; asked is what gkv__seal_put returned. May send requests. Returns rc, or a
+ * code of the caching. */
+int gkv__seal_done(gkv_client_t *c, gkv_mapping_t *pub, uint64_t asked, int rc, uint64_t spare);
 /* Offers pub to the lease cache as its key's newest, ending at once what that lets go. */
 int gkv__lease_cache(gkv_client_t *c, gkv_mapping_t *pub);
 /* Ends every cached lease of key. */

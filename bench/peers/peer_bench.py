@@ -12,8 +12,8 @@ Rows (each a median over its repetitions, per round; the table gives the median 
   map  SIZE  gpukv only: map(key) and a reduction over the mapped value in place (what a
              reader that only reads does); beside Mooncake's get_into
   batch put / get  N values of SIZE (--batch 64x1M) in one call each where the system has one:
-             Mooncake batch_put_from / batch_get_into; gpukv map_many and a copy per value
-             for the get, N sets for the put (gpukv has no call that writes many values)
+             Mooncake batch_put_from / batch_get_into; gpukv set_many_from_device for the
+             put, map_many and a copy per value for the get
   N processes put / get  (--procs 16, --procs-size 1M, --procs-values 32): N client processes
              at once, each putting then getting its own values, one at a time; aggregate GB/s
              (all bytes over the time from the first start to the last end) and p99 per op

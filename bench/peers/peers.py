@@ -126,9 +126,8 @@ class GpukvClient:
             torch.cuda.synchronize()
 
     def put_batch(self, keys: list[str], ts: list) -> None:
-        # gpukv has no call that writes many values: one set (CREATE, copy, SEAL) each.
-        for k, t in zip(keys, ts):
-            self.c.set(k, t)
+        # One call (pipelined CREATEs, the copies waited for together, pipelined SEALs).
+        self.c.set_many_from_device(zip(keys, ts))
 
     def get_batch(self, keys: list[str], outs: list) -> None:
         # One call maps them all (pipelined MAPs), then one device-to-device copy each.

@@ -107,17 +107,21 @@ static int cuda_export_ptr(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, uint
 
 /* The clear-ahead stock. A CREATE of a new value waits for its memory's clear (a copy engine
  * writing zeros: ~85 us for 4 MiB on the H200) and its export (12-22 us). Writers tend to
- * create values of one size after another (zarr chunks, KV blocks, tensors of one shape), so
- * when a CREATE got memory of the size the one before it got fresh from the pool, or took the
- * last kept allocation of its size, one more of that size is made, exported, cleared and kept
- * at the next loop turn (cuda_ahead), after the turn's replies: the next CREATE of that size
- * takes it with nothing to wait for. It is a kept export like any other (bounded by the kept
- * share of the limit, given back first when the pool is full), so the cost is one allocation
- * per size being written, and the clear's copy-engine time moves off the reply's path. Only
- * sizes whose clear is a copy on a copy engine (gkv__cuda_clear: up to 8 MiB): a larger clear
- * is a memset kernel of the daemon's context, and made ahead it lands between a client's GPU
- * work (measured on the H100: a 16 MiB get after a put went from 115 to 151-203 us). */
+ * create values of one size after another (zarr chunks, KV blocks, tensors of one shape), often
+ * many at once (gkv_set_many_from_device pipelines its CREATEs). So the backend keeps memory of
+ * the size CREATEs last got fresh from the pool ready: made, exported, cleared and kept at a
+ * loop turn (cuda_ahead), after the turn's replies, topped up to ahead_target allocations, which
+ * grows by one each time a CREATE of that size finds none ready (up to AHEAD_BURST; a CREATE of
+ * another size starts over). A CREATE that takes one whose clear has run has nothing to wait
+ * for, and its reply's fence does not hold the connection, so pipelined CREATEs are answered in
+ * one turn. What is made is a kept export like any other (bounded by the kept share of the
+ * limit, given back first when the pool is full), at most AHEAD_TURN_BYTES a turn. Only sizes
+ * whose clear is a copy on a copy engine (gkv__cuda_clear: up to 8 MiB): a larger clear is a
+ * memset kernel of the daemon's context, and made ahead it lands between a client's GPU work
+ * (measured on the H100: a 16 MiB get after a put went from 115 to 151-203 us). */
 #define AHEAD_MAX (8ull << 20)
+#define AHEAD_BURST 32u
+#define AHEAD_TURN_BYTES (256ull << 20)
 
 static void want_ahead(cuda_backend_t *c, uint64_t size)
 {
@@ -133,17 +137,27 @@ static int cuda_alloc(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *o
         return gkv_slab_get(c->slab, size, &out->v);
     if (gkv_exports_take(c->exports, size, &out->v)) {
         exports_stats(c);
-        if (lane == GKV_LANE_SHARED && !gkv_exports_holds(c->exports, size))
+        if (lane == GKV_LANE_SHARED && size == c->last_fresh) {
+            want_ahead(c, size); /* topped up to the target */
+        } else if (lane == GKV_LANE_SHARED && !gkv_exports_holds(c->exports, size)) {
+            c->last_fresh = size; /* the last of a size: one more made */
+            c->ahead_target = 1;
             want_ahead(c, size);
+        }
         return after_clear(c, lane, out->v, gkv_exports_tag_of(c->exports, out->v));
     }
     if (lane == GKV_LANE_SHARED)
         c->shared_work++;
     int rc = pool_alloc(c, size, gkv__cuda_lane(c, lane), true, &out->v);
     if (rc == 0 && lane == GKV_LANE_SHARED) {
-        if (size == c->last_fresh)
+        if (size == c->last_fresh) { /* none was ready: keep one more of this size ready */
+            if (c->ahead_target < AHEAD_BURST)
+                c->ahead_target++;
             want_ahead(c, size);
-        c->last_fresh = size;
+        } else {
+            c->last_fresh = size;
+            c->ahead_target = 0;
+        }
     }
     if (rc == 0 && lane == GKV_LANE_BATCH) {
         /* A batch writes it, but a lane copy may too (a SET's chunk given up part way): lanes
@@ -192,21 +206,14 @@ static void cuda_free(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, int lane)
         gkv__cuda_fail("cudaFreeAsync", e);
 }
 
-/* Makes the allocation want_ahead asked for: from the pool on the shared lane, exported, then
- * kept through cuda_free, which clears it and records its event (after_clear orders whoever
- * takes it). Never makes room: a full pool means nothing is made ahead. */
-static void cuda_ahead(gkv_backend_t *b)
+/* Makes one allocation of size ahead: from the pool on the shared lane, exported, then kept
+ * through cuda_free, which clears it and records its event (after_clear orders whoever takes
+ * it). Never makes room: false when the pool is full (or the export failed). */
+static bool make_ahead(gkv_backend_t *b, cuda_backend_t *c, uint64_t size)
 {
-    cuda_backend_t *c = gkv__cuda_on(b);
-    uint64_t size = c->ahead_want;
-    if (!size)
-        return;
-    c->ahead_want = 0;
-    if (gkv_exports_holds(c->exports, size))
-        return;
     gkv_devptr_t v;
     if (pool_alloc(c, size, c->shared, false, &v.v))
-        return;
+        return false;
     uint8_t data[GKV_EXPORT_MAX];
     size_t len;
     const uint8_t *known;
@@ -217,10 +224,26 @@ static void cuda_ahead(gkv_backend_t *b)
         cudaError_t e = cudaFreeAsync((void *)(uintptr_t)v.v, c->shared);
         if (e != cudaSuccess)
             gkv__cuda_fail("cudaFreeAsync (ahead)", e);
-        return;
+        return false;
     }
     c->base.kept_ahead++;
     cuda_free(b, v, size, GKV_LANE_SHARED);
+    return true;
+}
+
+/* Tops the stock of the size want_ahead asked for up to its target (at least one). */
+static void cuda_ahead(gkv_backend_t *b)
+{
+    cuda_backend_t *c = gkv__cuda_on(b);
+    uint64_t size = c->ahead_want;
+    if (!size)
+        return;
+    c->ahead_want = 0;
+    unsigned want = size == c->last_fresh && c->ahead_target ? c->ahead_target : 1;
+    unsigned have = gkv_exports_count(c->exports, size);
+    for (uint64_t made = 0; have < want && made + size <= AHEAD_TURN_BYTES; have++, made += size)
+        if (!make_ahead(b, c, size))
+            return;
 }
 
 static void *cuda_host_view(gkv_backend_t *b, gkv_devptr_t p)

@@ -69,9 +69,12 @@ typedef struct {
     uint64_t zero_slot_seq[GKV_CUDA_ZERO_EVS], zero_seq, zero_done;
     bool zero_broken;
     uint64_t zero_taken;
-    /* The clear-ahead stock (backend_cuda.c): the size of the last allocation a CREATE got
-     * fresh from the pool, and the size to make ahead at the next loop turn (0: none). */
+    /* The clear-ahead stock (backend_cuda.c): the size it is for (that of the last allocation
+     * a CREATE got fresh from the pool), how many of that size to keep ready (the longest run
+     * of CREATEs that found none, up to AHEAD_BURST), and the size to top up at the next loop
+     * turn (0: none). */
     uint64_t last_fresh, ahead_want;
+    unsigned ahead_target;
     /* How clears run (gkv__cuda_clear): 1 + CLEAR_* (0: not chosen yet), and the zeros its
      * copies read (pinned host memory for CLEAR_H2D, device memory for CLEAR_D2D), made on
      * first use. */

@@ -197,6 +197,16 @@ bool gkv_exports_holds(const gkv_exports_t *k, uint64_t size)
     return sl != NULL;
 }
 
+unsigned gkv_exports_count(const gkv_exports_t *k, uint64_t size)
+{
+    size_list_t *sl;
+    HASH_FIND(hh, k->by_size, &size, sizeof(size), sl);
+    unsigned n = 0;
+    for (const rec_t *r = sl ? sl->recs : NULL; r; r = r->size_next)
+        n++;
+    return n;
+}
+
 uint64_t gkv_exports_bytes(const gkv_exports_t *k)
 {
     return k->bytes;

@@ -50,8 +50,9 @@ bool gkv_exports_take(gkv_exports_t *k, uint64_t size, uint64_t *addr);
  * kept allocations cleared it), and the one kept (0 if none, or no such allocation). */
 void gkv_exports_tag(gkv_exports_t *k, uint64_t addr, uint64_t tag);
 uint64_t gkv_exports_tag_of(const gkv_exports_t *k, uint64_t addr);
-/* Whether an allocation of exactly size bytes is kept now. */
+/* Whether an allocation of exactly size bytes is kept now; how many are. */
 bool gkv_exports_holds(const gkv_exports_t *k, uint64_t size);
+unsigned gkv_exports_count(const gkv_exports_t *k, uint64_t size);
 /* Gives back every kept allocation (before an allocation is retried after OOM). Returns how
  * many bytes it gave back. */
 uint64_t gkv_exports_drain(gkv_exports_t *k);

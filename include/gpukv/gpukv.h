@@ -469,6 +469,26 @@ GKV_EXPORT int gkv_abort(gkv_client_t *c, gkv_mapping_t *m);
  * dptr when the daemon serves it. */
 GKV_EXPORT int gkv_set_from_device(gkv_client_t *c, const void *key, size_t klen,
                                    const void *dptr, size_t len, const gkv_set_opts_t *opts);
+/* One value of gkv_set_many_from_device: key, the device memory dptr of len bytes to store,
+ * and (out) the item's status, 0 or a code. */
+typedef struct {
+    const void *key;
+    size_t klen;
+    const void *dptr;
+    size_t len;
+    int status;
+} gkv_set_item_t;
+/* Stores n (1..4096) device buffers under their keys, each as gkv_set_from_device would, with
+ * opts (may be NULL) for all. Locally with zero-copy the requests are pipelined: every CREATE
+ * goes out before the first reply is read, the copies run one after another on the legacy
+ * default stream with one wait for all, then every SEAL goes out before the first reply: about
+ * two round trips and one wait for n values. Otherwise one gkv_set_from_device each. An item
+ * that fails (its status) stores nothing and does not stop the others. Returns 0 when the
+ * requests went through (look at each status) or a code for the whole call (a bad key or
+ * options, before anything is sent; a broken connection, and then the items not yet sealed
+ * say so). The caller's GPU work writing the buffers must have finished. */
+GKV_EXPORT int gkv_set_many_from_device(gkv_client_t *c, gkv_set_item_t *items, size_t n,
+                                        const gkv_set_opts_t *opts);
 /* Reads key (or a range) into device memory dptr (cap bytes). Locally: MAP, a device-to-device
  * copy, unmap. Otherwise GET into host memory and a host-to-device copy. */
 GKV_EXPORT int gkv_get_to_device(gkv_client_t *c, const void *key, size_t klen,

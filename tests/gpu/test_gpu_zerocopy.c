@@ -1,7 +1,8 @@
 /* test_gpu_zerocopy.c: zero-copy on the cuda backend between real processes: a helper (fork +
  * exec) writes a value with a kernel through CREATE/SEAL and another checks it with a kernel
  * through MAP; overwrite under a lease; 10,000 MAP/RELEASE cycles; a SIGKILLed mapping client;
- * double-buffered rewrites of a key; the device copy helpers locally and over TCP. */
+ * double-buffered rewrites of a key; the device copy helpers locally and over TCP; many values
+ * stored from device memory together. */
 #include <check.h>
 #include <cuda_runtime.h>
 #include <gpukv/gpukv.h>
@@ -505,6 +506,123 @@ START_TEST(device_copies_locally_and_over_tcp)
 }
 END_TEST
 
+/* gkv_set_many_from_device: 40 values of 0 B to 4 MiB stored together (pipelined CREATEs and
+ * SEALs) read back right by another client; NX refuses the existing keys only; rewrites after
+ * the keys were mapped take the lease cache's spares; over TCP the same call goes through host
+ * memory; bad input refused before anything is sent. */
+#define MANY 40
+static size_t many_size(int i)
+{
+    static const size_t sizes[] = {0, 1, 4096, 65536 + 3, 1u << 20, 4u << 20};
+    return sizes[i % 6];
+}
+
+static void many_check(gkv_client_t *r, const char *keys[MANY], uint64_t seed0)
+{
+    uint8_t *want = malloc(4u << 20), *got = malloc(4u << 20);
+    for (int i = 0; i < MANY; i++) {
+        size_t n = many_size(i);
+        gkv_value_info_t vi;
+        ck_assert_int_eq(gkv_get(r, keys[i], strlen(keys[i]), NULL, got, 4u << 20, &vi), 0);
+        ck_assert_uint_eq(vi.size, n);
+        memset(want, 0, n); /* the fill writes whole 8-byte words: the tail stays 0 */
+        zc_fill_host(want, n, seed0 + (uint64_t)i);
+        ck_assert_int_eq(memcmp(got, want, n), 0);
+    }
+    free(want);
+    free(got);
+}
+
+static void many_fill(uint8_t *src, uint64_t seed0)
+{
+    for (int i = 0; i < MANY; i++)
+        if (many_size(i))
+            ck_assert_int_eq(zc_fill_device(src + (size_t)i * (4u << 20), many_size(i),
+                                            seed0 + (uint64_t)i), 0);
+}
+
+START_TEST(many_values_stored_from_device_together)
+{
+    uint8_t *src;
+    ck_assert_int_eq(cudaMalloc((void **)&src, (size_t)MANY << 22), cudaSuccess);
+    ck_assert_int_eq(cudaMemset(src, 0, (size_t)MANY << 22), cudaSuccess);
+    char names[MANY][32];
+    const char *keys[MANY];
+    gkv_set_item_t items[MANY];
+    for (int i = 0; i < MANY; i++) {
+        snprintf(names[i], sizeof(names[i]), "zc/many/%02d", i);
+        keys[i] = names[i];
+    }
+    gkv_client_t *c, *r, *t;
+    ck_assert_int_eq(gkv_client_connect(d.url, &c), 0);
+    ck_assert_int_eq(gkv_client_connect(d.url, &r), 0);
+    ck_assert_int_eq(gkv_client_set_lease_cache(c, 64, 4u << 20, 0), 0);
+    for (uint64_t round = 0; round < 3; round++) {
+        uint64_t seed0 = 100 + round * MANY;
+        many_fill(src, seed0);
+        for (int i = 0; i < MANY; i++)
+            items[i] = (gkv_set_item_t){keys[i], strlen(keys[i]), src + (size_t)i * (4u << 20),
+                                        many_size(i), -1};
+        double t0 = now_s();
+        ck_assert_int_eq(gkv_set_many_from_device(c, items, MANY, NULL), 0);
+        fprintf(stderr, "set_many_from_device of %d values (round %d): %.0f us\n", MANY,
+                (int)round, (now_s() - t0) * 1e6);
+        for (int i = 0; i < MANY; i++)
+            ck_assert_int_eq(items[i].status, 0);
+        many_check(r, keys, seed0);
+        /* Mapped (and unmapped into c's lease cache): the next round's seals make the old
+         * values spares, and the round after takes them without a CREATE. */
+        for (int i = 0; i < MANY; i++) {
+            gkv_mapping_t *m;
+            if (!many_size(i))
+                continue;
+            ck_assert_int_eq(gkv_map(c, keys[i], strlen(keys[i]), NULL, &m), 0);
+            ck_assert_int_eq(gkv_unmap(c, m), 0);
+        }
+    }
+    /* NX: the existing keys refused, a new one stored, nothing else changed. */
+    gkv_set_opts_t nx = {.flags = GKV_SET_NX};
+    many_fill(src, 500);
+    items[0].key = "zc/many/new";
+    items[0].klen = strlen("zc/many/new");
+    items[0].len = 4096;
+    ck_assert_int_eq(gkv_set_many_from_device(c, items, 5, &nx), 0);
+    ck_assert_int_eq(items[0].status, 0);
+    for (int i = 1; i < 5; i++)
+        ck_assert_int_eq(items[i].status, GKV_EEXISTS);
+    items[0].key = keys[0];
+    items[0].klen = strlen(keys[0]);
+    items[0].len = 0;
+    many_check(r, keys, 100 + 2 * MANY);
+    /* Over TCP: through host memory, one at a time, the same bytes. */
+    ck_assert_int_eq(gkv_client_connect(d.tcp_url, &t), 0);
+    ck_assert_int_eq(gkv_set_many_from_device(t, items, MANY, NULL), 0);
+    for (int i = 0; i < MANY; i++)
+        ck_assert_int_eq(items[i].status, 0);
+    many_check(r, keys, 500);
+    /* Bad input: refused before anything is sent. */
+    ck_assert_int_eq(gkv_set_many_from_device(c, items, 0, NULL), GKV_EINVAL);
+    ck_assert_int_eq(gkv_set_many_from_device(c, items, 4097, NULL), GKV_EINVAL);
+    items[3].dptr = NULL;
+    ck_assert_int_eq(gkv_set_many_from_device(c, items, MANY, NULL), GKV_EINVAL);
+    items[3].dptr = src;
+    items[4].klen = 0;
+    ck_assert_int_eq(gkv_set_many_from_device(c, items, MANY, NULL), GKV_EINVAL);
+    gkv_set_opts_t bad = {.flags = 1u << 7};
+    items[4].klen = strlen(keys[4]);
+    ck_assert_int_eq(gkv_set_many_from_device(c, items, MANY, &bad), GKV_EINVAL);
+    many_check(r, keys, 500);
+    gkv_client_close(t);
+    gkv_client_close(c);
+    double t0 = now_s();
+    while (info_u64(r, "leases") != 0 && now_s() - t0 < 1.0)
+        usleep(1000);
+    ck_assert_uint_eq(info_u64(r, "leases"), 0);
+    gkv_client_close(r);
+    cudaFree(src);
+}
+END_TEST
+
 int main(void)
 {
     if (!gkv_test_gpu_usable()) {
@@ -527,6 +645,7 @@ int main(void)
     tcase_add_test(t, a_kept_allocation_is_cleared_for_the_next_key);
     tcase_add_test(t, values_of_one_size_get_memory_cleared_ahead);
     tcase_add_test(t, rewrites_of_a_key_reuse_the_spare_but_never_a_mapped_value);
+    tcase_add_test(t, many_values_stored_from_device_together);
     suite_add_tcase(s, t);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); /* CUDA does not survive fork */

@@ -54,8 +54,22 @@ START_TEST(only_exported_allocations_are_kept_and_reused_by_exact_size)
     ck_assert_int_eq(gkv_exports_init(&k, 1000, sink_release, &s), 0);
     ck_assert(!gkv_exports_freed(k, 0x5000)); /* never exported: the caller frees it */
     export(k, 0x1000, 100);
+    ck_assert_uint_eq(gkv_exports_count(k, 100), 0);
     ck_assert(gkv_exports_freed(k, 0x1000));
     ck_assert_uint_eq(gkv_exports_bytes(k), 100);
+    ck_assert_uint_eq(gkv_exports_count(k, 100), 1);
+    ck_assert_uint_eq(gkv_exports_count(k, 99), 0);
+    export(k, 0x3000, 100);
+    ck_assert(gkv_exports_freed(k, 0x3000));
+    ck_assert_uint_eq(gkv_exports_count(k, 100), 2);
+    uint64_t b;
+    ck_assert(gkv_exports_take(k, 100, &b));
+    ck_assert_uint_eq(b, 0x1000); /* the oldest */
+    ck_assert_uint_eq(gkv_exports_count(k, 100), 1);
+    ck_assert(gkv_exports_freed(k, 0x1000));
+    ck_assert(gkv_exports_take(k, 100, &b));
+    ck_assert_uint_eq(b, 0x3000);
+    ck_assert_uint_eq(gkv_exports_reuses(k), 2);
     const uint8_t *d;
     uint32_t len;
     ck_assert(!gkv_exports_find(k, 0x1000, &d, &len)); /* not live now */
@@ -65,7 +79,7 @@ START_TEST(only_exported_allocations_are_kept_and_reused_by_exact_size)
     ck_assert(gkv_exports_take(k, 100, &a));
     ck_assert_uint_eq(a, 0x1000);
     ck_assert_uint_eq(gkv_exports_bytes(k), 0);
-    ck_assert_uint_eq(gkv_exports_reuses(k), 1);
+    ck_assert_uint_eq(gkv_exports_reuses(k), 3);
     ck_assert(gkv_exports_find(k, 0x1000, &d, &len)); /* live again, data still known */
     ck_assert(!gkv_exports_take(k, 100, &a));                /* taken once only */
     ck_assert_int_eq(s.n, 0);

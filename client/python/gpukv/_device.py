@@ -37,6 +37,13 @@ class DeviceMemory:
             _gpukv.stream_synchronize(self.stream)
 
 
+def wait_all(devs: list[DeviceMemory]) -> None:
+    """Waits for the streams the producers of devs named, each stream once (arrays a library
+    made one after another name the same stream)."""
+    for stream in {d.stream for d in devs if d.stream not in (None, 0)}:
+        _gpukv.stream_synchronize(stream)
+
+
 def _dlpack_device_type(obj: Any) -> int | None:
     """The DLPack device type obj's memory lives on, or None when it is no DLPack producer."""
     dlpack_device = getattr(obj, "__dlpack_device__", None)

@@ -95,6 +95,10 @@ class Client:
     def _set_from_device(self, key: _KeyLike, ptr: int, nbytes: int, *, nx: bool = False,
                          xx: bool = False, meta: bytes | str | None = None,
                          ttl_ms: int = 0, gpu: int = -1) -> None: ...
+    def _set_many_from_device(self, keys: list[_KeyLike], ptrs: list[int], nbytes: list[int],
+                              *, nx: bool = False, xx: bool = False,
+                              meta: bytes | str | None = None, ttl_ms: int = 0,
+                              gpu: int = -1) -> list[int]: ...
     def get(self, key: _KeyLike, *, offset: _Count = None, length: _Count = None,
             suffix: _Count = None, wait: float | None = None) -> bytes: ...
     def get_value(self, key: _KeyLike, *, offset: _Count = None, length: _Count = None,

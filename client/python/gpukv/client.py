@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar, Union
 
 from . import _gpukv
-from ._device import device_memory, host_view
+from ._device import device_memory, host_view, wait_all
 from ._errors import CLASSES, ConnectionError, NotFound
 
 Key = Union[str, bytes, bytearray, memoryview]
@@ -319,6 +319,37 @@ class Client(_gpukv.Client):
             dev.wait()
             super()._set_from_device(key, dev.ptr, dev.nbytes, nx=nx, xx=xx, meta=meta,
                                      ttl_ms=_ttl_ms(ex, px))
+
+    def set_many_from_device(self, items: Mapping[Key, Any] | Iterable[tuple[Key, Any]], *,
+                             nx: bool = False, xx: bool = False,
+                             meta: bytes | str | None = None, ex: float | None = None,
+                             px: int | None = None) -> None:
+        """Stores many CUDA arrays, each as ``set_from_device`` would (same options for all):
+        ``items`` a dict {key: array} or (key, array) pairs. On a local connection with
+        zero-copy the requests are pipelined: every CREATE goes out before the first answer is
+        read, the copies are waited for together, then every SEAL goes out the same way (about
+        two round trips and one wait for up to 4096 values). Every item is tried; the first
+        that failed then raises (the others are stored)."""
+        pairs = list(items.items() if isinstance(items, Mapping) else items)
+        with contextlib.ExitStack() as stack:
+            devs = []
+            for key, array in pairs:
+                dev = device_memory(array)
+                if dev is None:
+                    raise TypeError(f"not a CUDA device array: {type(array).__name__}")
+                devs.append(stack.enter_context(dev))
+            wait_all(devs)
+            ttl = _ttl_ms(ex, px)
+            failed = None
+            for j in range(0, len(pairs), MAX_BATCH):
+                part = range(j, min(j + MAX_BATCH, len(pairs)))
+                codes = super()._set_many_from_device(
+                    [pairs[i][0] for i in part], [devs[i].ptr for i in part],
+                    [devs[i].nbytes for i in part], nx=nx, xx=xx, meta=meta, ttl_ms=ttl)
+                failed = failed or next(((i, r) for i, r in zip(part, codes) if r), None)
+            if failed:
+                i, r = failed
+                raise CLASSES[r](f"item {i}: {_TEXTS.get(r, 'unknown error')}")
 
     def get_to_device(self, key: Key, out: Any, *, offset: int | None = None,
                       length: int | None = None, suffix: int | None = None,

@@ -13,12 +13,15 @@ read of the chunk: see ``lease_cache``); host buffers are read the same way from
 a host-backend daemon that shares its arena (``--host-zero-copy yes``). The reads zarr issues
 together are mapped with one pipelined round trip. Zarr's codecs never write into a buffer they
 read (they copy first, as they must for MemoryStore). A write of a GPU buffer goes from device
-memory (CREATE, one device-to-device copy, SEAL). Otherwise bytes go through the socket.
+memory (CREATE, one device-to-device copy, SEAL), and the writes zarr issues together are
+stored together: pipelined CREATEs, the copies waited for together, pipelined SEALs. Otherwise
+bytes go through the socket.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import types
@@ -35,8 +38,10 @@ from zarr.abc.store import (
 )
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
-from ._errors import Exists, NotFound, RangeError
+from ._device import device_memory, wait_all
+from ._errors import CLASSES, Exists, NotFound, RangeError
 from ._gpukv import Mapping
+from .client import _TEXTS as TEXTS
 from .client import MAX_BATCH, Client
 
 __all__ = ["GpukvStore"]
@@ -119,16 +124,17 @@ class _Failed:
 
 
 class _Batch:
-    """The reads one event loop issued together, mapped by one _map_batch."""
+    """The reads (or the writes of GPU buffers) one event loop issued together: mapped by one
+    _map_batch (written by one _write_batch)."""
 
     __slots__ = ("items", "results")
 
     def __init__(self) -> None:
-        self.items: list[tuple[str, dict, BufferPrototype]] = []
+        self.items: list[tuple] = []  # (key, range, prototype), or (key, array)
         self.results: list | None = None  # set when the batch has run
 
-    def add(self, k: str, rng: dict, prototype: BufferPrototype) -> int:
-        self.items.append((k, rng, prototype))
+    def add(self, *item: Any) -> int:
+        self.items.append(item)
         return len(self.items) - 1
 
     def take(self, i: int) -> Buffer | None:
@@ -181,6 +187,7 @@ class GpukvStore(Store):
         self._gen = -1
         self._lock = threading.Lock()
         self._batches: dict[asyncio.AbstractEventLoop, _Batch] = {}
+        self._writes: dict[asyncio.AbstractEventLoop, _Batch] = {}
 
     # -- connection ------------------------------------------------------------------------
 
@@ -394,7 +401,46 @@ class GpukvStore(Store):
     async def set(self, key: str, value: Buffer) -> None:
         if not self._is_open:
             await self._open()
-        self._put(key, value)
+        arr = value.as_array_like() if isinstance(value, Buffer) else None
+        if (arr is None or not hasattr(arr, "__cuda_array_interface__")
+                or self.client.zero_copy != "cuda-pool-fd"):
+            self._put(key, value)
+            return
+        self._check_writable()
+        # As reads do: join the writes of GPU buffers waiting in this event loop, stored
+        # together by one _write_batch (pipelined CREATEs, the copies waited for together,
+        # pipelined SEALs) once every task already scheduled has had its turn.
+        loop = asyncio.get_running_loop()
+        batch = self._writes.get(loop)
+        if batch is None:
+            batch = self._writes[loop] = _Batch()
+            loop.call_soon(self._write_batch, loop, batch)
+        i = batch.add(self._key(key), arr)
+        await _one_turn()
+        if batch.results is None:
+            self._write_batch(loop, batch)
+        batch.take(i)
+
+    def _write_batch(self, loop: asyncio.AbstractEventLoop, batch: _Batch) -> None:
+        if batch.results is not None:
+            return
+        if self._writes.get(loop) is batch:
+            del self._writes[loop]
+        items, results = batch.items, []
+        for j in range(0, len(items), MAX_BATCH):
+            part = items[j : j + MAX_BATCH]
+            try:
+                with contextlib.ExitStack() as stack:
+                    devs = [stack.enter_context(device_memory(a)) for _, a in part]
+                    wait_all(devs)
+                    codes = self.client._set_many_from_device(
+                        [k for k, _ in part], [d.ptr for d in devs], [d.nbytes for d in devs])
+            except BaseException as e:  # noqa: BLE001 - raised by every write of the part
+                results += [_Failed(e)] * len(part)
+                continue
+            results += [_Failed(CLASSES[r](f"writing {k}: {TEXTS.get(r, 'error')}")) if r
+                        else None for (k, _), r in zip(part, codes)]
+        batch.results = results
 
     async def set_if_not_exists(self, key: str, value: Buffer) -> None:
         try:

@@ -43,6 +43,7 @@ int value_type_ready(PyObject *module);
  * with an exception set. */
 PyObject *client_set(ClientObject *self, PyObject *args, PyObject *kw);
 PyObject *client_set_from_device(ClientObject *self, PyObject *args, PyObject *kw);
+PyObject *client_set_many_from_device(ClientObject *self, PyObject *args, PyObject *kw);
 PyObject *client_get(ClientObject *self, PyObject *const *args, Py_ssize_t nargs,
                      PyObject *kwnames);
 PyObject *client_get_value(ClientObject *self, PyObject *const *args, Py_ssize_t nargs,

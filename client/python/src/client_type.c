@@ -359,6 +359,9 @@ static PyMethodDef client_methods[] = {
      "UTF-8) under key, atomically."},
     {"_set_from_device", (PyCFunction)(void (*)(void))client_set_from_device,
      METH_VARARGS | METH_KEYWORDS, "Stores nbytes of device memory at ptr (gkv_set_from_device)."},
+    {"_set_many_from_device", (PyCFunction)(void (*)(void))client_set_many_from_device,
+     METH_VARARGS | METH_KEYWORDS,
+     "Stores many device buffers, pipelined (gkv_set_many_from_device): each item's status."},
     {"get", (PyCFunction)(void (*)(void))client_get, METH_FASTCALL | METH_KEYWORDS,
      "get(key, *, offset=None, length=None, suffix=None, wait=None) -> bytes: the value, or a "
      "byte range of it. Raises NotFound; with wait (seconds, up to 3600) a key that does not "

@@ -134,6 +134,77 @@ PyObject *client_set_from_device(ClientObject *self, PyObject *args, PyObject *k
     Py_RETURN_NONE;
 }
 
+/* _set_many_from_device(keys, ptrs, nbytes, *, nx, xx, meta, ttl_ms, gpu): pipelined CREATEs,
+ * copies and SEALs (gkv_set_many_from_device) of at most 4096 device buffers; keys a list,
+ * ptrs and nbytes lists of ints as long. Returns a list with 0 or the negative error code of
+ * each item. */
+PyObject *client_set_many_from_device(ClientObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"keys", "ptrs", "nbytes", "nx", "xx", "meta", "ttl_ms", "gpu", NULL};
+    PyObject *keys, *ptrs, *sizes, *nx = Py_False, *xx = Py_False, *meta = Py_None;
+    unsigned long long ttl_ms = 0;
+    int gpu = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!O!|$OOOKi:_set_many_from_device", names,
+                                     &PyList_Type, &keys, &PyList_Type, &ptrs, &PyList_Type,
+                                     &sizes, &nx, &xx, &meta, &ttl_ms, &gpu))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    if (PyList_GET_SIZE(ptrs) != n || PyList_GET_SIZE(sizes) != n) {
+        PyErr_SetString(PyExc_ValueError, "keys, ptrs and nbytes differ in length");
+        return NULL;
+    }
+    if (n == 0)
+        return PyList_New(0);
+    batch_arg_t b;
+    if (batch_get(keys, Py_None, &b) < 0)
+        return NULL;
+    PyObject *out = NULL;
+    Py_buffer mv;
+    bool has_meta = false;
+    gkv_set_opts_t o;
+    gkv_set_item_t *items = PyMem_Calloc((size_t)n, sizeof(*items));
+    if (!items) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned long long ptr = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(ptrs, i));
+        unsigned long long len = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(sizes, i));
+        if (PyErr_Occurred())
+            goto done;
+        if (!ptr && len) {
+            PyErr_SetString(PyExc_ValueError, "a NULL device pointer");
+            goto done;
+        }
+        items[i] = (gkv_set_item_t){.key = b.keys[i].p, .klen = (size_t)b.keys[i].len,
+                                    .dptr = (const void *)(uintptr_t)ptr, .len = (size_t)len};
+    }
+    if (set_opts_get(nx, xx, meta, &o, &mv, &has_meta) < 0)
+        goto done;
+    o.ttl_ms = ttl_ms;
+    o.gpu = gpu >= 0 ? GKV_GPU(gpu) : 0;
+    int rc;
+    CLIENT_CALL(client_enter, self, rc, gkv_set_many_from_device(self->c, items, (size_t)n, &o));
+    if (rc < 0)
+        goto done;
+    if (!(out = PyList_New(n)))
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *st = PyLong_FromLong(items[i].status);
+        if (!st) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyList_SET_ITEM(out, i, st);
+    }
+done:
+    if (has_meta)
+        PyBuffer_Release(&mv);
+    PyMem_Free(items);
+    batch_release(&b);
+    return out;
+}
+
 /* gkv_alloc_fn: a bytes object of the value's size (taking the GIL for it), or a 1-byte
  * scratch when the caller asked for no bytes. */
 typedef struct {

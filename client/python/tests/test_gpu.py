@@ -157,6 +157,56 @@ def own_client(fresh_daemon):
     return d, c
 
 
+def test_many_device_arrays_stored_together(gc_client):
+    cp = pytest.importorskip("cupy")
+    torch = pytest.importorskip("torch")
+    sizes = [0, 1, 4096, 65539, 1 << 20, 4 << 20] * 5
+    arrays = {f"many/{i:02d}": cp.random.randint(0, 256, n, dtype=cp.uint8)
+              for i, n in enumerate(sizes)}
+    arrays["many/torch"] = torch.arange(1000, dtype=torch.float32, device="cuda")
+    gc_client.set_many_from_device(arrays)
+    for k, a in arrays.items():
+        want = a.cpu().numpy().tobytes() if isinstance(a, torch.Tensor) else a.get().tobytes()
+        assert gc_client.get(k) == want
+    # NX: the existing keys refused (the first named raises), a new one stored, none changed.
+    new = cp.full(100, 7, dtype=cp.uint8)
+    with pytest.raises(gpukv.Exists, match="item 1"):
+        gc_client.set_many_from_device([("many/new", new), ("many/03", new)], nx=True)
+    assert gc_client.get("many/new") == new.get().tobytes()
+    assert gc_client.get("many/03") == arrays["many/03"].get().tobytes()
+    with pytest.raises(TypeError):
+        gc_client.set_many_from_device({"many/host": np.zeros(4, dtype=np.uint8)})
+    gc_client.set_many_from_device({}, ex=10)
+
+
+def test_zarr_writes_of_gpu_chunks_are_stored_together(gc_client, daemon, monkeypatch):
+    cp = pytest.importorskip("cupy")
+    zarr = pytest.importorskip("zarr")
+    from gpukv.zarr import GpukvStore
+
+    calls = {"chunks": 0, "batches": 0}
+    orig = gpukv.Client._set_many_from_device
+
+    def counting(self, keys, ptrs, nbytes, **kw):
+        calls["chunks"] += sum("/c/" in k for k in keys)
+        calls["batches"] += 1
+        return orig(self, keys, ptrs, nbytes, **kw)
+
+    monkeypatch.setattr(gpukv.Client, "_set_many_from_device", counting)
+    want = cp.arange(512 * 512, dtype="f4").reshape(512, 512)
+    with zarr.config.enable_gpu():
+        z = zarr.create_array(GpukvStore(daemon.url, root="gw"), shape=(512, 512),
+                              chunks=(128, 128), dtype="f4", compressors=None, overwrite=True)
+        z[:] = want
+        z[:128] = want[:128] + 1  # rewrites of four chunks
+    assert calls["chunks"] == 20
+    assert calls["batches"] < 20  # the chunks zarr writes together are stored together
+    with zarr.config.enable_gpu():
+        got = zarr.open_array(GpukvStore(daemon.url, root="gw", read_only=True), mode="r")[:]
+    want[:128] += 1
+    assert bool((got == want).all())
+
+
 def test_views_outlive_unmap(fresh_daemon):
     cp = pytest.importorskip("cupy")
     d, c = own_client(fresh_daemon)
