@@ -156,8 +156,10 @@ typedef struct {
     int (*fence_shared)(gkv_backend_t *b, int after_batches, gkv_copy_t *op);
     /* NULL, or: work ahead of need, off every reply's path: the daemon calls it once a loop
      * turn, after the turn's replies went out and before the loop waits. Cheap when there is
-     * nothing to do (cuda: the clear-ahead stock, backend_cuda.c). */
-    void (*ahead)(gkv_backend_t *b);
+     * nothing to do (cuda: the clear-ahead stock, backend_cuda.c). A little at a time (a
+     * request arriving meanwhile waits for one turn's share): true when work is left, and the
+     * loop then turns again without waiting for I/O. */
+    bool (*ahead)(gkv_backend_t *b);
     /* Values that outlive the process (the daemon's fd store, server/fdstore.h). origin: the
      * allocation that value memory p (size bytes) lies in, as a successor process needs it to
      * find p in the memory that share handed out: its base address and size, and the export

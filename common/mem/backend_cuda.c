@@ -111,17 +111,18 @@ static int cuda_export_ptr(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, uint
  * many at once (gkv_set_many_from_device pipelines its CREATEs). So the backend keeps memory of
  * the size CREATEs last got fresh from the pool ready: made, exported, cleared and kept at a
  * loop turn (cuda_ahead), after the turn's replies, topped up to ahead_target allocations, which
- * grows by one each time a CREATE of that size finds none ready (up to AHEAD_BURST; a CREATE of
- * another size starts over). A CREATE that takes one whose clear has run has nothing to wait
+ * doubles each time a CREATE of that size finds none ready (up to AHEAD_BURST; a CREATE of
+ * another size starts over): a run of CREATEs of one size (a batch of zarr chunks) is covered
+ * after a few misses instead of one more each run. A CREATE that takes one whose clear has run has nothing to wait
  * for, and its reply's fence does not hold the connection, so pipelined CREATEs are answered in
  * one turn. What is made is a kept export like any other (bounded by the kept share of the
- * limit, given back first when the pool is full), at most AHEAD_TURN_BYTES a turn. Only sizes
+ * limit, given back first when the pool is full), AHEAD_STEP a turn. Only sizes
  * whose clear is a copy on a copy engine (gkv__cuda_clear: up to 8 MiB): a larger clear is a
  * memset kernel of the daemon's context, and made ahead it lands between a client's GPU work
  * (measured on the H100: a 16 MiB get after a put went from 115 to 151-203 us). */
 #define AHEAD_MAX (8ull << 20)
 #define AHEAD_BURST 32u
-#define AHEAD_TURN_BYTES (256ull << 20)
+#define AHEAD_STEP 2u
 
 static void want_ahead(cuda_backend_t *c, uint64_t size)
 {
@@ -150,9 +151,10 @@ static int cuda_alloc(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *o
         c->shared_work++;
     int rc = pool_alloc(c, size, gkv__cuda_lane(c, lane), true, &out->v);
     if (rc == 0 && lane == GKV_LANE_SHARED) {
-        if (size == c->last_fresh) { /* none was ready: keep one more of this size ready */
-            if (c->ahead_target < AHEAD_BURST)
-                c->ahead_target++;
+        if (size == c->last_fresh) { /* none was ready: keep twice as many ready */
+            c->ahead_target = c->ahead_target ? 2 * c->ahead_target : 1;
+            if (c->ahead_target > AHEAD_BURST)
+                c->ahead_target = AHEAD_BURST;
             want_ahead(c, size);
         } else {
             c->last_fresh = size;
@@ -231,19 +233,27 @@ static bool make_ahead(gkv_backend_t *b, cuda_backend_t *c, uint64_t size)
     return true;
 }
 
-/* Tops the stock of the size want_ahead asked for up to its target (at least one). */
-static void cuda_ahead(gkv_backend_t *b)
+/* Tops the stock of the size want_ahead asked for up to its target (at least one),
+ * AHEAD_STEP allocations a turn (~30 us each with its export: what a request arriving
+ * meanwhile, such as the SEALs of the CREATEs just answered, may wait). True while more is
+ * left for the next turn. */
+static bool cuda_ahead(gkv_backend_t *b)
 {
     cuda_backend_t *c = gkv__cuda_on(b);
     uint64_t size = c->ahead_want;
     if (!size)
-        return;
-    c->ahead_want = 0;
+        return false;
     unsigned want = size == c->last_fresh && c->ahead_target ? c->ahead_target : 1;
     unsigned have = gkv_exports_count(c->exports, size);
-    for (uint64_t made = 0; have < want && made + size <= AHEAD_TURN_BYTES; have++, made += size)
-        if (!make_ahead(b, c, size))
-            return;
+    for (unsigned made = 0; have < want && made < AHEAD_STEP; have++, made++) {
+        if (!make_ahead(b, c, size)) {
+            c->ahead_want = 0; /* the pool is full: nothing more is made ahead */
+            return false;
+        }
+    }
+    if (have >= want)
+        c->ahead_want = 0;
+    return c->ahead_want != 0;
 }
 
 static void *cuda_host_view(gkv_backend_t *b, gkv_devptr_t p)

@@ -70,8 +70,8 @@ typedef struct {
     bool zero_broken;
     uint64_t zero_taken;
     /* The clear-ahead stock (backend_cuda.c): the size it is for (that of the last allocation
-     * a CREATE got fresh from the pool), how many of that size to keep ready (the longest run
-     * of CREATEs that found none, up to AHEAD_BURST), and the size to top up at the next loop
+     * a CREATE got fresh from the pool), how many of that size to keep ready (doubled each time
+     * a CREATE found none, up to AHEAD_BURST), and the size to top up at the next loop
      * turn (0: none). */
     uint64_t last_fresh, ahead_want;
     unsigned ahead_target;

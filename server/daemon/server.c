@@ -105,15 +105,25 @@ static bool start_key_order(gkv_server_t *s)
 /* Once per turn, before the loop waits for I/O: what the turn queued for the key order is
  * applied by its helper meanwhile (order.h), and the backends do their work ahead of need
  * (backend.h's ahead: the turn's replies have gone out). */
+static void on_ahead(uv_idle_t *h)
+{
+    (void)h; /* only keeps the loop from waiting: on_kick does the work */
+}
+
 static void on_kick(uv_prepare_t *p)
 {
     gkv_server_t *s = p->data;
     gkv_index_kick(s->store.ix);
+    bool more = false;
     for (unsigned i = 0; i < s->devs.n; i++) {
         gkv_backend_t *be = s->devs.dev[i].be;
-        if (be->ops->ahead)
-            be->ops->ahead(be);
+        if (be->ops->ahead && be->ops->ahead(be))
+            more = true;
     }
+    if (more && !s->shutting_down)
+        uv_idle_start(&s->ahead, on_ahead);
+    else
+        uv_idle_stop(&s->ahead);
 }
 
 /* Once every connection is gone, closing the remaining handles lets uv_run return. */
@@ -127,6 +137,7 @@ static void maybe_finish(gkv_server_t *s)
         gkv_devices_close(&s->devs);
         gkv_net_close(&s->net);
         uv_close((uv_handle_t *)&s->kick, NULL);
+        uv_close((uv_handle_t *)&s->ahead, NULL);
         /* A second SIGTERM (or SIGINT) while the store is torn down must not kill it half-way.
          * Closing a signal handle puts back the default action at once: the signals stay
          * blocked until they are ignored, so none can arrive in between. */
@@ -417,6 +428,8 @@ static void init_handles(gkv_server_t *s)
     uv_prepare_init(loop, &s->kick);
     s->kick.data = s;
     uv_prepare_start(&s->kick, on_kick);
+    uv_idle_init(loop, &s->ahead);
+    s->ahead.data = s;
     uv_signal_init(loop, &s->sigterm);
     uv_signal_init(loop, &s->sigint);
     uv_signal_init(loop, &s->sighup);

@@ -63,6 +63,7 @@ typedef struct gkv_server {
     gkv_lease_totals_t lease_totals;
     gkv_cmd_ctx_t cmd; /* what handlers reach (cmd.h): the store, devices, limits, this server */
     uv_prepare_t kick; /* before the loop waits: wakes the key order's helper (order.h) */
+    uv_idle_t ahead;   /* active while a backend has work ahead of need left (on_kick) */
     bool key_order_thread; /* the helper runs (--key-order-thread) */
     /* --auth-token-file: the token (token_len 0: none). */
     char token[GKV_TOKEN_MAX + 1];

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,10 +80,35 @@ def _cai_memory(obj: Any, cai: dict, writable: bool) -> DeviceMemory:
     return DeviceMemory(int(ptr or 0), n * itemsize, stream, obj)
 
 
+_cupy_ndarray: type | None = None
+
+
+def _cupy_memory(obj: Any) -> DeviceMemory | None:
+    """A CuPy array's memory read from its attributes, as its CUDA array interface would give
+    it (the current stream; 1 for the legacy default one), without building the interface's
+    dict: a zarr write of many GPU chunks asks for each. None when obj is no CuPy array."""
+    global _cupy_ndarray
+    if _cupy_ndarray is None:
+        cupy = sys.modules.get("cupy")
+        if cupy is None:
+            return None
+        _cupy_ndarray = cupy.ndarray
+    if type(obj) is not _cupy_ndarray:
+        return None
+    if not obj.flags.c_contiguous and obj.size > 1:
+        raise ValueError("the array must be C-contiguous")
+    stream = sys.modules["cupy"].cuda.get_current_stream().ptr or 1
+    return DeviceMemory(obj.data.ptr, obj.nbytes, stream, obj)
+
+
 def device_memory(obj: Any, *, writable: bool = False) -> DeviceMemory | None:
     """The CUDA device memory of obj (C-contiguous), or None when obj is not a device array.
     Raises ValueError for a device array that is not contiguous (or is read-only when
     writable is asked)."""
+    if not writable:
+        mem = _cupy_memory(obj)
+        if mem is not None:
+            return mem
     try:
         cai = obj.__cuda_array_interface__
     except Exception:  # AttributeError, or what a CPU torch tensor raises

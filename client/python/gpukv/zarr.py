@@ -93,13 +93,23 @@ def _range_tuple(rng: dict) -> tuple | None:
 _gpu_buffer: type | None = None
 
 
-def _is_gpu(prototype: BufferPrototype) -> bool:
+def _gpu_buffer_type() -> type:
+    """zarr's GPU buffer class (imported at first use: it needs CuPy only then)."""
     global _gpu_buffer
     if _gpu_buffer is None:
         from zarr.core.buffer import gpu
 
         _gpu_buffer = gpu.Buffer
-    return issubclass(prototype.buffer, _gpu_buffer)
+    return _gpu_buffer
+
+
+def _is_gpu(prototype: BufferPrototype) -> bool:
+    return issubclass(prototype.buffer, _gpu_buffer_type())
+
+
+def _is_gpu_buffer(value: Any) -> bool:
+    """Whether value is a zarr GPU buffer (device memory behind it)."""
+    return isinstance(value, Buffer) and isinstance(value, _gpu_buffer_type())
 
 
 def _cupy_view(m: Mapping) -> Any:
@@ -401,9 +411,7 @@ class GpukvStore(Store):
     async def set(self, key: str, value: Buffer) -> None:
         if not self._is_open:
             await self._open()
-        arr = value.as_array_like() if isinstance(value, Buffer) else None
-        if (arr is None or not hasattr(arr, "__cuda_array_interface__")
-                or self.client.zero_copy != "cuda-pool-fd"):
+        if not _is_gpu_buffer(value) or self.client.zero_copy != "cuda-pool-fd":
             self._put(key, value)
             return
         self._check_writable()
@@ -415,7 +423,7 @@ class GpukvStore(Store):
         if batch is None:
             batch = self._writes[loop] = _Batch()
             loop.call_soon(self._write_batch, loop, batch)
-        i = batch.add(self._key(key), arr)
+        i = batch.add(self._key(key), value.as_array_like())
         await _one_turn()
         if batch.results is None:
             self._write_batch(loop, batch)
