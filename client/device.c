@@ -70,12 +70,12 @@ int gkv_set_from_device(gkv_client_t *c, const void *key, size_t klen, const voi
 }
 
 /* One item of gkv_set_many_from_device on its way: its mapping (until sealed or ended), its
- * options (naming the GPU that holds its memory), whether its CREATE is in the pipeline and its
- * SEAL answered, and the lease its SEAL offered as the key's next spare. */
+ * options (naming the GPU that holds its memory), whether its CREATE is in the pipeline, its
+ * copy enqueued and its SEAL answered, and the lease its SEAL offered as the key's next spare. */
 typedef struct {
     gkv_mapping_t *m;
     gkv_set_opts_t opts;
-    bool created, answered;
+    bool created, copied, answered;
     uint64_t asked;
 } many_t;
 
@@ -93,8 +93,19 @@ static int pipe_frame(gkv_client_t *c, unsigned op, size_t k, uint64_t *first)
     return rc;
 }
 
-/* Pass 1: every item's writable mapping, a spare of the lease cache or a pipelined CREATE.
- * Returns 0 (each item's status says) or the connection's code. */
+/* Enqueues item i's copy into its mapping (legacy default stream; waited for by many_wait). */
+static void copy_in(gkv_set_item_t *items, size_t i, many_t *w)
+{
+    if (items[i].len) {
+        items[i].status = gkv__cuda_copy_async(w[i].m->ptr, items[i].dptr, items[i].len);
+        w[i].copied = items[i].status == 0;
+    }
+}
+
+/* Pass 1: every item's writable mapping, a spare of the lease cache or a pipelined CREATE,
+ * and its copy enqueued as soon as the mapping is there (the GPU copies while the next
+ * replies are read and their memory imported). Returns 0 (each item's status says) or the
+ * connection's code. */
 static int many_create(gkv_client_t *c, gkv_set_item_t *items, size_t n, many_t *w,
                        uint64_t *ids)
 {
@@ -106,6 +117,8 @@ static int many_create(gkv_client_t *c, gkv_set_item_t *items, size_t n, many_t 
                                   &w[i].m);
         if (s != 0) {
             items[i].status = s < 0 ? s : 0;
+            if (s > 0)
+                copy_in(items, i, w);
             continue;
         }
         if ((rc = pipe_frame(c, GKV_OP_CREATE, ncreate++, &first)) == 0) {
@@ -140,6 +153,8 @@ static int many_create(gkv_client_t *c, gkv_set_item_t *items, size_t n, many_t 
         if (refused)
             ids[nrefused++] = refused;
         items[i].status = st;
+        if (st == 0)
+            copy_in(items, i, w);
     }
     if (ncreate)
         c->next_id = first + ncreate - 1;
@@ -152,22 +167,18 @@ static int many_create(gkv_client_t *c, gkv_set_item_t *items, size_t n, many_t 
     return 0;
 }
 
-/* Pass 2: each item's bytes into its mapping on the legacy default stream, one wait for all;
- * an item whose copy failed is discarded (one RELEASE for them all). */
-static void many_copy(gkv_client_t *c, gkv_set_item_t *items, size_t n, many_t *w,
+/* Pass 2: one wait for every copy pass 1 enqueued; an item whose copy failed is discarded
+ * (one RELEASE for them all). */
+static void many_wait(gkv_client_t *c, gkv_set_item_t *items, size_t n, many_t *w,
                       gkv_mapping_t **ends)
 {
     bool copied = false;
-    for (size_t i = 0; i < n; i++) {
-        if (w[i].m && items[i].len) {
-            items[i].status = gkv__cuda_copy_async(w[i].m->ptr, items[i].dptr, items[i].len);
-            copied |= items[i].status == 0;
-        }
-    }
+    for (size_t i = 0; i < n; i++)
+        copied |= w[i].copied;
     int rc = copied ? gkv__cuda_stream_sync(NULL) : 0;
     size_t nends = 0;
     for (size_t i = 0; i < n; i++) {
-        if (w[i].m && (items[i].status || (rc && items[i].len))) {
+        if (w[i].m && (items[i].status || (rc && w[i].copied))) {
             items[i].status = items[i].status ? items[i].status : rc;
             ends[nends++] = w[i].m;
             w[i].m = NULL;
@@ -264,7 +275,7 @@ int gkv_set_many_from_device(gkv_client_t *c, gkv_set_item_t *items, size_t n,
         }
     }
     if (rc == 0) {
-        many_copy(c, items, n, w, ends);
+        many_wait(c, items, n, w, ends);
         rc = many_seal(c, items, n, w, ids);
     }
     free(w);

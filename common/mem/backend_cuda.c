@@ -245,9 +245,13 @@ static bool cuda_ahead(gkv_backend_t *b)
         return false;
     unsigned want = size == c->last_fresh && c->ahead_target ? c->ahead_target : 1;
     unsigned have = gkv_exports_count(c->exports, size);
-    for (unsigned made = 0; have < want && made < AHEAD_STEP; have++, made++) {
-        if (!make_ahead(b, c, size)) {
-            c->ahead_want = 0; /* the pool is full: nothing more is made ahead */
+    for (unsigned made = 0; have < want && made < AHEAD_STEP; made++) {
+        /* Stopped when the pool is full, and when the kept share cannot hold one more (what
+         * was made was given back, or pushed out one kept before it): never a loop that
+         * allocates and gives back for ever. */
+        unsigned before = have;
+        if (!make_ahead(b, c, size) || (have = gkv_exports_count(c->exports, size)) <= before) {
+            c->ahead_want = 0;
             return false;
         }
     }

@@ -623,6 +623,54 @@ START_TEST(many_values_stored_from_device_together)
 }
 END_TEST
 
+/* The clear-ahead stock on a daemon whose kept share (maxmemory/8: 8 MiB) holds two 4 MiB
+ * allocations while bursts of eight CREATEs ask for more: the values stay right, and once the
+ * bursts are over nothing more is made (no loop that allocates and gives back for ever). */
+START_TEST(the_stock_stops_where_the_kept_share_ends)
+{
+    static const char *const args[] = {"--maxmemory", "64M", NULL};
+    gkv_daemon_t small;
+    ck_assert_int_eq(harness_start(&small, args), 0);
+    size_t n = 4u << 20;
+    uint8_t *src;
+    ck_assert_int_eq(cudaMalloc((void **)&src, 8 * n), cudaSuccess);
+    gkv_client_t *c;
+    ck_assert_int_eq(gkv_client_connect(small.url, &c), 0);
+    char names[8][32];
+    gkv_set_item_t items[8];
+    uint8_t *want = malloc(n), *got = malloc(n);
+    for (int round = 0; round < 4; round++) {
+        for (int i = 0; i < 8; i++) {
+            snprintf(names[i], sizeof(names[i]), "zc/small/%d/%d", round, i);
+            ck_assert_int_eq(zc_fill_device(src + (size_t)i * n, n, 300 + (uint64_t)i), 0);
+            items[i] = (gkv_set_item_t){names[i], strlen(names[i]), src + (size_t)i * n, n, -1};
+        }
+        ck_assert_int_eq(gkv_set_many_from_device(c, items, 8, NULL), 0);
+        for (int i = 0; i < 8; i++) {
+            ck_assert_int_eq(items[i].status, 0);
+            ck_assert_int_eq(gkv_get(c, names[i], strlen(names[i]), NULL, got, n, NULL), 0);
+            zc_fill_host(want, n, 300 + (uint64_t)i);
+            ck_assert_int_eq(memcmp(got, want, n), 0);
+        }
+        for (int i = 0; i < 8; i++) {
+            const void *k = names[i];
+            size_t kl = strlen(names[i]);
+            ck_assert_int_eq(gkv_del(c, &k, &kl, 1), 1);
+        }
+    }
+    usleep(100000);
+    uint64_t made = info_u64(c, "kept_export_ahead");
+    usleep(300000);
+    ck_assert_uint_eq(info_u64(c, "kept_export_ahead"), made);
+    ck_assert_uint_le(info_u64(c, "kept_export_bytes"), 8u << 20);
+    gkv_client_close(c);
+    cudaFree(src);
+    free(want);
+    free(got);
+    ck_assert_int_eq(harness_stop(&small), 0);
+}
+END_TEST
+
 int main(void)
 {
     if (!gkv_test_gpu_usable()) {
@@ -646,6 +694,7 @@ int main(void)
     tcase_add_test(t, values_of_one_size_get_memory_cleared_ahead);
     tcase_add_test(t, rewrites_of_a_key_reuse_the_spare_but_never_a_mapped_value);
     tcase_add_test(t, many_values_stored_from_device_together);
+    tcase_add_test(t, the_stock_stops_where_the_kept_share_ends);
     suite_add_tcase(s, t);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); /* CUDA does not survive fork */
