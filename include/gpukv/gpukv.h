@@ -480,8 +480,9 @@ typedef struct {
 } gkv_set_item_t;
 /* Stores n (1..4096) device buffers under their keys, each as gkv_set_from_device would, with
  * opts (may be NULL) for all. Locally with zero-copy the requests are pipelined: every CREATE
- * goes out before the first reply is read, the copies run one after another on the legacy
- * default stream with one wait for all, then every SEAL goes out before the first reply: about
+ * goes out before the first reply is read, each value's copy is enqueued on the legacy default
+ * stream as soon as its memory is there, one wait for all, then every SEAL goes out before the
+ * first reply: about
  * two round trips and one wait for n values. Otherwise one gkv_set_from_device each. An item
  * that fails (its status) stores nothing and does not stop the others. Returns 0 when the
  * requests went through (look at each status) or a code for the whole call (a bad key or
