@@ -40,7 +40,8 @@ void gkv__cuda_detach(gkv_cuda_pool_t *z);
 /* The UUID ("GPU-...") of the GPU whose memory p is, into uuid (cap bytes). Returns 0, or
  * GKV_ENOTSUP when p is not device memory (or CUDA is not there). */
 int gkv__cuda_ptr_uuid(const void *p, char *uuid, size_t cap);
-/* cudaMemcpy with the direction inferred from the pointers; GKV_EIO or GKV_ENOTSUP on failure. */
+/* cudaMemcpy with the direction inferred from the pointers; GKV_EIO or GKV_ENOTSUP on failure.
+ * In a process with no usable GPU both are host memory: memcpy (import_cuda.c). */
 int gkv__cuda_copy(void *dst, const void *src, size_t len);
 /* The same copy enqueued on the legacy default stream, not waited for (gkv__cuda_stream_sync
  * with NULL waits). */

@@ -2,6 +2,7 @@
  * registry of imports (import.h). */
 #include <cuda_runtime.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,18 +255,47 @@ int gkv__cuda_write_value(void *stream, void *dev, uint64_t value)
                : GKV_EIO;
 }
 
+/* Whether this process has no usable GPU (cudaGetDeviceCount fails or finds none, as on a
+ * machine with the toolkit and no GPU): no device pointer can exist then, so the copies below
+ * are between host buffers and memcpy does them, and no stream has work to wait for. */
+static bool no_gpu;
+static pthread_once_t no_gpu_once = PTHREAD_ONCE_INIT;
+
+static void find_gpu(void)
+{
+    int n = 0;
+    no_gpu = cudaGetDeviceCount(&n) != cudaSuccess || n == 0;
+    (void)cudaGetLastError(); /* "no device" is an answer here, not an error to keep */
+}
+
+static bool host_only(void)
+{
+    pthread_once(&no_gpu_once, find_gpu);
+    return no_gpu;
+}
+
 int gkv__cuda_stream_sync(void *stream)
 {
+    if (host_only())
+        return 0;
     return cudaStreamSynchronize((cudaStream_t)stream) == cudaSuccess ? 0 : GKV_EIO;
 }
 
 int gkv__cuda_copy_async(void *dst, const void *src, size_t len)
 {
+    if (host_only()) {
+        memcpy(dst, src, len);
+        return 0;
+    }
     return cudaMemcpyAsync(dst, src, len, cudaMemcpyDefault, 0) == cudaSuccess ? 0 : GKV_EIO;
 }
 
 int gkv__cuda_copy(void *dst, const void *src, size_t len)
 {
+    if (host_only()) {
+        memcpy(dst, src, len);
+        return 0;
+    }
     /* cudaMemcpy returns before a device-to-device copy has finished: wait for it, since the
      * caller seals or releases right after. */
     cudaError_t e = cudaMemcpyAsync(dst, src, len, cudaMemcpyDefault, 0);

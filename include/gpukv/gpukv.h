@@ -464,7 +464,9 @@ GKV_EXPORT int gkv_seal_deferred(gkv_client_t *c, gkv_mapping_t *m, gkv_fence_t 
 /* Discards a created value (its lease ends with a RELEASE sent without waiting) and frees m. */
 GKV_EXPORT int gkv_abort(gkv_client_t *c, gkv_mapping_t *m);
 /* Stores len bytes of device memory dptr (borrowed). Locally: CREATE, a device-to-device copy,
- * SEAL. Otherwise through host memory. Needs a libgpukv built with CUDA (else GKV_ENOTSUP).
+ * SEAL. Otherwise through host memory. Needs a libgpukv built with CUDA (else GKV_ENOTSUP). In
+ * a process with no usable GPU (cudaGetDeviceCount fails) dptr is host memory, copied as such:
+ * the same calls then work against a host-backend daemon, zero-copy or not.
  * With a daemon of several GPUs and opts naming none, the value goes on the GPU that holds
  * dptr when the daemon serves it. */
 GKV_EXPORT int gkv_set_from_device(gkv_client_t *c, const void *key, size_t klen,
