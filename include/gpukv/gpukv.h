@@ -489,7 +489,9 @@ typedef struct {
  * that fails (its status) stores nothing and does not stop the others. Returns 0 when the
  * requests went through (look at each status) or a code for the whole call (a bad key or
  * options, before anything is sent; a broken connection, and then the items not yet sealed
- * say so). The caller's GPU work writing the buffers must have finished. */
+ * say so). The caller's GPU work writing the buffers must have finished. Every value holds a
+ * writable lease from its CREATE to its SEAL, so the items past the daemon's --max-leases or
+ * --max-leased-bytes for one connection fail with GKV_ELEASELIMIT (the others are stored). */
 GKV_EXPORT int gkv_set_many_from_device(gkv_client_t *c, gkv_set_item_t *items, size_t n,
                                         const gkv_set_opts_t *opts);
 /* Reads key (or a range) into device memory dptr (cap bytes). Locally: MAP, a device-to-device
