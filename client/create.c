@@ -113,7 +113,7 @@ void gkv__seal_begin(gkv_client_t *c, gkv_mapping_t *pub, unsigned flags)
     seal_fields(c, pub, flags);
 }
 
-uint64_t gkv__seal_put(gkv_client_t *c, gkv_mapping_t *pub, bool first)
+uint64_t gkv__seal_put(gkv_client_t *c, gkv_mapping_t *pub)
 {
     mapping_t *m = (mapping_t *)pub;
     /* The lease is kept and cached with the import: as a read lease on the sealed value, or
@@ -121,10 +121,7 @@ uint64_t gkv__seal_put(gkv_client_t *c, gkv_mapping_t *pub, bool first)
      * The key's newest cached read lease is most likely on the value this seal replaces: the
      * server makes it a spare when nothing else holds it. */
     gkv_mapping_t *cm = gkv_lc_read(&c->lc, m->key, m->klen);
-    if (first)
-        gkv__seal_begin(c, pub, GKV_SEAL_KEEP | m->flags);
-    else
-        seal_fields(c, pub, GKV_SEAL_KEEP | m->flags);
+    seal_fields(c, pub, GKV_SEAL_KEEP | m->flags);
     if (cm)
         gkv_wr_uint(&c->wr, GKV_F_SPARE, cm->lease);
     return cm ? cm->lease : 0;
@@ -166,7 +163,8 @@ int gkv_seal(gkv_client_t *c, gkv_mapping_t *pub)
         return GKV_ECLOSED;
     }
     (void)gkv__end_later_now(c);
-    uint64_t asked = gkv__seal_put(c, pub, true);
+    gkv__begin(c, GKV_OP_SEAL);
+    uint64_t asked = gkv__seal_put(c, pub);
     int rc = gkv__send(c, NULL, 0);
     if (rc == 0)
         rc = gkv__recv(c);

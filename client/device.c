@@ -200,7 +200,7 @@ static int many_seal(gkv_client_t *c, gkv_set_item_t *items, size_t n, many_t *w
         if (!w[i].m)
             continue;
         if ((rc = pipe_frame(c, GKV_OP_SEAL, nseal++, &first)) == 0)
-            w[i].asked = gkv__seal_put(c, w[i].m, false); /* the frame is begun */
+            w[i].asked = gkv__seal_put(c, w[i].m);
     }
     if (rc == 0 && nseal)
         rc = gkv__send(c, NULL, 0);

@@ -53,9 +53,9 @@ void gkv__create_put(gkv_client_t *c, const void *key, size_t klen, uint64_t siz
  * the lease granted that this process cannot use (to be ended), or 0. */
 int gkv__create_made(gkv_client_t *c, const void *key, size_t klen, const gkv_set_opts_t *opts,
                      gkv_mapping_t **out, uint64_t *refused);
-/* Adds a SEAL of pub to c->wr: as a new frame (first: gkv__begin; else after gkv__begin_more by
- * the caller), offering the key's cached read lease as the next spare. Returns that lease, or 0. */
-uint64_t gkv__seal_put(gkv_client_t *c, gkv_mapping_t *pub, bool first);
+/* Adds a SEAL's fields for pub to the frame the caller began (gkv__begin or gkv__begin_more),
+ * offering the key's cached read lease as the next spare. Returns that lease, or 0. */
+uint64_t gkv__seal_put(gkv_client_t *c, gkv_mapping_t *pub);
 /* What a SEAL's answer rc (with reply field spare) leaves of pub: cached as a read lease, a spare
  * (NX/XX), or ended; asked is what gkv__seal_put returned. May send requests. Returns rc, or a
  * code of the caching. */

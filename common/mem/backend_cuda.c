@@ -113,13 +113,13 @@ static int cuda_export_ptr(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, uint
  * loop turn (cuda_ahead), after the turn's replies, topped up to ahead_target allocations, which
  * doubles each time a CREATE of that size finds none ready (up to AHEAD_BURST; a CREATE of
  * another size starts over): a run of CREATEs of one size (a batch of zarr chunks) is covered
- * after a few misses instead of one more each run. A CREATE that takes one whose clear has run has nothing to wait
- * for, and its reply's fence does not hold the connection, so pipelined CREATEs are answered in
- * one turn. What is made is a kept export like any other (bounded by the kept share of the
- * limit, given back first when the pool is full), AHEAD_STEP a turn. Only sizes
- * whose clear is a copy on a copy engine (gkv__cuda_clear: up to 8 MiB): a larger clear is a
- * memset kernel of the daemon's context, and made ahead it lands between a client's GPU work
- * (measured on the H100: a 16 MiB get after a put went from 115 to 151-203 us). */
+ * after a few misses instead of one more each run. A CREATE that takes one whose clear has run
+ * has nothing to wait for, and its reply's fence does not hold the connection, so pipelined
+ * CREATEs are answered in one turn. What is made is a kept export like any other (bounded by
+ * the kept share of the limit, given back first when the pool is full), AHEAD_STEP a turn. Only
+ * sizes whose clear is a copy on a copy engine (gkv__cuda_clear: up to 8 MiB): a larger clear
+ * is a memset kernel of the daemon's context, and made ahead it lands between a client's GPU
+ * work (measured on the H100: a 16 MiB get after a put went from 115 to 151-203 us). */
 #define AHEAD_MAX (8ull << 20)
 #define AHEAD_BURST 32u
 #define AHEAD_STEP 2u

@@ -331,25 +331,30 @@ class Client(_gpukv.Client):
         two round trips and one wait for up to 4096 values). Every item is tried; the first
         that failed then raises (the others are stored)."""
         pairs = list(items.items() if isinstance(items, Mapping) else items)
+        codes = self._set_many_codes(pairs, nx=nx, xx=xx, meta=meta, ttl_ms=_ttl_ms(ex, px))
+        failed = next(((i, r) for i, r in enumerate(codes) if r), None)
+        if failed:
+            i, r = failed
+            raise CLASSES[r](f"item {i}: {_TEXTS.get(r, 'unknown error')}")
+
+    def _set_many_codes(self, pairs: Sequence[tuple[Key, Any]], **opts: Any) -> list[int]:
+        """set_many_from_device's work (also GpukvStore's writes): each pair's code, 0 when it
+        was stored. Each producer's stream is waited for once; MAX_BATCH pairs a call."""
         with contextlib.ExitStack() as stack:
             devs = []
-            for key, array in pairs:
+            for _, array in pairs:
                 dev = device_memory(array)
                 if dev is None:
                     raise TypeError(f"not a CUDA device array: {type(array).__name__}")
                 devs.append(stack.enter_context(dev))
             wait_all(devs)
-            ttl = _ttl_ms(ex, px)
-            failed = None
+            codes: list[int] = []
             for j in range(0, len(pairs), MAX_BATCH):
                 part = range(j, min(j + MAX_BATCH, len(pairs)))
-                codes = super()._set_many_from_device(
+                codes += self._set_many_from_device(
                     [pairs[i][0] for i in part], [devs[i].ptr for i in part],
-                    [devs[i].nbytes for i in part], nx=nx, xx=xx, meta=meta, ttl_ms=ttl)
-                failed = failed or next(((i, r) for i, r in zip(part, codes) if r), None)
-            if failed:
-                i, r = failed
-                raise CLASSES[r](f"item {i}: {_TEXTS.get(r, 'unknown error')}")
+                    [devs[i].nbytes for i in part], **opts)
+            return codes
 
     def get_to_device(self, key: Key, out: Any, *, offset: int | None = None,
                       length: int | None = None, suffix: int | None = None,

@@ -21,7 +21,6 @@ bytes go through the socket.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import threading
 import types
@@ -38,7 +37,6 @@ from zarr.abc.store import (
 )
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
-from ._device import device_memory, wait_all
 from ._errors import CLASSES, Exists, NotFound, RangeError
 from ._gpukv import Mapping
 from .client import _TEXTS as TEXTS
@@ -109,7 +107,7 @@ def _is_gpu(prototype: BufferPrototype) -> bool:
 
 def _is_gpu_buffer(value: Any) -> bool:
     """Whether value is a zarr GPU buffer (device memory behind it)."""
-    return isinstance(value, Buffer) and isinstance(value, _gpu_buffer_type())
+    return isinstance(value, _gpu_buffer_type())
 
 
 def _cupy_view(m: Mapping) -> Any:
@@ -325,26 +323,37 @@ class GpukvStore(Store):
         k, rng, prototype, mapped = self._plan(key, prototype, byte_range)
         if not mapped:
             return self._over_socket(k, rng, prototype)
-        # Join the batch of reads waiting in this event loop; the first read schedules it, to
-        # run once every task already scheduled has had its turn. Then give up one turn of the
-        # loop (no future: the batch was scheduled before this task, so it runs first) and
-        # take this read's result.
+        return await self._in_batch(self._batches, self._map_batch, k, rng, prototype)
+
+    async def _in_batch(self, table: dict, run: Any, *item: Any) -> Any:
+        """item's result from the batch of its kind (reads in _batches run by _map_batch,
+        writes in _writes run by _write_batch) waiting in this event loop. The first item
+        schedules the batch, to run once every task already scheduled has had its turn; then
+        this task gives up one turn of the loop (no future: the batch was scheduled before it,
+        so it runs first) and takes its result."""
         loop = asyncio.get_running_loop()
-        batch = self._batches.get(loop)
+        batch = table.get(loop)
         if batch is None:
-            batch = self._batches[loop] = _Batch()
-            loop.call_soon(self._map_batch, loop, batch)
-        i = batch.add(k, rng, prototype)
+            batch = table[loop] = _Batch()
+            loop.call_soon(run, loop, batch)
+        i = batch.add(*item)
         await _one_turn()
         if batch.results is None:  # a loop that ran this task first: run the batch now
-            self._map_batch(loop, batch)
+            run(loop, batch)
         return batch.take(i)
 
-    def _map_batch(self, loop: asyncio.AbstractEventLoop, batch: _Batch) -> None:
+    @staticmethod
+    def _claim(table: dict, loop: asyncio.AbstractEventLoop, batch: _Batch) -> bool:
+        """Whether batch is still to run; it leaves table (later items start another)."""
         if batch.results is not None:
+            return False
+        if table.get(loop) is batch:
+            del table[loop]
+        return True
+
+    def _map_batch(self, loop: asyncio.AbstractEventLoop, batch: _Batch) -> None:
+        if not self._claim(self._batches, loop, batch):
             return
-        if self._batches.get(loop) is batch:
-            del self._batches[loop]
         items, results = batch.items, []
         for j in range(0, len(items), MAX_BATCH):
             part = items[j : j + MAX_BATCH]
@@ -415,34 +424,20 @@ class GpukvStore(Store):
             self._put(key, value)
             return
         self._check_writable()
-        # As reads do: join the writes of GPU buffers waiting in this event loop, stored
-        # together by one _write_batch (pipelined CREATEs, the copies waited for together,
-        # pipelined SEALs) once every task already scheduled has had its turn.
-        loop = asyncio.get_running_loop()
-        batch = self._writes.get(loop)
-        if batch is None:
-            batch = self._writes[loop] = _Batch()
-            loop.call_soon(self._write_batch, loop, batch)
-        i = batch.add(self._key(key), value.as_array_like())
-        await _one_turn()
-        if batch.results is None:
-            self._write_batch(loop, batch)
-        batch.take(i)
+        # As reads do: the writes of GPU buffers waiting in this event loop are stored together
+        # by one _write_batch (pipelined CREATEs, the copies waited for together, pipelined
+        # SEALs).
+        await self._in_batch(self._writes, self._write_batch, self._key(key),
+                             value.as_array_like())
 
     def _write_batch(self, loop: asyncio.AbstractEventLoop, batch: _Batch) -> None:
-        if batch.results is not None:
+        if not self._claim(self._writes, loop, batch):
             return
-        if self._writes.get(loop) is batch:
-            del self._writes[loop]
         items, results = batch.items, []
         for j in range(0, len(items), MAX_BATCH):
             part = items[j : j + MAX_BATCH]
             try:
-                with contextlib.ExitStack() as stack:
-                    devs = [stack.enter_context(device_memory(a)) for _, a in part]
-                    wait_all(devs)
-                    codes = self.client._set_many_from_device(
-                        [k for k, _ in part], [d.ptr for d in devs], [d.nbytes for d in devs])
+                codes = self.client._set_many_codes(part)
             except BaseException as e:  # noqa: BLE001 - raised by every write of the part
                 results += [_Failed(e)] * len(part)
                 continue
