@@ -64,12 +64,22 @@ def peer_copy(size: int, rounds: int) -> float:
     return size / statistics.median(times[1:]) / 1e9
 
 
+def trace(event: str, value: int) -> None:
+    """A line in the daemons' timeline (GPUKV_NIXL_TRACE, read by bench/nixl_trace.py)."""
+    path = os.environ.get("GPUKV_NIXL_TRACE")
+    if path:
+        with open(f"{path}.{os.getpid()}", "a") as f:
+            f.write(f"{time.monotonic_ns() // 1000} {event} {value} 0\n")
+
+
 def remote_read(ca, cb, key, arr, check=False) -> float:
     """Seconds for b to MAP a value a has just rewritten (a pull into b, then the mapping)."""
     ca.set_from_device(key, arr)  # a new version: b must pull it
+    trace("b_map", arr.nbytes)
     t0 = time.perf_counter()
     m = cb.map(key)
     dt = time.perf_counter() - t0
+    trace("b_mapped", arr.nbytes)
     if check:
         with cupy.cuda.Device(1):
             got = cupy.asarray(m)

@@ -18,6 +18,7 @@
 #include "commands.h"
 #include "error.h"
 #include "log.h"
+#include "trace.h"
 
 /* ---- PLANE ---------------------------------------------------------------------------- */
 
@@ -173,6 +174,7 @@ static void run_stage(gkv_job_t *job)
     cl_job_t *j = (cl_job_t *)job;
     gkv_plane_t *p = &j->cl->plane;
     p->stage_queue_us += gkv_plane_now_us() - j->t_us;
+    gkv_plane_trace("o_run", j->offset, 0);
     gkv_plane_remote_t dst;
     char agent[128];
     j->status = gkv_plane_dest(p, j->peer, j->peer_inc, j->arena_idx, j->arena_off, j->length,
@@ -226,6 +228,7 @@ int gkv_cl_node_stage(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
         t->job = NULL;
         if (j->t_us)
             cl->plane.stage_reply_us += gkv_plane_now_us() - j->t_us;
+        gkv_plane_trace("o_reply", j->offset, 0);
         *rc = j->status;
         if (j->status) {
             gkv_wr_error(out, req->id, j->status, j->msg[0] ? j->msg : NULL);
@@ -297,6 +300,7 @@ int gkv_cl_node_stage(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     snprintf(j->peer, sizeof(j->peer), "%s", from->name);
     j->peer_inc = from->incarnation;
     t->job = j;
+    gkv_plane_trace("o_in", j->offset, 0);
     gkv_workers_submit(&cl->stage, &j->job);
     return GKV_ROUTE_PARK;
 }
@@ -312,6 +316,7 @@ bool gkv_cl_pull_start(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j)
             continue;
         unsigned dev = gkv_store_place(cl->store, k->key, k->klen, k->size);
         gkv_entry_t *e = NULL;
+        gkv_plane_trace("r_alloc", k->size, 0);
         if (dev >= cl->plane.narenas ||
             gkv_store_entry_new(cl->store, dev, k->key, k->klen, k->size, NULL, 0,
                                 GKV_LANE_SHARED, &e)) {
@@ -328,6 +333,7 @@ bool gkv_cl_pull_start(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j)
         return false;
     j->kind = JOB_PULL;
     j->pull_us = gkv_plane_now_us();
+    gkv_plane_trace("r_queued", 0, 0);
     j->job.run = run_pull;
     j->finished = false;
     j->t = t;
@@ -363,6 +369,7 @@ static int stage_send(cl_job_t *j, gkv_peer_conn_t *c, const cl_key_t *k, uint64
     gkv_wr_uint(&c->wr, GKV_F_LENGTH, len);
     gkv_wr_uint(&c->wr, GKV_F_ARENA_OFFSET, slot_off);
     gkv_wr_uint(&c->wr, GKV_F_GPU, k->dev);
+    gkv_plane_trace("r_send", off, 0);
     return gkv_peer_send(c);
 }
 
@@ -409,6 +416,7 @@ static int pull_key(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
         rc = gkv_peer_recv(conns[s], &r);
         uint64_t t1 = gkv_plane_now_us();
         p->pull_wait_us += t1 - t0;
+        gkv_plane_trace("r_recv", done * chunk, 0);
         if (!rc && r.payload_len)
             rc = GKV_EPROTO;
         if (rc)
@@ -440,6 +448,7 @@ static int pull_key(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
         if (rc)
             break;
         p->pull_copy_us += gkv_plane_now_us() - t1;
+        gkv_plane_trace("r_copied", off, 0);
         if (more) {
             rc = stage_send(j, conns[s], k, next, chunk, slot_off(a, slots[next % nslots]));
             pending[s] = true;
@@ -589,8 +598,10 @@ static void run_pull(gkv_job_t *job)
             continue;
         }
         uint64_t t0 = gkv_plane_now_us();
+        gkv_plane_trace("r_pull", k->size, 0);
         int rc = p->push ? pull_pushed(j, k, owner) : pull_key(j, k, owner);
         p->pull_us += gkv_plane_now_us() - t0;
+        gkv_plane_trace("r_pulled", k->size, (uint64_t)rc);
         if (!rc) {
             k->status = 0;
             k->pulled = true;
@@ -631,6 +642,8 @@ void gkv_cl_pull_done(gkv_cluster_t *cl, cl_job_t *j)
         gkv_cl_keep_replica(cl, k->entry, k->key, k->klen, k->version, &holder);
         nixl = true;
     }
-    if (nixl)
+    if (nixl) {
         cl->plane.read_us += gkv_plane_now_us() - j->t_us;
+        gkv_plane_trace("r_kept", 0, 0);
+    }
 }
