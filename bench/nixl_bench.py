@@ -65,8 +65,8 @@ def peer_copy(size: int, rounds: int) -> float:
 
 
 def trace(event: str, value: int) -> None:
-    """A line in the daemons' timeline (GPUKV_NIXL_TRACE, read by bench/nixl_trace.py)."""
-    path = os.environ.get("GPUKV_NIXL_TRACE")
+    """A line in the daemons' timeline (GPUKV_TRACE, read by bench/nixl_trace.py)."""
+    path = os.environ.get("GPUKV_TRACE")
     if path:
         with open(f"{path}.{os.getpid()}", "a") as f:
             f.write(f"{time.monotonic_ns() // 1000} {event} {value} 0\n")

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """nixl_trace.py: where a remote read through NIXL spends its time, from the timelines the
-daemons write with GPUKV_NIXL_TRACE=PATH (server/plane/trace.h: "us event value part" lines in
+daemons write with GPUKV_TRACE=PATH (common/trace.h: "us event value part" lines in
 PATH.PID, one file per process, one clock for the machine).
 
 For each pull the reader made (r_pull .. r_pulled, one at a time), with the owner's steps in
@@ -46,28 +46,34 @@ def busy(intervals, t0, t1):
 
 def around(events, pull):
     """The read around the pull: from the client's MAP (bench/nixl_bench.py's b_map) to its
-    answer, in the reader's steps."""
+    answer, in the reader's and the client's steps (those seen, in this order)."""
     t0, t1, size, rpid = pull
-    last = {"r_pull": t0, "r_pulled": t1}
+    seen = {"r_pull": t0, "r_pulled": t1}
     for t, pid, ev, val, part in events:
         if t < t0 and (ev == "b_map" or (pid == rpid and ev in ("r_read", "r_alloc",
                                                                  "r_queued"))):
-            last[ev] = t
-        elif t > t1 and ev in ("b_mapped", "r_kept") and ev not in last and (
-                ev == "b_mapped" or pid == rpid):
-            last[ev] = t
-    names = [("b_map", "r_read", "the client's MAP until the reader's READ job"),
-             ("r_read", "r_alloc", "the READ job: the key's home and owner asked"),
-             ("r_alloc", "r_queued", "the replica's new memory"),
-             ("r_queued", "r_pull", "the pull waiting for a worker"),
-             ("r_pull", "r_pulled", "the pull"),
-             ("r_pulled", "r_kept", "back on the loop, the replica kept"),
-             ("r_kept", "b_mapped", "the MAP's answer and the client's mapping")]
-    if all(a in last and b in last for a, b, _ in names):
-        total = last["b_mapped"] - last["b_map"]
+            seen[ev] = t
+        elif t > t1 and "b_mapped" not in seen and ev not in seen and (
+                ev in ("b_mapped", "c_reply", "c_made") or
+                (pid == rpid and ev in ("r_kept", "d_map"))):
+            seen[ev] = t
+    steps = [("b_map", "the client's MAP called"),
+             ("r_read", "the MAP sent, the reader's READ job made"),
+             ("r_alloc", "the key's home and owner asked (the READ job)"),
+             ("r_queued", "the replica's new memory"),
+             ("r_pull", "the pull waited for a worker"),
+             ("r_pulled", "the pull"),
+             ("r_kept", "back on the loop, the replica kept"),
+             ("d_map", "the MAP handled"),
+             ("c_reply", "its answer read by the client"),
+             ("c_made", "the client's mapping made (its import)"),
+             ("b_mapped", "back in Python")]
+    got = [(ev, what) for ev, what in steps if ev in seen]
+    if len(got) > 2 and got[0][0] == "b_map" and got[-1][0] == "b_mapped":
+        total = seen["b_mapped"] - seen["b_map"]
         print(f"  the whole read: {total} us, {size / max(1, total) / 1e3:.1f} GB/s")
-        for a, b, what in names:
-            print(f"    {what:52s} {last[b] - last[a]:8d} us")
+        for (e0, _), (e1, what) in zip(got, got[1:]):
+            print(f"    {what:52s} {seen[e1] - seen[e0]:8d} us")
 
 
 def analyse(events, pull, show):

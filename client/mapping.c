@@ -13,6 +13,7 @@
 #include "import.h"
 #include "lease_cache.h"
 #include "mapping_impl.h"
+#include "trace.h"
 
 static void link_mapping(gkv_client_t *c, mapping_t *m)
 {
@@ -337,9 +338,12 @@ int gkv_map(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *ra
             end_cached(c, cm); /* e.g. the key is gone: its old value need not stay */
         return rc;
     }
+    gkv_trace("c_reply", c->resp.size, 0);
     if (cm && c->resp.lease == cm->lease)
         return take_renewed(c, cm, out);
-    if ((rc = gkv__mapping_make(c, 0, key, klen, out)) && !c->broken) {
+    rc = gkv__mapping_make(c, 0, key, klen, out);
+    gkv_trace("c_made", c->resp.size, (uint64_t)rc); /* the import done */
+    if (rc && !c->broken) {
         uint64_t lease = c->resp.lease;
         gkv__lease_send_ends(c, GKV_OP_RELEASE, &lease, 1);
     }

@@ -67,7 +67,7 @@ cl_job_t *gkv_cl_job_new(gkv_cluster_t *cl, gkv_route_ticket_t *t, int kind)
     j->delim = -1;
     j->t_us = gkv_plane_now_us();
     if (kind == JOB_READ)
-        gkv_plane_trace("r_read", 0, 0);
+        gkv_trace("r_read", 0, 0);
     strcpy(j->self, cl->node);
     j->self_inc = gkv_cl_self_inc(cl);
     strcpy(j->self_addr, cl->self_addr);

@@ -7,6 +7,7 @@
  * owner copies each chunk into a slot of its arena and writes it into the reader's slot, and
  * the reader copies it into the new memory. The loop then keeps it as the replica. A pull that
  * fails for any other reason than the value moving on is read over TCP instead, and counted. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,7 +175,7 @@ static void run_stage(gkv_job_t *job)
     cl_job_t *j = (cl_job_t *)job;
     gkv_plane_t *p = &j->cl->plane;
     p->stage_queue_us += gkv_plane_now_us() - j->t_us;
-    gkv_plane_trace("o_run", j->offset, 0);
+    gkv_trace("o_run", j->offset, 0);
     gkv_plane_remote_t dst;
     char agent[128];
     j->status = gkv_plane_dest(p, j->peer, j->peer_inc, j->arena_idx, j->arena_off, j->length,
@@ -228,7 +229,7 @@ int gkv_cl_node_stage(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
         t->job = NULL;
         if (j->t_us)
             cl->plane.stage_reply_us += gkv_plane_now_us() - j->t_us;
-        gkv_plane_trace("o_reply", j->offset, 0);
+        gkv_trace("o_reply", j->offset, 0);
         *rc = j->status;
         if (j->status) {
             gkv_wr_error(out, req->id, j->status, j->msg[0] ? j->msg : NULL);
@@ -300,7 +301,7 @@ int gkv_cl_node_stage(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     snprintf(j->peer, sizeof(j->peer), "%s", from->name);
     j->peer_inc = from->incarnation;
     t->job = j;
-    gkv_plane_trace("o_in", j->offset, 0);
+    gkv_trace("o_in", j->offset, 0);
     gkv_workers_submit(&cl->stage, &j->job);
     return GKV_ROUTE_PARK;
 }
@@ -316,7 +317,7 @@ bool gkv_cl_pull_start(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j)
             continue;
         unsigned dev = gkv_store_place(cl->store, k->key, k->klen, k->size);
         gkv_entry_t *e = NULL;
-        gkv_plane_trace("r_alloc", k->size, 0);
+        gkv_trace("r_alloc", k->size, 0);
         if (dev >= cl->plane.narenas ||
             gkv_store_entry_new(cl->store, dev, k->key, k->klen, k->size, NULL, 0,
                                 GKV_LANE_SHARED, &e)) {
@@ -333,7 +334,7 @@ bool gkv_cl_pull_start(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j)
         return false;
     j->kind = JOB_PULL;
     j->pull_us = gkv_plane_now_us();
-    gkv_plane_trace("r_queued", 0, 0);
+    gkv_trace("r_queued", 0, 0);
     j->job.run = run_pull;
     j->finished = false;
     j->t = t;
@@ -369,59 +370,108 @@ static int stage_send(cl_job_t *j, gkv_peer_conn_t *c, const cl_key_t *k, uint64
     gkv_wr_uint(&c->wr, GKV_F_LENGTH, len);
     gkv_wr_uint(&c->wr, GKV_F_ARENA_OFFSET, slot_off);
     gkv_wr_uint(&c->wr, GKV_F_GPU, k->dev);
-    gkv_plane_trace("r_send", off, 0);
+    gkv_trace("r_send", off, 0);
     return gkv_peer_send(c);
 }
 
+/* Which of the n connections with a request pending answers first: its index, or -1 when
+ * none did within timeout_ms (or poll failed). */
+static int first_answer(gkv_peer_conn_t *const *conns, const bool *pending, uint32_t n,
+                        int timeout_ms)
+{
+    struct pollfd pf[GKV_PLANE_DEPTH_MAX];
+    uint32_t at[GKV_PLANE_DEPTH_MAX], m = 0;
+    for (uint32_t s = 0; s < n; s++)
+        if (pending[s]) {
+            pf[m] = (struct pollfd){.fd = conns[s]->fd, .events = POLLIN};
+            at[m++] = s;
+        }
+    int r;
+    do
+        r = poll(pf, m, timeout_ms);
+    while (r < 0 && errno == EINTR);
+    for (uint32_t i = 0; r > 0 && i < m; i++)
+        if (pf[i].revents)
+            return (int)at[i];
+    return -1;
+}
+
+/* A pull's requests in flight: connection s asks for chunk asked[s], landing in slot
+ * lands[s]; slots not in use are spare. */
+typedef struct {
+    cl_job_t *j;
+    const cl_key_t *k;
+    gkv_plane_arena_t *a;
+    uint64_t chunk, n, next; /* chunk bytes, chunks, the next chunk to ask for */
+    gkv_peer_conn_t *conns[GKV_PLANE_DEPTH_MAX];
+    uint32_t open;
+    bool pending[GKV_PLANE_DEPTH_MAX];
+    uint64_t asked[GKV_PLANE_DEPTH_MAX];
+    uint32_t lands[GKV_PLANE_DEPTH_MAX];
+    uint32_t spare[2 * GKV_PLANE_DEPTH_MAX], nspare;
+} pull_t;
+
+/* The next chunk on connection s, into a spare slot (the caller checked there is one). */
+static int ask(pull_t *u, uint32_t s)
+{
+    u->asked[s] = u->next;
+    u->lands[s] = u->spare[--u->nspare];
+    u->pending[s] = true; /* a failed send breaks the connection: closed after the pull */
+    return stage_send(u->j, u->conns[s], u->k, u->next++, u->chunk, slot_off(u->a, u->lands[s]));
+}
+
 /* k's value through NIXL into k->mem. Returns 0, CL_AGAIN (the owner does not hold that
- * version now), or another code (the caller falls back to TCP). */
+ * version now), or another code (the caller falls back to TCP). Up to plane.depth chunks are
+ * asked for at once, each on a connection of its own, and each answer is taken as it comes:
+ * the owner's writes finish in the order its workers posted them, not in the order asked. */
 static int pull_key(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
 {
     gkv_plane_t *p = &j->cl->plane;
-    gkv_plane_arena_t *a = &p->arena[k->dev];
-    uint64_t chunk = gkv_plane_chunk(p, owner->name, k->dev);
-    uint64_t n = (k->size + chunk - 1) / chunk;
-    uint32_t slots[GKV_PLANE_DEPTH_MAX];
-    gkv_peer_conn_t *conns[GKV_PLANE_DEPTH_MAX];
-    bool pending[GKV_PLANE_DEPTH_MAX] = {false};
+    pull_t u = {.j = j, .k = k, .a = &p->arena[k->dev]};
+    gkv_plane_arena_t *a = u.a;
+    u.chunk = gkv_plane_chunk(p, owner->name, k->dev);
+    u.n = (k->size + u.chunk - 1) / u.chunk;
+    uint32_t slots[2 * GKV_PLANE_DEPTH_MAX];
     int timeout = j->cl->peers.timeout_ms;
     /* Twice as many slots as requests in flight where the share allows: the next chunk's
      * request then goes out before this chunk is copied out of its slot. */
-    uint32_t want = n < 2 * p->depth ? (uint32_t)n : 2 * p->depth;
+    uint32_t want = u.n < 2 * p->depth ? (uint32_t)u.n : 2 * p->depth;
     uint32_t depth = gkv_slots_take(&a->slots, want, slots, timeout);
     if (!depth) {
         snprintf(j->msg, sizeof(j->msg), "no room in this node's transfer arena in time");
         return GKV_EUNAVAILABLE;
     }
-    uint32_t open = 0, most = depth < p->depth ? depth : p->depth;
-    while (open < most && !gkv_peer_take(&j->cl->peers, owner->advertise, &conns[open]))
-        open++;
-    if (!open) {
+    for (uint32_t i = depth; i > 0; i--)
+        u.spare[u.nspare++] = slots[i - 1];
+    uint32_t most = depth < p->depth ? depth : p->depth;
+    while (u.open < most && !gkv_peer_take(&j->cl->peers, owner->advertise, &u.conns[u.open]))
+        u.open++;
+    if (!u.open) {
         gkv_slots_give(&a->slots, slots, depth, false);
         snprintf(j->msg, sizeof(j->msg), "the owner %s did not answer", owner->name);
         return GKV_EUNAVAILABLE;
     }
-    bool early = depth >= 2 * open;
-    uint32_t nslots = early ? depth : open; /* chunk c goes into slot c % nslots */
-    uint64_t next = 0;
     int rc = 0;
-    for (; next < open && next < n && !rc; next++) {
-        rc = stage_send(j, conns[next], k, next, chunk, slot_off(a, slots[next % nslots]));
-        pending[next] = true; /* a failed send breaks the connection: closed below */
-    }
-    for (uint64_t done = 0; done < n && !rc; done++) {
-        uint32_t s = (uint32_t)(done % open);
-        gkv_response_t r;
+    for (uint32_t s = 0; s < u.open && u.next < u.n && !rc; s++)
+        rc = ask(&u, s);
+    for (uint64_t done = 0; done < u.n && !rc; done++) {
         uint64_t t0 = gkv_plane_now_us();
-        rc = gkv_peer_recv(conns[s], &r);
+        int s = first_answer(u.conns, u.pending, u.open, timeout);
+        gkv_response_t r;
+        if (s < 0) {
+            snprintf(j->msg, sizeof(j->msg), "the owner %s did not answer in time", owner->name);
+            rc = GKV_EUNAVAILABLE;
+            break;
+        }
+        rc = gkv_peer_recv(u.conns[s], &r);
         uint64_t t1 = gkv_plane_now_us();
         p->pull_wait_us += t1 - t0;
-        gkv_plane_trace("r_recv", done * chunk, 0);
+        gkv_trace("r_recv", u.asked[s] * u.chunk, 0);
         if (!rc && r.payload_len)
             rc = GKV_EPROTO;
         if (rc)
             break; /* pending[s] stays: the connection is closed below */
-        pending[s] = false;
+        u.pending[s] = false;
         if (r.status) {
             rc = r.status == GKV_ENOTFOUND ? CL_AGAIN : (int)r.status;
             if (r.message.len)
@@ -429,31 +479,24 @@ static int pull_key(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
                          (const char *)r.message.p);
             break;
         }
-        if (done == 0)
+        if (u.asked[s] == 0)
             keep_meta(k, &r);
-        /* The slot chunk next goes into was copied out open chunks ago (early), or is this
-         * one's (then only after the copy). */
-        bool more = next < n;
-        if (early && more) {
-            rc = stage_send(j, conns[s], k, next, chunk, slot_off(a, slots[next % nslots]));
-            pending[s] = true;
-            next++;
-            more = false;
-        }
-        uint64_t off = done * chunk, len = k->size - off < chunk ? k->size - off : chunk;
-        if (!rc && a->be->ops->arena_copy(a->be, k->mem, off,
-                                          gkv_slot_addr(&a->slots, slots[done % nslots]),
+        uint64_t off = u.asked[s] * u.chunk;
+        uint64_t len = k->size - off < u.chunk ? k->size - off : u.chunk;
+        uint32_t slot = u.lands[s];
+        bool early = u.next < u.n && u.nspare; /* asked before this one is copied out */
+        if (early)
+            rc = ask(&u, (uint32_t)s);
+        if (!rc && a->be->ops->arena_copy(a->be, k->mem, off, gkv_slot_addr(&a->slots, slot),
                                           (size_t)len, 1))
             rc = GKV_EIO;
         if (rc)
             break;
+        u.spare[u.nspare++] = slot;
         p->pull_copy_us += gkv_plane_now_us() - t1;
-        gkv_plane_trace("r_copied", off, 0);
-        if (more) {
-            rc = stage_send(j, conns[s], k, next, chunk, slot_off(a, slots[next % nslots]));
-            pending[s] = true;
-            next++;
-        }
+        gkv_trace("r_copied", off, 0);
+        if (!early && u.next < u.n)
+            rc = ask(&u, (uint32_t)s);
     }
     /* Replies still due after a failure: the owner may still be writing into those slots.
      * Their answers are awaited (within the timeout); a connection that broke means the owner
@@ -461,15 +504,15 @@ static int pull_key(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
      * but one that stayed silent until the timeout may still have a transfer in flight: its
      * slots are retired. */
     bool retire = false;
-    for (uint32_t s = 0; s < open; s++) {
-        bool ok = !pending[s];
-        if (pending[s]) {
+    for (uint32_t s = 0; s < u.open; s++) {
+        bool ok = !u.pending[s];
+        if (u.pending[s]) {
             gkv_response_t r;
-            ok = gkv_peer_recv(conns[s], &r) == 0 && !r.payload_len;
-            if (!ok && conns[s]->timed_out)
+            ok = gkv_peer_recv(u.conns[s], &r) == 0 && !r.payload_len;
+            if (!ok && u.conns[s]->timed_out)
                 retire = true;
         }
-        gkv_peer_give(&j->cl->peers, conns[s], ok);
+        gkv_peer_give(&j->cl->peers, u.conns[s], ok);
     }
     gkv_slots_give(&a->slots, slots, depth, retire);
     return rc;
@@ -598,10 +641,10 @@ static void run_pull(gkv_job_t *job)
             continue;
         }
         uint64_t t0 = gkv_plane_now_us();
-        gkv_plane_trace("r_pull", k->size, 0);
+        gkv_trace("r_pull", k->size, 0);
         int rc = p->push ? pull_pushed(j, k, owner) : pull_key(j, k, owner);
         p->pull_us += gkv_plane_now_us() - t0;
-        gkv_plane_trace("r_pulled", k->size, (uint64_t)rc);
+        gkv_trace("r_pulled", k->size, (uint64_t)rc);
         if (!rc) {
             k->status = 0;
             k->pulled = true;
@@ -644,6 +687,6 @@ void gkv_cl_pull_done(gkv_cluster_t *cl, cl_job_t *j)
     }
     if (nixl) {
         cl->plane.read_us += gkv_plane_now_us() - j->t_us;
-        gkv_plane_trace("r_kept", 0, 0);
+        gkv_trace("r_kept", 0, 0);
     }
 }

@@ -9,6 +9,7 @@
 #include "checks.h"
 #include "error.h"
 #include "log.h"
+#include "trace.h"
 
 static int lease_room(gkv_cmd_ctx_t *ctx, gkv_reply_t *rep, uint64_t size)
 {
@@ -81,6 +82,7 @@ int gkv_cmd_map(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
     int rc = gkv_lookup_range(ctx, req, false, rep, &e, &off, &len);
     if (rc)
         return rc;
+    gkv_trace("d_map", e->size, e->mem.v);
     /* The value may have been answered before a batch copied it: the reply waits for that. */
     if (e->dev != 0 && !rep->in.zc_every_gpu) /* HELLO passed device 0's memory only */
         return gkv_reply_fail(rep, GKV_ENOTSUP,

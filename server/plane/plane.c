@@ -404,15 +404,15 @@ int gkv_plane_send(gkv_plane_t *p, unsigned dev, gkv_devptr_t v, uint64_t off, u
             break;
         }
         copy_us += gkv_plane_now_us() - c0;
-        gkv_plane_trace("o_copied", off, parts);
+        gkv_trace("o_copied", off, parts);
         rc = gkv_nixl_agent_post(&p->agent, GKV_NIXL_WRITE, agent, buf + o, (size_t)n, a->mem,
                                  a->dev, dst->addr + doff + o, dst->mem, dst->dev, &xs[parts],
                                  why, cap);
-        gkv_plane_trace("o_posted", off, parts);
+        gkv_trace("o_posted", off, parts);
         posted[parts++] = true;
     }
     rc = writes_end(p, xs, posted, parts, agent, timeout_ms, t0, copy_us, &stuck, rc, why, cap);
-    gkv_plane_trace("o_sent", off, 0);
+    gkv_trace("o_sent", off, 0);
     gkv_slots_give(&a->slots, &slot, 1, stuck);
     if (!rc) {
         p->chunks_sent++;

@@ -1,11 +1,11 @@
-/* trace.c: the data plane's timeline (trace.h). */
+/* trace.c: a timeline of steps (trace.h). */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "plane.h"
 #include "trace.h"
 
 static int fd = -1;
@@ -13,21 +13,24 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void open_trace(void)
 {
-    const char *path = getenv("GPUKV_NIXL_TRACE");
+    const char *path = getenv("GPUKV_TRACE");
     char name[512];
     if (path && *path && snprintf(name, sizeof(name), "%s.%ld", path, (long)getpid()) <
                              (int)sizeof(name))
         fd = open(name, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 }
 
-void gkv_plane_trace(const char *ev, uint64_t value, uint64_t part)
+void gkv_trace(const char *ev, uint64_t value, uint64_t part)
 {
     pthread_once(&once, open_trace);
     if (fd < 0)
         return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    unsigned long long us =
+        (unsigned long long)ts.tv_sec * 1000000 + (unsigned long long)ts.tv_nsec / 1000;
     char line[128];
-    int n = snprintf(line, sizeof(line), "%llu %s %llu %llu\n",
-                     (unsigned long long)gkv_plane_now_us(), ev, (unsigned long long)value,
+    int n = snprintf(line, sizeof(line), "%llu %s %llu %llu\n", us, ev, (unsigned long long)value,
                      (unsigned long long)part);
     if (n > 0 && n < (int)sizeof(line) && write(fd, line, (size_t)n) < 0)
         return; /* a lost line only */

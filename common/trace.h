@@ -1,0 +1,14 @@
+/* trace.h: a timeline of steps, for measurements (the data plane's pulls and what answers
+ * around them). With GPUKV_TRACE=PATH each process appends a line "microseconds event value
+ * part" per step to PATH.PID (monotonic clock, comparable between the processes of one
+ * machine); bench/nixl_trace.py reads them. Without the variable a call costs a branch. */
+#ifndef GKV_TRACE_H
+#define GKV_TRACE_H
+
+#include <stdint.h>
+
+/* ev: a short word ("o_in", "r_send", ...); value: what it is about (a chunk's offset); part:
+ * a part's number or 0. Any thread. */
+void gkv_trace(const char *ev, uint64_t value, uint64_t part);
+
+#endif
