@@ -9,9 +9,12 @@ and unmaps it again, timed. Modes, each in a fresh process with its own daemon o
   other  - between rounds the process also MAPs a value of a second daemon (on GPU 0);
   gpu    - between rounds the process also stores a value from a CuPy array on GPU 0 into the
            second daemon (set_from_device: kernels and a copy of its own), as nixl_bench.py's
-           rounds do.
+           rounds do;
+  kernel - between rounds a CuPy kernel runs on GPU 0 (no other gpukv call);
+  same   - between rounds a value from a CuPy array on GPU 0 is stored into the reader's own
+           daemon under another key (set_from_device).
 
-Usage: map_import.py GPUKVD [--device 1] [--sizes 64M,1G] [--rounds 6]
+Usage: map_import.py GPUKVD [--device 1] [--sizes 64M,1G] [--rounds 6] [--modes plain,gpu,...]
 Needs two GPUs for the second daemon on GPU 0 (or --device 0: both on one), CuPy for `gpu`."""
 
 from __future__ import annotations
@@ -60,10 +63,15 @@ def run(a, mode: str) -> None:
                 if mode == "other":
                     other.set("o", val)
                     other.map("o").unmap()
-                elif mode == "gpu":
+                elif mode in ("gpu", "kernel", "same"):
                     import cupy
                     with cupy.cuda.Device(0):
-                        other.set_from_device("o", cupy.ones(size, dtype=cupy.uint8))
+                        arr = cupy.ones(size, dtype=cupy.uint8)
+                        if mode == "gpu":
+                            other.set_from_device("o", arr)
+                        elif mode == "same":
+                            writer.set_from_device("o", arr)
+                        cupy.cuda.Device(0).synchronize()
                 t0 = time.perf_counter()
                 m = reader.map("k")
                 ms.append((time.perf_counter() - t0) * 1e3)
@@ -82,13 +90,14 @@ def main() -> int:
     ap.add_argument("--device", type=int, default=1)
     ap.add_argument("--sizes", default="64M,1G")
     ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--modes", default="plain,other,gpu,kernel,same")
     ap.add_argument("--mode", help="one mode in this process (the others run in children)")
     a = ap.parse_args()
     if a.mode:
         run(a, a.mode)
         return 0
     print("| mode | size | MAP ms, round by round |\n|---|---|---|")
-    for mode in ("plain", "other", "gpu"):
+    for mode in a.modes.split(","):
         subprocess.run([sys.executable, __file__, a.daemon, "--device", str(a.device), "--sizes",
                         a.sizes, "--rounds", str(a.rounds), "--mode", mode], check=False)
     return 0

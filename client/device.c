@@ -41,6 +41,7 @@ int gkv_set_from_device(gkv_client_t *c, const void *key, size_t klen, const voi
         int rc = gkv_create(c, key, klen, len, opts, &m);
         if (rc)
             return rc;
+        gkv__cuda_reach(((mapping_t *)m)->imp, dptr);
         if (len && (rc = gkv__cuda_copy(m->ptr, dptr, len))) {
             gkv_abort(c, m);
             return rc;
@@ -97,6 +98,7 @@ static int pipe_frame(gkv_client_t *c, unsigned op, size_t k, uint64_t *first)
 static void copy_in(gkv_set_item_t *items, size_t i, many_t *w)
 {
     if (items[i].len) {
+        gkv__cuda_reach(((mapping_t *)w[i].m)->imp, items[i].dptr);
         items[i].status = gkv__cuda_copy_async(w[i].m->ptr, items[i].dptr, items[i].len);
         w[i].copied = items[i].status == 0;
     }
@@ -300,6 +302,7 @@ int gkv_get_to_device(gkv_client_t *c, const void *key, size_t klen, const gkv_r
             info->meta_len = 0;
             info->gpu = m->gpu;
         }
+        gkv__cuda_reach(((mapping_t *)m)->imp, dptr);
         rc = m->length > cap ? GKV_ENOSPACE
                              : (m->length ? gkv__cuda_copy(dptr, m->ptr, m->length) : 0);
         int urc = gkv_unmap(c, m);

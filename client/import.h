@@ -37,6 +37,10 @@ int gkv__cuda_import(gkv_cuda_pool_t *z, const void *data, size_t len, gkv_impor
 int gkv__cuda_unimport(gkv_import_t *v);
 /* Drops the connection's reference on the pool; the last destroys the pool's import. */
 void gkv__cuda_detach(gkv_cuda_pool_t *z);
+/* Before a copy between memory of import v and buf: when buf is device memory of another GPU
+ * of this process, that GPU gets access to v's pool (once per pool and GPU; import_cuda.c says
+ * why not before), so that the copy goes peer to peer. v NULL: nothing to do. */
+void gkv__cuda_reach(gkv_import_t *v, const void *buf);
 /* The UUID ("GPU-...") of the GPU whose memory p is, into uuid (cap bytes). Returns 0, or
  * GKV_ENOTSUP when p is not device memory (or CUDA is not there). */
 int gkv__cuda_ptr_uuid(const void *p, char *uuid, size_t cap);

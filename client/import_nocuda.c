@@ -37,6 +37,12 @@ void gkv__cuda_detach(gkv_cuda_pool_t *z)
     (void)z;
 }
 
+void gkv__cuda_reach(gkv_import_t *v, const void *buf)
+{
+    (void)v;
+    (void)buf;
+}
+
 int gkv__cuda_ptr_uuid(const void *p, char *uuid, size_t cap)
 {
     (void)p;

@@ -495,7 +495,11 @@ typedef struct {
 GKV_EXPORT int gkv_set_many_from_device(gkv_client_t *c, gkv_set_item_t *items, size_t n,
                                         const gkv_set_opts_t *opts);
 /* Reads key (or a range) into device memory dptr (cap bytes). Locally: MAP, a device-to-device
- * copy, unmap. Otherwise GET into host memory and a host-to-device copy. */
+ * copy, unmap (dptr on another GPU than the value: that GPU is first given access to the
+ * daemon's pool in this process, once, and the copy goes peer to peer). Otherwise GET into
+ * host memory and a host-to-device copy. A mapping itself is reachable from the GPU that holds
+ * the value; kernels on other GPUs may read it only with GPUKV_PEER_MAPPINGS=1 in the
+ * environment (README, "Several GPUs": it makes every later import slower). */
 GKV_EXPORT int gkv_get_to_device(gkv_client_t *c, const void *key, size_t klen,
                                  const gkv_range_t *range, void *dptr, size_t cap,
                                  gkv_value_info_t *info);

@@ -3,8 +3,9 @@
  * several devices but peer access and CUDA_VISIBLE_DEVICES (the test says which it ran).
  * Values on both, bit-exact; zero-copy from another process on both (a kernel writes through
  * CREATE on device 1, another checks through MAP); MOVE under concurrent readers; OOM on one
- * device while the other has room; gkv_get_to_device of a value on either. Prints MOVE's GB/s
- * beside cudaMemcpyPeer's for the same bytes. */
+ * device while the other has room; gkv_get_to_device of a value on either; the library's copies
+ * between a mapping and a buffer on the other GPU. Prints MOVE's GB/s beside cudaMemcpyPeer's
+ * for the same bytes. */
 #include <check.h>
 #include <cuda_runtime.h>
 #include <gpukv/gpukv.h>
@@ -245,6 +246,56 @@ START_TEST(move_under_readers_and_oom_per_device)
 }
 END_TEST
 
+/* Copies of the library between a mapping on one GPU and a buffer on the other, both ways: the
+ * other GPU is given access to the imported pool only then (import_cuda.c gkv__cuda_reach), and
+ * the bytes arrive whole: gkv_get_to_device of a value on device 1 into a buffer on GPU 0,
+ * gkv_set_from_device and gkv_set_many_from_device of a buffer on GPU 0 into values on device 1
+ * (and the other way round). */
+START_TEST(copies_between_a_mapping_and_another_gpus_buffer)
+{
+    start("2G,2G");
+    gkv_client_t *c;
+    ck_assert_int_eq(gkv_client_connect(d.url, &c), 0);
+    int other = ngpus > 1 ? 1 : 0; /* the process's ordinal of the daemon's device 1 */
+    size_t n = (4u << 20) + 123;
+    uint8_t *want = malloc(n), *got = malloc(n);
+    for (int dev = 0; dev < 2; dev++) {
+        int here = dev ? 0 : other; /* the buffer's GPU: not the value's */
+        void *buf;
+        ck_assert_int_eq(cudaSetDevice(here), cudaSuccess);
+        ck_assert_int_eq(cudaMalloc(&buf, n), cudaSuccess);
+        /* Out of a mapping on device dev into the buffer. */
+        set_on(c, "x", n, 40 + (uint64_t)dev, dev);
+        gkv_value_info_t vi;
+        ck_assert_int_eq(gkv_get_to_device(c, "x", 1, NULL, buf, n, &vi), 0);
+        ck_assert_int_eq(vi.gpu, dev);
+        ck_assert_int_eq(cudaMemcpy(got, buf, n, cudaMemcpyDeviceToHost), cudaSuccess);
+        harness_fill(want, n, 40 + (uint64_t)dev);
+        ck_assert_msg(memcmp(want, got, n) == 0, "get_to_device from device %d: other bytes", dev);
+        /* From the buffer into new values on device dev: one, then two together. */
+        harness_fill(want, n, 50 + (uint64_t)dev);
+        ck_assert_int_eq(cudaMemcpy(buf, want, n, cudaMemcpyHostToDevice), cudaSuccess);
+        gkv_set_opts_t on = {.gpu = GKV_GPU(dev)};
+        ck_assert_int_eq(gkv_set_from_device(c, "y", 1, buf, n, &on), 0);
+        check_on(c, "y", n, 50 + (uint64_t)dev, dev);
+        gkv_set_item_t items[2] = {{.key = "z1", .klen = 2, .dptr = buf, .len = n},
+                                   {.key = "z2", .klen = 2, .dptr = buf, .len = n / 2}};
+        ck_assert_int_eq(gkv_set_many_from_device(c, items, 2, &on), 0);
+        ck_assert_int_eq(items[0].status, 0);
+        ck_assert_int_eq(items[1].status, 0);
+        check_on(c, "z1", n, 50 + (uint64_t)dev, dev);
+        ck_assert_int_eq(gkv_get(c, "z2", 2, NULL, got, n, &vi), 0);
+        ck_assert_uint_eq(vi.length, n / 2);
+        ck_assert_msg(memcmp(want, got, n / 2) == 0, "set_many from another GPU: other bytes");
+        cudaFree(buf);
+    }
+    free(want);
+    free(got);
+    gkv_client_close(c);
+    ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
 int main(void)
 {
     if (!gkv_test_gpu_usable()) {
@@ -258,6 +309,7 @@ int main(void)
     tcase_set_timeout(t, 600);
     tcase_add_test(t, values_on_both_devices_reach_other_processes);
     tcase_add_test(t, move_under_readers_and_oom_per_device);
+    tcase_add_test(t, copies_between_a_mapping_and_another_gpus_buffer);
     suite_add_tcase(s, t);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
