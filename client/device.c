@@ -41,8 +41,8 @@ int gkv_set_from_device(gkv_client_t *c, const void *key, size_t klen, const voi
         int rc = gkv_create(c, key, klen, len, opts, &m);
         if (rc)
             return rc;
-        gkv__cuda_reach(((mapping_t *)m)->imp, dptr);
-        if (len && (rc = gkv__cuda_copy(m->ptr, dptr, len))) {
+        if (len && (rc = gkv__cuda_mapping_copy(((mapping_t *)m)->imp, m->ptr, (void *)dptr, len,
+                                                true, true))) {
             gkv_abort(c, m);
             return rc;
         }
@@ -94,12 +94,13 @@ static int pipe_frame(gkv_client_t *c, unsigned op, size_t k, uint64_t *first)
     return rc;
 }
 
-/* Enqueues item i's copy into its mapping (legacy default stream; waited for by many_wait). */
+/* Enqueues item i's copy into its mapping (the legacy default stream of the mapping's GPU;
+ * waited for by many_wait). */
 static void copy_in(gkv_set_item_t *items, size_t i, many_t *w)
 {
     if (items[i].len) {
-        gkv__cuda_reach(((mapping_t *)w[i].m)->imp, items[i].dptr);
-        items[i].status = gkv__cuda_copy_async(w[i].m->ptr, items[i].dptr, items[i].len);
+        items[i].status = gkv__cuda_mapping_copy(((mapping_t *)w[i].m)->imp, w[i].m->ptr,
+                                                 (void *)items[i].dptr, items[i].len, true, false);
         w[i].copied = items[i].status == 0;
     }
 }
@@ -174,10 +175,21 @@ static int many_create(gkv_client_t *c, gkv_set_item_t *items, size_t n, many_t 
 static void many_wait(gkv_client_t *c, gkv_set_item_t *items, size_t n, many_t *w,
                       gkv_mapping_t **ends)
 {
-    bool copied = false;
-    for (size_t i = 0; i < n; i++)
-        copied |= w[i].copied;
-    int rc = copied ? gkv__cuda_stream_sync(NULL) : 0;
+    /* The copies went on the legacy stream of each value's GPU: one wait per GPU used. */
+    int rc = 0, waited[8], nwaited = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!w[i].copied)
+            continue;
+        int dev = gkv__cuda_import_device(((mapping_t *)w[i].m)->imp), k = 0;
+        while (k < nwaited && waited[k] != dev)
+            k++;
+        if (k < nwaited)
+            continue;
+        if (nwaited < 8)
+            waited[nwaited++] = dev;
+        int r = gkv__cuda_device_sync(dev);
+        rc = rc ? rc : r;
+    }
     size_t nends = 0;
     for (size_t i = 0; i < n; i++) {
         if (w[i].m && (items[i].status || (rc && w[i].copied))) {
@@ -302,9 +314,10 @@ int gkv_get_to_device(gkv_client_t *c, const void *key, size_t klen, const gkv_r
             info->meta_len = 0;
             info->gpu = m->gpu;
         }
-        gkv__cuda_reach(((mapping_t *)m)->imp, dptr);
         rc = m->length > cap ? GKV_ENOSPACE
-                             : (m->length ? gkv__cuda_copy(dptr, m->ptr, m->length) : 0);
+                             : (m->length ? gkv__cuda_mapping_copy(((mapping_t *)m)->imp, m->ptr,
+                                                                   dptr, m->length, false, true)
+                                          : 0);
         int urc = gkv_unmap(c, m);
         return rc ? rc : urc;
     }

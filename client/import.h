@@ -5,6 +5,8 @@
 #ifndef GKV_CLIENT_IMPORT_H
 #define GKV_CLIENT_IMPORT_H
 
+#include <stdbool.h>
+
 #include "client.h"
 
 /* One value imported into this process, refcounted by the mappings that use it. */
@@ -37,10 +39,18 @@ int gkv__cuda_import(gkv_cuda_pool_t *z, const void *data, size_t len, gkv_impor
 int gkv__cuda_unimport(gkv_import_t *v);
 /* Drops the connection's reference on the pool; the last destroys the pool's import. */
 void gkv__cuda_detach(gkv_cuda_pool_t *z);
-/* Before a copy between memory of import v and buf: when buf is device memory of another GPU
- * of this process, that GPU gets access to v's pool (once per pool and GPU; import_cuda.c says
- * why not before), so that the copy goes peer to peer. v NULL: nothing to do. */
-void gkv__cuda_reach(gkv_import_t *v, const void *buf);
+/* Copies len bytes between a mapping's memory mptr (of import v) and buf: into the mapping
+ * (into) or out of it, on the legacy default stream of the GPU that holds the mapping (the one
+ * GPU its pool is reachable from by default: import_cuda.c), peer to peer when buf is on
+ * another GPU; waited for when wait (else gkv__cuda_device_sync of gkv__cuda_import_device(v)
+ * waits). v NULL (nothing imported: the host arena): gkv__cuda_copy or gkv__cuda_copy_async.
+ * Returns 0 or GKV_EIO. */
+int gkv__cuda_mapping_copy(gkv_import_t *v, void *mptr, void *buf, size_t len, bool into,
+                           bool wait);
+/* The CUDA ordinal of the GPU holding import v, or -1 (v NULL). */
+int gkv__cuda_import_device(const gkv_import_t *v);
+/* Waits for the legacy default stream of GPU dev (-1: the current one). 0 or GKV_EIO. */
+int gkv__cuda_device_sync(int dev);
 /* The UUID ("GPU-...") of the GPU whose memory p is, into uuid (cap bytes). Returns 0, or
  * GKV_ENOTSUP when p is not device memory (or CUDA is not there). */
 int gkv__cuda_ptr_uuid(const void *p, char *uuid, size_t cap);

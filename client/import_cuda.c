@@ -16,7 +16,6 @@
 struct gkv_cuda_pool {
     cudaMemPool_t pool;
     int device;
-    uint64_t peers;          /* the other GPUs asked to reach it (a bit per ordinal) */
     unsigned refs;           /* connections attached */
     gkv_import_t *values; /* imported from it, by export data */
     struct gkv_cuda_pool *next;
@@ -46,13 +45,8 @@ static gkv_cuda_pool_t *pools;
             cudaSetDevice(prev_);                                                                  \
     } while (0)
 
-
-static int gpus(void);
-
-/* Lets GPU `other` of this process read and write the imported pool of GPU dev directly, where
- * it reaches dev (a copy between a mapping and a buffer there then goes peer to peer; a kernel
- * there may read a mapping). Where it cannot, copies go through host memory, as cudaMemcpy
- * decides. */
+/* Lets GPU `other` of this process read and write the imported pool of GPU dev directly (its
+ * kernels may then use a mapping), where it reaches dev. */
 static void grant_peer(cudaMemPool_t pool, int dev, int other)
 {
     int can = 0;
@@ -66,12 +60,13 @@ static void grant_peer(cudaMemPool_t pool, int dev, int other)
         (void)cudaGetLastError(); /* not fatal: copies then go through host memory */
 }
 
-/* Whether an imported pool is granted to every other GPU at once (GPUKV_PEER_MAPPINGS=1: for
- * processes whose kernels on one GPU read mappings of another directly), or to a GPU only
- * when a copy between a mapping and a buffer there first needs it (gkv__cuda_reach). The
- * default is the second: once a pool is granted to another GPU, each import from it maps the
- * value for that GPU too, and after that GPU has run work of its own the mapping is made anew
- * every time (64 MiB: 9.2 ms against 0.2 ms on two H100s, bench/map_import.py). */
+/* Whether an imported pool is granted to every other GPU that reaches its own
+ * (GPUKV_PEER_MAPPINGS=1: for processes whose kernels on one GPU read mappings of another
+ * directly). Not by default: once a pool is granted to another GPU, each import from it maps
+ * the value for that GPU too, and after that GPU has run work of its own the mapping is made
+ * anew every time (64 MiB: 9.2 ms against 0.2 ms on two H100s, bench/map_import.py). The
+ * library's own copies need no grant: they run on the pool's GPU (gkv__cuda_mapping_copy), peer
+ * to peer where the buffer is on another GPU (1 GiB at 386 GB/s on two H100s). */
 static bool peers_at_once(void)
 {
     const char *e = getenv("GPUKV_PEER_MAPPINGS");
@@ -118,10 +113,8 @@ int gkv__cuda_attach(int fd, const char *uuid, gkv_cuda_pool_t **out, int *devic
         z->device = dev;
         z->next = pools;
         pools = z;
-        for (int i = 0; i < n && i < 64 && peers_at_once(); i++) {
+        for (int i = 0; i < n && peers_at_once(); i++)
             grant_peer(pool, dev, i);
-            z->peers |= 1ull << i;
-        }
     }
     if (z)
         z->refs++;
@@ -209,25 +202,34 @@ void gkv__cuda_detach(gkv_cuda_pool_t *z)
     pthread_mutex_unlock(&registry_lock);
 }
 
-void gkv__cuda_reach(gkv_import_t *v, const void *buf)
+int gkv__cuda_mapping_copy(gkv_import_t *v, void *mptr, void *buf, size_t len, bool into,
+                           bool wait)
 {
-    if (!v || gpus() < 2)
-        return;
-    struct cudaPointerAttributes a;
-    if (cudaPointerGetAttributes(&a, buf) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return;
-    }
-    gkv_cuda_pool_t *z = v->pool;
-    if (a.type != cudaMemoryTypeDevice || a.device == z->device || a.device < 0 ||
-        a.device >= 64)
-        return;
-    pthread_mutex_lock(&registry_lock);
-    if (!(z->peers & (1ull << a.device))) {
-        ON_DEVICE(z->device, grant_peer(z->pool, z->device, a.device));
-        z->peers |= 1ull << a.device;
-    }
-    pthread_mutex_unlock(&registry_lock);
+    void *dst = into ? mptr : buf;
+    const void *src = into ? buf : mptr;
+    if (!v)
+        return wait ? gkv__cuda_copy(dst, src, len) : gkv__cuda_copy_async(dst, src, len);
+    cudaError_t e = cudaSuccess;
+    ON_DEVICE(v->pool->device, {
+        e = cudaMemcpyAsync(dst, src, len, cudaMemcpyDefault, 0);
+        if (e == cudaSuccess && wait)
+            e = cudaStreamSynchronize(0);
+    });
+    return e == cudaSuccess ? 0 : GKV_EIO;
+}
+
+int gkv__cuda_import_device(const gkv_import_t *v)
+{
+    return v ? v->pool->device : -1;
+}
+
+int gkv__cuda_device_sync(int dev)
+{
+    if (dev < 0)
+        return gkv__cuda_stream_sync(NULL);
+    cudaError_t e = cudaSuccess;
+    ON_DEVICE(dev, e = cudaStreamSynchronize(0));
+    return e == cudaSuccess ? 0 : GKV_EIO;
 }
 
 int gkv__cuda_ptr_uuid(const void *p, char *uuid, size_t cap)
@@ -298,22 +300,13 @@ int gkv__cuda_write_value(void *stream, void *dev, uint64_t value)
  * machine with the toolkit and no GPU): no device pointer can exist then, so the copies below
  * are between host buffers and memcpy does them, and no stream has work to wait for. */
 static bool no_gpu;
-static int ngpus;
 static pthread_once_t no_gpu_once = PTHREAD_ONCE_INIT;
 
 static void find_gpu(void)
 {
     int n = 0;
     no_gpu = cudaGetDeviceCount(&n) != cudaSuccess || n == 0;
-    ngpus = no_gpu ? 0 : n;
     (void)cudaGetLastError(); /* "no device" is an answer here, not an error to keep */
-}
-
-/* GPUs this process sees (0 without a usable one). */
-static int gpus(void)
-{
-    pthread_once(&no_gpu_once, find_gpu);
-    return ngpus;
 }
 
 static bool host_only(void)

@@ -37,10 +37,24 @@ void gkv__cuda_detach(gkv_cuda_pool_t *z)
     (void)z;
 }
 
-void gkv__cuda_reach(gkv_import_t *v, const void *buf)
+int gkv__cuda_mapping_copy(gkv_import_t *v, void *mptr, void *buf, size_t len, bool into,
+                           bool wait)
 {
     (void)v;
-    (void)buf;
+    (void)wait;
+    return into ? gkv__cuda_copy(mptr, buf, len) : gkv__cuda_copy(buf, mptr, len);
+}
+
+int gkv__cuda_import_device(const gkv_import_t *v)
+{
+    (void)v;
+    return -1;
+}
+
+int gkv__cuda_device_sync(int dev)
+{
+    (void)dev;
+    return gkv__cuda_stream_sync(NULL);
 }
 
 int gkv__cuda_ptr_uuid(const void *p, char *uuid, size_t cap)

@@ -324,7 +324,8 @@ typedef struct {
     uint64_t length;      /* bytes at ptr */
     uint64_t offset;      /* where ptr starts within the value */
     uint64_t value_size;  /* the whole value */
-    int on_device;        /* 1: ptr is device memory, usable by CUDA code on `device` */
+    int on_device;        /* 1: ptr is device memory, usable by CUDA code on `device` (on
+                           * other GPUs too only with GPUKV_PEER_MAPPINGS=1: README) */
     int device;           /* this process's CUDA ordinal of that GPU, or -1 (host memory) */
     const char *gpu_uuid; /* "GPU-..." or "" */
     const void *meta;     /* the value's metadata, or NULL */
@@ -495,11 +496,8 @@ typedef struct {
 GKV_EXPORT int gkv_set_many_from_device(gkv_client_t *c, gkv_set_item_t *items, size_t n,
                                         const gkv_set_opts_t *opts);
 /* Reads key (or a range) into device memory dptr (cap bytes). Locally: MAP, a device-to-device
- * copy, unmap (dptr on another GPU than the value: that GPU is first given access to the
- * daemon's pool in this process, once, and the copy goes peer to peer). Otherwise GET into
- * host memory and a host-to-device copy. A mapping itself is reachable from the GPU that holds
- * the value; kernels on other GPUs may read it only with GPUKV_PEER_MAPPINGS=1 in the
- * environment (README, "Several GPUs": it makes every later import slower). */
+ * copy on the value's GPU (peer to peer when dptr is on another one), unmap. Otherwise GET into
+ * host memory and a host-to-device copy. */
 GKV_EXPORT int gkv_get_to_device(gkv_client_t *c, const void *key, size_t klen,
                                  const gkv_range_t *range, void *dptr, size_t cap,
                                  gkv_value_info_t *info);

@@ -35,7 +35,8 @@ int main(int argc, char **argv)
         gkv_set_opts_t o = {.gpu = argc == 7 ? GKV_GPU(atoi(argv[6])) : 0};
         if ((rc = gkv_create(c, key, strlen(key), n, &o, &m)))
             return die("create", c, rc);
-        if (!m->on_device || zc_fill_device(m->ptr, n, strtoull(argv[5], NULL, 10)))
+        if (!m->on_device || zc_use_device(m->device) ||
+            zc_fill_device(m->ptr, n, strtoull(argv[5], NULL, 10)))
             return die("fill kernel", c, GKV_EIO);
         if ((rc = gkv_seal(c, m)))
             return die("seal", c, rc);
@@ -47,7 +48,7 @@ int main(int argc, char **argv)
         char why[256];
         if ((rc = gkv_map(c, key, strlen(key), NULL, &m)))
             return die("map", c, rc) + (rc == GKV_ENOTSUP ? 2 : 0);
-        if (!m->on_device || m->length != n ||
+        if (!m->on_device || m->length != n || zc_use_device(m->device) ||
             gkv_checksum_device(m->ptr, m->length, &got, why, sizeof(why)))
             return die("checksum kernel", c, GKV_EIO);
         if ((rc = gkv_unmap(c, m)))

@@ -21,7 +21,12 @@ __global__ static void fill_kernel(unsigned long long *p, size_t words, unsigned
         p[i] = pattern(seed, i);
 }
 
-extern "C" int zc_fill_device(void *dptr, size_t len, uint64_t seed)
+extern "C" int zc_use_device(int dev)
+{
+    return cudaSetDevice(dev) == cudaSuccess ? 0 : -1;
+}
+
+int zc_fill_device(void *dptr, size_t len, uint64_t seed)
 {
     fill_kernel<<<2048, 256>>>((unsigned long long *)dptr, len / 8, seed);
     return cudaGetLastError() == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess ? 0 : -1;

@@ -9,6 +9,9 @@
 extern "C" {
 #endif
 
+/* Makes device dev current for the kernels after it (a mapping's `device`: a kernel on another
+ * GPU reaches a mapping only with GPUKV_PEER_MAPPINGS=1). Returns 0 or -1. */
+int zc_use_device(int dev);
 /* Writes the pattern of seed over len bytes of device memory (len a multiple of 8) and waits.
  * Returns 0 or -1. */
 int zc_fill_device(void *dptr, size_t len, uint64_t seed);
