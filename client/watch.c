@@ -3,6 +3,7 @@
  * watch); UNWATCH's reply, with its own id, comes after the last event. */
 #include <errno.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,7 +11,8 @@
 #include "commands.h"
 #include "error.h"
 
-int gkv_watch(gkv_client_t *c, const void *prefix, size_t plen, uint64_t *seq)
+/* WATCH (local: this node's own changes only). */
+static int watch(gkv_client_t *c, const void *prefix, size_t plen, bool local, uint64_t *seq)
 {
     if (c->watch_id)
         return GKV_EINVAL;
@@ -23,12 +25,24 @@ int gkv_watch(gkv_client_t *c, const void *prefix, size_t plen, uint64_t *seq)
         return rc;
     gkv__begin(c, GKV_OP_WATCH);
     gkv_wr_bin(&c->wr, GKV_F_PREFIX, plen ? prefix : "", plen);
+    if (local)
+        gkv_wr_uint(&c->wr, GKV_F_LOCAL, 1);
     if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c)))
         return rc;
     c->watch_id = c->next_id;
     if (seq)
         *seq = c->resp.seq;
     return 0;
+}
+
+int gkv_watch(gkv_client_t *c, const void *prefix, size_t plen, uint64_t *seq)
+{
+    return watch(c, prefix, plen, false, seq);
+}
+
+int gkv_watch_local(gkv_client_t *c, const void *prefix, size_t plen, uint64_t *seq)
+{
+    return watch(c, prefix, plen, true, seq);
 }
 
 /* Waits up to timeout_ms (-1: forever) for c's socket to have bytes. 0, or GKV_ETIMEDOUT. */

@@ -185,6 +185,9 @@ int gkv_req_decode(const uint8_t *hdr, size_t len, gkv_request_t *req, const cha
         case GKV_F_FENCES:
             rc = gkv_read_uint(&r, &req->fences);
             break;
+        case GKV_F_LOCAL:
+            rc = gkv_read_uint(&r, &req->local);
+            break;
         case GKV_F_FENCE:
             rc = gkv_read_uint(&r, &req->fence);
             req->has |= GKV_HAS_FENCE;

@@ -77,6 +77,7 @@ enum {
     GKV_F_ASYNC = 66,  /* SEAL request: publish once the fence's counter is written (1) */
     GKV_F_FENCE = 67,  /* SEAL (async): the counter's byte offset in the fence page */
     GKV_F_TARGET = 68, /* SEAL (async): the value the counter reaches when the writes are done */
+    GKV_F_LOCAL = 69,  /* WATCH request: 1 watches this node's own changes (a cluster node) */
 };
 
 /* SEAL's flags field (SET and CREATE use 1 and 2: NX, XX): keep the lease, as a MAP lease on
@@ -130,6 +131,7 @@ typedef struct {
     uint64_t async;     /* SEAL: 1 publishes when the fence counter says the writes are done */
     uint64_t fence, target; /* SEAL with async: the counter (byte offset) and its target */
     uint64_t fences;    /* HELLO: 1 asks for the fence region */
+    uint64_t local;     /* WATCH: 1 watches this node's own changes only */
     uint64_t gpu;       /* SET, CREATE, MOVE: the GPU's ordinal in the daemon, unless gpu_uuid */
     gkv_slice_t gpu_uuid; /* ... or its UUID (len > 0) */
     gkv_slice_t token;  /* HELLO: the authentication token (--auth-token-file) */

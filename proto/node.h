@@ -57,6 +57,10 @@ enum {
     GKV_NODE_PUSH = 12,
 };
 
+/* DROP's flags field: the copy is dropped because the key was written on another node (its
+ * new owner reports that write to watchers; the drop is no event). */
+#define GKV_DROP_SUPERSEDED 8u
+
 /* The size of one arena's record in PLANE's arenas. */
 #define GKV_PLANE_ARENA_REC 32
 

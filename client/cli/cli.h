@@ -37,6 +37,7 @@ typedef struct {
     uint64_t wait_ms;   /* get, map: --wait MS (0: none) */
     uint64_t count;     /* watch: --count N (0: no end) */
     uint64_t for_ms;    /* watch: --for MS (0: no end) */
+    bool local;         /* watch: --local */
 } gkv_cli_args_t;
 
 typedef int (*gkv_cli_run_fn)(gkv_client_t *c, const gkv_cli_args_t *a);

@@ -32,6 +32,7 @@ enum {
     OPT_WAIT_MS,
     OPT_COUNT,
     OPT_FOR,
+    OPT_LOCAL,
     OPT_HELP_ALL,
 };
 
@@ -80,6 +81,7 @@ static const struct option o_save[] = {HELP_OPT, {"wait", no_argument, NULL, OPT
 static const struct option o_watch[] = {HELP_OPT,
                                         {"count", required_argument, NULL, OPT_COUNT},
                                         {"for", required_argument, NULL, OPT_FOR},
+                                        {"local", no_argument, NULL, OPT_LOCAL},
                                         END_OPT};
 static const struct option o_flush[] = {HELP_OPT, {"yes", no_argument, NULL, OPT_YES}, END_OPT};
 
@@ -182,6 +184,7 @@ static const command_t table[] = {
      o_watch,
      "  --count N  stop after N events\n"
      "  --for MS   stop after MS milliseconds (exit 0)\n"
+     "  --local    this node's own values only (what a cluster node watches)\n"
      "Events: set, delete, expire, evict, flush. SEQ is the daemon's count of changes.\n"
      "A watcher that reads too slowly loses its watch (exit 1, OVERFLOW).\n"},
     {{"move", "move KEY GPU",
@@ -349,6 +352,9 @@ static int apply(const command_t *t, int opt, gkv_cli_args_t *a)
     case OPT_FOR:
         if (!milliseconds(optarg, &a->for_ms))
             return bad(cmd, "--for is a number of milliseconds, at least 1, not '%s'", optarg);
+        return 0;
+    case OPT_LOCAL:
+        a->local = true;
         return 0;
     case OPT_TTL:
         if (!milliseconds(optarg, &a->set.ttl_ms))

@@ -21,7 +21,8 @@ static const char *kind_name(gkv_event_kind_t k)
 int gkv_cli_watch(gkv_client_t *c, const gkv_cli_args_t *a)
 {
     const char *prefix = a->noperands ? a->operands[0] : "";
-    int rc = gkv_watch(c, prefix, strlen(prefix), NULL);
+    int rc = a->local ? gkv_watch_local(c, prefix, strlen(prefix), NULL)
+                      : gkv_watch(c, prefix, strlen(prefix), NULL);
     if (rc)
         return gkv_cli_fail(c, "watch", rc);
     uint64_t until = a->for_ms ? now_ms() + a->for_ms : 0;

@@ -360,9 +360,14 @@ typedef struct {
  * it watches, c takes only gkv_watch_next, gkv_unwatch and gkv_client_close (others:
  * GKV_EINVAL); use another connection for requests. *seq (may be NULL) gets the daemon's count
  * of changes when the watch began: the first event's seq is above it. Returns 0, GKV_ENOTSUP
- * (a cluster node: watches across a cluster are not built), GKV_EINVAL (already watching),
- * GKV_ETOOBIG (a prefix over the key limit). */
+ * (a cluster node: watches across a cluster are not built; gkv_watch_local watches one node),
+ * GKV_EINVAL (already watching), GKV_ETOOBIG (a prefix over the key limit). */
 GKV_EXPORT int gkv_watch(gkv_client_t *c, const void *prefix, size_t plen, uint64_t *seq);
+/* gkv_watch of this daemon's own changes only: on a cluster node, the values it owns (a SET
+ * published there, its copy deleted, expired or evicted, a FLUSH there; not replicas coming
+ * and going, nor its copy dropped because the key was written on another node, whose owner
+ * reports that write); on a daemon alone, the same as gkv_watch. */
+GKV_EXPORT int gkv_watch_local(gkv_client_t *c, const void *prefix, size_t plen, uint64_t *seq);
 /* The next event of c's watch, waiting up to timeout_ms for it (-1: as long as it takes; 0: only
  * one already there). Returns 0 (*ev filled), GKV_ETIMEDOUT (none came in time; the watch goes
  * on), GKV_EOVERFLOW (c read too slowly: the daemon ended the watch, c is usable again and may

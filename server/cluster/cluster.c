@@ -328,6 +328,18 @@ static uint64_t fence_margin(const gkv_cluster_t *cl)
     return cl->ttl_ms / 10 > 500 ? cl->ttl_ms / 10 : 500;
 }
 
+bool gkv_cluster_reports(const gkv_cluster_t *cl, unsigned kind, const void *key, size_t klen)
+{
+    if (!cl->on)
+        return true;
+    if (cl->quiet)
+        return false;
+    if (kind == GKV_EVENT_FLUSH)
+        return true;
+    const gkv_copy_rec_t *c = gkv_copy_find((gkv_records_t *)&cl->rec, key, klen);
+    return !(c && c->replica);
+}
+
 bool gkv_cluster_live(const gkv_cluster_t *cl)
 {
     if (!cl->ms)

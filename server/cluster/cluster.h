@@ -112,6 +112,7 @@ typedef struct gkv_cluster {
     bool was_live;          /* for the log: fenced / serving again */
     bool departed;          /* the last member list lost a member (or an incarnation) */
     bool register_again;    /* a registration with a new home failed: try again next tick */
+    bool quiet;             /* the store's changes now are no events (gkv_cluster_reports) */
     uv_timer_t tick;        /* every CL_VOUCH_PERIOD_MS: vouching, the log */
 } gkv_cluster_t;
 
@@ -156,6 +157,11 @@ const gkv_member_t *gkv_cluster_home(const gkv_cluster_t *cl, const void *key, s
 bool gkv_cluster_live(const gkv_cluster_t *cl);
 /* True when m is this node. */
 bool gkv_cluster_is_self(const gkv_cluster_t *cl, const gkv_member_t *m);
+/* Whether a change of key (klen bytes; kind GKV_EVENT_*) that the store reports now is an event
+ * for this node's watchers (docs/handoff.md, "Watches across a cluster"): a change of a value
+ * this node owns. Replicas kept, dropped or evicted, and a copy dropped because the key was
+ * written on another node, are not. Always true without a cluster. On the loop. */
+bool gkv_cluster_reports(const gkv_cluster_t *cl, unsigned kind, const void *key, size_t klen);
 /* INFO's "# Cluster" section into buf (cap bytes). Returns its length or -1 if it does not fit. */
 int gkv_cluster_info(const gkv_cluster_t *cl, char *buf, size_t cap);
 

@@ -137,6 +137,9 @@ const gkv_member_t *gkv_cl_job_member(const cl_job_t *j, const void *name, size_
  * is dropped or deleted; 0: none known): a write of ours pending at or below it is not
  * published. Returns 1 if it had one. */
 int gkv_cl_unlink(gkv_cluster_t *cl, const void *key, size_t klen, uint64_t upto);
+/* The same, reporting no event to watchers: the key's value lives on elsewhere (written on
+ * another node, or registered newer there). */
+int gkv_cl_unlink_quietly(gkv_cluster_t *cl, const void *key, size_t klen, uint64_t upto);
 /* True when this node's own incarnation is inc (a request naming it as owner). */
 int64_t gkv_cl_self_inc(const gkv_cluster_t *cl);
 /* route.c's helpers the others share: a count reply, a job queued for ticket t (nested: the

@@ -54,6 +54,14 @@ int gkv_cl_unlink(gkv_cluster_t *cl, const void *key, size_t klen, uint64_t upto
     return had;
 }
 
+int gkv_cl_unlink_quietly(gkv_cluster_t *cl, const void *key, size_t klen, uint64_t upto)
+{
+    cl->quiet = true;
+    int had = gkv_cl_unlink(cl, key, klen, upto);
+    cl->quiet = false;
+    return had;
+}
+
 cl_job_t *gkv_cl_job_new(gkv_cluster_t *cl, gkv_route_ticket_t *t, int kind)
 {
     cl_job_t *j = calloc(1, sizeof(*j));
@@ -165,7 +173,10 @@ bool gkv_cl_keep_replica(gkv_cluster_t *cl, gkv_entry_t *e, const void *key, siz
     if (!c || c->pending || (!c->replica && c->version))
         return false;
     cl->store->now_ms = gkv_clock_ms();
-    if (gkv_store_publish(cl->store, e, 0, holder))
+    cl->quiet = true; /* a replica: no event (gkv_cluster_reports) */
+    int rc = gkv_store_publish(cl->store, e, 0, holder);
+    cl->quiet = false;
+    if (rc)
         return false;
     gkv_copy_set(&cl->rec, c, v, true, NULL);
     cl->stats.bytes_pulled += e->size;

@@ -356,7 +356,7 @@ static void run_keys(cl_job_t *j)
             break;
         }
         case JOB_DROP: {
-            nreq_t f = {.vversion = k->version, .delim = -1};
+            nreq_t f = {.vversion = k->version, .flags = j->flags, .delim = -1};
             int rc = call(j, k->home_addr, GKV_NODE_DROP, k->key, k->klen, &f, &r, NULL);
             j->status = rc ? rc : (int)r.status;
             return;

@@ -25,9 +25,10 @@ static bool home_here(gkv_cluster_t *cl, const gkv_request_t *req)
     return gkv_cluster_is_self(cl, gkv_cluster_home(cl, req->key.p, req->key.len));
 }
 
-/* A job that tells owner to drop its copy of key; the request is routed again when it ends. */
+/* A job that tells owner to drop its copy of key (flags: GKV_DROP_SUPERSEDED when a write
+ * elsewhere replaces it); the request is routed again when it ends. */
 static int drop_first(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
-                      gkv_home_rec_t *h, gkv_wr_t *out, int *rc)
+                      gkv_home_rec_t *h, unsigned flags, gkv_wr_t *out, int *rc)
 {
     const gkv_member_t *owner = gkv_cl_member(cl, h->owner, strlen(h->owner));
     cl_job_t *j = gkv_cl_job_new(cl, t, JOB_DROP);
@@ -36,6 +37,7 @@ static int drop_first(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
         return fail(out, req->id, GKV_ENOMEM, NULL, rc);
     }
     j->keys[0].version = h->version;
+    j->flags = flags;
     h->busy = true;
     cl->stats.drops_sent++;
     t->job = j;
@@ -101,9 +103,10 @@ static int node_record(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reque
     }
     if (exists && !dropped && strcmp(h->owner, from->name)) {
         if (!strcmp(h->owner, cl->node)) {
-            gkv_cl_unlink(cl, req->key.p, req->key.len, h->version); /* ours: right here */
+            /* ours: right here, superseded by the sender's write (its event) */
+            gkv_cl_unlink_quietly(cl, req->key.p, req->key.len, h->version);
         } else if (gkv_cl_member(cl, h->owner, strlen(h->owner))) {
-            return drop_first(cl, t, req, h, out, rc);
+            return drop_first(cl, t, req, h, GKV_DROP_SUPERSEDED, out, rc);
         }
     }
     uint64_t v = gkv_cl_record(cl, h, from->name, from->incarnation, req->size);
@@ -140,7 +143,7 @@ static int node_delete(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reque
         if (!strcmp(h->owner, cl->node))
             gkv_cl_unlink(cl, req->key.p, req->key.len, h->version);
         else if (gkv_cl_member(cl, h->owner, strlen(h->owner)))
-            return drop_first(cl, t, req, h, out, rc);
+            return drop_first(cl, t, req, h, 0, out, rc);
     }
     uint64_t deleted = h->version;
     gkv_home_del(&cl->rec, h);
@@ -307,10 +310,13 @@ int gkv_cl_node(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *r
         return node_record(cl, t, req, from, out, rc);
     case GKV_NODE_DELETE:
         return node_delete(cl, t, req, out, rc);
-    case GKV_NODE_DROP:
-        gkv_cl_reply_count(out, req->id,
-                           (uint64_t)gkv_cl_unlink(cl, req->key.p, req->key.len, req->vversion));
+    case GKV_NODE_DROP: {
+        int had = (req->flags & GKV_DROP_SUPERSEDED)
+                      ? gkv_cl_unlink_quietly(cl, req->key.p, req->key.len, req->vversion)
+                      : gkv_cl_unlink(cl, req->key.p, req->key.len, req->vversion);
+        gkv_cl_reply_count(out, req->id, (uint64_t)had);
         return GKV_ROUTE_DONE;
+    }
     case GKV_NODE_FETCH: {
         if (!req->vversion)
             return node_fetch_current(cl, t, req, out, rc);

@@ -40,8 +40,8 @@ void gkv_cl_job_done(gkv_job_t *job)
             gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, k->key, k->klen);
             if (!c || c->replica || c->version != k->version)
                 continue;
-            if (k->status == GKV_EEXISTS)
-                gkv_cl_unlink(cl, k->key, k->klen, 0);
+            if (k->status == GKV_EEXISTS) /* registered newer elsewhere */
+                gkv_cl_unlink_quietly(cl, k->key, k->klen, 0);
             else if (!k->status)
                 snprintf(c->home, sizeof(c->home), "%s", k->owner);
             else

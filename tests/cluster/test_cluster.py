@@ -87,6 +87,52 @@ def overwrite_and_delete_are_seen_everywhere(cl: Cluster):
             assert c.exists("ow/key") == 0
 
 
+def events_until(w, last: str, timeout: float = 10.0) -> list:
+    """(kind, key) of w's events up to the set of key `last` (included)."""
+    seen, until = [], time.monotonic() + timeout
+    while True:
+        ev = w.get(max(0.0, until - time.monotonic()))
+        assert ev is not None, f"no set of {last} within {timeout}s; saw {seen}"
+        seen.append((ev.kind, ev.key))
+        if ev.kind == "set" and ev.key == last:
+            return seen
+
+
+@check
+def each_node_watches_the_values_it_owns(cl: Cluster):
+    n1, n2 = cl.nodes[0], cl.nodes[1]
+    with n1.client() as c1, n2.client() as c2:
+        try:
+            c1.watch("wt/")
+            raise AssertionError("a WATCH of the whole cluster was answered; it is not built")
+        except gpukv.NotSupported:
+            pass
+        w1, w2 = c1.watch("wt/", local=True), c2.watch("wt/", local=True)
+        try:
+            c1.set("wt/a", b"1")  # n1 owns it
+            c2.set("wt/b", b"22")  # n2 owns it
+            c1.set("other/x", b"out of the prefix")
+            assert get(c1, "wt/b") == b"22"  # n1 keeps a replica: no event there
+            assert get(c1, "wt/b") == b"22"
+            c2.set("wt/a", b"333")  # now n2's; n1's copy goes without an event
+            assert get(c1, "wt/a") == b"333"  # a replica on n1 again: no event
+            c2.delete("wt/b")  # n2's copy deleted: an event on n2
+            c1.set("wt/end1", b"")
+            c2.set("wt/end2", b"")
+            got1, got2 = events_until(w1, "wt/end1"), events_until(w2, "wt/end2")
+            assert got1 == [("set", "wt/a"), ("set", "wt/end1")], got1
+            assert got2 == [("set", "wt/b"), ("set", "wt/a"), ("delete", "wt/b"),
+                            ("set", "wt/end2")], got2
+            # What n1 owns and deletes on the other node's request is an event on n1.
+            c2.delete("wt/end1")
+            c1.set("wt/end3", b"")
+            got1 = events_until(w1, "wt/end3")
+            assert got1 == [("delete", "wt/end1"), ("set", "wt/end3")], got1
+        finally:
+            w1.close()
+            w2.close()
+
+
 @check
 def nx_races_have_exactly_one_winner(cl: Cluster):
     for k in range(15):

@@ -311,7 +311,8 @@ int main(int argc, char **argv)
 
     /* Client 0 watches every key, then stops reading while client 1 writes well past the
      * watch buffer (fuzz_daemon.c's 64K), sends requests a watcher may not make, watches
-     * again and unwatches; client 2 watches a prefix and goes away with events unread. */
+     * again and unwatches; client 2 watches a prefix (local) and goes away with events
+     * unread. */
     hello(&w, 0);
     req(&w, GKV_OP_WATCH, 2, NULL);
     gkv_wr_bin(&w, GKV_F_PREFIX, "", 0);
@@ -319,6 +320,7 @@ int main(int argc, char **argv)
     send_frames(0, &w);
     req(&w, GKV_OP_WATCH, 2, NULL);
     gkv_wr_bin(&w, GKV_F_PREFIX, "w/", 2);
+    gkv_wr_uint(&w, GKV_F_LOCAL, 1); /* a daemon alone: the same as without */
     gkv_wr_end(&w);
     send_frames(2, &w);
     turns(2);

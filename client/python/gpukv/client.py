@@ -73,10 +73,11 @@ class Watch:
     when the watch began: every event's seq is above it.
     """
 
-    def __init__(self, url: str, prefix: Key = "", *, timeout: float | None = None) -> None:
+    def __init__(self, url: str, prefix: Key = "", *, timeout: float | None = None,
+                 local: bool = False) -> None:
         self._c = _gpukv.Client(url, timeout=timeout)
         try:
-            self.seq: int = self._c._watch(prefix)
+            self.seq: int = self._c._watch(prefix, local)
         except BaseException:
             self._c.close()
             raise
@@ -437,11 +438,13 @@ class Client(_gpukv.Client):
 
     # -- server --------------------------------------------------------------------------------
 
-    def watch(self, prefix: Key = "") -> Watch:
+    def watch(self, prefix: Key = "", *, local: bool = False) -> Watch:
         """A ``Watch`` of the keys under prefix ("" for every key), on a connection of its own:
         ``for ev in c.watch("kv/")`` sees each set, delete, expiry, eviction and flush as it
-        happens, in the daemon's order. ``NotSupported`` on a cluster node."""
-        return Watch(self.url, prefix)
+        happens, in the daemon's order. On a cluster node only ``local=True`` is built: the
+        changes of the values that node owns (not replicas, nor its copy dropped because the
+        key was written on another node); without it ``NotSupported``."""
+        return Watch(self.url, prefix, local=local)
 
     def info(self, section: str | None = None) -> dict[str, Any]:
         """INFO as a dict of name -> value (numbers converted). ``section`` ("server",

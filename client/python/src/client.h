@@ -73,7 +73,7 @@ PyObject *client_map(ClientObject *self, PyObject *const *args, Py_ssize_t nargs
 PyObject *client_create(ClientObject *self, PyObject *args, PyObject *kw);
 PyObject *client_map_many(ClientObject *self, PyObject *args);
 
-PyObject *client_watch(ClientObject *self, PyObject *prefix);
+PyObject *client_watch(ClientObject *self, PyObject *args);
 PyObject *client_watch_next(ClientObject *self, PyObject *timeout_ms);
 PyObject *client_unwatch(ClientObject *self, PyObject *noargs);
 

@@ -403,8 +403,9 @@ static PyMethodDef client_methods[] = {
     {"_info", (PyCFunction)client_info_text, METH_VARARGS,
      "INFO as text; _info(True): the Prometheus metrics text."},
     {"_list", (PyCFunction)client_list, METH_VARARGS, "A LIST iterator: (prefix, delim, page)."},
-    {"_watch", (PyCFunction)client_watch, METH_O,
-     "WATCH prefix on this connection: the daemon's count of changes (gkv_watch)."},
+    {"_watch", (PyCFunction)client_watch, METH_VARARGS,
+     "WATCH prefix [local] on this connection: the daemon's count of changes (gkv_watch, "
+     "gkv_watch_local)."},
     {"_watch_next", (PyCFunction)client_watch_next, METH_O,
      "The next event (kind, key, size, seq) within timeout_ms (-1: forever), or None."},
     {"_unwatch", (PyCFunction)client_unwatch, METH_NOARGS, "Ends the watch (gkv_unwatch)."},

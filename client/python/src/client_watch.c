@@ -2,14 +2,20 @@
  * one at a time, UNWATCH. */
 #include "client.h"
 
-PyObject *client_watch(ClientObject *self, PyObject *prefix)
+PyObject *client_watch(ClientObject *self, PyObject *args)
 {
+    PyObject *prefix;
+    int local = 0;
+    if (!PyArg_ParseTuple(args, "O|p", &prefix, &local))
+        return NULL;
     key_arg_t k;
     if (prefix_get(prefix, &k) < 0)
         return NULL;
     uint64_t seq = 0;
     int rc;
-    CLIENT_CALL(client_enter, self, rc, gkv_watch(self->c, k.p, (size_t)k.len, &seq));
+    CLIENT_CALL(client_enter, self, rc,
+                local ? gkv_watch_local(self->c, k.p, (size_t)k.len, &seq)
+                      : gkv_watch(self->c, k.p, (size_t)k.len, &seq));
     key_release(&k);
     return rc < 0 ? NULL : PyLong_FromUnsignedLongLong(seq);
 }
