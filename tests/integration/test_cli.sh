@@ -138,6 +138,11 @@ grep -q 'TIMEDOUT' "$dir/err" && passes=$((passes+1)) || { fails=$((fails+1)); e
 ( sleep 0.3; g set late-map "mapped" ) &
 check wait-map 0 g map late-map --wait 5000
 grep -q 'bytes:    6 ' "$dir/out" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL wait-map"; cat "$dir/out"; }
+# watch: a change while the CLI watches (--local: on a daemon alone, the same watch).
+( sleep 0.3; g set w/1 "xyz" ) &
+check watch-local 0 g watch w/ --local --count 1
+grep -q ' set 3 w/1$' "$dir/out" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL watch-local"; cat "$dir/out"; }
+check watch-for 0 g watch w/ --for 100
 check usage-wait-zero 2 nob get k --wait 0
 check usage-wait-over 2 nob get k --wait 3600001
 check usage-length-zero 2 nob get k --length 0

@@ -234,6 +234,17 @@ START_TEST(bad_watches_are_refused)
 {
     gkv_daemon_t d = start();
     gkv_client_t *c = connect_or_fail(d.url);
+    /* gkv_watch_local on a daemon alone: the same watch (its own changes are all there are). */
+    gkv_client_t *w = connect_or_fail(d.url);
+    ck_assert_int_eq(gkv_watch_local(w, "lw/", 3, NULL), 0);
+    ck_assert_int_eq(gkv_watch_local(w, "lw/", 3, NULL), GKV_EINVAL); /* watches already */
+    ck_assert_int_eq(gkv_set(c, "lw/1", 4, "v", 1, NULL), 0);
+    gkv_event_t lev;
+    ck_assert_int_eq(gkv_watch_next(w, &lev, 5000), 0);
+    ck_assert_int_eq(lev.kind, GKV_EVENT_SET);
+    ck_assert_uint_eq(lev.klen, 4);
+    ck_assert_int_eq(memcmp(lev.key, "lw/1", 4), 0);
+    gkv_client_close(w);
     char longp[1100];
     memset(longp, 'p', sizeof(longp));
     ck_assert_int_eq(gkv_watch(c, longp, sizeof(longp), NULL), GKV_ETOOBIG);

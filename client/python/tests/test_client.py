@@ -590,6 +590,16 @@ def test_watch_sees_each_change_under_its_prefix_in_order(client):
     assert client.ping()  # the client that made it was never the watcher
 
 
+def test_a_local_watch_of_a_daemon_alone_is_the_same_watch(client):
+    # local=True asks for this daemon's own changes: on a daemon alone, every change.
+    with client.watch("lw/", local=True) as w:
+        client.set("lw/a", b"12")
+        client.delete("lw/a")
+        events = [w.get(5) for _ in range(2)]
+        assert [(e.kind, e.key, e.size) for e in events] == [("set", "lw/a", 2),
+                                                             ("delete", "lw/a", 0)]
+
+
 def test_watch_iterates_and_async_iterates(client, daemon):
     import asyncio
 
