@@ -42,8 +42,9 @@ void gkv__cuda_detach(gkv_cuda_pool_t *z);
 /* Copies len bytes between a mapping's memory mptr (of import v) and buf: into the mapping
  * (into) or out of it, on the legacy default stream of the GPU that holds the mapping (the one
  * GPU its pool is reachable from by default: import_cuda.c), peer to peer when buf is on
- * another GPU; waited for when wait (else gkv__cuda_device_sync of gkv__cuda_import_device(v)
- * waits). v NULL (nothing imported: the host arena): gkv__cuda_copy or gkv__cuda_copy_async.
+ * another GPU, after the work on the legacy stream of the caller's current GPU (waited for
+ * first when that is another GPU); waited for when wait (else gkv__cuda_device_sync of
+ * gkv__cuda_import_device(v) waits). v NULL (nothing imported: the host arena): gkv__cuda_copy or gkv__cuda_copy_async.
  * Returns 0 or GKV_EIO. */
 int gkv__cuda_mapping_copy(gkv_import_t *v, void *mptr, void *buf, size_t len, bool into,
                            bool wait);

@@ -209,7 +209,14 @@ int gkv__cuda_mapping_copy(gkv_import_t *v, void *mptr, void *buf, size_t len, b
     const void *src = into ? buf : mptr;
     if (!v)
         return wait ? gkv__cuda_copy(dst, src, len) : gkv__cuda_copy_async(dst, src, len);
-    cudaError_t e = cudaSuccess;
+    /* The copy used to be enqueued on the legacy stream of the caller's current device, after
+     * the caller's work there: where that is another GPU, that work is waited for first. */
+    int cur = -1;
+    cudaError_t e = cudaGetDevice(&cur);
+    if (e == cudaSuccess && cur != v->pool->device)
+        e = cudaStreamSynchronize(0);
+    if (e != cudaSuccess)
+        return GKV_EIO;
     ON_DEVICE(v->pool->device, {
         e = cudaMemcpyAsync(dst, src, len, cudaMemcpyDefault, 0);
         if (e == cudaSuccess && wait)

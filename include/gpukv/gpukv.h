@@ -469,8 +469,9 @@ typedef struct {
 GKV_EXPORT int gkv_seal_deferred(gkv_client_t *c, gkv_mapping_t *m, gkv_fence_t *f);
 /* Discards a created value (its lease ends with a RELEASE sent without waiting) and frees m. */
 GKV_EXPORT int gkv_abort(gkv_client_t *c, gkv_mapping_t *m);
-/* Stores len bytes of device memory dptr (borrowed). Locally: CREATE, a device-to-device copy,
- * SEAL. Otherwise through host memory. Needs a libgpukv built with CUDA (else GKV_ENOTSUP). In
+/* Stores len bytes of device memory dptr (borrowed). Locally: CREATE, a device-to-device copy
+ * on the value's GPU (peer to peer when dptr is on another one), SEAL: the caller's GPU work
+ * writing dptr must have finished. Otherwise through host memory. Needs a libgpukv built with CUDA (else GKV_ENOTSUP). In
  * a process with no usable GPU (cudaGetDeviceCount fails) dptr is host memory, copied as such:
  * the same calls then work against a host-backend daemon, zero-copy or not.
  * With a daemon of several GPUs and opts naming none, the value goes on the GPU that holds
@@ -489,9 +490,9 @@ typedef struct {
 /* Stores n (1..4096) device buffers under their keys, each as gkv_set_from_device would, with
  * opts (may be NULL) for all. Locally with zero-copy the requests are pipelined: every CREATE
  * goes out before the first reply is read, each value's copy is enqueued on the legacy default
- * stream as soon as its memory is there, one wait for all, then every SEAL goes out before the
- * first reply: about
- * two round trips and one wait for n values. Otherwise one gkv_set_from_device each. An item
+ * stream of the value's GPU as soon as its memory is there, one wait for all (one per GPU),
+ * then every SEAL goes out before the first reply: about two round trips and one wait for n
+ * values. Otherwise one gkv_set_from_device each. An item
  * that fails (its status) stores nothing and does not stop the others. Returns 0 when the
  * requests went through (look at each status) or a code for the whole call (a bad key or
  * options, before anything is sent; a broken connection, and then the items not yet sealed
