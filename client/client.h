@@ -53,6 +53,7 @@ struct gkv_client {
     uint64_t watch_id;
     uint8_t *ev_key;
     size_t ev_key_cap;
+    char ev_node[64]; /* the last event's member (a watch spanning a cluster), or "" */
     /* The fence page HELLO passed (fence.c): its descriptor (-1: none) and size, mapped at
      * the first asynchronous seal, and its device address once registered with CUDA. */
     int fence_fd;

@@ -97,10 +97,19 @@ int gkv_watch_next(gkv_client_t *c, gkv_event_t *ev, int timeout_ms)
         return gkv__break(c, GKV_EPROTO);
     if ((rc = keep_key(c, ev)))
         return rc;
+    size_t nl = c->resp.node.len < sizeof(c->ev_node) ? c->resp.node.len : sizeof(c->ev_node) - 1;
+    if (nl)
+        memcpy(c->ev_node, c->resp.node.p, nl);
+    c->ev_node[nl] = 0;
     ev->kind = (gkv_event_kind_t)c->resp.event;
     ev->size = c->resp.size;
     ev->seq = c->resp.seq;
     return 0;
+}
+
+const char *gkv_watch_node(const gkv_client_t *c)
+{
+    return c->ev_node;
 }
 
 int gkv_unwatch(gkv_client_t *c)

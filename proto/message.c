@@ -347,6 +347,7 @@ int gkv_resp_decode(const uint8_t *hdr, size_t len, gkv_response_t *resp)
         case GKV_F_VVERSION: rc = gkv_read_uint(&r, &resp->vversion); break;
         case GKV_F_OWNER_INC: rc = gkv_read_uint(&r, &resp->owner_inc); break;
         case GKV_F_OWNER: rc = gkv_read_bin(&r, &resp->owner); break;
+        case GKV_F_NODE: rc = gkv_read_bin(&r, &resp->node); break;
         default: rc = gkv_read_skip(&r); break;
         }
         if (rc)

@@ -186,6 +186,7 @@ typedef struct {
     /* NODE replies (node.h). */
     uint64_t vversion, owner_inc;
     gkv_slice_t owner;
+    gkv_slice_t node; /* an event frame of a WATCH spanning a cluster: the member it came from */
 } gkv_response_t;
 
 /* Decodes a response header (hdr, len bytes, borrowed). Returns 0 or GKV_EPROTO. */

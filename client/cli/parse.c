@@ -184,8 +184,9 @@ static const command_t table[] = {
      o_watch,
      "  --count N  stop after N events\n"
      "  --for MS   stop after MS milliseconds (exit 0)\n"
-     "  --local    this node's own values only (what a cluster node watches)\n"
-     "Events: set, delete, expire, evict, flush. SEQ is the daemon's count of changes.\n"
+     "  --local    a cluster node's own values only (else every member's)\n"
+     "Events: set, delete, expire, evict, flush. SEQ is the daemon's count of changes;\n"
+     "SEQ@NODE: a change on another member of the cluster (SEQ is that node's count).\n"
      "A watcher that reads too slowly loses its watch (exit 1, OVERFLOW).\n"},
     {{"move", "move KEY GPU",
       "move a value to the daemon's GPU GPU (its ordinal, or its UUID; gpukv info lists them)", 2,

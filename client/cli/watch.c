@@ -40,8 +40,10 @@ int gkv_cli_watch(gkv_client_t *c, const gkv_cli_args_t *a)
             break;
         if (rc)
             return gkv_cli_fail(c, "watch", rc);
-        printf("%llu %s %llu %.*s\n", (unsigned long long)ev.seq, kind_name(ev.kind),
-               (unsigned long long)ev.size, (int)ev.klen, (const char *)ev.key);
+        const char *node = gkv_watch_node(c);
+        printf("%llu%s%s %s %llu %.*s\n", (unsigned long long)ev.seq, *node ? "@" : "", node,
+               kind_name(ev.kind), (unsigned long long)ev.size, (int)ev.klen,
+               (const char *)ev.key);
         fflush(stdout); /* a pipe sees each event as it comes */
     }
     rc = gkv_unwatch(c);

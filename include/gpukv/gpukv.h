@@ -359,20 +359,27 @@ typedef struct {
  * c an event for each change of such a key, in the order it made them, until gkv_unwatch. While
  * it watches, c takes only gkv_watch_next, gkv_unwatch and gkv_client_close (others:
  * GKV_EINVAL); use another connection for requests. *seq (may be NULL) gets the daemon's count
- * of changes when the watch began: the first event's seq is above it. Returns 0, GKV_ENOTSUP
- * (a cluster node: watches across a cluster are not built; gkv_watch_local watches one node),
- * GKV_EINVAL (already watching), GKV_ETOOBIG (a prefix over the key limit). */
+ * of changes when the watch began: the first event's seq is above it. On a cluster node the
+ * watch spans the cluster: the changes of the values every member owns (not replicas), each
+ * member's in its order with its own seq, from when that member's stream opened (a member
+ * joining later is watched from then on); gkv_watch_node says which member. Returns 0,
+ * GKV_EINVAL (already watching), GKV_ETOOBIG (a prefix over the key limit), GKV_ENOMEM. */
 GKV_EXPORT int gkv_watch(gkv_client_t *c, const void *prefix, size_t plen, uint64_t *seq);
 /* gkv_watch of this daemon's own changes only: on a cluster node, the values it owns (a SET
  * published there, its copy deleted, expired or evicted, a FLUSH there; not replicas coming
  * and going, nor its copy dropped because the key was written on another node, whose owner
- * reports that write); on a daemon alone, the same as gkv_watch. */
+ * reports that write); on a daemon alone, the same as gkv_watch. A watch spanning a cluster
+ * is this on every member. */
 GKV_EXPORT int gkv_watch_local(gkv_client_t *c, const void *prefix, size_t plen, uint64_t *seq);
 /* The next event of c's watch, waiting up to timeout_ms for it (-1: as long as it takes; 0: only
  * one already there). Returns 0 (*ev filled), GKV_ETIMEDOUT (none came in time; the watch goes
  * on), GKV_EOVERFLOW (c read too slowly: the daemon ended the watch, c is usable again and may
  * watch anew), GKV_EINVAL (c does not watch), or a transport code. */
 GKV_EXPORT int gkv_watch_next(gkv_client_t *c, gkv_event_t *ev, int timeout_ms);
+/* The member of a cluster the last event gkv_watch_next returned happened on, for a watch
+ * spanning the cluster: its node name, or "" when it happened on the node c is connected to
+ * (always "" on a daemon alone). Valid until c's next call. */
+GKV_EXPORT const char *gkv_watch_node(const gkv_client_t *c);
 /* Ends c's watch; events still on the way are dropped. Returns 0 (also when c did not watch,
  * or its watch was ended by GKV_EOVERFLOW) or a transport code. */
 GKV_EXPORT int gkv_unwatch(gkv_client_t *c);

@@ -57,6 +57,7 @@ static void take_members(gkv_cluster_t *cl)
     cl->member_changes++;
     rebalance(cl);
     gkv_cl_plane_members(cl);
+    gkv_cl_watches_follow(cl);
     if (cl->on_members)
         cl->on_members(cl->arg);
 }
@@ -395,6 +396,14 @@ int gkv_cluster_info(const gkv_cluster_t *cl, char *buf, size_t cap)
                      cl->stats.stale_senders, cl->peers.opened, cl->foreign, cl->members.n,
                      gkv_cluster_live(cl), lease_left, cl->stats.fenced, cl->stats.vouch_rounds,
                      cl->stats.replicas_reclaimed);
+    if (n >= 0 && (size_t)n < cap) {
+        uint64_t watches, streams;
+        gkv_cluster_watch_counts(cl, &watches, &streams);
+        int k = snprintf(buf + n, cap - (size_t)n,
+                         "cluster_watches:%" PRIu64 "\r\ncluster_watch_streams:%" PRIu64 "\r\n",
+                         watches, streams);
+        n = k < 0 ? -1 : n + k;
+    }
     if (n >= 0 && (size_t)n < cap) {
         int k = gkv_plane_info((gkv_plane_t *)&cl->plane, buf + n, cap - (size_t)n);
         n = k < 0 ? -1 : n + k;

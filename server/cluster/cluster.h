@@ -77,6 +77,12 @@ enum {
                           * t->fetch_version when that is set) */
 };
 
+/* A WATCH spanning the cluster (watch.c): the streams of the other members' events. */
+typedef struct gkv_cl_watch gkv_cl_watch_t;
+/* An event another member sent for a watch (node: its name, borrowed for the call). */
+typedef void (*gkv_cl_event_fn)(void *arg, unsigned kind, const uint8_t *key, size_t klen,
+                                uint64_t size, uint64_t seq, const char *node);
+
 typedef struct gkv_cluster {
     bool on;
     bool left; /* was on, and left (the daemon stops): cluster requests get UNAVAILABLE */
@@ -113,6 +119,7 @@ typedef struct gkv_cluster {
     bool departed;          /* the last member list lost a member (or an incarnation) */
     bool register_again;    /* a registration with a new home failed: try again next tick */
     bool quiet;             /* the store's changes now are no events (gkv_cluster_reports) */
+    gkv_cl_watch_t *watches; /* WATCHes spanning the cluster (watch.c) */
     uv_timer_t tick;        /* every CL_VOUCH_PERIOD_MS: vouching, the log */
 } gkv_cluster_t;
 
@@ -162,6 +169,16 @@ bool gkv_cluster_is_self(const gkv_cluster_t *cl, const gkv_member_t *m);
  * this node owns. Replicas kept, dropped or evicted, and a copy dropped because the key was
  * written on another node, are not. Always true without a cluster. On the loop. */
 bool gkv_cluster_reports(const gkv_cluster_t *cl, unsigned kind, const void *key, size_t klen);
+/* A WATCH of prefix (plen bytes, copied) spanning the cluster: every other member's events
+ * (of the values it owns) come to fn(arg, ...) on the loop, from a stream per member that
+ * follows the members in force (docs/handoff.md, "Watches across a cluster"). This node's own
+ * events are the caller's (as on one node). NULL without a cluster or memory. */
+gkv_cl_watch_t *gkv_cluster_watch_open(gkv_cluster_t *cl, const uint8_t *prefix, size_t plen,
+                                       gkv_cl_event_fn fn, void *arg);
+/* Ends w's streams (none calls fn after this) and frees w. NULL allowed. */
+void gkv_cluster_watch_close(gkv_cluster_t *cl, gkv_cl_watch_t *w);
+/* WATCHes spanning the cluster now, and their streams reading. */
+void gkv_cluster_watch_counts(const gkv_cluster_t *cl, uint64_t *watches, uint64_t *streams);
 /* INFO's "# Cluster" section into buf (cap bytes). Returns its length or -1 if it does not fit. */
 int gkv_cluster_info(const gkv_cluster_t *cl, char *buf, size_t cap);
 

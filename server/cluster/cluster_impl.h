@@ -140,6 +140,9 @@ int gkv_cl_unlink(gkv_cluster_t *cl, const void *key, size_t klen, uint64_t upto
 /* The same, reporting no event to watchers: the key's value lives on elsewhere (written on
  * another node, or registered newer there). */
 int gkv_cl_unlink_quietly(gkv_cluster_t *cl, const void *key, size_t klen, uint64_t upto);
+/* The members changed: each WATCH spanning the cluster opens streams to new members and ends
+ * those of departed ones (watch.c). */
+void gkv_cl_watches_follow(gkv_cluster_t *cl);
 /* True when this node's own incarnation is inc (a request naming it as owner). */
 int64_t gkv_cl_self_inc(const gkv_cluster_t *cl);
 /* route.c's helpers the others share: a count reply, a job queued for ticket t (nested: the

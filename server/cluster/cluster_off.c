@@ -89,3 +89,21 @@ bool gkv_cluster_reports(const gkv_cluster_t *cl, unsigned kind, const void *key
     (void)cl, (void)kind, (void)key, (void)klen;
     return true;
 }
+
+gkv_cl_watch_t *gkv_cluster_watch_open(gkv_cluster_t *cl, const uint8_t *prefix, size_t plen,
+                                       gkv_cl_event_fn fn, void *arg)
+{
+    (void)cl, (void)prefix, (void)plen, (void)fn, (void)arg;
+    return NULL;
+}
+
+void gkv_cluster_watch_close(gkv_cluster_t *cl, gkv_cl_watch_t *w)
+{
+    (void)cl, (void)w;
+}
+
+void gkv_cluster_watch_counts(const gkv_cluster_t *cl, uint64_t *watches, uint64_t *streams)
+{
+    (void)cl;
+    *watches = *streams = 0;
+}

@@ -5,14 +5,11 @@
 
 int gkv_cmd_watch(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
-    if (ctx->clustered && !req->local)
-        return gkv_reply_fail(rep, GKV_ENOTSUP,
-                              "watches across a cluster are not built yet: WATCH with local 1 "
-                              "watches the values this node owns");
     if (req->prefix.len > ctx->lim.max_key)
         return gkv_reply_fail(rep, GKV_ETOOBIG, "the prefix is over --max-key-size (%llu)",
                               (unsigned long long)ctx->lim.max_key);
     rep->watch = true;
+    rep->watch_span = ctx->clustered && !req->local;
     return 0;
 }
 

@@ -64,6 +64,7 @@ typedef struct {
     /* WATCH, UNWATCH: the connection starts or ends its watch and writes the reply itself
      * (net/watch.h); the handler wrote nothing. */
     bool watch, unwatch;
+    bool watch_span; /* WATCH on a cluster node without local: it spans the cluster */
     /* SEAL with async: the connection gives the seal a fence counter and writes the reply
      * (net/fence.h); the lease (writable, the connection's) is the one sealed. */
     gkv_lease_t *seal_async;

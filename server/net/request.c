@@ -256,7 +256,7 @@ static bool handle_request(gkv_conn_t *c, const gkv_request_t *routed)
         gkv_conn_op_done(c, rc);
         return true;
     }
-    if (rep.watch && (rc = gkv_watch_start(c, req)) != 0) {
+    if (rep.watch && (rc = gkv_watch_start(c, req, rep.watch_span)) != 0) {
         gkv_conn_op_done(c, rc);
         return true;
     }

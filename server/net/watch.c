@@ -1,6 +1,7 @@
 /* watch.c: connections that watch a prefix; see watch.h. */
 #include "watch.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 /* One connection's watch: in the net's list of watches (the order they began). */
 struct gkv_watch {
     gkv_conn_t *c;
+    gkv_cl_watch_t *span; /* a WATCH spanning the cluster: the other members' streams */
     struct gkv_watch *prev, *next;
     uint64_t id;   /* the WATCH request's: every event frame carries it */
     uint64_t sent; /* events written */
@@ -35,6 +37,8 @@ static void drop(gkv_watches_t *ws, struct gkv_watch *w)
     if (w->next)
         w->next->prev = w->prev;
     w->c->watch = NULL;
+    if (w->span)
+        gkv_cluster_watch_close(ws->net->cluster, w->span);
     ws->watching--;
     ws->net->store->listeners--;
     free(w);
@@ -47,45 +51,67 @@ static void push_later(gkv_conn_t *c)
         gkv_net_yield(c->net, c);
 }
 
+/* An event frame for w (node: the member it happened on, NULL for this node), or the end of
+ * w's watch when its connection leaves more than the bound untaken. */
+static void emit(gkv_watches_t *ws, struct gkv_watch *w, unsigned kind, const uint8_t *key,
+                 size_t klen, uint64_t size, uint64_t seq, const char *node)
+{
+    gkv_conn_t *c = w->c;
+    if (c->snd.pending + c->out.sb.size > ws->net->set.watch_buffer) {
+        char why[160];
+        snprintf(why, sizeof(why),
+                 "the watcher left over %llu bytes of events untaken: the watch ended "
+                 "after seq %llu",
+                 (unsigned long long)ws->net->set.watch_buffer, (unsigned long long)(seq - 1));
+        gkv_reply_error(&c->out, w->id, GKV_EOVERFLOW, why);
+        GKV_INFO("conn %llu: %s", (unsigned long long)c->id, why);
+        ws->cut++;
+        drop(ws, w);
+        push_later(c);
+        return;
+    }
+    gkv_wr_t *o = &c->out;
+    gkv_wr_begin(o);
+    gkv_wr_uint(o, GKV_F_ID, w->id);
+    gkv_wr_int(o, GKV_F_STATUS, 0);
+    gkv_wr_uint(o, GKV_F_EVENT, kind);
+    gkv_wr_bin(o, GKV_F_KEY, key, key ? klen : 0);
+    gkv_wr_uint(o, GKV_F_SIZE, size);
+    gkv_wr_uint(o, GKV_F_SEQ, seq);
+    if (node)
+        gkv_wr_str(o, GKV_F_NODE, node);
+    (void)gkv_wr_end(o); /* a failed buffer closes c at its flush */
+    w->sent++;
+    ws->events++;
+    push_later(c);
+}
+
+/* Under the prefix of w (every watch for a FLUSH). */
+static bool under(const struct gkv_watch *w, unsigned kind, const uint8_t *key, size_t klen)
+{
+    return kind == GKV_EVENT_FLUSH || (klen >= w->plen && memcmp(key, w->prefix, w->plen) == 0);
+}
+
 void gkv_watches_changed(gkv_net_t *net, unsigned kind, const uint8_t *key, size_t klen,
                          uint64_t size, uint64_t seq)
 {
     gkv_watches_t *ws = net->watches;
     if (!ws)
         return;
-    uint64_t bound = net->set.watch_buffer;
     for (struct gkv_watch *w = ws->head, *next; w; w = next) {
         next = w->next;
-        gkv_conn_t *c = w->c;
-        if (c->closing ||
-            (kind != GKV_EVENT_FLUSH && (klen < w->plen || memcmp(key, w->prefix, w->plen) != 0)))
-            continue;
-        if (c->snd.pending + c->out.sb.size > bound) {
-            char why[160];
-            snprintf(why, sizeof(why),
-                     "the watcher left over %llu bytes of events untaken: the watch ended "
-                     "after seq %llu",
-                     (unsigned long long)bound, (unsigned long long)(seq - 1));
-            gkv_reply_error(&c->out, w->id, GKV_EOVERFLOW, why);
-            GKV_INFO("conn %llu: %s", (unsigned long long)c->id, why);
-            ws->cut++;
-            drop(ws, w);
-            push_later(c);
-            continue;
-        }
-        gkv_wr_t *o = &c->out;
-        gkv_wr_begin(o);
-        gkv_wr_uint(o, GKV_F_ID, w->id);
-        gkv_wr_int(o, GKV_F_STATUS, 0);
-        gkv_wr_uint(o, GKV_F_EVENT, kind);
-        gkv_wr_bin(o, GKV_F_KEY, key, key ? klen : 0);
-        gkv_wr_uint(o, GKV_F_SIZE, size);
-        gkv_wr_uint(o, GKV_F_SEQ, seq);
-        (void)gkv_wr_end(o); /* a failed buffer closes c at its flush */
-        w->sent++;
-        ws->events++;
-        push_later(c);
+        if (!w->c->closing && under(w, kind, key, klen))
+            emit(ws, w, kind, key, klen, size, seq, NULL);
     }
+}
+
+/* An event of another member for a watch spanning the cluster (gkv_cl_event_fn). */
+static void member_event(void *arg, unsigned kind, const uint8_t *key, size_t klen,
+                         uint64_t size, uint64_t seq, const char *node)
+{
+    struct gkv_watch *w = arg;
+    if (!w->c->closing && under(w, kind, key, klen))
+        emit(w->c->net->watches, w, kind, key, klen, size, seq, node);
 }
 
 int gkv_watches_init(gkv_net_t *net)
@@ -109,7 +135,7 @@ void gkv_watches_free(gkv_net_t *net)
     net->watches = NULL;
 }
 
-int gkv_watch_start(gkv_conn_t *c, const gkv_request_t *req)
+int gkv_watch_start(gkv_conn_t *c, const gkv_request_t *req, bool span)
 {
     gkv_watches_t *ws = c->net->watches;
     int rc = 0;
@@ -135,6 +161,12 @@ int gkv_watch_start(gkv_conn_t *c, const gkv_request_t *req)
     c->watch = w;
     ws->watching++;
     c->net->store->listeners++;
+    if (span && !(w->span = gkv_cluster_watch_open(c->net->cluster, req->prefix.p,
+                                                   req->prefix.len, member_event, w))) {
+        drop(ws, w);
+        gkv_reply_error(&c->out, req->id, GKV_ENOMEM, "out of host memory for the watch");
+        return GKV_ENOMEM;
+    }
     gkv_reply_ok(&c->out, req->id);
     gkv_wr_uint(&c->out, GKV_F_SEQ, c->net->store->changes);
     (void)gkv_wr_end(&c->out);

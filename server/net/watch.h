@@ -9,6 +9,7 @@
 #ifndef GKV_NET_WATCH_H
 #define GKV_NET_WATCH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "message.h"
@@ -22,8 +23,10 @@ int gkv_watches_init(gkv_net_t *net);
 /* After the loop ran out (no connection watches any more). */
 void gkv_watches_free(gkv_net_t *net);
 /* WATCH (req: its id and prefix) on c: writes the reply (status 0 and seq, or INVAL when c
- * watches already, NOMEM) into c's output. Returns 0 or the error code written. */
-int gkv_watch_start(gkv_conn_t *c, const gkv_request_t *req);
+ * watches already, NOMEM) into c's output. span: the watch spans the cluster (the other
+ * members' events come through gkv_cluster_watch_open's streams, each with its node's name).
+ * Returns 0 or the error code written. */
+int gkv_watch_start(gkv_conn_t *c, const gkv_request_t *req, bool span);
 /* UNWATCH (id) on c: ends its watch, if any, and writes the reply (count: the events the
  * watch sent). */
 void gkv_watch_stop(gkv_conn_t *c, uint64_t id);

@@ -102,11 +102,6 @@ def events_until(w, last: str, timeout: float = 10.0) -> list:
 def each_node_watches_the_values_it_owns(cl: Cluster):
     n1, n2 = cl.nodes[0], cl.nodes[1]
     with n1.client() as c1, n2.client() as c2:
-        try:
-            c1.watch("wt/")
-            raise AssertionError("a WATCH of the whole cluster was answered; it is not built")
-        except gpukv.NotSupported:
-            pass
         w1, w2 = c1.watch("wt/", local=True), c2.watch("wt/", local=True)
         try:
             c1.set("wt/a", b"1")  # n1 owns it
@@ -131,6 +126,84 @@ def each_node_watches_the_values_it_owns(cl: Cluster):
         finally:
             w1.close()
             w2.close()
+
+
+def try_set(c, key: str) -> bool:
+    try:
+        c.set(key, b"")
+        return True
+    except (gpukv.Unavailable, gpukv.Busy):  # its home died a moment ago: members changing
+        return False
+
+
+def watching(node) -> int:
+    with node.client() as c:
+        return c.info("clients")["watching_clients"]
+
+
+@check
+def a_watch_spans_the_cluster(cl: Cluster):
+    n1, n2, n3 = cl.nodes[:3]
+    with n1.client() as c1, n2.client() as c2, n3.client() as c3:
+        w = c1.watch("ws/")  # on n1, of every member's values
+        try:
+            # Its streams: a watching connection on each other member (opened after the reply).
+            wait_for(lambda: watching(n2) == 1 and watching(n3) == 1, 10, "the watch's streams")
+            wait_for(lambda: n1.info()["cluster_watch_streams"] == 2, 10, "n1 reading both")
+            assert n1.info()["cluster_watches"] == 1
+            c1.set("ws/a", b"1")
+            c2.set("ws/b", b"22")
+            c3.set("ws/c", b"333")
+            c2.set("other/x", b"out of the prefix")
+            assert get(c1, "ws/b") == b"22" and get(c3, "ws/a") == b"1"  # replicas: no events
+            c3.set("ws/b", b"4444")  # now n3's: n2's copy goes without an event
+            c1.delete("ws/c")  # n3's copy deleted: n3's event
+            for c, end in ((c1, "ws/end1"), (c2, "ws/end2"), (c3, "ws/end3")):
+                c.set(end, b"")
+            seen, ends, until, nodes = [], set(), time.monotonic() + 10, {}
+            while len(ends) < 3:
+                ev = w.get(max(0.0, until - time.monotonic()))
+                assert ev is not None, f"events missing; saw {seen}"
+                seen.append((ev.kind, ev.key))
+                nodes.setdefault(ev.key, set()).add(ev.node)
+                if ev.key.startswith("ws/end"):
+                    ends.add(ev.key)
+            # Each event names the member it happened on ("" for n1 itself).
+            assert nodes["ws/a"] == {""} and nodes["ws/end2"] == {n2.name}, nodes
+            assert nodes["ws/b"] == {n2.name, n3.name} and nodes["ws/c"] == {n3.name}, nodes
+            assert sorted(seen) == sorted([
+                ("set", "ws/a"), ("set", "ws/b"), ("set", "ws/c"), ("set", "ws/b"),
+                ("delete", "ws/c"), ("set", "ws/end1"), ("set", "ws/end2"),
+                ("set", "ws/end3")]), seen
+            # One node's events come in its order: n3 set ws/c before deleting it.
+            assert seen.index(("set", "ws/c")) < seen.index(("delete", "ws/c")), seen
+            assert w.get(0.2) is None, "an event after the last"
+            # A member that dies ends its stream; the watch goes on with the others.
+            n3.kill()
+            wait_for(lambda: n1.info()["cluster_watch_streams"] == 1, 10, "n3's stream to end")
+            wait_for(lambda: n1.info()["members"] == 2, cl.ttl + 5, "n3 to leave")
+            wait_for(lambda: try_set(c2, "ws/after"), 20, "a write once n3 is gone")
+            ev = w.get(10)
+            assert ev is not None and (ev.key, ev.node) == ("ws/after", n2.name), ev
+            assert n1.info()["cluster_watch_streams"] == 1
+            # A member that joins gets a stream.
+            n3.start()
+            cl.wait_members(3)
+            wait_for(lambda: n1.info()["cluster_watch_streams"] == 2, 10, "a stream to n3")
+            wait_for(lambda: try_set(c2, "ws/again"), 20, "a write with n3 back")
+            with n3.client() as c3b:
+                c3b.set("ws/from3", b"")
+            got = {(e.key, e.node) for e in (w.get(10), w.get(10))}
+            assert got == {("ws/again", n2.name), ("ws/from3", n3.name)}, got
+        finally:
+            w.close()
+            if not n3.alive():
+                wait_for(lambda: n1.info()["members"] == 2, cl.ttl + 5, "n3 to leave")
+                n3.start()
+                cl.wait_members(3)
+        # The watch's end ends its streams.
+        wait_for(lambda: watching(n2) == 0, 10, "the streams to end")
+        wait_for(lambda: n1.info()["cluster_watches"] == 0, 10, "the watch to go")
 
 
 @check

@@ -50,12 +50,15 @@ class ListEntry(NamedTuple):
 class Event(NamedTuple):
     """One change a ``Watch`` saw: ``kind`` is "set", "delete", "expire", "evict" (dropped for
     room) or "flush" (every key went; ``key`` is ""); ``size`` the value's for "set", else 0;
-    ``seq`` the daemon's count of changes at this one (a key's events come in seq order)."""
+    ``seq`` the daemon's count of changes at this one (a key's events come in seq order);
+    ``node`` the cluster member it happened on, for a watch of a cluster node ("" for the node
+    watched itself, and on a daemon alone; each member has its own seq)."""
 
     kind: str
     key: str
     size: int
     seq: int
+    node: str = ""
 
 
 _EVENT_KINDS = {1: "set", 2: "delete", 3: "expire", 4: "evict", 5: "flush"}
@@ -97,8 +100,8 @@ class Watch:
                 break
         if got is None:
             return None
-        kind, key, size, seq = got
-        return Event(_EVENT_KINDS.get(kind, str(kind)), _decode(key), size, seq)
+        kind, key, size, seq, node = got
+        return Event(_EVENT_KINDS.get(kind, str(kind)), _decode(key), size, seq, node)
 
     def __iter__(self) -> Watch:
         return self
@@ -441,9 +444,9 @@ class Client(_gpukv.Client):
     def watch(self, prefix: Key = "", *, local: bool = False) -> Watch:
         """A ``Watch`` of the keys under prefix ("" for every key), on a connection of its own:
         ``for ev in c.watch("kv/")`` sees each set, delete, expiry, eviction and flush as it
-        happens, in the daemon's order. On a cluster node only ``local=True`` is built: the
-        changes of the values that node owns (not replicas, nor its copy dropped because the
-        key was written on another node); without it ``NotSupported``."""
+        happens, in the daemon's order. On a cluster node it spans the cluster (every member's
+        values, not replicas; ``Event.node`` names the member, each in its own order);
+        ``local=True`` keeps to that node's own values."""
         return Watch(self.url, prefix, local=local)
 
     def info(self, section: str | None = None) -> dict[str, Any]:

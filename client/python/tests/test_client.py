@@ -598,6 +598,7 @@ def test_a_local_watch_of_a_daemon_alone_is_the_same_watch(client):
         events = [w.get(5) for _ in range(2)]
         assert [(e.kind, e.key, e.size) for e in events] == [("set", "lw/a", 2),
                                                              ("delete", "lw/a", 0)]
+        assert all(e.node == "" for e in events)  # a daemon alone: no other member
 
 
 def test_watch_iterates_and_async_iterates(client, daemon):
