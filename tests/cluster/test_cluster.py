@@ -207,6 +207,39 @@ def a_watch_spans_the_cluster(cl: Cluster):
 
 
 @check
+def a_spanning_watcher_that_never_reads_is_cut_and_its_streams_end(cl: Cluster):
+    n1, n2 = cl.nodes[0], cl.nodes[1]
+    with n1.client() as c1, n2.client() as c2:
+        w = c1.watch("wo/")
+        try:
+            wait_for(lambda: n1.info()["cluster_watch_streams"] == 2, 10, "the watch's streams")
+            # n2's values: their events come through n1 to a watcher that reads none of them,
+            # past n1's --watch-buffer (8 MiB): about 9,000 events of 900-byte keys.
+            key = "wo/" + "k" * 890
+            for i in range(20000):
+                c2.set(f"{key}{i}", b"")
+                if i % 2000 == 1999 and watching(n1) == 0:
+                    break
+            wait_for(lambda: watching(n1) == 0, 20, "n1 to cut its watcher")
+            with n1.client() as c:
+                assert c.info("clients")["watches_overflowed"] >= 1
+            # Its streams end with it: n2 and n3 hold no watching connection for it.
+            wait_for(lambda: n1.info()["cluster_watches"] == 0, 10, "the watch to go")
+            wait_for(lambda: watching(n2) == 0 and watching(cl.nodes[2]) == 0, 10,
+                     "the members' streams to end")
+            try:
+                while w.get(5) is not None:
+                    pass
+                raise AssertionError("the watch ended without OVERFLOW")
+            except gpukv.Overflow:
+                pass
+        finally:
+            w.close()
+    with n2.client(timeout=120) as c:
+        c.delete_prefix("wo/")
+
+
+@check
 def nx_races_have_exactly_one_winner(cl: Cluster):
     for k in range(15):
         key = f"nx/{k}"
