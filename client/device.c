@@ -176,17 +176,16 @@ static void many_wait(gkv_client_t *c, gkv_set_item_t *items, size_t n, many_t *
                       gkv_mapping_t **ends)
 {
     /* The copies went on the legacy stream of each value's GPU: one wait per GPU used. */
-    int rc = 0, waited[8], nwaited = 0;
+    uint64_t waited = 0; /* bit d + 1: GPU d; bit 0: the current GPU (nothing imported) */
+    int rc = 0;
     for (size_t i = 0; i < n; i++) {
         if (!w[i].copied)
             continue;
-        int dev = gkv__cuda_import_device(((mapping_t *)w[i].m)->imp), k = 0;
-        while (k < nwaited && waited[k] != dev)
-            k++;
-        if (k < nwaited)
+        int dev = gkv__cuda_import_device(((mapping_t *)w[i].m)->imp);
+        uint64_t bit = dev < 63 ? 1ull << (dev + 1) : 0; /* 0: waited for each time */
+        if (waited & bit)
             continue;
-        if (nwaited < 8)
-            waited[nwaited++] = dev;
+        waited |= bit;
         int r = gkv__cuda_device_sync(dev);
         rc = rc ? rc : r;
     }

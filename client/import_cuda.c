@@ -202,43 +202,6 @@ void gkv__cuda_detach(gkv_cuda_pool_t *z)
     pthread_mutex_unlock(&registry_lock);
 }
 
-int gkv__cuda_mapping_copy(gkv_import_t *v, void *mptr, void *buf, size_t len, bool into,
-                           bool wait)
-{
-    void *dst = into ? mptr : buf;
-    const void *src = into ? buf : mptr;
-    if (!v)
-        return wait ? gkv__cuda_copy(dst, src, len) : gkv__cuda_copy_async(dst, src, len);
-    /* The copy used to be enqueued on the legacy stream of the caller's current device, after
-     * the caller's work there: where that is another GPU, that work is waited for first. */
-    int cur = -1;
-    cudaError_t e = cudaGetDevice(&cur);
-    if (e == cudaSuccess && cur != v->pool->device)
-        e = cudaStreamSynchronize(0);
-    if (e != cudaSuccess)
-        return GKV_EIO;
-    ON_DEVICE(v->pool->device, {
-        e = cudaMemcpyAsync(dst, src, len, cudaMemcpyDefault, 0);
-        if (e == cudaSuccess && wait)
-            e = cudaStreamSynchronize(0);
-    });
-    return e == cudaSuccess ? 0 : GKV_EIO;
-}
-
-int gkv__cuda_import_device(const gkv_import_t *v)
-{
-    return v ? v->pool->device : -1;
-}
-
-int gkv__cuda_device_sync(int dev)
-{
-    if (dev < 0)
-        return gkv__cuda_stream_sync(NULL);
-    cudaError_t e = cudaSuccess;
-    ON_DEVICE(dev, e = cudaStreamSynchronize(0));
-    return e == cudaSuccess ? 0 : GKV_EIO;
-}
-
 int gkv__cuda_ptr_uuid(const void *p, char *uuid, size_t cap)
 {
     struct cudaPointerAttributes a;
@@ -329,25 +292,59 @@ int gkv__cuda_stream_sync(void *stream)
     return cudaStreamSynchronize((cudaStream_t)stream) == cudaSuccess ? 0 : GKV_EIO;
 }
 
-int gkv__cuda_copy_async(void *dst, const void *src, size_t len)
+/* A copy on the legacy default stream of the current GPU, waited for when wait (cudaMemcpy
+ * returns before a device-to-device copy has finished, and callers seal or release right
+ * after); memcpy in a process with no usable GPU. 0 or GKV_EIO. */
+static int legacy_copy(void *dst, const void *src, size_t len, bool wait)
 {
     if (host_only()) {
         memcpy(dst, src, len);
         return 0;
     }
-    return cudaMemcpyAsync(dst, src, len, cudaMemcpyDefault, 0) == cudaSuccess ? 0 : GKV_EIO;
+    cudaError_t e = cudaMemcpyAsync(dst, src, len, cudaMemcpyDefault, 0);
+    if (e == cudaSuccess && wait)
+        e = cudaStreamSynchronize(0);
+    return e == cudaSuccess ? 0 : GKV_EIO;
+}
+
+int gkv__cuda_copy_async(void *dst, const void *src, size_t len)
+{
+    return legacy_copy(dst, src, len, false);
 }
 
 int gkv__cuda_copy(void *dst, const void *src, size_t len)
 {
-    if (host_only()) {
-        memcpy(dst, src, len);
-        return 0;
-    }
-    /* cudaMemcpy returns before a device-to-device copy has finished: wait for it, since the
-     * caller seals or releases right after. */
-    cudaError_t e = cudaMemcpyAsync(dst, src, len, cudaMemcpyDefault, 0);
-    if (e == cudaSuccess)
-        e = cudaStreamSynchronize(0);
-    return e == cudaSuccess ? 0 : GKV_EIO;
+    return legacy_copy(dst, src, len, true);
+}
+
+int gkv__cuda_mapping_copy(gkv_import_t *v, void *mptr, void *buf, size_t len, bool into,
+                           bool wait)
+{
+    void *dst = into ? mptr : buf;
+    const void *src = into ? buf : mptr;
+    if (!v)
+        return legacy_copy(dst, src, len, wait);
+    /* The copy used to be enqueued on the legacy stream of the caller's current device, after
+     * the caller's work there: where that is another GPU, that work is waited for first. */
+    int cur = -1;
+    if (cudaGetDevice(&cur) != cudaSuccess ||
+        (cur != v->pool->device && cudaStreamSynchronize(0) != cudaSuccess))
+        return GKV_EIO;
+    int rc;
+    ON_DEVICE(v->pool->device, rc = legacy_copy(dst, src, len, wait));
+    return rc;
+}
+
+int gkv__cuda_import_device(const gkv_import_t *v)
+{
+    return v ? v->pool->device : -1;
+}
+
+int gkv__cuda_device_sync(int dev)
+{
+    if (dev < 0)
+        return gkv__cuda_stream_sync(NULL);
+    int rc;
+    ON_DEVICE(dev, rc = gkv__cuda_stream_sync(NULL));
+    return rc;
 }

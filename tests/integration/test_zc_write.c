@@ -448,6 +448,19 @@ static void many_check(gkv_client_t *r, const char *keys[MANY], const uint8_t *s
     }
 }
 
+/* Every key's value from src on c, in one gkv_set_many_from_device (items are left filled);
+ * each must be stored. */
+static void many_store(gkv_client_t *c, gkv_set_item_t items[MANY], const char *keys[MANY],
+                       const uint8_t *src)
+{
+    for (int i = 0; i < MANY; i++)
+        items[i] = (gkv_set_item_t){keys[i], strlen(keys[i]), src + (size_t)i * 65540,
+                                    many_size(i), -1};
+    ck_assert_int_eq(gkv_set_many_from_device(c, items, MANY, NULL), 0);
+    for (int i = 0; i < MANY; i++)
+        ck_assert_int_eq(items[i].status, 0);
+}
+
 START_TEST(many_values_stored_together)
 {
     uint8_t *src = malloc((size_t)MANY * 65540);
@@ -465,12 +478,7 @@ START_TEST(many_values_stored_together)
         total += many_size(i);
     for (int round = 0; round < 4; round++) {
         many_fill(src, round);
-        for (int i = 0; i < MANY; i++)
-            items[i] = (gkv_set_item_t){keys[i], strlen(keys[i]), src + (size_t)i * 65540,
-                                        many_size(i), -1};
-        ck_assert_int_eq(gkv_set_many_from_device(c, items, MANY, NULL), 0);
-        for (int i = 0; i < MANY; i++)
-            ck_assert_int_eq(items[i].status, 0);
+        many_store(c, items, keys, src);
         many_check(r, keys, src);
         for (int i = 0; i < MANY; i++) { /* into c's lease cache: spares at the next seals */
             gkv_mapping_t *m;
@@ -496,12 +504,7 @@ START_TEST(many_values_stored_together)
     many_check(r, keys, keep);
     /* Over TCP: one at a time through the socket, the same bytes. */
     gkv_client_t *t = conn(d.tcp_url);
-    for (int i = 0; i < MANY; i++)
-        items[i] = (gkv_set_item_t){keys[i], strlen(keys[i]), src + (size_t)i * 65540,
-                                    many_size(i), -1};
-    ck_assert_int_eq(gkv_set_many_from_device(t, items, MANY, NULL), 0);
-    for (int i = 0; i < MANY; i++)
-        ck_assert_int_eq(items[i].status, 0);
+    many_store(t, items, keys, src);
     many_check(r, keys, src);
     /* Bad input: refused before anything is sent, nothing changed. */
     ck_assert_int_eq(gkv_set_many_from_device(c, items, 0, NULL), GKV_EINVAL);
