@@ -54,6 +54,7 @@ struct gkv_client {
     uint8_t *ev_key;
     size_t ev_key_cap;
     char ev_node[64]; /* the last event's member (a watch spanning a cluster), or "" */
+    uint64_t ev_version; /* the last event's cluster version of its key, or 0 */
     /* The fence page HELLO passed (fence.c): its descriptor (-1: none) and size, mapped at
      * the first asynchronous seal, and its device address once registered with CUDA. */
     int fence_fd;

@@ -101,6 +101,7 @@ int gkv_watch_next(gkv_client_t *c, gkv_event_t *ev, int timeout_ms)
     if (nl)
         memcpy(c->ev_node, c->resp.node.p, nl);
     c->ev_node[nl] = 0;
+    c->ev_version = c->resp.vversion;
     ev->kind = (gkv_event_kind_t)c->resp.event;
     ev->size = c->resp.size;
     ev->seq = c->resp.seq;
@@ -110,6 +111,11 @@ int gkv_watch_next(gkv_client_t *c, gkv_event_t *ev, int timeout_ms)
 const char *gkv_watch_node(const gkv_client_t *c)
 {
     return c->ev_node;
+}
+
+uint64_t gkv_watch_version(const gkv_client_t *c)
+{
+    return c->ev_version;
 }
 
 int gkv_unwatch(gkv_client_t *c)

@@ -186,7 +186,8 @@ static const command_t table[] = {
      "  --for MS   stop after MS milliseconds (exit 0)\n"
      "  --local    a cluster node's own values only (else every member's)\n"
      "Events: set, delete, expire, evict, flush. SEQ is the daemon's count of changes;\n"
-     "SEQ@NODE: a change on another member of the cluster (SEQ is that node's count).\n"
+     "SEQ@NODE: a change on another member of the cluster (SEQ is that node's count);\n"
+     "on a cluster node SEQ[@NODE]#VERSION: the key's cluster version, in order per key.\n"
      "A watcher that reads too slowly loses its watch (exit 1, OVERFLOW).\n"},
     {{"move", "move KEY GPU",
       "move a value to the daemon's GPU GPU (its ordinal, or its UUID; gpukv info lists them)", 2,

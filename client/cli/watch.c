@@ -41,8 +41,12 @@ int gkv_cli_watch(gkv_client_t *c, const gkv_cli_args_t *a)
         if (rc)
             return gkv_cli_fail(c, "watch", rc);
         const char *node = gkv_watch_node(c);
-        printf("%llu%s%s %s %llu %.*s\n", (unsigned long long)ev.seq, *node ? "@" : "", node,
-               kind_name(ev.kind), (unsigned long long)ev.size, (int)ev.klen,
+        uint64_t version = gkv_watch_version(c);
+        char vs[24] = "";
+        if (version)
+            snprintf(vs, sizeof(vs), "#%llu", (unsigned long long)version);
+        printf("%llu%s%s%s %s %llu %.*s\n", (unsigned long long)ev.seq, *node ? "@" : "", node,
+               vs, kind_name(ev.kind), (unsigned long long)ev.size, (int)ev.klen,
                (const char *)ev.key);
         fflush(stdout); /* a pipe sees each event as it comes */
     }

@@ -362,7 +362,9 @@ typedef struct {
  * of changes when the watch began: the first event's seq is above it. On a cluster node the
  * watch spans the cluster: the changes of the values every member owns (not replicas), each
  * member's in its order with its own seq, from when that member's stream opened (a member
- * joining later is watched from then on); gkv_watch_node says which member. Returns 0,
+ * joining later is watched from then on), and a key's events in the order of its cluster
+ * version (gkv_watch_version; a superseded owner's late event is not delivered);
+ * gkv_watch_node says which member. Returns 0,
  * GKV_EINVAL (already watching), GKV_ETOOBIG (a prefix over the key limit), GKV_ENOMEM. */
 GKV_EXPORT int gkv_watch(gkv_client_t *c, const void *prefix, size_t plen, uint64_t *seq);
 /* gkv_watch of this daemon's own changes only: on a cluster node, the values it owns (a SET
@@ -380,6 +382,12 @@ GKV_EXPORT int gkv_watch_next(gkv_client_t *c, gkv_event_t *ev, int timeout_ms);
  * spanning the cluster: its node name, or "" when it happened on the node c is connected to
  * (always "" on a daemon alone). Valid until c's next call. */
 GKV_EXPORT const char *gkv_watch_node(const gkv_client_t *c);
+/* The cluster version of the key in the last event gkv_watch_next returned, on a cluster node
+ * (a local watch or one spanning the cluster): the version its home gave the value published
+ * (a set) or the one that went (delete, expire, evict); it grows with every write of the key,
+ * wherever it is written, and a spanning watch delivers a key's events in its order. 0 for a
+ * flush and on a daemon alone (whose seq orders a key's events). */
+GKV_EXPORT uint64_t gkv_watch_version(const gkv_client_t *c);
 /* Ends c's watch; events still on the way are dropped. Returns 0 (also when c did not watch,
  * or its watch was ended by GKV_EOVERFLOW) or a transport code. */
 GKV_EXPORT int gkv_unwatch(gkv_client_t *c);

@@ -329,8 +329,10 @@ static uint64_t fence_margin(const gkv_cluster_t *cl)
     return cl->ttl_ms / 10 > 500 ? cl->ttl_ms / 10 : 500;
 }
 
-bool gkv_cluster_reports(const gkv_cluster_t *cl, unsigned kind, const void *key, size_t klen)
+bool gkv_cluster_reports(const gkv_cluster_t *cl, unsigned kind, const void *key, size_t klen,
+                         uint64_t *version)
 {
+    *version = 0;
     if (!cl->on)
         return true;
     if (cl->quiet)
@@ -338,7 +340,12 @@ bool gkv_cluster_reports(const gkv_cluster_t *cl, unsigned kind, const void *key
     if (kind == GKV_EVENT_FLUSH)
         return true;
     const gkv_copy_rec_t *c = gkv_copy_find((gkv_records_t *)&cl->rec, key, klen);
-    return !(c && c->replica);
+    if (c && c->replica)
+        return false;
+    /* A SET's version is the one being published where its record follows the publication;
+     * else (and for the removals) the copy record's. */
+    *version = kind == GKV_EVENT_SET && cl->publishing ? cl->publishing : c ? c->version : 0;
+    return true;
 }
 
 bool gkv_cluster_live(const gkv_cluster_t *cl)
@@ -400,8 +407,9 @@ int gkv_cluster_info(const gkv_cluster_t *cl, char *buf, size_t cap)
         uint64_t watches, streams;
         gkv_cluster_watch_counts(cl, &watches, &streams);
         int k = snprintf(buf + n, cap - (size_t)n,
-                         "cluster_watches:%" PRIu64 "\r\ncluster_watch_streams:%" PRIu64 "\r\n",
-                         watches, streams);
+                         "cluster_watches:%" PRIu64 "\r\ncluster_watch_streams:%" PRIu64
+                         "\r\ncluster_watch_stale:%" PRIu64 "\r\n",
+                         watches, streams, cl->watch_stale);
         n = k < 0 ? -1 : n + k;
     }
     if (n >= 0 && (size_t)n < cap) {

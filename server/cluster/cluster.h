@@ -79,9 +79,10 @@ enum {
 
 /* A WATCH spanning the cluster (watch.c): the streams of the other members' events. */
 typedef struct gkv_cl_watch gkv_cl_watch_t;
-/* An event another member sent for a watch (node: its name, borrowed for the call). */
+/* An event another member sent for a watch (node: its name, borrowed for the call; version:
+ * the key's cluster version, 0 for a FLUSH). */
 typedef void (*gkv_cl_event_fn)(void *arg, unsigned kind, const uint8_t *key, size_t klen,
-                                uint64_t size, uint64_t seq, const char *node);
+                                uint64_t size, uint64_t seq, uint64_t version, const char *node);
 
 typedef struct gkv_cluster {
     bool on;
@@ -119,6 +120,10 @@ typedef struct gkv_cluster {
     bool departed;          /* the last member list lost a member (or an incarnation) */
     bool register_again;    /* a registration with a new home failed: try again next tick */
     bool quiet;             /* the store's changes now are no events (gkv_cluster_reports) */
+    /* The version of the value being published now, for its event (0: its copy record's);
+     * set around a publication whose record is written after it (write.c). */
+    uint64_t publishing;
+    uint64_t watch_stale; /* events of spanning watches dropped as older than one delivered */
     gkv_cl_watch_t *watches; /* WATCHes spanning the cluster (watch.c) */
     uv_timer_t tick;        /* every CL_VOUCH_PERIOD_MS: vouching, the log */
 } gkv_cluster_t;
@@ -167,14 +172,26 @@ bool gkv_cluster_is_self(const gkv_cluster_t *cl, const gkv_member_t *m);
 /* Whether a change of key (klen bytes; kind GKV_EVENT_*) that the store reports now is an event
  * for this node's watchers (docs/handoff.md, "Watches across a cluster"): a change of a value
  * this node owns. Replicas kept, dropped or evicted, and a copy dropped because the key was
- * written on another node, are not. Always true without a cluster. On the loop. */
-bool gkv_cluster_reports(const gkv_cluster_t *cl, unsigned kind, const void *key, size_t klen);
+ * written on another node, are not. *version gets the key's cluster version of the change (the
+ * value published, or the one that went; 0 for a FLUSH and without a cluster). Always true
+ * without a cluster. On the loop. */
+bool gkv_cluster_reports(const gkv_cluster_t *cl, unsigned kind, const void *key, size_t klen,
+                         uint64_t *version);
 /* A WATCH of prefix (plen bytes, copied) spanning the cluster: every other member's events
  * (of the values it owns) come to fn(arg, ...) on the loop, from a stream per member that
  * follows the members in force (docs/handoff.md, "Watches across a cluster"). This node's own
  * events are the caller's (as on one node). NULL without a cluster or memory. */
 gkv_cl_watch_t *gkv_cluster_watch_open(gkv_cluster_t *cl, const uint8_t *prefix, size_t plen,
                                        gkv_cl_event_fn fn, void *arg);
+/* Whether an event of key at version (kind GKV_EVENT_*), this node's or a member's, keeps w's
+ * order (guarantee 2 of "Watches across a cluster"): false for one older than an event of the
+ * key w delivered (a superseded owner's late event: counted, not delivered). w remembers the
+ * versions of the last GKV_CL_WATCH_RECENT keys it delivered versioned events of (by their
+ * 64-bit hash, the oldest leaving first; 160 KiB, made at the first): a key that left may
+ * have one late event delivered. Version 0 (a FLUSH) is always delivered. */
+bool gkv_cluster_watch_fresh(gkv_cl_watch_t *w, unsigned kind, const uint8_t *key, size_t klen,
+                             uint64_t version);
+#define GKV_CL_WATCH_RECENT 4096
 /* Ends w's streams (none calls fn after this) and frees w. NULL allowed. */
 void gkv_cluster_watch_close(gkv_cluster_t *cl, gkv_cl_watch_t *w);
 /* WATCHes spanning the cluster now, and their streams reading. */

@@ -152,9 +152,10 @@ void gkv_cl_submit(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j, bool n
 bool gkv_cl_settling(const gkv_cluster_t *cl);
 bool gkv_cl_owned_here(gkv_cluster_t *cl, const void *key, size_t klen);
 /* The home record h (of a key homed here) gets owner (a member's name, at incarnation inc) and
- * size, at a new version, which it returns. */
+ * size, at version v (one gkv_home_next_version gave for h since h last changed), or at a new
+ * version when v is 0; returns the version. */
 uint64_t gkv_cl_record(gkv_cluster_t *cl, gkv_home_rec_t *h, const char *owner, int64_t inc,
-                       uint64_t size);
+                       uint64_t size, uint64_t v);
 /* The version of the replica of key here whose bytes are in the store, or 0 (a record whose
  * bytes went is forgotten). */
 uint64_t gkv_cl_replica_version(gkv_cluster_t *cl, const void *key, size_t klen);

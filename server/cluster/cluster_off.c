@@ -84,9 +84,18 @@ bool gkv_cluster_live(const gkv_cluster_t *cl)
     return false;
 }
 
-bool gkv_cluster_reports(const gkv_cluster_t *cl, unsigned kind, const void *key, size_t klen)
+bool gkv_cluster_reports(const gkv_cluster_t *cl, unsigned kind, const void *key, size_t klen,
+                         uint64_t *version)
 {
     (void)cl, (void)kind, (void)key, (void)klen;
+    *version = 0;
+    return true;
+}
+
+bool gkv_cluster_watch_fresh(gkv_cl_watch_t *w, unsigned kind, const uint8_t *key, size_t klen,
+                             uint64_t version)
+{
+    (void)w, (void)kind, (void)key, (void)klen, (void)version;
     return true;
 }
 

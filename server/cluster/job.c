@@ -203,9 +203,9 @@ bool gkv_cl_reclaim(void *arg, unsigned dev)
 }
 
 uint64_t gkv_cl_record(gkv_cluster_t *cl, gkv_home_rec_t *h, const char *owner, int64_t inc,
-                       uint64_t size)
+                       uint64_t size, uint64_t v)
 {
-    h->version = gkv_home_next_version(&cl->rec, h);
+    h->version = v > h->version ? v : gkv_home_next_version(&cl->rec, h);
     snprintf(h->owner, sizeof(h->owner), "%s", owner);
     h->owner_inc = inc;
     h->size = size;

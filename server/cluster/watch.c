@@ -7,12 +7,14 @@
  * ends without an event. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "cluster_impl.h"
 #include "commands.h"
 #include "error.h"
 #include "frame.h"
+#include "hash.h"
 #include "log.h"
 
 /* One member's stream. Owned by its watch's list; once the watch is gone (w NULL) it only
@@ -30,11 +32,25 @@ typedef struct stream {
     struct stream *next;
 } stream_t;
 
+/* The last GKV_CL_WATCH_RECENT keys a watch delivered a versioned event of, with that
+ * version: an open-addressed table of 2x as many slots by the key's 64-bit hash (never 0: 0
+ * is a free slot), and the hashes in the order they came, the oldest leaving first. */
+#define RECENT_SLOTS (2 * GKV_CL_WATCH_RECENT)
+typedef struct {
+    struct {
+        uint64_t hash, version;
+    } slot[RECENT_SLOTS];
+    uint64_t ring[GKV_CL_WATCH_RECENT];
+    size_t n, oldest;
+} recent_t;
+
 struct gkv_cl_watch {
     gkv_cluster_t *cl;
     gkv_cl_event_fn fn;
     void *arg;
     stream_t *streams;
+    recent_t *recent; /* made at the first versioned event */
+    uint8_t seed[16]; /* of the keys' hashes */
     gkv_cl_watch_t *next; /* the cluster's watches */
     size_t plen;
     uint8_t prefix[];
@@ -118,7 +134,8 @@ static bool take_frames(stream_t *s)
             ok = false; /* an OVERFLOW (or anything else) ends the stream */
             break;
         }
-        s->w->fn(s->w->arg, (unsigned)r.event, r.key.p, r.key.len, r.size, r.seq, s->node);
+        s->w->fn(s->w->arg, (unsigned)r.event, r.key.p, r.key.len, r.size, r.seq, r.vversion,
+                 s->node);
         off += GKV_FRAME_PREFIX + flen;
         if (!s->w) /* the watch ended while handling it (its watcher's bound) */
             return true;
@@ -257,6 +274,8 @@ gkv_cl_watch_t *gkv_cluster_watch_open(gkv_cluster_t *cl, const uint8_t *prefix,
     w->fn = fn;
     w->arg = arg;
     w->plen = plen;
+    if (getrandom(w->seed, sizeof(w->seed), GRND_NONBLOCK) != (ssize_t)sizeof(w->seed))
+        memcpy(w->seed, &w, sizeof(w)); /* not a secret: a key pushed out costs one late event */
     if (plen)
         memcpy(w->prefix, prefix, plen);
     w->next = cl->watches;
@@ -276,7 +295,69 @@ void gkv_cluster_watch_close(gkv_cluster_t *cl, gkv_cl_watch_t *w)
         }
     while (w->streams)
         stream_end(w->streams);
+    free(w->recent);
     free(w);
+}
+
+/* The slot of hash h in r: where it is, or the free slot where it would go. */
+static size_t recent_slot(const recent_t *r, uint64_t h)
+{
+    size_t i = h & (RECENT_SLOTS - 1);
+    while (r->slot[i].hash && r->slot[i].hash != h)
+        i = (i + 1) & (RECENT_SLOTS - 1);
+    return i;
+}
+
+/* Forgets hash h (there): the slots after it move back to where a lookup finds them. */
+static void recent_forget(recent_t *r, uint64_t h)
+{
+    size_t i = recent_slot(r, h);
+    r->slot[i].hash = 0;
+    for (size_t j = (i + 1) & (RECENT_SLOTS - 1); r->slot[j].hash;
+         j = (j + 1) & (RECENT_SLOTS - 1)) {
+        size_t home = r->slot[j].hash & (RECENT_SLOTS - 1);
+        /* j's entry may fill the hole at i unless its home lies in (i, j]. */
+        if (((j - home) & (RECENT_SLOTS - 1)) >= ((j - i) & (RECENT_SLOTS - 1))) {
+            r->slot[i] = r->slot[j];
+            r->slot[j].hash = 0;
+            i = j;
+        }
+    }
+}
+
+bool gkv_cluster_watch_fresh(gkv_cl_watch_t *w, unsigned kind, const uint8_t *key, size_t klen,
+                             uint64_t version)
+{
+    if (!w || !version)
+        return true;
+    if (!w->recent && !(w->recent = calloc(1, sizeof(*w->recent))))
+        return true; /* without the table, events go as they come */
+    recent_t *r = w->recent;
+    uint64_t h = gkv_siphash(key, klen, w->seed);
+    h += !h;
+    size_t i = recent_slot(r, h);
+    if (r->slot[i].hash) {
+        /* Older than the key's last event delivered, or a set of the version delivered (a
+         * removal of that version comes after its set, from the same member). */
+        if (version < r->slot[i].version ||
+            (version == r->slot[i].version && kind == GKV_EVENT_SET)) {
+            w->cl->watch_stale++;
+            return false;
+        }
+        r->slot[i].version = version;
+        return true;
+    }
+    if (r->n == GKV_CL_WATCH_RECENT) { /* the oldest key leaves for it */
+        recent_forget(r, r->ring[r->oldest]);
+        r->ring[r->oldest] = h;
+        r->oldest = (r->oldest + 1) % GKV_CL_WATCH_RECENT;
+        i = recent_slot(r, h);
+    } else {
+        r->ring[r->n++] = h;
+    }
+    r->slot[i].hash = h;
+    r->slot[i].version = version;
+    return true;
 }
 
 void gkv_cl_watches_follow(gkv_cluster_t *cl)

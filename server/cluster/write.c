@@ -28,7 +28,9 @@ void gkv_cl_commit_done(cl_job_t *j)
         c->dropped_upto = 0;
     if (!rc && j->publish && !superseded) {
         cl->store->now_ms = gkv_clock_ms();
+        cl->publishing = k->version; /* its event's: the copy record follows */
         rc = gkv_store_publish(cl->store, j->entry, 0, NULL);
+        cl->publishing = 0;
         if (!rc && (c || (c = gkv_copy_get(&cl->rec, k->key, k->klen)))) {
             gkv_copy_set(&cl->rec, c, k->version, false, k->owner /* the home's name */);
             gkv_cl_published(cl, k->key, k->klen, k->owner);
@@ -52,6 +54,7 @@ void gkv_cl_commit_done(cl_job_t *j)
 int gkv_cl_route_seal(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
                       gkv_leases_t *leases, gkv_wr_t *out, int *rc)
 {
+    cl->publishing = 0; /* a reservation gkv_cluster_after did not take */
     gkv_lease_t *l = leases ? gkv_lease_find(leases, req->lease) : NULL;
     if (!l || !l->writable)
         return GKV_ROUTE_LOCAL; /* SEAL's own checks answer */
@@ -94,8 +97,11 @@ int gkv_cl_route_seal(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     const gkv_member_t *home = gkv_cluster_home(cl, key, klen);
     if (gkv_cluster_is_self(cl, home) && !gkv_cl_settling(cl)) {
         gkv_home_rec_t *h = gkv_home_find(&cl->rec, key, klen);
-        if (!h || !h->owner[0] || (!h->busy && !strcmp(h->owner, cl->node)))
-            return GKV_ROUTE_LOCAL; /* recorded after it ran (gkv_cluster_after) */
+        if (!h || !h->owner[0] || (!h->busy && !strcmp(h->owner, cl->node))) {
+            /* Recorded after it ran (gkv_cluster_after), at the version its event names. */
+            cl->publishing = gkv_home_next_version(&cl->rec, h);
+            return GKV_ROUTE_LOCAL;
+        }
     }
     cl_job_t *j = gkv_cl_job_new(cl, t, JOB_RECORD);
     if (!j || gkv_cl_job_key(j, key, klen, home)) {
@@ -114,11 +120,12 @@ int gkv_cl_route_seal(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     return GKV_ROUTE_PARK;
 }
 
-/* A value of size bytes, homed and owned here: recorded as ours (h) at a new version, which
- * our copy record c takes. */
-static void record_here(gkv_cluster_t *cl, gkv_home_rec_t *h, gkv_copy_rec_t *c, uint64_t size)
+/* A value of size bytes, homed and owned here: recorded as ours (h) at version v (reserved
+ * for its event; 0: a new one), which our copy record c takes. */
+static void record_here(gkv_cluster_t *cl, gkv_home_rec_t *h, gkv_copy_rec_t *c, uint64_t size,
+                        uint64_t v)
 {
-    uint64_t v = gkv_cl_record(cl, h, cl->node, gkv_cl_self_inc(cl), size);
+    v = gkv_cl_record(cl, h, cl->node, gkv_cl_self_inc(cl), size, v);
     gkv_copy_set(&cl->rec, c, v, false, cl->node);
 }
 
@@ -126,6 +133,8 @@ void gkv_cluster_after(gkv_cluster_t *cl, const gkv_request_t *req, gkv_leases_t
                        int rc, const void *key, size_t klen)
 {
     (void)leases;
+    uint64_t v = cl->publishing; /* reserved by gkv_cl_route_seal */
+    cl->publishing = 0;
     if (!cl->on || rc || req->op != GKV_OP_SEAL || !key)
         return;
     const gkv_member_t *home = gkv_cluster_home(cl, key, klen);
@@ -136,12 +145,13 @@ void gkv_cluster_after(gkv_cluster_t *cl, const gkv_request_t *req, gkv_leases_t
     gkv_entry_t *e = gkv_store_find(cl->store, key, klen);
     if (!h || !c || !e)
         return;
-    record_here(cl, h, c, e->size);
+    record_here(cl, h, c, e->size, v);
 }
 
 int gkv_cluster_commit(gkv_cluster_t *cl, gkv_route_ticket_t *t, uint64_t id, gkv_entry_t *e,
                        unsigned flags, gkv_wr_t *out, int *rc, gkv_entry_t **holder)
 {
+    cl->publishing = 0; /* a reservation gkv_cluster_after did not take */
     *holder = e;
     size_t klen;
     const uint8_t *key = gkv_store_key(cl->store, e, &klen);
@@ -187,7 +197,11 @@ int gkv_cluster_commit(gkv_cluster_t *cl, gkv_route_ticket_t *t, uint64_t id, gk
             if (!h)
                 h = gkv_home_get(&cl->rec, key, klen);
             cl->store->now_ms = gkv_clock_ms();
+            /* Its version is taken first, for its event; recorded once it is published. */
+            uint64_t v = h ? gkv_home_next_version(&cl->rec, h) : 0;
+            cl->publishing = v;
             int prc = h && c ? gkv_store_publish(cl->store, e, 0, holder) : GKV_ENOMEM;
+            cl->publishing = 0;
             if (prc) {
                 if (h && !h->owner[0])
                     gkv_home_del(&cl->rec, h);
@@ -195,7 +209,7 @@ int gkv_cluster_commit(gkv_cluster_t *cl, gkv_route_ticket_t *t, uint64_t id, gk
                 gkv_wr_error(out, id, prc, NULL);
                 return GKV_ROUTE_DONE;
             }
-            record_here(cl, h, c, e->size);
+            record_here(cl, h, c, e->size, v);
             gkv_wr_ok(out, id);
             gkv_wr_end(out);
             return GKV_ROUTE_DONE;

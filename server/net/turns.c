@@ -126,8 +126,9 @@ static void on_changed(void *arg, unsigned kind, const uint8_t *key, size_t klen
                        uint64_t seq)
 {
     gkv_net_t *net = arg;
-    if (!net->cluster || gkv_cluster_reports(net->cluster, kind, key, klen))
-        gkv_watches_changed(net, kind, key, klen, size, seq);
+    uint64_t version = 0;
+    if (!net->cluster || gkv_cluster_reports(net->cluster, kind, key, klen, &version))
+        gkv_watches_changed(net, kind, key, klen, size, seq, version);
     if (kind == GKV_EVENT_SET)
         gkv_keywaits_published(net, key, klen);
 }

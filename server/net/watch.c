@@ -51,10 +51,11 @@ static void push_later(gkv_conn_t *c)
         gkv_net_yield(c->net, c);
 }
 
-/* An event frame for w (node: the member it happened on, NULL for this node), or the end of
- * w's watch when its connection leaves more than the bound untaken. */
+/* An event frame for w (node: the member it happened on, NULL for this node; version: the
+ * key's cluster version, 0 for none), or the end of w's watch when its connection leaves more
+ * than the bound untaken. */
 static void emit(gkv_watches_t *ws, struct gkv_watch *w, unsigned kind, const uint8_t *key,
-                 size_t klen, uint64_t size, uint64_t seq, const char *node)
+                 size_t klen, uint64_t size, uint64_t seq, uint64_t version, const char *node)
 {
     gkv_conn_t *c = w->c;
     if (c->snd.pending + c->out.sb.size > ws->net->set.watch_buffer) {
@@ -78,6 +79,8 @@ static void emit(gkv_watches_t *ws, struct gkv_watch *w, unsigned kind, const ui
     gkv_wr_bin(o, GKV_F_KEY, key, key ? klen : 0);
     gkv_wr_uint(o, GKV_F_SIZE, size);
     gkv_wr_uint(o, GKV_F_SEQ, seq);
+    if (version)
+        gkv_wr_uint(o, GKV_F_VVERSION, version);
     if (node)
         gkv_wr_str(o, GKV_F_NODE, node);
     (void)gkv_wr_end(o); /* a failed buffer closes c at its flush */
@@ -93,25 +96,28 @@ static bool under(const struct gkv_watch *w, unsigned kind, const uint8_t *key, 
 }
 
 void gkv_watches_changed(gkv_net_t *net, unsigned kind, const uint8_t *key, size_t klen,
-                         uint64_t size, uint64_t seq)
+                         uint64_t size, uint64_t seq, uint64_t version)
 {
     gkv_watches_t *ws = net->watches;
     if (!ws)
         return;
     for (struct gkv_watch *w = ws->head, *next; w; w = next) {
         next = w->next;
-        if (!w->c->closing && under(w, kind, key, klen))
-            emit(ws, w, kind, key, klen, size, seq, NULL);
+        if (!w->c->closing && under(w, kind, key, klen) &&
+            (!w->span || gkv_cluster_watch_fresh(w->span, kind, key, klen, version)))
+            emit(ws, w, kind, key, klen, size, seq, version, NULL);
     }
 }
 
-/* An event of another member for a watch spanning the cluster (gkv_cl_event_fn). */
+/* An event of another member for a watch spanning the cluster (gkv_cl_event_fn): delivered
+ * unless an event of a newer version of its key was (a superseded owner's, late). */
 static void member_event(void *arg, unsigned kind, const uint8_t *key, size_t klen,
-                         uint64_t size, uint64_t seq, const char *node)
+                         uint64_t size, uint64_t seq, uint64_t version, const char *node)
 {
     struct gkv_watch *w = arg;
-    if (!w->c->closing && under(w, kind, key, klen))
-        emit(w->c->net->watches, w, kind, key, klen, size, seq, node);
+    if (!w->c->closing && under(w, kind, key, klen) &&
+        gkv_cluster_watch_fresh(w->span, kind, key, klen, version))
+        emit(w->c->net->watches, w, kind, key, klen, size, seq, version, node);
 }
 
 int gkv_watches_init(gkv_net_t *net)

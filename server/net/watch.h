@@ -31,9 +31,10 @@ int gkv_watch_start(gkv_conn_t *c, const gkv_request_t *req, bool span);
  * watch sent). */
 void gkv_watch_stop(gkv_conn_t *c, uint64_t id);
 /* The store's change (store.h: changed, through the net): an event frame for each watch whose
- * prefix the key is under (every watch for a FLUSH). */
+ * prefix the key is under (every watch for a FLUSH). version: the key's cluster version (0:
+ * none, a daemon alone), which a watch spanning the cluster keeps in order. */
 void gkv_watches_changed(gkv_net_t *net, unsigned kind, const uint8_t *key, size_t klen,
-                         uint64_t size, uint64_t seq);
+                         uint64_t size, uint64_t seq, uint64_t version);
 /* c closes: its watch, if any, ends without a frame. */
 void gkv_watch_cancel(gkv_conn_t *c);
 /* Connections watching now; events sent and watches ended for a slow reader, in all. */

@@ -206,6 +206,74 @@ def a_watch_spans_the_cluster(cl: Cluster):
         wait_for(lambda: n1.info()["cluster_watches"] == 0, 10, "the watch to go")
 
 
+def sent(node) -> int:
+    with node.client() as c:
+        return c.info("clients")["watch_events_sent"]
+
+
+@check
+def a_watch_gives_each_keys_events_in_version_order(cl: Cluster):
+    n1, n2, n3 = cl.nodes[:3]
+    with n1.client() as c1, n2.client() as c2:
+        w = c1.watch("wv/")
+        try:
+            wait_for(lambda: n1.info()["cluster_watch_streams"] == 2, 10, "the watch's streams")
+            # Every event of a cluster node carries the key's version; a key written anew (on
+            # any node) gets a higher one; its delete names the version that went.
+            evs = []
+            for c, op in ((c2, "set"), (c1, "set"), (c1, "delete")):
+                c.set("wv/a", b"1") if op == "set" else c.delete("wv/a")
+                evs.append(w.get(10))  # each before the next write: none of them is late
+            a = [(e.kind, e.node, e.version) for e in evs if e]
+            assert [(k, n) for k, n, _ in a] == [("set", n2.name), ("set", ""), ("delete", "")], a
+            assert 0 < a[0][2] < a[1][2] == a[2][2], a
+            # Two writers race on one key from n2 and n3 while n1 watches: the events come on
+            # two streams, yet n1 delivers the key's in version order and drops the late ones
+            # of an owner the key had left (counted), and nothing else goes missing.
+            stale0 = n1.info()["cluster_watch_stale"]
+            sent0 = sent(n2) + sent(n3)
+            errors = []
+
+            def writer(node, tag):
+                try:
+                    with node.client() as c:
+                        for i in range(1000):
+                            c.set("wv/k", f"{tag}{i}".encode())
+                        c.set(f"wv/end{tag}", b"")
+                except Exception as e:  # noqa: BLE001 (reported below)
+                    errors.append(repr(e))
+
+            threads = [threading.Thread(target=writer, args=(n, t))
+                       for n, t in ((n2, "b"), (n3, "c"))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert not errors, errors
+            ends, got, until = set(), [], time.monotonic() + 20
+            while len(ends) < 2:
+                ev = w.get(max(0.0, until - time.monotonic()))
+                assert ev is not None, f"the ends missing; saw {len(got)} events"
+                if ev.key.startswith("wv/end"):
+                    ends.add(ev.key)
+                else:
+                    got.append(ev)
+            assert w.get(0.3) is None, "an event after the last"
+            assert all(e.key == "wv/k" and e.kind == "set" and e.version for e in got), got[:5]
+            versions = [e.version for e in got]
+            assert all(a < b for a, b in zip(versions, versions[1:])), "out of version order"
+            stale = n1.info()["cluster_watch_stale"] - stale0
+            members = sent(n2) + sent(n3) - sent0  # events the two streams carried
+            assert len(got) + 2 + stale == members, (len(got), stale, members)
+            # The last event delivered is the value the key holds.
+            final = get(c1, "wv/k")
+            assert got[-1].size == len(final) and got[-1].node in (n2.name, n3.name), got[-1]
+            print(f"  {len(got)} events of wv/k delivered in version order, {stale} late "
+                  f"ones dropped, of {members - 2} the members sent")
+        finally:
+            w.close()
+
+
 @check
 def a_spanning_watcher_that_never_reads_is_cut_and_its_streams_end(cl: Cluster):
     n1, n2 = cl.nodes[0], cl.nodes[1]

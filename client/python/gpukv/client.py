@@ -52,13 +52,17 @@ class Event(NamedTuple):
     room) or "flush" (every key went; ``key`` is ""); ``size`` the value's for "set", else 0;
     ``seq`` the daemon's count of changes at this one (a key's events come in seq order);
     ``node`` the cluster member it happened on, for a watch of a cluster node ("" for the node
-    watched itself, and on a daemon alone; each member has its own seq)."""
+    watched itself, and on a daemon alone; each member has its own seq); ``version`` the key's
+    cluster version on a cluster node (it grows with every write of the key wherever it is
+    written; a watch of the cluster gives a key's events in its order), 0 for "flush" and on
+    a daemon alone."""
 
     kind: str
     key: str
     size: int
     seq: int
     node: str = ""
+    version: int = 0
 
 
 _EVENT_KINDS = {1: "set", 2: "delete", 3: "expire", 4: "evict", 5: "flush"}
@@ -100,8 +104,8 @@ class Watch:
                 break
         if got is None:
             return None
-        kind, key, size, seq, node = got
-        return Event(_EVENT_KINDS.get(kind, str(kind)), _decode(key), size, seq, node)
+        kind, key, size, seq, node, version = got
+        return Event(_EVENT_KINDS.get(kind, str(kind)), _decode(key), size, seq, node, version)
 
     def __iter__(self) -> Watch:
         return self

@@ -39,9 +39,10 @@ PyObject *client_watch_next(ClientObject *self, PyObject *arg)
     }
     if (rc < 0)
         return NULL;
-    return Py_BuildValue("(iy#KKs)", (int)ev.kind, (const char *)ev.key, (Py_ssize_t)ev.klen,
+    return Py_BuildValue("(iy#KKsK)", (int)ev.kind, (const char *)ev.key, (Py_ssize_t)ev.klen,
                          (unsigned long long)ev.size, (unsigned long long)ev.seq,
-                         gkv_watch_node(self->c));
+                         gkv_watch_node(self->c),
+                         (unsigned long long)gkv_watch_version(self->c));
 }
 
 PyObject *client_unwatch(ClientObject *self, PyObject *noargs)
