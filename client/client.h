@@ -45,6 +45,9 @@ struct gkv_client {
     struct mapping *mappings; /* every live mapping of this connection (mapping.c) */
     gkv_lease_cache_t lc;     /* what is kept after the caller is done, and later ends */
     uint32_t wait_ms; /* the next GET or MAP waits this long for its key (gkv_wait_next; 0: not) */
+    uint64_t wait_after; /* ... for a version above this one (gkv_wait_newer; 0: any) */
+    bool wait_newer;     /* wait_after is armed */
+    uint64_t last_version; /* the last reply's version (gkv_last_version) */
     /* How long a receive polls before it sleeps (0: GKV_SPIN_NS): longer while a request waits
      * for its key, whose answer is a hand-off that should not pay a thread's wake-up. */
     uint64_t spin_ns;

@@ -57,6 +57,7 @@ static int fill_mapping(gkv_client_t *c, mapping_t *m, void *base)
     m->pub.gpu = r->gpu > 0 ? (int)r->gpu : 0; /* checked by gkv__import_get */
     m->pub.gpu_uuid = c->info.gpu_uuids[m->pub.gpu];
     m->pub.lease = r->lease;
+    m->pub.version = r->vversion;
     return 0;
 }
 

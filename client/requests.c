@@ -146,6 +146,7 @@ int gkv_get_wait(gkv_client_t *c, const void *key, size_t klen, const gkv_range_
     if (!wait_ms || wait_ms > GKV_MAX_WAIT_MS)
         return GKV_EINVAL;
     c->wait_ms = wait_ms;
+    c->wait_newer = false;
     int rc = gkv_get(c, key, klen, range, buf, cap, info);
     c->wait_ms = 0; /* taken, unless the call failed before sending */
     return rc;
@@ -157,6 +158,7 @@ int gkv_map_wait(gkv_client_t *c, const void *key, size_t klen, const gkv_range_
     if (!wait_ms || wait_ms > GKV_MAX_WAIT_MS)
         return GKV_EINVAL;
     c->wait_ms = wait_ms;
+    c->wait_newer = false;
     int rc = gkv_map(c, key, klen, range, out);
     c->wait_ms = 0;
     return rc;

@@ -259,6 +259,7 @@ int gkv__recv_any(gkv_client_t *c)
         return rc;
     if (gkv_resp_decode(c->hdr, len, &c->resp))
         return gkv__break(c, GKV_EPROTO);
+    c->last_version = c->resp.vversion;
     if (c->resp.status < 0)
         snprintf(c->errmsg, sizeof(c->errmsg), "%.*s", (int)c->resp.message.len,
                  (const char *)c->resp.message.p);
@@ -271,7 +272,23 @@ int gkv_wait_next(gkv_client_t *c, uint32_t wait_ms)
     if (wait_ms > GKV_MAX_WAIT_MS)
         return GKV_EINVAL;
     c->wait_ms = wait_ms;
+    c->wait_newer = false;
     return 0;
+}
+
+int gkv_wait_newer(gkv_client_t *c, uint32_t wait_ms, uint64_t after)
+{
+    if (!wait_ms || wait_ms > GKV_MAX_WAIT_MS)
+        return GKV_EINVAL;
+    c->wait_ms = wait_ms;
+    c->wait_after = after;
+    c->wait_newer = true;
+    return 0;
+}
+
+uint64_t gkv_last_version(const gkv_client_t *c)
+{
+    return c->last_version;
 }
 
 /* The armed wait goes into the request being built, and the socket's receive timeout (when one
@@ -284,6 +301,9 @@ static void wait_take(gkv_client_t *c, struct timeval *saved)
         return;
     c->wait_ms = 0;
     gkv_wr_uint(&c->wr, GKV_F_WAIT, wait_ms);
+    if (c->wait_newer)
+        gkv_wr_uint(&c->wr, GKV_F_AFTER, c->wait_after);
+    c->wait_newer = false;
     c->spin_ns = GKV_WAIT_SPIN_NS;
     socklen_t len = sizeof(*saved);
     if (getsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, saved, &len) ||

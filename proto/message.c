@@ -188,6 +188,10 @@ int gkv_req_decode(const uint8_t *hdr, size_t len, gkv_request_t *req, const cha
         case GKV_F_LOCAL:
             rc = gkv_read_uint(&r, &req->local);
             break;
+        case GKV_F_AFTER:
+            rc = gkv_read_uint(&r, &req->after);
+            req->has |= GKV_HAS_AFTER;
+            break;
         case GKV_F_FENCE:
             rc = gkv_read_uint(&r, &req->fence);
             req->has |= GKV_HAS_FENCE;

@@ -78,6 +78,7 @@ enum {
     GKV_F_FENCE = 67,  /* SEAL (async): the counter's byte offset in the fence page */
     GKV_F_TARGET = 68, /* SEAL (async): the value the counter reaches when the writes are done */
     GKV_F_LOCAL = 69,  /* WATCH request: 1 watches this node's own changes (a cluster node) */
+    GKV_F_AFTER = 70,  /* GET, MAP with wait: wait for a value whose version is above this */
 };
 
 /* SEAL's flags field (SET and CREATE use 1 and 2: NX, XX): keep the lease, as a MAP lease on
@@ -114,6 +115,7 @@ enum {
     GKV_HAS_WAIT = 1u << 16,
     GKV_HAS_ASYNC = 1u << 17,
     GKV_HAS_FENCE = 1u << 18,
+    GKV_HAS_AFTER = 1u << 19,
 };
 /* The longest wait a GET or MAP may ask for (wait field), in milliseconds: an hour. */
 #define GKV_MAX_WAIT_MS 3600000u
@@ -128,6 +130,7 @@ typedef struct {
     uint64_t spare;     /* SEAL: a MAP lease to be told about (is it a spare now?) */
     uint64_t ttl;       /* SET, CREATE, EXPIRE: milliseconds to the key's deadline */
     uint64_t wait;      /* GET, MAP: milliseconds to wait for the key to exist */
+    uint64_t after;     /* GET, MAP with wait: ... or for a version above this one */
     uint64_t async;     /* SEAL: 1 publishes when the fence counter says the writes are done */
     uint64_t fence, target; /* SEAL with async: the counter (byte offset) and its target */
     uint64_t fences;    /* HELLO: 1 asks for the fence region */

@@ -35,6 +35,8 @@ typedef struct {
     const char *gpu;    /* set: --gpu (an ordinal or a UUID, resolved once connected) */
     bool wait;          /* save: --wait */
     uint64_t wait_ms;   /* get, map: --wait MS (0: none) */
+    uint64_t after;     /* get, map: --after V (with has_after) */
+    bool has_after;
     uint64_t count;     /* watch: --count N (0: no end) */
     uint64_t for_ms;    /* watch: --for MS (0: no end) */
     bool local;         /* watch: --local */

@@ -30,6 +30,7 @@ enum {
     OPT_GPU,
     OPT_WAIT,
     OPT_WAIT_MS,
+    OPT_AFTER,
     OPT_COUNT,
     OPT_FOR,
     OPT_LOCAL,
@@ -44,7 +45,9 @@ enum {
         {"suffix", required_argument, NULL, OPT_SUFFIX}
 #define END_OPT {NULL, 0, NULL, 0}
 #define WAIT_HELP                                                                                  \
-    "  --wait MS    a KEY that does not exist yet is waited for, up to MS milliseconds\n"
+    "  --wait MS    a KEY that does not exist yet is waited for, up to MS milliseconds\n"          \
+    "  --after V    with --wait: a value whose version is above V is waited for\n"                \
+    "               (a daemon started with --key-versions yes; map prints versions)\n"
 #define RANGE_HELP                                                                                 \
     "  --offset N   start at byte N\n"                                                             \
     "  --length N   at most N bytes (default: to the end)\n"                                       \
@@ -64,10 +67,14 @@ static const struct option o_get[] = {HELP_OPT,
                                       {"output", required_argument, NULL, 'o'},
                                       {"meta", no_argument, NULL, OPT_META},
                                       {"wait", required_argument, NULL, OPT_WAIT_MS},
+                                      {"after", required_argument, NULL, OPT_AFTER},
                                       RANGE_OPTS,
                                       END_OPT};
-static const struct option o_map[] = {
-    HELP_OPT, {"wait", required_argument, NULL, OPT_WAIT_MS}, RANGE_OPTS, END_OPT};
+static const struct option o_map[] = {HELP_OPT,
+                                      {"wait", required_argument, NULL, OPT_WAIT_MS},
+                                      {"after", required_argument, NULL, OPT_AFTER},
+                                      RANGE_OPTS,
+                                      END_OPT};
 static const struct option o_ls[] = {
     HELP_OPT, {"long", no_argument, NULL, 'l'}, {"dir", no_argument, NULL, 'd'}, END_OPT};
 static const struct option o_del[] = {HELP_OPT,
@@ -347,6 +354,15 @@ static int apply(const command_t *t, int opt, gkv_cli_args_t *a)
         if (!milliseconds(optarg, &a->wait_ms) || a->wait_ms > GKV_MAX_WAIT_MS)
             return bad(cmd, "--wait is a number of milliseconds, 1 to 3600000, not '%s'", optarg);
         return 0;
+    case OPT_AFTER: {
+        char *end;
+        errno = 0;
+        a->after = strtoull(optarg, &end, 10);
+        if (*optarg < '0' || *optarg > '9' || *end || errno)
+            return bad(cmd, "--after is a version, a decimal number, not '%s'", optarg);
+        a->has_after = true;
+        return 0;
+    }
     case OPT_COUNT:
         if (!milliseconds(optarg, &a->count)) /* the same form: decimal, at least 1 */
             return bad(cmd, "--count is a number of events, at least 1, not '%s'", optarg);
@@ -388,6 +404,10 @@ static int check(const command_t *t, gkv_cli_args_t *a)
         min = max = a->prefix ? 0 : 1; /* size KEY | size --prefix PREFIX */
     if (strcmp(cmd, "del") == 0 && a->prefix)
         min = max = 0; /* del --prefix PREFIX */
+    if (a->has_after && !a->wait_ms) {
+        fprintf(stderr, "gpukv %s: --after needs --wait MS\n", cmd);
+        return EXIT_USAGE;
+    }
     if (n < min || (max >= 0 && n > max)) {
         fprintf(stderr, "gpukv %s: %s; usage: gpukv %s\n", cmd,
                 n < min ? "missing operand" : "too many operands", t->cmd.synopsis);

@@ -257,11 +257,20 @@ static int print_meta(gkv_client_t *c, const char *key)
     return EXIT_OKAY;
 }
 
+/* --wait MS [--after V] for the next GET or MAP (checked: MS 0 .. 3,600,000, V with MS). */
+static void arm_wait(gkv_client_t *c, const gkv_cli_args_t *a)
+{
+    if (a->has_after)
+        gkv_wait_newer(c, (uint32_t)a->wait_ms, a->after);
+    else
+        gkv_wait_next(c, (uint32_t)a->wait_ms);
+}
+
 int gkv_cli_get(gkv_client_t *c, const gkv_cli_args_t *a)
 {
     gkv_range_t range = a->range;
     const char *out = a->output, *key = a->operands[0];
-    gkv_wait_next(c, (uint32_t)a->wait_ms); /* checked: 0 .. 3,600,000; the GET takes it */
+    arm_wait(c, a); /* the GET takes it */
     if (a->meta)
         return print_meta(c, key);
     if (range.length == 0)
@@ -292,7 +301,7 @@ int gkv_cli_map(gkv_client_t *c, const gkv_cli_args_t *a)
     if (range.length == 0)
         range.length = GKV_TO_END;
     gkv_mapping_t *m;
-    gkv_wait_next(c, (uint32_t)a->wait_ms);
+    arm_wait(c, a);
     int rc = gkv_map(c, key, strlen(key), &range, &m);
     if (rc)
         return gkv_cli_fail(c, "map", rc);
@@ -308,6 +317,8 @@ int gkv_cli_map(gkv_client_t *c, const gkv_cli_args_t *a)
         printf("location: host memory (the daemon's shared arena), pointer %p\n", m->ptr);
     printf("bytes:    %llu at offset %llu of a %llu-byte value\n", (unsigned long long)m->length,
            (unsigned long long)m->offset, (unsigned long long)m->value_size);
+    if (m->version)
+        printf("version:  %llu\n", (unsigned long long)m->version);
     if (ok)
         printf("checksum: %016llx (gkv-sum64, computed on the %s through the mapping)\n",
                (unsigned long long)sum, m->on_device ? "GPU" : "CPU");

@@ -191,6 +191,18 @@ GKV_EXPORT int gkv_get_wait(gkv_client_t *c, const void *key, size_t klen,
  * that does not exist yet, as gkv_get_wait does; the calls after it do not. 0 disarms it.
  * Returns 0, or GKV_EINVAL for wait_ms over 3,600,000. */
 GKV_EXPORT int gkv_wait_next(gkv_client_t *c, uint32_t wait_ms);
+/* gkv_wait_next for a newer value: the next GET or MAP waits up to wait_ms (1 .. 3,600,000)
+ * until the key holds a value whose version is above `after` (a version a reply or an event
+ * named: gkv_last_version, gkv_mapping_t.version, gkv_watch_version), whether the key exists
+ * now or not; GKV_ETIMEDOUT when none came in time. Versions are kept by a daemon started
+ * with --key-versions yes (else the request is GKV_ENOTSUP; on a cluster node too). Returns 0,
+ * or GKV_EINVAL for wait_ms 0 or over 3,600,000. */
+GKV_EXPORT int gkv_wait_newer(gkv_client_t *c, uint32_t wait_ms, uint64_t after);
+/* The version the last reply c received named: after gkv_get (and its variants), gkv_map or
+ * gkv_getsize of a key, its value's version on a daemon started with --key-versions yes; 0
+ * where the daemon keeps none. Versions grow with every value published under any key (a
+ * key's next value has a higher one), across the daemon's restarts too. */
+GKV_EXPORT uint64_t gkv_last_version(const gkv_client_t *c);
 /* Like gkv_get, streaming the bytes to fd (borrowed, left open). */
 GKV_EXPORT int gkv_get_to_fd(gkv_client_t *c, const void *key, size_t klen,
                              const gkv_range_t *range, int fd, gkv_value_info_t *info);
@@ -333,6 +345,7 @@ typedef struct {
     uint64_t lease;       /* the server's lease id */
     int writable;         /* 1 for gkv_create mappings */
     int gpu;              /* the daemon's ordinal of that GPU (gkv_server_info_t.gpu_uuids) */
+    uint64_t version;     /* the value's version (gpukvd --key-versions), else 0 */
 } gkv_mapping_t;
 
 /* Watching a prefix (PROTOCOL.md, "Watching a prefix"). What happened to a key: */

@@ -527,6 +527,11 @@ int gkv_cluster_route(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     default:
         return GKV_ROUTE_LOCAL;
     }
+    if ((req->has & GKV_HAS_AFTER) && !t->job) {
+        *rc = GKV_ENOTSUP;
+        gkv_wr_error(out, req->id, *rc, "waits for a version are not built on a cluster node");
+        return GKV_ROUTE_DONE;
+    }
     if (!ready(cl) && !t->job) {
         *rc = GKV_EUNAVAILABLE;
         gkv_wr_error(out, req->id, *rc, "this node is not (yet) a member of its cluster");

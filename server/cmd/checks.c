@@ -38,8 +38,14 @@ int gkv_lookup_range(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, bool to_socke
 {
     int rc;
     bool waits_for_key = (req->has & GKV_HAS_WAIT) && req->wait;
+    bool after = req->has & GKV_HAS_AFTER;
     if (waits_for_key && req->wait > GKV_MAX_WAIT_MS)
         return gkv_reply_fail(rep, GKV_EINVAL, "wait is 1..%u milliseconds", GKV_MAX_WAIT_MS);
+    if (after && !waits_for_key)
+        return gkv_reply_fail(rep, GKV_EINVAL, "after needs a wait");
+    if (after && !ctx->store->versions)
+        return gkv_reply_fail(rep, GKV_ENOTSUP,
+                              "this daemon keeps no versions (gpukvd --key-versions yes)");
     gkv_entry_t *cur = rep->in.room ? gkv_store_get(ctx->store, req->key.p, req->key.len) : NULL;
     if (cur && gkv_store_in_tier(cur)) {
         /* A value in a tier comes up off the loop while the request waits: a GET's from the
@@ -70,6 +76,17 @@ int gkv_lookup_range(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, bool to_socke
             rep->parked = rep->wait_key = true; /* not answered: runs again once it exists */
             return GKV_ENOTFOUND;
         }
+    }
+    if (*e && after && gkv_store_version(ctx->store, *e) <= req->after) {
+        /* Not the version asked for yet: waits as for a key that does not exist. */
+        *e = NULL;
+        if (rep->in.may_wait && !rep->in.wait_over) {
+            rep->parked = rep->wait_key = true;
+            return GKV_ENOTFOUND;
+        }
+        return gkv_reply_fail(rep, GKV_ETIMEDOUT,
+                              "no version above %" PRIu64 " within %" PRIu64 " ms", req->after,
+                              req->wait);
     }
     if (!*e)
         return rc;

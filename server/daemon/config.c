@@ -321,6 +321,10 @@ static const setting_t settings[] = {
      "whether a GET of a value in a tier brings it up to a GPU (default no: it is\n"
      "answered from the host tier; a disk value comes up to the host tier; MAP and\n"
      "get_to_device always bring it up)"},
+    {"key-versions", parse_bool, FIELD(key_versions), 0, 0, false, "yes|no",
+     "give every value published a version, named by GET, MAP and GETSIZE replies\n"
+     "and watch events, that a waiting GET or MAP can ask to be above (after);\n"
+     "8 bytes more per key (default no; not on a cluster node)"},
     {"maxmemory-keys", parse_size, FIELD(maxmemory_keys), 1, SZ_MAX, true, "SIZE",
      "host memory for keys, metadata and the index (default: a quarter of RAM)"},
     {"maxclients", parse_uint, FIELD(maxclients), 1, 1000000, true, "N",

@@ -62,6 +62,7 @@ typedef struct {
     char tier_disk[PATH_MAX];   /* --tier-disk: the disk tier's directory; "": none */
     uint64_t tier_disk_size;    /* --tier-disk-size */
     bool tier_promote_on_get;   /* --tier-promote-on-get: GETs bring tier values up to a GPU */
+    bool key_versions;          /* --key-versions: every value gets a version (store.h) */
     bool tier_disk_reload;      /* --tier-disk-reload: a file left in the directory comes back */
     bool tier_disk_direct;      /* --tier-disk-direct: O_DIRECT where the filesystem takes it */
     bool tier_disk_uring;       /* --tier-disk-uring: O_DIRECT copies through io_uring */

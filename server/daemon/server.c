@@ -399,6 +399,15 @@ static int wire_layers(gkv_server_t *s, char *err, size_t cap)
     if (s->disk_tier)
         (void)gkv_store_add_disk_tier(&s->store, s->disk_tier, s->cfg.tier_disk_size);
     s->store.promote_on_get = s->cfg.tier_promote_on_get;
+    if (s->cfg.key_versions && s->cfg.cluster[0]) {
+        snprintf(err, cap, "--key-versions is not for a cluster node: its watch events carry "
+                           "the keys' cluster versions");
+        return GKV_EINVAL;
+    }
+    if (s->cfg.key_versions && (rc = gkv_store_keep_versions(&s->store))) {
+        snprintf(err, cap, "out of host memory");
+        return rc;
+    }
     s->store.release = release_held;
     s->store.release_arg = s;
     gkv_hostcopy_init(&s->store.hc, s->cfg.host_copy, s->cfg.host_copy_max_value);

@@ -123,10 +123,11 @@ void gkv_net_remove(gkv_net_t *net, gkv_conn_t *c)
 /* The store's changes (store.h), while anyone listens: to the watches, and a published key to
  * the requests waiting for it. */
 static void on_changed(void *arg, unsigned kind, const uint8_t *key, size_t klen, uint64_t size,
-                       uint64_t seq)
+                       uint64_t seq, uint64_t version)
 {
     gkv_net_t *net = arg;
-    uint64_t version = 0;
+    /* A cluster node's events name the key's cluster version, a daemon alone's its own
+     * (--key-versions; else none). */
     if (!net->cluster || gkv_cluster_reports(net->cluster, kind, key, klen, &version))
         gkv_watches_changed(net, kind, key, klen, size, seq, version);
     if (kind == GKV_EVENT_SET)

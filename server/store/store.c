@@ -1,6 +1,7 @@
 /* store.c: entry lifetime and accounting. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "duration.h"
 #include "error.h"
@@ -17,6 +18,22 @@ int gkv_store_init(gkv_store_t *st, gkv_backend_t *be, uint64_t limit)
     st->rng = 0x9e3779b97f4a7c15ull;
     gkv_hostcopy_init(&st->hc, 0, 0);
     (void)gkv_store_add_device(st, be, limit);
+    return 0;
+}
+
+int gkv_store_keep_versions(gkv_store_t *st)
+{
+    if (gkv_index_count(st->ix))
+        return GKV_EINVAL;
+    gkv_index_t *ix = gkv_index_alloc(sizeof(gkv_entry_t) + sizeof(uint64_t));
+    if (!ix)
+        return GKV_ENOMEM;
+    gkv_index_free(st->ix, NULL, NULL);
+    st->ix = ix;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    st->version_base = ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000) << 20;
+    st->versions = true;
     return 0;
 }
 
@@ -525,5 +542,5 @@ void gkv_store_flush(gkv_store_t *st)
         st->dev[i].linked_bytes = st->dev[i].keys = 0;
     st->changes++;
     if (st->listeners && st->changed)
-        st->changed(st->changed_arg, GKV_EVENT_FLUSH, NULL, 0, 0, st->changes);
+        st->changed(st->changed_arg, GKV_EVENT_FLUSH, NULL, 0, 0, st->changes, 0);
 }

@@ -114,13 +114,19 @@ typedef struct {
     /* Called while listeners > 0 (the net layer's watches, watch.h, and requests waiting for a
      * key to exist, keywait.h) after each change: kind GKV_EVENT_* (SET: a value was published,
      * so the key exists), the key (borrowed for the call; none for FLUSH), the value's size (0
-     * when it went) and the change's number (changes, below). Moves between devices and tiers
-     * change no value and are no change. */
+     * when it went), the change's number (changes, below) and, with versions, the key's version
+     * (of the value published, or of the one that went; else 0). Moves between devices and
+     * tiers change no value and are no change. */
     void (*changed)(void *arg, unsigned kind, const uint8_t *key, size_t klen, uint64_t size,
-                    uint64_t seq);
+                    uint64_t seq, uint64_t version);
     void *changed_arg;
     uint64_t listeners;
     uint64_t changes; /* values published, deleted, expired, evicted, and flushes, so far */
+    /* --key-versions: each value published gets a version, version_base + changes at its
+     * publication (8 bytes after its entry, in the index node); version_base is the wall
+     * clock's milliseconds << 20 at start, so versions keep growing across restarts. */
+    bool versions;
+    uint64_t version_base;
     uint64_t now_ms;     /* the clock access stamps use: the server sets it per request */
     uint64_t rng;        /* xorshift64 for LFU's counter */
     gkv_ttl_heap_t ttl;  /* the linked entries that have a deadline */
@@ -201,6 +207,15 @@ int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags, gkv_entry
  * counted as a hit or miss and stamped for eviction. A key past its deadline is expired here
  * (every lookup does so: an expired key is gone for every command). */
 gkv_entry_t *gkv_store_get(gkv_store_t *st, const void *key, size_t klen);
+/* Gives every value published from now on a version (store fields versions, version_base;
+ * gkv_store_version). Only on an empty store (the index is made anew with room for it).
+ * Returns 0 or GKV_ENOMEM (nothing changed). */
+int gkv_store_keep_versions(gkv_store_t *st);
+/* The version of e's value (published), or 0 without versions. */
+static inline uint64_t gkv_store_version(const gkv_store_t *st, const gkv_entry_t *e)
+{
+    return st->versions ? *(const uint64_t *)(const void *)(e + 1) : 0;
+}
 /* The same without counting or stamping (EXISTS, NX/XX, GETSIZE, TTL). */
 gkv_entry_t *gkv_store_find(gkv_store_t *st, const void *key, size_t klen);
 /* False for a linked entry past its deadline that is not expired yet (walks skip it). */

@@ -22,14 +22,17 @@ static inline bool gkv__store_has_deadline(const gkv_entry_t *e)
 
 /* A change of e's key (kind GKV_EVENT_*; size 0 when the value goes) is counted and told to
  * the listeners, if any (store.h: changed). e must still be alive. */
-static inline void gkv__store_changed(gkv_store_t *st, unsigned kind, const gkv_entry_t *e,
+static inline void gkv__store_changed(gkv_store_t *st, unsigned kind, gkv_entry_t *e,
                                       uint64_t size)
 {
     st->changes++;
+    if (st->versions && kind == GKV_EVENT_SET) /* the value published gets its version */
+        *(uint64_t *)(void *)(e + 1) = st->version_base + st->changes;
     if (st->listeners && st->changed) {
         size_t klen;
         const uint8_t *key = gkv_store_key(st, e, &klen);
-        st->changed(st->changed_arg, kind, key, klen, size, st->changes);
+        st->changed(st->changed_arg, kind, key, klen, size, st->changes,
+                    gkv_store_version(st, e));
     }
 }
 

@@ -34,6 +34,8 @@ int gkv__store_entry_like(gkv_store_t *st, const gkv_entry_t *e, unsigned dev, i
     int rc = gkv_store_entry_new(st, dev, key, klen, e->size, meta, meta_len, lane, n);
     if (rc)
         return rc;
+    if (st->versions) /* the same value, moved: the same version */
+        *(uint64_t *)(void *)(*n + 1) = gkv_store_version(st, e);
     if (gkv__store_has_deadline(e) &&
         (rc = gkv__store_set_extras(st, *n, meta, meta_len, e->x->expire_at))) {
         gkv_store_unref(st, *n);

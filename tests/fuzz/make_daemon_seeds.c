@@ -1,7 +1,8 @@
 /* make_daemon_seeds.c: writes fuzz_daemon's seed corpus (fuzz_daemon.c says how an input is
  * read) into the directory given: sessions of one to three clients that use every command, move
  * small and large values, pipeline past the output limit, go away mid-transfer, hand over and
- * drop a TAKEOVER, stop the daemon under load, and watch keys past the watch buffer. Its output is committed in corpus_daemon/;
+ * drop a TAKEOVER, stop the daemon under load, watch keys past the watch buffer, and wait
+ * for keys and newer versions. Its output is committed in corpus_daemon/;
  * run it again after changing the steps (tests/fuzz/run.sh builds it). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -375,6 +376,26 @@ int main(int argc, char **argv)
     leave(0, 0);
     turns(4);
     save(dir, "async_seals");
+
+    /* Waits for a newer version (after): with a wait (the daemon keeps no versions: NOTSUP),
+     * without one (INVAL), a huge one; and a waiting GET the client leaves. */
+    hello(&w, 0);
+    set_small(&w, 2, "v", "1");
+    for (unsigned i = 0; i < 3; i++) {
+        req(&w, i == 2 ? GKV_OP_MAP : GKV_OP_GET, 3 + i, "v");
+        if (i != 1)
+            gkv_wr_uint(&w, GKV_F_WAIT, 20);
+        gkv_wr_uint(&w, GKV_F_AFTER, i == 0 ? 0 : UINT64_MAX);
+        gkv_wr_end(&w);
+    }
+    req(&w, GKV_OP_GET, 6, "absent");
+    gkv_wr_uint(&w, GKV_F_WAIT, 1000);
+    gkv_wr_end(&w);
+    send_frames(0, &w);
+    turns(4);
+    leave(0, 0);
+    turns(2);
+    save(dir, "waits_after");
 
     gkv_wr_fini(&w);
     return 0;

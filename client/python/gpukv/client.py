@@ -366,18 +366,20 @@ class Client(_gpukv.Client):
 
     def get_to_device(self, key: Key, out: Any, *, offset: int | None = None,
                       length: int | None = None, suffix: int | None = None,
-                      wait: float | None = None) -> int:
+                      wait: float | None = None, after: int | None = None) -> int:
         """Reads key (or a range) into ``out``, a writable CUDA array (or a writable host
         buffer), and returns the number of bytes stored. Locally: MAP, a device-to-device copy,
         unmap. The copy has finished when this returns. ``NoSpace`` if the bytes do not fit.
-        ``wait`` (seconds): a key that does not exist yet is waited for, as in ``get``."""
+        ``wait`` (seconds): a key that does not exist yet is waited for, as in ``get``;
+        ``after`` (a version) waits for a value newer than that one."""
         dev = device_memory(out, writable=True)
         if dev is None:
             return self.get_into(key, out, offset=offset, length=length, suffix=suffix,
-                                 wait=wait)
+                                 wait=wait, after=after)
         with dev:
             return super()._get_to_device(key, dev.ptr, dev.nbytes, offset=offset,
-                                          length=length, suffix=suffix, wait=wait)
+                                          length=length, suffix=suffix, wait=wait,
+                                          after=after)
 
     def mget(self, keys: Sequence[Key], ranges: Sequence[RangeLike] | None = None
              ) -> list[bytes | None]:

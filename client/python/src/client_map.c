@@ -26,14 +26,14 @@ static PyObject *wrap(ClientObject *self, gkv_mapping_t *m, PyObject *key, const
 
 PyObject *client_map(ClientObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    PyObject *key, *off, *len, *suf, *wait;
-    if (parse_key_range(args, nargs, kwnames, "map", &key, &off, &len, &suf, &wait) < 0)
+    PyObject *key, *off, *len, *suf, *wait, *after;
+    if (parse_key_range(args, nargs, kwnames, "map", &key, &off, &len, &suf, &wait, &after) < 0)
         return NULL;
     gkv_range_t r;
     bool empty;
     key_arg_t k;
-    uint32_t wait_ms;
-    if (range_get(off, len, suf, &r, &empty) < 0 || wait_get(wait, &wait_ms) < 0)
+    wait_arg_t wa;
+    if (range_get(off, len, suf, &r, &empty) < 0 || wait_args(wait, after, &wa) < 0)
         return NULL;
     if (empty) {
         PyErr_SetString(PyExc_ValueError, "an empty range cannot be mapped (length=0, suffix=0)");
@@ -44,7 +44,7 @@ PyObject *client_map(ClientObject *self, PyObject *const *args, Py_ssize_t nargs
     gkv_mapping_t *m = NULL;
     int rc;
     CLIENT_CALL(client_enter, self, rc,
-                (gkv_wait_next(self->c, wait_ms), gkv_map(self->c, k.p, (size_t)k.len, &r, &m)));
+                (wait_arm(self->c, &wa), gkv_map(self->c, k.p, (size_t)k.len, &r, &m)));
     PyObject *out = rc == 0 ? wrap(self, m, key, &k, false) : NULL;
     key_release(&k);
     return out;

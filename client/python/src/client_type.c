@@ -277,6 +277,14 @@ static PyObject *client_get_backend(ClientObject *self, void *closure)
     return PyUnicode_FromString(gkv_client_info(self->c)->backend);
 }
 
+static PyObject *client_get_last_version(ClientObject *self, void *closure)
+{
+    (void)closure;
+    if (!self->c || self->closing)
+        return raise_closed();
+    return PyLong_FromUnsignedLongLong(gkv_last_version(self->c));
+}
+
 static PyObject *client_get_server_info(ClientObject *self, void *closure)
 {
     (void)closure;
@@ -363,16 +371,18 @@ static PyMethodDef client_methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "Stores many device buffers, pipelined (gkv_set_many_from_device): each item's status."},
     {"get", (PyCFunction)(void (*)(void))client_get, METH_FASTCALL | METH_KEYWORDS,
-     "get(key, *, offset=None, length=None, suffix=None, wait=None) -> bytes: the value, or a "
-     "byte range of it. Raises NotFound; with wait (seconds, up to 3600) a key that does not "
-     "exist yet is waited for, then TimedOut."},
+     "get(key, *, offset=None, length=None, suffix=None, wait=None, after=None) -> bytes: the "
+     "value, or a byte range of it. Raises NotFound; with wait (seconds, up to 3600) a key that "
+     "does not exist yet is waited for, then TimedOut; with after (a version: last_version, "
+     "Mapping.version, Event.version) too, a value newer than that one is waited for (a daemon "
+     "started with --key-versions)."},
     {"get_value", (PyCFunction)(void (*)(void))client_get_value, METH_FASTCALL | METH_KEYWORDS,
-     "get_value(key, *, offset=None, length=None, suffix=None, wait=None) -> Value(data, meta, "
-     "size, offset)."},
+     "get_value(key, *, offset=None, length=None, suffix=None, wait=None, after=None) -> "
+     "Value(data, meta, size, offset)."},
     {"get_into", (PyCFunction)(void (*)(void))client_get_into, METH_VARARGS | METH_KEYWORDS,
-     "get_into(key, buffer, *, offset=None, length=None, suffix=None, wait=None) -> int: reads "
-     "into a "
-     "writable buffer; returns the bytes stored (NoSpace if they do not fit)."},
+     "get_into(key, buffer, *, offset=None, length=None, suffix=None, wait=None, after=None) -> "
+     "int: reads into a writable buffer; returns the bytes stored (NoSpace if they do not "
+     "fit)."},
     {"_get_to_device", (PyCFunction)(void (*)(void))client_get_to_device,
      METH_VARARGS | METH_KEYWORDS, "Reads into cap bytes of device memory at ptr."},
     {"_mget", (PyCFunction)client_mget, METH_VARARGS, "One MGET of at most 4096 items."},
@@ -410,9 +420,8 @@ static PyMethodDef client_methods[] = {
      "The next event (kind, key, size, seq) within timeout_ms (-1: forever), or None."},
     {"_unwatch", (PyCFunction)client_unwatch, METH_NOARGS, "Ends the watch (gkv_unwatch)."},
     {"map", (PyCFunction)(void (*)(void))client_map, METH_FASTCALL | METH_KEYWORDS,
-     "map(key, *, offset=None, length=None, suffix=None, wait=None) -> Mapping: leases the "
-     "value (or a "
-     "range) for reading in place (local connections only)."},
+     "map(key, *, offset=None, length=None, suffix=None, wait=None, after=None) -> Mapping: "
+     "leases the value (or a range) for reading in place (local connections only)."},
     {"_map_many", (PyCFunction)client_map_many, METH_VARARGS,
      "Pipelined MAPs of at most 4096 keys: a Mapping or an error code for each."},
     {"create", (PyCFunction)(void (*)(void))client_create, METH_VARARGS | METH_KEYWORDS,
@@ -432,6 +441,10 @@ static PyGetSetDef client_getset[] = {
      "The zero-copy mechanism granted to this connection (cuda-pool-fd, host-memfd), or none.",
      NULL},
     {"backend", (getter)client_get_backend, NULL, "The server's memory backend: cuda or host.",
+     NULL},
+    {"last_version", (getter)client_get_last_version, NULL,
+     "The version of the value the last get, map or getsize on this client read (a daemon "
+     "started with --key-versions), else 0: what after= names to wait for a newer one.",
      NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

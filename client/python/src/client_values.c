@@ -233,18 +233,19 @@ static void *alloc_bytes(void *arg, size_t index, uint64_t len)
 /* GET key [range] into a new bytes object; *info gets what the server said. Returns the bytes
  * (b"" when the range asked for none) or NULL with an exception. */
 static PyObject *get_bytes(ClientObject *self, PyObject *key, PyObject *off, PyObject *len,
-                           PyObject *suf, PyObject *wait, gkv_value_info_t *info, PyObject **meta)
+                           PyObject *suf, PyObject *wait, PyObject *after, gkv_value_info_t *info,
+                           PyObject **meta)
 {
     key_arg_t k;
     gkv_range_t r;
-    uint32_t wait_ms;
+    wait_arg_t wa;
     bytes_sink_t sink = {0};
-    if (range_get(off, len, suf, &r, &sink.empty) < 0 || wait_get(wait, &wait_ms) < 0 ||
+    if (range_get(off, len, suf, &r, &sink.empty) < 0 || wait_args(wait, after, &wa) < 0 ||
         key_get(key, &k) < 0)
         return NULL;
     int rc = client_enter(self);
     if (rc == 0) {
-        NOGIL(rc, (gkv_wait_next(self->c, wait_ms),
+        NOGIL(rc, (wait_arm(self->c, &wa),
                    gkv_get_with(self->c, k.p, (size_t)k.len, &r, alloc_bytes, &sink, info)));
         if (rc == 0 && meta) {
             *meta = info->meta ? PyBytes_FromStringAndSize(info->meta, (Py_ssize_t)info->meta_len)
@@ -275,11 +276,11 @@ static PyObject *get_bytes(ClientObject *self, PyObject *key, PyObject *off, PyO
 PyObject *client_get(ClientObject *self, PyObject *const *args, Py_ssize_t nargs,
                             PyObject *kwnames)
 {
-    PyObject *key, *off, *len, *suf, *wait;
-    if (parse_key_range(args, nargs, kwnames, "get", &key, &off, &len, &suf, &wait) < 0)
+    PyObject *key, *off, *len, *suf, *wait, *after;
+    if (parse_key_range(args, nargs, kwnames, "get", &key, &off, &len, &suf, &wait, &after) < 0)
         return NULL;
     gkv_value_info_t info;
-    return get_bytes(self, key, off, len, suf, wait, &info, NULL);
+    return get_bytes(self, key, off, len, suf, wait, after, &info, NULL);
 }
 
 static PyTypeObject ValueType;
@@ -296,11 +297,12 @@ static PyStructSequence_Desc value_desc = {"gpukv.Value", "A value read with its
 PyObject *client_get_value(ClientObject *self, PyObject *const *args, Py_ssize_t nargs,
                                   PyObject *kwnames)
 {
-    PyObject *key, *off, *len, *suf, *wait, *meta = NULL;
-    if (parse_key_range(args, nargs, kwnames, "get_value", &key, &off, &len, &suf, &wait) < 0)
+    PyObject *key, *off, *len, *suf, *wait, *after, *meta = NULL;
+    if (parse_key_range(args, nargs, kwnames, "get_value", &key, &off, &len, &suf, &wait,
+                        &after) < 0)
         return NULL;
     gkv_value_info_t info;
-    PyObject *data = get_bytes(self, key, off, len, suf, wait, &info, &meta);
+    PyObject *data = get_bytes(self, key, off, len, suf, wait, after, &info, &meta);
     if (!data)
         return NULL;
     PyObject *v = PyStructSequence_New(&ValueType);
@@ -322,17 +324,18 @@ PyObject *client_get_value(ClientObject *self, PyObject *const *args, Py_ssize_t
 
 PyObject *client_get_into(ClientObject *self, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"key", "buffer", "offset", "length", "suffix", "wait", NULL};
-    PyObject *key, *buffer, *off = Py_None, *len = Py_None, *suf = Py_None, *wait = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOOO:get_into", names, &key, &buffer, &off,
-                                     &len, &suf, &wait))
+    static char *names[] = {"key", "buffer", "offset", "length", "suffix", "wait", "after", NULL};
+    PyObject *key, *buffer, *off = Py_None, *len = Py_None, *suf = Py_None, *wait = Py_None,
+                            *after = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOOOO:get_into", names, &key, &buffer, &off,
+                                     &len, &suf, &wait, &after))
         return NULL;
     gkv_range_t r;
     bool empty;
     key_arg_t k;
     Py_buffer b;
-    uint32_t wait_ms;
-    if (range_get(off, len, suf, &r, &empty) < 0 || wait_get(wait, &wait_ms) < 0)
+    wait_arg_t wa;
+    if (range_get(off, len, suf, &r, &empty) < 0 || wait_args(wait, after, &wa) < 0)
         return NULL;
     if (PyObject_GetBuffer(buffer, &b, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) != 0) {
         PyErr_Clear();
@@ -348,7 +351,7 @@ PyObject *client_get_into(ClientObject *self, PyObject *args, PyObject *kw)
     char scratch[1];
     int rc = client_enter(self);
     if (rc == 0) {
-        NOGIL(rc, (gkv_wait_next(self->c, wait_ms),
+        NOGIL(rc, (wait_arm(self->c, &wa),
                    gkv_get(self->c, k.p, (size_t)k.len, &r, empty ? scratch : b.buf,
                            empty ? sizeof(scratch) : (size_t)b.len, &info)));
         client_leave(self);
@@ -370,17 +373,19 @@ PyObject *client_get_into(ClientObject *self, PyObject *args, PyObject *kw)
 
 PyObject *client_get_to_device(ClientObject *self, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"key", "ptr", "cap", "offset", "length", "suffix", "wait", NULL};
-    PyObject *key, *off = Py_None, *len = Py_None, *suf = Py_None, *wait = Py_None;
+    static char *names[] = {"key",    "ptr",  "cap",   "offset", "length",
+                            "suffix", "wait", "after", NULL};
+    PyObject *key, *off = Py_None, *len = Py_None, *suf = Py_None, *wait = Py_None,
+                   *after = Py_None;
     unsigned long long ptr, cap;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OKK|$OOOO:_get_to_device", names, &key, &ptr,
-                                     &cap, &off, &len, &suf, &wait))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OKK|$OOOOO:_get_to_device", names, &key, &ptr,
+                                     &cap, &off, &len, &suf, &wait, &after))
         return NULL;
     gkv_range_t r;
     bool empty;
     key_arg_t k;
-    uint32_t wait_ms;
-    if (range_get(off, len, suf, &r, &empty) < 0 || wait_get(wait, &wait_ms) < 0 ||
+    wait_arg_t wa;
+    if (range_get(off, len, suf, &r, &empty) < 0 || wait_args(wait, after, &wa) < 0 ||
         key_get(key, &k) < 0)
         return NULL;
     gkv_value_info_t info = {0};
@@ -389,10 +394,10 @@ PyObject *client_get_to_device(ClientObject *self, PyObject *args, PyObject *kw)
         if (empty) {
             /* Nothing to copy: check the key and the offset through host memory. */
             bytes_sink_t sink = {.empty = true};
-            NOGIL(rc, (gkv_wait_next(self->c, wait_ms),
+            NOGIL(rc, (wait_arm(self->c, &wa),
                        gkv_get_with(self->c, k.p, (size_t)k.len, &r, alloc_bytes, &sink, &info)));
         } else {
-            NOGIL(rc, (gkv_wait_next(self->c, wait_ms),
+            NOGIL(rc, (wait_arm(self->c, &wa),
                        gkv_get_to_device(self->c, k.p, (size_t)k.len, &r,
                                          (void *)(uintptr_t)ptr, (size_t)cap, &info)));
         }

@@ -321,6 +321,7 @@ GETTER(device, PyLong_FromLong(m->device))
 GETTER(on_device, PyBool_FromLong(m->on_device))
 GETTER(gpu_uuid, PyUnicode_FromString(m->gpu_uuid ? m->gpu_uuid : ""))
 GETTER(lease, PyLong_FromUnsignedLongLong(m->lease))
+GETTER(version, PyLong_FromUnsignedLongLong(m->version))
 
 static PyObject *get_meta(MappingObject *self, void *closure)
 {
@@ -519,6 +520,8 @@ static PyGetSetDef mapping_getset[] = {
     {"on_device", (getter)get_on_device, NULL, "True for CUDA device memory.", NULL},
     {"gpu_uuid", (getter)get_gpu_uuid, NULL, "The GPU's UUID, '' on the host backend.", NULL},
     {"lease", (getter)get_lease, NULL, "The server's lease id.", NULL},
+    {"version", (getter)get_version, NULL,
+     "The value's version (a daemon started with --key-versions), else 0.", NULL},
     {"meta", (getter)get_meta, NULL, "The value's metadata (bytes) or None.", NULL},
     {"key", (getter)get_key, NULL, "The key, as given (str or bytes).", NULL},
     {"writable", (getter)get_writable, NULL, "True for a created mapping.", NULL},

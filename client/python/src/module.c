@@ -149,12 +149,12 @@ static int get_count(PyObject *obj, const char *name, uint64_t *out)
 
 int parse_key_range(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                     const char *fname, PyObject **key, PyObject **off, PyObject **len,
-                    PyObject **suf, PyObject **wait)
+                    PyObject **suf, PyObject **wait, PyObject **after)
 {
     *key = nargs >= 1 ? args[0] : NULL;
     *off = *len = *suf = Py_None;
     if (wait)
-        *wait = Py_None;
+        *wait = *after = Py_None;
     if (nargs > 1) {
         PyErr_Format(PyExc_TypeError, "%s() takes one positional argument (the key)", fname);
         return -1;
@@ -170,6 +170,8 @@ int parse_key_range(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
             *suf = v;
         else if (wait && PyUnicode_CompareWithASCIIString(name, "wait") == 0)
             *wait = v;
+        else if (wait && PyUnicode_CompareWithASCIIString(name, "after") == 0)
+            *after = v;
         else if (PyUnicode_CompareWithASCIIString(name, "key") == 0 && !*key)
             *key = v;
         else {
@@ -206,6 +208,33 @@ int wait_get(PyObject *wait, uint32_t *ms)
     }
     double m = ceil(s * 1000.0);
     *ms = m > WAIT_MAX_MS ? WAIT_MAX_MS : (uint32_t)m;
+    return 0;
+}
+
+int wait_args(PyObject *wait, PyObject *after, wait_arg_t *w)
+{
+    *w = (wait_arg_t){0};
+    if (wait_get(wait, &w->ms) < 0)
+        return -1;
+    if (after == Py_None)
+        return 0;
+    if (PyBool_Check(after) || !PyLong_Check(after)) {
+        PyErr_Format(PyExc_TypeError, "after is a version (an int) or None, not %.100s",
+                     Py_TYPE(after)->tp_name);
+        return -1;
+    }
+    unsigned long long v = PyLong_AsUnsignedLongLong(after);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "after is a version, 0 .. 2**64-1, not %R", after);
+        return -1;
+    }
+    if (!w->ms) {
+        PyErr_SetString(PyExc_ValueError, "after needs a wait (seconds)");
+        return -1;
+    }
+    w->after = v;
+    w->newer = true;
     return 0;
 }
 

@@ -56,14 +56,29 @@ extern unsigned long fork_generation;
 /* True when the client belongs to this process (not inherited through fork). */
 #define CLIENT_OURS(cl) ((cl)->gen == fork_generation)
 
-/* Parses (key, *, offset=None, length=None, suffix=None, wait=None) of a vectorcall method named
- * fname (wait NULL: the method takes no wait). Returns 0 or -1 with TypeError set. */
+/* Parses (key, *, offset=None, length=None, suffix=None, wait=None, after=None) of a vectorcall
+ * method named fname (wait NULL: the method takes no wait, nor after). Returns 0 or -1 with
+ * TypeError set. */
 int parse_key_range(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, const char *fname,
                     PyObject **key, PyObject **off, PyObject **len, PyObject **suf,
-                    PyObject **wait);
+                    PyObject **wait, PyObject **after);
 /* A wait keyword (seconds, int or float; None: no wait, 0) in milliseconds, rounded up, 1 ..
  * 3,600,000 (an hour). Returns 0 or -1 with ValueError/TypeError set. */
 int wait_get(PyObject *wait, uint32_t *ms);
+/* The wait and after keywords of a read: how long, and for a version above what. */
+typedef struct {
+    uint32_t ms;
+    uint64_t after;
+    bool newer; /* after was given */
+} wait_arg_t;
+/* wait_get, and after (None, or a version: an int >= 0, which needs a wait). Returns 0 or -1
+ * with ValueError/TypeError set. */
+int wait_args(PyObject *wait, PyObject *after, wait_arg_t *w);
+/* Arms w for c's next GET or MAP (gkv_wait_next or gkv_wait_newer). */
+static inline int wait_arm(gkv_client_t *c, const wait_arg_t *w)
+{
+    return w->newer ? gkv_wait_newer(c, w->ms, w->after) : gkv_wait_next(c, w->ms);
+}
 
 /* Raises the gpukv exception for code (negative GKV_E*), with message (NULL: the code's
  * sentence). Returns NULL for `return raise_code(...)`. */

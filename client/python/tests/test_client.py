@@ -569,6 +569,68 @@ def test_reads_wait_for_a_key_another_client_writes(client, daemon):
         client.map("w/get", wait=0)
 
 
+def test_reads_wait_for_a_newer_version(fresh_daemon, client):
+    """--key-versions: last_version, Mapping.version and Event.version name a value's version;
+    after= waits for a newer one (get, get_value, get_into, get_to_device, map)."""
+    d = fresh_daemon("--key-versions", "yes", "--host-zero-copy", "yes")
+    with gpukv.Client(d.url) as c, c.watch("n/") as w:
+        c.set("n/k", b"one")
+        assert c.get("n/k") == b"one"
+        v1 = c.last_version
+        assert v1 > 0 and w.get(5).version == v1
+        with c.map("n/k") as m:
+            assert m.version == v1
+
+        def later(value):
+            time.sleep(0.2)
+            with gpukv.Client(d.url) as other:
+                other.set("n/k", value)
+
+        def into(v):
+            buf = bytearray(5)
+            assert c.get_into("n/k", buf, wait=5, after=v) == 5
+            return bytes(buf)
+
+        def to_device(v):
+            out = bytearray(5)
+            assert c.get_to_device("n/k", out, wait=5, after=v) == 5
+            return bytes(out)
+
+        got = []
+        for i, read in enumerate((lambda v: c.get("n/k", wait=5, after=v),
+                                  lambda v: c.get_value("n/k", wait=5, after=v).data,
+                                  into, to_device)):
+            before = c.last_version
+            t = threading.Thread(target=later, args=(b"new-%d" % i,))
+            t.start()
+            got.append(read(before))  # not the value there now: the next one
+            t.join()
+            assert c.last_version > before
+        assert got == [b"new-0", b"new-1", b"new-2", b"new-3"], got
+        t = threading.Thread(target=later, args=(b"mapped",))
+        t.start()
+        with c.map("n/k", wait=5, after=c.last_version) as m:
+            assert m.version > v1 and (m.on_device or bytes(m) == b"mapped")
+        t.join()
+        # Events name the same versions, in order.
+        versions = [e.version for e in iter(lambda: w.get(0.2), None)]
+        assert versions == sorted(versions) and len(versions) == 5, versions
+        with pytest.raises(gpukv.TimeoutError):
+            c.get("n/k", wait=0.1, after=c.last_version)
+        for bad in (-1, 2**64):
+            with pytest.raises(ValueError):
+                c.get("n/k", wait=1, after=bad)
+        with pytest.raises(TypeError):
+            c.get("n/k", wait=1, after="1")
+        with pytest.raises(ValueError):
+            c.get("n/k", after=1)  # after needs a wait
+    # A daemon without --key-versions names none and refuses after.
+    client.set("n/k", b"x")
+    assert client.get("n/k") == b"x" and client.last_version == 0
+    with pytest.raises(gpukv.NotSupported):
+        client.get("n/k", wait=1, after=0)
+
+
 def test_watch_sees_each_change_under_its_prefix_in_order(client):
     with client.watch("kv/") as w:
         assert isinstance(w, gpukv.Watch) and w.seq >= 0
