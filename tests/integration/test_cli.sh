@@ -143,6 +143,11 @@ grep -q 'bytes:    6 ' "$dir/out" && passes=$((passes+1)) || { fails=$((fails+1)
 check watch-local 0 g watch w/ --local --count 1
 grep -q ' set 3 w/1$' "$dir/out" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL watch-local"; cat "$dir/out"; }
 check watch-for 0 g watch w/ --for 100
+# --after: needs --wait; this daemon keeps no versions (NOTSUP, exit 1).
+check usage-after-no-wait 2 nob get k --after 5
+check usage-after-bad 2 nob get k --wait 100 --after x
+check after-notsup 1 g get late --wait 100 --after 0
+grep -q 'NOTSUP' "$dir/err" && passes=$((passes+1)) || { fails=$((fails+1)); echo "FAIL after-notsup"; cat "$dir/err"; }
 check usage-wait-zero 2 nob get k --wait 0
 check usage-wait-over 2 nob get k --wait 3600001
 check usage-length-zero 2 nob get k --length 0
