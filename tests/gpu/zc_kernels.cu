@@ -113,6 +113,19 @@ extern "C" int zc_fill_stamp_async(void *dptr, size_t len, uint64_t seed, void *
     return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
+__global__ static void spin_kernel(unsigned long long ns)
+{
+    unsigned long long end = global_ns() + ns;
+    while (global_ns() < end)
+        ;
+}
+
+extern "C" int zc_spin_async(uint64_t ns, void *stream)
+{
+    spin_kernel<<<1, 1, 0, (cudaStream_t)stream>>>((unsigned long long)ns);
+    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
 /* The value's age when its first byte is read; the rest is read after (a consumer's work). */
 __global__ static void age_kernel(const unsigned long long *p, unsigned long long *out)
 {

@@ -30,6 +30,9 @@ int zc_fill_stamp_async(void *dptr, size_t len, uint64_t seed, void *stream);
  * in dptr's first 8 bytes: the age of the value when the consumer first read it; then reads
  * len bytes (a multiple of 16) of dptr (out[1] is the reader's sink). 0 or -1. */
 int zc_read_age_async(const void *dptr, size_t len, uint64_t *out, void *stream);
+/* A kernel that runs for ns nanoseconds (the GPU's global timer), queued on stream: a
+ * producer's work of that length (bench/fence_watch.c). 0 or -1. */
+int zc_spin_async(uint64_t ns, void *stream);
 
 #ifdef __cplusplus
 }
