@@ -116,6 +116,29 @@ static double pct(uint64_t *v, int n, double p)
 
 enum { POLL = 1, STREAM = 2 };
 
+/* A round that does not end within 10 s: say where it stands and stop (never hang a run). */
+static _Atomic uint64_t round_started;
+static cudaStream_t watched[2];
+static void *watchdog(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        sleep(1);
+        uint64_t t = atomic_load(&round_started);
+        if (t && now_ns() - t > 10000000000ull) {
+            fprintf(stderr,
+                    "fence_watch: a round did not end in 10 s: counter %llu, armed %llu, poll "
+                    "seen %d, woken %d, producer stream %s, observer stream %s\n",
+                    (unsigned long long)*counter, (unsigned long long)atomic_load(&armed),
+                    atomic_load(&poll_seen) != 0, atomic_load(&loop_seen) != 0,
+                    cudaGetErrorName(cudaStreamQuery(watched[0])),
+                    cudaGetErrorName(cudaStreamQuery(watched[1])));
+            _exit(3);
+        }
+    }
+    return NULL;
+}
+
 /* n rounds with a producer kernel of spin_ns; the observers in `who`. Fills the per-round
  * times (ns from the seal call) of those that ran; returns the process CPU ns per round. */
 static double rounds(int n, uint64_t spin_ns, int who, cudaStream_t prod, cudaStream_t obs,
@@ -125,6 +148,7 @@ static double rounds(int n, uint64_t spin_ns, int who, cudaStream_t prod, cudaSt
     uint64_t c0 = cpu_ns();
     for (int r = 0; r < n; r++) {
         uint64_t want = ++*target;
+        atomic_store(&round_started, now_ns());
         atomic_store(&poll_seen, 0);
         atomic_store(&loop_seen, 0);
         if (who & STREAM) {
@@ -153,6 +177,7 @@ static double rounds(int n, uint64_t spin_ns, int who, cudaStream_t prod, cudaSt
         if (cudaStreamSynchronize(prod) != cudaSuccess || cudaStreamSynchronize(obs) != cudaSuccess)
             die("synchronize");
     }
+    atomic_store(&round_started, 0);
     return (double)(cpu_ns() - c0) / n;
 }
 
@@ -191,9 +216,13 @@ int main(int argc, char **argv)
         die("streams");
     if ((efd = eventfd(0, EFD_CLOEXEC)) < 0 || sem_init(&go, 0, 0))
         die("eventfd");
-    pthread_t pt, lt;
-    if (pthread_create(&pt, NULL, poll_thread, NULL) || pthread_create(&lt, NULL, loop_thread, NULL))
+    pthread_t pt, lt, wt;
+    watched[0] = prod;
+    watched[1] = obs;
+    if (pthread_create(&pt, NULL, poll_thread, NULL) ||
+        pthread_create(&lt, NULL, loop_thread, NULL) || pthread_create(&wt, NULL, watchdog, NULL))
         die("threads");
+    setvbuf(stdout, NULL, _IOLBF, 0);
     struct cudaDeviceProp prop;
     cudaGetDeviceProperties(&prop, 0);
     printf("GPU: %s; %d rounds (20 ms rounds: %d)\n\n", prop.name, n, n / 10);
