@@ -151,11 +151,6 @@ static double rounds(int n, uint64_t spin_ns, int who, cudaStream_t prod, cudaSt
         atomic_store(&round_started, now_ns());
         atomic_store(&poll_seen, 0);
         atomic_store(&loop_seen, 0);
-        if (who & STREAM) {
-            if (wait_value(obs, (unsigned long long)(uintptr_t)counter_dev, want, WAIT_GEQ) ||
-                cudaLaunchHostFunc(obs, on_reached, NULL) != cudaSuccess)
-                die("stream wait");
-        }
         if (zc_spin_async(spin_ns, prod))
             die("kernel");
         uint64_t t0 = now_ns();
@@ -166,6 +161,14 @@ static double rounds(int n, uint64_t spin_ns, int who, cudaStream_t prod, cudaSt
         }
         if (write_value(prod, (unsigned long long)(uintptr_t)counter_dev, want, 0))
             die("write value");
+        /* The daemon's wait would be queued once the SEAL came, after the producer queued its
+         * write (and a wait queued first could block the producer's work behind it, should
+         * the two streams share a hardware queue: CUDA warns such waits may deadlock). */
+        if (who & STREAM) {
+            if (wait_value(obs, (unsigned long long)(uintptr_t)counter_dev, want, WAIT_GEQ) ||
+                cudaLaunchHostFunc(obs, on_reached, NULL) != cudaSuccess)
+                die("stream wait");
+        }
         while (((who & POLL) && !atomic_load(&poll_seen)) ||
                ((who & STREAM) && !atomic_load(&loop_seen)))
             usleep(20); /* the main thread stays out of the observers' way */
