@@ -161,6 +161,34 @@ START_TEST(values_leaving_the_device_go_to_the_tier_and_come_back_bit_exact)
 }
 END_TEST
 
+/* --key-versions: a value's version stays with it down to the tier and back up; a new value
+ * of the key gets a higher one. */
+START_TEST(a_moved_value_keeps_its_version)
+{
+    gkv_store_flush(&st);
+    ck_assert_int_eq(gkv_store_keep_versions(&st), 0);
+    st.policy = GKV_POLICY_ALLKEYS_LRU;
+    uint64_t v[150], last = 0;
+    for (int i = 0; i < 150; i++) {
+        st.now_ms = 1000 + (uint64_t)i;
+        ck_assert_int_eq(put(i), 0);
+        v[i] = gkv_store_version(&st, find(i));
+        ck_assert_uint_gt(v[i], last);
+        last = v[i];
+    }
+    ck_assert_int_eq(in_tier(0, 150), 150 - 64);
+    for (int i = 0; i < 150; i++) { /* down (most of them) and back up */
+        ck_assert_uint_eq(gkv_store_version(&st, find(i)), v[i]);
+        st.now_ms = 5000 + (uint64_t)i;
+        read_back(i);
+        ck_assert_uint_eq(gkv_store_version(&st, find(i)), v[i]);
+    }
+    ck_assert_uint_gt(st.stats.promoted, 0);
+    ck_assert_int_eq(put(0), 0);
+    ck_assert_uint_gt(gkv_store_version(&st, find(0)), last);
+}
+END_TEST
+
 START_TEST(a_full_tier_swaps_rather_than_evicts)
 {
     st.policy = GKV_POLICY_ALLKEYS_LRU;
@@ -1068,6 +1096,7 @@ Suite *make_suite(void)
     TCase *tc = tcase_create("host tier");
     tcase_add_checked_fixture(tc, tier_setup, tier_teardown);
     tcase_add_test(tc, values_leaving_the_device_go_to_the_tier_and_come_back_bit_exact);
+    tcase_add_test(tc, a_moved_value_keeps_its_version);
     tcase_add_test(tc, a_full_tier_swaps_rather_than_evicts);
     tcase_add_test(tc, the_least_recently_used_goes_down_first);
     tcase_add_test(tc, a_held_value_is_never_moved);
