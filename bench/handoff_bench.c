@@ -17,6 +17,9 @@
  * synchronous paths), the consumer's MAP returning after the seal returned, and the consumer's
  * kernel and copy back. HB_LEASE_CACHE=0 turns the consumer's lease cache off; HB_PRODUCER_CACHE=N
  * gives the producer's N slots (the default 8 end a cached lease, its import freed, per seal).
+ * HB_WORK_US=N: the producer's work is a kernel of N microseconds before the fill (the value's
+ * stamp still marks its end): a producer whose kernels outlast its own seal call, as a layer's
+ * compute does, where the asynchronous seal's SEAL is on its way while the GPU works.
  * Usage: handoff_bench URL [ROUNDS [SIZE [LAYERS [LAYER_SIZE]]]]   (defaults 2000 4096 32 8M)
  * Prints Markdown tables. */
 #include <cuda_runtime.h>
@@ -140,6 +143,8 @@ static void consumer(const char *url, int in, int out)
     exit(0);
 }
 
+static uint64_t work_ns; /* HB_WORK_US: the producer's kernel before the fill */
+
 /* The producer's side of one value: create, kernels, seal as mode says. t (may be NULL) gets
  * when the CREATE returned and when the kernels were launched. */
 static void produce(gkv_client_t *c, int mode, const char *key, size_t size, cudaStream_t s,
@@ -151,7 +156,7 @@ static void produce(gkv_client_t *c, int mode, const char *key, size_t size, cud
         die("create", rc);
     if (t)
         t[0] = now_us();
-    if (zc_fill_stamp_async(w->ptr, size, seed, s))
+    if ((work_ns && zc_spin_async(work_ns, s)) || zc_fill_stamp_async(w->ptr, size, seed, s))
         die("fill kernel", 0);
     if (t)
         t[1] = now_us();
@@ -177,6 +182,8 @@ int main(int argc, char **argv)
     size_t size = argc > 3 ? strtoull(argv[3], NULL, 0) : 4096;
     int layers = argc > 4 ? atoi(argv[4]) : 32;
     size_t layer_size = argc > 5 ? strtoull(argv[5], NULL, 0) : 8u << 20;
+    const char *work = getenv("HB_WORK_US");
+    work_ns = work ? strtoull(work, NULL, 10) * 1000 : 0;
     int to_c[2], from_c[2];
     if (pipe(to_c) || pipe(from_c))
         return 1;
@@ -231,8 +238,9 @@ int main(int argc, char **argv)
             size_t kl[] = {strlen(o.key)};
             (void)gkv_del(c, k, kl, 1);
         }
-    printf("## hand-off of a %zu-byte value between two processes, %d rounds\n\n", size,
-           rounds);
+    printf("## hand-off of a %zu-byte value between two processes, %d rounds, producer work "
+           "%.0f us\n\n",
+           size, rounds, work_ns / 1e3);
     printf("| path | p50 us | p99 us | mean us |\n|---|---|---|---|\n");
     double p50[NMODES];
     for (int m = 0; m < NMODES; m++) {
