@@ -187,7 +187,7 @@ gkv_cl_watch_t *gkv_cluster_watch_open(gkv_cluster_t *cl, const uint8_t *prefix,
  * order (guarantee 2 of "Watches across a cluster"): false for one older than an event of the
  * key w delivered (a superseded owner's late event: counted, not delivered). w remembers the
  * versions of the last GKV_CL_WATCH_RECENT keys it delivered versioned events of (by their
- * 64-bit hash, the oldest leaving first; 160 KiB, made at the first): a key that left may
+ * 64-bit hash, the oldest leaving first; 40 bytes a key, up to 160 KiB): a key that left may
  * have one late event delivered. Version 0 (a FLUSH) is always delivered. */
 bool gkv_cluster_watch_fresh(gkv_cl_watch_t *w, unsigned kind, const uint8_t *key, size_t klen,
                              uint64_t version);

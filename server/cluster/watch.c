@@ -32,17 +32,19 @@ typedef struct stream {
     struct stream *next;
 } stream_t;
 
-/* The last GKV_CL_WATCH_RECENT keys a watch delivered a versioned event of, with that
- * version: an open-addressed table of 2x as many slots by the key's 64-bit hash (never 0: 0
- * is a free slot), and the hashes in the order they came, the oldest leaving first. */
-#define RECENT_SLOTS (2 * GKV_CL_WATCH_RECENT)
+/* The last keys (up to GKV_CL_WATCH_RECENT) a watch delivered a versioned event of, with that
+ * version: an open-addressed table of 2x cap slots by the key's 64-bit hash (never 0: 0 is a
+ * free slot), and the hashes in the order they came (ring), the oldest leaving first once
+ * cap is GKV_CL_WATCH_RECENT. cap starts small and doubles as keys come. */
 typedef struct {
-    struct {
-        uint64_t hash, version;
-    } slot[RECENT_SLOTS];
-    uint64_t ring[GKV_CL_WATCH_RECENT];
-    size_t n, oldest;
+    uint64_t hash, version;
+} recent_slot_t;
+typedef struct {
+    recent_slot_t *slot; /* 2 * cap */
+    uint64_t *ring;      /* cap */
+    size_t cap, n, oldest;
 } recent_t;
+#define RECENT_FIRST 64
 
 struct gkv_cl_watch {
     gkv_cluster_t *cl;
@@ -295,29 +297,32 @@ void gkv_cluster_watch_close(gkv_cluster_t *cl, gkv_cl_watch_t *w)
         }
     while (w->streams)
         stream_end(w->streams);
-    free(w->recent);
+    if (w->recent) {
+        free(w->recent->slot);
+        free(w->recent->ring);
+        free(w->recent);
+    }
     free(w);
 }
 
 /* The slot of hash h in r: where it is, or the free slot where it would go. */
 static size_t recent_slot(const recent_t *r, uint64_t h)
 {
-    size_t i = h & (RECENT_SLOTS - 1);
+    size_t mask = 2 * r->cap - 1, i = h & mask;
     while (r->slot[i].hash && r->slot[i].hash != h)
-        i = (i + 1) & (RECENT_SLOTS - 1);
+        i = (i + 1) & mask;
     return i;
 }
 
 /* Forgets hash h (there): the slots after it move back to where a lookup finds them. */
 static void recent_forget(recent_t *r, uint64_t h)
 {
-    size_t i = recent_slot(r, h);
+    size_t mask = 2 * r->cap - 1, i = recent_slot(r, h);
     r->slot[i].hash = 0;
-    for (size_t j = (i + 1) & (RECENT_SLOTS - 1); r->slot[j].hash;
-         j = (j + 1) & (RECENT_SLOTS - 1)) {
-        size_t home = r->slot[j].hash & (RECENT_SLOTS - 1);
+    for (size_t j = (i + 1) & mask; r->slot[j].hash; j = (j + 1) & mask) {
+        size_t home = r->slot[j].hash & mask;
         /* j's entry may fill the hole at i unless its home lies in (i, j]. */
-        if (((j - home) & (RECENT_SLOTS - 1)) >= ((j - i) & (RECENT_SLOTS - 1))) {
+        if (((j - home) & mask) >= ((j - i) & mask)) {
             r->slot[i] = r->slot[j];
             r->slot[j].hash = 0;
             i = j;
@@ -325,13 +330,41 @@ static void recent_forget(recent_t *r, uint64_t h)
     }
 }
 
+/* r with room for cap keys (its keys kept, in their order). False: out of memory, r as it
+ * was. Only while the ring has not wrapped (oldest 0). */
+static bool recent_grow(recent_t *r, size_t cap)
+{
+    recent_slot_t *slot = calloc(2 * cap, sizeof(*slot));
+    uint64_t *ring = slot ? realloc(r->ring, cap * sizeof(*ring)) : NULL;
+    if (!ring) {
+        free(slot);
+        return false;
+    }
+    recent_slot_t *old = r->slot;
+    size_t old_slots = 2 * r->cap;
+    r->slot = slot;
+    r->ring = ring;
+    r->cap = cap;
+    for (size_t i = 0; i < old_slots; i++)
+        if (old[i].hash)
+            r->slot[recent_slot(r, old[i].hash)] = old[i];
+    free(old);
+    return true;
+}
+
 bool gkv_cluster_watch_fresh(gkv_cl_watch_t *w, unsigned kind, const uint8_t *key, size_t klen,
                              uint64_t version)
 {
     if (!w || !version)
         return true;
-    if (!w->recent && !(w->recent = calloc(1, sizeof(*w->recent))))
-        return true; /* without the table, events go as they come */
+    if (!w->recent) {
+        recent_t *r = calloc(1, sizeof(*r));
+        if (!r || !recent_grow(r, RECENT_FIRST)) {
+            free(r);
+            return true; /* without the table, events go as they come */
+        }
+        w->recent = r;
+    }
     recent_t *r = w->recent;
     uint64_t h = gkv_siphash(key, klen, w->seed);
     h += !h;
@@ -347,10 +380,13 @@ bool gkv_cluster_watch_fresh(gkv_cl_watch_t *w, unsigned kind, const uint8_t *ke
         r->slot[i].version = version;
         return true;
     }
-    if (r->n == GKV_CL_WATCH_RECENT) { /* the oldest key leaves for it */
+    if (r->n == r->cap && r->cap < GKV_CL_WATCH_RECENT && !r->oldest &&
+        recent_grow(r, 2 * r->cap))
+        i = recent_slot(r, h);
+    if (r->n == r->cap) { /* the oldest key leaves for it */
         recent_forget(r, r->ring[r->oldest]);
         r->ring[r->oldest] = h;
-        r->oldest = (r->oldest + 1) % GKV_CL_WATCH_RECENT;
+        r->oldest = (r->oldest + 1) % r->cap;
         i = recent_slot(r, h);
     } else {
         r->ring[r->n++] = h;
