@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import shutil
@@ -61,15 +62,23 @@ def sync(gpu: bool) -> None:
 
 
 def timed(fn, reps: int, gpu: bool, warmup: int = 0, best: bool = False) -> float:
-    """The median (or the best) of reps timed calls of fn, after warmup untimed ones."""
+    """The median (or the best) of reps timed calls of fn, after warmup untimed ones. Python's
+    garbage collector runs before each call and not during it: a full collection (tens of ms
+    with zarr's objects about) would land on whichever store's call it fell in."""
     times = []
     for i in range(warmup + reps):
         sync(gpu)
-        t0 = time.perf_counter()
-        fn()
-        sync(gpu)
+        gc.collect()
+        gc.disable()
+        try:
+            t0 = time.perf_counter()
+            fn()
+            sync(gpu)
+            t = time.perf_counter() - t0
+        finally:
+            gc.enable()
         if i >= warmup:
-            times.append(time.perf_counter() - t0)
+            times.append(t)
     return min(times) if best else sorted(times)[len(times) // 2]
 
 
