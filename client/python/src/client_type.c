@@ -417,7 +417,8 @@ static PyMethodDef client_methods[] = {
      "WATCH prefix [local] on this connection: the daemon's count of changes (gkv_watch, "
      "gkv_watch_local)."},
     {"_watch_next", (PyCFunction)client_watch_next, METH_O,
-     "The next event (kind, key, size, seq) within timeout_ms (-1: forever), or None."},
+     "The next event (kind, key, size, seq, node, version) within timeout_ms (-1: forever), or "
+     "None."},
     {"_unwatch", (PyCFunction)client_unwatch, METH_NOARGS, "Ends the watch (gkv_unwatch)."},
     {"map", (PyCFunction)(void (*)(void))client_map, METH_FASTCALL | METH_KEYWORDS,
      "map(key, *, offset=None, length=None, suffix=None, wait=None, after=None) -> Mapping: "
