@@ -12,6 +12,10 @@
  * (kernels, then the seal), read by the consumer in order as they appear; the time from the
  * producer's start to the consumer's last read, with synchronous seals (and polling, today)
  * and with asynchronous seals (and waiting).
+ * The age is split where the consumer's MAP returned, taking the GPU's global timer for
+ * CLOCK_REALTIME (the driver keeps it so, to a few microseconds): from the producer's kernel
+ * end to the consumer holding the mapping (gpukv's part), and from there to the consumer's
+ * kernel reading it (the consumer's launch).
  * Where the time goes, per path (host clocks, CLOCK_MONOTONIC, one for both processes): the
  * producer's CREATE, its kernels' launch and seal (with the stream's synchronisation for the
  * synchronous paths), the consumer's MAP returning after the seal returned, and the consumer's
@@ -80,7 +84,15 @@ typedef struct {
  * returned and its kernel was done (host clock, us). */
 typedef struct {
     double age, mapped, done;
+    double to_map, launch; /* the age split where MAP returned (us; global timer as realtime) */
 } seen_t;
+
+static uint64_t realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* Maps key (waiting, or polling MAP for today), reads it with a kernel. */
 static seen_t consume(gkv_client_t *c, const order_t *o, const char *key, cudaStream_t s,
@@ -98,14 +110,18 @@ static seen_t consume(gkv_client_t *c, const order_t *o, const char *key, cudaSt
     if (rc)
         die("consumer map", rc);
     seen.mapped = now_us();
+    uint64_t mapped_rt = realtime_ns();
     if (zc_read_age_async(m->ptr, m->length & ~(size_t)15, age_dev, s))
         die("age kernel", 0);
-    uint64_t age;
-    if (cudaMemcpyAsync(&age, age_dev, sizeof(age), cudaMemcpyDeviceToHost, s) != cudaSuccess ||
+    uint64_t got[3];
+    if (cudaMemcpyAsync(got, age_dev, sizeof(got), cudaMemcpyDeviceToHost, s) != cudaSuccess ||
         cudaStreamSynchronize(s) != cudaSuccess)
         die("consumer copy", 0);
     seen.done = now_us();
-    seen.age = (double)age;
+    seen.age = (double)got[0];
+    uint64_t start = got[2], end = got[2] - got[0]; /* the reader's start, the producer's end */
+    seen.to_map = ((double)mapped_rt - (double)end) / 1e3;
+    seen.launch = ((double)start - (double)mapped_rt) / 1e3;
     gkv_unmap(c, m);
     return seen;
 }
@@ -122,7 +138,7 @@ static void consumer(const char *url, int in, int out)
     cudaStream_t s;
     uint64_t *age_dev;
     if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess ||
-        cudaMalloc((void **)&age_dev, 2 * sizeof(uint64_t)) != cudaSuccess)
+        cudaMalloc((void **)&age_dev, 4 * sizeof(uint64_t)) != cudaSuccess)
         die("consumer cuda", 0);
     order_t o;
     while (read(in, &o, sizeof(o)) == (ssize_t)sizeof(o)) {
@@ -206,10 +222,12 @@ int main(int argc, char **argv)
     if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
         die("producer stream", 0);
     /* Per mode and round: the age, then the host-clock steps (us). */
-    enum { AGE, CREATE, LAUNCH, SEAL, LAG, READ, NSTEPS };
+    enum { AGE, CREATE, LAUNCH, SEAL, LAG, READ, TO_MAP, TO_READ, NSTEPS };
     static const char *const step_name[NSTEPS] = {
         "age", "CREATE", "kernels launched", "sealed (synchronised first: today, wait)",
-        "consumer's MAP back after the seal", "consumer's kernel and copy"};
+        "consumer's MAP back after the seal", "consumer's kernel and copy",
+        "the age, part 1: producer's kernel end to consumer's MAP returned (global timer)",
+        "the age, part 2: MAP returned to the consumer's kernel reading (global timer)"};
     double *st[NMODES][NSTEPS];
     for (int m = 0; m < NMODES; m++)
         for (int k = 0; k < NSTEPS; k++)
@@ -233,6 +251,8 @@ int main(int argc, char **argv)
                 st[m][SEAL][r] = sealed - tp[1];
                 st[m][LAG][r] = seen.mapped - sealed;
                 st[m][READ][r] = seen.done - seen.mapped;
+                st[m][TO_MAP][r] = seen.to_map;
+                st[m][TO_READ][r] = seen.launch;
             }
             const void *k[] = {o.key};
             size_t kl[] = {strlen(o.key)};

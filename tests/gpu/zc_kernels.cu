@@ -129,7 +129,9 @@ extern "C" int zc_spin_async(uint64_t ns, void *stream)
 /* The value's age when its first byte is read; the rest is read after (a consumer's work). */
 __global__ static void age_kernel(const unsigned long long *p, unsigned long long *out)
 {
-    *out = global_ns() - *(volatile const unsigned long long *)p;
+    unsigned long long now = global_ns();
+    out[0] = now - *(volatile const unsigned long long *)p;
+    out[2] = now;
 }
 
 extern "C" int zc_read_age_async(const void *dptr, size_t len, uint64_t *out, void *stream)

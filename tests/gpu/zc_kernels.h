@@ -26,9 +26,10 @@ double zc_read_seconds(const void *dptr, size_t len, int n);
  * writes the GPU's global timer (ns) into the first 8 bytes: when the producer's work ended.
  * 0 or -1. */
 int zc_fill_stamp_async(void *dptr, size_t len, uint64_t seed, void *stream);
-/* Stores into out[0] (device or host-mapped memory, two words) the global timer minus the stamp
- * in dptr's first 8 bytes: the age of the value when the consumer first read it; then reads
- * len bytes (a multiple of 16) of dptr (out[1] is the reader's sink). 0 or -1. */
+/* Stores into out[0] (device or host-mapped memory, three words) the global timer minus the
+ * stamp in dptr's first 8 bytes: the age of the value when the consumer first read it, and
+ * into out[2] the global timer then; then reads len bytes (a multiple of 16) of dptr (out[1]
+ * is the reader's sink). 0 or -1. */
 int zc_read_age_async(const void *dptr, size_t len, uint64_t *out, void *stream);
 /* A kernel that runs for ns nanoseconds (the GPU's global timer), queued on stream: a
  * producer's work of that length (bench/fence_watch.c). 0 or -1. */
