@@ -12,10 +12,12 @@
  * (kernels, then the seal), read by the consumer in order as they appear; the time from the
  * producer's start to the consumer's last read, with synchronous seals (and polling, today)
  * and with asynchronous seals (and waiting).
- * The age is split where the consumer's MAP returned, taking the GPU's global timer for
- * CLOCK_REALTIME (the driver keeps it so, to a few microseconds): from the producer's kernel
- * end to the consumer holding the mapping (gpukv's part), and from there to the consumer's
- * kernel reading it (the consumer's launch).
+ * The age is split where the consumer's MAP returned: from the producer's kernel end to the
+ * consumer holding the mapping (gpukv's part), and from there to the consumer's kernel reading
+ * it (the consumer's launch). The GPU's global timer runs at a fixed offset from
+ * CLOCK_REALTIME; the consumer measures it first (a kernel stamps host-mapped memory while the
+ * host spins on it: the largest stamp minus the host's time of seeing it, 200 times; off by
+ * the write's trip to the host, about a microsecond).
  * Where the time goes, per path (host clocks, CLOCK_MONOTONIC, one for both processes): the
  * producer's CREATE, its kernels' launch and seal (with the stream's synchronisation for the
  * synchronous paths), the consumer's MAP returning after the seal returned, and the consumer's
@@ -94,6 +96,34 @@ static uint64_t realtime_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The global timer minus CLOCK_REALTIME (ns), within about a microsecond (see the top). */
+static double timer_offset(cudaStream_t s)
+{
+    volatile uint64_t *h;
+    void *d;
+    if (cudaHostAlloc((void **)&h, 64, cudaHostAllocMapped) != cudaSuccess ||
+        cudaHostGetDevicePointer(&d, (void *)h, 0) != cudaSuccess)
+        die("offset memory", 0);
+    double best = -1e30;
+    for (int i = 0; i < 200; i++) {
+        *h = 0;
+        if (zc_fill_stamp_async(d, 8, 0, s))
+            die("offset kernel", 0);
+        uint64_t gt;
+        while (!(gt = *h))
+            ;
+        double diff = (double)gt - (double)realtime_ns();
+        if (diff > best)
+            best = diff;
+        if (cudaStreamSynchronize(s) != cudaSuccess)
+            die("offset sync", 0);
+    }
+    cudaFreeHost((void *)h);
+    return best;
+}
+
+static double gt_offset; /* the consumer's timer_offset */
+
 /* Maps key (waiting, or polling MAP for today), reads it with a kernel. */
 static seen_t consume(gkv_client_t *c, const order_t *o, const char *key, cudaStream_t s,
                       uint64_t *age_dev)
@@ -120,8 +150,8 @@ static seen_t consume(gkv_client_t *c, const order_t *o, const char *key, cudaSt
     seen.done = now_us();
     seen.age = (double)got[0];
     uint64_t start = got[2], end = got[2] - got[0]; /* the reader's start, the producer's end */
-    seen.to_map = ((double)mapped_rt - (double)end) / 1e3;
-    seen.launch = ((double)start - (double)mapped_rt) / 1e3;
+    seen.to_map = ((double)mapped_rt - ((double)end - gt_offset)) / 1e3;
+    seen.launch = (((double)start - gt_offset) - (double)mapped_rt) / 1e3;
     gkv_unmap(c, m);
     return seen;
 }
@@ -140,6 +170,7 @@ static void consumer(const char *url, int in, int out)
     if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess ||
         cudaMalloc((void **)&age_dev, 4 * sizeof(uint64_t)) != cudaSuccess)
         die("consumer cuda", 0);
+    gt_offset = timer_offset(s);
     order_t o;
     while (read(in, &o, sizeof(o)) == (ssize_t)sizeof(o)) {
         if (!o.layers) {
