@@ -10,6 +10,7 @@
 #include "conn_impl.h"
 #include "error.h"
 #include "log.h"
+#include "trace.h"
 
 #define FENCE_SPIN_MS 5 /* the loop spins this long after a seal or a publication, then polls */
 #define FENCE_POLL_MS 1 /* ... once a millisecond */
@@ -87,6 +88,7 @@ static void publish(gkv_fences_t *fs, struct gkv_fence *f, waiting_t *w)
     st->now_ms = uv_hrtime() / 1000000;
     gkv_entry_t *holder = NULL;
     int rc = gkv_store_publish(st, w->entry, 0, &holder);
+    gkv_trace("d_sealed", w->entry->size, (uint64_t)-rc); /* GPUKV_TRACE: the publication */
     if (rc == 0) {
         /* The lease follows the value if publishing moved it into the key's entry. */
         gkv_lease_t *l = gkv_lease_find(&f->c->leases, w->lease);
