@@ -124,6 +124,11 @@ uint64_t gkv_net_waiting_stage(const gkv_net_t *net);
 void gkv_net_input(gkv_net_t *net);
 /* c handled its share of frames: it goes on in a later loop iteration (c->yielded set). */
 void gkv_net_yield(gkv_net_t *net, gkv_conn_t *c);
+/* Drives the connections that yielded, now (each may yield again for the next turn). Only
+ * from the loop's own callbacks, never from inside a request: what gkv_net_yield's turn does,
+ * sooner (the fences' poll, after it published, so that a request waiting for the key runs
+ * in the same turn). */
+void gkv_net_run_yielded(gkv_net_t *net);
 /* c's copy finished (status) on any thread: gkv_conn_copy_finished runs on the loop for it. */
 void gkv_net_copy_done(gkv_net_t *net, gkv_conn_t *c, int status);
 /* c is being freed: it leaves the list and the yielded list. */

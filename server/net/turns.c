@@ -70,10 +70,14 @@ void gkv_net_input(gkv_net_t *net)
 
 static void on_turns(uv_idle_t *h)
 {
-    gkv_net_t *net = h->data;
+    uv_idle_stop(h);
+    gkv_net_run_yielded(h->data);
+}
+
+void gkv_net_run_yielded(gkv_net_t *net)
+{
     gkv_conn_t *list = net->yielded;
     net->yielded = NULL;
-    uv_idle_stop(h);
     /* In the order they yielded; each may yield again onto the fresh list. */
     gkv_conn_t *rev = NULL;
     while (list) {
