@@ -46,6 +46,20 @@ int gkv_lookup_range(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, bool to_socke
     if (after && !ctx->store->versions)
         return gkv_reply_fail(rep, GKV_ENOTSUP,
                               "this daemon keeps no versions (gpukvd --key-versions yes)");
+    if (after) {
+        const gkv_entry_t *old = gkv_store_find(ctx->store, req->key.p, req->key.len);
+        if (old && gkv_store_version(ctx->store, old) <= req->after) {
+            /* Not the version asked for yet: waits as for a key that does not exist, before
+             * any lookup that would count a read of it or bring it up from a tier. */
+            if (rep->in.may_wait && !rep->in.wait_over) {
+                rep->parked = rep->wait_key = true;
+                return GKV_ENOTFOUND;
+            }
+            return gkv_reply_fail(rep, GKV_ETIMEDOUT,
+                                  "no version above %" PRIu64 " within %" PRIu64 " ms",
+                                  req->after, req->wait);
+        }
+    }
     gkv_entry_t *cur = rep->in.room ? gkv_store_get(ctx->store, req->key.p, req->key.len) : NULL;
     if (cur && gkv_store_in_tier(cur)) {
         /* A value in a tier comes up off the loop while the request waits: a GET's from the
@@ -77,17 +91,6 @@ int gkv_lookup_range(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, bool to_socke
             return GKV_ENOTFOUND;
         }
     }
-    if (*e && after && gkv_store_version(ctx->store, *e) <= req->after) {
-        /* Not the version asked for yet: waits as for a key that does not exist. */
-        *e = NULL;
-        if (rep->in.may_wait && !rep->in.wait_over) {
-            rep->parked = rep->wait_key = true;
-            return GKV_ENOTFOUND;
-        }
-        return gkv_reply_fail(rep, GKV_ETIMEDOUT,
-                              "no version above %" PRIu64 " within %" PRIu64 " ms", req->after,
-                              req->wait);
-    }
     if (!*e)
         return rc;
     if (gkv_range_resolve((*e)->size, req->offset, req->length, req->suffix, off, len))
@@ -95,6 +98,12 @@ int gkv_lookup_range(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, bool to_socke
                               "offset %" PRIu64 " is past the end of a %" PRIu64 "-byte value",
                               req->offset, (uint64_t)(*e)->size);
     return 0;
+}
+
+void gkv_wr_value_version(gkv_wr_t *w, const gkv_store_t *st, const gkv_entry_t *e)
+{
+    if (st->versions)
+        gkv_wr_uint(w, GKV_F_VVERSION, gkv_store_version(st, e));
 }
 
 int gkv_check_meta(const gkv_request_t *req, gkv_reply_t *rep)

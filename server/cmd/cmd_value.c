@@ -59,8 +59,8 @@ int gkv_cmd_get(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
         gkv_wr_bin(w, GKV_F_META, meta, meta_len);
     if (req->node_op == GKV_NODE_FETCH && req->vversion) /* a cluster node's FETCH */
         gkv_wr_uint(w, GKV_F_VVERSION, req->vversion);
-    else if (ctx->store->versions)
-        gkv_wr_uint(w, GKV_F_VVERSION, gkv_store_version(ctx->store, e));
+    else
+        gkv_wr_value_version(w, ctx->store, e);
     rc = gkv_wr_end(w);
     if (rc)
         return rc;

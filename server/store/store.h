@@ -207,17 +207,18 @@ int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags, gkv_entry
  * counted as a hit or miss and stamped for eviction. A key past its deadline is expired here
  * (every lookup does so: an expired key is gone for every command). */
 gkv_entry_t *gkv_store_get(gkv_store_t *st, const void *key, size_t klen);
+/* The same without counting or stamping (EXISTS, NX/XX, GETSIZE, TTL). */
+gkv_entry_t *gkv_store_find(gkv_store_t *st, const void *key, size_t klen);
 /* Gives every value published from now on a version (store fields versions, version_base;
  * gkv_store_version). Only on an empty store (the index is made anew with room for it).
- * Returns 0 or GKV_ENOMEM (nothing changed). */
+ * Returns 0, GKV_EINVAL (keys there already) or GKV_ENOMEM (nothing changed). */
 int gkv_store_keep_versions(gkv_store_t *st);
-/* The version of e's value (published), or 0 without versions. */
+/* The version of e's value (published), or 0 without versions: 8 bytes after the entry in its
+ * index node (gkv__store_set_version writes them). */
 static inline uint64_t gkv_store_version(const gkv_store_t *st, const gkv_entry_t *e)
 {
     return st->versions ? *(const uint64_t *)(const void *)(e + 1) : 0;
 }
-/* The same without counting or stamping (EXISTS, NX/XX, GETSIZE, TTL). */
-gkv_entry_t *gkv_store_find(gkv_store_t *st, const void *key, size_t klen);
 /* False for a linked entry past its deadline that is not expired yet (walks skip it). */
 bool gkv_store_alive(const gkv_store_t *st, const gkv_entry_t *e);
 /* Unlinks key; returns 1 if it existed, else 0. */

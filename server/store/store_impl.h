@@ -20,6 +20,12 @@ static inline bool gkv__store_has_deadline(const gkv_entry_t *e)
     return e->x && e->x->expire_at;
 }
 
+/* With versions: e's value is at version v (gkv_store_version reads it). */
+static inline void gkv__store_set_version(gkv_entry_t *e, uint64_t v)
+{
+    *(uint64_t *)(void *)(e + 1) = v;
+}
+
 /* A change of e's key (kind GKV_EVENT_*; size 0 when the value goes) is counted and told to
  * the listeners, if any (store.h: changed). e must still be alive. */
 static inline void gkv__store_changed(gkv_store_t *st, unsigned kind, gkv_entry_t *e,
@@ -27,7 +33,7 @@ static inline void gkv__store_changed(gkv_store_t *st, unsigned kind, gkv_entry_
 {
     st->changes++;
     if (st->versions && kind == GKV_EVENT_SET) /* the value published gets its version */
-        *(uint64_t *)(void *)(e + 1) = st->version_base + st->changes;
+        gkv__store_set_version(e, st->version_base + st->changes);
     if (st->listeners && st->changed) {
         size_t klen;
         const uint8_t *key = gkv_store_key(st, e, &klen);

@@ -35,7 +35,7 @@ int gkv__store_entry_like(gkv_store_t *st, const gkv_entry_t *e, unsigned dev, i
     if (rc)
         return rc;
     if (st->versions) /* the same value, moved: the same version */
-        *(uint64_t *)(void *)(*n + 1) = gkv_store_version(st, e);
+        gkv__store_set_version(*n, gkv_store_version(st, e));
     if (gkv__store_has_deadline(e) &&
         (rc = gkv__store_set_extras(st, *n, meta, meta_len, e->x->expire_at))) {
         gkv_store_unref(st, *n);

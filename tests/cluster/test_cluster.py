@@ -136,9 +136,14 @@ def try_set(c, key: str) -> bool:
         return False
 
 
-def watching(node) -> int:
+def clients_stat(node, name: str) -> int:
+    """A figure of the node's INFO "# Clients" section."""
     with node.client() as c:
-        return c.info("clients")["watching_clients"]
+        return c.info("clients")[name]
+
+
+def watching(node) -> int:
+    return clients_stat(node, "watching_clients")
 
 
 @check
@@ -206,11 +211,6 @@ def a_watch_spans_the_cluster(cl: Cluster):
         wait_for(lambda: n1.info()["cluster_watches"] == 0, 10, "the watch to go")
 
 
-def sent(node) -> int:
-    with node.client() as c:
-        return c.info("clients")["watch_events_sent"]
-
-
 @check
 def a_watch_gives_each_keys_events_in_version_order(cl: Cluster):
     n1, n2, n3 = cl.nodes[:3]
@@ -231,7 +231,7 @@ def a_watch_gives_each_keys_events_in_version_order(cl: Cluster):
             # two streams, yet n1 delivers the key's in version order and drops the late ones
             # of an owner the key had left (counted), and nothing else goes missing.
             stale0 = n1.info()["cluster_watch_stale"]
-            sent0 = sent(n2) + sent(n3)
+            sent0 = clients_stat(n2, "watch_events_sent") + clients_stat(n3, "watch_events_sent")
             errors = []
 
             def writer(node, tag):
@@ -263,7 +263,8 @@ def a_watch_gives_each_keys_events_in_version_order(cl: Cluster):
             versions = [e.version for e in got]
             assert all(a < b for a, b in zip(versions, versions[1:])), "out of version order"
             stale = n1.info()["cluster_watch_stale"] - stale0
-            members = sent(n2) + sent(n3) - sent0  # events the two streams carried
+            members = (clients_stat(n2, "watch_events_sent") + clients_stat(n3, "watch_events_sent")
+                       - sent0)  # events the two streams carried
             assert len(got) + 2 + stale == members, (len(got), stale, members)
             # The last event delivered is the value the key holds.
             final = get(c1, "wv/k")
