@@ -153,7 +153,8 @@ int gkv_cluster_route(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
  * entry that holds e's memory now (publishing may move it into the key's old entry). */
 int gkv_cluster_commit(gkv_cluster_t *cl, gkv_route_ticket_t *t, uint64_t id, gkv_entry_t *e,
                        unsigned flags, gkv_wr_t *out, int *rc, gkv_entry_t **holder);
-/* A request routed LOCAL ran (status rc): SEAL's value is recorded as this node's. */
+/* A SEAL routed LOCAL ran (status rc; key NULL when it could not be kept): its value is
+ * recorded as this node's, at the version the route reserved for its event. */
 void gkv_cluster_after(gkv_cluster_t *cl, const gkv_request_t *req, gkv_leases_t *leases,
                        int rc, const void *key, size_t klen);
 /* The connection is closing: forgets what its ticket holds (a job still running finishes

@@ -11,6 +11,17 @@
 #include "error.h"
 #include "log.h"
 
+/* Publishes e (holder: gkv_store_publish's) whose copy record is written after it: its event
+ * names version v (gkv_cluster_reports), which the record then takes. */
+static int publish_at(gkv_cluster_t *cl, gkv_entry_t *e, gkv_entry_t **holder, uint64_t v)
+{
+    cl->store->now_ms = gkv_clock_ms();
+    cl->publishing = v;
+    int rc = gkv_store_publish(cl->store, e, 0, holder);
+    cl->publishing = 0;
+    return rc;
+}
+
 /* Finishes a SET's job on the loop: publish (or not) and write its reply. */
 void gkv_cl_commit_done(cl_job_t *j)
 {
@@ -27,10 +38,7 @@ void gkv_cl_commit_done(cl_job_t *j)
     if (c && !c->pending)
         c->dropped_upto = 0;
     if (!rc && j->publish && !superseded) {
-        cl->store->now_ms = gkv_clock_ms();
-        cl->publishing = k->version; /* its event's: the copy record follows */
-        rc = gkv_store_publish(cl->store, j->entry, 0, NULL);
-        cl->publishing = 0;
+        rc = publish_at(cl, j->entry, NULL, k->version);
         if (!rc && (c || (c = gkv_copy_get(&cl->rec, k->key, k->klen)))) {
             gkv_copy_set(&cl->rec, c, k->version, false, k->owner /* the home's name */);
             gkv_cl_published(cl, k->key, k->klen, k->owner);
@@ -54,7 +62,6 @@ void gkv_cl_commit_done(cl_job_t *j)
 int gkv_cl_route_seal(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
                       gkv_leases_t *leases, gkv_wr_t *out, int *rc)
 {
-    cl->publishing = 0; /* a reservation gkv_cluster_after did not take */
     gkv_lease_t *l = leases ? gkv_lease_find(leases, req->lease) : NULL;
     if (!l || !l->writable)
         return GKV_ROUTE_LOCAL; /* SEAL's own checks answer */
@@ -151,7 +158,6 @@ void gkv_cluster_after(gkv_cluster_t *cl, const gkv_request_t *req, gkv_leases_t
 int gkv_cluster_commit(gkv_cluster_t *cl, gkv_route_ticket_t *t, uint64_t id, gkv_entry_t *e,
                        unsigned flags, gkv_wr_t *out, int *rc, gkv_entry_t **holder)
 {
-    cl->publishing = 0; /* a reservation gkv_cluster_after did not take */
     *holder = e;
     size_t klen;
     const uint8_t *key = gkv_store_key(cl->store, e, &klen);
@@ -196,12 +202,9 @@ int gkv_cluster_commit(gkv_cluster_t *cl, gkv_route_ticket_t *t, uint64_t id, gk
             gkv_copy_rec_t *c = gkv_copy_get(&cl->rec, key, klen);
             if (!h)
                 h = gkv_home_get(&cl->rec, key, klen);
-            cl->store->now_ms = gkv_clock_ms();
             /* Its version is taken first, for its event; recorded once it is published. */
             uint64_t v = h ? gkv_home_next_version(&cl->rec, h) : 0;
-            cl->publishing = v;
-            int prc = h && c ? gkv_store_publish(cl->store, e, 0, holder) : GKV_ENOMEM;
-            cl->publishing = 0;
+            int prc = h && c ? publish_at(cl, e, holder, v) : GKV_ENOMEM;
             if (prc) {
                 if (h && !h->owner[0])
                     gkv_home_del(&cl->rec, h);

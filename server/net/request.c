@@ -214,7 +214,9 @@ static bool handle_request(gkv_conn_t *c, const gkv_request_t *routed)
     c->room_waits = 0;
     c->kw_deadline = 0;
     c->kw_timed_out = false;
-    if (seal_key) {
+    /* Every SEAL the cluster routed comes back to it (its key NULL if it could not be
+     * copied): what the route reserved for it ends there. */
+    if (req->op == GKV_OP_SEAL && c->net->cluster && c->authed) {
         gkv_cluster_after(c->net->cluster, req, &c->leases, rc, seal_key, seal_klen);
         free(seal_key);
     }
