@@ -55,6 +55,11 @@ enum {
      * size (and meta) once every chunk is written; NOTFOUND, BUSY, RANGE, INVAL, NOTSUP,
      * UNAVAILABLE, IO as STAGE. */
     GKV_NODE_PUSH = 12,
+    /* From a key's home to a node whose LOOKUP (or FETCH at the home) carried wait and found
+     * no record: key was recorded since (at vversion); the receiver's requests waiting for it
+     * ask again. Reply count 0. One notification per LOOKUP: a node that still waits asks
+     * again (docs/handoff.md, "Waits across a cluster"). */
+    GKV_NODE_NOTIFY = 13,
 };
 
 /* DROP's flags field: the copy is dropped because the key was written on another node (its

@@ -185,6 +185,7 @@ static void on_tick(uv_timer_t *timer)
     }
     if (cl->register_again)
         register_moved(cl, false);
+    gkv_cl_waits_expire(cl);
     bool live = gkv_cluster_live(cl);
     if (live != cl->was_live && cl->self >= 0) {
         if (live)
@@ -311,6 +312,7 @@ void gkv_cluster_fini(gkv_cluster_t *cl)
         cl->store->reclaim = NULL;
     gkv_members_fini(&cl->members);
     gkv_records_fini(&cl->rec);
+    gkv_cl_waits_fini(cl);
     if (cl->peers.timeout_ms)
         gkv_peers_fini(&cl->peers);
 }
@@ -408,8 +410,12 @@ int gkv_cluster_info(const gkv_cluster_t *cl, char *buf, size_t cap)
         gkv_cluster_watch_counts(cl, &watches, &streams);
         int k = snprintf(buf + n, cap - (size_t)n,
                          "cluster_watches:%" PRIu64 "\r\ncluster_watch_streams:%" PRIu64
-                         "\r\ncluster_watch_stale:%" PRIu64 "\r\n",
-                         watches, streams, cl->watch_stale);
+                         "\r\ncluster_watch_stale:%" PRIu64 "\r\ncluster_wait_interests:%" PRIu64
+                         "\r\ncluster_wait_interests_full:%" PRIu64
+                         "\r\ncluster_notifies_sent:%" PRIu64
+                         "\r\ncluster_notifies_received:%" PRIu64 "\r\n",
+                         watches, streams, cl->watch_stale, cl->waits.n, cl->waits.full,
+                         cl->waits.sent, cl->waits.received);
         n = k < 0 ? -1 : n + k;
     }
     if (n >= 0 && (size_t)n < cap) {

@@ -67,6 +67,10 @@ typedef struct gkv_route_ticket {
     uint64_t replica_version; /* the deferred payload is a replica of this version (REPLICA) */
     uint64_t fetch_version;   /* AS_GET of a FETCH at the home: the version it serves */
     gkv_wr_t *out;       /* a commit's reply goes here */
+    /* A GET or MAP with wait: the milliseconds it has left (set by the connection before the
+     * route; 0: no wait), and the cluster's notification count when its read asked the home
+     * (gkv_cluster_wait_missed). */
+    uint64_t wait_ms, wait_seq;
 } gkv_route_ticket_t;
 
 enum {
@@ -75,6 +79,9 @@ enum {
     GKV_ROUTE_DONE,      /* answered: the reply is written */
     GKV_ROUTE_AS_GET,    /* run it as a GET (a FETCH from another node; its vversion becomes
                           * t->fetch_version when that is set) */
+    GKV_ROUTE_WAIT_KEY,  /* a read with wait whose key's home (or owner) did not answer: it
+                          * waits as for a missing key (asked again at the re-check, or when
+                          * the members change) */
 };
 
 /* A WATCH spanning the cluster (watch.c): the streams of the other members' events. */
@@ -83,6 +90,20 @@ typedef struct gkv_cl_watch gkv_cl_watch_t;
  * the key's cluster version, 0 for a FLUSH). */
 typedef void (*gkv_cl_event_fn)(void *arg, unsigned kind, const uint8_t *key, size_t klen,
                                 uint64_t size, uint64_t seq, uint64_t version, const char *node);
+
+/* Waits across a cluster (waits.c; docs/handoff.md, "Waits across a cluster"): as a home, the
+ * nodes waiting for keys it has no record of (interests); as a reader, the keys notified lately
+ * (a ring of their hashes, each with its notification's sequence number). */
+#define GKV_CL_INTERESTS_MAX 10000u
+#define GKV_CL_NOTIFIED_RECENT 256u
+typedef struct gkv_cl_interest gkv_cl_interest_t;
+typedef struct {
+    gkv_cl_interest_t *keys; /* by key (uthash) */
+    uint64_t n;              /* interests (a key's nodes each count), <= GKV_CL_INTERESTS_MAX */
+    uint64_t recent_hash[GKV_CL_NOTIFIED_RECENT], recent_seq[GKV_CL_NOTIFIED_RECENT];
+    uint64_t seq; /* notifications taken (the last one's sequence number) */
+    uint64_t full, sent, received;
+} gkv_cl_waits_t;
 
 typedef struct gkv_cluster {
     bool on;
@@ -94,9 +115,13 @@ typedef struct gkv_cluster {
     long self;             /* this node's index in members, -1 while it is not listed */
     char node[GKV_NODE_NAME_MAX + 1], name[GKV_NODE_NAME_MAX + 1];
     uint64_t member_changes; /* lists taken on the loop */
-    /* Told on the loop after members changed. */
+    /* Told on the loop: the members changed (on_members); a key was recorded here as its
+     * home, or its home notified this node that it was (on_recorded: the node's requests
+     * waiting for the key run again). Set by the caller after gkv_cluster_start. */
     void (*on_members)(void *arg);
+    void (*on_recorded)(void *arg, const void *key, size_t klen);
     void *arg;
+    gkv_cl_waits_t waits;
     /* The data path (route.c). */
     gkv_store_t *store; /* borrowed */
     uint64_t max_key, max_value;
@@ -157,6 +182,15 @@ int gkv_cluster_commit(gkv_cluster_t *cl, gkv_route_ticket_t *t, uint64_t id, gk
  * recorded as this node's, at the version the route reserved for its event. */
 void gkv_cluster_after(gkv_cluster_t *cl, const gkv_request_t *req, gkv_leases_t *leases,
                        int rc, const void *key, size_t klen);
+/* Whether a GET or MAP with wait (its route ticket t) must run again rather than park on key
+ * (klen bytes): the key was notified (or recorded here) since its read asked the home, or too
+ * many keys were to tell. Always false without a cluster. */
+bool gkv_cluster_wait_missed(const gkv_cluster_t *cl, const gkv_route_ticket_t *t,
+                             const void *key, size_t klen);
+/* How often a waiting GET or MAP on a cluster node asks the key's home again (a lost
+ * notification delays it by at most this much). */
+#define GKV_CL_WAIT_RECHECK_MS 1000
+
 /* The connection is closing: forgets what its ticket holds (a job still running finishes
  * without it; the connection waits for that). */
 void gkv_cluster_ticket_fini(gkv_cluster_t *cl, gkv_route_ticket_t *t);

@@ -44,6 +44,8 @@ enum {
     JOB_PLANE,     /* send our PLANE to a member (keys[0]: its address), learn its answer */
     JOB_PLANE_IN,  /* a member's PLANE: load its agent, probe it, answer */
     JOB_STAGE,     /* an owner's STAGE: a chunk of a value (entry) into a reader's arena */
+    JOB_NOTIFY,    /* a home tells waiting nodes (keys: one per node, its address) a key was
+                    * recorded (waits.c) */
 };
 
 /* A READ key's status on its way back to the loop (not a GKV_E* code): pull it through NIXL
@@ -118,6 +120,7 @@ typedef struct cl_job {
                     * it, then when its worker ended */
     uint64_t xfer; /* PUSH: the transfer's id (the reader's) */
     uint64_t pull_us; /* PULL: when it was handed to the workers */
+    uint64_t wait_ms; /* READ: the request waits this long for a missing key (its home notes it) */
 } cl_job_t;
 
 /* jobs.c: each job kind's run (on a worker) and the shared plumbing. */
@@ -189,6 +192,18 @@ bool gkv_cl_keep_replica(gkv_cluster_t *cl, gkv_entry_t *e, const void *key, siz
 /* jobs.c's TCP fetch of k's value (version k->version) from owner, relayed into a replica:
  * the fallback of a pull. Returns 0, CL_AGAIN (the owner moved on) or a code. */
 int gkv_cl_fetch_tcp(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner);
+
+/* waits.c: waits across a cluster (docs/handoff.md). A home notes that from waits wait_ms
+ * for key (no record of it now); a record of key made here (version) notifies the nodes that
+ * wait and this node's own waiters; a NOTIFY from a home (or a record here) wakes this node's
+ * waiters of key and is remembered for gkv_cluster_wait_missed; the tick drops expired
+ * interests; fini frees them. */
+void gkv_cl_waits_note(gkv_cluster_t *cl, const void *key, size_t klen, const gkv_member_t *from,
+                       uint64_t wait_ms);
+void gkv_cl_waits_recorded(gkv_cluster_t *cl, const void *key, size_t klen, uint64_t version);
+void gkv_cl_waits_notified(gkv_cluster_t *cl, const void *key, size_t klen);
+void gkv_cl_waits_expire(gkv_cluster_t *cl);
+void gkv_cl_waits_fini(gkv_cluster_t *cl);
 
 /* Answers a NODE request (node.c). */
 int gkv_cl_node(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,

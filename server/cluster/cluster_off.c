@@ -78,6 +78,13 @@ void gkv_cluster_ticket_fini(gkv_cluster_t *cl, gkv_route_ticket_t *t)
     (void)cl, (void)t;
 }
 
+bool gkv_cluster_wait_missed(const gkv_cluster_t *cl, const gkv_route_ticket_t *t,
+                             const void *key, size_t klen)
+{
+    (void)cl, (void)t, (void)key, (void)klen;
+    return false;
+}
+
 bool gkv_cluster_live(const gkv_cluster_t *cl)
 {
     (void)cl;

@@ -30,6 +30,7 @@ static void pause_ms(unsigned ms)
 typedef struct {
     uint64_t vversion, size, flags, limit, have;
     uint64_t at_most; /* FETCH at the home: send the value only when at most this large */
+    uint64_t wait;    /* FETCH at the home: no record: notify this node within wait ms */
     const uint8_t *prefix, *cursor;
     uint32_t plen, clen;
     int delim;
@@ -66,6 +67,8 @@ static int call_once(cl_job_t *j, const char *addr, unsigned op, const uint8_t *
         gkv_wr_uint(&c->wr, GKV_F_HAVE, f->have);
     if (f->at_most)
         gkv_wr_uint(&c->wr, GKV_F_LIMIT, f->at_most);
+    if (f->wait)
+        gkv_wr_uint(&c->wr, GKV_F_WAIT, f->wait);
     if (f->list) {
         gkv_wr_bin(&c->wr, GKV_F_PREFIX, f->prefix, f->plen);
         if (f->clen)
@@ -241,7 +244,7 @@ static void read_key(cl_job_t *j, cl_key_t *k)
                 return;
             }
         } else {
-            nreq_t ask = {.have = k->have, .delim = -1};
+            nreq_t ask = {.have = k->have, .wait = j->wait_ms, .delim = -1};
             /* With NIXL, a large value is pulled through it rather than sent with the answer. */
             if (j->cl->plane.on && !j->no_nixl)
                 ask.at_most = CL_DIRECT_MAX;
@@ -360,6 +363,11 @@ static void run_keys(cl_job_t *j)
             int rc = call(j, k->home_addr, GKV_NODE_DROP, k->key, k->klen, &f, &r, NULL);
             j->status = rc ? rc : (int)r.status;
             return;
+        }
+        case JOB_NOTIFY: { /* best effort: a node not told asks again within a second */
+            nreq_t f = {.vversion = k->version, .delim = -1};
+            (void)call_once(j, k->home_addr, GKV_NODE_NOTIFY, k->key, k->klen, &f, &r, NULL);
+            break;
         }
         case JOB_REGISTER: {
             nreq_t f = {.vversion = k->version, .size = k->size, .delim = -1};

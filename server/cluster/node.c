@@ -154,7 +154,11 @@ static int node_delete(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reque
     return GKV_ROUTE_DONE;
 }
 
-static int node_lookup(gkv_cluster_t *cl, const gkv_request_t *req, gkv_wr_t *out, int *rc)
+/* LOOKUP (and FETCH at the home, when it answers as LOOKUP). With wait, a key without a
+ * record notes the sender's interest in this same turn: a record made after this answer
+ * notifies it (waits.c). */
+static int node_lookup(gkv_cluster_t *cl, const gkv_request_t *req, const gkv_member_t *from,
+                       gkv_wr_t *out, int *rc)
 {
     if (!home_here(cl, req))
         return fail(out, req->id, GKV_EBUSY, "not this key's home (the members are changing)",
@@ -165,14 +169,19 @@ static int node_lookup(gkv_cluster_t *cl, const gkv_request_t *req, gkv_wr_t *ou
     if (!h || !h->owner[0]) {
         if (gkv_cl_settling(cl))
             return fail(out, req->id, GKV_EBUSY, "the members changed", rc);
+        if ((req->has & GKV_HAS_WAIT) && req->wait)
+            gkv_cl_waits_note(cl, req->key.p, req->key.len, from, req->wait);
         return fail(out, req->id, GKV_ENOTFOUND, NULL, rc);
     }
     if (!strcmp(h->owner, cl->node)) {
         gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, req->key.p, req->key.len);
         if (c && c->pending && c->version != h->version)
             return fail(out, req->id, GKV_EBUSY, "that version is being published here", rc);
-        if (!gkv_store_find(cl->store, req->key.p, req->key.len))
-            return fail(out, req->id, GKV_ENOTFOUND, NULL, rc); /* ours, evicted or expired */
+        if (!gkv_store_find(cl->store, req->key.p, req->key.len)) { /* ours, evicted or expired */
+            if ((req->has & GKV_HAS_WAIT) && req->wait)
+                gkv_cl_waits_note(cl, req->key.p, req->key.len, from, req->wait);
+            return fail(out, req->id, GKV_ENOTFOUND, NULL, rc);
+        }
     }
     gkv_wr_ok(out, req->id);
     gkv_wr_str(out, GKV_F_OWNER, h->owner);
@@ -187,7 +196,7 @@ static int node_lookup(gkv_cluster_t *cl, const gkv_request_t *req, gkv_wr_t *ou
  * and the sender's replica (have) is not of that version (a GET reply that names its vversion:
  * one round trip for the reader instead of two), else what LOOKUP answers. */
 static int node_fetch_current(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
-                              gkv_wr_t *out, int *rc)
+                              const gkv_member_t *from, gkv_wr_t *out, int *rc)
 {
     gkv_home_rec_t *h = home_here(cl, req) ? gkv_home_find(&cl->rec, req->key.p, req->key.len)
                                           : NULL;
@@ -200,7 +209,7 @@ static int node_fetch_current(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gk
             return GKV_ROUTE_AS_GET;
         }
     }
-    return node_lookup(cl, req, out, rc);
+    return node_lookup(cl, req, from, out, rc);
 }
 
 static int node_register(gkv_cluster_t *cl, const gkv_request_t *req, const gkv_member_t *from,
@@ -225,6 +234,7 @@ static int node_register(gkv_cluster_t *cl, const gkv_request_t *req, const gkv_
     h->owner_inc = from->incarnation;
     h->version = req->vversion;
     h->size = req->size;
+    gkv_cl_waits_recorded(cl, req->key.p, req->key.len, h->version);
     gkv_wr_ok(out, req->id);
     gkv_wr_str(out, GKV_F_OWNER, cl->node);
     gkv_wr_end(out);
@@ -292,6 +302,14 @@ int gkv_cl_node(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *r
     }
     if (req->node_op == GKV_NODE_PLANE) /* no data: answered even while fenced */
         return gkv_cl_node_plane(cl, t, req, from, out, rc);
+    if (req->node_op == GKV_NODE_NOTIFY) { /* no data either: waiters here ask again */
+        if (!(req->has & GKV_HAS_KEY) || req->key.len > cl->max_key)
+            return fail(out, req->id, GKV_EINVAL, "NOTIFY needs a key", rc);
+        cl->waits.received++;
+        gkv_cl_waits_notified(cl, req->key.p, req->key.len);
+        gkv_cl_reply_count(out, req->id, 0);
+        return GKV_ROUTE_DONE;
+    }
     /* Fenced: our view may be out of date, so we neither answer for keys nor hold values out
      * (a job already running for a request finishes). */
     if (!t->job && !gkv_cluster_live(cl)) {
@@ -305,7 +323,7 @@ int gkv_cl_node(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *r
         return fail(out, req->id, GKV_EINVAL, "a NODE request needs a key", rc);
     switch (req->node_op) {
     case GKV_NODE_LOOKUP:
-        return node_lookup(cl, req, out, rc);
+        return node_lookup(cl, req, from, out, rc);
     case GKV_NODE_RECORD:
         return node_record(cl, t, req, from, out, rc);
     case GKV_NODE_DELETE:
@@ -319,7 +337,7 @@ int gkv_cl_node(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *r
     }
     case GKV_NODE_FETCH: {
         if (!req->vversion)
-            return node_fetch_current(cl, t, req, out, rc);
+            return node_fetch_current(cl, t, req, from, out, rc);
         gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, req->key.p, req->key.len);
         if (c && !c->replica && c->version == req->vversion)
             return GKV_ROUTE_AS_GET;

@@ -236,6 +236,8 @@ static int read_outcome(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j,
                 gkv_store_del(cl->store, k->key, k->klen); /* nothing the cluster knows */
             continue;
         }
+        if (k->status == GKV_EUNAVAILABLE && t->wait_ms)
+            return GKV_ROUTE_WAIT_KEY; /* a dead home: the members change within the TTL */
         if (k->status) {
             *rc = k->status;
             gkv_wr_error(out, req->id, k->status, j->msg[0] ? j->msg : NULL);
@@ -298,6 +300,7 @@ static int route_read(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
                     !(req->has & (GKV_HAS_OFFSET | GKV_HAS_LENGTH | GKV_HAS_SUFFIX));
     p.job->attempts = attempts + 1;
     p.job->no_nixl = no_nixl;
+    p.job->wait_ms = t->wait_ms; /* a missing key: its home notes that we wait */
     p.job->t = t;
     gkv_cl_submit(cl, t, p.job, false);
     return GKV_ROUTE_PARK;
@@ -529,7 +532,7 @@ int gkv_cluster_route(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     }
     if ((req->has & GKV_HAS_AFTER) && !t->job) {
         *rc = GKV_ENOTSUP;
-        gkv_wr_error(out, req->id, *rc, "waits for a version are not built on a cluster node");
+        gkv_wr_error(out, req->id, *rc, "waits for a version are not built on a cluster node (its replies name no version)");
         return GKV_ROUTE_DONE;
     }
     if (!ready(cl) && !t->job) {
@@ -551,6 +554,8 @@ int gkv_cluster_route(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
                      "this node cannot confirm its membership (etcd unreachable): fenced");
         return GKV_ROUTE_DONE;
     }
+    if (t->wait_ms && !t->job)
+        t->wait_seq = cl->waits.seq; /* gkv_cluster_wait_missed counts from here */
     if (!t->job && alone(cl) && reads_alone(req))
         return GKV_ROUTE_LOCAL; /* every key is ours, and no other node holds any */
     switch (req->op) {

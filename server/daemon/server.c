@@ -22,6 +22,7 @@
 #include "duration.h"
 #include "error.h"
 #include "hostport.h"
+#include "keywait.h"
 #include "log.h"
 #include "metrics_http.h"
 #include "notify.h"
@@ -543,6 +544,21 @@ static int start_serving(gkv_server_t *s, char *err, size_t cap)
     return 0;
 }
 
+/* The cluster's hooks (cluster.h): a key recorded here as its home, or notified by its home,
+ * wakes the requests waiting for it here; a change of the members wakes them all (each asks its
+ * key's home again). */
+static void cluster_recorded(void *arg, const void *key, size_t klen)
+{
+    gkv_server_t *s = arg;
+    gkv_keywaits_published(&s->net, key, klen);
+}
+
+static void cluster_members(void *arg)
+{
+    gkv_server_t *s = arg;
+    gkv_keywaits_wake_all(&s->net);
+}
+
 /* --cluster: joins once the listeners are up (the others may send requests at once). Peers reach
  * this node on its TCP listener with the cluster's token, so both are required. */
 static int join_cluster(gkv_server_t *s, char *err, size_t cap)
@@ -584,6 +600,9 @@ static int join_cluster(gkv_server_t *s, char *err, size_t cap)
     if (!rc) {
         s->net.cluster = &s->cluster;
         s->cmd.clustered = true;
+        s->cluster.arg = s;
+        s->cluster.on_recorded = cluster_recorded;
+        s->cluster.on_members = cluster_members;
     }
     if (!rc)
         GKV_INFO("cluster: %s in cluster %s, advertised at %s, %zu members", node,

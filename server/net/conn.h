@@ -141,6 +141,7 @@ struct gkv_conn {
     struct kw_bucket *kw_bucket;
     gkv_conn_t *kw_next;
     uint64_t kw_deadline;
+    uint64_t kw_recheck; /* a cluster node's: when it asks the key's home again (0: never) */
     bool kw_timed_out;
     struct gkv_watch *watch; /* its watch of a prefix (watch.h), NULL when it watches none */
     struct gkv_fence *fence; /* its fence page and asynchronous seals (fence.h), or NULL */

@@ -20,7 +20,7 @@ struct gkv_keywaits {
     gkv_net_t *net;
     kw_bucket_t *keys;
     uv_timer_t timer; /* the earliest deadline of those waiting */
-    uint64_t waiting, woken, timed_out;
+    uint64_t waiting, woken, timed_out, rechecks;
 };
 
 static void drop_bucket(gkv_keywaits_t *w, kw_bucket_t *b)
@@ -61,14 +61,20 @@ static void fire_at(gkv_keywaits_t *w, uint64_t when)
     uv_timer_start(&w->timer, on_deadline, when > now ? when - now : 0, 0);
 }
 
+/* When c's wait next needs the timer: its deadline, or its re-check when earlier. */
+static uint64_t due(const gkv_conn_t *c)
+{
+    return c->kw_recheck && c->kw_recheck < c->kw_deadline ? c->kw_recheck : c->kw_deadline;
+}
+
 /* The timer set to the earliest deadline among the waiting (stopped when none waits). */
 static void rearm(gkv_keywaits_t *w)
 {
     uint64_t first = UINT64_MAX;
     for (kw_bucket_t *b = w->keys; b; b = b->hh.next)
         for (gkv_conn_t *c = b->head; c; c = c->kw_next)
-            if (c->kw_deadline < first)
-                first = c->kw_deadline;
+            if (due(c) < first)
+                first = due(c);
     if (first == UINT64_MAX)
         uv_timer_stop(&w->timer);
     else
@@ -85,10 +91,14 @@ static void on_deadline(uv_timer_t *t)
         gkv_conn_t *c = b->head;
         while (c) {
             gkv_conn_t *next = c->kw_next;
-            if (c->kw_deadline <= now) {
+            if (due(c) <= now) {
                 unlink_conn(w, c); /* may free b: next is read first, b not used after */
-                c->kw_timed_out = true;
-                w->timed_out++;
+                if (c->kw_deadline <= now) {
+                    c->kw_timed_out = true;
+                    w->timed_out++;
+                } else {
+                    w->rechecks++; /* runs again: asks the key's home once more */
+                }
                 if (!c->closing)
                     gkv_net_yield(w->net, c);
             }
@@ -116,6 +126,28 @@ void gkv_keywaits_published(gkv_net_t *net, const uint8_t *key, size_t klen)
             gkv_net_yield(w->net, c);
         if (last)
             b = NULL;
+    }
+    rearm(w);
+}
+
+void gkv_keywaits_wake_all(gkv_net_t *net)
+{
+    gkv_keywaits_t *w = net->keywaits;
+    if (!w)
+        return;
+    kw_bucket_t *b, *tmp;
+    HASH_ITER(hh, w->keys, b, tmp)
+    {
+        while (b) {
+            gkv_conn_t *c = b->head;
+            bool last = c == b->tail;
+            unlink_conn(w, c); /* frees b with the last */
+            w->rechecks++;
+            if (!c->closing)
+                gkv_net_yield(w->net, c);
+            if (last)
+                b = NULL;
+        }
     }
     rearm(w);
 }
@@ -151,7 +183,8 @@ void gkv_keywaits_free(gkv_net_t *net)
     net->keywaits = NULL;
 }
 
-int gkv_keywait_park(gkv_conn_t *c, const uint8_t *key, size_t klen, uint64_t deadline)
+int gkv_keywait_park(gkv_conn_t *c, const uint8_t *key, size_t klen, uint64_t deadline,
+                     uint64_t recheck)
 {
     gkv_keywaits_t *w = c->net->keywaits;
     if (!w || w->waiting >= GKV_KEYWAIT_MAX)
@@ -175,12 +208,13 @@ int gkv_keywait_park(gkv_conn_t *c, const uint8_t *key, size_t klen, uint64_t de
     b->tail = c;
     c->kw_bucket = b;
     c->kw_deadline = deadline;
+    c->kw_recheck = recheck;
     c->wait.key = true;
     w->waiting++;
     c->net->store->listeners++;
     if (!uv_is_active((uv_handle_t *)&w->timer) ||
-        deadline < uv_now(c->net->loop) + uv_timer_get_due_in(&w->timer))
-        fire_at(w, deadline); /* earlier than the one it was set for */
+        due(c) < uv_now(c->net->loop) + uv_timer_get_due_in(&w->timer))
+        fire_at(w, due(c)); /* earlier than the one it was set for */
     return 0;
 }
 
@@ -194,10 +228,11 @@ void gkv_keywait_cancel(gkv_conn_t *c)
 }
 
 void gkv_keywaits_stats(const gkv_net_t *net, uint64_t *waiting, uint64_t *woken,
-                        uint64_t *timed_out)
+                        uint64_t *timed_out, uint64_t *rechecks)
 {
     const gkv_keywaits_t *w = net->keywaits;
     *waiting = w ? w->waiting : 0;
     *woken = w ? w->woken : 0;
     *timed_out = w ? w->timed_out : 0;
+    *rechecks = w ? w->rechecks : 0;
 }

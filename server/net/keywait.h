@@ -5,7 +5,9 @@
  * on the next loop turn (gkv_net_yield),
  * and each runs its request again; the wait's deadline, if it comes first, makes the request
  * answer TIMEDOUT. A waiting request holds nothing (no lease, no staging). At most
- * GKV_KEYWAIT_MAX connections wait at once; one more is answered BUSY. */
+ * GKV_KEYWAIT_MAX connections wait at once; one more is answered BUSY. On a cluster node a
+ * request also runs again at its re-check time (its key's home is asked again: a lost
+ * notification) and when the members change (docs/handoff.md, "Waits across a cluster"). */
 #ifndef GKV_NET_KEYWAIT_H
 #define GKV_NET_KEYWAIT_H
 
@@ -24,15 +26,20 @@ int gkv_keywaits_init(gkv_net_t *net);
 void gkv_keywaits_close(gkv_net_t *net);
 void gkv_keywaits_free(gkv_net_t *net);
 /* c's request (key, klen bytes, borrowed) waits until the key is linked or until deadline
- * (uv_now milliseconds). 0 (c->wait.key set), GKV_EBUSY (too many wait) or GKV_ENOMEM. */
-int gkv_keywait_park(gkv_conn_t *c, const uint8_t *key, size_t klen, uint64_t deadline);
+ * (uv_now milliseconds), or runs again (without timing out) at recheck when that is earlier
+ * and not 0. 0 (c->wait.key set), GKV_EBUSY (too many wait) or GKV_ENOMEM. */
+int gkv_keywait_park(gkv_conn_t *c, const uint8_t *key, size_t klen, uint64_t deadline,
+                     uint64_t recheck);
+/* Every waiting request runs again on the next turn (the cluster's members changed). */
+void gkv_keywaits_wake_all(gkv_net_t *net);
 /* A value was published under key (the store's change, through the net): its waiters run
  * again, in order, on the next turn. */
 void gkv_keywaits_published(gkv_net_t *net, const uint8_t *key, size_t klen);
 /* c stops waiting (it closes). Nothing when it does not wait. */
 void gkv_keywait_cancel(gkv_conn_t *c);
-/* Connections waiting now, and in all: wakes by a link, timeouts. */
+/* Connections waiting now, and in all: wakes by a link, timeouts, re-checks (a cluster
+ * node's, and the wakes of gkv_keywaits_wake_all). */
 void gkv_keywaits_stats(const gkv_net_t *net, uint64_t *waiting, uint64_t *woken,
-                        uint64_t *timed_out);
+                        uint64_t *timed_out, uint64_t *rechecks);
 
 #endif

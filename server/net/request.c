@@ -77,6 +77,8 @@ static void skip_payload(gkv_conn_t *c, const gkv_request_t *req)
     c->frame_bytes = 0;
 }
 
+static bool park_for_key(gkv_conn_t *c, const gkv_request_t *req, int *rc);
+
 /* The cluster's say on a request (cluster.h) before it runs here: false when it is answered or
  * waits (parked: its frame stays in the input, c waits); else *run is the request to run (req,
  * or a copy of it the cluster changed). SEAL's key, for the cluster's record after it ran, goes
@@ -92,11 +94,27 @@ static bool route_request(gkv_conn_t *c, const gkv_request_t *req, gkv_request_t
     int rc;
     c->op = req->op;
     c->op_started = uv_hrtime();
+    /* A read that waits for its key tells the key's home how long (it notifies us). */
+    c->route.wait_ms = 0;
+    if ((req->op == GKV_OP_GET || req->op == GKV_OP_MAP) && (req->has & GKV_HAS_WAIT) &&
+        req->wait && !c->kw_timed_out) {
+        uint64_t now = uv_now(net->loop);
+        c->route.wait_ms = !c->kw_deadline          ? req->wait
+                           : c->kw_deadline > now ? c->kw_deadline - now
+                                                  : 0;
+    }
     int r = gkv_cluster_route(net->cluster, &c->route, req, &c->leases, &c->out, &rc);
     if (r == GKV_ROUTE_PARK) {
         *parked = true;
         c->wait.cluster = true;
         return false;
+    }
+    if (r == GKV_ROUTE_WAIT_KEY) { /* as a missing key (c->route.wait_ms: time is left) */
+        if (park_for_key(c, req, &rc)) {
+            *parked = true;
+            return false;
+        }
+        r = GKV_ROUTE_DONE; /* answered BUSY or NOMEM */
     }
     if (r == GKV_ROUTE_DONE) {
         gkv_conn_op_done(c, rc);
@@ -124,13 +142,25 @@ static bool route_request(gkv_conn_t *c, const gkv_request_t *req, gkv_request_t
 }
 
 /* A GET or MAP whose key does not exist, with a wait (the cmd layer parked it: wait_key):
- * parks c on the key (keywait.h) until its deadline (set at its first wait). True when it
- * waits; false with the error reply written (BUSY, NOMEM) and *rc its code. */
+ * parks c on the key (keywait.h) until its deadline (set at its first wait); on a cluster node
+ * also until its re-check, or it runs again at once when its key was notified since its read
+ * asked the home (docs/handoff.md, "Waits across a cluster"). True when it waits; false with
+ * the error reply written (BUSY, NOMEM) and *rc its code. */
 static bool park_for_key(gkv_conn_t *c, const gkv_request_t *req, int *rc)
 {
+    uint64_t now = uv_now(c->net->loop);
     if (!c->kw_deadline)
-        c->kw_deadline = uv_now(c->net->loop) + req->wait;
-    int e = gkv_keywait_park(c, req->key.p, req->key.len, c->kw_deadline);
+        c->kw_deadline = now + req->wait;
+    uint64_t recheck = 0;
+    if (c->net->cluster) {
+        if (gkv_cluster_wait_missed(c->net->cluster, &c->route, req->key.p, req->key.len)) {
+            if (!c->yielded)
+                gkv_net_yield(c->net, c); /* its frame stays in the input: it runs again */
+            return true;
+        }
+        recheck = now + GKV_CL_WAIT_RECHECK_MS;
+    }
+    int e = gkv_keywait_park(c, req->key.p, req->key.len, c->kw_deadline, recheck);
     if (!e)
         return true;
     c->kw_deadline = 0;
@@ -198,8 +228,7 @@ static bool handle_request(gkv_conn_t *c, const gkv_request_t *routed)
     c->op_started = uv_hrtime();
     c->journal_mark = gkv_fdstore_mark(c->net->fdstore);
     c->net->store->now_ms = c->op_started / 1000000; /* the store clock, already read */
-    rep.in.may_wait =
-        (req->op == GKV_OP_GET || req->op == GKV_OP_MAP) && !c->net->cluster && c->net->keywaits;
+    rep.in.may_wait = (req->op == GKV_OP_GET || req->op == GKV_OP_MAP) && c->net->keywaits;
     rep.in.wait_over =
         c->kw_timed_out || (c->kw_deadline && uv_now(c->net->loop) >= c->kw_deadline);
     int rc = gkv_dispatch(c->net->cmd, req, &rep);

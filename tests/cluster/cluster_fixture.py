@@ -153,6 +153,17 @@ class Node:
         self.port = 0
 
     def start(self) -> "Node":
+        # free_port's port may be taken before the daemon binds it (an outgoing connection's
+        # ephemeral port): start again on another.
+        for attempt in range(3):
+            try:
+                return self._start()
+            except AssertionError as e:
+                if "address already in use" not in str(e) or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start(self) -> "Node":
         self.port = free_port()
         log = open(self.log, "ab")
         prefix = ["ip", "netns", "exec", self.cluster.net.ns] if self.inside else []

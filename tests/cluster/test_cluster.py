@@ -308,6 +308,177 @@ def a_spanning_watcher_that_never_reads_is_cut_and_its_streams_end(cl: Cluster):
         c.delete_prefix("wo/")
 
 
+def waits_stat(node, name: str) -> int:
+    return int(clients_stat(node, name))
+
+
+def wait_in_thread(node, key: str, wait: float, out: dict, nbytes: int | None = None):
+    """A thread that GETs key on node with wait (get_into a buffer of nbytes when given) and
+    puts (value or exception, monotonic time answered) into out[key]."""
+
+    def run():
+        try:
+            with node.client(timeout=wait + 30) as c:
+                if nbytes is None:
+                    v = c.get(key, wait=wait)
+                else:
+                    buf = bytearray(nbytes)
+                    n = c.get_into(key, buf, wait=wait)
+                    v = bytes(buf[:n])
+                out[key] = (v, time.monotonic())
+        except Exception as e:  # noqa: BLE001
+            out[key] = (e, time.monotonic())
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t
+
+
+@check
+def a_wait_on_one_node_is_answered_by_a_write_on_another(cl: Cluster):
+    n1, n2, n3 = cl.nodes[:3]
+    notified0 = n1.info()["cluster_notifies_received"]
+    rechecked0 = waits_stat(n1, "key_waits_rechecked")
+    # Twelve keys: their homes spread over the three nodes (n1 itself, the writer, the third).
+    sizes = [10, 200 << 10, 0, 5000, 1 << 20, 64]
+    keys = {f"cw/{i}": rand_bytes(sizes[i % len(sizes)], 700 + i) for i in range(12)}
+    got, threads = {}, []
+    for i, k in enumerate(keys):
+        threads.append(wait_in_thread(n1, k, 20, got, None if i % 2 else 2 << 20))
+    wait_for(lambda: waits_stat(n1, "waiting_for_keys") == len(keys), 10, "the waits to park")
+    written = {}
+    for i, (k, v) in enumerate(keys.items()):
+        with (n2, n3)[i % 2].client() as c:
+            c.set(k, v)
+            written[k] = time.monotonic()
+    for t in threads:
+        t.join(30)
+    for k, v in keys.items():
+        value, at = got[k]
+        assert value == v, (k, value if isinstance(value, Exception) else len(value))
+        # Woken by the home's notification, not by the once-a-second re-check.
+        assert at - written[k] < 0.8, (k, at - written[k])
+    assert waits_stat(n1, "key_waits_rechecked") == rechecked0
+    # Keys homed on n1 itself were woken by n1's own record: the others by NOTIFY.
+    assert n1.info()["cluster_notifies_received"] > notified0
+    assert waits_stat(n1, "waiting_for_keys") == 0
+    for n in cl.nodes:
+        wait_for(lambda: n.info()["cluster_wait_interests"] == 0, 5, "the interests to go")
+
+
+@check
+def many_waiters_of_one_key_on_every_node_wake_at_one_write(cl: Cluster):
+    got, threads = {}, []
+    for node in cl.nodes[:3]:
+        for j in range(5):
+            # Different keys in got; one key on the wire: the waiters share "mw/one".
+            threads.append(wait_in_thread(node, "mw/one", 20, got.setdefault(f"{node.name}{j}",
+                                                                            {})))
+    wait_for(lambda: sum(waits_stat(n, "waiting_for_keys") for n in cl.nodes[:3]) == 15, 10,
+             "fifteen waits to park")
+    with cl.nodes[1].client() as c:
+        c.set("mw/one", b"for everyone")
+        t0 = time.monotonic()
+    for t in threads:
+        t.join(30)
+    for name, d in got.items():
+        value, at = d["mw/one"]
+        assert value == b"for everyone" and at - t0 < 0.8, (name, value, at - t0)
+
+
+@check
+def a_wait_racing_its_write_is_never_lost(cl: Cluster):
+    n1, n2 = cl.nodes[0], cl.nodes[1]
+    rechecked0 = waits_stat(n1, "key_waits_rechecked")
+    rng = random.Random(31)
+    got, threads = {}, []
+    with n2.client() as c:
+        for i in range(200):
+            k = f"race/{i}"
+            threads.append(wait_in_thread(n1, k, 20, got))
+            time.sleep(rng.random() * 0.004)  # the write lands before, while or after it parks
+            c.set(k, str(i).encode())
+            if len(threads) >= 20:
+                for t in threads:
+                    t.join(30)
+                threads = []
+    for t in threads:
+        t.join(30)
+    bad = {k: v for k, v in got.items() if v[0] != k.split("/")[1].encode()}
+    assert len(got) == 200 and not bad, bad
+    # None needed the re-check (a lost notification waits a second for it).
+    assert waits_stat(n1, "key_waits_rechecked") == rechecked0
+
+
+@check
+def a_cluster_wait_times_out_and_asks_again_each_second(cl: Cluster):
+    n1, n3 = cl.nodes[0], cl.nodes[2]
+    with n1.client() as c:
+        t0 = time.monotonic()
+        try:
+            c.get("tw/never", wait=0.3)
+            raise AssertionError("a missing key answered")
+        except gpukv.TimeoutError:
+            pass
+        assert 0.25 < time.monotonic() - t0 < 3
+        assert c.ping()  # the connection goes on
+        rechecked0 = waits_stat(n1, "key_waits_rechecked")
+        t0 = time.monotonic()
+        try:
+            c.get("tw/never", wait=2.5)
+            raise AssertionError("a missing key answered")
+        except gpukv.TimeoutError:
+            pass
+        assert 2.4 < time.monotonic() - t0 < 6
+        assert waits_stat(n1, "key_waits_rechecked") - rechecked0 >= 2
+        try:
+            c.get("tw/never", wait=1, after=1)
+            raise AssertionError("after on a cluster node")
+        except gpukv.NotSupported:
+            pass
+    # A write after several re-checks still answers.
+    got = {}
+    t = wait_in_thread(n1, "tw/late", 20, got)
+    time.sleep(2.2)
+    with n3.client() as c:
+        c.set("tw/late", b"late")
+    t.join(30)
+    assert got["tw/late"][0] == b"late", got
+
+
+@check
+def waits_survive_their_home_dying(cl: Cluster):
+    n1, n2, n3 = cl.nodes[:3]
+    keys = {f"hd/{i}": rand_bytes(100 + i, 900 + i) for i in range(12)}  # some homed on n3
+    got, threads = {}, []
+    for k in keys:
+        threads.append(wait_in_thread(n1, k, 60, got))
+    wait_for(lambda: waits_stat(n1, "waiting_for_keys") == len(keys), 10, "the waits to park")
+    try:
+        n3.kill()
+        wait_for(lambda: n1.info()["members"] == 2 and n2.info()["members"] == 2, cl.ttl + 10,
+                 "n3 to leave")
+        with n2.client() as c:
+            for k, v in keys.items():
+                wait_for(lambda: try_set_value(c, k, v), 20, "a write once n3 is gone")
+        for t in threads:
+            t.join(40)
+        for k, v in keys.items():
+            assert got[k][0] == v, (k, got[k][0])
+    finally:
+        if not n3.alive():
+            n3.start()
+            cl.wait_members(3)
+
+
+def try_set_value(c, key: str, value: bytes) -> bool:
+    try:
+        c.set(key, value)
+        return True
+    except (gpukv.Unavailable, gpukv.Busy):
+        return False
+
+
 @check
 def nx_races_have_exactly_one_winner(cl: Cluster):
     for k in range(15):

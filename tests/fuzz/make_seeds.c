@@ -100,6 +100,20 @@ int main(int argc, char **argv)
     gkv_wr_array_end(&w, at, 1);
     gkv_wr_end(&w);
     save(dir, "zero_copy", &w);
+    /* NODE requests of waits across a cluster: a LOOKUP that waits, and a home's NOTIFY. */
+    req(&w, GKV_OP_NODE, "cw/1");
+    gkv_wr_uint(&w, GKV_F_NODE_OP, 1);
+    gkv_wr_str(&w, GKV_F_NODE, "n2");
+    gkv_wr_uint(&w, GKV_F_INCARNATION, 7);
+    gkv_wr_uint(&w, GKV_F_WAIT, 5000);
+    gkv_wr_end(&w);
+    req(&w, GKV_OP_NODE, "cw/1");
+    gkv_wr_uint(&w, GKV_F_NODE_OP, 13);
+    gkv_wr_str(&w, GKV_F_NODE, "n1");
+    gkv_wr_uint(&w, GKV_F_INCARNATION, 9);
+    gkv_wr_uint(&w, GKV_F_VVERSION, 1u << 30);
+    gkv_wr_end(&w);
+    save(dir, "node_waits", &w);
     /* A response, for gkv_resp_decode. */
     gkv_wr_begin(&w);
     gkv_wr_uint(&w, GKV_F_ID, 1);
