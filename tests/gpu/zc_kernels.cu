@@ -126,6 +126,23 @@ extern "C" int zc_spin_async(uint64_t ns, void *stream)
     return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
+/* One thread stores v at p (a mapped host page's device address) after everything before it in
+ * the stream: the counter write of an asynchronous seal done by a kernel instead of the
+ * stream memory operation (bench/fence_watch.c compares the two). */
+__global__ static void store_kernel(unsigned long long *p, unsigned long long v)
+{
+    __threadfence_system();
+    *(volatile unsigned long long *)p = v;
+    __threadfence_system();
+}
+
+extern "C" int zc_store_async(void *dev, uint64_t v, void *stream)
+{
+    store_kernel<<<1, 1, 0, (cudaStream_t)stream>>>((unsigned long long *)dev,
+                                                     (unsigned long long)v);
+    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
 /* The value's age when its first byte is read; the rest is read after (a consumer's work). */
 __global__ static void age_kernel(const unsigned long long *p, unsigned long long *out)
 {

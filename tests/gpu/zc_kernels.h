@@ -34,6 +34,9 @@ int zc_read_age_async(const void *dptr, size_t len, uint64_t *out, void *stream)
 /* A kernel that runs for ns nanoseconds (the GPU's global timer), queued on stream: a
  * producer's work of that length (bench/fence_watch.c). 0 or -1. */
 int zc_spin_async(uint64_t ns, void *stream);
+/* A kernel that stores v at dev (a mapped host page's device address) once the stream's work
+ * before it is done. */
+int zc_store_async(void *dev, uint64_t v, void *stream);
 
 #ifdef __cplusplus
 }
