@@ -6,8 +6,9 @@
  * CUDA. Each round a producer stream runs a kernel of a given length, then writes the round's
  * target into the counter (cuStreamWriteValue64, as libgpukv's gkv_seal_async). Two observers
  * watch the same write:
- *   poll    a thread that does what gpukvd's loop does today (server/net/fence.c): it reads the
- *           counter in a spin for 5 ms after the seal, then once a millisecond;
+ *   poll    a thread that does what gpukvd's loop does (server/net/fence.c): it reads the
+ *           counter in a spin for 5 ms after the seal, then every 50 us (FW_TICK_US; 0: once a
+ *           millisecond, the schedule before session 31) up to a second, then once a ms;
  *   stream  a stream of the observer's own waits for the counter (cuStreamWaitValue64, >=) and
  *           then runs a host function (cudaLaunchHostFunc) that writes an eventfd, which wakes
  *           a thread blocked reading it (as uv_async wakes the loop).
@@ -67,6 +68,8 @@ static sem_t go; /* posted when a seal is armed for the poll thread */
 
 /* gpukvd's schedule (server/net/fence.c): spin 5 ms from the seal, then look once a ms; idle
  * (blocked) between seals. */
+static unsigned tick_us = 50; /* FENCE_TICK_US; FW_TICK_US=0: the schedule before (1 ms) */
+
 static void *poll_thread(void *arg)
 {
     (void)arg;
@@ -76,9 +79,13 @@ static void *poll_thread(void *arg)
         if (atomic_load(&stop))
             return NULL;
         uint64_t target = atomic_load(&armed);
-        while (*counter < target)
-            if (now_ns() - atomic_load(&seal_at) > 5000000ull)
+        while (*counter < target) { /* gpukvd's schedule (server/net/fence.c) */
+            uint64_t since = now_ns() - atomic_load(&seal_at);
+            if (since > 1005000000ull)
                 usleep(1000);
+            else if (since > 5000000ull)
+                usleep(tick_us);
+        }
         atomic_store(&poll_seen, now_ns());
     }
 }
@@ -190,6 +197,10 @@ static double rounds(int n, uint64_t spin_ns, int who, cudaStream_t prod, cudaSt
 int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 1000;
+    if (getenv("FW_TICK_US"))
+        tick_us = (unsigned)atoi(getenv("FW_TICK_US"));
+    if (!tick_us)
+        tick_us = 1000;
     if (n < 10)
         n = 10;
     void *fn = NULL;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "conn_impl.h"
@@ -12,8 +13,15 @@
 #include "log.h"
 #include "trace.h"
 
-#define FENCE_SPIN_MS 5 /* the loop spins this long after a seal or a publication, then polls */
-#define FENCE_POLL_MS 1 /* ... once a millisecond */
+/* The schedule of the counters' polling: the loop spins for FENCE_SPIN_MS after a seal or a
+ * publication, then looks every FENCE_TICK_US (a timerfd wakes it) until FENCE_TICK_MS after
+ * it, then once every FENCE_POLL_MS. A seal whose producer's work runs 20 ms is then noticed
+ * within 50 us of its end, not within a millisecond (bench/fence_watch.c), for a wake-up of a
+ * few microseconds every 50 (GPUKV_FENCE_TICK_US=0: no ticks, the earlier schedule). */
+#define FENCE_SPIN_MS 5
+#define FENCE_TICK_US 50
+#define FENCE_TICK_MS 1000
+#define FENCE_POLL_MS 1
 
 /* One asynchronous seal that waits for its counter. */
 typedef struct {
@@ -40,6 +48,10 @@ struct gkv_fences {
     struct gkv_fence *head; /* connections with seals waiting */
     uv_idle_t spin;
     uv_timer_t poll;
+    uv_poll_t tick; /* the timerfd's readiness (tick_fd >= 0) */
+    int tick_fd;
+    uint64_t tick_us; /* FENCE_TICK_US, or GPUKV_FENCE_TICK_US; 0: no ticks */
+    bool ticking;     /* the timerfd is armed and watched */
     uint64_t spin_until; /* uv_now ms */
     bool closing;        /* the handles are closing: nothing starts them again */
     uint64_t waiting, published, discarded, wait_us, max_us;
@@ -152,8 +164,26 @@ static bool poll_all(gkv_fences_t *fs)
 
 static void on_spin(uv_idle_t *h);
 static void on_poll(uv_timer_t *t);
+static void on_tick(uv_poll_t *p, int status, int events);
 
-/* Polling goes on while seals wait: spinning for FENCE_SPIN_MS after progress, then slower. */
+/* The timerfd's ticks on (every fs->tick_us) or off. */
+static void set_ticking(gkv_fences_t *fs, bool on)
+{
+    if (fs->tick_fd < 0 || on == fs->ticking)
+        return;
+    struct itimerspec its = {{0, 0}, {0, 0}};
+    if (on) {
+        its.it_interval.tv_nsec = its.it_value.tv_nsec = (long)fs->tick_us * 1000;
+        uv_poll_start(&fs->tick, UV_READABLE, on_tick);
+    } else {
+        uv_poll_stop(&fs->tick);
+    }
+    (void)timerfd_settime(fs->tick_fd, 0, &its, NULL);
+    fs->ticking = on;
+}
+
+/* Polling goes on while seals wait: spinning for FENCE_SPIN_MS after progress, then ticks,
+ * then slower. */
 static void keep_polling(gkv_fences_t *fs, bool progress)
 {
     if (fs->closing)
@@ -161,6 +191,7 @@ static void keep_polling(gkv_fences_t *fs, bool progress)
     if (!fs->head) {
         uv_idle_stop(&fs->spin);
         uv_timer_stop(&fs->poll);
+        set_ticking(fs, false);
         return;
     }
     uint64_t now = uv_now(fs->net->loop);
@@ -168,13 +199,20 @@ static void keep_polling(gkv_fences_t *fs, bool progress)
         fs->spin_until = now + FENCE_SPIN_MS;
     if (now < fs->spin_until) {
         uv_timer_stop(&fs->poll);
+        set_ticking(fs, false);
         if (!uv_is_active((uv_handle_t *)&fs->spin))
             uv_idle_start(&fs->spin, on_spin);
-    } else {
-        uv_idle_stop(&fs->spin);
-        if (!uv_is_active((uv_handle_t *)&fs->poll))
-            uv_timer_start(&fs->poll, on_poll, FENCE_POLL_MS, FENCE_POLL_MS);
+        return;
     }
+    uv_idle_stop(&fs->spin);
+    if (fs->tick_fd >= 0 && now < fs->spin_until + FENCE_TICK_MS) {
+        uv_timer_stop(&fs->poll);
+        set_ticking(fs, true);
+        return;
+    }
+    set_ticking(fs, false);
+    if (!uv_is_active((uv_handle_t *)&fs->poll))
+        uv_timer_start(&fs->poll, on_poll, FENCE_POLL_MS, FENCE_POLL_MS);
 }
 
 /* Polls the counters; what a publication woke (a GET or MAP waiting for the key, a SEAL
@@ -199,6 +237,17 @@ static void on_poll(uv_timer_t *t)
     poll_and_run(t->data);
 }
 
+static void on_tick(uv_poll_t *p, int status, int events)
+{
+    (void)status, (void)events;
+    gkv_fences_t *fs = p->data;
+    uint64_t expirations;
+    if (read(fs->tick_fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
+        GKV_WARN("fences: reading the tick timer: %s", strerror(errno));
+    uv_update_time(fs->net->loop);
+    poll_and_run(fs);
+}
+
 int gkv_fences_init(gkv_net_t *net)
 {
     gkv_fences_t *fs = calloc(1, sizeof(*fs));
@@ -208,6 +257,23 @@ int gkv_fences_init(gkv_net_t *net)
     uv_idle_init(net->loop, &fs->spin);
     uv_timer_init(net->loop, &fs->poll);
     fs->spin.data = fs->poll.data = fs;
+    const char *env = getenv("GPUKV_FENCE_TICK_US");
+    fs->tick_us = env ? strtoull(env, NULL, 10) : FENCE_TICK_US;
+    if (fs->tick_us > 999999)
+        fs->tick_us = 999999;
+    fs->tick_fd = -1;
+    if (fs->tick_us) {
+        fs->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+        if (fs->tick_fd >= 0 && uv_poll_init(net->loop, &fs->tick, fs->tick_fd) != 0) {
+            close(fs->tick_fd);
+            fs->tick_fd = -1;
+        }
+        if (fs->tick_fd < 0)
+            GKV_WARN("fences: no tick timer (%s): seals waiting past %d ms are looked at once "
+                     "a millisecond", strerror(errno), FENCE_SPIN_MS);
+        else
+            fs->tick.data = fs;
+    }
     net->fences = fs;
     return 0;
 }
@@ -220,10 +286,14 @@ void gkv_fences_close(gkv_net_t *net)
     fs->closing = true;
     uv_close((uv_handle_t *)&fs->spin, NULL);
     uv_close((uv_handle_t *)&fs->poll, NULL);
+    if (fs->tick_fd >= 0)
+        uv_close((uv_handle_t *)&fs->tick, NULL);
 }
 
 void gkv_fences_free(gkv_net_t *net)
 {
+    if (net->fences && net->fences->tick_fd >= 0)
+        close(net->fences->tick_fd);
     free(net->fences);
     net->fences = NULL;
 }

@@ -10,8 +10,9 @@
  * memory). A counter only grows, and the client reuses one only once it holds its last target
  * (that work is done), so a counter at or past a seal's target means that seal's writes are
  * done. The value meanwhile stays unpublished: the daemon looks at the counter at the SEAL,
- * then polls the counters of the seals that wait (on the loop: spinning for FENCE_SPIN_MS after
- * each seal or publication, then once a millisecond) and publishes a connection's seals in the
+ * then polls the counters of the seals that wait (on the loop: spinning for 5 ms after each
+ * seal or publication, then every 50 us until a second after it, then once a millisecond:
+ * fence.c) and publishes a connection's seals in the
  * order they were sent, each once its counter has reached its target, so readers only ever see
  * complete values.
  * The connection's lease on the value becomes a read lease at once (on the value, which stays

@@ -138,6 +138,37 @@ static void *complete_later(void *arg)
     return NULL;
 }
 
+/* The daemon's polling goes from a spin (5 ms) to ticks every 50 us (up to a second) to once a
+ * millisecond (server/net/fence.c): a seal completed in each of those phases is published. */
+START_TEST(seals_completed_in_every_phase_of_the_polling_are_published)
+{
+    gkv_daemon_t d = start();
+    gkv_client_t *c = connect_or_fail(d.url), *r = connect_or_fail(d.url);
+    static const int delays_ms[] = {1, 30, 1200};
+    for (int i = 0; i < 3; i++) {
+        char key[8];
+        snprintf(key, sizeof(key), "ph/%d", i);
+        gkv_fence_t f;
+        ck_assert_int_eq(gkv_seal_deferred(c, created(c, key, 256, (char)('a' + i)), &f), 0);
+        later_t l = {&f, delays_ms[i]};
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, complete_later, &l), 0);
+        char buf[256];
+        gkv_value_info_t vi;
+        ck_assert_int_eq(gkv_get_wait(r, key, strlen(key), NULL, 10000, buf, sizeof(buf), &vi),
+                         0);
+        ck_assert(vi.length == 256 && buf[0] == 'a' + i && buf[255] == 'a' + i);
+        pthread_join(t, NULL);
+    }
+    ck_assert_uint_eq(info_u64(r, "async_seals_published"), 3);
+    ck_assert_uint_ge(info_u64(r, "async_seal_max_wait_us"), 1000000);
+    ck_assert_uint_eq(info_u64(r, "async_seals_waiting"), 0);
+    gkv_client_close(c);
+    gkv_client_close(r);
+    ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
 START_TEST(one_connection_s_seals_publish_in_order)
 {
     gkv_daemon_t d = start();
@@ -415,6 +446,7 @@ static Suite *make_suite(void)
     tcase_set_timeout(t, 120);
     tcase_add_test(t, a_seal_is_published_only_when_its_counter_holds_the_target);
     tcase_add_test(t, one_connection_s_seals_publish_in_order);
+    tcase_add_test(t, seals_completed_in_every_phase_of_the_polling_are_published);
     tcase_add_test(t, a_producer_that_goes_away_first_publishes_nothing);
     tcase_add_test(t, a_producer_killed_before_its_counter_publishes_nothing);
     tcase_add_test(t, at_most_64_seals_wait_per_connection);
