@@ -3,6 +3,7 @@
 #include "client.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,6 +292,24 @@ uint64_t gkv_last_version(const gkv_client_t *c)
     return c->last_version;
 }
 
+/* How long a waiting GET or MAP polls its socket before it sleeps: GKV_WAIT_SPIN_NS, or
+ * GPUKV_WAIT_SPIN_US microseconds (a consumer whose producer works longer than 2 ms and that
+ * would rather spend a core than a thread's wake-up from a deep idle state). */
+static uint64_t wait_spin_env;
+static pthread_once_t wait_spin_once = PTHREAD_ONCE_INIT;
+
+static void wait_spin_read(void)
+{
+    const char *e = getenv("GPUKV_WAIT_SPIN_US");
+    wait_spin_env = e && *e ? strtoull(e, NULL, 10) * 1000 : 0;
+}
+
+static uint64_t wait_spin_ns(void)
+{
+    pthread_once(&wait_spin_once, wait_spin_read);
+    return wait_spin_env ? wait_spin_env : GKV_WAIT_SPIN_NS;
+}
+
 /* The armed wait goes into the request being built, and the socket's receive timeout (when one
  * is set) is raised by as much; *saved is what wait_end puts back. Nothing when none is armed. */
 static void wait_take(gkv_client_t *c, struct timeval *saved)
@@ -304,7 +323,7 @@ static void wait_take(gkv_client_t *c, struct timeval *saved)
     if (c->wait_newer)
         gkv_wr_uint(&c->wr, GKV_F_AFTER, c->wait_after);
     c->wait_newer = false;
-    c->spin_ns = GKV_WAIT_SPIN_NS;
+    c->spin_ns = wait_spin_ns();
     socklen_t len = sizeof(*saved);
     if (getsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, saved, &len) ||
         (!saved->tv_sec && !saved->tv_usec)) {
