@@ -187,6 +187,10 @@ void gkv_cluster_after(gkv_cluster_t *cl, const gkv_request_t *req, gkv_leases_t
  * many keys were to tell. Always false without a cluster. */
 bool gkv_cluster_wait_missed(const gkv_cluster_t *cl, const gkv_route_ticket_t *t,
                              const void *key, size_t klen);
+/* The cluster version of key's value held here (this node's own, at the version its home
+ * recorded, or a replica, at the version it was pulled at), or 0 when none is in the store.
+ * GET and MAP replies of a cluster node name it (vversion). 0 without a cluster. */
+uint64_t gkv_cluster_value_version(gkv_cluster_t *cl, const void *key, size_t klen);
 /* How often a waiting GET or MAP on a cluster node asks the key's home again (a lost
  * notification delays it by at most this much). */
 #define GKV_CL_WAIT_RECHECK_MS 1000

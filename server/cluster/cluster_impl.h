@@ -121,6 +121,7 @@ typedef struct cl_job {
     uint64_t xfer; /* PUSH: the transfer's id (the reader's) */
     uint64_t pull_us; /* PULL: when it was handed to the workers */
     uint64_t wait_ms; /* READ: the request waits this long for a missing key (its home notes it) */
+    uint64_t wait_after; /* ... or for a version above this one (0: any) */
 } cl_job_t;
 
 /* jobs.c: each job kind's run (on a worker) and the shared plumbing. */

@@ -31,6 +31,7 @@ typedef struct {
     uint64_t vversion, size, flags, limit, have;
     uint64_t at_most; /* FETCH at the home: send the value only when at most this large */
     uint64_t wait;    /* FETCH at the home: no record: notify this node within wait ms */
+    uint64_t after;   /* ... nor one above this version */
     const uint8_t *prefix, *cursor;
     uint32_t plen, clen;
     int delim;
@@ -69,6 +70,8 @@ static int call_once(cl_job_t *j, const char *addr, unsigned op, const uint8_t *
         gkv_wr_uint(&c->wr, GKV_F_LIMIT, f->at_most);
     if (f->wait)
         gkv_wr_uint(&c->wr, GKV_F_WAIT, f->wait);
+    if (f->wait && f->after)
+        gkv_wr_uint(&c->wr, GKV_F_AFTER, f->after);
     if (f->list) {
         gkv_wr_bin(&c->wr, GKV_F_PREFIX, f->prefix, f->plen);
         if (f->clen)
@@ -244,7 +247,8 @@ static void read_key(cl_job_t *j, cl_key_t *k)
                 return;
             }
         } else {
-            nreq_t ask = {.have = k->have, .wait = j->wait_ms, .delim = -1};
+            nreq_t ask = {.have = k->have, .wait = j->wait_ms, .after = j->wait_after,
+                          .delim = -1};
             /* With NIXL, a large value is pulled through it rather than sent with the answer. */
             if (j->cl->plane.on && !j->no_nixl)
                 ask.at_most = CL_DIRECT_MAX;

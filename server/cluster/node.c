@@ -173,6 +173,9 @@ static int node_lookup(gkv_cluster_t *cl, const gkv_request_t *req, const gkv_me
             gkv_cl_waits_note(cl, req->key.p, req->key.len, from, req->wait);
         return fail(out, req->id, GKV_ENOTFOUND, NULL, rc);
     }
+    if ((req->has & GKV_HAS_WAIT) && req->wait && (req->has & GKV_HAS_AFTER) &&
+        h->version <= req->after) /* the sender waits for a newer one */
+        gkv_cl_waits_note(cl, req->key.p, req->key.len, from, req->wait);
     if (!strcmp(h->owner, cl->node)) {
         gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, req->key.p, req->key.len);
         if (c && c->pending && c->version != h->version)
@@ -332,6 +335,8 @@ int gkv_cl_node(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *r
         int had = (req->flags & GKV_DROP_SUPERSEDED)
                       ? gkv_cl_unlink_quietly(cl, req->key.p, req->key.len, req->vversion)
                       : gkv_cl_unlink(cl, req->key.p, req->key.len, req->vversion);
+        /* Requests here waiting for a newer value than ours ask the home again. */
+        gkv_cl_waits_notified(cl, req->key.p, req->key.len);
         gkv_cl_reply_count(out, req->id, (uint64_t)had);
         return GKV_ROUTE_DONE;
     }

@@ -176,6 +176,7 @@ static int answer_direct(gkv_cluster_t *cl, cl_job_t *j, cl_key_t *k, const gkv_
     gkv_wr_uint(out, GKV_F_GPU, 0);
     if (k->meta_len)
         gkv_wr_bin(out, GKV_F_META, k->meta, k->meta_len);
+    gkv_wr_uint(out, GKV_F_VVERSION, k->version); /* its cluster version, as a replica's */
     *rc = gkv_wr_end(out);
     if (!*rc && k->size && msgpack_sbuffer_write(&out->sb, (const char *)k->bytes, k->size))
         out->failed = true;
@@ -296,11 +297,13 @@ static int route_read(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     }
     if (!p.job)
         return GKV_ROUTE_LOCAL;
-    p.job->direct = req->op == GKV_OP_GET &&
-                    !(req->has & (GKV_HAS_OFFSET | GKV_HAS_LENGTH | GKV_HAS_SUFFIX));
+    /* A read waiting for a newer version than one held goes through a replica (after_check). */
+    p.job->direct = req->op == GKV_OP_GET && !(req->has & (GKV_HAS_OFFSET | GKV_HAS_LENGTH |
+                                                           GKV_HAS_SUFFIX | GKV_HAS_AFTER));
     p.job->attempts = attempts + 1;
     p.job->no_nixl = no_nixl;
     p.job->wait_ms = t->wait_ms; /* a missing key: its home notes that we wait */
+    p.job->wait_after = t->wait_ms && (req->has & GKV_HAS_AFTER) ? req->after : 0;
     p.job->t = t;
     gkv_cl_submit(cl, t, p.job, false);
     return GKV_ROUTE_PARK;
@@ -502,6 +505,37 @@ static int route_fanout(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_requ
     return GKV_ROUTE_PARK;
 }
 
+uint64_t gkv_cluster_value_version(gkv_cluster_t *cl, const void *key, size_t klen)
+{
+    if (!cl->on)
+        return 0;
+    gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, key, klen);
+    return c && c->version && gkv_store_find(cl->store, key, klen) ? c->version : 0;
+}
+
+/* A GET or MAP with wait and after whose read is to run here (r LOCAL): the value here is the
+ * key's current one (its home confirmed it); at or below after it waits as for a missing key
+ * (WAIT_KEY: its home noted the wait), or, its wait over, answers TIMEDOUT. A missing key is
+ * the handler's to wait for; after without a wait its to refuse. */
+static int after_check(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req, int r,
+                       gkv_wr_t *out, int *rc)
+{
+    if (r != GKV_ROUTE_LOCAL || !(req->has & GKV_HAS_AFTER) || !(req->has & GKV_HAS_WAIT) ||
+        !req->wait)
+        return r;
+    uint64_t v = gkv_cluster_value_version(cl, req->key.p, req->key.len);
+    if (!v || v > req->after)
+        return GKV_ROUTE_LOCAL;
+    if (t->wait_ms)
+        return GKV_ROUTE_WAIT_KEY;
+    *rc = GKV_ETIMEDOUT;
+    char msg[96];
+    snprintf(msg, sizeof(msg), "no version above %" PRIu64 " within %" PRIu64 " ms", req->after,
+             req->wait);
+    gkv_wr_error(out, req->id, *rc, msg);
+    return GKV_ROUTE_DONE;
+}
+
 int gkv_cluster_route(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
                       gkv_leases_t *leases, gkv_wr_t *out, int *rc)
 {
@@ -530,11 +564,6 @@ int gkv_cluster_route(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     default:
         return GKV_ROUTE_LOCAL;
     }
-    if ((req->has & GKV_HAS_AFTER) && !t->job) {
-        *rc = GKV_ENOTSUP;
-        gkv_wr_error(out, req->id, *rc, "waits for a version are not built on a cluster node (its replies name no version)");
-        return GKV_ROUTE_DONE;
-    }
     if (!ready(cl) && !t->job) {
         *rc = GKV_EUNAVAILABLE;
         gkv_wr_error(out, req->id, *rc, "this node is not (yet) a member of its cluster");
@@ -556,8 +585,8 @@ int gkv_cluster_route(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     }
     if (t->wait_ms && !t->job)
         t->wait_seq = cl->waits.seq; /* gkv_cluster_wait_missed counts from here */
-    if (!t->job && alone(cl) && reads_alone(req))
-        return GKV_ROUTE_LOCAL; /* every key is ours, and no other node holds any */
+    if (!t->job && alone(cl) && reads_alone(req)) /* every key is ours, no other node holds any */
+        return after_check(cl, t, req, GKV_ROUTE_LOCAL, out, rc);
     switch (req->op) {
     case GKV_OP_SET:
         if (req->has & GKV_HAS_KEY)
@@ -567,7 +596,7 @@ int gkv_cluster_route(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     case GKV_OP_MAP:
         if (!(req->has & GKV_HAS_KEY) || req->key.len > cl->max_key)
             return GKV_ROUTE_LOCAL; /* the handler's checks answer */
-        return route_read(cl, t, req, out, rc);
+        return after_check(cl, t, req, route_read(cl, t, req, out, rc), out, rc);
     case GKV_OP_MGET:
         if (!(req->has & GKV_HAS_ITEMS) || !req->nitems || req->nitems > GKV_MAX_BATCH)
             return GKV_ROUTE_LOCAL;

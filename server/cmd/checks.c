@@ -43,10 +43,10 @@ int gkv_lookup_range(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, bool to_socke
         return gkv_reply_fail(rep, GKV_EINVAL, "wait is 1..%u milliseconds", GKV_MAX_WAIT_MS);
     if (after && !waits_for_key)
         return gkv_reply_fail(rep, GKV_EINVAL, "after needs a wait");
-    if (after && !ctx->store->versions)
+    if (after && !ctx->store->versions && !ctx->clustered)
         return gkv_reply_fail(rep, GKV_ENOTSUP,
                               "this daemon keeps no versions (gpukvd --key-versions yes)");
-    if (after) {
+    if (after && !ctx->clustered) { /* a cluster node's route checked its cluster version */
         const gkv_entry_t *old = gkv_store_find(ctx->store, req->key.p, req->key.len);
         if (old && gkv_store_version(ctx->store, old) <= req->after) {
             /* Not the version asked for yet: waits as for a key that does not exist, before

@@ -121,7 +121,10 @@ int gkv_cmd_map(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
     gkv_wr_uint(w, GKV_F_SIZE, e->size);
     gkv_wr_uint(w, GKV_F_OFFSET, off);
     gkv_wr_uint(w, GKV_F_LENGTH, len);
-    gkv_wr_value_version(w, ctx->store, e);
+    if (req->vversion) /* a cluster node's: the value's cluster version (net/request.c) */
+        gkv_wr_uint(w, GKV_F_VVERSION, req->vversion);
+    else
+        gkv_wr_value_version(w, ctx->store, e);
     uint32_t meta_len;
     const uint8_t *meta = gkv_entry_meta(e, &meta_len);
     if (meta_len)

@@ -201,6 +201,12 @@ static bool handle_request(gkv_conn_t *c, const gkv_request_t *routed)
     size_t seal_klen = 0;
     if (!route_request(c, routed, &run, &parked, &seal_key, &seal_klen))
         return !parked;
+    /* A client's GET or MAP names no version of its own: on a cluster node the reply names the
+     * cluster version of the value read here. */
+    if (routed->op == GKV_OP_GET || routed->op == GKV_OP_MAP)
+        run.vversion = c->net->cluster && c->authed && (run.has & GKV_HAS_KEY)
+                           ? gkv_cluster_value_version(c->net->cluster, run.key.p, run.key.len)
+                           : 0;
     const gkv_request_t *req = &run;
     gkv_reply_t rep;
     gkv_reply_init(&rep, &c->out, &c->leases);

@@ -431,11 +431,6 @@ def a_cluster_wait_times_out_and_asks_again_each_second(cl: Cluster):
             pass
         assert 2.4 < time.monotonic() - t0 < 6
         assert waits_stat(n1, "key_waits_rechecked") - rechecked0 >= 2
-        try:
-            c.get("tw/never", wait=1, after=1)
-            raise AssertionError("after on a cluster node")
-        except gpukv.NotSupported:
-            pass
     # A write after several re-checks still answers.
     got = {}
     t = wait_in_thread(n1, "tw/late", 20, got)
@@ -444,6 +439,54 @@ def a_cluster_wait_times_out_and_asks_again_each_second(cl: Cluster):
         c.set("tw/late", b"late")
     t.join(30)
     assert got["tw/late"][0] == b"late", got
+
+
+@check
+def a_cluster_wait_for_a_newer_version_is_answered_by_the_next_write_anywhere(cl: Cluster):
+    n1, n2, n3 = cl.nodes[:3]
+    keys = [f"nv/{i}" for i in range(6)]  # their homes spread over the nodes
+    with n1.client() as c1:
+        for i, k in enumerate(keys):
+            owner = (n1, n2, n3)[i % 3]  # n1 itself owns some: a write elsewhere drops its copy
+            with owner.client() as c:
+                c.set(k, b"v1")
+            assert c1.get(k) == b"v1"
+            v1 = c1.last_version
+            assert v1 > 0, k
+            # The value at v1 is held here: a wait for a newer one parks, times out, goes on.
+            t0 = time.monotonic()
+            try:
+                c1.get(k, wait=0.3, after=v1)
+                raise AssertionError("an old version answered")
+            except gpukv.TimeoutError:
+                pass
+            assert 0.25 < time.monotonic() - t0 < 3
+            assert c1.get(k, wait=1, after=v1 - 1) == b"v1"  # older than held: at once
+            with n3.client() as c3:  # a node that holds no copy yet (a direct read elsewhere)
+                try:
+                    c3.get(k, wait=0.2, after=v1)
+                    raise AssertionError("an old version answered on n3")
+                except gpukv.TimeoutError:
+                    pass
+            got = {}
+
+            def newer():
+                try:
+                    with n1.client() as c:
+                        got["v"] = (c.get(k, wait=20, after=v1), c.last_version, time.monotonic())
+                except Exception as e:  # noqa: BLE001
+                    got["v"] = (e, 0, time.monotonic())
+
+            t = threading.Thread(target=newer)
+            t.start()
+            wait_for(lambda: waits_stat(n1, "waiting_for_keys") == 1, 10, "the wait to park")
+            with (n2, n3)[i % 2].client() as c:
+                c.set(k, b"v2")
+                written = time.monotonic()
+            t.join(30)
+            value, v2, at = got["v"]
+            assert value == b"v2" and v2 > v1, (k, value, v1, v2)
+            assert at - written < 0.8, (k, at - written)  # notified, not the re-check
 
 
 @check
