@@ -20,9 +20,9 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static void pause_us(unsigned us)
+static void pause_ms(unsigned ms)
 {
-    struct timespec ts = {us / 1000000, (long)(us % 1000000) * 1000};
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
     nanosleep(&ts, NULL);
 }
 
@@ -98,9 +98,7 @@ static int call(cl_job_t *j, const char *addr, unsigned op, const uint8_t *key, 
                 const nreq_t *f, gkv_response_t *r, gkv_peer_conn_t **keep)
 {
     uint64_t until = now_ms() + CL_BUSY_MS;
-    /* BUSY is mostly a value being published a moment after its record: ask again soon,
-     * then less often (50 us doubling to 32 ms, then every 50 ms). */
-    unsigned wait_us = 50;
+    unsigned wait = 1;
     for (;;) {
         int rc = call_once(j, addr, op, key, klen, f, r, keep);
         if (rc) {
@@ -114,8 +112,8 @@ static int call(cl_job_t *j, const char *addr, unsigned op, const uint8_t *key, 
                  addr);
             return GKV_EUNAVAILABLE;
         }
-        pause_us(wait_us);
-        wait_us = wait_us < 32000 ? wait_us * 2 : 50000;
+        pause_ms(wait);
+        wait = wait < 32 ? wait * 2 : 50;
     }
 }
 
@@ -305,7 +303,7 @@ static void read_key(cl_job_t *j, cl_key_t *k)
             note(j, "%s", "the value changed faster than it could be fetched");
             return;
         }
-        pause_us(1000);
+        pause_ms(1);
     }
 }
 
