@@ -47,7 +47,7 @@ enum {
 #define WAIT_HELP                                                                                  \
     "  --wait MS    a KEY that does not exist yet is waited for, up to MS milliseconds\n"          \
     "  --after V    with --wait: a value whose version is above V is waited for\n"                \
-    "               (a daemon started with --key-versions yes; map prints versions)\n"
+    "               (a daemon with --key-versions yes, or a cluster node; map prints versions)\n"
 #define RANGE_HELP                                                                                 \
     "  --offset N   start at byte N\n"                                                             \
     "  --length N   at most N bytes (default: to the end)\n"                                       \

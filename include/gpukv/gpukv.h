@@ -195,12 +195,13 @@ GKV_EXPORT int gkv_wait_next(gkv_client_t *c, uint32_t wait_ms);
  * until the key holds a value whose version is above `after` (a version a reply or an event
  * named: gkv_last_version, gkv_mapping_t.version, gkv_watch_version), whether the key exists
  * now or not; GKV_ETIMEDOUT when none came in time. Versions are kept by a daemon started
- * with --key-versions yes (else the request is GKV_ENOTSUP; on a cluster node too). Returns 0,
- * or GKV_EINVAL for wait_ms 0 or over 3,600,000. */
+ * with --key-versions yes and by every cluster node (the keys' cluster versions; elsewhere the
+ * request is GKV_ENOTSUP). Returns 0, or GKV_EINVAL for wait_ms 0 or over 3,600,000. */
 GKV_EXPORT int gkv_wait_newer(gkv_client_t *c, uint32_t wait_ms, uint64_t after);
 /* The version the last reply c received named: after gkv_get (and its variants), gkv_map or
- * gkv_getsize of a key, its value's version on a daemon started with --key-versions yes; 0
- * where the daemon keeps none. Versions grow with every value published under any key (a
+ * gkv_getsize of a key, its value's version on a daemon started with --key-versions yes (on a
+ * cluster node, after gkv_get and gkv_map: the value's cluster version); 0 where the daemon
+ * keeps none. Versions grow with every value published under any key (a
  * key's next value has a higher one), across the daemon's restarts too. */
 GKV_EXPORT uint64_t gkv_last_version(const gkv_client_t *c);
 /* Like gkv_get, streaming the bytes to fd (borrowed, left open). */
