@@ -211,6 +211,5 @@ uint64_t gkv_cl_record(gkv_cluster_t *cl, gkv_home_rec_t *h, const char *owner, 
     h->size = size;
     h->busy = false;
     cl->stats.records++;
-    gkv_cl_waits_recorded(cl, h->key, h->klen, h->version); /* nodes waiting for it */
     return h->version;
 }

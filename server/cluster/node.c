@@ -110,6 +110,7 @@ static int node_record(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reque
         }
     }
     uint64_t v = gkv_cl_record(cl, h, from->name, from->incarnation, req->size, 0);
+    gkv_cl_waits_recorded(cl, req->key.p, req->key.len, v); /* nodes waiting for it */
     gkv_wr_ok(out, req->id);
     gkv_wr_uint(out, GKV_F_VVERSION, v);
     gkv_wr_str(out, GKV_F_OWNER, cl->node); /* the home that recorded it */

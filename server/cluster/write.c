@@ -133,6 +133,7 @@ static void record_here(gkv_cluster_t *cl, gkv_home_rec_t *h, gkv_copy_rec_t *c,
                         uint64_t v)
 {
     v = gkv_cl_record(cl, h, cl->node, gkv_cl_self_inc(cl), size, v);
+    gkv_cl_waits_recorded(cl, h->key, h->klen, v); /* nodes waiting for it */
     gkv_copy_set(&cl->rec, c, v, false, cl->node);
 }
 
