@@ -17,7 +17,9 @@
  * publication, then looks every FENCE_TICK_US (a timerfd wakes it) until FENCE_TICK_MS after
  * it, then once every FENCE_POLL_MS. A seal whose producer's work runs 20 ms is then noticed
  * within 50 us of its end, not within a millisecond (bench/fence_watch.c), for a wake-up of a
- * few microseconds every 50 (GPUKV_FENCE_TICK_US=0: no ticks, the earlier schedule). */
+ * few microseconds every 50 (GPUKV_FENCE_TICK_US=0: no ticks, the earlier schedule;
+ * GPUKV_FENCE_SPIN_MS: a longer spin, for producers whose work runs longer and a core to spare:
+ * a loop that ticked is slower to hand the value on than one that spun, bench/RESULTS.md). */
 #define FENCE_SPIN_MS 5
 #define FENCE_TICK_US 50
 #define FENCE_TICK_MS 1000
@@ -53,6 +55,7 @@ struct gkv_fences {
     uint64_t tick_us; /* FENCE_TICK_US, or GPUKV_FENCE_TICK_US; 0: no ticks */
     bool ticking;     /* the timerfd is armed and watched */
     uint64_t spin_until; /* uv_now ms */
+    uint64_t spin_ms;    /* FENCE_SPIN_MS, or GPUKV_FENCE_SPIN_MS */
     bool closing;        /* the handles are closing: nothing starts them again */
     uint64_t waiting, published, discarded, wait_us, max_us;
 };
@@ -196,7 +199,7 @@ static void keep_polling(gkv_fences_t *fs, bool progress)
     }
     uint64_t now = uv_now(fs->net->loop);
     if (progress)
-        fs->spin_until = now + FENCE_SPIN_MS;
+        fs->spin_until = now + fs->spin_ms;
     if (now < fs->spin_until) {
         uv_timer_stop(&fs->poll);
         set_ticking(fs, false);
@@ -257,6 +260,10 @@ int gkv_fences_init(gkv_net_t *net)
     uv_idle_init(net->loop, &fs->spin);
     uv_timer_init(net->loop, &fs->poll);
     fs->spin.data = fs->poll.data = fs;
+    const char *spin = getenv("GPUKV_FENCE_SPIN_MS");
+    fs->spin_ms = spin && *spin ? strtoull(spin, NULL, 10) : FENCE_SPIN_MS;
+    if (fs->spin_ms > 60000)
+        fs->spin_ms = 60000;
     const char *env = getenv("GPUKV_FENCE_TICK_US");
     fs->tick_us = env ? strtoull(env, NULL, 10) : FENCE_TICK_US;
     if (fs->tick_us > 999999)
@@ -270,7 +277,7 @@ int gkv_fences_init(gkv_net_t *net)
         }
         if (fs->tick_fd < 0)
             GKV_WARN("fences: no tick timer (%s): seals waiting past %d ms are looked at once "
-                     "a millisecond", strerror(errno), FENCE_SPIN_MS);
+                     "a millisecond", strerror(errno), (int)fs->spin_ms);
         else
             fs->tick.data = fs;
     }
