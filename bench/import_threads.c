@@ -10,6 +10,8 @@
  * first pass's values again (memory imported before). Reports the microseconds per import
  * and per free, and the wall time per value for each thread count. Needs one GPU.
  *
+ * With IT_COPY=1 each imported value also gets a copy of SIZE bytes from the child's own
+ * buffer (synchronised), as a writer's: its first use after the import.
  * Usage: import_threads [N [SIZE [THREADS...]]]   (defaults 256 4194304 1 2 4 8) */
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -46,7 +48,9 @@ static struct cudaMemPoolPtrExportData *exports;
 static cudaMemPool_t imported;
 static atomic_int next_value;
 static int base; /* the set of values this pass imports: fresh memory for each pass */
-static double *import_us, *free_us;
+static double *import_us, *free_us, *copy_us;
+static void *local_src; /* the child's own buffer, copied into each imported value once */
+static size_t copy_len;
 
 static void *importer(void *arg)
 {
@@ -60,9 +64,15 @@ static void *importer(void *arg)
         double t0 = now_us();
         CK(cudaMemPoolImportPointer(&p, imported, &exports[base + i]));
         double t1 = now_us();
+        if (local_src) { /* a writer's copy into it, enqueued (as libgpukv's set_many) */
+            CK(cudaMemcpyAsync(p, local_src, copy_len, cudaMemcpyDeviceToDevice, 0));
+            CK(cudaStreamSynchronize(0));
+        }
+        double t2 = now_us();
         CK(cudaFree(p));
         import_us[i] = t1 - t0;
-        free_us[i] = now_us() - t1;
+        copy_us[i] = t2 - t1;
+        free_us[i] = now_us() - t2;
     }
 }
 
@@ -94,6 +104,7 @@ int main(int argc, char **argv)
     exports = calloc((size_t)n_values * (size_t)(nthreads + 1), sizeof(*exports));
     import_us = calloc((size_t)n_values, sizeof(double));
     free_us = calloc((size_t)n_values, sizeof(double));
+    copy_us = calloc((size_t)n_values, sizeof(double));
     pid_t child = fork();
     if (child == 0) { /* the importer: no CUDA before the fork */
         close(sv[0]);
@@ -117,8 +128,11 @@ int main(int argc, char **argv)
         next_value = 0; /* a first pass (its own values) warms the driver's paths */
         base = nthreads * n_values;
         importer(NULL);
-        printf("| threads | import us (median) | free us (median) | wall us per value |\n"
-               "|---|---|---|---|\n");
+        copy_len = size;
+        if (getenv("IT_COPY"))
+            CK(cudaMalloc(&local_src, size));
+        printf("| threads | import us (median) | a copy into it, synchronised (median) | free us "
+               "(median) | wall us per value |\n|---|---|---|---|---|\n");
         for (int t = 0; t < nthreads; t++) {
             pthread_t th[64];
             int k = threads[t] < 64 ? threads[t] : 64;
@@ -130,15 +144,16 @@ int main(int argc, char **argv)
             for (int i = 0; i < k; i++)
                 pthread_join(th[i], NULL);
             double wall = (now_us() - t0) / n_values;
-            printf("| %d | %.1f | %.1f | %.1f |\n", k, median(import_us, n_values),
-                   median(free_us, n_values), wall);
+            printf("| %d | %.1f | %.1f | %.1f | %.1f |\n", k, median(import_us, n_values),
+                   median(copy_us, n_values), median(free_us, n_values), wall);
         }
         next_value = 0; /* the first pass's values again: memory this process imported before */
         base = 0;
         double t0 = now_us();
         importer(NULL);
-        printf("| 1, imported before | %.1f | %.1f | %.1f |\n", median(import_us, n_values),
-               median(free_us, n_values), (now_us() - t0) / n_values);
+        double wall = (now_us() - t0) / n_values;
+        printf("| 1, imported before | %.1f | %.1f | %.1f | %.1f |\n", median(import_us, n_values),
+               median(copy_us, n_values), median(free_us, n_values), wall);
         char done = 1;
         if (write(sv[1], &done, 1) != 1)
             return 4;

@@ -10,6 +10,7 @@
 #include "error.h"
 #include "import.h"
 #include "mapping_impl.h"
+#include "trace.h"
 
 #define DEV_CHUNK (8u << 20)
 
@@ -131,6 +132,7 @@ static int many_create(gkv_client_t *c, gkv_set_item_t *items, size_t n, many_t 
     }
     if (rc == 0 && ncreate)
         rc = gkv__send(c, NULL, 0);
+    gkv_trace("w_sent", ncreate, n); /* GPUKV_TRACE: the CREATEs out (the rest were spares) */
     if (rc) { /* nothing went out: the spares taken go back to the server */
         for (size_t i = 0; i < n; i++) {
             if (w[i].m && !w[i].created)
@@ -146,6 +148,7 @@ static int many_create(gkv_client_t *c, gkv_set_item_t *items, size_t n, many_t 
             continue;
         c->next_id = first + k++; /* the id this reply carries */
         int st = gkv__recv(c);
+        gkv_trace("w_reply", i, 0);
         if (c->broken)
             return st ? st : GKV_ECLOSED;
         uint64_t refused = 0;
@@ -156,6 +159,7 @@ static int many_create(gkv_client_t *c, gkv_set_item_t *items, size_t n, many_t 
         if (refused)
             ids[nrefused++] = refused;
         items[i].status = st;
+        gkv_trace("w_made", i, 0); /* its memory imported */
         if (st == 0)
             copy_in(items, i, w);
     }
@@ -276,6 +280,7 @@ int gkv_set_many_from_device(gkv_client_t *c, gkv_set_item_t *items, size_t n,
         const gkv_set_opts_t *o = near_source(c, items[i].dptr, opts, &near);
         w[i].opts = o ? *o : (gkv_set_opts_t){0};
     }
+    gkv_trace("w_start", n, 0);
     if (rc == 0) {
         (void)gkv__end_later_now(c);
         if ((rc = many_create(c, items, n, w, ids))) {
@@ -288,9 +293,12 @@ int gkv_set_many_from_device(gkv_client_t *c, gkv_set_item_t *items, size_t n,
         }
     }
     if (rc == 0) {
+        gkv_trace("w_created", n, 0);
         many_wait(c, items, n, w, ends);
+        gkv_trace("w_copied", n, 0);
         rc = many_seal(c, items, n, w, ids);
     }
+    gkv_trace("w_end", n, (uint64_t)-rc);
     free(w);
     free(ids);
     free(ends);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "backend_cuda.h"
+#include "trace.h"
 #include "backend_cuda_adopt.h"
 #include "error.h"
 #include "gpu_uuid.h"
@@ -78,6 +79,7 @@ static int pool_alloc(cuda_backend_t *c, uint64_t size, cudaStream_t s, bool mak
 static int after_clear(cuda_backend_t *c, int lane, uint64_t addr, uint64_t tag)
 {
     c->zero_taken = addr;
+    gkv_trace("d_kept", tag, c->zero_seq - tag); /* GPUKV_TRACE: clears queued after its own */
     if (tag <= c->zero_done)
         return 0;
     unsigned slot = (unsigned)(tag % GKV_CUDA_ZERO_EVS);
@@ -92,6 +94,7 @@ static int after_clear(cuda_backend_t *c, int lane, uint64_t addr, uint64_t tag)
         return gkv__cuda_fail("cudaEventQuery (clear of a kept allocation)", e);
     (void)cudaGetLastError(); /* not ready is not an error to remember */
     GKV_DEBUG("a kept allocation taken before its clear ran (lane %d)", lane);
+    gkv_trace("d_kept_unclear", tag, (uint64_t)lane);
     if (lane == GKV_LANE_SHARED) {
         c->shared_work++; /* the clear is on the shared lane: the next fence comes after it */
         return 0;
@@ -149,6 +152,7 @@ static int cuda_alloc(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *o
     }
     if (lane == GKV_LANE_SHARED)
         c->shared_work++;
+    gkv_trace("d_fresh", size, (uint64_t)lane); /* GPUKV_TRACE: none kept of this size */
     int rc = pool_alloc(c, size, gkv__cuda_lane(c, lane), true, &out->v);
     if (rc == 0 && lane == GKV_LANE_SHARED) {
         if (size == c->last_fresh) { /* none was ready: keep twice as many ready */
@@ -245,6 +249,7 @@ static bool cuda_ahead(gkv_backend_t *b)
         return false;
     unsigned want = size == c->last_fresh && c->ahead_target ? c->ahead_target : 1;
     unsigned have = gkv_exports_count(c->exports, size);
+    gkv_trace("d_ahead", have, want); /* GPUKV_TRACE: the stock topped up from here */
     for (unsigned made = 0; have < want && made < AHEAD_STEP; made++) {
         /* Stopped when the pool is full, and when the kept share cannot hold one more (what
          * was made was given back, or pushed out one kept before it): never a loop that
@@ -257,6 +262,7 @@ static bool cuda_ahead(gkv_backend_t *b)
     }
     if (have >= want)
         c->ahead_want = 0;
+    gkv_trace("d_ahead_done", have, want);
     return c->ahead_want != 0;
 }
 

@@ -164,7 +164,7 @@ static int reuse_spare(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t
     return gkv_wr_end(w);
 }
 
-int gkv_cmd_create(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
+static int create_value(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
     if (!(req->has & GKV_HAS_SIZE))
         return gkv_reply_fail(rep, GKV_EINVAL, "CREATE needs a size");
@@ -242,7 +242,27 @@ static gkv_lease_t *make_spare(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv
     return take_spare(ctx, rep, s) ? s : NULL;
 }
 
+/* CREATE, timed for GPUKV_TRACE (d_create at its start, d_created at its end). */
+int gkv_cmd_create(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    gkv_trace("d_create", req->size, 0);
+    int rc = create_value(ctx, req, rep);
+    gkv_trace("d_created", req->size, (uint64_t)-rc);
+    return rc;
+}
+
+static int seal_value(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep);
+
+/* SEAL, timed for GPUKV_TRACE (d_seal, d_sealed_reply). */
 int gkv_cmd_seal(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    gkv_trace("d_seal", req->lease, 0);
+    int rc = seal_value(ctx, req, rep);
+    gkv_trace("d_seal_done", req->lease, (uint64_t)-rc);
+    return rc;
+}
+
+static int seal_value(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
     gkv_lease_t *l = NULL;
     int rc = named_lease(ctx, req, rep, true, &l);

@@ -18,6 +18,7 @@
 #include "fence.h"
 #include "watch.h"
 #include "log.h"
+#include "trace.h"
 
 #define IN_INITIAL (64u << 10)
 
@@ -197,6 +198,7 @@ static void on_batch_room(gkv_waiter_t *w)
 static void fence_done(gkv_conn_t *c, int status)
 {
     gkv_store_t *st = c->net->store;
+    gkv_trace("d_fence_done", c->id, (uint64_t)status); /* GPUKV_TRACE */
     c->fencing = false;
     if (c->copied_from) {
         if (status == 0)
@@ -224,6 +226,7 @@ void gkv_conn_start_fence(gkv_conn_t *c, gkv_reply_t *rep)
     gkv_backend_t *be = c->net->devs->dev[rep->fence_dev].be;
     bool begun = gkv_conn_copy_begin(c);
     int rc = begun ? be->ops->fence_shared(be, rep->fence_batches, &c->copy) : GKV_ECLOSED;
+    gkv_trace("d_fence", c->id, (uint64_t)rc); /* GPUKV_TRACE: 0 waits, 1 nothing to wait for */
     if (rc) {
         if (begun)
             gkv_conn_copy_unbegin(c);
