@@ -40,7 +40,7 @@ def main() -> int:
     batches, cur = [], None
     for t, ev, v, _ in writer:
         if ev == "w_start":
-            cur = {"n": v, "start": t, "replies": [], "made": []}
+            cur = {"n": v, "start": t, "replies": [], "made": [], "queued": []}
         elif cur is None:
             continue
         elif ev == "w_sent":
@@ -49,6 +49,8 @@ def main() -> int:
             cur["replies"].append(t)
         elif ev == "w_made":
             cur["made"].append(t)
+        elif ev == "w_queued":
+            cur["queued"].append(t)
         elif ev == "w_created":
             cur["created"] = t
         elif ev == "w_copied":
@@ -72,6 +74,11 @@ def main() -> int:
             per["the rest of the replies, read and imported"].append(b["created"] - b["replies"][0])
             per["an import (reply to made), median in the batch"].append(
                 med([m - r for r, m in zip(b["replies"], b["made"])]))
+            if b["queued"]:
+                per["its copy enqueued (made to queued), median in the batch"].append(
+                    med([q - m for m, q in zip(b["made"], b["queued"])]))
+                per["the next reply read (queued to reply), median in the batch"].append(
+                    med([r - q for q, r in zip(b["queued"], b["replies"][1:])]))
         per["wait for the copies"].append(b["copied"] - b["created"])
         per["SEAL pass"].append(b["end"] - b["copied"])
         per["CREATEs sent (the rest from spares)"].append(b["ncreate"])

@@ -162,6 +162,7 @@ static int many_create(gkv_client_t *c, gkv_set_item_t *items, size_t n, many_t 
         gkv_trace("w_made", i, 0); /* its memory imported */
         if (st == 0)
             copy_in(items, i, w);
+        gkv_trace("w_queued", i, 0); /* its copy enqueued */
     }
     if (ncreate)
         c->next_id = first + ncreate - 1;
