@@ -10,35 +10,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "cuda_bench.h"
+
 #define N 2001
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *t)
-{
-    qsort(t, N, sizeof(*t), cmp);
-    return t[N / 2];
-}
-
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e_));                            \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 int main(int argc, char **argv)
 {
@@ -88,8 +62,9 @@ int main(int argc, char **argv)
             freed[i] = t5 - t4, host[i] = t6 - t5;
         }
         CK(cudaStreamSynchronize(s));
-        printf("| %zu B | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", size, median(alloc),
-               median(freed), median(rec), median(launch), median(trip), median(host));
+        printf("| %zu B | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", size, median(alloc, N),
+               median(freed, N), median(rec, N), median(launch, N), median(trip, N),
+               median(host, N));
         cudaFreeHost(pinned);
         free(pageable);
         free(pageable2);

@@ -25,23 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cuda_bench.h"
 #include "fdpass.h"
-
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        cudaError_t e_ = (x);                                                                      \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                               \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
 
 static int n_values;
 static struct cudaMemPoolPtrExportData *exports;
@@ -74,18 +59,6 @@ static void *importer(void *arg)
         copy_us[i] = t2 - t1;
         free_us[i] = now_us() - t2;
     }
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(*v), cmp);
-    return v[n / 2];
 }
 
 int main(int argc, char **argv)

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cuda_bench.h"
 #include "fdpass.h"
 
 enum { OP_IMPORT, OP_FREE, OP_FREE_ASYNC, OP_FREE_ASYNC_NOSYNC, OP_COPY_IN, OP_REIMPORT_POOL,
@@ -32,34 +33,6 @@ typedef struct {
     uintptr_t addr;
     char note[96];
 } rep_t;
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmpd(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(*v), cmpd);
-    return v[n / 2];
-}
-
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        cudaError_t e_ = (x);                                                                      \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "zc_probe: %s: %s\n", #x, cudaGetErrorString(e_));                   \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static void send_fd(int sock, int fd)
 {
