@@ -308,8 +308,16 @@ def a_spanning_watcher_that_never_reads_is_cut_and_its_streams_end(cl: Cluster):
         c.delete_prefix("wo/")
 
 
-def waits_stat(node, name: str) -> int:
-    return int(clients_stat(node, name))
+def times_out(c, key: str, wait: float, what: str, **kw) -> float:
+    """GET of key with wait (and kw, e.g. after) answers TimeoutError, never a value (what
+    answered, for the failure); returns the seconds it took."""
+    t0 = time.monotonic()
+    try:
+        c.get(key, wait=wait, **kw)
+        raise AssertionError(f"{what} answered")
+    except gpukv.TimeoutError:
+        pass
+    return time.monotonic() - t0
 
 
 def wait_in_thread(node, key: str, wait: float, out: dict, nbytes: int | None = None):
@@ -338,14 +346,14 @@ def wait_in_thread(node, key: str, wait: float, out: dict, nbytes: int | None = 
 def a_wait_on_one_node_is_answered_by_a_write_on_another(cl: Cluster):
     n1, n2, n3 = cl.nodes[:3]
     notified0 = n1.info()["cluster_notifies_received"]
-    rechecked0 = waits_stat(n1, "key_waits_rechecked")
+    rechecked0 = clients_stat(n1, "key_waits_rechecked")
     # Twelve keys: their homes spread over the three nodes (n1 itself, the writer, the third).
     sizes = [10, 200 << 10, 0, 5000, 1 << 20, 64]
     keys = {f"cw/{i}": rand_bytes(sizes[i % len(sizes)], 700 + i) for i in range(12)}
     got, threads = {}, []
     for i, k in enumerate(keys):
         threads.append(wait_in_thread(n1, k, 20, got, None if i % 2 else 2 << 20))
-    wait_for(lambda: waits_stat(n1, "waiting_for_keys") == len(keys), 10, "the waits to park")
+    wait_for(lambda: clients_stat(n1, "waiting_for_keys") == len(keys), 10, "the waits to park")
     written = {}
     for i, (k, v) in enumerate(keys.items()):
         with (n2, n3)[i % 2].client() as c:
@@ -358,10 +366,10 @@ def a_wait_on_one_node_is_answered_by_a_write_on_another(cl: Cluster):
         assert value == v, (k, value if isinstance(value, Exception) else len(value))
         # Woken by the home's notification, not by the once-a-second re-check.
         assert at - written[k] < 0.8, (k, at - written[k])
-    assert waits_stat(n1, "key_waits_rechecked") == rechecked0
+    assert clients_stat(n1, "key_waits_rechecked") == rechecked0
     # Keys homed on n1 itself were woken by n1's own record: the others by NOTIFY.
     assert n1.info()["cluster_notifies_received"] > notified0
-    assert waits_stat(n1, "waiting_for_keys") == 0
+    assert clients_stat(n1, "waiting_for_keys") == 0
     for n in cl.nodes:
         wait_for(lambda: n.info()["cluster_wait_interests"] == 0, 5, "the interests to go")
 
@@ -374,7 +382,7 @@ def many_waiters_of_one_key_on_every_node_wake_at_one_write(cl: Cluster):
             # Different keys in got; one key on the wire: the waiters share "mw/one".
             threads.append(wait_in_thread(node, "mw/one", 20, got.setdefault(f"{node.name}{j}",
                                                                             {})))
-    wait_for(lambda: sum(waits_stat(n, "waiting_for_keys") for n in cl.nodes[:3]) == 15, 10,
+    wait_for(lambda: sum(clients_stat(n, "waiting_for_keys") for n in cl.nodes[:3]) == 15, 10,
              "fifteen waits to park")
     with cl.nodes[1].client() as c:
         c.set("mw/one", b"for everyone")
@@ -389,7 +397,7 @@ def many_waiters_of_one_key_on_every_node_wake_at_one_write(cl: Cluster):
 @check
 def a_wait_racing_its_write_is_never_lost(cl: Cluster):
     n1, n2 = cl.nodes[0], cl.nodes[1]
-    rechecked0 = waits_stat(n1, "key_waits_rechecked")
+    rechecked0 = clients_stat(n1, "key_waits_rechecked")
     rng = random.Random(31)
     got, threads = {}, []
     with n2.client() as c:
@@ -407,30 +415,18 @@ def a_wait_racing_its_write_is_never_lost(cl: Cluster):
     bad = {k: v for k, v in got.items() if v[0] != k.split("/")[1].encode()}
     assert len(got) == 200 and not bad, bad
     # None needed the re-check (a lost notification waits a second for it).
-    assert waits_stat(n1, "key_waits_rechecked") == rechecked0
+    assert clients_stat(n1, "key_waits_rechecked") == rechecked0
 
 
 @check
 def a_cluster_wait_times_out_and_asks_again_each_second(cl: Cluster):
     n1, n3 = cl.nodes[0], cl.nodes[2]
     with n1.client() as c:
-        t0 = time.monotonic()
-        try:
-            c.get("tw/never", wait=0.3)
-            raise AssertionError("a missing key answered")
-        except gpukv.TimeoutError:
-            pass
-        assert 0.25 < time.monotonic() - t0 < 3
+        assert 0.25 < times_out(c, "tw/never", 0.3, "a missing key") < 3
         assert c.ping()  # the connection goes on
-        rechecked0 = waits_stat(n1, "key_waits_rechecked")
-        t0 = time.monotonic()
-        try:
-            c.get("tw/never", wait=2.5)
-            raise AssertionError("a missing key answered")
-        except gpukv.TimeoutError:
-            pass
-        assert 2.4 < time.monotonic() - t0 < 6
-        assert waits_stat(n1, "key_waits_rechecked") - rechecked0 >= 2
+        rechecked0 = clients_stat(n1, "key_waits_rechecked")
+        assert 2.4 < times_out(c, "tw/never", 2.5, "a missing key") < 6
+        assert clients_stat(n1, "key_waits_rechecked") - rechecked0 >= 2
     # A write after several re-checks still answers.
     got = {}
     t = wait_in_thread(n1, "tw/late", 20, got)
@@ -454,20 +450,10 @@ def a_cluster_wait_for_a_newer_version_is_answered_by_the_next_write_anywhere(cl
             v1 = c1.last_version
             assert v1 > 0, k
             # The value at v1 is held here: a wait for a newer one parks, times out, goes on.
-            t0 = time.monotonic()
-            try:
-                c1.get(k, wait=0.3, after=v1)
-                raise AssertionError("an old version answered")
-            except gpukv.TimeoutError:
-                pass
-            assert 0.25 < time.monotonic() - t0 < 3
+            assert 0.25 < times_out(c1, k, 0.3, "an old version", after=v1) < 3
             assert c1.get(k, wait=1, after=v1 - 1) == b"v1"  # older than held: at once
             with n3.client() as c3:  # a node that holds no copy yet (a direct read elsewhere)
-                try:
-                    c3.get(k, wait=0.2, after=v1)
-                    raise AssertionError("an old version answered on n3")
-                except gpukv.TimeoutError:
-                    pass
+                times_out(c3, k, 0.2, "an old version on n3", after=v1)
             got = {}
 
             def newer():
@@ -479,7 +465,7 @@ def a_cluster_wait_for_a_newer_version_is_answered_by_the_next_write_anywhere(cl
 
             t = threading.Thread(target=newer)
             t.start()
-            wait_for(lambda: waits_stat(n1, "waiting_for_keys") == 1, 10, "the wait to park")
+            wait_for(lambda: clients_stat(n1, "waiting_for_keys") == 1, 10, "the wait to park")
             with (n2, n3)[i % 2].client() as c:
                 c.set(k, b"v2")
                 written = time.monotonic()
@@ -496,7 +482,7 @@ def waits_survive_their_home_dying(cl: Cluster):
     got, threads = {}, []
     for k in keys:
         threads.append(wait_in_thread(n1, k, 60, got))
-    wait_for(lambda: waits_stat(n1, "waiting_for_keys") == len(keys), 10, "the waits to park")
+    wait_for(lambda: clients_stat(n1, "waiting_for_keys") == len(keys), 10, "the waits to park")
     try:
         n3.kill()
         wait_for(lambda: n1.info()["members"] == 2 and n2.info()["members"] == 2, cl.ttl + 10,
