@@ -108,6 +108,20 @@ static void on_deadline(uv_timer_t *t)
     rearm(w);
 }
 
+/* Every connection of b runs again, in the order they began waiting (counted in *count); b is
+ * freed with the last. */
+static void wake_bucket(gkv_keywaits_t *w, kw_bucket_t *b, uint64_t *count)
+{
+    for (bool last = false; !last;) {
+        gkv_conn_t *c = b->head;
+        last = c == b->tail;
+        unlink_conn(w, c); /* frees b with the last */
+        (*count)++;
+        if (!c->closing)
+            gkv_net_yield(w->net, c);
+    }
+}
+
 void gkv_keywaits_published(gkv_net_t *net, const uint8_t *key, size_t klen)
 {
     gkv_keywaits_t *w = net->keywaits;
@@ -117,16 +131,7 @@ void gkv_keywaits_published(gkv_net_t *net, const uint8_t *key, size_t klen)
     HASH_FIND(hh, w->keys, key, klen, b);
     if (!b)
         return;
-    while (b) {
-        gkv_conn_t *c = b->head;
-        bool last = c == b->tail;
-        unlink_conn(w, c); /* frees b with the last */
-        w->woken++;
-        if (!c->closing)
-            gkv_net_yield(w->net, c);
-        if (last)
-            b = NULL;
-    }
+    wake_bucket(w, b, &w->woken);
     rearm(w);
 }
 
@@ -137,18 +142,7 @@ void gkv_keywaits_wake_all(gkv_net_t *net)
         return;
     kw_bucket_t *b, *tmp;
     HASH_ITER(hh, w->keys, b, tmp)
-    {
-        while (b) {
-            gkv_conn_t *c = b->head;
-            bool last = c == b->tail;
-            unlink_conn(w, c); /* frees b with the last */
-            w->rechecks++;
-            if (!c->closing)
-                gkv_net_yield(w->net, c);
-            if (last)
-                b = NULL;
-        }
-    }
+    wake_bucket(w, b, &w->rechecks);
     rearm(w);
 }
 
