@@ -297,7 +297,8 @@ static int route_read(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     }
     if (!p.job)
         return GKV_ROUTE_LOCAL;
-    /* A read waiting for a newer version than one held goes through a replica (after_check). */
+    /* A read waiting for a newer version goes through a replica, whose version its handler
+     * checks (server/cmd/checks.c). */
     p.job->direct = req->op == GKV_OP_GET && !(req->has & (GKV_HAS_OFFSET | GKV_HAS_LENGTH |
                                                            GKV_HAS_SUFFIX | GKV_HAS_AFTER));
     p.job->attempts = attempts + 1;
@@ -513,29 +514,6 @@ uint64_t gkv_cluster_value_version(gkv_cluster_t *cl, const void *key, size_t kl
     return c && c->version && gkv_store_find(cl->store, key, klen) ? c->version : 0;
 }
 
-/* A GET or MAP with wait and after whose read is to run here (r LOCAL): the value here is the
- * key's current one (its home confirmed it); at or below after it waits as for a missing key
- * (WAIT_KEY: its home noted the wait), or, its wait over, answers TIMEDOUT. A missing key is
- * the handler's to wait for; after without a wait its to refuse. */
-static int after_check(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req, int r,
-                       gkv_wr_t *out, int *rc)
-{
-    if (r != GKV_ROUTE_LOCAL || !(req->has & GKV_HAS_AFTER) || !(req->has & GKV_HAS_WAIT) ||
-        !req->wait)
-        return r;
-    uint64_t v = gkv_cluster_value_version(cl, req->key.p, req->key.len);
-    if (!v || v > req->after)
-        return GKV_ROUTE_LOCAL;
-    if (t->wait_ms)
-        return GKV_ROUTE_WAIT_KEY;
-    *rc = GKV_ETIMEDOUT;
-    char msg[96];
-    snprintf(msg, sizeof(msg), "no version above %" PRIu64 " within %" PRIu64 " ms", req->after,
-             req->wait);
-    gkv_wr_error(out, req->id, *rc, msg);
-    return GKV_ROUTE_DONE;
-}
-
 int gkv_cluster_route(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
                       gkv_leases_t *leases, gkv_wr_t *out, int *rc)
 {
@@ -585,8 +563,8 @@ int gkv_cluster_route(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     }
     if (t->wait_ms && !t->job)
         t->wait_seq = cl->waits.seq; /* gkv_cluster_wait_missed counts from here */
-    if (!t->job && alone(cl) && reads_alone(req)) /* every key is ours, no other node holds any */
-        return after_check(cl, t, req, GKV_ROUTE_LOCAL, out, rc);
+    if (!t->job && alone(cl) && reads_alone(req))
+        return GKV_ROUTE_LOCAL; /* every key is ours, and no other node holds any */
     switch (req->op) {
     case GKV_OP_SET:
         if (req->has & GKV_HAS_KEY)
@@ -596,7 +574,7 @@ int gkv_cluster_route(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     case GKV_OP_MAP:
         if (!(req->has & GKV_HAS_KEY) || req->key.len > cl->max_key)
             return GKV_ROUTE_LOCAL; /* the handler's checks answer */
-        return after_check(cl, t, req, route_read(cl, t, req, out, rc), out, rc);
+        return route_read(cl, t, req, out, rc);
     case GKV_OP_MGET:
         if (!(req->has & GKV_HAS_ITEMS) || !req->nitems || req->nitems > GKV_MAX_BATCH)
             return GKV_ROUTE_LOCAL;

@@ -46,9 +46,14 @@ int gkv_lookup_range(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, bool to_socke
     if (after && !ctx->store->versions && !ctx->clustered)
         return gkv_reply_fail(rep, GKV_ENOTSUP,
                               "this daemon keeps no versions (gpukvd --key-versions yes)");
-    if (after && !ctx->clustered) { /* a cluster node's route checked its cluster version */
+    if (after) {
+        /* The value's version: on a cluster node its cluster version, which the net layer put
+         * in vversion (0: not known here), else the store's. */
         const gkv_entry_t *old = gkv_store_find(ctx->store, req->key.p, req->key.len);
-        if (old && gkv_store_version(ctx->store, old) <= req->after) {
+        uint64_t v = !old                ? 0
+                     : ctx->clustered ? req->vversion
+                                      : gkv_store_version(ctx->store, old);
+        if (v && v <= req->after) {
             /* Not the version asked for yet: waits as for a key that does not exist, before
              * any lookup that would count a read of it or bring it up from a tier. */
             if (rep->in.may_wait && !rep->in.wait_over) {
