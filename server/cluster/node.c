@@ -155,9 +155,15 @@ static int node_delete(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reque
     return GKV_ROUTE_DONE;
 }
 
-/* LOOKUP (and FETCH at the home, when it answers as LOOKUP). With wait, a key without a
- * record notes the sender's interest in this same turn: a record made after this answer
- * notifies it (waits.c). */
+/* A LOOKUP with wait that answers NOTFOUND, or a record not above its after: the sender's
+ * wait is noted in this same turn, so a record made after the answer notifies it (waits.c). */
+static void note_wait(gkv_cluster_t *cl, const gkv_request_t *req, const gkv_member_t *from)
+{
+    if ((req->has & GKV_HAS_WAIT) && req->wait)
+        gkv_cl_waits_note(cl, req->key.p, req->key.len, from, req->wait);
+}
+
+/* LOOKUP (and FETCH at the home, when it answers as LOOKUP). */
 static int node_lookup(gkv_cluster_t *cl, const gkv_request_t *req, const gkv_member_t *from,
                        gkv_wr_t *out, int *rc)
 {
@@ -170,20 +176,17 @@ static int node_lookup(gkv_cluster_t *cl, const gkv_request_t *req, const gkv_me
     if (!h || !h->owner[0]) {
         if (gkv_cl_settling(cl))
             return fail(out, req->id, GKV_EBUSY, "the members changed", rc);
-        if ((req->has & GKV_HAS_WAIT) && req->wait)
-            gkv_cl_waits_note(cl, req->key.p, req->key.len, from, req->wait);
+        note_wait(cl, req, from);
         return fail(out, req->id, GKV_ENOTFOUND, NULL, rc);
     }
-    if ((req->has & GKV_HAS_WAIT) && req->wait && (req->has & GKV_HAS_AFTER) &&
-        h->version <= req->after) /* the sender waits for a newer one */
-        gkv_cl_waits_note(cl, req->key.p, req->key.len, from, req->wait);
+    if ((req->has & GKV_HAS_AFTER) && h->version <= req->after)
+        note_wait(cl, req, from); /* the sender waits for a newer one */
     if (!strcmp(h->owner, cl->node)) {
         gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, req->key.p, req->key.len);
         if (c && c->pending && c->version != h->version)
             return fail(out, req->id, GKV_EBUSY, "that version is being published here", rc);
         if (!gkv_store_find(cl->store, req->key.p, req->key.len)) { /* ours, evicted or expired */
-            if ((req->has & GKV_HAS_WAIT) && req->wait)
-                gkv_cl_waits_note(cl, req->key.p, req->key.len, from, req->wait);
+            note_wait(cl, req, from);
             return fail(out, req->id, GKV_ENOTFOUND, NULL, rc);
         }
     }
