@@ -28,6 +28,14 @@ struct gkv_cl_interest {
     uint8_t key[]; /* klen bytes */
 };
 
+/* w's member, while it is still one at that incarnation and its wait has not expired; else
+ * NULL. */
+static const gkv_member_t *still_waiting(gkv_cluster_t *cl, const waiter_t *w, uint64_t now)
+{
+    const gkv_member_t *m = gkv_cl_member(cl, w->node, strlen(w->node));
+    return w->until >= now && m && m->incarnation == w->inc ? m : NULL;
+}
+
 static void drop_key(gkv_cl_waits_t *ws, gkv_cl_interest_t *in)
 {
     ws->n -= in->n;
@@ -94,9 +102,8 @@ void gkv_cl_waits_recorded(gkv_cluster_t *cl, const void *key, size_t klen, uint
     uint64_t now = uv_now(cl->loop);
     cl_job_t *j = NULL;
     for (uint32_t i = 0; i < in->n; i++) {
-        const waiter_t *w = &in->w[i];
-        const gkv_member_t *m = gkv_cl_member(cl, w->node, strlen(w->node));
-        if (w->until < now || !m || m->incarnation != w->inc || gkv_cluster_is_self(cl, m))
+        const gkv_member_t *m = still_waiting(cl, &in->w[i], now);
+        if (!m || gkv_cluster_is_self(cl, m))
             continue;
         if (!j && !(j = gkv_cl_job_new(cl, NULL, JOB_NOTIFY)))
             break;
@@ -148,12 +155,9 @@ void gkv_cl_waits_expire(gkv_cluster_t *cl)
     HASH_ITER(hh, ws->keys, in, tmp)
     {
         uint32_t kept = 0;
-        for (uint32_t i = 0; i < in->n; i++) {
-            const waiter_t *w = &in->w[i];
-            const gkv_member_t *m = gkv_cl_member(cl, w->node, strlen(w->node));
-            if (w->until >= now && m && m->incarnation == w->inc)
-                in->w[kept++] = *w;
-        }
+        for (uint32_t i = 0; i < in->n; i++)
+            if (still_waiting(cl, &in->w[i], now))
+                in->w[kept++] = in->w[i];
         ws->n -= in->n - kept;
         in->n = kept;
         if (!kept)
