@@ -53,7 +53,6 @@ struct gkv_fences {
     uv_poll_t tick; /* the timerfd's readiness (tick_fd >= 0) */
     int tick_fd;
     uint64_t tick_us; /* FENCE_TICK_US, or GPUKV_FENCE_TICK_US; 0: no ticks */
-    bool ticking;     /* the timerfd is armed and watched */
     uint64_t spin_until; /* uv_now ms */
     uint64_t spin_ms;    /* FENCE_SPIN_MS, or GPUKV_FENCE_SPIN_MS */
     bool closing;        /* the handles are closing: nothing starts them again */
@@ -172,7 +171,7 @@ static void on_tick(uv_poll_t *p, int status, int events);
 /* The timerfd's ticks on (every fs->tick_us) or off. */
 static void set_ticking(gkv_fences_t *fs, bool on)
 {
-    if (fs->tick_fd < 0 || on == fs->ticking)
+    if (fs->tick_fd < 0 || on == uv_is_active((uv_handle_t *)&fs->tick))
         return;
     struct itimerspec its = {{0, 0}, {0, 0}};
     if (on) {
@@ -182,7 +181,6 @@ static void set_ticking(gkv_fences_t *fs, bool on)
         uv_poll_stop(&fs->tick);
     }
     (void)timerfd_settime(fs->tick_fd, 0, &its, NULL);
-    fs->ticking = on;
 }
 
 /* Polling goes on while seals wait: spinning for FENCE_SPIN_MS after progress, then ticks,
@@ -251,6 +249,14 @@ static void on_tick(uv_poll_t *p, int status, int events)
     poll_and_run(fs);
 }
 
+/* The number in the environment variable name (dflt when it is unset or empty), at most max. */
+static uint64_t env_setting(const char *name, uint64_t dflt, uint64_t max)
+{
+    const char *e = getenv(name);
+    uint64_t v = e && *e ? strtoull(e, NULL, 10) : dflt;
+    return v < max ? v : max;
+}
+
 int gkv_fences_init(gkv_net_t *net)
 {
     gkv_fences_t *fs = calloc(1, sizeof(*fs));
@@ -260,14 +266,8 @@ int gkv_fences_init(gkv_net_t *net)
     uv_idle_init(net->loop, &fs->spin);
     uv_timer_init(net->loop, &fs->poll);
     fs->spin.data = fs->poll.data = fs;
-    const char *spin = getenv("GPUKV_FENCE_SPIN_MS");
-    fs->spin_ms = spin && *spin ? strtoull(spin, NULL, 10) : FENCE_SPIN_MS;
-    if (fs->spin_ms > 60000)
-        fs->spin_ms = 60000;
-    const char *env = getenv("GPUKV_FENCE_TICK_US");
-    fs->tick_us = env ? strtoull(env, NULL, 10) : FENCE_TICK_US;
-    if (fs->tick_us > 999999)
-        fs->tick_us = 999999;
+    fs->spin_ms = env_setting("GPUKV_FENCE_SPIN_MS", FENCE_SPIN_MS, 60000);
+    fs->tick_us = env_setting("GPUKV_FENCE_TICK_US", FENCE_TICK_US, 999999);
     fs->tick_fd = -1;
     if (fs->tick_us) {
         fs->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
