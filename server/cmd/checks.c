@@ -105,9 +105,12 @@ int gkv_lookup_range(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, bool to_socke
     return 0;
 }
 
-void gkv_wr_value_version(gkv_wr_t *w, const gkv_store_t *st, const gkv_entry_t *e)
+void gkv_wr_value_version(gkv_wr_t *w, const gkv_store_t *st, const gkv_entry_t *e,
+                          uint64_t known)
 {
-    if (st->versions)
+    if (known)
+        gkv_wr_uint(w, GKV_F_VVERSION, known);
+    else if (st->versions)
         gkv_wr_uint(w, GKV_F_VVERSION, gkv_store_version(st, e));
 }
 

@@ -20,8 +20,11 @@ int gkv_range_resolve(uint64_t size, uint64_t offset, uint64_t length, uint64_t 
  * GKV_ERANGE, GKV_EOOM (in a tier, and no GPU could make room), GKV_ENOMEM or GKV_EIO. */
 int gkv_lookup_range(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, bool to_socket,
                      gkv_reply_t *rep, gkv_entry_t **e, uint64_t *off, uint64_t *len);
-/* With --key-versions, the reply's `vversion` field: e's version (GET, MAP, GETSIZE). */
-void gkv_wr_value_version(gkv_wr_t *w, const gkv_store_t *st, const gkv_entry_t *e);
+/* The reply's `vversion` field (GET, MAP, GETSIZE): known when not 0 (the version the net
+ * layer or the cluster chose: a cluster node's cluster version, a FETCH's), else, with
+ * --key-versions, e's version; none otherwise. */
+void gkv_wr_value_version(gkv_wr_t *w, const gkv_store_t *st, const gkv_entry_t *e,
+                          uint64_t known);
 /* The request's metadata within GKV_MAX_META (SET, CREATE, SEAL). */
 int gkv_check_meta(const gkv_request_t *req, gkv_reply_t *rep);
 /* A ttl field, if the request has one, is 1..GKV_MAX_TTL_MS: 0 or an INVALID error. */

@@ -253,7 +253,7 @@ int gkv_cmd_getsize(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *r
         gkv_wr_uint(w, GKV_F_GPU, gkv_store_gpu(e));
         if (gkv_store_tier(e))
             gkv_wr_uint(w, GKV_F_TIER, gkv_store_tier(e));
-        gkv_wr_value_version(w, ctx->store, e);
+        gkv_wr_value_version(w, ctx->store, e, 0);
         return gkv_wr_end(w);
     }
     if (!(req->has & GKV_HAS_PREFIX))

@@ -121,10 +121,7 @@ int gkv_cmd_map(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
     gkv_wr_uint(w, GKV_F_SIZE, e->size);
     gkv_wr_uint(w, GKV_F_OFFSET, off);
     gkv_wr_uint(w, GKV_F_LENGTH, len);
-    if (req->vversion) /* a cluster node's: the value's cluster version (net/request.c) */
-        gkv_wr_uint(w, GKV_F_VVERSION, req->vversion);
-    else
-        gkv_wr_value_version(w, ctx->store, e);
+    gkv_wr_value_version(w, ctx->store, e, req->vversion); /* a cluster version (net/request.c) */
     uint32_t meta_len;
     const uint8_t *meta = gkv_entry_meta(e, &meta_len);
     if (meta_len)
@@ -251,17 +248,6 @@ int gkv_cmd_create(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *re
     return rc;
 }
 
-static int seal_value(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep);
-
-/* SEAL, timed for GPUKV_TRACE (d_seal, d_sealed_reply). */
-int gkv_cmd_seal(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
-{
-    gkv_trace("d_seal", req->lease, 0);
-    int rc = seal_value(ctx, req, rep);
-    gkv_trace("d_seal_done", req->lease, (uint64_t)-rc);
-    return rc;
-}
-
 static int seal_value(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
     gkv_lease_t *l = NULL;
@@ -319,6 +305,15 @@ static int seal_value(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t 
     if (s)
         gkv_wr_uint(rep->wr, GKV_F_SPARE, s->id);
     return gkv_wr_end(rep->wr);
+}
+
+/* SEAL, timed for GPUKV_TRACE (d_seal at its start, d_seal_done at its end). */
+int gkv_cmd_seal(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
+{
+    gkv_trace("d_seal", req->lease, 0);
+    int rc = seal_value(ctx, req, rep);
+    gkv_trace("d_seal_done", req->lease, (uint64_t)-rc);
+    return rc;
 }
 
 int gkv_cmd_abort(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)

@@ -57,10 +57,7 @@ int gkv_cmd_get(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
     const uint8_t *meta = gkv_entry_meta(e, &meta_len);
     if (meta_len)
         gkv_wr_bin(w, GKV_F_META, meta, meta_len);
-    if (req->vversion) /* a cluster node's FETCH, or a cluster version (net/request.c) */
-        gkv_wr_uint(w, GKV_F_VVERSION, req->vversion);
-    else
-        gkv_wr_value_version(w, ctx->store, e);
+    gkv_wr_value_version(w, ctx->store, e, req->vversion); /* a FETCH's, a cluster version */
     rc = gkv_wr_end(w);
     if (rc)
         return rc;
