@@ -14,13 +14,13 @@
     do {                                                                                           \
         cudaError_t e_ = (call);                                                                   \
         if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s: %s: %s\n", program_invocation_short_name, #call,                 \
+            fprintf(stderr, "%s: %s: %s\n", program_invocation_short_name, #call,                  \
                     cudaGetErrorString(e_));                                                       \
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)
 
-static inline double now_us(void)
+static inline double bench_now_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -34,7 +34,7 @@ static inline int bench_cmp_double(const void *a, const void *b)
 }
 
 /* The median of v[0..n) (n >= 1), which is left sorted. */
-static inline double median(double *v, int n)
+static inline double bench_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof(*v), bench_cmp_double);
     return v[n / 2];

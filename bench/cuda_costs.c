@@ -43,28 +43,28 @@ int main(int argc, char **argv)
         memset(pageable, 1, size);
         memset(pageable2, 2, size);
         for (int i = 0; i < N; i++) {
-            double t0 = now_us();
+            double t0 = bench_now_us();
             CK(cudaMallocFromPoolAsync(&dev, size, pool, s));
-            double t1 = now_us();
+            double t1 = bench_now_us();
             CK(cudaEventRecord(ev, s));
-            double t2 = now_us();
+            double t2 = bench_now_us();
             CK(cudaMemcpyAsync(dev, pinned, size, cudaMemcpyHostToDevice, s));
-            double t3 = now_us();
+            double t3 = bench_now_us();
             CK(cudaEventRecord(ev, s));
             while (cudaEventQuery(ev) == cudaErrorNotReady)
                 ;
-            double t4 = now_us();
+            double t4 = bench_now_us();
             CK(cudaFreeAsync(dev, s));
-            double t5 = now_us();
+            double t5 = bench_now_us();
             memcpy(pageable2, pageable, size);
-            double t6 = now_us();
+            double t6 = bench_now_us();
             alloc[i] = t1 - t0, rec[i] = t2 - t1, launch[i] = t3 - t2, trip[i] = t4 - t2;
             freed[i] = t5 - t4, host[i] = t6 - t5;
         }
         CK(cudaStreamSynchronize(s));
-        printf("| %zu B | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", size, median(alloc, N),
-               median(freed, N), median(rec, N), median(launch, N), median(trip, N),
-               median(host, N));
+        printf("| %zu B | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", size,
+               bench_median(alloc, N), bench_median(freed, N), bench_median(rec, N),
+               bench_median(launch, N), bench_median(trip, N), bench_median(host, N));
         cudaFreeHost(pinned);
         free(pageable);
         free(pageable2);

@@ -46,18 +46,18 @@ static void *importer(void *arg)
         if (i >= n_values)
             return NULL;
         void *p;
-        double t0 = now_us();
+        double t0 = bench_now_us();
         CK(cudaMemPoolImportPointer(&p, imported, &exports[base + i]));
-        double t1 = now_us();
+        double t1 = bench_now_us();
         if (local_src) { /* a writer's copy into it, enqueued (as libgpukv's set_many) */
             CK(cudaMemcpyAsync(p, local_src, copy_len, cudaMemcpyDeviceToDevice, 0));
             CK(cudaStreamSynchronize(0));
         }
-        double t2 = now_us();
+        double t2 = bench_now_us();
         CK(cudaFree(p));
         import_us[i] = t1 - t0;
         copy_us[i] = t2 - t1;
-        free_us[i] = now_us() - t2;
+        free_us[i] = bench_now_us() - t2;
     }
 }
 
@@ -86,8 +86,8 @@ int main(int argc, char **argv)
         size_t want = (size_t)n_values * (size_t)(nthreads + 1) * sizeof(*exports), got = 0;
         while (got < want) {
             int more[GKV_FDPASS_MAX];
-            ssize_t r = gkv_fds_recv(sv[1], (char *)exports + got, want - got,
-                                     got ? more : &fd, got ? 0 : 1, &nfd);
+            ssize_t r = gkv_fds_recv(sv[1], (char *)exports + got, want - got, got ? more : &fd,
+                                     got ? 0 : 1, &nfd);
             if (r <= 0)
                 return 3;
             got += (size_t)r;
@@ -111,22 +111,23 @@ int main(int argc, char **argv)
             int k = threads[t] < 64 ? threads[t] : 64;
             next_value = 0;
             base = t * n_values; /* memory this process never imported */
-            double t0 = now_us();
+            double t0 = bench_now_us();
             for (int i = 0; i < k; i++)
                 pthread_create(&th[i], NULL, importer, NULL);
             for (int i = 0; i < k; i++)
                 pthread_join(th[i], NULL);
-            double wall = (now_us() - t0) / n_values;
-            printf("| %d | %.1f | %.1f | %.1f | %.1f |\n", k, median(import_us, n_values),
-                   median(copy_us, n_values), median(free_us, n_values), wall);
+            double wall = (bench_now_us() - t0) / n_values;
+            printf("| %d | %.1f | %.1f | %.1f | %.1f |\n", k, bench_median(import_us, n_values),
+                   bench_median(copy_us, n_values), bench_median(free_us, n_values), wall);
         }
         next_value = 0; /* the first pass's values again: memory this process imported before */
         base = 0;
-        double t0 = now_us();
+        double t0 = bench_now_us();
         importer(NULL);
-        double wall = (now_us() - t0) / n_values;
-        printf("| 1, imported before | %.1f | %.1f | %.1f | %.1f |\n", median(import_us, n_values),
-               median(copy_us, n_values), median(free_us, n_values), wall);
+        double wall = (bench_now_us() - t0) / n_values;
+        printf("| 1, imported before | %.1f | %.1f | %.1f | %.1f |\n",
+               bench_median(import_us, n_values), bench_median(copy_us, n_values),
+               bench_median(free_us, n_values), wall);
         char done = 1;
         if (write(sv[1], &done, 1) != 1)
             return 4;

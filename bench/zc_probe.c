@@ -17,12 +17,20 @@
 #include "cuda_bench.h"
 #include "fdpass.h"
 
-enum { OP_IMPORT, OP_FREE, OP_FREE_ASYNC, OP_FREE_ASYNC_NOSYNC, OP_COPY_IN, OP_REIMPORT_POOL,
-       OP_IMPORT_TWICE, OP_QUIT };
+enum {
+    OP_IMPORT,
+    OP_FREE,
+    OP_FREE_ASYNC,
+    OP_FREE_ASYNC_NOSYNC,
+    OP_COPY_IN,
+    OP_REIMPORT_POOL,
+    OP_IMPORT_TWICE,
+    OP_QUIT
+};
 
 typedef struct {
     int op;
-    int slot;                              /* which imported pointer (child keeps 8) */
+    int slot; /* which imported pointer (child keeps 8) */
     size_t size;
     struct cudaMemPoolPtrExportData data;
 } req_t;
@@ -76,7 +84,7 @@ static void child(int sock)
         req_t q;
         rep_t r = {0};
         xfer(sock, &q, sizeof(q), 0);
-        double t0 = now_us();
+        double t0 = bench_now_us();
         cudaError_t e = cudaSuccess;
         switch (q.op) {
         case OP_IMPORT:
@@ -93,7 +101,7 @@ static void child(int sock)
             break;
         case OP_FREE_ASYNC_NOSYNC:
             e = cudaFreeAsync(ptr[q.slot], s);
-            r.us = now_us() - t0;
+            r.us = bench_now_us() - t0;
             cudaStreamSynchronize(s);
             break;
         case OP_COPY_IN: /* private -> imported, and private -> private, D2D, waited for */
@@ -104,15 +112,15 @@ static void child(int sock)
                 CK(cudaDeviceSynchronize());
                 priv_size = q.size;
             }
-            t0 = now_us();
+            t0 = bench_now_us();
             e = cudaMemcpyAsync(ptr[q.slot], priv, q.size, cudaMemcpyDefault, s);
             if (e == cudaSuccess)
                 e = cudaStreamSynchronize(s);
-            r.us = now_us() - t0;
-            t0 = now_us();
+            r.us = bench_now_us() - t0;
+            t0 = bench_now_us();
             cudaMemcpyAsync((char *)priv + q.size, priv, q.size, cudaMemcpyDefault, s);
             cudaStreamSynchronize(s);
-            snprintf(r.note, sizeof(r.note), "private copy %.0f us", now_us() - t0);
+            snprintf(r.note, sizeof(r.note), "private copy %.0f us", bench_now_us() - t0);
             break;
         case OP_REIMPORT_POOL: { /* the same pool again, from a dup of its fd */
             int fd2 = dup(fd);
@@ -149,7 +157,7 @@ static void child(int sock)
             _exit(0);
         }
         if (!r.us)
-            r.us = now_us() - t0;
+            r.us = bench_now_us() - t0;
         r.err = e;
         if (e != cudaSuccess)
             snprintf(r.note, sizeof(r.note), "%s", cudaGetErrorString(e));
@@ -180,12 +188,12 @@ typedef struct {
 static void *ex_alloc(exporter_t *x, size_t size, struct cudaMemPoolPtrExportData *d, double *us)
 {
     void *p;
-    double t0 = now_us();
+    double t0 = bench_now_us();
     CK(cudaMallocFromPoolAsync(&p, size, x->pool, x->zc));
     CK(cudaStreamSynchronize(x->zc));
     CK(cudaMemPoolExportPointer(d, p));
     if (us)
-        *us = now_us() - t0;
+        *us = bench_now_us() - t0;
     return p;
 }
 
@@ -245,7 +253,7 @@ int main(void)
         }
         printf("size %zu: same allocation: import first %.1f us, then median %.1f us; cudaFree "
                "first %.1f, median %.1f us\n",
-               size, imp[0], median(imp + 1, R - 1), fr[0], median(fr + 1, R - 1));
+               size, imp[0], bench_median(imp + 1, R - 1), fr[0], bench_median(fr + 1, R - 1));
         /* 2. Freed and allocated again by the exporter each time (same size). */
         uintptr_t prev = (uintptr_t)p, same = 0;
         for (int i = 0; i < R; i++) {
@@ -258,35 +266,37 @@ int main(void)
         }
         printf("size %zu: re-allocated each time (%d/%d at the same address): alloc+export median "
                "%.1f us; import median %.1f us; cudaFree median %.1f us\n",
-               size, (int)same, R, median(a, R), median(imp, R), median(fr, R));
+               size, (int)same, R, bench_median(a, R), bench_median(imp, R), bench_median(fr, R));
         /* 2b. Where an exporter's re-allocation spends its time. */
         double tf[R], tm[R], ts[R], te[R], te2[R];
         for (int i = 0; i < R; i++) {
-            double t = now_us();
+            double t = bench_now_us();
             CK(cudaFreeAsync(p, x.zc));
-            tf[i] = now_us() - t;
-            t = now_us();
+            tf[i] = bench_now_us() - t;
+            t = bench_now_us();
             CK(cudaMallocFromPoolAsync(&p, size, x.pool, x.zc));
-            tm[i] = now_us() - t;
-            t = now_us();
+            tm[i] = bench_now_us() - t;
+            t = bench_now_us();
             CK(cudaStreamSynchronize(x.zc));
-            ts[i] = now_us() - t;
-            t = now_us();
+            ts[i] = bench_now_us() - t;
+            t = bench_now_us();
             CK(cudaMemPoolExportPointer(&d, p));
-            te[i] = now_us() - t;
-            t = now_us();
+            te[i] = bench_now_us() - t;
+            t = bench_now_us();
             CK(cudaMemPoolExportPointer(&d, p));
-            te2[i] = now_us() - t;
+            te2[i] = bench_now_us() - t;
         }
-        printf("size %zu: exporter medians: cudaFreeAsync %.1f us, cudaMallocFromPoolAsync %.1f us, "
-               "cudaStreamSynchronize %.1f us, cudaMemPoolExportPointer %.1f us (again %.1f us)\n",
-               size, median(tf, R), median(tm, R), median(ts, R), median(te, R), median(te2, R));
+        printf(
+            "size %zu: exporter medians: cudaFreeAsync %.1f us, cudaMallocFromPoolAsync %.1f us, "
+            "cudaStreamSynchronize %.1f us, cudaMemPoolExportPointer %.1f us (again %.1f us)\n",
+            size, bench_median(tf, R), bench_median(tm, R), bench_median(ts, R),
+            bench_median(te, R), bench_median(te2, R));
         /* 3. set_from_device's pattern: a new allocation while the old value lives, then the
          *    old one freed. */
         beside_old(&x, size, R, &p, a, imp, fr);
         printf("size %zu: new allocation beside the old: alloc+export median %.1f us; import "
                "median %.1f us; cudaFree median %.1f us\n",
-               size, median(a, R), median(imp, R), median(fr, R));
+               size, bench_median(a, R), bench_median(imp, R), bench_median(fr, R));
         /* 4. The same, with the child keeping an import of a third, long-lived allocation. */
         struct cudaMemPoolPtrExportData dk;
         void *keep = ex_alloc(&x, size, &dk, NULL);
@@ -296,7 +306,7 @@ int main(void)
         CK(cudaFreeAsync(keep, x.zc));
         printf("size %zu: same, another import held: import median %.1f us; cudaFree median "
                "%.1f us\n",
-               size, median(imp, R), median(fr, R));
+               size, bench_median(imp, R), bench_median(fr, R));
         /* 5. Free variants, and copy bandwidth into an imported allocation. */
         double fa[R], fn[R], cp[R];
         char note[96] = "";
@@ -319,10 +329,10 @@ int main(void)
         ask(OP_FREE, 0, 0, NULL);
         printf("size %zu: cudaFreeAsync+cudaStreamSynchronize median %.1f us; cudaFreeAsync alone "
                "%.1f us\n",
-               size, median(fa, R), median(fn, R));
+               size, bench_median(fa, R), bench_median(fn, R));
         if (size >= (1u << 20))
             printf("size %zu: copy private -> imported median %.0f us (last: %s)\n", size,
-                   median(cp, R), note);
+                   bench_median(cp, R), note);
         CK(cudaFreeAsync(p, x.zc));
         CK(cudaStreamSynchronize(x.zc));
     }
@@ -341,7 +351,7 @@ int main(void)
         }
         printf("size %zu: two allocations imported in turn: import A median %.1f us, B median "
                "%.1f us (first %.1f / %.1f)\n",
-               size, median(ia + 1, R - 1), median(ib + 1, R - 1), ia[0], ib[0]);
+               size, bench_median(ia + 1, R - 1), bench_median(ib + 1, R - 1), ia[0], ib[0]);
         CK(cudaFreeAsync(pa, x.zc));
         CK(cudaFreeAsync(pb, x.zc));
         CK(cudaStreamSynchronize(x.zc));
@@ -359,7 +369,8 @@ int main(void)
                 ask(OP_FREE, 0, 0, NULL);
             }
         printf("1 GiB: three allocations imported in turn: medians %.1f / %.1f / %.1f us\n",
-               median(t3[0] + 1, R - 1), median(t3[1] + 1, R - 1), median(t3[2] + 1, R - 1));
+               bench_median(t3[0] + 1, R - 1), bench_median(t3[1] + 1, R - 1),
+               bench_median(t3[2] + 1, R - 1));
         for (int j = 0; j < 3; j++)
             CK(cudaFreeAsync(p3[j], x.zc));
         CK(cudaStreamSynchronize(x.zc));
@@ -378,7 +389,8 @@ int main(void)
         }
         printf("1 GiB: import, copy into it, free, in turn over two allocations: import median "
                "%.1f us, copy %.0f us, cudaFree %.1f us\n",
-               median(ti + 2, 2 * R - 2), median(tc + 2, 2 * R - 2), median(tf + 2, 2 * R - 2));
+               bench_median(ti + 2, 2 * R - 2), bench_median(tc + 2, 2 * R - 2),
+               bench_median(tf + 2, 2 * R - 2));
         for (int j = 0; j < 2; j++)
             CK(cudaFreeAsync(p9[j], x.zc));
         CK(cudaStreamSynchronize(x.zc));
@@ -389,13 +401,13 @@ int main(void)
     static struct cudaMemPoolPtrExportData ds[N];
     for (int i = 0; i < N; i++)
         ps[i] = ex_alloc(&x, 4096, &ds[i], NULL);
-    double t0 = now_us(), tot = 0;
+    double t0 = bench_now_us(), tot = 0;
     for (int i = 0; i < N; i++) {
         tot += ask(OP_IMPORT, 0, 0, &ds[i]).us;
         ask(OP_FREE, 0, 0, NULL);
     }
     printf("2000 distinct 4 KiB allocations: import median-free mean %.2f us (loop %.0f us)\n",
-           tot / N, now_us() - t0);
+           tot / N, bench_now_us() - t0);
     for (int i = 0; i < N; i++)
         cudaFreeAsync(ps[i], x.zc);
     ask(OP_QUIT, 0, 0, NULL);
