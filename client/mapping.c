@@ -321,6 +321,59 @@ int gkv__need_zero_copy(gkv_client_t *c)
     return GKV_ENOTSUP;
 }
 
+/* A waiting MAP's early frame (PROTOCOL.md, "Early MAPs"): the memory of the value an
+ * asynchronous seal of the key is about to publish, imported now, while the producer's work
+ * runs; the answer then renews its lease when that value is the one returned. */
+typedef struct {
+    const void *key;
+    size_t klen;
+    gkv_mapping_t *m;   /* the import of the early frame's value, or NULL */
+    uint64_t lease;     /* the early frame's lease, when its import failed (else m's) */
+} early_t;
+
+/* gkv_early_fn: imports the early frame's value. An import that fails costs nothing but the
+ * lease, ended once the answer is read. */
+static int on_early(gkv_client_t *c, void *arg)
+{
+    early_t *e = arg;
+    if (e->m || e->lease || c->resp.status != 0 || !c->resp.lease)
+        return gkv__break(c, GKV_EPROTO); /* one early frame per request, with a lease */
+    int rc = gkv__mapping_make(c, 0, e->key, e->klen, &e->m);
+    if (rc) {
+        if (c->broken)
+            return rc;
+        e->m = NULL;
+        e->lease = c->resp.lease;
+    }
+    gkv_trace("c_early", c->resp.size, (uint64_t)rc); /* GPUKV_TRACE: the early import done */
+    return 0;
+}
+
+/* What an early frame left that the answer did not renew: its import freed and its lease
+ * ended (after the answer was read and used; gkv_last_version still says the answer's). */
+static int end_early(gkv_client_t *c, early_t *e)
+{
+    int rc = 0;
+    uint64_t version = c->last_version;
+    if (e->m && c->broken)
+        rc = gkv__mapping_drop(c, e->m);
+    else if (e->m)
+        rc = gkv__lease_release(c, &e->m, 1); /* its import goes first */
+    else if (e->lease && !c->broken)
+        gkv__lease_send_ends(c, GKV_OP_RELEASE, &e->lease, 1);
+    c->last_version = version;
+    e->m = NULL;
+    e->lease = 0;
+    return rc;
+}
+
+/* Whether range names the whole value (no range field is sent). */
+static bool whole(const gkv_range_t *range)
+{
+    return !range || (!range->suffix && !range->offset &&
+                      (!range->length || range->length == GKV_TO_END));
+}
+
 int gkv_map(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
             gkv_mapping_t **out)
 {
@@ -334,14 +387,28 @@ int gkv_map(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *ra
     gkv__put_key_range(c, key, klen, range);
     if (cm)
         gkv_wr_uint(&c->wr, GKV_F_LEASE, cm->lease);
-    if ((rc = gkv__send_waiting(c))) {
+    early_t early = {.key = key, .klen = klen};
+    c->map_early = !cm && whole(range);
+    rc = gkv__send_waiting_early(c, on_early, &early);
+    c->map_early = false;
+    if (rc) {
         if (cm && !c->broken)
             end_cached(c, cm); /* e.g. the key is gone: its old value need not stay */
+        (void)end_early(c, &early);
         return rc;
     }
     gkv_trace("c_reply", c->resp.size, 0);
     if (cm && c->resp.lease == cm->lease)
         return take_renewed(c, cm, out);
+    if (early.m && c->resp.lease == early.m->lease) { /* the value imported early */
+        mapping_t *m = (mapping_t *)early.m;
+        if ((rc = fill_mapping(c, m, m->base)) == 0) {
+            *out = early.m;
+            return 0;
+        }
+        (void)end_early(c, &early);
+        return rc;
+    }
     rc = gkv__mapping_make(c, 0, key, klen, out);
     gkv_trace("c_made", c->resp.size, (uint64_t)rc); /* the import done */
     if (rc && !c->broken) {
@@ -350,6 +417,7 @@ int gkv_map(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *ra
     }
     if (cm)
         rc = first_code(rc, end_cached(c, cm));
+    (void)end_early(c, &early); /* as a deferred RELEASE's, its errors are not the caller's */
     return rc;
 }
 

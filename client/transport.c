@@ -322,6 +322,8 @@ static void wait_take(gkv_client_t *c, struct timeval *saved)
     gkv_wr_uint(&c->wr, GKV_F_WAIT, wait_ms);
     if (c->wait_newer)
         gkv_wr_uint(&c->wr, GKV_F_AFTER, c->wait_after);
+    else if (c->map_early)
+        gkv_wr_uint(&c->wr, GKV_F_EARLY, 1);
     c->wait_newer = false;
     c->spin_ns = wait_spin_ns();
     socklen_t len = sizeof(*saved);
@@ -347,13 +349,23 @@ static void wait_end(gkv_client_t *c, const struct timeval *saved)
         (void)setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, saved, sizeof(*saved));
 }
 
-int gkv__send_waiting(gkv_client_t *c)
+int gkv__send_waiting_early(gkv_client_t *c, gkv_early_fn fn, void *arg)
 {
     struct timeval saved;
     wait_take(c, &saved);
     int rc = gkv__send(c, NULL, 0);
-    if (!rc)
-        rc = gkv__recv(c);
+    while (!rc && !(rc = gkv__recv(c)) && c->resp.early) {
+        if (!fn) {
+            rc = gkv__break(c, GKV_EPROTO); /* not asked for */
+            break;
+        }
+        rc = fn(c, arg);
+    }
     wait_end(c, &saved);
     return rc;
+}
+
+int gkv__send_waiting(gkv_client_t *c)
+{
+    return gkv__send_waiting_early(c, NULL, NULL);
 }

@@ -188,6 +188,9 @@ int gkv_req_decode(const uint8_t *hdr, size_t len, gkv_request_t *req, const cha
         case GKV_F_LOCAL:
             rc = gkv_read_uint(&r, &req->local);
             break;
+        case GKV_F_EARLY:
+            rc = gkv_read_uint(&r, &req->early);
+            break;
         case GKV_F_AFTER:
             rc = gkv_read_uint(&r, &req->after);
             req->has |= GKV_HAS_AFTER;
@@ -322,6 +325,7 @@ int gkv_resp_decode(const uint8_t *hdr, size_t len, gkv_response_t *resp)
         case GKV_F_EVENT: rc = gkv_read_uint(&r, &resp->event); break;
         case GKV_F_SEQ: rc = gkv_read_uint(&r, &resp->seq); break;
         case GKV_F_FENCES: rc = gkv_read_uint(&r, &resp->fences); break;
+        case GKV_F_EARLY: rc = gkv_read_uint(&r, &resp->early); break;
         case GKV_F_KEY: rc = gkv_read_bin(&r, &resp->key); break;
         case GKV_F_LEASE: rc = gkv_read_uint(&r, &resp->lease); break;
         case GKV_F_SPARE: rc = gkv_read_uint(&r, &resp->spare); break;

@@ -79,6 +79,7 @@ enum {
     GKV_F_TARGET = 68, /* SEAL (async): the value the counter reaches when the writes are done */
     GKV_F_LOCAL = 69,  /* WATCH request: 1 watches this node's own changes (a cluster node) */
     GKV_F_AFTER = 70,  /* GET, MAP with wait: wait for a value whose version is above this */
+    GKV_F_EARLY = 71,  /* MAP with wait: 1 takes an early frame; reply: 1 marks that frame */
 };
 
 /* SEAL's flags field (SET and CREATE use 1 and 2: NX, XX): keep the lease, as a MAP lease on
@@ -135,6 +136,7 @@ typedef struct {
     uint64_t fence, target; /* SEAL with async: the counter (byte offset) and its target */
     uint64_t fences;    /* HELLO: 1 asks for the fence region */
     uint64_t local;     /* WATCH: 1 watches this node's own changes only */
+    uint64_t early;     /* MAP with wait: 1 takes an early frame (PROTOCOL.md) */
     uint64_t gpu;       /* SET, CREATE, MOVE: the GPU's ordinal in the daemon, unless gpu_uuid */
     gkv_slice_t gpu_uuid; /* ... or its UUID (len > 0) */
     gkv_slice_t token;  /* HELLO: the authentication token (--auth-token-file) */
@@ -181,6 +183,7 @@ typedef struct {
     uint64_t event; /* a WATCH's event frame: GKV_EVENT_* (0: not an event) */
     uint64_t seq;   /* an event's, or WATCH's reply: the daemon's count of changes */
     uint64_t fences; /* HELLO: the fence region's size (its fd is the last passed), 0: none */
+    uint64_t early;  /* MAP: 1 in the early frame of a waiting MAP (PROTOCOL.md) */
 
     gkv_slice_t key; /* an event's key */
     gkv_slice_t message, meta, cursor, server, backend, zc, zc_why, export_data;

@@ -412,7 +412,10 @@ GKV_EXPORT int gkv_unwatch(gkv_client_t *c);
  * gkv_client_errmsg says why), GKV_ENOTFOUND, GKV_ERANGE, GKV_ELEASELIMIT, ... */
 GKV_EXPORT int gkv_map(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
                        gkv_mapping_t **out);
-/* Like gkv_map, waiting for a key that does not exist yet as gkv_get_wait does. */
+/* Like gkv_map, waiting for a key that does not exist yet as gkv_get_wait does. A MAP of the
+ * whole value imports the memory of a value an asynchronous seal of the key is about to publish
+ * while it waits (an early frame, PROTOCOL.md "Early MAPs"), so that its answer needs no
+ * import then. */
 GKV_EXPORT int gkv_map_wait(gkv_client_t *c, const void *key, size_t klen,
                             const gkv_range_t *range, uint32_t wait_ms, gkv_mapping_t **out);
 /* One item of gkv_map_many. key is borrowed; the library fills status (0 or a negative code,

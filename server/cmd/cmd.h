@@ -56,4 +56,13 @@ const gkv_command_t *gkv_command_lookup(const gkv_cmd_ctx_t *ctx, uint64_t op);
  * rep->wr and no reference is held. */
 int gkv_dispatch(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep);
 
+/* The early frame of waiting MAP request id (net/keywait.h, PROTOCOL.md): a read lease of the
+ * connection (rep->leases) on e, an asynchronous seal's value that waits for its fence, and
+ * what an import of e needs, written into rep->wr with early = 1; *lease is its id. Nothing is
+ * written (GKV_ENOTSUP, GKV_ELEASELIMIT, or the export's or writer's error) when e cannot be
+ * handed out to this connection now: on a GPU its zero-copy does not reach, carved from a
+ * slab, or past its lease limits. */
+int gkv_cmd_map_early(gkv_cmd_ctx_t *ctx, gkv_reply_t *rep, uint64_t id, gkv_entry_t *e,
+                      uint64_t *lease);
+
 #endif

@@ -131,6 +131,41 @@ int gkv_cmd_map(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
     return rc;
 }
 
+int gkv_cmd_map_early(gkv_cmd_ctx_t *ctx, gkv_reply_t *rep, uint64_t id, gkv_entry_t *e,
+                      uint64_t *lease)
+{
+    if ((e->dev != 0 && !rep->in.zc_every_gpu) || !e->size ||
+        !gkv_store_exportable(ctx->store, e))
+        return GKV_ENOTSUP;
+    if (rep->leases->count >= ctx->lim.max_leases ||
+        e->size > ctx->lim.max_leased_bytes - rep->leases->bytes)
+        return GKV_ELEASELIMIT;
+    gkv_wr_t *w = rep->wr;
+    size_t mark = w->sb.size;
+    gkv_reply_ok(w, id);
+    gkv_wr_uint(w, GKV_F_EARLY, 1);
+    int rc = write_export(ctx, w, e);
+    gkv_lease_t *l = NULL;
+    if (rc == 0) {
+        gkv_store_ref(e);
+        if ((rc = gkv_lease_add(rep->leases, e, false, 0, &l)))
+            gkv_store_unref(ctx->store, e);
+    }
+    if (rc == 0) {
+        gkv_wr_uint(w, GKV_F_LEASE, l->id);
+        gkv_wr_uint(w, GKV_F_SIZE, e->size);
+        gkv_wr_uint(w, GKV_F_OFFSET, 0);
+        gkv_wr_uint(w, GKV_F_LENGTH, e->size);
+        if ((rc = gkv_wr_end(w)) == 0) {
+            *lease = l->id;
+            return 0;
+        }
+        gkv_lease_drop(rep->leases, ctx->store, l);
+    }
+    w->sb.size = mark; /* the frame begun is taken back: nothing was written */
+    return rc;
+}
+
 /* Protocol 1's CREATE offering a spare (`lease`): when it is this connection's spare of the
  * same key and size, the reply names the same lease, now writable, on the same memory (not
  * cleared: it holds this key's older value, which this connection mapped). Returns 1 when the

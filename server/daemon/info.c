@@ -136,6 +136,7 @@ int gkv_cmd_info(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
         "# Clients\r\nconnected_clients:%" PRIu64 "\r\nmaxclients:%" PRIu64
         "\r\nwaiting_for_keys:%" PRIu64 "\r\nkey_waits_woken:%" PRIu64
         "\r\nkey_waits_timed_out:%" PRIu64 "\r\nkey_waits_rechecked:%" PRIu64
+        "\r\nkey_waits_early:%" PRIu64
         "\r\nwatching_clients:%" PRIu64
         "\r\nwatch_events_sent:%" PRIu64 "\r\nwatches_overflowed:%" PRIu64 "\r\nchanges:%" PRIu64
         "\r\nasync_seals_waiting:%" PRIu64 "\r\nasync_seals_published:%" PRIu64
@@ -160,7 +161,7 @@ int gkv_cmd_info(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
         be0->name, be0->device, be0->gpu_name, be0->gpu_uuid, srv->cfg.socket_path,
         srv->tcp_bound[0] ? srv->tcp_bound : "off",
         srv->metrics_bound[0] ? srv->metrics_bound : "off", srv->key_order_thread ? "yes" : "no",
-        srv->net.nconns, srv->cfg.maxclients, kw[0], kw[1], kw[2], kw[3], wa[0], wa[1], wa[2],
+        srv->net.nconns, srv->cfg.maxclients, kw[0], kw[1], kw[2], kw[3], ss->early_maps, wa[0], wa[1], wa[2],
         st->changes, fe[0], fe[1], fe[2], fe[3], fe[4], st->used, st->limit, gkv_policy_name(st->policy),
         evictable_estimate(srv), dt.device_total, dt.kept_bytes, dt.kept_reuses, dt.kept_ahead,
         gkv_index_memory(st->ix), srv->cfg.max_value, srv->cfg.max_key, ss->total_connections,

@@ -143,6 +143,11 @@ struct gkv_conn {
     uint64_t kw_deadline;
     uint64_t kw_recheck; /* a cluster node's: when it asks the key's home again (0: never) */
     bool kw_timed_out;
+    /* An early MAP (keywait.h): the waiting request takes an early frame (kw_early, request
+     * kw_req_id); early_lease, the lease that frame granted, is offered for renewal when request
+     * early_req_id runs again. */
+    bool kw_early;
+    uint64_t kw_req_id, early_lease, early_req_id;
     struct gkv_watch *watch; /* its watch of a prefix (watch.h), NULL when it watches none */
     struct gkv_fence *fence; /* its fence page and asynchronous seals (fence.h), or NULL */
     gkv_route_ticket_t route;             /* the request in the cluster's hands (wait.cluster) */

@@ -46,6 +46,11 @@ void gkv_conn_release_ahead(gkv_conn_t *c);
  * from where the socket stopped, a partly filled payload chunk is copied in first). True when
  * it did; false when c holds no buffer it can give now (a copy is busy, the socket is not full). */
 bool gkv_conn_yield_stage(gkv_conn_t *c);
+/* A MAP of c that waits for its key and asked for an early frame (c->kw_early) gets one now on
+ * e, the unpublished value of an asynchronous seal of that key (keywait.h): a lease on e and
+ * what its import needs, written and flushed. False when c has one already, may not (a GPU its
+ * zero-copy does not reach, its lease limits) or is closing: it then just waits. */
+bool gkv_conn_early(gkv_conn_t *c, gkv_entry_t *e);
 /* Restores the send buffer a large reply raised (send.c); also when c closes. */
 void gkv_conn_narrow_sndbuf(gkv_conn_t *c);
 

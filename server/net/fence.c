@@ -10,6 +10,7 @@
 
 #include "conn_impl.h"
 #include "error.h"
+#include "keywait.h"
 #include "log.h"
 #include "trace.h"
 
@@ -32,6 +33,7 @@ typedef struct {
     uint64_t target;
     uint64_t since_ns; /* uv_hrtime at the seal */
     uint32_t slot;
+    bool linked; /* early MAPs lease it (keywait.h): published by linking it (store.h) */
 } waiting_t;
 
 /* A connection's fence page and the seals that wait on it, oldest first (a ring). */
@@ -101,7 +103,7 @@ static void publish(gkv_fences_t *fs, struct gkv_fence *f, waiting_t *w)
     gkv_store_t *st = net->store;
     st->now_ms = uv_hrtime() / 1000000;
     gkv_entry_t *holder = NULL;
-    int rc = gkv_store_publish(st, w->entry, 0, &holder);
+    int rc = gkv_store_publish(st, w->entry, w->linked ? GKV_PUBLISH_LINK : 0, &holder);
     gkv_trace("d_sealed", w->entry->size, (uint64_t)-rc); /* GPUKV_TRACE: the publication */
     if (rc == 0) {
         /* The lease follows the value if publishing moved it into the key's entry. */
@@ -374,10 +376,31 @@ int gkv_fence_seal(gkv_conn_t *c, const gkv_request_t *req, gkv_lease_t *l)
     (void)gkv_wr_end(&c->out);
     /* Work done by the time the SEAL came (or host memory, written first) publishes now. */
     poll_one(fs, f);
-    if (f->n)
+    if (f->n) { /* this seal waits (the ring's newest; seals publish in order) */
         list_add(fs, f);
+        waiting_t *last = &f->q[(f->head + f->n - 1) % GKV_FENCE_SLOTS];
+        if (gkv_keywaits_sealing(c->net, last->entry))
+            last->linked = true;
+    }
     keep_polling(fs, true);
     return 0;
+}
+
+gkv_entry_t *gkv_fence_pending(gkv_net_t *net, const uint8_t *key, size_t klen, bool **linked)
+{
+    gkv_fences_t *fs = net->fences;
+    for (struct gkv_fence *f = fs ? fs->head : NULL; f; f = f->next) {
+        for (uint32_t k = f->n; k-- > 0;) { /* newest first */
+            waiting_t *w = &f->q[(f->head + k) % GKV_FENCE_SLOTS];
+            size_t wlen;
+            const uint8_t *wkey = gkv_store_key(net->store, w->entry, &wlen);
+            if (wlen == klen && memcmp(wkey, key, klen) == 0) {
+                *linked = &w->linked;
+                return w->entry;
+            }
+        }
+    }
+    return NULL;
 }
 
 bool gkv_fence_waiting(const gkv_conn_t *c)

@@ -50,6 +50,10 @@ int gkv_fence_open(gkv_conn_t *c, int *fd);
  * a target not above the counter's last, BUSY with GKV_FENCE_SLOTS seals waiting). Returns 0 or
  * the error code written. */
 int gkv_fence_seal(gkv_conn_t *c, const gkv_request_t *req, gkv_lease_t *l);
+/* An asynchronous seal of key (klen bytes) that waits for its fence (the newest of a
+ * connection's, when several do; any connection's), or NULL. *linked is its flag to set when
+ * an early MAP was given its value (keywait.h): it is then published by linking. */
+gkv_entry_t *gkv_fence_pending(gkv_net_t *net, const uint8_t *key, size_t klen, bool **linked);
 /* True while c has asynchronous seals waiting. */
 bool gkv_fence_waiting(const gkv_conn_t *c);
 /* c closes: its waiting seals are discarded, its page unmapped. */

@@ -135,6 +135,21 @@ void gkv_keywaits_published(gkv_net_t *net, const uint8_t *key, size_t klen)
     rearm(w);
 }
 
+unsigned gkv_keywaits_sealing(gkv_net_t *net, gkv_entry_t *e)
+{
+    gkv_keywaits_t *w = net->keywaits;
+    kw_bucket_t *b = NULL;
+    if (!w)
+        return 0;
+    size_t klen;
+    const uint8_t *key = gkv_store_key(net->store, e, &klen);
+    HASH_FIND(hh, w->keys, key, klen, b);
+    unsigned n = 0;
+    for (gkv_conn_t *c = b ? b->head : NULL; c; c = c->kw_next)
+        n += gkv_conn_early(c, e);
+    return n;
+}
+
 void gkv_keywaits_wake_all(gkv_net_t *net)
 {
     gkv_keywaits_t *w = net->keywaits;

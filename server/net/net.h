@@ -33,6 +33,7 @@ typedef struct {
     uint64_t auth_failures;  /* HELLOs with a wrong or missing token */
     uint64_t rejected_peers; /* Unix connections refused by --allow-uid / --allow-gid */
     uint64_t staging_waits;  /* transfers that queued for a staging buffer */
+    uint64_t early_maps;     /* early frames sent to waiting MAPs (keywait.h) */
 } gkv_net_stats_t;
 
 /* The settings connections go by: written by the daemon (gkv_net_apply) at start and when a

@@ -15,6 +15,7 @@
 #include "fence.h"
 #include "keywait.h"
 #include "log.h"
+#include "trace.h"
 #include "watch.h"
 
 static void protocol_error(gkv_conn_t *c, const char *why)
@@ -161,13 +162,43 @@ static bool park_for_key(gkv_conn_t *c, const gkv_request_t *req, int *rc)
         recheck = now + GKV_CL_WAIT_RECHECK_MS;
     }
     int e = gkv_keywait_park(c, req->key.p, req->key.len, c->kw_deadline, recheck);
-    if (!e)
+    if (!e) {
+        /* A whole value's MAP may take an early frame: at once when a seal of its key waits
+         * already, else when one comes (gkv_keywaits_sealing). */
+        c->kw_early = req->op == GKV_OP_MAP && req->early == 1 && c->zero_copy &&
+                      !(req->has & (GKV_HAS_OFFSET | GKV_HAS_LENGTH | GKV_HAS_SUFFIX |
+                                    GKV_HAS_AFTER | GKV_HAS_LEASE));
+        c->kw_req_id = req->id;
+        bool *linked;
+        gkv_entry_t *pending =
+            c->kw_early ? gkv_fence_pending(c->net, req->key.p, req->key.len, &linked) : NULL;
+        if (pending && gkv_conn_early(c, pending))
+            *linked = true;
         return true;
+    }
     c->kw_deadline = 0;
     *rc = e;
     gkv_reply_error(&c->out, req->id, e,
                     e == GKV_EBUSY ? "too many requests wait for keys" : "out of host memory");
     return false;
+}
+
+bool gkv_conn_early(gkv_conn_t *c, gkv_entry_t *e)
+{
+    if (!c->kw_early || c->early_lease || c->closing || !c->kw_bucket)
+        return false;
+    gkv_reply_t rep;
+    gkv_reply_init(&rep, &c->out, &c->leases);
+    rep.in.zc_every_gpu = c->zc_every_gpu;
+    uint64_t lease;
+    if (gkv_cmd_map_early(c->net->cmd, &rep, c->kw_req_id, e, &lease) != 0)
+        return false;
+    c->early_lease = lease;
+    c->early_req_id = c->kw_req_id;
+    c->net->stats.early_maps++;
+    gkv_trace("d_early", e->size, lease); /* GPUKV_TRACE: an early frame out */
+    gkv_conn_flush(c);
+    return true;
 }
 
 /* A request a watching connection may not make (watch.h) is answered INVAL; its payload, if
@@ -207,6 +238,13 @@ static bool handle_request(gkv_conn_t *c, const gkv_request_t *routed)
         run.vversion = c->net->cluster && c->authed && (run.has & GKV_HAS_KEY)
                            ? gkv_cluster_value_version(c->net->cluster, run.key.p, run.key.len)
                            : 0;
+    /* A MAP that took an early frame offers that frame's lease: when its value is the one
+     * returned, the answer renews it and the client's import of it stands. */
+    if (c->early_lease && routed->id == c->early_req_id && routed->op == GKV_OP_MAP &&
+        !(run.has & GKV_HAS_LEASE)) {
+        run.lease = c->early_lease;
+        run.has |= GKV_HAS_LEASE;
+    }
     const gkv_request_t *req = &run;
     gkv_reply_t rep;
     gkv_reply_init(&rep, &c->out, &c->leases);
@@ -248,6 +286,8 @@ static bool handle_request(gkv_conn_t *c, const gkv_request_t *routed)
     }
     c->room_waits = 0;
     c->kw_deadline = 0;
+    c->kw_early = false;
+    c->early_lease = 0; /* the client releases it unless the answer renewed it */
     c->kw_timed_out = false;
     /* Every SEAL the cluster routed comes back to it (its key NULL if it could not be
      * copied): what the route reserved for it ends there. */

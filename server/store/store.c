@@ -432,7 +432,7 @@ int gkv_store_publish(gkv_store_t *st, gkv_entry_t *e, unsigned flags, gkv_entry
         *holder = e;
     if (cur == e)
         return 0; /* already published */
-    if (cur && cur->refs == 1) {
+    if (cur && cur->refs == 1 && !(flags & GKV_PUBLISH_LINK)) {
         /* Nothing but the index uses the current entry: move the new value into it, in place,
          * and leave the old value with e (freed when its owner lets go). Replacing the node
          * would cost a walk down the radix tree and a hash lookup; this costs none. The deadline

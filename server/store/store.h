@@ -195,8 +195,13 @@ const uint8_t *gkv_store_key(const gkv_store_t *st, const gkv_entry_t *e, size_t
 /* The entry's metadata, or NULL with *len = 0. */
 const uint8_t *gkv_entry_meta(const gkv_entry_t *e, uint32_t *len);
 
-/* Publishes e's value under e's key. flags: GKV_SET_NX / GKV_SET_XX. The caller keeps its
- * reference on e either way. If the key's current entry is used by nothing but the index, the
+/* publish's flag (beside GKV_SET_NX / GKV_SET_XX): e itself is linked, never moved into the
+ * key's entry, so the value stays in the entry whose leases other connections hold (an early
+ * MAP's, net/keywait.h). */
+#define GKV_PUBLISH_LINK 0x100u
+/* Publishes e's value under e's key. flags: GKV_SET_NX / GKV_SET_XX, GKV_PUBLISH_LINK. The
+ * caller keeps its reference on e either way. If the key's current entry is used by nothing
+ * but the index (and no GKV_PUBLISH_LINK), the
  * new value moves into it and e keeps the old value (freed with e); otherwise e is linked (the
  * index takes a reference) and the old entry's index reference is dropped. Readers see the old
  * value or the new one, never a mix. *holder (when not NULL) gets the entry that holds the new

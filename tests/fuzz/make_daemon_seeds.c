@@ -2,7 +2,7 @@
  * read) into the directory given: sessions of one to three clients that use every command, move
  * small and large values, pipeline past the output limit, go away mid-transfer, hand over and
  * drop a TAKEOVER, stop the daemon under load, watch keys past the watch buffer, and wait
- * for keys and newer versions. Its output is committed in corpus_daemon/;
+ * for keys and newer versions, take early MAP frames. Its output is committed in corpus_daemon/;
  * run it again after changing the steps (tests/fuzz/run.sh builds it). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -396,6 +396,48 @@ int main(int argc, char **argv)
     leave(0, 0);
     turns(2);
     save(dir, "waits_after");
+
+    /* Early MAPs: client 1 waits for a key with early (and one with a range, which takes none);
+     * client 0 seals it asynchronously, its counter never written, then goes away; client 1's
+     * waits then end. */
+    req(&w, GKV_OP_HELLO, 1, NULL);
+    gkv_wr_uint(&w, GKV_F_ZC, 2);
+    gkv_wr_end(&w);
+    req(&w, GKV_OP_MAP, 2, "e");
+    gkv_wr_uint(&w, GKV_F_WAIT, 50);
+    gkv_wr_uint(&w, GKV_F_EARLY, 1);
+    gkv_wr_end(&w);
+    send_frames(1, &w);
+    req(&w, GKV_OP_HELLO, 1, NULL);
+    gkv_wr_uint(&w, GKV_F_ZC, 2);
+    gkv_wr_uint(&w, GKV_F_FENCES, 1);
+    gkv_wr_end(&w);
+    req(&w, GKV_OP_CREATE, 2, "e");
+    gkv_wr_uint(&w, GKV_F_SIZE, 4096);
+    gkv_wr_end(&w);
+    req(&w, GKV_OP_SEAL, 3, NULL);
+    gkv_wr_uint(&w, GKV_F_LEASE, 2);
+    gkv_wr_uint(&w, GKV_F_ASYNC, 1);
+    gkv_wr_uint(&w, GKV_F_FENCE, 8);
+    gkv_wr_uint(&w, GKV_F_TARGET, 1);
+    gkv_wr_end(&w);
+    send_frames(0, &w);
+    turns(4);
+    req(&w, GKV_OP_MAP, 3, "e");
+    gkv_wr_uint(&w, GKV_F_WAIT, 20);
+    gkv_wr_uint(&w, GKV_F_EARLY, 1);
+    gkv_wr_uint(&w, GKV_F_OFFSET, 1);
+    gkv_wr_end(&w);
+    req(&w, GKV_OP_RELEASE, 4, NULL);
+    gkv_wr_uint(&w, GKV_F_LEASE, 1);
+    gkv_wr_end(&w);
+    send_frames(1, &w);
+    turns(4);
+    leave(0, 0);
+    turns(4);
+    leave(1, 0);
+    turns(2);
+    save(dir, "early_maps");
 
     gkv_wr_fini(&w);
     return 0;

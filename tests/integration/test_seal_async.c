@@ -4,7 +4,9 @@
  * the order they were made, and a synchronous seal after them waits for them; a connection that
  * goes away first (or a producer killed) publishes nothing and holds nothing; 64 seals wait at most per connection; a
  * stream's earlier work comes before the publication (GPU); bad seals are refused and leave the
- * value writable; the daemon checks the counter and target a seal names (raw frames). */
+ * value writable; the daemon checks the counter and target a seal names (raw frames); a
+ * waiting MAP takes an early frame of a sealed value and its answer renews that lease (raw),
+ * and libgpukv's early imports with their fallbacks (a SET instead, a timeout, a range). */
 #include <check.h>
 #include <gpukv/gpukv.h>
 #include <pthread.h>
@@ -439,6 +441,200 @@ START_TEST(the_daemon_checks_the_counter_and_target_a_seal_names)
 }
 END_TEST
 
+/* A raw MAP of key that waits (5 s) for it and takes an early frame (id 7). */
+static void raw_map_early(int fd, const char *key)
+{
+    gkv_wr_t w;
+    gkv_wr_init(&w);
+    gkv_wr_begin(&w);
+    gkv_wr_uint(&w, GKV_F_OP, GKV_OP_MAP);
+    gkv_wr_uint(&w, GKV_F_ID, 7);
+    gkv_wr_bin(&w, GKV_F_KEY, key, strlen(key));
+    gkv_wr_uint(&w, GKV_F_WAIT, 5000);
+    gkv_wr_uint(&w, GKV_F_EARLY, 1);
+    gkv_wr_end(&w);
+    ck_assert_int_eq(write(fd, w.sb.data, w.sb.size), (ssize_t)w.sb.size);
+    gkv_wr_fini(&w);
+}
+
+static int raw_zero_copy(const char *sock)
+{
+    int fd = raw_connect(sock), fds[16];
+    unsigned n = 0;
+    raw_hello_fds(fd, 1, fds, 16, &n);
+    ck_assert_uint_ge(n, 1);
+    for (unsigned i = 0; i < n; i++)
+        close(fds[i]);
+    return fd;
+}
+
+/* Early MAPs on the wire: a waiting MAP that asked for it gets one early frame naming the
+ * memory of the value an asynchronous seal of its key waits to publish, with a lease; its answer
+ * renews that lease. Both orders: the MAP waiting before the seal, and after it. */
+START_TEST(a_waiting_map_gets_an_early_frame_and_its_answer_renews_that_lease)
+{
+    gkv_daemon_t d = start();
+    gkv_client_t *c = connect_or_fail(d.url), *r = connect_or_fail(d.url);
+    for (int order = 0; order < 2; order++) {
+        const char *key = order ? "early/after" : "early/before";
+        int fd = raw_zero_copy(d.sock);
+        gkv_fence_t f;
+        if (order == 0) { /* the MAP waits first */
+            raw_map_early(fd, key);
+            for (int i = 0; i < 500 && info_u64(r, "waiting_for_keys") == 0; i++)
+                harness_sleep_ms(2);
+        }
+        ck_assert_int_eq(gkv_seal_deferred(c, created(c, key, 8192, 'e'), &f), 0);
+        if (order == 1)
+            raw_map_early(fd, key);
+        gkv_response_t er, fr;
+        uint8_t h1[4096], h2[4096];
+        ck_assert_int_eq(raw_read_response(fd, &er, h1, sizeof(h1)), 0);
+        ck_assert_uint_eq(er.id, 7);
+        ck_assert_uint_eq(er.early, 1);
+        ck_assert_uint_gt(er.lease, 0);
+        ck_assert_uint_eq(er.size, 8192);
+        ck_assert_uint_eq(er.offset, 0);
+        ck_assert_uint_eq(er.length, 8192);
+        ck_assert_uint_eq(info_u64(r, "key_waits_early"), (uint64_t)order + 1);
+        ck_assert_int_eq(first_byte(r, key), 0); /* not published yet */
+        complete(&f);
+        ck_assert_int_eq(raw_read_response(fd, &fr, h2, sizeof(h2)), 0);
+        ck_assert_uint_eq(fr.id, 7);
+        ck_assert_uint_eq(fr.early, 0);
+        ck_assert_uint_eq(fr.lease, er.lease); /* renewed: the same value, no new lease */
+        ck_assert_uint_eq(fr.size, 8192);
+        ck_assert_int_eq(raw_request(fd, GKV_OP_RELEASE, (raw_fields_t){.lease = er.lease}, &fr,
+                                     h2, sizeof(h2)),
+                         0);
+        ck_assert_int_eq(first_byte(r, key), 'e');
+        close(fd);
+    }
+    gkv_client_close(c);
+    gkv_client_close(r);
+    ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
+typedef struct {
+    const char *url, *key;
+    const gkv_range_t *range;
+    uint32_t wait_ms;
+    int rc;
+    size_t length;
+    char first, last;
+} consumer_t;
+
+/* A consumer's waiting MAP (libgpukv, which asks for early frames), on a connection of its
+ * own: what it got, and the first and last bytes of the value mapped. */
+static void *consume(void *arg)
+{
+    consumer_t *k = arg;
+    gkv_client_t *c = connect_or_fail(k->url);
+    gkv_mapping_t *m;
+    k->rc = gkv_map_wait(c, KEY(k->key), k->range, k->wait_ms, &m);
+    if (k->rc == 0) {
+        char b[2] = {0, 0};
+        k->length = m->length;
+        if (m->on_device) {
+            ck_assert_int_eq(gkv_test_gpu_read(b, m->ptr, 1), 0);
+            ck_assert_int_eq(gkv_test_gpu_read(b + 1, (char *)m->ptr + m->length - 1, 1), 0);
+        } else {
+            b[0] = ((char *)m->ptr)[0];
+            b[1] = ((char *)m->ptr)[m->length - 1];
+        }
+        k->first = b[0];
+        k->last = b[1];
+        ck_assert_int_eq(gkv_unmap(c, m), 0);
+    }
+    gkv_client_close(c);
+    return NULL;
+}
+
+static void until_waiting(gkv_client_t *r, uint64_t n)
+{
+    for (int i = 0; i < 500 && info_u64(r, "waiting_for_keys") != n; i++)
+        harness_sleep_ms(2);
+    ck_assert_uint_eq(info_u64(r, "waiting_for_keys"), n);
+}
+
+/* Through libgpukv: the consumer imports the value early and maps it once it is published;
+ * when the value it imported early is not the one it gets (its producer went away, a SET came
+ * instead), or its wait times out, that import and its lease are let go; a MAP of a range takes
+ * no early frame. Nothing stays leased after. */
+START_TEST(early_maps_through_the_library_and_their_fallbacks)
+{
+    gkv_daemon_t d = start();
+    gkv_client_t *r = connect_or_fail(d.url);
+    /* 1. The value imported early is the one mapped. */
+    consumer_t k = {.url = d.url, .key = "lib/1", .wait_ms = 5000};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, consume, &k), 0);
+    until_waiting(r, 1);
+    gkv_client_t *c = connect_or_fail(d.url);
+    gkv_fence_t f;
+    ck_assert_int_eq(gkv_seal_deferred(c, created(c, "lib/1", 65536, 'a'), &f), 0);
+    for (int i = 0; i < 500 && info_u64(r, "key_waits_early") == 0; i++)
+        harness_sleep_ms(2);
+    ck_assert_uint_eq(info_u64(r, "key_waits_early"), 1);
+    harness_sleep_ms(20);
+    ck_assert_uint_eq(info_u64(r, "waiting_for_keys"), 1); /* still waiting */
+    complete(&f);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(k.rc, 0);
+    ck_assert_uint_eq(k.length, 65536);
+    ck_assert(k.first == 'a' && k.last == 'a');
+    /* 2. The producer goes away before its counter; a SET of the key comes instead. */
+    consumer_t k2 = {.url = d.url, .key = "lib/2", .wait_ms = 5000};
+    ck_assert_int_eq(pthread_create(&t, NULL, consume, &k2), 0);
+    until_waiting(r, 1);
+    gkv_client_t *p = connect_or_fail(d.url);
+    ck_assert_int_eq(gkv_seal_deferred(p, created(p, "lib/2", 65536, 'x'), &f), 0);
+    for (int i = 0; i < 500 && info_u64(r, "key_waits_early") == 1; i++)
+        harness_sleep_ms(2);
+    ck_assert_uint_eq(info_u64(r, "key_waits_early"), 2);
+    gkv_client_close(p); /* discarded, never published */
+    until_none_waits(r);
+    char v[100];
+    memset(v, 'b', sizeof(v));
+    ck_assert_int_eq(gkv_set(r, KEY("lib/2"), v, sizeof(v), NULL), 0);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(k2.rc, 0);
+    ck_assert_uint_eq(k2.length, 100);
+    ck_assert(k2.first == 'b' && k2.last == 'b');
+    /* 3. The wait times out with an early frame taken. */
+    consumer_t k3 = {.url = d.url, .key = "lib/3", .wait_ms = 1500};
+    ck_assert_int_eq(pthread_create(&t, NULL, consume, &k3), 0);
+    until_waiting(r, 1);
+    ck_assert_int_eq(gkv_seal_deferred(c, created(c, "lib/3", 4096, 'y'), &f), 0);
+    for (int i = 0; i < 500 && info_u64(r, "key_waits_early") == 2; i++)
+        harness_sleep_ms(2);
+    ck_assert_uint_eq(info_u64(r, "key_waits_early"), 3);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(k3.rc, GKV_ETIMEDOUT);
+    /* 4. A range: no early frame. */
+    gkv_range_t range = {.offset = 1, .length = 2};
+    consumer_t k4 = {.url = d.url, .key = "lib/4", .range = &range, .wait_ms = 5000};
+    ck_assert_int_eq(pthread_create(&t, NULL, consume, &k4), 0);
+    until_waiting(r, 1);
+    gkv_fence_t g;
+    ck_assert_int_eq(gkv_seal_deferred(c, created(c, "lib/4", 4096, 'z'), &g), 0);
+    harness_sleep_ms(20);
+    ck_assert_uint_eq(info_u64(r, "key_waits_early"), 3);
+    complete(&g);
+    complete(&f); /* lib/3 too (it was never waited for again) */
+    pthread_join(t, NULL);
+    ck_assert_int_eq(k4.rc, 0);
+    ck_assert_uint_eq(k4.length, 2);
+    ck_assert(k4.first == 'z');
+    gkv_client_close(c);
+    until_none_waits(r);
+    ck_assert_uint_eq(info_u64(r, "leases"), 0);
+    gkv_client_close(r);
+    ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("seal_async");
@@ -453,6 +649,8 @@ static Suite *make_suite(void)
     tcase_add_test(t, a_stream_s_earlier_work_comes_before_the_publication);
     tcase_add_test(t, bad_async_seals_are_refused_and_leave_the_value_writable);
     tcase_add_test(t, the_daemon_checks_the_counter_and_target_a_seal_names);
+    tcase_add_test(t, a_waiting_map_gets_an_early_frame_and_its_answer_renews_that_lease);
+    tcase_add_test(t, early_maps_through_the_library_and_their_fallbacks);
     suite_add_tcase(s, t);
     return s;
 }
