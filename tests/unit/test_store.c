@@ -113,6 +113,24 @@ START_TEST(overwrite_under_a_reader_links_the_new_entry)
 }
 END_TEST
 
+/* GKV_PUBLISH_LINK: the new entry is linked even where it could have moved into the unused old
+ * one, so whoever leases the new entry holds the published value (an early MAP's lease). */
+START_TEST(publish_link_never_moves_the_value)
+{
+    gkv_entry_t *old = make("k", "old"), *e = make("k", "newer"), *holder = NULL;
+    ck_assert_int_eq(gkv_store_publish(&st, old, 0, NULL), 0);
+    gkv_store_unref(&st, old); /* only the index holds it: a plain publish would move into it */
+    ck_assert_int_eq(gkv_store_publish(&st, e, GKV_PUBLISH_LINK, &holder), 0);
+    ck_assert_ptr_eq(holder, e);
+    ck_assert_ptr_eq(get("k"), e);
+    ck_assert_int_eq(memcmp(bytes(e), "newer", 5), 0);
+    ck_assert_uint_eq(st.used, 5); /* the old value went with its entry */
+    gkv_store_unref(&st, e);
+    gkv_store_flush(&st);
+    ck_assert_uint_eq(st.used, 0);
+}
+END_TEST
+
 START_TEST(nx_and_xx_refuse_and_change_nothing)
 {
     gkv_entry_t *a = make("k", "a"), *b = make("k", "b"), *c = make("other", "c");
@@ -226,6 +244,7 @@ Suite *make_suite(void)
     tcase_add_test(t, publish_links_a_new_key);
     tcase_add_test(t, overwrite_of_an_unused_value_swaps_in_place);
     tcase_add_test(t, overwrite_under_a_reader_links_the_new_entry);
+    tcase_add_test(t, publish_link_never_moves_the_value);
     tcase_add_test(t, nx_and_xx_refuse_and_change_nothing);
     tcase_add_test(t, a_deleted_value_lives_while_referenced);
     tcase_add_test(t, metadata_is_copied_and_renewed);
