@@ -129,6 +129,27 @@ def main() -> int:
             spacing += [y - x for x, y in zip(cs, cs[1:])]
             ahead_in.append(sum(min(e, b["created"]) - max(s0, b["sent"]) for s0, e in aheads
                                 if e > b["sent"] and s0 < b["created"]))
+    # The SEAL pass: the daemon's SEALs after the copies were waited for (the frames go out
+    # right after), their spacing, and the replies' flushes (d_flush) until the batch's end.
+    seals = [t for t, ev, _, _ in sorted(daemon) if ev == "d_seal"]
+    flushes = [t for t, ev, _, _ in sorted(daemon) if ev == "d_flush"]
+    s_first, s_spacing, s_last_to_flush, s_flush_to_end = [], [], [], []
+    for b in bs:
+        lo = bisect.bisect_left(seals, b["copied"])
+        hi = bisect.bisect_left(seals, b["end"])
+        ss = seals[lo:hi]
+        if not ss:
+            continue
+        s_first.append(ss[0] - b["copied"])
+        s_spacing += [y - x for x, y in zip(ss, ss[1:])]
+        fl = [f for f in flushes[bisect.bisect_left(flushes, ss[-1]):] if f < b["end"]]
+        if fl:
+            s_last_to_flush.append(fl[0] - ss[-1])
+            s_flush_to_end.append(b["end"] - fl[-1])
+    dd["daemon: first SEAL handled after the copies were waited for"] = s_first
+    dd["daemon: from one SEAL handled to the next"] = s_spacing
+    dd["daemon: last SEAL handled to its replies' flush"] = s_last_to_flush
+    dd["the SEAL replies' flush to the batch's end (client)"] = s_flush_to_end
     dd["daemon: first CREATE handled after the frames went out"] = first
     dd["daemon: from one CREATE handled to the next"] = spacing
     dd["daemon: stock top-ups during a batch's CREATE pass (us summed)"] = ahead_in

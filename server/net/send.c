@@ -11,6 +11,7 @@
 
 #include "error.h"
 #include "log.h"
+#include "trace.h"
 
 /* One uv_write: replies (owned bytes) or a piece of a chunk copied into c->snd.tail. */
 typedef struct {
@@ -119,6 +120,7 @@ void gkv_conn_flush(gkv_conn_t *c)
     if (c->out.sb.size == 0)
         return;
     size_t n = c->out.sb.size, done = 0;
+    gkv_trace("d_flush", n, c->snd.pending); /* GPUKV_TRACE: replies going out */
     if (!c->snd.pending) {
         /* Nothing queued: write now, without a request, a callback or the POLLOUT re-arm (one
          * epoll_ctl) that a finished uv_write costs. uv_try_write refuses while libuv still
