@@ -51,8 +51,6 @@ void gkv__cuda_import_shown(gkv_import_t *v);
  * the last); it is then held by holder under id lease, its reference dropped without freeing
  * (the mapping is freed without gkv__import_put). */
 bool gkv__cuda_hold(gkv_import_t *v, const void *holder, uint64_t lease);
-/* Whether gkv__cuda_hold would hold v now (a hint: another thread may change it). */
-bool gkv__cuda_holdable(gkv_import_t *v);
 /* Ends holder's hold of v: frees the import unless a mapping uses it. Returns its hold id. */
 uint64_t gkv__cuda_unhold(gkv_import_t *v);
 /* Drops the connection's reference on the pool; the last destroys the pool's import. */

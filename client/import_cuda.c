@@ -209,14 +209,6 @@ bool gkv__cuda_hold(gkv_import_t *v, const void *holder, uint64_t lease)
     return held;
 }
 
-bool gkv__cuda_holdable(gkv_import_t *v)
-{
-    pthread_mutex_lock(&registry_lock);
-    bool ok = v->refs == 1 && !v->shown && !v->holder;
-    pthread_mutex_unlock(&registry_lock);
-    return ok;
-}
-
 uint64_t gkv__cuda_unhold(gkv_import_t *v)
 {
     pthread_mutex_lock(&registry_lock);

@@ -45,12 +45,6 @@ bool gkv__cuda_hold(gkv_import_t *v, const void *holder, uint64_t lease)
     return false;
 }
 
-bool gkv__cuda_holdable(gkv_import_t *v)
-{
-    (void)v;
-    return false;
-}
-
 uint64_t gkv__cuda_unhold(gkv_import_t *v)
 {
     (void)v;

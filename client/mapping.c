@@ -126,16 +126,13 @@ void gkv__lease_send_ends(gkv_client_t *c, unsigned op, const uint64_t *ids, siz
 
 /* Held imports (PROTOCOL.md): whether read mapping m's import is held by c past its lease
  * instead of freed (the lease ends in the RELEASE being built). Room is made first by ending
- * c's oldest holds, their ids appended to unhold (*nunhold of them), but never one begun in
- * this RELEASE (the last *fresh of c's holds: the server ends holds before it begins new
- * ones). */
-static bool hold_import(gkv_client_t *c, gkv_mapping_t *pub, uint64_t *unhold, size_t *nunhold,
-                        size_t *fresh)
+ * c's oldest holds, their ids appended to unhold (*nunhold of them). The mapping itself is
+ * freed here when its import is held. */
+static bool hold_import(gkv_client_t *c, gkv_mapping_t *pub, uint64_t *unhold, size_t *nunhold)
 {
     mapping_t *m = (mapping_t *)pub;
     uint64_t bytes = pub->value_size;
-    if (!m->imp || pub->writable || !c->holds_max || bytes > c->hold_bytes_max ||
-        !gkv__cuda_holdable(m->imp))
+    if (!m->imp || pub->writable || !c->holds_max || bytes > c->hold_bytes_max)
         return false;
     if (c->nheld == c->held_cap) {
         size_t cap = c->held_cap ? c->held_cap * 2 : 64;
@@ -145,17 +142,12 @@ static bool hold_import(gkv_client_t *c, gkv_mapping_t *pub, uint64_t *unhold, s
         c->held = h;
         c->held_cap = cap;
     }
-    /* Room: the oldest holds that may end, and whether enough of them can. */
-    size_t endable = c->nheld - *fresh, old = 0;
-    uint64_t room_bytes = c->held_bytes;
-    while (old < endable &&
-           (c->nheld - old >= c->holds_max || room_bytes + bytes > c->hold_bytes_max))
-        room_bytes -= c->held[old++].bytes;
-    if (c->nheld - old >= c->holds_max || room_bytes + bytes > c->hold_bytes_max)
-        return false;
-    for (size_t i = 0; i < old; i++) {
-        c->held_bytes -= c->held[i].bytes;
-        unhold[(*nunhold)++] = gkv__cuda_unhold(c->held[i].imp); /* freed first */
+    size_t old = 0;
+    while (old < c->nheld &&
+           (c->nheld - old >= c->holds_max || c->held_bytes + bytes > c->hold_bytes_max)) {
+        c->held_bytes -= c->held[old].bytes;
+        unhold[(*nunhold)++] = gkv__cuda_unhold(c->held[old].imp); /* freed first */
+        old++;
     }
     if (old) {
         memmove(c->held, c->held + old, (c->nheld - old) * sizeof(*c->held));
@@ -165,7 +157,6 @@ static bool hold_import(gkv_client_t *c, gkv_mapping_t *pub, uint64_t *unhold, s
         return false;
     c->held[c->nheld++] = (struct gkv_held){.imp = m->imp, .bytes = bytes};
     c->held_bytes += bytes;
-    (*fresh)++;
     m->imp = NULL; /* held: the mapping goes without its reference */
     return true;
 }
@@ -178,14 +169,14 @@ int gkv__lease_release(gkv_client_t *c, gkv_mapping_t **ms, size_t n)
 {
     uint64_t *hold = c->holds_max ? malloc((2 * n + c->nheld) * sizeof(*hold)) : NULL;
     uint64_t *unhold = hold ? hold + n : NULL; /* room for every hold to end */
-    size_t nhold = 0, nunhold = 0, fresh = 0;
+    size_t nhold = 0, nunhold = 0;
     gkv__begin(c, GKV_OP_RELEASE);
     size_t pos = gkv_wr_array_begin(&c->wr, GKV_F_LEASES);
     int freed = 0;
     for (size_t i = 0; i < n; i++) {
         msgpack_pack_uint64(&c->wr.pk, ms[i]->lease);
         uint64_t lease = ms[i]->lease;
-        if (hold && hold_import(c, ms[i], unhold, &nunhold, &fresh))
+        if (hold && hold_import(c, ms[i], unhold, &nunhold))
             hold[nhold++] = lease;
         /* Our import goes first (unless held): the server may free the memory once the lease
          * ends. */
