@@ -51,7 +51,7 @@ struct gkv_client {
     bool internal;       /* a mapping call inside the library (its mapping is not shown) */
     /* Held imports (PROTOCOL.md): how many this connection may hold (HELLO holds, capped), and
      * the imports it holds, oldest first, with their bytes. */
-    uint64_t holds_max, hold_bytes_max;
+    uint64_t holds_max;
     struct gkv_held *held;
     size_t nheld, held_cap;
     uint64_t held_bytes;

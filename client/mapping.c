@@ -132,7 +132,7 @@ static bool hold_import(gkv_client_t *c, gkv_mapping_t *pub, uint64_t *unhold, s
 {
     mapping_t *m = (mapping_t *)pub;
     uint64_t bytes = pub->value_size;
-    if (!m->imp || pub->writable || !c->holds_max || bytes > c->hold_bytes_max)
+    if (!m->imp || pub->writable || !c->holds_max || bytes > GKV_HOLD_BYTES)
         return false;
     if (c->nheld == c->held_cap) {
         size_t cap = c->held_cap ? c->held_cap * 2 : 64;
@@ -143,8 +143,8 @@ static bool hold_import(gkv_client_t *c, gkv_mapping_t *pub, uint64_t *unhold, s
         c->held_cap = cap;
     }
     size_t old = 0;
-    while (old < c->nheld &&
-           (c->nheld - old >= c->holds_max || c->held_bytes + bytes > c->hold_bytes_max)) {
+    while (old < c->nheld && (c->nheld - old >= c->holds_max ||
+                              c->held_bytes - 0 + bytes > GKV_HOLD_BYTES)) {
         c->held_bytes -= c->held[old].bytes;
         unhold[(*nunhold)++] = gkv__cuda_unhold(c->held[old].imp); /* freed first */
         old++;

@@ -335,7 +335,6 @@ int gkv_resp_decode(const uint8_t *hdr, size_t len, gkv_response_t *resp)
         case GKV_F_FENCES: rc = gkv_read_uint(&r, &resp->fences); break;
         case GKV_F_EARLY: rc = gkv_read_uint(&r, &resp->early); break;
         case GKV_F_HOLDS: rc = gkv_read_uint(&r, &resp->holds); break;
-        case GKV_F_HOLD_BYTES: rc = gkv_read_uint(&r, &resp->hold_bytes); break;
         case GKV_F_KEY: rc = gkv_read_bin(&r, &resp->key); break;
         case GKV_F_LEASE: rc = gkv_read_uint(&r, &resp->lease); break;
         case GKV_F_SPARE: rc = gkv_read_uint(&r, &resp->spare); break;

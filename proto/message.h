@@ -83,7 +83,6 @@ enum {
     GKV_F_HOLDS = 72,  /* HELLO reply: allocations a connection may hold (Held imports) */
     GKV_F_HOLD = 73,   /* RELEASE: leases whose allocations the connection holds after them */
     GKV_F_UNHOLD = 74, /* RELEASE: holds (by the lease id each began with) that end */
-    GKV_F_HOLD_BYTES = 75, /* HELLO reply: the bytes a connection may hold */
 };
 
 /* SEAL's flags field (SET and CREATE use 1 and 2: NX, XX): keep the lease, as a MAP lease on
@@ -193,7 +192,6 @@ typedef struct {
     uint64_t fences; /* HELLO: the fence region's size (its fd is the last passed), 0: none */
     uint64_t early;  /* MAP: 1 in the early frame of a waiting MAP (PROTOCOL.md) */
     uint64_t holds;  /* HELLO: allocations the connection may hold (0: holds not offered) */
-    uint64_t hold_bytes; /* HELLO: ... and their bytes */
 
     gkv_slice_t key; /* an event's key */
     gkv_slice_t message, meta, cursor, server, backend, zc, zc_why, export_data;

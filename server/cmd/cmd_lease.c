@@ -404,12 +404,10 @@ static int add_holds(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *
     free(ls_seen);
     if (rc)
         return rc;
-    uint64_t cap = gkv_hold_cap(ctx->store);
     if (ls->nholds - unheld + n > ctx->lim.max_leases ||
-        ls->held_bytes - unheld_bytes + bytes > cap)
+        bytes > ctx->lim.max_leased_bytes - (ls->held_bytes - unheld_bytes))
         return gkv_reply_fail(rep, GKV_ELEASELIMIT,
-                              "holds past this connection's max-leases, or past %" PRIu64
-                              " bytes (HELLO hold_bytes)", cap);
+                              "holds past this connection's max-leases or max-leased-bytes");
     gkv_read_init(&it, req->hold.p, req->hold.len);
     gkv_read_array(&it, &n);
     for (uint32_t i = 0; i < n; i++) {

@@ -100,14 +100,6 @@ int gkv_hold_add(gkv_leases_t *ls, gkv_store_t *st, const gkv_lease_t *l)
     return 0;
 }
 
-uint64_t gkv_hold_cap(const gkv_store_t *st)
-{
-    uint64_t cap = 0;
-    for (unsigned i = 0; i < st->ndev; i++)
-        cap += st->dev[i].be->capacity / 8;
-    return cap;
-}
-
 gkv_hold_t *gkv_hold_find(gkv_leases_t *ls, uint64_t id)
 {
     gkv_hold_t *h = NULL;

@@ -57,9 +57,6 @@ void gkv_leases_fini(gkv_leases_t *ls, gkv_store_t *st);
  * Returns 0, GKV_ENOTSUP (its backend keeps no holds, or the memory is no export it
  * remembers: then the importer could not have imported it), or GKV_ENOMEM. */
 int gkv_hold_add(gkv_leases_t *ls, gkv_store_t *st, const gkv_lease_t *l);
-/* The most bytes one connection may hold: the kept share of its devices' memory (an eighth:
- * what the cuda backend keeps of freed exports anyway, common/mem/backend_cuda.c). */
-uint64_t gkv_hold_cap(const gkv_store_t *st);
 /* The hold begun with lease id, or NULL. */
 gkv_hold_t *gkv_hold_find(gkv_leases_t *ls, uint64_t id);
 /* Ends hold h. */
