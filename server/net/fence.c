@@ -378,9 +378,8 @@ int gkv_fence_seal(gkv_conn_t *c, const gkv_request_t *req, gkv_lease_t *l)
     poll_one(fs, f);
     if (f->n) { /* this seal waits (the ring's newest; seals publish in order) */
         list_add(fs, f);
-        waiting_t *last = &f->q[(f->head + f->n - 1) % GKV_FENCE_SLOTS];
-        if (gkv_keywaits_sealing(c->net, last->entry))
-            last->linked = true;
+        if (gkv_keywaits_sealing(c->net, e))
+            f->q[i].linked = true;
     }
     keep_polling(fs, true);
     return 0;

@@ -23,6 +23,14 @@ struct gkv_keywaits {
     uint64_t waiting, woken, timed_out, rechecks;
 };
 
+/* The waiters of key (klen bytes), or NULL. */
+static kw_bucket_t *find_bucket(const gkv_keywaits_t *w, const uint8_t *key, size_t klen)
+{
+    kw_bucket_t *b = NULL;
+    HASH_FIND(hh, w->keys, key, klen, b);
+    return b;
+}
+
 static void drop_bucket(gkv_keywaits_t *w, kw_bucket_t *b)
 {
     HASH_DEL(w->keys, b);
@@ -125,10 +133,7 @@ static void wake_bucket(gkv_keywaits_t *w, kw_bucket_t *b, uint64_t *count)
 void gkv_keywaits_published(gkv_net_t *net, const uint8_t *key, size_t klen)
 {
     gkv_keywaits_t *w = net->keywaits;
-    kw_bucket_t *b = NULL;
-    if (!w)
-        return;
-    HASH_FIND(hh, w->keys, key, klen, b);
+    kw_bucket_t *b = w ? find_bucket(w, key, klen) : NULL;
     if (!b)
         return;
     wake_bucket(w, b, &w->woken);
@@ -138,12 +143,11 @@ void gkv_keywaits_published(gkv_net_t *net, const uint8_t *key, size_t klen)
 unsigned gkv_keywaits_sealing(gkv_net_t *net, gkv_entry_t *e)
 {
     gkv_keywaits_t *w = net->keywaits;
-    kw_bucket_t *b = NULL;
     if (!w)
         return 0;
     size_t klen;
     const uint8_t *key = gkv_store_key(net->store, e, &klen);
-    HASH_FIND(hh, w->keys, key, klen, b);
+    kw_bucket_t *b = find_bucket(w, key, klen);
     unsigned n = 0;
     for (gkv_conn_t *c = b ? b->head : NULL; c; c = c->kw_next)
         n += gkv_conn_early(c, e);
@@ -198,8 +202,7 @@ int gkv_keywait_park(gkv_conn_t *c, const uint8_t *key, size_t klen, uint64_t de
     gkv_keywaits_t *w = c->net->keywaits;
     if (!w || w->waiting >= GKV_KEYWAIT_MAX)
         return GKV_EBUSY;
-    kw_bucket_t *b = NULL;
-    HASH_FIND(hh, w->keys, key, klen, b);
+    kw_bucket_t *b = find_bucket(w, key, klen);
     if (!b) {
         if (!(b = calloc(1, sizeof(*b))) || !(b->key = malloc(klen ? klen : 1))) {
             free(b);
