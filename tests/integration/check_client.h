@@ -32,6 +32,15 @@ static inline uint64_t info_u64(gkv_client_t *c, const char *name)
     return v;
 }
 
+/* Waits until INFO's field name reads want, looking every 2 ms for at most ms milliseconds of
+ * sleep, then asserts that it does. */
+static inline void info_until(gkv_client_t *c, const char *name, uint64_t want, int ms)
+{
+    for (int slept = 0; slept < ms && info_u64(c, name) != want; slept += 2)
+        harness_sleep_ms(2);
+    ck_assert_uint_eq(info_u64(c, name), want);
+}
+
 /* The daemon the command tests of a program share, and its Check fixtures. */
 static gkv_daemon_t shared;
 

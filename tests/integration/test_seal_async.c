@@ -481,8 +481,7 @@ START_TEST(a_waiting_map_gets_an_early_frame_and_its_answer_renews_that_lease)
         gkv_fence_t f;
         if (order == 0) { /* the MAP waits first */
             raw_map_early(fd, key);
-            for (int i = 0; i < 500 && info_u64(r, "waiting_for_keys") == 0; i++)
-                harness_sleep_ms(2);
+            info_until(r, "waiting_for_keys", 1, 1000);
         }
         ck_assert_int_eq(gkv_seal_deferred(c, created(c, key, 8192, 'e'), &f), 0);
         if (order == 1)
@@ -551,12 +550,6 @@ static void *consume(void *arg)
     return NULL;
 }
 
-static void until_waiting(gkv_client_t *r, uint64_t n)
-{
-    for (int i = 0; i < 500 && info_u64(r, "waiting_for_keys") != n; i++)
-        harness_sleep_ms(2);
-    ck_assert_uint_eq(info_u64(r, "waiting_for_keys"), n);
-}
 
 /* Through libgpukv: the consumer imports the value early and maps it once it is published;
  * when the value it imported early is not the one it gets (its producer went away, a SET came
@@ -570,13 +563,11 @@ START_TEST(early_maps_through_the_library_and_their_fallbacks)
     consumer_t k = {.url = d.url, .key = "lib/1", .wait_ms = 5000};
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, consume, &k), 0);
-    until_waiting(r, 1);
+    info_until(r, "waiting_for_keys", 1, 1000);
     gkv_client_t *c = connect_or_fail(d.url);
     gkv_fence_t f;
     ck_assert_int_eq(gkv_seal_deferred(c, created(c, "lib/1", 65536, 'a'), &f), 0);
-    for (int i = 0; i < 500 && info_u64(r, "key_waits_early") == 0; i++)
-        harness_sleep_ms(2);
-    ck_assert_uint_eq(info_u64(r, "key_waits_early"), 1);
+    info_until(r, "key_waits_early", 1, 1000);
     harness_sleep_ms(20);
     ck_assert_uint_eq(info_u64(r, "waiting_for_keys"), 1); /* still waiting */
     complete(&f);
@@ -587,12 +578,10 @@ START_TEST(early_maps_through_the_library_and_their_fallbacks)
     /* 2. The producer goes away before its counter; a SET of the key comes instead. */
     consumer_t k2 = {.url = d.url, .key = "lib/2", .wait_ms = 5000};
     ck_assert_int_eq(pthread_create(&t, NULL, consume, &k2), 0);
-    until_waiting(r, 1);
+    info_until(r, "waiting_for_keys", 1, 1000);
     gkv_client_t *p = connect_or_fail(d.url);
     ck_assert_int_eq(gkv_seal_deferred(p, created(p, "lib/2", 65536, 'x'), &f), 0);
-    for (int i = 0; i < 500 && info_u64(r, "key_waits_early") == 1; i++)
-        harness_sleep_ms(2);
-    ck_assert_uint_eq(info_u64(r, "key_waits_early"), 2);
+    info_until(r, "key_waits_early", 2, 1000);
     gkv_client_close(p); /* discarded, never published */
     until_none_waits(r);
     char v[100];
@@ -605,18 +594,16 @@ START_TEST(early_maps_through_the_library_and_their_fallbacks)
     /* 3. The wait times out with an early frame taken. */
     consumer_t k3 = {.url = d.url, .key = "lib/3", .wait_ms = 1500};
     ck_assert_int_eq(pthread_create(&t, NULL, consume, &k3), 0);
-    until_waiting(r, 1);
+    info_until(r, "waiting_for_keys", 1, 1000);
     ck_assert_int_eq(gkv_seal_deferred(c, created(c, "lib/3", 4096, 'y'), &f), 0);
-    for (int i = 0; i < 500 && info_u64(r, "key_waits_early") == 2; i++)
-        harness_sleep_ms(2);
-    ck_assert_uint_eq(info_u64(r, "key_waits_early"), 3);
+    info_until(r, "key_waits_early", 3, 1000);
     pthread_join(t, NULL);
     ck_assert_int_eq(k3.rc, GKV_ETIMEDOUT);
     /* 4. A range: no early frame. */
     gkv_range_t range = {.offset = 1, .length = 2};
     consumer_t k4 = {.url = d.url, .key = "lib/4", .range = &range, .wait_ms = 5000};
     ck_assert_int_eq(pthread_create(&t, NULL, consume, &k4), 0);
-    until_waiting(r, 1);
+    info_until(r, "waiting_for_keys", 1, 1000);
     gkv_fence_t g;
     ck_assert_int_eq(gkv_seal_deferred(c, created(c, "lib/4", 4096, 'z'), &g), 0);
     harness_sleep_ms(20);

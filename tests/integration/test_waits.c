@@ -30,9 +30,7 @@ static double now_s(void)
 /* Waits until INFO says n requests wait for keys (at most ~5 s). */
 static void until_waiting(gkv_client_t *c, uint64_t n)
 {
-    for (int i = 0; i < 500 && info_u64(c, "waiting_for_keys") != n; i++)
-        usleep(10000);
-    ck_assert_uint_eq(info_u64(c, "waiting_for_keys"), n);
+    info_until(c, "waiting_for_keys", n, 5000);
 }
 
 typedef struct {
