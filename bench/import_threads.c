@@ -134,18 +134,8 @@ int main(int argc, char **argv)
         return 0;
     }
     close(sv[1]);
-    CK(cudaSetDevice(0));
-    struct cudaMemPoolProps props = {0};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = 0;
-    cudaMemPool_t pool;
-    CK(cudaMemPoolCreate(&pool, &props));
-    int fd; /* exported before its first allocation, as gpukvd does */
-    CK(cudaMemPoolExportToShareableHandle(&fd, pool, cudaMemHandleTypePosixFileDescriptor, 0));
-    uint64_t thr = UINT64_MAX;
-    CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &thr));
+    int fd;
+    cudaMemPool_t pool = bench_exported_pool(&fd);
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     int total = n_values * (nthreads + 1);

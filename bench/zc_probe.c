@@ -225,18 +225,9 @@ int main(void)
     close(sv[1]);
     sock = sv[0];
     exporter_t x;
-    CK(cudaSetDevice(0));
-    struct cudaMemPoolProps props = {0};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = 0;
-    CK(cudaMemPoolCreate(&x.pool, &props));
-    uint64_t thr = UINT64_MAX;
-    CK(cudaMemPoolSetAttribute(x.pool, cudaMemPoolAttrReleaseThreshold, &thr));
-    CK(cudaStreamCreateWithFlags(&x.zc, cudaStreamNonBlocking));
     int fd;
-    CK(cudaMemPoolExportToShareableHandle(&fd, x.pool, cudaMemHandleTypePosixFileDescriptor, 0));
+    x.pool = bench_exported_pool(&fd);
+    CK(cudaStreamCreateWithFlags(&x.zc, cudaStreamNonBlocking));
     send_fd(sock, fd);
 
     enum { R = 9 };
