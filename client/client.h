@@ -48,6 +48,13 @@ struct gkv_client {
     uint64_t wait_after; /* ... for a version above this one (gkv_wait_newer; 0: any) */
     bool wait_newer;     /* wait_after is armed */
     bool map_early;      /* the MAP being sent may take an early frame (gkv_map) */
+    bool internal;       /* a mapping call inside the library (its mapping is not shown) */
+    /* Held imports (PROTOCOL.md): how many this connection may hold (HELLO holds, capped), and
+     * the imports it holds, oldest first, with their bytes. */
+    uint64_t holds_max, hold_bytes_max;
+    struct gkv_held *held;
+    size_t nheld, held_cap;
+    uint64_t held_bytes;
     uint64_t last_version; /* the last reply's version (gkv_last_version) */
     /* How long a receive polls before it sleeps (0: GKV_SPIN_NS): longer while a request waits
      * for its key, whose answer is a hand-off that should not pay a thread's wake-up. */
@@ -118,10 +125,19 @@ void gkv__mappings_close(gkv_client_t *c);
  * do, with the wait gkv_wait_next armed, if any: its field in the request, the socket's receive
  * timeout raised by as much for the reply. Returns 0 or a code. */
 int gkv__send_waiting(gkv_client_t *c);
+/* At most this many imports, and bytes of them, held per connection (HELLO's holds caps the
+ * count too). */
+#define GKV_HOLDS_MAX 1024
+#define GKV_HOLD_BYTES (2ull << 30)
 /* The same for a MAP that may take an early frame (c->map_early, with a wait armed): each
  * early frame read before the answer goes to fn (with arg), which returns 0 to read on or a
  * code to stop with. An early frame when fn is NULL is a protocol error. */
 typedef int (*gkv_early_fn)(gkv_client_t *c, void *arg);
+/* An import c holds past its lease (mapping.c). */
+struct gkv_held {
+    struct gkv_import *imp;
+    uint64_t bytes;
+};
 int gkv__send_waiting_early(gkv_client_t *c, gkv_early_fn fn, void *arg);
 /* At close: the fence page unregistered, unmapped and closed (fence.c). */
 void gkv__fence_close(gkv_client_t *c);

@@ -102,6 +102,8 @@ static int hello(gkv_client_t *c, unsigned version)
     in->max_value = r->max_value;
     in->max_meta = r->max_meta;
     c->arena_size = r->arena_size;
+    c->holds_max = r->holds < GKV_HOLDS_MAX ? r->holds : GKV_HOLDS_MAX;
+    c->hold_bytes_max = r->hold_bytes < GKV_HOLD_BYTES ? r->hold_bytes : GKV_HOLD_BYTES;
     /* The fence page's descriptor comes after the memory's. */
     if (r->fences && c->nshared > 1 && r->fences >= sizeof(uint64_t)) {
         c->fence_fd = c->shared_fds[--c->nshared];

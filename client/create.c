@@ -80,8 +80,11 @@ int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
         return rc;
     if ((rc = gkv__need_zero_copy(c)) || (rc = gkv__end_later_if_due(c)))
         return rc;
-    if ((rc = gkv__create_spare(c, key, klen, size, opts, out)))
+    if ((rc = gkv__create_spare(c, key, klen, size, opts, out))) {
+        if (rc > 0 && !c->internal)
+            gkv__import_shown(((mapping_t *)*out)->imp);
         return rc < 0 ? rc : 0;
+    }
     gkv__begin(c, GKV_OP_CREATE);
     gkv__create_put(c, key, klen, size, opts);
     if ((rc = gkv__send(c, NULL, 0)) || (rc = gkv__recv(c))) {
@@ -92,6 +95,8 @@ int gkv_create(gkv_client_t *c, const void *key, size_t klen, uint64_t size,
     uint64_t refused = 0;
     if ((rc = gkv__create_made(c, key, klen, opts, out, &refused)) && refused)
         gkv__lease_send_ends(c, GKV_OP_ABORT, &refused, 1);
+    if (rc == 0 && !c->internal) /* the caller has the pointer: its import is never held */
+        gkv__import_shown(((mapping_t *)*out)->imp);
     return rc;
 }
 

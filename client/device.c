@@ -39,7 +39,9 @@ int gkv_set_from_device(gkv_client_t *c, const void *key, size_t klen, const voi
     gkv_set_opts_t near;
     opts = near_source(c, dptr, opts, &near);
     if (c->nshared) {
+        c->internal = true; /* the mapping stays in here: its import may be held */
         int rc = gkv_create(c, key, klen, len, opts, &m);
+        c->internal = false;
         if (rc)
             return rc;
         if (len && (rc = gkv__cuda_mapping_copy(((mapping_t *)m)->imp, m->ptr, (void *)dptr, len,
@@ -312,7 +314,10 @@ int gkv_get_to_device(gkv_client_t *c, const void *key, size_t klen, const gkv_r
     int rc;
     if (c->nshared) {
         gkv_mapping_t *m;
-        if ((rc = gkv_map(c, key, klen, range, &m)))
+        c->internal = true; /* the mapping stays in here: its import may be held */
+        rc = gkv_map(c, key, klen, range, &m);
+        c->internal = false;
+        if (rc)
             return rc;
         if (info) {
             info->size = m->value_size;

@@ -113,6 +113,22 @@ int gkv__import_put(gkv_import_t *imp)
     return imp ? gkv__cuda_unimport(imp) : 0;
 }
 
+void gkv__import_shown(gkv_import_t *imp)
+{
+    if (imp)
+        gkv__cuda_import_shown(imp);
+}
+
+void gkv__import_unhold_all(gkv_client_t *c)
+{
+    for (size_t i = 0; i < c->nheld; i++)
+        (void)gkv__cuda_unhold(c->held[i].imp);
+    free(c->held);
+    c->held = NULL;
+    c->nheld = c->held_cap = 0;
+    c->held_bytes = 0;
+}
+
 void gkv__import_detach(gkv_client_t *c)
 {
     for (unsigned i = 0; i < GKV_FDPASS_MAX; i++) {

@@ -22,6 +22,10 @@ int gkv__import_get(gkv_client_t *c, const gkv_response_t *r, void **base, gkv_i
 /* Drops a reference from gkv__import_get (NULL allowed); the last frees the import, which must
  * happen before the lease that covers it ends. Returns 0, or GKV_EIO when freeing failed. */
 int gkv__import_put(gkv_import_t *imp);
+/* The caller is given a mapping of imp (NULL allowed): imp is never held. */
+void gkv__import_shown(gkv_import_t *imp);
+/* Ends every hold of c (before its pool is detached: at close). */
+void gkv__import_unhold_all(gkv_client_t *c);
 /* Detaches c from the server's pool or arena (after every mapping of c was dropped). */
 void gkv__import_detach(gkv_client_t *c);
 
@@ -35,8 +39,22 @@ int gkv__cuda_attach(int fd, const char *uuid, gkv_cuda_pool_t **out, int *devic
  * mapping of this process holds it. *ptr is its first byte. */
 int gkv__cuda_import(gkv_cuda_pool_t *z, const void *data, size_t len, gkv_import_t **out,
                      void **ptr);
-/* Drops a reference; the last frees the import. Returns 0 or GKV_EIO. */
+/* Drops a reference; the last frees the import, unless a connection holds it (below). Returns 0
+ * or GKV_EIO. */
 int gkv__cuda_unimport(gkv_import_t *v);
+/* Held imports (PROTOCOL.md "Held imports"). An import whose mapping was shown to the caller
+ * (gkv_map, gkv_create: the pointer left the library) is never held: a pointer kept past its
+ * unmap then faults rather than reading what the daemon put in that memory since. */
+void gkv__cuda_import_shown(gkv_import_t *v);
+/* The mapping that holds v's last reference ends with its lease (id lease) on connection
+ * holder: true when v may be held instead of freed (not shown, held by no one, this reference
+ * the last); it is then held by holder under id lease, its reference dropped without freeing
+ * (the mapping is freed without gkv__import_put). */
+bool gkv__cuda_hold(gkv_import_t *v, const void *holder, uint64_t lease);
+/* Whether gkv__cuda_hold would hold v now (a hint: another thread may change it). */
+bool gkv__cuda_holdable(gkv_import_t *v);
+/* Ends holder's hold of v: frees the import unless a mapping uses it. Returns its hold id. */
+uint64_t gkv__cuda_unhold(gkv_import_t *v);
 /* Drops the connection's reference on the pool; the last destroys the pool's import. */
 void gkv__cuda_detach(gkv_cuda_pool_t *z);
 /* Copies len bytes between a mapping's memory mptr (of import v) and buf: into the mapping

@@ -26,6 +26,11 @@ struct gkv_import {
     void *ptr;
     unsigned refs; /* mappings holding it, on any connection */
     gkv_cuda_pool_t *pool;
+    bool shown;         /* a mapping of it left the library: never held */
+    const void *holder; /* the connection holding it past its leases, or NULL */
+    uint64_t hold_id;   /* ... the lease id its hold began with */
+    bool dead;          /* held, then shown and unmapped: freed, out of the registry; the
+                           holder's gkv__cuda_unhold frees what is left */
     UT_hash_handle hh;
 };
 
@@ -169,18 +174,80 @@ int gkv__cuda_import(gkv_cuda_pool_t *z, const void *data, size_t len, gkv_impor
     return rc;
 }
 
+/* Frees v (the registry lock held). The importer's free must come before the server may free
+ * the memory (a lease or a hold keeps it until then). */
+static cudaError_t free_import(gkv_import_t *v)
+{
+    gkv_cuda_pool_t *z = v->pool;
+    HASH_DELETE(hh, z->values, v);
+    cudaError_t e;
+    ON_DEVICE(z->device, e = cudaFree(v->ptr));
+    free(v);
+    return e;
+}
+
+void gkv__cuda_import_shown(gkv_import_t *v)
+{
+    if (!v)
+        return;
+    pthread_mutex_lock(&registry_lock);
+    v->shown = true;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+bool gkv__cuda_hold(gkv_import_t *v, const void *holder, uint64_t lease)
+{
+    bool held = false;
+    pthread_mutex_lock(&registry_lock);
+    if (v->refs == 1 && !v->shown && !v->holder) {
+        v->holder = holder;
+        v->hold_id = lease;
+        v->refs = 0;
+        held = true;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return held;
+}
+
+bool gkv__cuda_holdable(gkv_import_t *v)
+{
+    pthread_mutex_lock(&registry_lock);
+    bool ok = v->refs == 1 && !v->shown && !v->holder;
+    pthread_mutex_unlock(&registry_lock);
+    return ok;
+}
+
+uint64_t gkv__cuda_unhold(gkv_import_t *v)
+{
+    pthread_mutex_lock(&registry_lock);
+    uint64_t id = v->hold_id;
+    v->holder = NULL;
+    v->hold_id = 0;
+    if (v->dead)
+        free(v);
+    else if (v->refs == 0)
+        (void)free_import(v);
+    pthread_mutex_unlock(&registry_lock);
+    return id;
+}
+
 int gkv__cuda_unimport(gkv_import_t *v)
 {
     cudaError_t e = cudaSuccess;
     pthread_mutex_lock(&registry_lock);
-    if (--v->refs == 0) {
+    /* The importer's free must come before the server may free the memory (the caller's
+     * lease ends after this returns): cudaFree waits for the device, so kernels still reading
+     * the mapping finish first. */
+    if (--v->refs == 0 && !v->holder) {
+        e = free_import(v);
+    } else if (v->refs == 0 && v->shown) {
+        /* Held, but a mapping of it was shown since: its import goes now (a pointer kept past
+         * that unmap must not reach whatever the memory holds later); the hold stays until its
+         * holder ends it (the daemon keeps the memory meanwhile, which is safe). */
         gkv_cuda_pool_t *z = v->pool;
         HASH_DELETE(hh, z->values, v);
-        /* The importer's free must come before the server may free the memory (the caller's
-         * lease ends after this returns): cudaFree waits for the device, so kernels still
-         * reading the mapping finish first. */
         ON_DEVICE(z->device, e = cudaFree(v->ptr));
-        free(v);
+        v->dead = true;
     }
     pthread_mutex_unlock(&registry_lock);
     return e == cudaSuccess ? 0 : GKV_EIO;

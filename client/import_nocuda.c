@@ -32,6 +32,31 @@ int gkv__cuda_unimport(gkv_import_t *v)
     return GKV_ENOTSUP;
 }
 
+void gkv__cuda_import_shown(gkv_import_t *v)
+{
+    (void)v;
+}
+
+bool gkv__cuda_hold(gkv_import_t *v, const void *holder, uint64_t lease)
+{
+    (void)v;
+    (void)holder;
+    (void)lease;
+    return false;
+}
+
+bool gkv__cuda_holdable(gkv_import_t *v)
+{
+    (void)v;
+    return false;
+}
+
+uint64_t gkv__cuda_unhold(gkv_import_t *v)
+{
+    (void)v;
+    return 0;
+}
+
 void gkv__cuda_detach(gkv_cuda_pool_t *z)
 {
     (void)z;

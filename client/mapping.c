@@ -124,20 +124,87 @@ void gkv__lease_send_ends(gkv_client_t *c, unsigned op, const uint64_t *ids, siz
     memcpy(c->errmsg, why, sizeof(why));
 }
 
-/* Ends n mappings (read ones, or spares from the cache): frees their imports, then sends one
- * RELEASE without waiting for its reply (gkv__recv reads it before the next one: the server
- * handles requests in order, so the leases have ended before anything this client sends next). */
+/* Held imports (PROTOCOL.md): whether read mapping m's import is held by c past its lease
+ * instead of freed (the lease ends in the RELEASE being built). Room is made first by ending
+ * c's oldest holds, their ids appended to unhold (*nunhold of them), but never one begun in
+ * this RELEASE (the last *fresh of c's holds: the server ends holds before it begins new
+ * ones). */
+static bool hold_import(gkv_client_t *c, gkv_mapping_t *pub, uint64_t *unhold, size_t *nunhold,
+                        size_t *fresh)
+{
+    mapping_t *m = (mapping_t *)pub;
+    uint64_t bytes = pub->value_size;
+    if (!m->imp || pub->writable || !c->holds_max || bytes > c->hold_bytes_max ||
+        !gkv__cuda_holdable(m->imp))
+        return false;
+    if (c->nheld == c->held_cap) {
+        size_t cap = c->held_cap ? c->held_cap * 2 : 64;
+        struct gkv_held *h = realloc(c->held, cap * sizeof(*h));
+        if (!h)
+            return false;
+        c->held = h;
+        c->held_cap = cap;
+    }
+    /* Room: the oldest holds that may end, and whether enough of them can. */
+    size_t endable = c->nheld - *fresh, old = 0;
+    uint64_t room_bytes = c->held_bytes;
+    while (old < endable &&
+           (c->nheld - old >= c->holds_max || room_bytes + bytes > c->hold_bytes_max))
+        room_bytes -= c->held[old++].bytes;
+    if (c->nheld - old >= c->holds_max || room_bytes + bytes > c->hold_bytes_max)
+        return false;
+    for (size_t i = 0; i < old; i++) {
+        c->held_bytes -= c->held[i].bytes;
+        unhold[(*nunhold)++] = gkv__cuda_unhold(c->held[i].imp); /* freed first */
+    }
+    if (old) {
+        memmove(c->held, c->held + old, (c->nheld - old) * sizeof(*c->held));
+        c->nheld -= old;
+    }
+    if (!gkv__cuda_hold(m->imp, c, pub->lease))
+        return false;
+    c->held[c->nheld++] = (struct gkv_held){.imp = m->imp, .bytes = bytes};
+    c->held_bytes += bytes;
+    (*fresh)++;
+    m->imp = NULL; /* held: the mapping goes without its reference */
+    return true;
+}
+
+/* Ends n mappings (read ones, or spares from the cache): frees their imports (or holds them),
+ * then sends one RELEASE without waiting for its reply (gkv__recv reads it before the next one:
+ * the server handles requests in order, so the leases have ended before anything this client
+ * sends next). */
 int gkv__lease_release(gkv_client_t *c, gkv_mapping_t **ms, size_t n)
 {
+    uint64_t *hold = c->holds_max ? malloc((2 * n + c->nheld) * sizeof(*hold)) : NULL;
+    uint64_t *unhold = hold ? hold + n : NULL; /* room for every hold to end */
+    size_t nhold = 0, nunhold = 0, fresh = 0;
     gkv__begin(c, GKV_OP_RELEASE);
     size_t pos = gkv_wr_array_begin(&c->wr, GKV_F_LEASES);
     int freed = 0;
     for (size_t i = 0; i < n; i++) {
         msgpack_pack_uint64(&c->wr.pk, ms[i]->lease);
-        /* Our import goes first: the server may free the memory once the lease ends. */
+        uint64_t lease = ms[i]->lease;
+        if (hold && hold_import(c, ms[i], unhold, &nunhold, &fresh))
+            hold[nhold++] = lease;
+        /* Our import goes first (unless held): the server may free the memory once the lease
+         * ends. */
         freed = gkv__mapping_drop(c, ms[i]) ? GKV_EIO : freed;
     }
     gkv_wr_array_end(&c->wr, pos, (uint32_t)n);
+    if (nhold) {
+        pos = gkv_wr_array_begin(&c->wr, GKV_F_HOLD);
+        for (size_t i = 0; i < nhold; i++)
+            msgpack_pack_uint64(&c->wr.pk, hold[i]);
+        gkv_wr_array_end(&c->wr, pos, (uint32_t)nhold);
+    }
+    if (nunhold) {
+        pos = gkv_wr_array_begin(&c->wr, GKV_F_UNHOLD);
+        for (size_t i = 0; i < nunhold; i++)
+            msgpack_pack_uint64(&c->wr.pk, unhold[i]);
+        gkv_wr_array_end(&c->wr, pos, (uint32_t)nunhold);
+    }
+    free(hold);
     int rc = gkv__send(c, NULL, 0);
     if (rc == 0 && c->deferred == 0)
         c->deferred_id = c->next_id;
@@ -281,6 +348,7 @@ void gkv__mappings_close(gkv_client_t *c)
     gkv_lc_fini(&c->lc); /* closing the socket ends the leases */
     while (c->mappings)
         gkv__mapping_drop(c, &c->mappings->pub);
+    gkv__import_unhold_all(c); /* and the holds: the imports go first */
     gkv__import_detach(c);
 }
 
@@ -374,8 +442,20 @@ static bool whole(const gkv_range_t *range)
                       (!range->length || range->length == GKV_TO_END));
 }
 
+static int map_one(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
+                   gkv_mapping_t **out);
+
 int gkv_map(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
             gkv_mapping_t **out)
+{
+    int rc = map_one(c, key, klen, range, out);
+    if (rc == 0 && !c->internal) /* the caller has the pointer: its import is never held */
+        gkv__import_shown(((mapping_t *)*out)->imp);
+    return rc;
+}
+
+static int map_one(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
+                   gkv_mapping_t **out)
 {
     int rc = gkv__check_key(c, key, klen);
     if (rc || (rc = gkv__need_zero_copy(c)))
@@ -525,6 +605,9 @@ int gkv_map_many(gkv_client_t *c, gkv_map_item_t *items, size_t n)
     (void)ends_flush(&e);
     free(refused);
     free(offered);
+    for (size_t i = 0; i < n; i++) /* the caller has the pointers: never held */
+        if (items[i].mapping)
+            gkv__import_shown(((mapping_t *)items[i].mapping)->imp);
     return rc;
 }
 

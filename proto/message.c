@@ -216,6 +216,14 @@ int gkv_req_decode(const uint8_t *hdr, size_t len, gkv_request_t *req, const cha
             rc = read_leases(&r, &req->leases, &req->nleases, why);
             req->has |= GKV_HAS_LEASES;
             break;
+        case GKV_F_HOLD:
+            rc = read_leases(&r, &req->hold, &req->nhold, why);
+            req->has |= GKV_HAS_HOLD;
+            break;
+        case GKV_F_UNHOLD:
+            rc = read_leases(&r, &req->unhold, &req->nunhold, why);
+            req->has |= GKV_HAS_UNHOLD;
+            break;
         case GKV_F_NODE_OP:
             rc = gkv_read_uint(&r, &req->node_op);
             break;
@@ -326,6 +334,8 @@ int gkv_resp_decode(const uint8_t *hdr, size_t len, gkv_response_t *resp)
         case GKV_F_SEQ: rc = gkv_read_uint(&r, &resp->seq); break;
         case GKV_F_FENCES: rc = gkv_read_uint(&r, &resp->fences); break;
         case GKV_F_EARLY: rc = gkv_read_uint(&r, &resp->early); break;
+        case GKV_F_HOLDS: rc = gkv_read_uint(&r, &resp->holds); break;
+        case GKV_F_HOLD_BYTES: rc = gkv_read_uint(&r, &resp->hold_bytes); break;
         case GKV_F_KEY: rc = gkv_read_bin(&r, &resp->key); break;
         case GKV_F_LEASE: rc = gkv_read_uint(&r, &resp->lease); break;
         case GKV_F_SPARE: rc = gkv_read_uint(&r, &resp->spare); break;

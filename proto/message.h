@@ -80,6 +80,10 @@ enum {
     GKV_F_LOCAL = 69,  /* WATCH request: 1 watches this node's own changes (a cluster node) */
     GKV_F_AFTER = 70,  /* GET, MAP with wait: wait for a value whose version is above this */
     GKV_F_EARLY = 71,  /* MAP with wait: 1 takes an early frame; reply: 1 marks that frame */
+    GKV_F_HOLDS = 72,  /* HELLO reply: allocations a connection may hold (Held imports) */
+    GKV_F_HOLD = 73,   /* RELEASE: leases whose allocations the connection holds after them */
+    GKV_F_UNHOLD = 74, /* RELEASE: holds (by the lease id each began with) that end */
+    GKV_F_HOLD_BYTES = 75, /* HELLO reply: the bytes a connection may hold */
 };
 
 /* SEAL's flags field (SET and CREATE use 1 and 2: NX, XX): keep the lease, as a MAP lease on
@@ -117,6 +121,8 @@ enum {
     GKV_HAS_ASYNC = 1u << 17,
     GKV_HAS_FENCE = 1u << 18,
     GKV_HAS_AFTER = 1u << 19,
+    GKV_HAS_HOLD = 1u << 20,
+    GKV_HAS_UNHOLD = 1u << 21,
 };
 /* The longest wait a GET or MAP may ask for (wait field), in milliseconds: an hour. */
 #define GKV_MAX_WAIT_MS 3600000u
@@ -148,6 +154,8 @@ typedef struct {
     uint32_t nitems;
     gkv_slice_t leases; /* raw msgpack array of uint lease ids (RELEASE) */
     uint32_t nleases;
+    gkv_slice_t hold, unhold; /* RELEASE: raw msgpack arrays of uint ids (held imports) */
+    uint32_t nhold, nunhold;
     /* NODE (node.h): the request, the sender and its incarnation, a value version, an owner. */
     uint64_t node_op, incarnation, vversion, owner_inc, have;
     gkv_slice_t node, owner;
@@ -184,6 +192,8 @@ typedef struct {
     uint64_t seq;   /* an event's, or WATCH's reply: the daemon's count of changes */
     uint64_t fences; /* HELLO: the fence region's size (its fd is the last passed), 0: none */
     uint64_t early;  /* MAP: 1 in the early frame of a waiting MAP (PROTOCOL.md) */
+    uint64_t holds;  /* HELLO: allocations the connection may hold (0: holds not offered) */
+    uint64_t hold_bytes; /* HELLO: ... and their bytes */
 
     gkv_slice_t key; /* an event's key */
     gkv_slice_t message, meta, cursor, server, backend, zc, zc_why, export_data;

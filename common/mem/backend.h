@@ -107,6 +107,10 @@ typedef struct {
      * address itself is enough (host: an arena offset). Returns 0 or GKV_EIO. */
     int (*export_ptr)(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, uint8_t *out, size_t cap,
                       size_t *len);
+    /* NULL, or (cuda): a client process holds (delta +1) or stops holding (-1) its import of
+     * the allocation at p past its lease (exports.h gkv_exports_hold): it is not given back
+     * while held. Returns 0, or GKV_ENOTSUP when p is no export this backend remembers. */
+    int (*hold)(gkv_backend_t *b, gkv_devptr_t p, int delta);
     /* False when the memory at p is shared with other values (carved from a slab) and so must
      * not be handed to another process; export_ptr then does not apply. */
     int (*exportable)(gkv_backend_t *b, gkv_devptr_t p);
@@ -212,6 +216,7 @@ struct gkv_backend {
     uint64_t kept_bytes;         /* freed exported allocations kept for reuse (cuda; exports.h) */
     uint64_t kept_reuses;        /* allocations served from them so far */
     uint64_t kept_ahead;         /* allocations made, cleared and kept ahead of a CREATE */
+    uint64_t held;               /* holds on allocations by client processes (gkv_exports_hold) */
 };
 
 typedef struct {

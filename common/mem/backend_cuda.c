@@ -32,6 +32,7 @@ static void exports_stats(cuda_backend_t *c)
 {
     c->base.kept_bytes = gkv_exports_bytes(c->exports);
     c->base.kept_reuses = gkv_exports_reuses(c->exports);
+    c->base.held = gkv_exports_holds_now(c->exports);
 }
 
 /* Gives back a kept export for good (exports.h's release). */
@@ -289,6 +290,14 @@ static void slab_region_free(void *ctx, uint64_t base, uint64_t size)
         gkv__cuda_fail("cudaFreeAsync (slab region)", e);
 }
 
+static int cuda_hold(gkv_backend_t *b, gkv_devptr_t p, int delta)
+{
+    cuda_backend_t *c = gkv__cuda_on(b);
+    bool ok = gkv_exports_hold(c->exports, p.v, delta);
+    exports_stats(c); /* kept bytes past the cap may have been given back */
+    return ok ? 0 : GKV_ENOTSUP;
+}
+
 static int cuda_exportable(gkv_backend_t *b, gkv_devptr_t p)
 {
     return !gkv_slab_owns(((cuda_backend_t *)b)->slab, p.v);
@@ -501,6 +510,7 @@ static const gkv_backend_ops_t cuda_ops = {
     .poll = gkv__cuda_poll,
     .batch_wait = gkv__cuda_batch_wait,
     .exportable = cuda_exportable,
+    .hold = cuda_hold,
     .copy_shared = gkv__cuda_copy_shared,
     .copy_from = gkv__cuda_copy_from,
     .link = cuda_link,

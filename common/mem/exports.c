@@ -15,7 +15,8 @@ typedef struct rec {
     uint8_t data[GKV_EXPORT_MAX];
     uint32_t len;
     bool kept;
-    uint64_t tag; /* the caller's (gkv_exports_tag) */
+    uint32_t holds; /* client processes holding their import of it (gkv_exports_hold) */
+    uint64_t tag;   /* the caller's (gkv_exports_tag) */
     struct rec *age_prev, *age_next;   /* kept: the age list */
     struct rec *size_prev, *size_next; /* kept: its size's list */
     UT_hash_handle hh;                 /* by address */
@@ -31,7 +32,7 @@ struct gkv_exports {
     rec_t *by_addr;
     size_list_t *by_size;
     rec_t *age;
-    uint64_t cap, bytes, reuses;
+    uint64_t cap, bytes, reuses, holds;
     gkv_exports_release_fn release;
     void *ctx;
 };
@@ -73,12 +74,31 @@ static void release_rec(gkv_exports_t *k, rec_t *r)
     free(r);
 }
 
+/* The oldest kept allocation that nobody holds, or NULL. */
+static rec_t *oldest_free(const gkv_exports_t *k)
+{
+    rec_t *r = k->age;
+    while (r && r->holds)
+        r = r->age_next;
+    return r;
+}
+
+/* Gives back the oldest kept allocations nobody holds while more than cap bytes are kept
+ * (want more: room for that many bytes more). */
+static void trim(gkv_exports_t *k, uint64_t more)
+{
+    rec_t *r;
+    while (k->bytes + more > k->cap && (r = oldest_free(k)))
+        release_rec(k, r);
+}
+
 uint64_t gkv_exports_drain(gkv_exports_t *k)
 {
     uint64_t n = k->bytes;
-    while (k->age)
-        release_rec(k, k->age);
-    return n;
+    rec_t *r;
+    while ((r = oldest_free(k)))
+        release_rec(k, r);
+    return n - k->bytes;
 }
 
 void gkv_exports_fini(gkv_exports_t *k)
@@ -145,10 +165,12 @@ bool gkv_exports_freed(gkv_exports_t *k, uint64_t addr)
     if (!r)
         return false;
     size_list_t *sl = NULL;
-    if (r->size <= k->cap) {
-        while (k->bytes + r->size > k->cap)
-            release_rec(k, k->age); /* the oldest */
+    if (r->size <= k->cap || r->holds) { /* a held one is kept whatever the cap */
+        trim(k, r->size);
         sl = size_list(k, r->size);
+    }
+    if (!sl && r->holds) { /* no memory for its list: its memory stays, unlisted */
+        return true;
     }
     if (!sl) { /* too large to keep (or no memory): the caller frees it */
         HASH_DELETE(hh, k->by_addr, r);
@@ -173,6 +195,24 @@ bool gkv_exports_take(gkv_exports_t *k, uint64_t size, uint64_t *addr)
     k->reuses++;
     *addr = r->addr;
     return true;
+}
+
+bool gkv_exports_hold(gkv_exports_t *k, uint64_t addr, int delta)
+{
+    rec_t *r;
+    HASH_FIND(hh, k->by_addr, &addr, sizeof(addr), r);
+    if (!r || (delta < 0 && !r->holds))
+        return false;
+    r->holds = delta > 0 ? r->holds + 1 : r->holds - 1;
+    k->holds = delta > 0 ? k->holds + 1 : k->holds - 1;
+    if (!r->holds && r->kept)
+        trim(k, 0); /* what it kept past the cap may go now */
+    return true;
+}
+
+uint64_t gkv_exports_holds_now(const gkv_exports_t *k)
+{
+    return k->holds;
 }
 
 void gkv_exports_tag(gkv_exports_t *k, uint64_t addr, uint64_t tag)

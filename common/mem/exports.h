@@ -57,6 +57,16 @@ unsigned gkv_exports_count(const gkv_exports_t *k, uint64_t size);
  * many bytes it gave back. */
 uint64_t gkv_exports_drain(gkv_exports_t *k);
 
+/* Held imports (PROTOCOL.md "Held imports"): a client process keeps its import of the
+ * allocation at addr past its lease, so the allocation is never given back while held: kept
+ * when freed whatever the cap, passed over by the cap's trimming and by drain (it may still be
+ * taken for another value: the holder reads it only under a lease). delta +1 / -1; an
+ * allocation no longer held that is kept past the cap is given back. False (nothing changed)
+ * when addr is no remembered export (its holder could not have imported it here). */
+bool gkv_exports_hold(gkv_exports_t *k, uint64_t addr, int delta);
+/* Holds now, summed over the allocations. */
+uint64_t gkv_exports_holds_now(const gkv_exports_t *k);
+
 /* Bytes kept now; allocations served from what was kept, so far. */
 uint64_t gkv_exports_bytes(const gkv_exports_t *k);
 uint64_t gkv_exports_reuses(const gkv_exports_t *k);

@@ -362,6 +362,72 @@ int gkv_cmd_abort(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep
     return gkv_wr_end(rep->wr);
 }
 
+/* RELEASE's holds (PROTOCOL.md "Held imports"): each id in `hold` must be a read lease this
+ * RELEASE ends (marked), the connection must have been offered holds, and the holds must fit its
+ * limits once the `unhold` ones are gone. Then each lease's allocation is held, all or none.
+ * Returns 0 or the error written. */
+static int add_holds(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep,
+                     uint64_t unheld_bytes, uint32_t unheld)
+{
+    gkv_leases_t *ls = rep->leases;
+    const gkv_backend_t *be0 = ctx->store->dev[0].be;
+    if (!rep->in.zero_copy || !be0->ops->hold || rep->in.version < 2)
+        return gkv_reply_fail(rep, GKV_ENOTSUP, "this connection was offered no holds (HELLO "
+                                                "holds: a cuda daemon's zero-copy connection)");
+    if (req->nhold > GKV_MAX_BATCH)
+        return gkv_reply_fail(rep, GKV_ETOOBIG, "RELEASE holds at most %u leases",
+                              GKV_MAX_BATCH);
+    gkv_reader_t it;
+    uint32_t n, seen = 0;
+    uint64_t id, bytes = 0;
+    gkv_read_init(&it, req->hold.p, req->hold.len);
+    gkv_read_array(&it, &n);
+    gkv_lease_t **ls_seen = malloc(sizeof(*ls_seen) * (n ? n : 1));
+    if (!ls_seen)
+        return GKV_ENOMEM;
+    int rc = 0;
+    for (uint32_t i = 0; i < n && !rc; i++) {
+        gkv_read_uint(&it, &id);
+        gkv_lease_t *l = gkv_lease_find(ls, id);
+        if (!l || !l->marked || l->writable) /* unmarked: not ended here, or named twice */
+            rc = gkv_reply_fail(rep, GKV_EINVAL,
+                                "hold %" PRIu64 " is not a read lease this RELEASE ends (once)",
+                                id);
+        else {
+            l->marked = false;
+            ls_seen[seen++] = l;
+            bytes += l->entry->size;
+        }
+    }
+    for (uint32_t i = 0; i < seen; i++)
+        ls_seen[i]->marked = true;
+    free(ls_seen);
+    if (rc)
+        return rc;
+    uint64_t cap = gkv_hold_cap(ctx->store);
+    if (ls->nholds - unheld + n > ctx->lim.max_leases ||
+        ls->held_bytes - unheld_bytes + bytes > cap)
+        return gkv_reply_fail(rep, GKV_ELEASELIMIT,
+                              "holds past this connection's max-leases, or past %" PRIu64
+                              " bytes (HELLO hold_bytes)", cap);
+    gkv_read_init(&it, req->hold.p, req->hold.len);
+    gkv_read_array(&it, &n);
+    for (uint32_t i = 0; i < n; i++) {
+        gkv_read_uint(&it, &id);
+        rc = gkv_hold_add(ls, ctx->store, gkv_lease_find(ls, id));
+        if (rc) { /* none then: the ones added go again */
+            gkv_read_init(&it, req->hold.p, req->hold.len);
+            gkv_read_array(&it, &n);
+            for (uint32_t j = 0; j < i; j++) {
+                gkv_read_uint(&it, &id);
+                gkv_hold_drop(ls, ctx->store, gkv_hold_find(ls, id));
+            }
+            return gkv_reply_fail(rep, rc, "lease %" PRIu64 "'s memory cannot be held", id);
+        }
+    }
+    return 0;
+}
+
 int gkv_cmd_release(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
     bool batch = req->has & GKV_HAS_LEASES;
@@ -370,10 +436,13 @@ int gkv_cmd_release(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *r
                               GKV_MAX_BATCH, req->nleases);
     if (batch && req->nleases == 0)
         return gkv_reply_fail(rep, GKV_EINVAL, "RELEASE takes 1..%u leases", GKV_MAX_BATCH);
-    if (!batch && !(req->has & GKV_HAS_LEASE))
+    if (!batch && !(req->has & GKV_HAS_LEASE) && !(req->has & GKV_HAS_UNHOLD))
         return gkv_reply_fail(rep, GKV_EINVAL, "RELEASE needs a lease or a leases array");
-    uint32_t n = batch ? req->nleases : 1, nfound = 0;
-    gkv_lease_t **found = malloc(sizeof(*found) * n);
+    if ((req->has & GKV_HAS_UNHOLD) && req->nunhold > GKV_MAX_BATCH)
+        return gkv_reply_fail(rep, GKV_ETOOBIG, "RELEASE ends at most %u holds", GKV_MAX_BATCH);
+    bool any = batch || (req->has & GKV_HAS_LEASE);
+    uint32_t n = batch ? req->nleases : any ? 1 : 0, nfound = 0;
+    gkv_lease_t **found = malloc(sizeof(*found) * (n ? n : 1));
     if (!found)
         return GKV_ENOMEM;
     gkv_reader_t it;
@@ -399,6 +468,40 @@ int gkv_cmd_release(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *r
         else {
             l->marked = true;
             found[nfound++] = l;
+        }
+    }
+    /* The holds that end (ids not held are passed over: the importer freed its import before
+     * asking), then the ones that begin. */
+    uint64_t unheld_bytes = 0;
+    uint32_t unheld = 0;
+    if (!rc && (req->has & GKV_HAS_UNHOLD)) {
+        uint32_t m;
+        gkv_read_init(&it, req->unhold.p, req->unhold.len);
+        gkv_read_array(&it, &m);
+        for (uint32_t i = 0; i < m; i++) {
+            gkv_read_uint(&it, &id);
+            gkv_hold_t *h = gkv_hold_find(rep->leases, id);
+            if (h && !h->marked) {
+                h->marked = true;
+                unheld_bytes += h->bytes;
+                unheld++;
+            }
+        }
+    }
+    if (!rc && (req->has & GKV_HAS_HOLD))
+        rc = add_holds(ctx, req, rep, unheld_bytes, unheld);
+    if (req->has & GKV_HAS_UNHOLD) {
+        uint32_t m;
+        gkv_read_init(&it, req->unhold.p, req->unhold.len);
+        gkv_read_array(&it, &m);
+        for (uint32_t i = 0; i < m; i++) {
+            gkv_read_uint(&it, &id);
+            gkv_hold_t *h = gkv_hold_find(rep->leases, id);
+            if (h && h->marked) {
+                h->marked = false;
+                if (!rc)
+                    gkv_hold_drop(rep->leases, ctx->store, h);
+            }
         }
     }
     for (uint32_t i = 0; i < nfound; i++) {

@@ -89,6 +89,11 @@ int gkv_cmd_hello(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep
     }
     if (rep->nfds && be->host_visible)
         gkv_wr_uint(w, GKV_F_ARENA_SIZE, be->capacity);
+    /* Held imports (PROTOCOL.md): as many as the connection may hold leases. */
+    if (rep->nfds && be->ops->hold && rep->version >= 2) {
+        gkv_wr_uint(w, GKV_F_HOLDS, srv->cfg.max_leases);
+        gkv_wr_uint(w, GKV_F_HOLD_BYTES, gkv_hold_cap(&srv->store));
+    }
     gkv_wr_uint(w, GKV_F_MAX_KEY, srv->cfg.max_key);
     gkv_wr_uint(w, GKV_F_MAX_VALUE, srv->cfg.max_value);
     gkv_wr_uint(w, GKV_F_MAX_META, GKV_MAX_META);

@@ -145,7 +145,7 @@ int gkv_cmd_info(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
         "# Memory\r\nused_bytes:%" PRIu64 "\r\nmaxmemory:%" PRIu64 "\r\nmaxmemory_policy:%s"
         "\r\nevictable_bytes:%" PRIu64 "\r\ndevice_total_bytes:%" PRIu64
         "\r\nkept_export_bytes:%" PRIu64 "\r\nkept_export_reuses:%" PRIu64
-        "\r\nkept_export_ahead:%" PRIu64
+        "\r\nkept_export_ahead:%" PRIu64 "\r\nheld_imports:%" PRIu64
         "\r\nindex_host_bytes:%zu\r\nmax_value_size:%" PRIu64 "\r\nmax_key_size:%" PRIu64 "\r\n"
         "# Stats\r\ntotal_connections_received:%" PRIu64 "\r\nrejected_connections:%" PRIu64
         "\r\ntotal_commands_processed:%" PRIu64 "\r\nprotocol_errors:%" PRIu64
@@ -163,7 +163,7 @@ int gkv_cmd_info(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
         srv->metrics_bound[0] ? srv->metrics_bound : "off", srv->key_order_thread ? "yes" : "no",
         srv->net.nconns, srv->cfg.maxclients, kw[0], kw[1], kw[2], kw[3], ss->early_maps, wa[0], wa[1], wa[2],
         st->changes, fe[0], fe[1], fe[2], fe[3], fe[4], st->used, st->limit, gkv_policy_name(st->policy),
-        evictable_estimate(srv), dt.device_total, dt.kept_bytes, dt.kept_reuses, dt.kept_ahead,
+        evictable_estimate(srv), dt.device_total, dt.kept_bytes, dt.kept_reuses, dt.kept_ahead, dt.held,
         gkv_index_memory(st->ix), srv->cfg.max_value, srv->cfg.max_key, ss->total_connections,
         ss->rejected_connections, srv->cmd.commands, ss->protocol_errors, st->stats.hits,
         st->stats.misses, st->stats.sets, st->stats.dels, st->stats.evicted, st->stats.expired,

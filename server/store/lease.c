@@ -71,11 +71,70 @@ void gkv_lease_to_write(gkv_leases_t *ls, gkv_lease_t *l)
     l->flags = 0;
 }
 
+static gkv_backend_t *dev_be(const gkv_store_t *st, uint8_t dev)
+{
+    return st->dev[dev].be;
+}
+
+int gkv_hold_add(gkv_leases_t *ls, gkv_store_t *st, const gkv_lease_t *l)
+{
+    const gkv_entry_t *e = l->entry;
+    gkv_backend_t *be = gkv_store_be(st, e);
+    if (!e->size || !be->ops->hold || gkv_store_in_tier(e))
+        return GKV_ENOTSUP;
+    gkv_hold_t *h = calloc(1, sizeof(*h));
+    if (!h)
+        return GKV_ENOMEM;
+    int rc = be->ops->hold(be, e->mem, 1);
+    if (rc) {
+        free(h);
+        return rc;
+    }
+    h->id = l->id;
+    h->mem = e->mem;
+    h->dev = (uint8_t)e->dev;
+    h->bytes = e->size;
+    HASH_ADD(hh, ls->holds, id, sizeof(uint64_t), h);
+    ls->nholds++;
+    ls->held_bytes += h->bytes;
+    return 0;
+}
+
+uint64_t gkv_hold_cap(const gkv_store_t *st)
+{
+    uint64_t cap = 0;
+    for (unsigned i = 0; i < st->ndev; i++)
+        cap += st->dev[i].be->capacity / 8;
+    return cap;
+}
+
+gkv_hold_t *gkv_hold_find(gkv_leases_t *ls, uint64_t id)
+{
+    gkv_hold_t *h = NULL;
+    HASH_FIND(hh, ls->holds, &id, sizeof(uint64_t), h);
+    return h;
+}
+
+void gkv_hold_drop(gkv_leases_t *ls, gkv_store_t *st, gkv_hold_t *h)
+{
+    gkv_backend_t *be = dev_be(st, h->dev);
+    (void)be->ops->hold(be, h->mem, -1);
+    HASH_DELETE(hh, ls->holds, h);
+    ls->nholds--;
+    ls->held_bytes -= h->bytes;
+    free(h);
+}
+
 void gkv_leases_fini(gkv_leases_t *ls, gkv_store_t *st)
 {
     gkv_lease_t *l, *tmp;
     HASH_ITER(hh, ls->table, l, tmp)
     {
         gkv_lease_drop(ls, st, l);
+    }
+    gkv_hold_t *h, *htmp;
+    HASH_ITER(hh, ls->holds, h, htmp)
+    {
+        gkv_hold_drop(ls, st, h);
     }
 }

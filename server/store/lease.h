@@ -29,15 +29,41 @@ typedef struct {
                          names one of ours */
 } gkv_lease_totals_t;
 
+/* A held import (PROTOCOL.md "Held imports"): the connection's process keeps its import of the
+ * allocation a lease was on after that lease ended, so the allocation is not given back while
+ * the hold lasts (it may hold other values meanwhile: the process reads it only under a new
+ * lease). Named by the id of the lease it began with. */
+typedef struct gkv_hold {
+    uint64_t id;
+    gkv_devptr_t mem; /* the allocation (backend memory of device dev) */
+    uint8_t dev;
+    uint64_t bytes;
+    bool marked; /* RELEASE: already named in this request's unhold */
+    UT_hash_handle hh;
+} gkv_hold_t;
+
 typedef struct {
     gkv_lease_t *table;
     uint64_t count, bytes;
     gkv_lease_totals_t *totals; /* borrowed */
+    gkv_hold_t *holds;
+    uint64_t nholds, held_bytes;
 } gkv_leases_t;
 
 void gkv_leases_init(gkv_leases_t *ls, gkv_lease_totals_t *totals);
-/* Ends every lease: entries are unref'd, unsealed creates discarded. */
+/* Ends every lease (entries are unref'd, unsealed creates discarded) and every hold. */
 void gkv_leases_fini(gkv_leases_t *ls, gkv_store_t *st);
+/* Lease l's allocation is held from now on, under l's id (l itself is ended by the caller).
+ * Returns 0, GKV_ENOTSUP (its backend keeps no holds, or the memory is no export it
+ * remembers: then the importer could not have imported it), or GKV_ENOMEM. */
+int gkv_hold_add(gkv_leases_t *ls, gkv_store_t *st, const gkv_lease_t *l);
+/* The most bytes one connection may hold: the kept share of its devices' memory (an eighth:
+ * what the cuda backend keeps of freed exports anyway, common/mem/backend_cuda.c). */
+uint64_t gkv_hold_cap(const gkv_store_t *st);
+/* The hold begun with lease id, or NULL. */
+gkv_hold_t *gkv_hold_find(gkv_leases_t *ls, uint64_t id);
+/* Ends hold h. */
+void gkv_hold_drop(gkv_leases_t *ls, gkv_store_t *st, gkv_hold_t *h);
 /* Adds a lease on e, taking over the caller's reference. Returns 0 with *out (borrowed, valid
  * until dropped) or GKV_ENOMEM (the reference is then still the caller's). */
 int gkv_lease_add(gkv_leases_t *ls, gkv_entry_t *e, bool writable, unsigned flags,

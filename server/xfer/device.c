@@ -109,6 +109,7 @@ gkv_dev_totals_t gkv_devices_totals(const gkv_devices_t *d)
         t.kept_bytes += dv->be->kept_bytes;
         t.kept_reuses += dv->be->kept_reuses;
         t.kept_ahead += dv->be->kept_ahead;
+        t.held += dv->be->held;
         t.batches += dv->batcher.batches;
         t.pieces += dv->batcher.pieces;
     }

@@ -74,7 +74,7 @@ int gkv_devices_map_gpu(const gkv_devices_t *d, const char *uuid, size_t len, un
 
 /* What the devices' backends and batchers count, summed (INFO, metrics). */
 typedef struct {
-    uint64_t device_total, kept_bytes, kept_reuses, kept_ahead, batches, pieces;
+    uint64_t device_total, kept_bytes, kept_reuses, kept_ahead, held, batches, pieces;
 } gkv_dev_totals_t;
 gkv_dev_totals_t gkv_devices_totals(const gkv_devices_t *d);
 

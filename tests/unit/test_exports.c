@@ -1,6 +1,6 @@
 /* test_exports.c: the table of exported allocations kept for reuse, over fake addresses: export
  * data remembered, only exported allocations kept, exact-size reuse, the byte cap (oldest
- * given back first), drain. */
+ * given back first), drain, and held allocations never given back. */
 #include <gpukv/gpukv.h>
 #include <string.h>
 
@@ -144,6 +144,45 @@ START_TEST(a_zero_cap_keeps_nothing)
 }
 END_TEST
 
+/* Held allocations (gkv_exports_hold): kept when freed whatever the cap, passed over by the
+ * cap's trimming and by drain, given back once no longer held and past the cap; holding what
+ * was never exported (or unholding what is not held) changes nothing. */
+START_TEST(held_allocations_are_never_given_back)
+{
+    sink_t s = {0};
+    gkv_exports_t *k;
+    ck_assert_int_eq(gkv_exports_init(&k, 150, sink_release, &s), 0);
+    ck_assert(!gkv_exports_hold(k, 0x9000, 1)); /* never exported */
+    export(k, 0x1000, 100);
+    export(k, 0x2000, 100);
+    export(k, 0x3000, 400); /* larger than the cap */
+    ck_assert(!gkv_exports_hold(k, 0x1000, -1)); /* not held */
+    ck_assert(gkv_exports_hold(k, 0x1000, 1));
+    ck_assert(gkv_exports_hold(k, 0x3000, 1));
+    ck_assert_uint_eq(gkv_exports_holds_now(k), 2);
+    ck_assert(gkv_exports_freed(k, 0x1000));
+    ck_assert(gkv_exports_freed(k, 0x3000)); /* kept past the cap: it is held */
+    ck_assert(gkv_exports_freed(k, 0x2000)); /* the cap: nothing unheld to give back first */
+    ck_assert_int_eq(s.n, 0);
+    ck_assert_uint_eq(gkv_exports_drain(k), 100); /* 0x2000 alone */
+    ck_assert_int_eq(s.n, 1);
+    ck_assert_uint_eq(s.released[0], 0x2000);
+    uint64_t addr;
+    ck_assert(gkv_exports_take(k, 100, &addr)); /* a held one serves another value */
+    ck_assert_uint_eq(addr, 0x1000);
+    ck_assert(gkv_exports_freed(k, 0x1000));
+    ck_assert(gkv_exports_hold(k, 0x3000, -1)); /* 500 kept, cap 150: it goes */
+    ck_assert_int_eq(s.n, 2);
+    ck_assert_uint_eq(s.released[1], 0x3000);
+    ck_assert(gkv_exports_hold(k, 0x1000, -1)); /* 100 kept, under the cap: it stays */
+    ck_assert_int_eq(s.n, 2);
+    ck_assert_uint_eq(gkv_exports_holds_now(k), 0);
+    ck_assert_uint_eq(gkv_exports_drain(k), 100);
+    ck_assert_int_eq(s.n, 3);
+    gkv_exports_fini(k);
+}
+END_TEST
+
 Suite *make_suite(void)
 {
     Suite *s = suite_create("keep");
@@ -152,6 +191,7 @@ Suite *make_suite(void)
     tcase_add_test(t, only_exported_allocations_are_kept_and_reused_by_exact_size);
     tcase_add_test(t, the_cap_gives_back_the_oldest_first);
     tcase_add_test(t, a_zero_cap_keeps_nothing);
+    tcase_add_test(t, held_allocations_are_never_given_back);
     suite_add_tcase(s, t);
     return s;
 }
