@@ -42,7 +42,7 @@ from ._gpukv import Mapping
 from .client import _TEXTS as TEXTS
 from .client import MAX_BATCH, Client
 
-__all__ = ["GpukvStore"]
+__all__ = ["GpukvStore", "disconnect"]
 
 # The read leases a store keeps for chunks read again (bytes, and chunks): see GpukvStore.
 LEASE_CACHE = 1 << 30
@@ -52,10 +52,47 @@ LEASE_CACHE_SLOTS = 1024
 # would be a system call).
 _fork_generation = 0
 
+# This process's connections, one per (url, timeout, lease_cache), shared by its stores (as
+# fsspec shares one filesystem instance between zarr's FsspecStores): a store made again for
+# the same daemon (zarr.open_array in a loop, a store per task) finds the imports of the
+# memory its values go to already made. libgpukv keeps the imports of what it writes and reads
+# for the caller past their leases ("held imports", PROTOCOL.md), and those end with the
+# connection: a new connection per store would import every allocation again (~10% of 4 MiB
+# imports take 100-350 us on an H100). A store's close() leaves the shared connection open;
+# disconnect() closes them (the process's exit does too).
+_shared: dict[tuple[str | None, float | None, int], Client] = {}
+_shared_lock = threading.Lock()
+
 
 def _forked() -> None:
-    global _fork_generation
+    global _fork_generation, _shared_lock
     _fork_generation += 1
+    _shared_lock = threading.Lock()  # another thread may have held it at the fork
+    _shared.clear()  # the parent's (the binding leaves a forked copy's connection alone)
+
+
+def disconnect() -> None:
+    """Closes this process's connections that GpukvStores share (a store used again
+    reconnects)."""
+    with _shared_lock:
+        clients = list(_shared.values())
+        _shared.clear()
+    for c in clients:
+        c.close()
+
+
+def _shared_client(url: str | None, timeout: float | None, lease_cache: int) -> Client:
+    """The process's open connection for these settings, made if there is none."""
+    key = (url, timeout, lease_cache)
+    with _shared_lock:
+        c = _shared.get(key)
+        if c is None or c.closed:
+            c = Client(url, timeout=timeout)
+            if lease_cache:
+                # 1024 leases: well under the daemon's --max-leases (4096 by default).
+                c.set_lease_cache(LEASE_CACHE_SLOTS, lease_cache, lease_cache)
+            _shared[key] = c
+        return c
 
 
 os.register_at_fork(after_in_child=_forked)
@@ -163,7 +200,8 @@ class GpukvStore(Store):
     """A zarr v3 store whose keys live in a gpukvd, under ``root`` (a key prefix; "" for the
     whole keyspace). ``url`` as for ``gpukv.Client`` (None: ``$GPUKV_URL`` or the default
     socket). The store connects lazily, once per process, so it pickles (the other process
-    reconnects) and survives a fork. ``clear()`` deletes this root's keys only."""
+    reconnects) and survives a fork; the process's stores of one daemon share that connection
+    (``gpukv.zarr.disconnect()`` closes it). ``clear()`` deletes this root's keys only."""
 
     supports_writes: bool = True
     supports_deletes: bool = True
@@ -201,16 +239,14 @@ class GpukvStore(Store):
 
     @property
     def client(self) -> Client:
-        """This process's connection (made at first use)."""
+        """This process's connection to the store's daemon, shared with its other stores of the
+        same url, timeout and lease_cache (made at first use)."""
         c = self._c
         if c is None or self._gen != _fork_generation or c.closed:
             with self._lock:
                 c = self._c
                 if c is None or self._gen != _fork_generation or c.closed:
-                    c = Client(self.url, timeout=self.timeout)
-                    if self.lease_cache:
-                        # 1024 leases: well under the daemon's --max-leases (4096 by default).
-                        c.set_lease_cache(LEASE_CACHE_SLOTS, self.lease_cache, self.lease_cache)
+                    c = _shared_client(self.url, self.timeout, self.lease_cache)
                     self._c, self._gen = c, _fork_generation
         return c
 
@@ -219,10 +255,10 @@ class GpukvStore(Store):
         await super()._open()
 
     def close(self) -> None:
+        """Closes the store; the connection it shares stays open for the process's other
+        stores (gpukv.zarr.disconnect() closes it)."""
         super().close()
-        c, self._c = self._c, None
-        if c is not None and self._gen == _fork_generation:
-            c.close()
+        self._c = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {"url": self.url, "root": self.root, "read_only": self._read_only,

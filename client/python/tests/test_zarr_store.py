@@ -187,6 +187,29 @@ def test_a_forked_child_gets_its_own_connection(daemon):
     assert s.get_sync("k2").to_bytes() == b"child"
 
 
+def test_stores_of_one_daemon_share_the_process_connection(daemon):
+    from gpukv.zarr import disconnect
+
+    a = GpukvStore(daemon.url, root="share/a")
+    b = GpukvStore(daemon.url, root="share/b")
+    other = GpukvStore(daemon.url, root="share/c", lease_cache=0)  # other settings
+    assert a.client is b.client
+    assert other.client is not a.client
+    shared = a.client
+    a.set_sync("k", cpu.Buffer.from_bytes(b"a"))
+    a.close()  # the store ends; the connection stays for b
+    assert not shared.closed
+    assert b.get_sync("k") is None and b.client is shared
+    again = GpukvStore(daemon.url, root="share/a")  # a store made again finds it
+    assert again.client is shared
+    assert again.get_sync("k").to_bytes() == b"a"
+    disconnect()  # closes the process's shared connections ...
+    assert shared.closed and other.client is not shared
+    assert again.get_sync("k").to_bytes() == b"a"  # ... and a store used again reconnects
+    assert again.client is not shared and not again.client.closed
+    assert again.client is b.client
+
+
 async def _mapped_store(daemon, root: str, n: int, size: int, **kw) -> GpukvStore:
     """A store whose reads are views (a host daemon sharing its arena), with chunks c/0..c/n-1
     of size bytes, each all bytes i."""
