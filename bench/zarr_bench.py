@@ -229,6 +229,12 @@ def run(url: str, size: int, chunk: int, gpu: bool, reps: int, tmp: str, profile
             if kind == "GpukvStore":
                 asyncio.run(store.clear())
                 store.close()
+    if wround:
+        # How many of the daemon's allocations this process's shared connection holds imports
+        # of (held imports): the writes of a round after the first find them imported.
+        mem = GpukvStore(url).client.info("memory")
+        print(f"after the write rounds: held_imports {mem.get('held_imports', 'n/a')}, "
+              f"kept_export_reuses {mem.get('kept_export_reuses', 'n/a')}")
     # The rows the target compares are read again in alternating rounds: the machine's noise
     # then shows in the spread of their ratio.
     for r in range(rounds):
