@@ -123,14 +123,18 @@ START_TEST(deletes_deadlines_evictions_and_flush_are_told)
     ck_assert_int_eq(gkv_set(c, "t", 1, "1", 1, &ttl), 0);
     expect_event(w, GKV_EVENT_SET, "t", 1);
     expect_event(w, GKV_EVENT_EXPIRE, "t", 0); /* active expiry: nobody reads it */
-    /* Room for two values of 400 KiB: the third evicts the older one. */
+    /* Room for two values of 400 KiB: the third evicts one of them (allkeys-lru samples keys,
+     * so the older is the likelier, not the sure, choice). */
     static char big[400 << 10];
     ck_assert_int_eq(gkv_set(c, "e1", 2, big, sizeof(big), NULL), 0);
     ck_assert_int_eq(gkv_set(c, "e2", 2, big, sizeof(big), NULL), 0);
     ck_assert_int_eq(gkv_set(c, "e3", 2, big, sizeof(big), NULL), 0);
     expect_event(w, GKV_EVENT_SET, "e1", sizeof(big));
     expect_event(w, GKV_EVENT_SET, "e2", sizeof(big));
-    expect_event(w, GKV_EVENT_EVICT, "e1", 0);
+    gkv_event_t ev = next_event(w);
+    ck_assert_int_eq(ev.kind, GKV_EVENT_EVICT);
+    ck_assert(ev.klen == 2 && (memcmp(ev.key, "e1", 2) == 0 || memcmp(ev.key, "e2", 2) == 0));
+    ck_assert_uint_eq(ev.size, 0);
     expect_event(w, GKV_EVENT_SET, "e3", sizeof(big));
     ck_assert_int_eq(gkv_flush(c), 0);
     expect_event(w, GKV_EVENT_FLUSH, "", 0);
