@@ -2,8 +2,8 @@
  * read) into the directory given: sessions of one to three clients that use every command, move
  * small and large values, pipeline past the output limit, go away mid-transfer, hand over and
  * drop a TAKEOVER, stop the daemon under load, watch keys past the watch buffer, and wait
- * for keys and newer versions, take early MAP frames. Its output is committed in corpus_daemon/;
- * run it again after changing the steps (tests/fuzz/run.sh builds it). */
+ * for keys and newer versions, take early MAP frames, hold imports. Its output is committed in
+ * corpus_daemon/; run it again after changing the steps (tests/fuzz/run.sh builds it). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -438,6 +438,36 @@ int main(int argc, char **argv)
     leave(1, 0);
     turns(2);
     save(dir, "early_maps");
+
+    /* Held imports: RELEASEs with hold (refused where holds are not offered, as on the host
+     * backend; a hold named twice), an unhold alone of ids not held, then the lease ended. */
+    hello(&w, 2);
+    set_small(&w, 2, "h/k", "0123456789abcdef");
+    req(&w, GKV_OP_MAP, 3, "h/k");
+    gkv_wr_end(&w);
+    for (unsigned id = 4, twice = 0; twice < 2; twice++, id++) {
+        req(&w, GKV_OP_RELEASE, id, NULL);
+        gkv_wr_uint(&w, GKV_F_LEASE, 1);
+        size_t at = gkv_wr_array_begin(&w, GKV_F_HOLD);
+        for (unsigned i = 0; i <= twice; i++)
+            msgpack_pack_uint64(&w.pk, 1);
+        gkv_wr_array_end(&w, at, twice + 1);
+        gkv_wr_end(&w);
+    }
+    req(&w, GKV_OP_RELEASE, 6, NULL);
+    size_t unheld = gkv_wr_array_begin(&w, GKV_F_UNHOLD);
+    msgpack_pack_uint64(&w.pk, 1);
+    msgpack_pack_uint64(&w.pk, 99);
+    gkv_wr_array_end(&w, unheld, 2);
+    gkv_wr_end(&w);
+    req(&w, GKV_OP_RELEASE, 7, NULL);
+    gkv_wr_uint(&w, GKV_F_LEASE, 1);
+    gkv_wr_end(&w);
+    send_frames(0, &w);
+    turns(4);
+    drain(0);
+    leave(0, 0);
+    save(dir, "holds");
 
     gkv_wr_fini(&w);
     return 0;
