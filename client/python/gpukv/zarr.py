@@ -37,7 +37,7 @@ from zarr.abc.store import (
 )
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
-from ._errors import CLASSES, Exists, NotFound, RangeError
+from ._errors import CLASSES, Error, Exists, NotFound, RangeError
 from ._gpukv import Mapping
 from .client import _TEXTS as TEXTS
 from .client import MAX_BATCH, Client
@@ -256,9 +256,15 @@ class GpukvStore(Store):
 
     def close(self) -> None:
         """Closes the store; the connection it shares stays open for the process's other
-        stores (gpukv.zarr.disconnect() closes it)."""
+        stores (gpukv.zarr.disconnect() closes it). The read leases its lease cache kept end
+        now, as they did when a store had a connection of its own."""
         super().close()
-        self._c = None
+        c, self._c = self._c, None
+        if c is not None and self._gen == _fork_generation and not c.closed:
+            try:
+                c.ping()  # any request but a mapping call ends the connection's lease cache
+            except Error:
+                pass  # a connection that failed has no leases left
 
     def __getstate__(self) -> dict[str, Any]:
         return {"url": self.url, "root": self.root, "read_only": self._read_only,

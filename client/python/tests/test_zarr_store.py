@@ -286,7 +286,18 @@ async def test_chunks_read_keep_their_leases_for_the_next_read(daemon, lease_cac
     gc.collect()
     s.client.ping()  # anything but a read ends the cache
     assert wait_for(lambda: leases(daemon.url) == base), leases(daemon.url)
+    # The store's close ends what its reads left in the cache of the connection it shares.
+    got = await asyncio.gather(*[s.get(f"c/{i}", _proto()) for i in range(n)])
+    del got
+    await asyncio.sleep(0)
+    gc.collect()
+    await s.get("c/0", _proto())  # the dropped mappings go into the cache
+    gc.collect()
+    assert leases(daemon.url) > base
+    shared = s.client
     s.close()
+    assert wait_for(lambda: leases(daemon.url) == base), leases(daemon.url)
+    assert not shared.closed
 
 
 async def test_a_batch_that_fails_or_loses_a_reader_fails_no_other(daemon, monkeypatch):
