@@ -159,13 +159,14 @@ static void render_memory(const gkv_server_t *srv, gkv_text_t *t)
         {"memory_limit_bytes", "--maxmemory: the most bytes values may take."},
         {"device_memory_bytes", "Total memory of the device (or RAM on the host backend)."},
         {"kept_export_bytes", "Freed exported allocations kept for reuse."},
+        {"held_imports", "Holds on allocations by client processes that keep their imports."},
     };
     for (size_t f = 0; f < sizeof(per_device) / sizeof(per_device[0]); f++) {
         family(t, per_device[f].name, "gauge", per_device[f].help);
         for (unsigned i = 0; i < srv->devs.n; i++) {
             const gkv_backend_t *be = srv->devs.dev[i].be;
             const gkv_store_dev_t *d = &srv->store.dev[i];
-            uint64_t v[] = {d->used, d->limit, be->device_total, be->kept_bytes};
+            uint64_t v[] = {d->used, d->limit, be->device_total, be->kept_bytes, be->held};
             gkv_text_printf(t, "gpukv_%s{%s} %llu\n", per_device[f].name,
                             device_labels(srv, i, dev, sizeof(dev)), (unsigned long long)v[f]);
         }

@@ -134,6 +134,12 @@ START_TEST(a_release_holds_allocations_until_unhold_or_close)
     ck_assert_int_eq(raw_release(fd, &l1, 1, &l1, 1, NULL, 0), 0);
     ck_assert_uint_eq(info_u64(c, "leases"), 1);
     ck_assert_uint_eq(info_u64(c, "held_imports"), 1);
+    char *metrics = NULL; /* the same count in the metrics, per GPU */
+    ck_assert_int_eq(gkv_metrics(c, &metrics), 0);
+    const char *line = strstr(metrics, "\ngpukv_held_imports{backend=\"cuda\",device=\"0\",");
+    ck_assert_msg(line && strncmp(strchr(line, '}'), "} 1\n", 4) == 0,
+                  "no gpukv_held_imports of 1 in the metrics");
+    gkv_free(metrics);
     del_one(c, "h/1");
     ck_assert_uint_eq(info_u64(c, "held_imports"), 1);
     /* Ids not held are passed over; a RELEASE may only end holds. */
