@@ -152,9 +152,7 @@ START_TEST(a_release_holds_allocations_until_unhold_or_close)
     ck_assert_int_eq(raw_release(fd, &l2, 1, &l2, 1, NULL, 0), 0);
     ck_assert_uint_eq(info_u64(c, "held_imports"), 1);
     close(fd);
-    for (int i = 0; i < 200 && info_u64(c, "held_imports"); i++)
-        harness_sleep_ms(5);
-    ck_assert_uint_eq(info_u64(c, "held_imports"), 0);
+    info_until(c, "held_imports", 0, 1000);
     char b[1];
     gkv_range_t one = {.offset = 0, .length = 1};
     ck_assert_int_eq(gkv_get(c, KEY("h/2"), &one, b, 1, NULL), 0);
@@ -226,9 +224,7 @@ START_TEST(the_library_holds_the_imports_of_its_writes)
     /* held: the first values' allocations, and any of the second's that were new */
     ck_assert_uint_le(info_u64(r, "held_imports"), on_cuda() ? 2 * N : 0);
     gkv_client_close(w);
-    for (int i = 0; i < 200 && info_u64(r, "held_imports"); i++)
-        harness_sleep_ms(5);
-    ck_assert_uint_eq(info_u64(r, "held_imports"), 0);
+    info_until(r, "held_imports", 0, 1000);
     ck_assert_uint_eq(info_u64(r, "leases"), 0);
     gkv_client_close(r);
     ck_assert_int_eq(harness_stop(&d), 0);
