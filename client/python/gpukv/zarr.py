@@ -231,7 +231,6 @@ class GpukvStore(Store):
         self.lease_cache = lease_cache
         self._c: Client | None = None
         self._gen = -1
-        self._lock = threading.Lock()
         self._batches: dict[asyncio.AbstractEventLoop, _Batch] = {}
         self._writes: dict[asyncio.AbstractEventLoop, _Batch] = {}
 
@@ -243,11 +242,9 @@ class GpukvStore(Store):
         same url, timeout and lease_cache (made at first use)."""
         c = self._c
         if c is None or self._gen != _fork_generation or c.closed:
-            with self._lock:
-                c = self._c
-                if c is None or self._gen != _fork_generation or c.closed:
-                    c = _shared_client(self.url, self.timeout, self.lease_cache)
-                    self._c, self._gen = c, _fork_generation
+            # _shared_client serialises the connecting: threads racing here get the same one.
+            c = _shared_client(self.url, self.timeout, self.lease_cache)
+            self._c, self._gen = c, _fork_generation
         return c
 
     async def _open(self) -> None:
