@@ -47,7 +47,6 @@ struct gkv_client {
     uint32_t wait_ms; /* the next GET or MAP waits this long for its key (gkv_wait_next; 0: not) */
     uint64_t wait_after; /* ... for a version above this one (gkv_wait_newer; 0: any) */
     bool wait_newer;     /* wait_after is armed */
-    bool map_early;      /* the MAP being sent may take an early frame (gkv_map) */
     bool internal;       /* a mapping call inside the library (its mapping is not shown) */
     /* Held imports (PROTOCOL.md): how many this connection may hold (HELLO holds, capped), and
      * the imports it holds, oldest first, with their bytes. */
@@ -129,15 +128,15 @@ int gkv__send_waiting(gkv_client_t *c);
  * count too). */
 #define GKV_HOLDS_MAX 1024
 #define GKV_HOLD_BYTES (2ull << 30)
-/* The same for a MAP that may take an early frame (c->map_early, with a wait armed): each
- * early frame read before the answer goes to fn (with arg), which returns 0 to read on or a
- * code to stop with. An early frame when fn is NULL is a protocol error. */
-typedef int (*gkv_early_fn)(gkv_client_t *c, void *arg);
 /* An import c holds past its lease (mapping.c). */
 struct gkv_held {
     struct gkv_import *imp;
     uint64_t bytes;
 };
+/* gkv__send_waiting for a MAP that asked for an early frame (`early`, with a wait or not):
+ * each early frame read before the answer goes to fn (with arg), which returns 0 to read on or
+ * a code to stop with. An early frame when fn is NULL is a protocol error. */
+typedef int (*gkv_early_fn)(gkv_client_t *c, void *arg);
 int gkv__send_waiting_early(gkv_client_t *c, gkv_early_fn fn, void *arg);
 /* At close: the fence page unregistered, unmapped and closed (fence.c). */
 void gkv__fence_close(gkv_client_t *c);

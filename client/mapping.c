@@ -467,10 +467,12 @@ static int map_one(gkv_client_t *c, const void *key, size_t klen, const gkv_rang
     gkv__put_key_range(c, key, klen, range);
     if (cm)
         gkv_wr_uint(&c->wr, GKV_F_LEASE, cm->lease);
+    /* A whole value's MAP takes an early frame when its value is on the way: an asynchronous
+     * seal's (with a wait), or a pull from another cluster node's. */
     early_t early = {.key = key, .klen = klen};
-    c->map_early = !cm && whole(range);
+    if (whole(range) && !(c->wait_ms && c->wait_newer))
+        gkv_wr_uint(&c->wr, GKV_F_EARLY, 1);
     rc = gkv__send_waiting_early(c, on_early, &early);
-    c->map_early = false;
     if (rc) {
         if (cm && !c->broken)
             end_cached(c, cm); /* e.g. the key is gone: its old value need not stay */
@@ -484,9 +486,14 @@ static int map_one(gkv_client_t *c, const void *key, size_t klen, const gkv_rang
         mapping_t *m = (mapping_t *)early.m;
         if ((rc = fill_mapping(c, m, m->base)) == 0) {
             *out = early.m;
+            if (cm) /* the older value's lease ends; as a deferred RELEASE's, its errors are
+                     * not the caller's */
+                (void)end_cached(c, cm);
             return 0;
         }
         (void)end_early(c, &early);
+        if (cm)
+            (void)end_cached(c, cm);
         return rc;
     }
     rc = gkv__mapping_make(c, 0, key, klen, out);

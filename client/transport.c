@@ -321,9 +321,7 @@ static void wait_take(gkv_client_t *c, struct timeval *saved)
     c->wait_ms = 0;
     gkv_wr_uint(&c->wr, GKV_F_WAIT, wait_ms);
     if (c->wait_newer)
-        gkv_wr_uint(&c->wr, GKV_F_AFTER, c->wait_after);
-    else if (c->map_early)
-        gkv_wr_uint(&c->wr, GKV_F_EARLY, 1);
+        gkv_wr_uint(&c->wr, GKV_F_AFTER, c->wait_after); /* a MAP's `early` is map_one's */
     c->wait_newer = false;
     c->spin_ns = wait_spin_ns();
     socklen_t len = sizeof(*saved);

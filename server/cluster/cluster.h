@@ -71,6 +71,12 @@ typedef struct gkv_route_ticket {
      * route; 0: no wait), and the cluster's notification count when its read asked the home
      * (gkv_cluster_wait_missed). */
     uint64_t wait_ms, wait_seq;
+    /* Set by the connection before the route when its request may take an early frame (a MAP
+     * of a whole value that asked for one: PROTOCOL.md, "Early MAPs"), else NULL: called on the
+     * loop with the new memory a pull of its value lands in, before the pull runs. True when it
+     * leased e (the client imports it while the pull runs): the replica is then published by
+     * linking e itself, so the leased memory is the value's. */
+    bool (*early)(void *conn, gkv_entry_t *e);
 } gkv_route_ticket_t;
 
 enum {

@@ -74,6 +74,7 @@ typedef struct {
     unsigned dev;
     gkv_devptr_t mem;
     bool pulled;
+    bool early; /* entry went out in an early frame (ticket's early): publish it by linking */
 } cl_key_t;
 
 typedef struct cl_job {
@@ -187,9 +188,10 @@ bool gkv_cl_pull_start(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j);
 /* A JOB_PULL ended: the keys pulled become replicas here. */
 void gkv_cl_pull_done(gkv_cluster_t *cl, cl_job_t *j);
 /* e (unpublished, of key) kept as the replica of key at version v, unless a value of this
- * node's took the key meanwhile. Returns true when kept. */
+ * node's took the key meanwhile; flags: 0 or GKV_PUBLISH_LINK (store.h). Returns true when
+ * kept. */
 bool gkv_cl_keep_replica(gkv_cluster_t *cl, gkv_entry_t *e, const void *key, size_t klen,
-                         uint64_t v, gkv_entry_t **holder);
+                         uint64_t v, unsigned flags, gkv_entry_t **holder);
 /* jobs.c's TCP fetch of k's value (version k->version) from owner, relayed into a replica:
  * the fallback of a pull. Returns 0, CL_AGAIN (the owner moved on) or a code. */
 int gkv_cl_fetch_tcp(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner);

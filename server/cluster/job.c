@@ -167,14 +167,14 @@ uint64_t gkv_cl_replica_version(gkv_cluster_t *cl, const void *key, size_t klen)
 }
 
 bool gkv_cl_keep_replica(gkv_cluster_t *cl, gkv_entry_t *e, const void *key, size_t klen,
-                         uint64_t v, gkv_entry_t **holder)
+                         uint64_t v, unsigned flags, gkv_entry_t **holder)
 {
     gkv_copy_rec_t *c = gkv_copy_get(&cl->rec, key, klen);
     if (!c || c->pending || (!c->replica && c->version))
         return false;
     cl->store->now_ms = gkv_clock_ms();
     cl->quiet = true; /* a replica: no event (gkv_cluster_reports) */
-    int rc = gkv_store_publish(cl->store, e, 0, holder);
+    int rc = gkv_store_publish(cl->store, e, flags, holder);
     cl->quiet = false;
     if (rc)
         return false;

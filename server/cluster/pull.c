@@ -328,6 +328,8 @@ bool gkv_cl_pull_start(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j)
         k->entry = e;
         k->dev = dev;
         k->mem = e->mem;
+        /* A MAP's client may import the memory now, while the pull fills it. */
+        k->early = j->nkeys == 1 && t->early && t->early(t->conn, e);
         any = true;
     }
     if (!any)
@@ -682,7 +684,8 @@ void gkv_cl_pull_done(gkv_cluster_t *cl, cl_job_t *j)
             continue;
         }
         gkv_entry_t *holder;
-        gkv_cl_keep_replica(cl, k->entry, k->key, k->klen, k->version, &holder);
+        gkv_cl_keep_replica(cl, k->entry, k->key, k->klen, k->version,
+                            k->early ? GKV_PUBLISH_LINK : 0, &holder);
         nixl = true;
     }
     if (nixl) {

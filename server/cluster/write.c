@@ -169,7 +169,7 @@ int gkv_cluster_commit(gkv_cluster_t *cl, gkv_route_ticket_t *t, uint64_t id, gk
          * key meanwhile. */
         uint64_t v = t->replica_version;
         t->replica_version = 0;
-        gkv_cl_keep_replica(cl, e, key, klen, v, holder);
+        gkv_cl_keep_replica(cl, e, key, klen, v, 0, holder);
         gkv_cl_reply_count(out, id, 0);
         return GKV_ROUTE_DONE;
     }

@@ -79,6 +79,7 @@ static void skip_payload(gkv_conn_t *c, const gkv_request_t *req)
 }
 
 static bool park_for_key(gkv_conn_t *c, const gkv_request_t *req, int *rc);
+static bool pull_early(void *conn, gkv_entry_t *e);
 
 /* The cluster's say on a request (cluster.h) before it runs here: false when it is answered or
  * waits (parked: its frame stays in the input, c waits); else *run is the request to run (req,
@@ -104,7 +105,17 @@ static bool route_request(gkv_conn_t *c, const gkv_request_t *req, gkv_request_t
                            : c->kw_deadline > now ? c->kw_deadline - now
                                                   : 0;
     }
+    /* A whole value's MAP may take an early frame for the memory a pull brings its value into
+     * (the early frame's lease, when the MAP offers a cached one too, is the one renewed). */
+    c->pull_early = req->op == GKV_OP_MAP && req->early == 1 && c->zero_copy &&
+                    !(req->has & (GKV_HAS_OFFSET | GKV_HAS_LENGTH | GKV_HAS_SUFFIX));
+    if (c->pull_early) {
+        c->kw_req_id = req->id;
+        c->route.early = pull_early;
+    }
     int r = gkv_cluster_route(net->cluster, &c->route, req, &c->leases, &c->out, &rc);
+    c->route.early = NULL;
+    c->pull_early = false;
     if (r == GKV_ROUTE_PARK) {
         *parked = true;
         c->wait.cluster = true;
@@ -183,9 +194,11 @@ static bool park_for_key(gkv_conn_t *c, const gkv_request_t *req, int *rc)
     return false;
 }
 
-bool gkv_conn_early(gkv_conn_t *c, gkv_entry_t *e)
+/* Sends c's request kw_req_id an early frame leasing e (PROTOCOL.md, "Early MAPs"); false
+ * when it has one already or none can go (limits, a GPU its zero-copy does not reach). */
+static bool send_early(gkv_conn_t *c, gkv_entry_t *e)
 {
-    if (!c->kw_early || c->early_lease || c->closing || !c->kw_bucket)
+    if (c->early_lease || c->closing)
         return false;
     gkv_reply_t rep;
     gkv_reply_init(&rep, &c->out, &c->leases);
@@ -199,6 +212,19 @@ bool gkv_conn_early(gkv_conn_t *c, gkv_entry_t *e)
     gkv_trace("d_early", e->size, lease); /* GPUKV_TRACE: an early frame out */
     gkv_conn_flush(c);
     return true;
+}
+
+bool gkv_conn_early(gkv_conn_t *c, gkv_entry_t *e)
+{
+    return c->kw_early && c->kw_bucket && send_early(c, e);
+}
+
+/* gkv_route_ticket_t's early: the memory a pull of the MAP's value lands in, leased to it in an
+ * early frame before the pull runs. */
+static bool pull_early(void *conn, gkv_entry_t *e)
+{
+    gkv_conn_t *c = conn;
+    return c->pull_early && send_early(c, e);
 }
 
 /* A request a watching connection may not make (watch.h) is answered INVAL; its payload, if
@@ -240,8 +266,7 @@ static bool handle_request(gkv_conn_t *c, const gkv_request_t *routed)
                            : 0;
     /* A MAP that took an early frame offers that frame's lease: when its value is the one
      * returned, the answer renews it and the client's import of it stands. */
-    if (c->early_lease && routed->id == c->early_req_id && routed->op == GKV_OP_MAP &&
-        !(run.has & GKV_HAS_LEASE)) {
+    if (c->early_lease && routed->id == c->early_req_id && routed->op == GKV_OP_MAP) {
         run.lease = c->early_lease;
         run.has |= GKV_HAS_LEASE;
     }

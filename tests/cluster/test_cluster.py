@@ -694,6 +694,41 @@ def large_values_move_through_the_data_plane_bit_exact(cl: Cluster):
 
 
 @check
+def a_map_of_a_pulled_value_takes_an_early_frame(cl: Cluster):
+    # A MAP on n4 of a value n1 owns: n4 pulls it through NIXL into new memory, and the MAP's
+    # early frame lets the client import that memory while the pull runs; the answer renews
+    # the early frame's lease (so each MAP costs one lease id, not two). Bytes exact each time.
+    if not nixl_on():
+        print("     (skipped: GKV_TEST_NIXL is not set)")
+        return
+    mib = 1 << 20
+    with cl.extra_node("n4", extra=["--host-zero-copy", "yes"]) as n4:
+        wait_for(lambda: member_plane(n4, "n1") == "nixl", 10, "n4 to pair with n1 by NIXL")
+
+        def info():
+            with n4.client() as c:
+                return {**c.info("clients"), **c.info("leases"), **c.info("cluster")}
+        before = info()
+        leases = []
+        with cl.nodes[0].client() as w, n4.client() as r:
+            for v in range(3):
+                value = rand_bytes(3 * mib + v, 1300 + v)
+                w.set("early/k", value)
+                with r.map("early/k") as m:
+                    assert bytes(m) == value, f"version {v}: the mapping's bytes"
+                    leases.append(m.lease)
+            after = info()
+        assert after["nixl_reads"] - before["nixl_reads"] >= 3, (before, after)
+        early = after["key_waits_early"] - before["key_waits_early"]
+        assert early == 3, f"{early} early frames for three pulled MAPs"
+        assert [b - a for a, b in zip(leases, leases[1:])] == [1, 1], \
+            f"lease ids {leases}: an early frame's lease was not the one renewed"
+        del m  # a mapping keeps its client open
+        wait_for(lambda: info()["leases"] == 0, 5, "n4's leases to end with the client")
+        print(f"     ({early} early frames, leases {leases})")
+
+
+@check
 def a_node_without_nixl_is_read_over_tcp_and_says_why(cl: Cluster):
     with cl.extra_node("n4", extra=["--nixl", "/nonexistent/nixl"]) as n4:
         i4 = n4.info()
