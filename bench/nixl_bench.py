@@ -35,8 +35,11 @@ def size_arg(s: str) -> int:
 
 def start(root, daemon, etcd, cluster, name, gpu, token, nixl):
     env = dict(os.environ, **({"UCX_PROTO_INFO": "y"} if os.environ.get("GKV_UCX_INFO") else {}))
+    # GKV_NIXL_ARENA: every node's --nixl-arena (e.g. 2G), for measurements.
+    arena = os.environ.get("GKV_NIXL_ARENA")
+    more = ["--nixl-arena", arena] if arena else []
     return start_node(root, daemon, etcd, name, gpu, token, "cuda", cluster=cluster,
-                      maxmemory="20G", extra=["--nixl", nixl], env=env)
+                      maxmemory="20G", extra=["--nixl", nixl] + more, env=env)
 
 
 def peer_copy(size: int, rounds: int) -> float:
@@ -150,6 +153,7 @@ def main() -> int:
                 n = a.rounds if cluster == "nixl" or size < (1 << 30) else 2
                 res[cluster] = size / statistics.median(
                     remote_read(ca, cb, f"v{s}", arr) for _ in range(n)) / 1e9
+                remote_read(ca, cb, f"v{s}", arr, check=True)  # a steady read's bytes too
             tcp = res.get("tcp", float("nan"))
             # Without the MAP: the pull alone (b's own count of its time), and b's MAP of a
             # value it has just written itself (what the MAP costs anyway).
@@ -216,7 +220,8 @@ def main() -> int:
             i = cb.info("cluster")
             print(f"{cluster} node b: nixl_reads {i['nixl_reads']}, nixl_read_bytes "
                   f"{i['nixl_read_bytes']}, nixl_fallbacks {i['nixl_fallbacks']}, "
-                  f"remote_reads {i['remote_reads']}, slots in use {i['nixl_slots_in_use']}")
+                  f"remote_reads {i['remote_reads']}, slots in use {i['nixl_slots_in_use']}, "
+                  f"early frames {cb.info('clients')['key_waits_early']}")
     finally:
         for ca, cb in clients.values():
             ca.close()

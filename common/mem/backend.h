@@ -152,6 +152,12 @@ typedef struct {
      * (cuda: kept exports are cleared as they are kept) and then queue nothing here.
      * Returns 0 or GKV_EIO. */
     int (*zero_shared)(gkv_backend_t *b, gkv_devptr_t p, uint64_t size);
+    /* NULL, or: true when memory p (size bytes, just allocated on the shared lane by alloc)
+     * shows no earlier value's bytes to a process that imports it from now on, without waiting
+     * for the GPU (host: cleared here; cuda: a kept allocation whose clear has run); false when
+     * saying so would take waiting (nothing is queued then). An early frame names memory that
+     * is still being written only when this said true (PROTOCOL.md, "Early MAPs"). */
+    bool (*zeroed_now)(gkv_backend_t *b, gkv_devptr_t p, uint64_t size);
     /* Calls op->done once the work queued on the shared lane so far (allocations, copies) has
      * run, and with after_batches every batch started so far too: memory allocated or written
      * there is then usable by another process. Never blocks. Returns 0 (done will be called,

@@ -71,6 +71,24 @@ static int pool_alloc(cuda_backend_t *c, uint64_t size, cudaStream_t s, bool mak
     }
 }
 
+/* 1 when clear number tag has run on the GPU, 0 when not yet, or GKV_EIO. */
+static int clear_ran(cuda_backend_t *c, uint64_t tag)
+{
+    if (tag <= c->zero_done)
+        return 1;
+    unsigned slot = (unsigned)(tag % GKV_CUDA_ZERO_EVS);
+    cudaError_t e = cudaEventQuery(c->zero_evs[slot]);
+    if (e == cudaSuccess) {
+        if (c->zero_slot_seq[slot] > c->zero_done)
+            c->zero_done = c->zero_slot_seq[slot];
+        return 1;
+    }
+    if (e != cudaErrorNotReady)
+        return gkv__cuda_fail("cudaEventQuery (clear of a kept allocation)", e);
+    (void)cudaGetLastError(); /* not ready is not an error to remember */
+    return 0;
+}
+
 /* A kept allocation was cleared when it was kept (cuda_free), by clear number tag. Whoever
  * takes it must come after that clear: a lane's copies wait for it on the GPU; a CREATE (the
  * shared lane) has its reply's fence wait for it, unless it has already run, which is the
@@ -81,28 +99,28 @@ static int after_clear(cuda_backend_t *c, int lane, uint64_t addr, uint64_t tag)
 {
     c->zero_taken = addr;
     gkv_trace("d_kept", tag, c->zero_seq - tag); /* GPUKV_TRACE: clears queued after its own */
-    if (tag <= c->zero_done)
-        return 0;
-    unsigned slot = (unsigned)(tag % GKV_CUDA_ZERO_EVS);
-    cudaEvent_t ev = c->zero_evs[slot];
-    cudaError_t e = cudaEventQuery(ev);
-    if (e == cudaSuccess) {
-        if (c->zero_slot_seq[slot] > c->zero_done)
-            c->zero_done = c->zero_slot_seq[slot];
-        return 0;
-    }
-    if (e != cudaErrorNotReady)
-        return gkv__cuda_fail("cudaEventQuery (clear of a kept allocation)", e);
-    (void)cudaGetLastError(); /* not ready is not an error to remember */
+    int ran = clear_ran(c, tag);
+    if (ran != 0)
+        return ran < 0 ? ran : 0;
     GKV_DEBUG("a kept allocation taken before its clear ran (lane %d)", lane);
     gkv_trace("d_kept_unclear", tag, (uint64_t)lane);
     if (lane == GKV_LANE_SHARED) {
         c->shared_work++; /* the clear is on the shared lane: the next fence comes after it */
         return 0;
     }
-    e = cudaStreamWaitEvent(gkv__cuda_lane(c, lane), ev, 0);
+    cudaError_t e =
+        cudaStreamWaitEvent(gkv__cuda_lane(c, lane), c->zero_evs[tag % GKV_CUDA_ZERO_EVS], 0);
     return e == cudaSuccess ? 0
                             : gkv__cuda_fail("cudaStreamWaitEvent (clear of a kept allocation)", e);
+}
+
+/* backend.h zeroed_now: the kept allocation just taken, once its clear has run. */
+static bool cuda_zeroed_now(gkv_backend_t *b, gkv_devptr_t p, uint64_t size)
+{
+    (void)size;
+    cuda_backend_t *c = gkv__cuda_on(b);
+    return p.v && p.v == c->zero_taken && !c->zero_broken &&
+           clear_ran(c, gkv_exports_tag_of(c->exports, p.v)) == 1;
 }
 
 static void cuda_free(gkv_backend_t *b, gkv_devptr_t p, uint64_t size, int lane);
@@ -519,6 +537,7 @@ static const gkv_backend_ops_t cuda_ops = {
     .pin_host = gkv__cuda_pin_host,
     .unpin_host = gkv__cuda_unpin_host,
     .zero_shared = gkv__cuda_zero_shared,
+    .zeroed_now = cuda_zeroed_now,
     .fence_shared = gkv__cuda_fence_shared,
     .ahead = cuda_ahead,
     .staging_alloc = cuda_staging_alloc,

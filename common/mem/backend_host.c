@@ -141,6 +141,12 @@ static int host_zero_shared(gkv_backend_t *b, gkv_devptr_t p, uint64_t size)
     return 0;
 }
 
+/* backend.h zeroed_now: cleared here, at once. */
+static bool host_zeroed_now(gkv_backend_t *b, gkv_devptr_t p, uint64_t size)
+{
+    return host_zero_shared(b, p, size) == 0;
+}
+
 /* Everything is done by the time a call returns; still reported through done, so that the
  * daemon takes the path it takes on the cuda backend. */
 static int host_fence_shared(gkv_backend_t *b, int after_batches, gkv_copy_t *op)
@@ -300,6 +306,7 @@ static const gkv_backend_ops_t host_ops = {
     .read_sync = host_read_sync,
     .write_sync = host_write_sync,
     .zero_shared = host_zero_shared,
+    .zeroed_now = host_zeroed_now,
     .fence_shared = host_fence_shared,
     .staging_alloc = host_staging_alloc,
     .staging_free = host_staging_free,

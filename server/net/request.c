@@ -220,11 +220,13 @@ bool gkv_conn_early(gkv_conn_t *c, gkv_entry_t *e)
 }
 
 /* gkv_route_ticket_t's early: the memory a pull of the MAP's value lands in, leased to it in an
- * early frame before the pull runs. */
+ * early frame before the pull runs, when that memory holds no earlier value's bytes already
+ * (a kept allocation whose clear has run: a fresh one would need a clear and its fence first,
+ * and then the client imports it after the answer, as without early frames). */
 static bool pull_early(void *conn, gkv_entry_t *e)
 {
     gkv_conn_t *c = conn;
-    return c->pull_early && send_early(c, e);
+    return c->pull_early && gkv_store_zeroed_now(c->net->store, e) && send_early(c, e);
 }
 
 /* A request a watching connection may not make (watch.h) is answered INVAL; its payload, if

@@ -367,6 +367,10 @@ const char *gkv_store_tier_name(const gkv_entry_t *e);
 /* Queues clearing e's memory on the shared lane (fence_shared says when it is done): a CREATE's
  * new value never shows what the memory held before. Returns 0 or GKV_EIO. */
 int gkv_store_clear(gkv_store_t *st, gkv_entry_t *e);
+/* True when e's memory, just allocated (gkv_store_entry_new on the shared lane), shows no
+ * earlier value's bytes to a process that imports it from now on, with nothing to wait for
+ * (backend.h zeroed_now); false when that cannot be said without waiting. */
+bool gkv_store_zeroed_now(gkv_store_t *st, gkv_entry_t *e);
 /* What another process needs to import e's value, copied into buf (cap bytes, the caller's):
  * the backend's export data, *len = 0 when there is none (the host backend, where the arena
  * offset is enough, or a value of 0 bytes). The backend remembers export data per allocation,

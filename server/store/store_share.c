@@ -18,6 +18,12 @@ int gkv_store_clear(gkv_store_t *st, gkv_entry_t *e)
     return e->size ? be->ops->zero_shared(be, e->mem, e->size) : 0;
 }
 
+bool gkv_store_zeroed_now(gkv_store_t *st, gkv_entry_t *e)
+{
+    gkv_backend_t *be = gkv_store_be(st, e);
+    return e->size && be->ops->zeroed_now && be->ops->zeroed_now(be, e->mem, e->size);
+}
+
 bool gkv_store_exportable(const gkv_store_t *st, const gkv_entry_t *e)
 {
     gkv_backend_t *be = gkv_store_be(st, e);
