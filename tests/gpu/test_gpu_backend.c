@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "probe.h"
@@ -18,12 +19,16 @@ START_TEST(only_a_kept_allocation_whose_clear_ran_is_vouched_zero)
     char why[256];
     ck_assert_int_eq(gkv_backend_open(&bc, &be, why, sizeof(why)), 0);
     ck_assert_ptr_nonnull(be->ops->zeroed_now);
+    int fd; /* the pool's handle goes out first, as at a client's HELLO: then pointers export */
+    ck_assert_int_eq(be->ops->share(be, &fd, why, sizeof(why)), 0);
+    close(fd);
     const uint64_t n = 4u << 20;
     uint8_t *host = malloc(n);
     ck_assert_ptr_nonnull(host);
     gkv_devptr_t a, b, c;
     ck_assert_int_eq(be->ops->alloc(be, n, GKV_LANE_SHARED, &a), 0);
     ck_assert(!be->ops->zeroed_now(be, a, n)); /* fresh from the pool */
+    /* Exported as a MAP's reply exports it: only exported allocations are kept when freed. */
     uint8_t data[GKV_EXPORT_MAX];
     size_t len;
     ck_assert_int_eq(be->ops->export_ptr(be, a, n, data, sizeof(data), &len), 0);
