@@ -484,15 +484,12 @@ static int map_one(gkv_client_t *c, const void *key, size_t klen, const gkv_rang
         return take_renewed(c, cm, out);
     if (early.m && c->resp.lease == early.m->lease) { /* the value imported early */
         mapping_t *m = (mapping_t *)early.m;
-        if ((rc = fill_mapping(c, m, m->base)) == 0) {
+        if ((rc = fill_mapping(c, m, m->base)) == 0)
             *out = early.m;
-            if (cm) /* the older value's lease ends; as a deferred RELEASE's, its errors are
-                     * not the caller's */
-                (void)end_cached(c, cm);
-            return 0;
-        }
-        (void)end_early(c, &early);
-        if (cm)
+        else
+            (void)end_early(c, &early);
+        if (cm) /* the older value's lease ends; as a deferred RELEASE's, its errors are not
+                 * the caller's */
             (void)end_cached(c, cm);
         return rc;
     }

@@ -144,10 +144,10 @@ struct gkv_conn {
     uint64_t kw_recheck; /* a cluster node's: when it asks the key's home again (0: never) */
     bool kw_timed_out;
     /* An early MAP (keywait.h): the waiting request takes an early frame (kw_early, request
-     * kw_req_id), or one whose value a cluster pull brings here (pull_early, while it is
+     * kw_req_id), or one whose value a cluster pull brings here (route.early set while it is
      * routed); early_lease, the lease that frame granted, is offered for renewal when request
      * early_req_id runs again. */
-    bool kw_early, pull_early;
+    bool kw_early;
     uint64_t kw_req_id, early_lease, early_req_id;
     struct gkv_watch *watch; /* its watch of a prefix (watch.h), NULL when it watches none */
     struct gkv_fence *fence; /* its fence page and asynchronous seals (fence.h), or NULL */

@@ -107,15 +107,13 @@ static bool route_request(gkv_conn_t *c, const gkv_request_t *req, gkv_request_t
     }
     /* A whole value's MAP may take an early frame for the memory a pull brings its value into
      * (the early frame's lease, when the MAP offers a cached one too, is the one renewed). */
-    c->pull_early = req->op == GKV_OP_MAP && req->early == 1 && c->zero_copy &&
-                    !(req->has & (GKV_HAS_OFFSET | GKV_HAS_LENGTH | GKV_HAS_SUFFIX));
-    if (c->pull_early) {
+    if (req->op == GKV_OP_MAP && req->early == 1 && c->zero_copy &&
+        !(req->has & (GKV_HAS_OFFSET | GKV_HAS_LENGTH | GKV_HAS_SUFFIX))) {
         c->kw_req_id = req->id;
         c->route.early = pull_early;
     }
     int r = gkv_cluster_route(net->cluster, &c->route, req, &c->leases, &c->out, &rc);
     c->route.early = NULL;
-    c->pull_early = false;
     if (r == GKV_ROUTE_PARK) {
         *parked = true;
         c->wait.cluster = true;
@@ -226,7 +224,7 @@ bool gkv_conn_early(gkv_conn_t *c, gkv_entry_t *e)
 static bool pull_early(void *conn, gkv_entry_t *e)
 {
     gkv_conn_t *c = conn;
-    return c->pull_early && gkv_store_zeroed_now(c->net->store, e) && send_early(c, e);
+    return gkv_store_zeroed_now(c->net->store, e) && send_early(c, e);
 }
 
 /* A request a watching connection may not make (watch.h) is answered INVAL; its payload, if

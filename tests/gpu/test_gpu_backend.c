@@ -11,6 +11,8 @@
 
 #include "backend.h"
 #include "probe.h"
+#define GKV_CHECK_NO_MAIN
+#include "../unit/check_main.h"
 
 START_TEST(only_a_kept_allocation_whose_clear_ran_is_vouched_zero)
 {
@@ -66,9 +68,5 @@ int main(void)
     tcase_set_timeout(t, 60);
     tcase_add_test(t, only_a_kept_allocation_whose_clear_ran_is_vouched_zero);
     suite_add_tcase(s, t);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return gkv_check_run(s);
 }
