@@ -4,13 +4,16 @@
  * from NIXL's. Each thread moves its own buffer (registered once) ROUNDS times.
  *
  * Usage: nixl_xfer NIXL_PATH [--host] [--sizes 64M,256M] [--conc 1,2,4,8] [--rounds 8]
- *                  [--copy-duty PCT] [--staged PARTS]
+ *                  [--copy-duty PCT] [--staged PARTS] [--value-pool] [--op read|write]
  * --copy-duty PCT: meanwhile, in both processes, a thread copies 64 MiB device to device on
  * its GPU (copy engine) PCT% of the time, as the data plane's arena copies do beside its
  * writes: does local copying slow NVLink transfers down?
  * --staged PARTS: each transfer goes as gkv_plane_send sends a chunk: in PARTS parts, each
  * first copied into the registered buffer from memory of the thread's own (a value's, not
  * registered), its copy waited for, then posted; then every part waited for.
+ * --value-pool: with --staged, the bytes each part is copied from come from a pool whose
+ * memory exports POSIX file descriptors, as gpukvd's values do (else from cudaMalloc).
+ * --op: only READs or only WRITEs (both by default).
  * Prints a Markdown table. Needs two GPUs without --host. */
 #include <pthread.h>
 #include <stdio.h>
@@ -72,6 +75,26 @@ static void *recv_blob(int fd, uint64_t *n)
     }
     return p;
 }
+
+#ifdef GKV_HAVE_CUDA
+/* --value-pool: bytes from a new pool on gpu whose memory exports POSIX file descriptors. */
+static cudaError_t pool_alloc(int gpu, uint64_t bytes, void **p)
+{
+    struct cudaMemPoolProps props;
+    memset(&props, 0, sizeof(props));
+    props.allocType = cudaMemAllocationTypePinned;
+    props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = gpu;
+    cudaMemPool_t pool;
+    cudaError_t e = cudaMemPoolCreate(&pool, &props);
+    if (e == cudaSuccess)
+        e = cudaMallocFromPoolAsync(p, bytes, pool, 0);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(0);
+    return e;
+}
+#endif
 
 /* Memory for CONC buffers of the largest size, on gpu (or host), registered with a. */
 static uint8_t *region(gkv_nixl_agent_t *a, int gpu, uint64_t bytes, int *mem)
@@ -211,11 +234,13 @@ static void *run(void *arg)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: nixl_xfer NIXL_PATH [--host] [--sizes 64M,256M] [--conc 1,2,4,8] [--rounds 8]\n");
+        fprintf(stderr, "usage: nixl_xfer NIXL_PATH [--host] [--sizes 64M,256M] [--conc 1,2,4,8]\n"
+                        "                 [--rounds 8] [--copy-duty PCT] [--staged PARTS]\n"
+                        "                 [--value-pool] [--op read|write]\n");
         return 2;
     }
     const char *sizes = "64M,256M", *concs = "1,2,4,8";
-    int rounds = 8, host = 0, duty = 0, staged = 0;
+    int rounds = 8, host = 0, duty = 0, staged = 0, vpool = 0, ops = 3;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--host"))
             host = 1;
@@ -229,6 +254,10 @@ int main(int argc, char **argv)
             duty = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--staged") && i + 1 < argc)
             staged = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--value-pool"))
+            vpool = 1;
+        else if (!strcmp(argv[i], "--op") && i + 1 < argc)
+            ops = !strcmp(argv[++i], "read") ? 1 : !strcmp(argv[i], "write") ? 2 : 3;
     }
     uint64_t maxsize = 0;
     char tmp[256];
@@ -289,16 +318,19 @@ int main(int argc, char **argv)
     void *values[MAXC] = {NULL};
 #ifdef GKV_HAVE_CUDA
     for (int k = 0; staged && !host && k < MAXC; k++)
-        if (cudaMalloc(&values[k], maxsize) != cudaSuccess) {
+        if ((vpool ? pool_alloc(0, maxsize, &values[k])
+                   : cudaMalloc(&values[k], maxsize)) != cudaSuccess) {
             fprintf(stderr, "--staged: no memory\n");
             return 1;
         }
 #endif
     if (staged)
-        printf("WRITEs staged as the data plane sends a chunk: %d parts, each copied in first\n\n",
-               staged);
+        printf("WRITEs staged as the data plane sends a chunk: %d parts, each copied in first "
+               "from %s\n\n", staged, vpool ? "a pool's memory" : "cudaMalloc's");
     printf("| op | size | at once | aggregate GB/s | per transfer ms |\n|---|---|---|---|---|\n");
     for (int op = 0; op < 2; op++) {
+        if (!(ops & (1 << op)))
+            continue;
         snprintf(tmp, sizeof(tmp), "%s", sizes);
         char *save = NULL;
         for (char *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {

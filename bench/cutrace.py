@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""cutrace.py: sums up the GPU-side timelines bench/cutrace.c wrote (PATH.PID files): per burst
+of copies (a pause of over 1 ms ends one), the bytes, the span, how much of the span a copy was
+running (the union of the copies) and the rate while one was, each copy's median duration, the
+pauses between them, and how long a copy waited from its post to its start.
+
+Usage: cutrace.py PATH [--min-bytes 512M]"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import statistics
+
+
+def size_arg(s: str) -> int:
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(s[:-1]) * mult[s[-1]] if s[-1] in mult else int(s)
+
+
+def bursts(rows):
+    out, cur, end = [], [], None
+    for r in rows:
+        if cur and r[0] - end > 1000:
+            out.append(cur)
+            cur = []
+        cur.append(r)
+        end = r[1] if len(cur) == 1 else max(end, r[1])
+    if cur:
+        out.append(cur)
+    return out
+
+
+def summary(b) -> str:
+    total = sum(r[3] for r in b)
+    span = max(r[1] for r in b) - b[0][0]
+    busy, end, gaps = 0.0, b[0][0], []
+    for start, stop, _, _ in b:
+        if start > end:
+            gaps.append(start - end)
+        busy += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    durs = [r[1] - r[0] for r in b]
+    waits = [r[0] - r[2] for r in b]
+    return (f"{len(b)} copies, {total / 2**20:.0f} MiB in {span:.0f} us = {total / span / 1e3:.1f} "
+            f"GB/s; busy {busy:.0f} us ({busy / span * 100:.0f}%) = {total / busy / 1e3:.1f} GB/s "
+            f"while busy; a copy {statistics.median(durs):.0f} us (median); {len(gaps)} pauses, "
+            f"{sum(gaps):.0f} us; post to start {statistics.median(waits):.0f} us (median)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("path")
+    ap.add_argument("--min-bytes", default="512M")
+    a = ap.parse_args()
+    for f in sorted(glob.glob(a.path + ".*")):
+        rows = []
+        with open(f) as fh:
+            for line in fh:
+                p = line.split()
+                if len(p) == 5:
+                    rows.append((float(p[1]), float(p[2]), float(p[0]), int(p[3])))
+        rows.sort()
+        print(f"{f}: {len(rows)} copies")
+        for b in bursts(rows):
+            if sum(r[3] for r in b) >= size_arg(a.min_bytes):
+                print("  " + summary(b))
+
+
+if __name__ == "__main__":
+    main()
