@@ -82,10 +82,11 @@ __attribute__((visibility("default"))) CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr
             ref_us = now_us();
         }
     }
+    if (out)
+        drain();
     ent_t *e = &ring[head % RING];
     int timed = out && head - tail < RING;
     if (timed) {
-        drain();
         cuEventCreate(&e->a, CU_EVENT_DEFAULT);
         cuEventCreate(&e->b, CU_EVENT_DEFAULT);
         e->n = n;
