@@ -99,50 +99,69 @@ START_TEST(the_reclaim_hook_makes_room_before_any_policy)
 }
 END_TEST
 
+/* Sampling is random (the index draws from a seed of its own per process), so one round may
+ * lose a read key or two: the policies are judged on the mean of ROUNDS rounds. Of 16 read keys,
+ * evicting at random would keep about 12.5; 3,000 rounds each kept 15.7 on average under LRU
+ * (13 at the least) and 15.95 under LFU (14 at the least). */
+#define ROUNDS 32
+
+/* A fresh store for the next round. */
+static void next_round(void)
+{
+    gkv_store_flush(&st);
+    teardown();
+    setup();
+}
+
 START_TEST(lru_evicts_the_least_recently_used)
 {
-    st.policy = GKV_POLICY_ALLKEYS_LRU;
-    for (int i = 0; i < 64; i++) {
-        st.now_ms = 1000 + (uint64_t)i;
-        ck_assert_int_eq(put(i, VAL), 0);
+    int old = 0, young = 0;
+    for (int r = 0; r < ROUNDS; r++, next_round()) {
+        st.policy = GKV_POLICY_ALLKEYS_LRU;
+        for (int i = 0; i < 64; i++) {
+            st.now_ms = 1000 + (uint64_t)i;
+            ck_assert_int_eq(put(i, VAL), 0);
+        }
+        st.now_ms = 5000;
+        for (int i = 0; i < 16; i++)
+            ck_assert_ptr_nonnull(get(i)); /* the oldest sixteen, read again */
+        st.now_ms = 9000;
+        for (int i = 64; i < 80; i++)
+            ck_assert_int_eq(put(i, VAL), 0);
+        ck_assert_uint_le(st.used, LIMIT);
+        ck_assert_uint_eq(st.stats.evicted, 16);
+        old += present(0, 16);
+        young += present(64, 80);
+        for (int i = 0; i < 80; i++) { /* whatever is left holds its own bytes */
+            gkv_entry_t *e = get(i);
+            if (e)
+                ck_assert_int_eq(((uint8_t *)be->ops->host_view(be, e->mem))[VAL - 1], i & 0xff);
+        }
     }
-    st.now_ms = 5000;
-    for (int i = 0; i < 16; i++)
-        ck_assert_ptr_nonnull(get(i)); /* the oldest sixteen, read again */
-    st.now_ms = 9000;
-    for (int i = 64; i < 80; i++)
-        ck_assert_int_eq(put(i, VAL), 0);
-    ck_assert_uint_le(st.used, LIMIT);
-    ck_assert_uint_eq(st.stats.evicted, 16);
-    /* Sampling 5 of 64 is approximate: a read key goes only when all 5 samples were read or new
-     * keys, a few percent per eviction at most. */
-    ck_assert_int_ge(present(0, 16), 14);
-    ck_assert_int_ge(present(64, 80), 14);
-    ck_assert_int_le(present(16, 64), 48 - 14);
-    for (int i = 0; i < 80; i++) { /* whatever is left holds its own bytes */
-        gkv_entry_t *e = get(i);
-        if (e)
-            ck_assert_int_eq(((uint8_t *)be->ops->host_view(be, e->mem))[VAL - 1], i & 0xff);
-    }
-    gkv_store_flush(&st);
+    /* The read keys and the new ones stay; what went was the unread middle. */
+    ck_assert_int_ge(old * 10, 152 * ROUNDS);
+    ck_assert_int_ge(young * 10, 152 * ROUNDS);
 }
 END_TEST
 
 START_TEST(lfu_keeps_the_frequently_read)
 {
-    st.policy = GKV_POLICY_ALLKEYS_LFU;
-    st.now_ms = 60000;
-    for (int i = 0; i < 64; i++)
-        ck_assert_int_eq(put(i, VAL), 0);
-    for (int r = 0; r < 50; r++)
-        for (int i = 48; i < 64; i++) /* the newest sixteen, read often */
-            ck_assert_ptr_nonnull(get(i));
-    for (int i = 64; i < 80; i++)
-        ck_assert_int_eq(put(i, VAL), 0);
-    ck_assert_uint_eq(st.stats.evicted, 16);
-    /* A read key goes only when all 5 samples were read keys: rarely, and not twice. */
-    ck_assert_int_ge(present(48, 64), 15);
-    gkv_store_flush(&st);
+    int hot = 0;
+    for (int r = 0; r < ROUNDS; r++, next_round()) {
+        st.policy = GKV_POLICY_ALLKEYS_LFU;
+        st.now_ms = 60000;
+        for (int i = 0; i < 64; i++)
+            ck_assert_int_eq(put(i, VAL), 0);
+        for (int n = 0; n < 50; n++)
+            for (int i = 48; i < 64; i++) /* the newest sixteen, read often */
+                ck_assert_ptr_nonnull(get(i));
+        for (int i = 64; i < 80; i++)
+            ck_assert_int_eq(put(i, VAL), 0);
+        ck_assert_uint_eq(st.stats.evicted, 16);
+        hot += present(48, 64);
+    }
+    /* A read key goes only when every sample was a read key: rarely. */
+    ck_assert_int_ge(hot * 10, 155 * ROUNDS);
 }
 END_TEST
 
