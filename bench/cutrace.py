@@ -12,10 +12,7 @@ import argparse
 import glob
 import statistics
 
-
-def size_arg(s: str) -> int:
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(s[:-1]) * mult[s[-1]] if s[-1] in mult else int(s)
+from nixl_trace import size_arg  # its sibling (bench/), standalone like it
 
 
 def bursts(rows):
@@ -51,7 +48,7 @@ def summary(b) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("path")
-    ap.add_argument("--min-bytes", default="512M")
+    ap.add_argument("--min-bytes", type=size_arg, default=512 << 20)
     a = ap.parse_args()
     for f in sorted(glob.glob(a.path + ".*")):
         rows = []
@@ -63,7 +60,7 @@ def main() -> None:
         rows.sort()
         print(f"{f}: {len(rows)} copies")
         for b in bursts(rows):
-            if sum(r[3] for r in b) >= size_arg(a.min_bytes):
+            if sum(r[3] for r in b) >= a.min_bytes:
                 print("  " + summary(b))
 
 
