@@ -25,7 +25,8 @@ import os
 import tempfile
 import time
 
-from tier_bench import Daemon, size_arg  # this directory's: the same daemon and sizes
+from sizes import size_arg  # bench/sizes.py
+from tier_bench import Daemon  # this directory's: the same daemon
 
 
 def cached_fraction(path: str) -> float:

@@ -29,11 +29,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "cluster"))
 from cluster_fixture import wait_for  # noqa: E402
-
-
-def size_arg(s: str) -> int:
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(s[:-1]) * mult[s[-1]] if s[-1] in mult else int(s)
+from sizes import size_arg  # noqa: E402  (bench/sizes.py)
 
 
 def daemon(root, path, name, gpu):

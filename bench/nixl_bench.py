@@ -23,14 +23,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "cluster"))
 from cluster_bench import bench_env, start_node  # noqa: E402
 from cluster_fixture import wait_for  # noqa: E402
+from sizes import size_arg  # noqa: E402  (bench/sizes.py)
 
 import cupy  # noqa: E402
 import gpukv  # noqa: E402
-
-
-def size_arg(s: str) -> int:
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(s[:-1]) * mult[s[-1]] if s[-1] in mult else int(s)
 
 
 def start(root, daemon, etcd, cluster, name, gpu, token, nixl):

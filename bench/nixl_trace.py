@@ -19,10 +19,7 @@ import collections
 import glob
 import statistics
 
-
-def size_arg(s: str) -> int:
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(s[:-1]) * mult[s[-1]] if s[-1] in mult else int(s)
+from sizes import size_arg  # bench/sizes.py
 
 
 def load(path):

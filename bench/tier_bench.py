@@ -33,17 +33,13 @@ import time
 import numpy as np
 
 import gpukv
+from sizes import size_arg  # bench/sizes.py
 
 try:
     import cupy
     import cupyx
 except ImportError:  # the ceiling needs a GPU
     cupy = None
-
-
-def size_arg(s: str) -> int:
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(s[:-1]) * mult[s[-1]] if s[-1] in mult else int(s)
 
 
 def pct(xs, q):

@@ -47,11 +47,7 @@ import numpy as np
 import zarr
 
 from gpukv.zarr import GpukvStore
-
-
-def parse_size(s: str) -> int:
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(s[:-1]) * mult[s[-1].upper()] if s[-1].upper() in mult else int(s)
+from sizes import size_arg  # bench/sizes.py
 
 
 def sync(gpu: bool) -> None:
@@ -311,18 +307,18 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--gpu-only", action="store_true",
                     help="only the GPU-buffer rows (with --gpu)")
-    ap.add_argument("--lease-cache", type=parse_size,
+    ap.add_argument("--lease-cache", type=size_arg,
                     help="the reading GpukvStore's lease_cache (bytes; default: the store's)")
     ap.add_argument("--concurrency", type=int, help="zarr's async.concurrency (default 10)")
     a = ap.parse_args()
-    size = parse_size(a.size)
+    size = size_arg(a.size)
     if a.concurrency:
         zarr.config.set({"async.concurrency": a.concurrency})
     tmp = tempfile.mkdtemp(prefix="gkv-zarr-bench-", dir="/dev/shm")
     rows = []
     try:
         for c in a.chunks.split(","):
-            rows += run(a.url, size, parse_size(c), a.gpu, a.reads, tmp, a.profile, a.rounds,
+            rows += run(a.url, size, size_arg(c), a.gpu, a.reads, tmp, a.profile, a.rounds,
                         a.gpu_only, a.lease_cache, a.concurrency)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
