@@ -20,6 +20,8 @@
 
 #include "harness.h"
 #include "probe.h"
+#define GKV_CHECK_NO_MAIN
+#include "../unit/check_main.h"
 
 static gkv_daemon_t d;
 static int ngpus; /* CUDA devices this process sees */
@@ -311,9 +313,5 @@ int main(void)
     tcase_add_test(t, move_under_readers_and_oom_per_device);
     tcase_add_test(t, copies_between_a_mapping_and_another_gpus_buffer);
     suite_add_tcase(s, t);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    return gkv_check_run(s);
 }

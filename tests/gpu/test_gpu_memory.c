@@ -10,6 +10,8 @@
 
 #include "harness.h"
 #include "probe.h"
+#define GKV_CHECK_NO_MAIN
+#include "../unit/check_main.h"
 
 static double now_s(void)
 {
@@ -77,10 +79,5 @@ int main(void)
     tcase_set_timeout(t, 300);
     tcase_add_test(t, four_gib_of_values_occupy_device_memory);
     suite_add_tcase(s, t);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* CUDA does not survive fork */
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return gkv_check_run_as(s, CK_NOFORK); /* CUDA does not survive fork */
 }

@@ -17,6 +17,8 @@
 #include "checksum.h"
 #include "harness.h"
 #include "probe.h"
+#define GKV_CHECK_NO_MAIN
+#include "../unit/check_main.h"
 #include "zc_kernels.h"
 
 static gkv_daemon_t d;
@@ -700,10 +702,5 @@ int main(void)
     tcase_add_test(t, many_values_stored_from_device_together);
     tcase_add_test(t, the_stock_stops_where_the_kept_share_ends);
     suite_add_tcase(s, t);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* CUDA does not survive fork */
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return gkv_check_run_as(s, CK_NOFORK); /* CUDA does not survive fork */
 }

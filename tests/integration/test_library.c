@@ -15,6 +15,8 @@
 
 #include "check_client.h"
 #include "harness.h"
+#define GKV_CHECK_NO_MAIN
+#include "../unit/check_main.h"
 
 #define KEY(s) (s), strlen(s)
 
@@ -281,9 +283,5 @@ static Suite *make_suite(void)
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    SRunner *sr = srunner_create(make_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return gkv_check_run(make_suite());
 }

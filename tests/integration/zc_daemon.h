@@ -8,6 +8,8 @@
 
 #include "check_client.h"
 #include "raw_frame.h"
+#define GKV_CHECK_NO_MAIN
+#include "../unit/check_main.h"
 
 static gkv_daemon_t d;
 
@@ -74,11 +76,7 @@ static inline int zc_run_suite(const char *name, const TTest *const *tests, size
     for (size_t i = 0; i < n; i++)
         tcase_add_test(t, tests[i]);
     suite_add_tcase(s, t);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return gkv_check_run(s);
 }
 
 #endif

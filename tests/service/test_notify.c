@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "harness.h"
+#define GKV_CHECK_NO_MAIN
+#include "../unit/check_main.h"
 
 static int notify_fd = -1;
 
@@ -71,9 +73,5 @@ int main(void)
     tcase_set_timeout(t, 120);
     tcase_add_test(t, ready_reloading_and_stopping_reach_systemd);
     suite_add_tcase(s, t);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return gkv_check_run(s);
 }
