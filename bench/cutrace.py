@@ -2,7 +2,8 @@
 """cutrace.py: sums up the GPU-side timelines bench/cutrace.c wrote (PATH.PID files): per burst
 of copies (a pause of over 1 ms ends one), the bytes, the span, how much of the span a copy was
 running (the union of the copies) and the rate while one was, each copy's median duration, the
-pauses between them, and how long a copy waited from its post to its start.
+pauses between them, how long a copy waited from its post to its start, how many streams the
+copies ran on and how much of the busy time two or more ran at once.
 
 Usage: cutrace.py PATH [--min-bytes 512M]"""
 
@@ -12,7 +13,7 @@ import argparse
 import glob
 import statistics
 
-from nixl_trace import size_arg  # its sibling (bench/), standalone like it
+from sizes import size_arg  # bench/sizes.py
 
 
 def bursts(rows):
@@ -32,17 +33,24 @@ def summary(b) -> str:
     total = sum(r[3] for r in b)
     span = max(r[1] for r in b) - b[0][0]
     busy, end, gaps = 0.0, b[0][0], []
-    for start, stop, _, _ in b:
+    for start, stop, *_ in b:
         if start > end:
             gaps.append(start - end)
         busy += max(0.0, stop - max(start, end))
         end = max(end, stop)
     durs = [r[1] - r[0] for r in b]
+    edges = sorted([(r[0], 1) for r in b] + [(r[1], -1) for r in b])
+    depth, last, shared = 0, edges[0][0], 0.0
+    for t, d in edges:
+        if depth >= 2:
+            shared += t - last
+        depth, last = depth + d, t
     waits = [r[0] - r[2] for r in b]
     return (f"{len(b)} copies, {total / 2**20:.0f} MiB in {span:.0f} us = {total / span / 1e3:.1f} "
             f"GB/s; busy {busy:.0f} us ({busy / span * 100:.0f}%) = {total / busy / 1e3:.1f} GB/s "
             f"while busy; a copy {statistics.median(durs):.0f} us (median); {len(gaps)} pauses, "
-            f"{sum(gaps):.0f} us; post to start {statistics.median(waits):.0f} us (median)")
+            f"{sum(gaps):.0f} us; post to start {statistics.median(waits):.0f} us (median); "
+            f"{len({r[4] for r in b})} streams, 2+ copies at once {shared / busy * 100:.0f}% of busy")
 
 
 def main() -> None:
@@ -56,7 +64,7 @@ def main() -> None:
             for line in fh:
                 p = line.split()
                 if len(p) == 5:
-                    rows.append((float(p[1]), float(p[2]), float(p[0]), int(p[3])))
+                    rows.append((float(p[1]), float(p[2]), float(p[0]), int(p[3]), p[4]))
         rows.sort()
         print(f"{f}: {len(rows)} copies")
         for b in bursts(rows):

@@ -13,6 +13,10 @@
  * registered), its copy waited for, then posted; then every part waited for.
  * --value-pool: with --staged, the bytes each part is copied from come from a pool whose
  * memory exports POSIX file descriptors, as gpukvd's values do (else from cudaMalloc).
+ * --local-pool: the initiator's buffers come from a pool whose memory exports POSIX file
+ * descriptors (as gpukvd's values do), each registered with NIXL on its own (the time it takes
+ * is printed; the first 4 threads only), the target's stay cudaMalloc'd: can UCX move a
+ * value's memory on one side?
  * --op: only READs or only WRITEs (both by default).
  * Prints a Markdown table. Needs two GPUs without --host. */
 #include <pthread.h>
@@ -240,7 +244,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *sizes = "64M,256M", *concs = "1,2,4,8";
-    int rounds = 8, host = 0, duty = 0, staged = 0, vpool = 0, ops = 3;
+    int rounds = 8, host = 0, duty = 0, staged = 0, vpool = 0, lpool = 0, ops = 3;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--host"))
             host = 1;
@@ -256,6 +260,8 @@ int main(int argc, char **argv)
             staged = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--value-pool"))
             vpool = 1;
+        else if (!strcmp(argv[i], "--local-pool"))
+            lpool = 1;
         else if (!strcmp(argv[i], "--op") && i + 1 < argc)
             ops = !strcmp(argv[++i], "read") ? 1 : !strcmp(argv[i], "write") ? 2 : 3;
     }
@@ -324,6 +330,28 @@ int main(int argc, char **argv)
             return 1;
         }
 #endif
+    uint8_t *locals[MAXC] = {NULL};
+#ifdef GKV_HAVE_CUDA
+    for (int k = 0; lpool && !host && k < 4; k++) { /* the agent keeps 8 registrations */
+        double t0 = now_s();
+        if (pool_alloc(0, maxsize, (void **)&locals[k]) != cudaSuccess) {
+            fprintf(stderr, "--local-pool: no memory\n");
+            return 1;
+        }
+        cudaMemset(locals[k], 7, maxsize);
+        cudaDeviceSynchronize();
+        double t1 = now_s();
+        if (gkv_nixl_agent_register(&a, locals[k], maxsize, GKV_NIXL_VRAM, 0, why, sizeof(why))) {
+            fprintf(stderr, "--local-pool: %s\n", why);
+            return 1;
+        }
+        if (k < 2)
+            printf("pool buffer %d: allocated in %.3f ms, registered in %.3f ms\n", k,
+                   (t1 - t0) * 1e3, (now_s() - t1) * 1e3);
+    }
+#endif
+    if (lpool)
+        printf("the initiator's buffers come from a pool (POSIX fd handles)\n\n");
     if (staged)
         printf("WRITEs staged as the data plane sends a chunk: %d parts, each copied in first "
                "from %s\n\n", staged, vpool ? "a pool's memory" : "cudaMalloc's");
@@ -345,7 +373,8 @@ int main(int argc, char **argv)
                 for (int k = 0; k < conc; k++)
                     jobs[k] = (job_t){&a, peer, op == 0 ? GKV_NIXL_READ : GKV_NIXL_WRITE, mem,
                                       mem, 1, 0, host ? 0 : 0, host ? 0 : 1, size,
-                                      buf + (uint64_t)k * maxsize, *raddr + (uint64_t)k * maxsize,
+                                      locals[k] ? locals[k] : buf + (uint64_t)k * maxsize,
+                                      *raddr + (uint64_t)k * maxsize,
                                       op == 1 && !host ? staged : 0, values[k]};
                 job_t warm = jobs[0];
                 run(&warm); /* first transfers open the mappings */
