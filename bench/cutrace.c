@@ -3,6 +3,8 @@
  * cuda_ipc puts and gets; gpukvd's own copies go through the runtime and are not seen) is
  * bracketed by two timing events on its stream; once both have run (checked at a later copy),
  * a line "post_us start_us end_us bytes stream" goes to $CUTRACE.PID (default /tmp/cutrace.PID).
+ * Each host callback put on a stream (cuStreamAddCallback: UCX's wake-up when its worker is
+ * armed, which holds the stream until the callback ran) adds a line "cb post_us stream".
  * post_us is the host's CLOCK_MONOTONIC; start and end are on the GPU's clock, placed on the
  * host's by the first copy (so offset by its queueing). The last copies of a run are not
  * written. The events add a little time between copies: pauses are an upper bound, the rate
@@ -59,6 +61,23 @@ static void drain(void)
         cuEventDestroy(e->b);
         tail++;
     }
+}
+
+typedef CUresult (*callback_fn)(CUstream, CUstreamCallback, void *, unsigned int);
+
+__attribute__((visibility("default"))) CUresult cuStreamAddCallback(CUstream s, CUstreamCallback fn,
+                                                                     void *arg, unsigned int flags)
+{
+    static callback_fn real;
+    if (!real)
+        real = (callback_fn)dlsym(RTLD_NEXT, "cuStreamAddCallback");
+    pthread_mutex_lock(&mu);
+    if (out) {
+        fprintf(out, "cb %.1f %p\n", now_us(), (void *)s);
+        fflush(out);
+    }
+    pthread_mutex_unlock(&mu);
+    return real(s, fn, arg, flags);
 }
 
 /* Exported over the driver's own (the project builds with hidden visibility). */

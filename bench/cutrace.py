@@ -3,7 +3,9 @@
 of copies (a pause of over 1 ms ends one), the bytes, the span, how much of the span a copy was
 running (the union of the copies) and the rate while one was, each copy's median duration, the
 pauses between them, how long a copy waited from its post to its start, how many streams the
-copies ran on and how much of the busy time two or more ran at once.
+copies ran on, how much of the busy time two or more ran at once, and how many host callbacks
+were put on a stream between two copies (each holds the stream until it ran) and how many of
+the pauses of over 20 us followed one.
 
 Usage: cutrace.py PATH [--min-bytes 512M]"""
 
@@ -29,7 +31,19 @@ def bursts(rows):
     return out
 
 
-def summary(b) -> str:
+def callbacks(b, cbs) -> str:
+    """Host callbacks posted on a copy's stream after it and before the next copy there."""
+    between, after_cb, long_gaps = 0, 0, 0
+    for r, n in zip(b, b[1:]):
+        k = sum(1 for t, st in cbs if st == r[4] and r[2] <= t < n[2])
+        between += k
+        if n[0] - r[1] > 20:
+            long_gaps += 1
+            after_cb += k > 0
+    return f"; {between} callbacks between copies, {after_cb} of {long_gaps} pauses > 20 us after one"
+
+
+def summary(b, cbs) -> str:
     total = sum(r[3] for r in b)
     span = max(r[1] for r in b) - b[0][0]
     busy, end, gaps = 0.0, b[0][0], []
@@ -50,7 +64,8 @@ def summary(b) -> str:
             f"GB/s; busy {busy:.0f} us ({busy / span * 100:.0f}%) = {total / busy / 1e3:.1f} GB/s "
             f"while busy; a copy {statistics.median(durs):.0f} us (median); {len(gaps)} pauses, "
             f"{sum(gaps):.0f} us; post to start {statistics.median(waits):.0f} us (median); "
-            f"{len({r[4] for r in b})} streams, 2+ copies at once {shared / busy * 100:.0f}% of busy")
+            f"{len({r[4] for r in b})} streams, 2+ copies at once {shared / busy * 100:.0f}% of busy"
+            + callbacks(b, cbs))
 
 
 def main() -> None:
@@ -59,17 +74,19 @@ def main() -> None:
     ap.add_argument("--min-bytes", type=size_arg, default=512 << 20)
     a = ap.parse_args()
     for f in sorted(glob.glob(a.path + ".*")):
-        rows = []
+        rows, cbs = [], []
         with open(f) as fh:
             for line in fh:
                 p = line.split()
-                if len(p) == 5:
+                if len(p) == 3 and p[0] == "cb":
+                    cbs.append((float(p[1]), p[2]))
+                elif len(p) == 5:
                     rows.append((float(p[1]), float(p[2]), float(p[0]), int(p[3]), p[4]))
         rows.sort()
         print(f"{f}: {len(rows)} copies")
         for b in bursts(rows):
             if sum(r[3] for r in b) >= a.min_bytes:
-                print("  " + summary(b))
+                print("  " + summary(b, cbs))
 
 
 if __name__ == "__main__":
