@@ -283,7 +283,8 @@ int main(int argc, char **argv)
     pid_t child = fork();
     int me = child == 0 ? 1 : 0, fd = sv[me];
     gkv_nixl_agent_t a;
-    if (gkv_nixl_agent_open(&a, &api, me ? "xfer-target" : "xfer-initiator", why, sizeof(why))) {
+    if (gkv_nixl_agent_open(&a, &api, me ? "xfer-target" : "xfer-initiator", !host, why,
+                            sizeof(why))) {
         fprintf(stderr, "%s\n", why);
         return 1;
     }

@@ -15,21 +15,27 @@ static uint64_t now_us(void)
     return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
-int gkv_nixl_agent_open(gkv_nixl_agent_t *a, const gkv_nixl_api_t *api, const char *name,
+int gkv_nixl_agent_open(gkv_nixl_agent_t *a, const gkv_nixl_api_t *api, const char *name, bool gpu,
                         char *why, size_t cap)
 {
     memset(a, 0, sizeof(*a));
     a->api = api;
     snprintf(a->name, sizeof(a->name), "%s", name);
     pthread_mutex_init(&a->lock, NULL);
-    /* NIXL's progress thread (the target side of a transfer needs one: without it the CPU
-     * machine's transfers never finished), waking every 100 us (GPUKV_NIXL_PTHR_US: on two
-     * H200s 20 us and 1000 us ran alike, 0 (spinning) at two thirds the speed); RW locking
-     * inside NIXL, so that worker threads post and poll at once. */
+    /* NIXL's progress thread (the target side of a transfer needs one: without it transfers
+     * never finished, on the CPU machine and on GPUs alike), sleeping 100 us between rounds
+     * when the agent moves host memory. Before each sleep it arms UCX's worker, and UCX's CUDA
+     * transport then puts a host callback on the stream of its copies in flight: the stream
+     * holds the copies behind it until the callback ran, 100 us and more (RESULTS.md, session
+     * 36: every pause over 20 us in a pull followed one). So with GPU memory it sleeps 5 ms: the
+     * callbacks still wake it when copies end, and a 1 GiB pull meets 2-4 of them instead of
+     * 7-9. GPUKV_NIXL_PTHR_US sets the sleep (0 spins and arms all the time: far slower). RW
+     * locking inside NIXL, so that worker threads post and poll at once. */
     const char *prog = getenv("GPUKV_NIXL_PROGRESS"), *delay = getenv("GPUKV_NIXL_PTHR_US");
     gkv_nixl_agent_cfg_t cfg = {.enable_prog_thread = !(prog && !strcmp(prog, "0")),
                                 .thread_sync = 2, .num_workers = 1,
-                                .pthr_delay_us = delay ? strtoull(delay, NULL, 10) : 100};
+                                .pthr_delay_us = delay ? strtoull(delay, NULL, 10)
+                                                 : gpu ? 5000 : 100};
     const char *lock = getenv("GPUKV_NIXL_LOCK");
     a->unlocked = !(lock && !strcmp(lock, "1"));
     if (api->create_configured_agent(a->name, &cfg, &a->agent) != GKV_NIXL_OK) {

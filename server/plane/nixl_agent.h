@@ -27,8 +27,9 @@ typedef struct {
 } gkv_nixl_agent_t;
 
 /* Creates agent name (unique among the cluster's agents: node name and incarnation) with a UCX
- * backend. Returns 0 or GKV_EIO with why (cap bytes). */
-int gkv_nixl_agent_open(gkv_nixl_agent_t *a, const gkv_nixl_api_t *api, const char *name,
+ * backend; gpu: it will move GPU memory (its progress thread then sleeps longer between rounds,
+ * nixl_agent.c says why). Returns 0 or GKV_EIO with why (cap bytes). */
+int gkv_nixl_agent_open(gkv_nixl_agent_t *a, const gkv_nixl_api_t *api, const char *name, bool gpu,
                         char *why, size_t cap);
 /* Registers len bytes at addr, of kind mem (GKV_NIXL_DRAM, GKV_NIXL_VRAM with dev the CUDA
  * ordinal), for transfers. Returns 0 or GKV_EIO with why. Before any transfer. */

@@ -105,7 +105,8 @@ int gkv_plane_open(gkv_plane_t *p, const gkv_plane_cfg_t *cfg)
         snprintf(p->why, sizeof(p->why), "%s", why);
         return 0;
     }
-    if (gkv_nixl_agent_open(&p->agent, &p->api, cfg->agent, why, sizeof(why))) {
+    bool gpu = cfg->nbes > 0 && cfg->bes[0]->device >= 0;
+    if (gkv_nixl_agent_open(&p->agent, &p->api, cfg->agent, gpu, why, sizeof(why))) {
         snprintf(p->why, sizeof(p->why), "%s", why);
         gkv_nixl_unload(&p->api);
         return 0;
