@@ -4,7 +4,8 @@
  * from NIXL's. Each thread moves its own buffer (registered once) ROUNDS times.
  *
  * Usage: nixl_xfer NIXL_PATH [--host] [--sizes 64M,256M] [--conc 1,2,4,8] [--rounds 8]
- *                  [--copy-duty PCT] [--staged PARTS] [--value-pool] [--op read|write]
+ *                  [--copy-duty PCT] [--staged PARTS] [--value-pool] [--local-pool]
+ *                  [--gkv-backend] [--op read|write]
  * --copy-duty PCT: meanwhile, in both processes, a thread copies 64 MiB device to device on
  * its GPU (copy engine) PCT% of the time, as the data plane's arena copies do beside its
  * writes: does local copying slow NVLink transfers down?
@@ -17,6 +18,11 @@
  * descriptors (as gpukvd's values do), each registered with NIXL on its own (the time it takes
  * is printed; the first 4 threads only), the target's stay cudaMalloc'd: can UCX move a
  * value's memory on one side?
+ * --gkv-backend: both processes first open gpukvd's cuda backend (common/mem/backend.h) on their
+ * GPU, take the registered buffers from its arena_alloc and, with --staged, the bytes each part
+ * is copied from from its alloc, copied in by its arena_copy: gpukvd's own process state and
+ * copy path around NIXL's writes, without the data plane's protocol. Do the daemon's writes
+ * run slower because of the process or because of the protocol (RESULTS.md, session 36)?
  * --op: only READs or only WRITEs (both by default).
  * Prints a Markdown table. Needs two GPUs without --host. */
 #include <pthread.h>
@@ -33,6 +39,7 @@
 #include <cuda_runtime.h>
 #endif
 
+#include "backend.h"
 #include "nixl_agent.h"
 
 #define MAXC 16
@@ -100,15 +107,16 @@ static cudaError_t pool_alloc(int gpu, uint64_t bytes, void **p)
 }
 #endif
 
-/* Memory for CONC buffers of the largest size, on gpu (or host), registered with a. */
-static uint8_t *region(gkv_nixl_agent_t *a, int gpu, uint64_t bytes, int *mem)
+/* Memory for CONC buffers of the largest size, on gpu (or host), registered with a; from be's
+ * arena_alloc when be is not NULL (--gkv-backend). */
+static uint8_t *region(gkv_nixl_agent_t *a, gkv_backend_t *be, int gpu, uint64_t bytes, int *mem)
 {
     void *p = NULL;
     char why[256];
 #ifdef GKV_HAVE_CUDA
     if (gpu >= 0) {
         cudaSetDevice(gpu);
-        if (cudaMalloc(&p, bytes) != cudaSuccess)
+        if (be ? be->ops->arena_alloc(be, bytes, &p) != 0 : cudaMalloc(&p, bytes) != cudaSuccess)
             return NULL;
         cudaMemset(p, gpu + 1, bytes);
         cudaDeviceSynchronize();
@@ -176,7 +184,9 @@ typedef struct {
     uint8_t *local;
     uint64_t remote;
     int staged;
-    void *value; /* --staged: the bytes each part is copied from */
+    void *value;       /* --staged: the bytes each part is copied from */
+    gkv_backend_t *be; /* --gkv-backend: copy in with its arena_copy from vp */
+    gkv_devptr_t vp;
 } job_t;
 
 #define PARTS_MAX 8
@@ -194,8 +204,14 @@ static int staged_xfer(job_t *j, char *why, size_t cap)
     int n = 0;
     for (uint64_t o = 0; o < j->size; o += plen) {
         uint64_t len = j->size - o < plen ? j->size - o : plen;
-        cudaMemcpyAsync(j->local + o, (uint8_t *)j->value + o, len, cudaMemcpyDeviceToDevice, s);
-        cudaStreamSynchronize(s);
+        if (j->be) {
+            if (j->be->ops->arena_copy(j->be, j->vp, o, j->local + o, (size_t)len, 0))
+                rc = -1;
+        } else {
+            cudaMemcpyAsync(j->local + o, (uint8_t *)j->value + o, len, cudaMemcpyDeviceToDevice,
+                            s);
+            cudaStreamSynchronize(s);
+        }
         if (gkv_nixl_agent_post(j->a, j->op, j->peer, j->local + o, len, j->mem, j->dev,
                                 j->remote + o, j->rmem, j->rdev, &xs[n++], why, cap))
             rc = -1;
@@ -240,11 +256,12 @@ int main(int argc, char **argv)
     if (argc < 2) {
         fprintf(stderr, "usage: nixl_xfer NIXL_PATH [--host] [--sizes 64M,256M] [--conc 1,2,4,8]\n"
                         "                 [--rounds 8] [--copy-duty PCT] [--staged PARTS]\n"
-                        "                 [--value-pool] [--op read|write]\n");
+                        "                 [--value-pool] [--local-pool] [--gkv-backend]\n"
+                        "                 [--op read|write]\n");
         return 2;
     }
     const char *sizes = "64M,256M", *concs = "1,2,4,8";
-    int rounds = 8, host = 0, duty = 0, staged = 0, vpool = 0, lpool = 0, ops = 3;
+    int rounds = 8, host = 0, duty = 0, staged = 0, vpool = 0, lpool = 0, gbe = 0, ops = 3;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--host"))
             host = 1;
@@ -262,6 +279,8 @@ int main(int argc, char **argv)
             vpool = 1;
         else if (!strcmp(argv[i], "--local-pool"))
             lpool = 1;
+        else if (!strcmp(argv[i], "--gkv-backend"))
+            gbe = 1;
         else if (!strcmp(argv[i], "--op") && i + 1 < argc)
             ops = !strcmp(argv[++i], "read") ? 1 : !strcmp(argv[i], "write") ? 2 : 3;
     }
@@ -288,8 +307,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", why);
         return 1;
     }
+    gkv_backend_t *be = NULL;
+    if (gbe && !host) {
+        gkv_backend_config_t bc = {GKV_BACKEND_CUDA, me, 24ull << 30, 0};
+        if (gkv_backend_open(&bc, &be, why, sizeof(why))) {
+            fprintf(stderr, "--gkv-backend: %s\n", why);
+            return 1;
+        }
+    }
     int mem;
-    uint8_t *buf = region(&a, host ? -1 : me, bytes, &mem);
+    uint8_t *buf = region(&a, be, host ? -1 : me, bytes, &mem);
     if (!buf)
         return 1;
     void *md;
@@ -317,20 +344,32 @@ int main(int argc, char **argv)
             pthread_join(cpt, NULL);
         }
         gkv_nixl_agent_close(&a);
+        if (be)
+            be->ops->close(be);
         free(md);
         free(pmd);
         free(raddr);
         return rc;
     }
     void *values[MAXC] = {NULL};
+    gkv_devptr_t vps[MAXC] = {{0}};
 #ifdef GKV_HAVE_CUDA
     for (int k = 0; staged && !host && k < MAXC; k++)
-        if ((vpool ? pool_alloc(0, maxsize, &values[k])
-                   : cudaMalloc(&values[k], maxsize)) != cudaSuccess) {
+        if (be) { /* a value of gpukvd's, its bytes copied in from the registered buffer */
+            if (be->ops->alloc(be, maxsize, GKV_LANE_SHARED, &vps[k]) ||
+                be->ops->arena_copy(be, vps[k], 0, buf, (size_t)maxsize, 1)) {
+                fprintf(stderr, "--gkv-backend: no value memory\n");
+                return 1;
+            }
+        } else if ((vpool ? pool_alloc(0, maxsize, &values[k])
+                          : cudaMalloc(&values[k], maxsize)) != cudaSuccess) {
             fprintf(stderr, "--staged: no memory\n");
             return 1;
         }
 #endif
+    if (be)
+        printf("in gpukvd's cuda backend: buffers from arena_alloc%s\n\n",
+               staged ? ", parts copied in by arena_copy from its values" : "");
     uint8_t *locals[MAXC] = {NULL};
 #ifdef GKV_HAVE_CUDA
     for (int k = 0; lpool && !host && k < 4; k++) { /* the agent keeps 8 registrations */
@@ -376,7 +415,8 @@ int main(int argc, char **argv)
                                       mem, 1, 0, host ? 0 : 0, host ? 0 : 1, size,
                                       locals[k] ? locals[k] : buf + (uint64_t)k * maxsize,
                                       *raddr + (uint64_t)k * maxsize,
-                                      op == 1 && !host ? staged : 0, values[k]};
+                                      op == 1 && !host ? staged : 0, values[k],
+                                      staged && be ? be : NULL, vps[k]};
                 job_t warm = jobs[0];
                 run(&warm); /* first transfers open the mappings */
                 for (int k = 0; k < conc; k++)
@@ -408,6 +448,8 @@ int main(int argc, char **argv)
         return 1;
     waitpid(child, NULL, 0);
     gkv_nixl_agent_close(&a);
+    if (be)
+        be->ops->close(be);
     free(md);
     free(pmd);
     free(raddr);
