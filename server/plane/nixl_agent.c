@@ -23,14 +23,15 @@ int gkv_nixl_agent_open(gkv_nixl_agent_t *a, const gkv_nixl_api_t *api, const ch
     snprintf(a->name, sizeof(a->name), "%s", name);
     pthread_mutex_init(&a->lock, NULL);
     /* NIXL's progress thread (the target side of a transfer needs one: without it transfers
-     * never finished, on the CPU machine and on GPUs alike), sleeping 100 us between rounds
-     * when the agent moves host memory. Before each sleep it arms UCX's worker, and UCX's CUDA
-     * transport then puts a host callback on the stream of its copies in flight: the stream
-     * holds the copies behind it until the callback ran, 100 us and more (RESULTS.md, session
-     * 36: every pause over 20 us in a pull followed one). So with GPU memory it sleeps 5 ms: the
-     * callbacks still wake it when copies end, and a 1 GiB pull meets 2-4 of them instead of
-     * 7-9. GPUKV_NIXL_PTHR_US sets the sleep (0 spins and arms all the time: far slower). RW
-     * locking inside NIXL, so that worker threads post and poll at once. */
+     * never finished, on the CPU machine and on GPUs alike) sleeps between rounds: 100 us asked
+     * for host memory, which NIXL's UCX backend rounds up to 1 ms (100 and 1000 us measured
+     * alike). Before each sleep it arms UCX's worker, and UCX's CUDA transport then puts a host
+     * callback on the stream of its copies in flight: the stream holds the copies behind it
+     * until the callback ran, 100 us and more (RESULTS.md, session 36: every pause over 20 us
+     * in a pull followed one). So with GPU memory it sleeps 5 ms: the callbacks still wake it
+     * when copies end, our waits progress the worker themselves, and a 1 GiB pull meets 2-4
+     * callbacks instead of 6-9. GPUKV_NIXL_PTHR_US sets the sleep (0 spins and arms all the
+     * time: far slower). RW locking inside NIXL, so that worker threads post and poll at once. */
     const char *prog = getenv("GPUKV_NIXL_PROGRESS"), *delay = getenv("GPUKV_NIXL_PTHR_US");
     gkv_nixl_agent_cfg_t cfg = {.enable_prog_thread = !(prog && !strcmp(prog, "0")),
                                 .thread_sync = 2, .num_workers = 1,
