@@ -1,14 +1,18 @@
 /* cutrace.c: an LD_PRELOAD library, for measurements: the GPU-side timeline of the copies UCX
- * makes for NIXL over CUDA IPC (NVLink). Each cuMemcpyDtoDAsync_v2 of 1 MiB or more (UCX's
- * cuda_ipc puts and gets; gpukvd's own copies go through the runtime and are not seen) is
- * bracketed by two timing events on its stream; once both have run (checked at a later copy),
- * a line "post_us start_us end_us bytes stream" goes to $CUTRACE.PID (default /tmp/cutrace.PID).
+ * makes for NIXL over CUDA IPC (NVLink), and of the process's own device-to-device copies
+ * beside them. Each cuMemcpyDtoDAsync_v2 of 1 MiB or more (UCX's cuda_ipc puts and gets) and
+ * each cudaMemcpyAsync between device memory of 1 MiB or more (gpukvd's copies into and out of
+ * its transfer arena; the runtime's, when the program links libcudart.so) is bracketed by two
+ * timing events on its stream; once both have run (checked at a later copy), a line
+ * "post_us start_us end_us bytes stream" (UCX's) or "post_us start_us end_us bytes stream L"
+ * (the runtime's) goes to $CUTRACE.PID (default /tmp/cutrace.PID).
  * Each host callback put on a stream (cuStreamAddCallback: UCX's wake-up when its worker is
  * armed, which holds the stream until the callback ran) adds a line "cb post_us stream".
  * post_us is the host's CLOCK_MONOTONIC; start and end are on the GPU's clock, placed on the
  * host's by the first copy (so offset by its queueing). The last copies of a run are not
  * written. The events add a little time between copies: pauses are an upper bound, the rate
- * while a copy runs is the copy's own. bench/cutrace.py sums a timeline up: how busy the link was, and how fast while busy.
+ * while a copy runs is the copy's own. bench/cutrace.py sums a timeline up: how busy the link
+ * was, how fast while busy, and how the local copies overlapped UCX's.
  *
  * Usage: LD_PRELOAD=build/bench/libgkv_cutrace.so CUTRACE=/tmp/ct COMMAND...;
  *        bench/cutrace.py /tmp/ct */
@@ -27,6 +31,7 @@ typedef struct {
     size_t n;
     CUstream s;
     double post;
+    int local; /* the runtime's copy (cudaMemcpyAsync), not UCX's */
 } ent_t;
 
 #define RING 8192
@@ -54,8 +59,8 @@ static void drain(void)
         float a = 0, b = 0;
         cuEventElapsedTime(&a, ref, e->a);
         cuEventElapsedTime(&b, ref, e->b);
-        fprintf(out, "%.1f %.1f %.1f %zu %p\n", e->post, ref_us + a * 1e3, ref_us + b * 1e3, e->n,
-                (void *)e->s);
+        fprintf(out, "%.1f %.1f %.1f %zu %p%s\n", e->post, ref_us + a * 1e3, ref_us + b * 1e3,
+                e->n, (void *)e->s, e->local ? " L" : "");
         fflush(out);
         cuEventDestroy(e->a);
         cuEventDestroy(e->b);
@@ -80,16 +85,11 @@ __attribute__((visibility("default"))) CUresult cuStreamAddCallback(CUstream s, 
     return real(s, fn, arg, flags);
 }
 
-/* Exported over the driver's own (the project builds with hidden visibility). */
-__attribute__((visibility("default"))) CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst,
-                                                                      CUdeviceptr src, size_t n,
-                                                                      CUstream s)
+/* Starts timing a copy of n bytes about to be queued on s: takes mu (end gives it back),
+ * opens the file at the first copy, writes what has run. Returns the entry, or NULL when the
+ * ring is full or the file could not be opened. */
+static ent_t *begin(size_t n, CUstream s, int local)
 {
-    static copy_fn real;
-    if (!real)
-        real = (copy_fn)dlsym(RTLD_NEXT, "cuMemcpyDtoDAsync_v2");
-    if (n < (1u << 20))
-        return real(dst, src, n, s);
     pthread_mutex_lock(&mu);
     if (!out) {
         char path[256];
@@ -101,23 +101,73 @@ __attribute__((visibility("default"))) CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr
             ref_us = now_us();
         }
     }
-    if (out)
-        drain();
+    if (!out)
+        return NULL;
+    drain();
+    if (head - tail >= RING)
+        return NULL;
     ent_t *e = &ring[head % RING];
-    int timed = out && head - tail < RING;
-    if (timed) {
-        cuEventCreate(&e->a, CU_EVENT_DEFAULT);
-        cuEventCreate(&e->b, CU_EVENT_DEFAULT);
-        e->n = n;
-        e->s = s;
-        e->post = now_us();
-        cuEventRecord(e->a, s);
-    }
-    CUresult r = real(dst, src, n, s);
-    if (timed) {
+    cuEventCreate(&e->a, CU_EVENT_DEFAULT);
+    cuEventCreate(&e->b, CU_EVENT_DEFAULT);
+    e->n = n;
+    e->s = s;
+    e->local = local;
+    e->post = now_us();
+    cuEventRecord(e->a, s);
+    return e;
+}
+
+/* The copy of begin's entry e (NULL: not timed) is queued on s. */
+static void end(ent_t *e, CUstream s)
+{
+    if (e) {
         cuEventRecord(e->b, s);
         head++;
     }
     pthread_mutex_unlock(&mu);
+}
+
+/* Exported over the driver's own (the project builds with hidden visibility). */
+__attribute__((visibility("default"))) CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst,
+                                                                      CUdeviceptr src, size_t n,
+                                                                      CUstream s)
+{
+    static copy_fn real;
+    if (!real)
+        real = (copy_fn)dlsym(RTLD_NEXT, "cuMemcpyDtoDAsync_v2");
+    if (n < (1u << 20))
+        return real(dst, src, n, s);
+    ent_t *e = begin(n, s, 0);
+    CUresult r = real(dst, src, n, s);
+    end(e, s);
+    return r;
+}
+
+/* The runtime's cudaMemcpyAsync, declared here without cuda_runtime.h (an enum is an int, a
+ * stream the driver's CUstream): 3 is cudaMemcpyDeviceToDevice, 4 cudaMemcpyDefault. */
+typedef int (*rt_copy_fn)(void *, const void *, size_t, int, CUstream);
+int cudaMemcpyAsync(void *dst, const void *src, size_t n, int kind, CUstream s);
+
+static int on_device(const void *p)
+{
+    CUmemorytype t = 0;
+    return cuPointerGetAttribute(&t, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)p) ==
+               CUDA_SUCCESS &&
+           t == CU_MEMORYTYPE_DEVICE;
+}
+
+__attribute__((visibility("default"))) int cudaMemcpyAsync(void *dst, const void *src, size_t n,
+                                                           int kind, CUstream s)
+{
+    static rt_copy_fn real;
+    if (!real)
+        real = (rt_copy_fn)dlsym(RTLD_NEXT, "cudaMemcpyAsync");
+    CUcontext ctx = NULL;
+    if (n < (1u << 20) || (kind != 3 && !(kind == 4 && on_device(dst) && on_device(src))) ||
+        cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
+        return real(dst, src, n, kind, s); /* not a copy between device memory, or no context yet */
+    ent_t *e = begin(n, s, 1);
+    int r = real(dst, src, n, kind, s);
+    end(e, s);
     return r;
 }

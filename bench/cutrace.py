@@ -5,7 +5,10 @@ running (the union of the copies) and the rate while one was, each copy's median
 pauses between them, how long a copy waited from its post to its start, how many streams the
 copies ran on, how much of the busy time two or more ran at once, and how many host callbacks
 were put on a stream between two copies (each holds the stream until it ran) and how many of
-the pauses of over 20 us followed one.
+the pauses of over 20 us followed one. Where the process's own device-to-device copies were
+timed too (lines ending in L: gpukvd's copies into and out of its transfer arena), also how
+many ran during the burst, their median, and UCX's median copy while one of them ran beside
+it against while none did.
 
 Usage: cutrace.py PATH [--min-bytes 512M]"""
 
@@ -43,7 +46,22 @@ def callbacks(b, cbs) -> str:
     return f"; {between} callbacks between copies, {after_cb} of {long_gaps} pauses > 20 us after one"
 
 
-def summary(b, cbs) -> str:
+def beside(b, local) -> str:
+    """The process's own copies during burst b, and UCX's copies with and without one beside."""
+    lo, hi = b[0][0], max(r[1] for r in b)
+    mine = [x for x in local if x[1] > lo and x[0] < hi]
+    if not mine:
+        return ""
+    overlapped = [r[1] - r[0] for r in b if any(x[0] < r[1] and x[1] > r[0] for x in mine)]
+    alone = [r[1] - r[0] for r in b if not any(x[0] < r[1] and x[1] > r[0] for x in mine)]
+
+    def med(xs):
+        return f"{statistics.median(xs):.0f} us ({len(xs)})" if xs else "none"
+    return (f"; {len(mine)} local copies, {statistics.median(x[1] - x[0] for x in mine):.0f} us "
+            f"(median); UCX's copy with a local one beside it {med(overlapped)}, alone {med(alone)}")
+
+
+def summary(b, cbs, local) -> str:
     total = sum(r[3] for r in b)
     span = max(r[1] for r in b) - b[0][0]
     busy, end, gaps = 0.0, b[0][0], []
@@ -65,7 +83,7 @@ def summary(b, cbs) -> str:
             f"while busy; a copy {statistics.median(durs):.0f} us (median); {len(gaps)} pauses, "
             f"{sum(gaps):.0f} us; post to start {statistics.median(waits):.0f} us (median); "
             f"{len({r[4] for r in b})} streams, 2+ copies at once {shared / busy * 100:.0f}% of busy"
-            + callbacks(b, cbs))
+            + callbacks(b, cbs) + beside(b, local))
 
 
 def main() -> None:
@@ -74,19 +92,21 @@ def main() -> None:
     ap.add_argument("--min-bytes", type=size_arg, default=512 << 20)
     a = ap.parse_args()
     for f in sorted(glob.glob(a.path + ".*")):
-        rows, cbs = [], []
+        rows, cbs, local = [], [], []
         with open(f) as fh:
             for line in fh:
                 p = line.split()
                 if len(p) == 3 and p[0] == "cb":
                     cbs.append((float(p[1]), p[2]))
+                elif len(p) == 6 and p[5] == "L":
+                    local.append((float(p[1]), float(p[2]), float(p[0]), int(p[3]), p[4]))
                 elif len(p) == 5:
                     rows.append((float(p[1]), float(p[2]), float(p[0]), int(p[3]), p[4]))
         rows.sort()
         print(f"{f}: {len(rows)} copies")
         for b in bursts(rows):
             if sum(r[3] for r in b) >= a.min_bytes:
-                print("  " + summary(b, cbs))
+                print("  " + summary(b, cbs, local))
 
 
 if __name__ == "__main__":
