@@ -43,7 +43,8 @@ def callbacks(b, cbs) -> str:
         if n[0] - r[1] > 20:
             long_gaps += 1
             after_cb += k > 0
-    return f"; {between} callbacks between copies, {after_cb} of {long_gaps} pauses > 20 us after one"
+    return (f"; {between} callbacks between copies, {after_cb} of {long_gaps} pauses > 20 us "
+            "after one")
 
 
 def beside(b, local) -> str:
@@ -52,13 +53,16 @@ def beside(b, local) -> str:
     mine = [x for x in local if x[1] > lo and x[0] < hi]
     if not mine:
         return ""
-    overlapped = [r[1] - r[0] for r in b if any(x[0] < r[1] and x[1] > r[0] for x in mine)]
-    alone = [r[1] - r[0] for r in b if not any(x[0] < r[1] and x[1] > r[0] for x in mine)]
+    overlapped, alone = [], []
+    for r in b:
+        beside_one = any(x[0] < r[1] and x[1] > r[0] for x in mine)
+        (overlapped if beside_one else alone).append(r[1] - r[0])
 
     def med(xs):
         return f"{statistics.median(xs):.0f} us ({len(xs)})" if xs else "none"
     return (f"; {len(mine)} local copies, {statistics.median(x[1] - x[0] for x in mine):.0f} us "
-            f"(median); UCX's copy with a local one beside it {med(overlapped)}, alone {med(alone)}")
+            f"(median); UCX's copy with a local one beside it {med(overlapped)}, "
+            f"alone {med(alone)}")
 
 
 def summary(b, cbs, local) -> str:
@@ -82,7 +86,8 @@ def summary(b, cbs, local) -> str:
             f"GB/s; busy {busy:.0f} us ({busy / span * 100:.0f}%) = {total / busy / 1e3:.1f} GB/s "
             f"while busy; a copy {statistics.median(durs):.0f} us (median); {len(gaps)} pauses, "
             f"{sum(gaps):.0f} us; post to start {statistics.median(waits):.0f} us (median); "
-            f"{len({r[4] for r in b})} streams, 2+ copies at once {shared / busy * 100:.0f}% of busy"
+            f"{len({r[4] for r in b})} streams, "
+            f"2+ copies at once {shared / busy * 100:.0f}% of busy"
             + callbacks(b, cbs) + beside(b, local))
 
 
@@ -98,10 +103,10 @@ def main() -> None:
                 p = line.split()
                 if len(p) == 3 and p[0] == "cb":
                     cbs.append((float(p[1]), p[2]))
-                elif len(p) == 6 and p[5] == "L":
-                    local.append((float(p[1]), float(p[2]), float(p[0]), int(p[3]), p[4]))
-                elif len(p) == 5:
-                    rows.append((float(p[1]), float(p[2]), float(p[0]), int(p[3]), p[4]))
+                elif len(p) == 5 or (len(p) == 6 and p[5] == "L"):
+                    # (start, end, post, bytes, stream): UCX's copies, or the process's own (L)
+                    (rows if len(p) == 5 else local).append(
+                        (float(p[1]), float(p[2]), float(p[0]), int(p[3]), p[4]))
         rows.sort()
         print(f"{f}: {len(rows)} copies")
         for b in bursts(rows):
