@@ -5,7 +5,7 @@
  *
  * Usage: nixl_xfer NIXL_PATH [--host] [--sizes 64M,256M] [--conc 1,2,4,8] [--rounds 8]
  *                  [--copy-duty PCT] [--staged PARTS] [--value-pool] [--local-pool]
- *                  [--gkv-backend] [--op read|write]
+ *                  [--gkv-backend] [--op read|write] [--random] [--pad BYTES]
  * --copy-duty PCT: meanwhile, in both processes, a thread copies 64 MiB device to device on
  * its GPU (copy engine) PCT% of the time, as the data plane's arena copies do beside its
  * writes: does local copying slow NVLink transfers down?
@@ -24,6 +24,10 @@
  * copy path around NIXL's writes, without the data plane's protocol. Do the daemon's writes
  * run slower because of the process or because of the protocol (RESULTS.md, session 36)?
  * --op: only READs or only WRITEs (both by default).
+ * --pad BYTES: the registered region is BYTES longer than the buffers (gpukvd's arena has a
+ * 4 KiB probe area behind its slots).
+ * --random: the buffers hold pseudo-random bytes (as values do) instead of one repeated byte:
+ * do the links move a value's bytes as fast as a constant pattern (RESULTS.md, session 37)?
  * Prints a Markdown table. Needs two GPUs without --host. */
 #include <pthread.h>
 #include <stdio.h>
@@ -105,32 +109,57 @@ static cudaError_t pool_alloc(int gpu, uint64_t bytes, void **p)
         e = cudaStreamSynchronize(0);
     return e;
 }
+
+/* --random: bytes of an xorshift generator into device memory p, 64 MiB at a time. */
+static cudaError_t fill_random(void *p, uint64_t bytes)
+{
+    const uint64_t step = 64ull << 20;
+    uint64_t *h = malloc(step), x = 0x9e3779b97f4a7c15ull;
+    cudaError_t e = h ? cudaSuccess : cudaErrorMemoryAllocation;
+    for (uint64_t off = 0; e == cudaSuccess && off < bytes; off += step) {
+        for (uint64_t i = 0; i < step / 8; i++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            h[i] = x;
+        }
+        e = cudaMemcpy((uint8_t *)p + off, h, bytes - off < step ? bytes - off : step,
+                       cudaMemcpyHostToDevice);
+    }
+    free(h);
+    return e;
+}
 #endif
 
 /* Memory for CONC buffers of the largest size, on gpu (or host), registered with a; from be's
  * arena_alloc when be is not NULL (--gkv-backend). */
-static uint8_t *region(gkv_nixl_agent_t *a, gkv_backend_t *be, int gpu, uint64_t bytes, int *mem)
+static uint8_t *region(gkv_nixl_agent_t *a, gkv_backend_t *be, int gpu, uint64_t bytes, int *mem,
+                       int rnd, uint64_t pad)
 {
     void *p = NULL;
     char why[256];
 #ifdef GKV_HAVE_CUDA
     if (gpu >= 0) {
         cudaSetDevice(gpu);
-        if (be ? be->ops->arena_alloc(be, bytes, &p) != 0 : cudaMalloc(&p, bytes) != cudaSuccess)
+        if (be ? be->ops->arena_alloc(be, bytes + pad, &p) != 0
+               : cudaMalloc(&p, bytes + pad) != cudaSuccess)
             return NULL;
         cudaMemset(p, gpu + 1, bytes);
+        if (rnd && fill_random(p, bytes) != cudaSuccess)
+            return NULL;
         cudaDeviceSynchronize();
         *mem = GKV_NIXL_VRAM;
     }
 #endif
     if (gpu < 0) {
-        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        p = mmap(NULL, bytes + pad, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED)
             return NULL;
         memset(p, 1, bytes);
         *mem = GKV_NIXL_DRAM;
     }
-    if (gkv_nixl_agent_register(a, p, bytes, *mem, gpu < 0 ? 0 : (uint64_t)gpu, why, sizeof(why))) {
+    if (gkv_nixl_agent_register(a, p, bytes + pad, *mem, gpu < 0 ? 0 : (uint64_t)gpu, why,
+                                sizeof(why))) {
         fprintf(stderr, "%s\n", why);
         return NULL;
     }
@@ -257,11 +286,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: nixl_xfer NIXL_PATH [--host] [--sizes 64M,256M] [--conc 1,2,4,8]\n"
                         "                 [--rounds 8] [--copy-duty PCT] [--staged PARTS]\n"
                         "                 [--value-pool] [--local-pool] [--gkv-backend]\n"
-                        "                 [--op read|write]\n");
+                        "                 [--op read|write] [--random] [--pad BYTES]\n");
         return 2;
     }
     const char *sizes = "64M,256M", *concs = "1,2,4,8";
     int rounds = 8, host = 0, duty = 0, staged = 0, vpool = 0, lpool = 0, gbe = 0, ops = 3;
+    int rnd = 0;
+    uint64_t pad = 0;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--host"))
             host = 1;
@@ -281,6 +312,10 @@ int main(int argc, char **argv)
             lpool = 1;
         else if (!strcmp(argv[i], "--gkv-backend"))
             gbe = 1;
+        else if (!strcmp(argv[i], "--random"))
+            rnd = 1;
+        else if (!strcmp(argv[i], "--pad") && i + 1 < argc)
+            pad = size_arg(argv[++i]);
         else if (!strcmp(argv[i], "--op") && i + 1 < argc)
             ops = !strcmp(argv[++i], "read") ? 1 : !strcmp(argv[i], "write") ? 2 : 3;
     }
@@ -316,7 +351,7 @@ int main(int argc, char **argv)
         }
     }
     int mem;
-    uint8_t *buf = region(&a, be, host ? -1 : me, bytes, &mem);
+    uint8_t *buf = region(&a, be, host ? -1 : me, bytes, &mem, rnd, pad);
     if (!buf)
         return 1;
     void *md;
@@ -362,7 +397,8 @@ int main(int argc, char **argv)
                 return 1;
             }
         } else if ((vpool ? pool_alloc(0, maxsize, &values[k])
-                          : cudaMalloc(&values[k], maxsize)) != cudaSuccess) {
+                          : cudaMalloc(&values[k], maxsize)) != cudaSuccess ||
+                   (rnd && fill_random(values[k], maxsize) != cudaSuccess)) {
             fprintf(stderr, "--staged: no memory\n");
             return 1;
         }
