@@ -7,7 +7,9 @@ the value on GPU 1 (b pulled it into its own memory). The reference: cudaMemcpyP
 same bytes from GPU 0 to GPU 1 in one process (the link's ceiling). Also: the first read from a
 new peer against the steady state, and 16 concurrent readers of 64 MiB values.
 
-Usage: nixl_bench.py GPUKVD NIXL_PATH [--sizes 1M,64M,1G] [--rounds 5]
+Usage: nixl_bench.py GPUKVD NIXL_PATH [--sizes 1M,64M,1G] [--rounds 5] [--settle MS]
+--settle MS: wait MS milliseconds between a's write and b's read (the owner's GPU idle before
+the pull: does the write just before it slow the pull's first copy?).
 Needs etcd on PATH, CuPy and the gpukv package. Prints Markdown tables."""
 
 from __future__ import annotations
@@ -71,9 +73,14 @@ def trace(event: str, value: int) -> None:
             f.write(f"{time.monotonic_ns() // 1000} {event} {value} 0\n")
 
 
+SETTLE_S = 0.0  # --settle
+
+
 def remote_read(ca, cb, key, arr, check=False) -> float:
     """Seconds for b to MAP a value a has just rewritten (a pull into b, then the mapping)."""
     ca.set_from_device(key, arr)  # a new version: b must pull it
+    if SETTLE_S:
+        time.sleep(SETTLE_S)
     trace("b_map", arr.nbytes)
     t0 = time.perf_counter()
     m = cb.map(key)
@@ -96,9 +103,12 @@ def main() -> int:
     ap.add_argument("nixl")
     ap.add_argument("--sizes", default="1M,64M,1G")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--settle", type=float, default=0.0, help="ms between a write and the read")
     ap.add_argument("--nixl-only", action="store_true",
                     help="no TCP cluster, no first read or concurrent readers (tuning runs)")
     a = ap.parse_args()
+    global SETTLE_S
+    SETTLE_S = a.settle / 1e3
     root, token, etcd = bench_env("gkv-nixlbench-")
     procs, clients = [], {}
     try:
