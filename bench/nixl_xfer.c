@@ -25,7 +25,8 @@
  * run slower because of the process or because of the protocol (RESULTS.md, session 36)?
  * --op: only READs or only WRITEs (both by default).
  * --pad BYTES: the registered region is BYTES longer than the buffers (gpukvd's arena has a
- * 4 KiB probe area behind its slots).
+ * 4 KiB probe area behind its slots). With --gkv-backend the backend rounds the region up to
+ * whole 2 MiB pages (session 37: a 4 KiB tail slowed NVLink writes to 0.8x).
  * --random: the buffers hold pseudo-random bytes (as values do) instead of one repeated byte:
  * do the links move a value's bytes as fast as a constant pattern (RESULTS.md, session 37)?
  * Prints a Markdown table. Needs two GPUs without --host. */

@@ -192,7 +192,8 @@ typedef struct {
     int (*adopt_close)(gkv_backend_t *b, void *src);
     /* Transfer arenas (server/plane/): memory that another node's transfers reach through
      * NIXL, which zero-copy transports reach only in plain allocations (cudaMalloc, not a
-     * pool; page-aligned host memory on the host backend). arena_alloc reserves size bytes,
+     * pool; page-aligned host memory on the host backend). arena_alloc reserves size bytes
+     * (the cuda backend rounds up to whole 2 MiB pages, which NVLink moves fastest),
      * *addr its address in this process; arena_free returns it. Returns 0, GKV_EOOM or
      * GKV_EIO. Both only at start and stop. */
     int (*arena_alloc)(gkv_backend_t *b, uint64_t size, void **addr);
