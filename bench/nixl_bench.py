@@ -33,9 +33,10 @@ import gpukv  # noqa: E402
 
 def start(root, daemon, etcd, cluster, name, gpu, token, nixl):
     env = dict(os.environ, **({"UCX_PROTO_INFO": "y"} if os.environ.get("GKV_UCX_INFO") else {}))
-    # GKV_NIXL_ARENA: every node's --nixl-arena (e.g. 2G), for measurements.
+    # GKV_NIXL_ARENA: every node's --nixl-arena (e.g. 2G); GKV_NODE_ARGS: more flags for every
+    # node (e.g. "--busy-poll 200"); for measurements.
     arena = os.environ.get("GKV_NIXL_ARENA")
-    more = ["--nixl-arena", arena] if arena else []
+    more = (["--nixl-arena", arena] if arena else []) + os.environ.get("GKV_NODE_ARGS", "").split()
     return start_node(root, daemon, etcd, name, gpu, token, "cuda", cluster=cluster,
                       maxmemory="20G", extra=["--nixl", nixl] + more, env=env)
 
