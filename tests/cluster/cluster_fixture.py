@@ -165,6 +165,10 @@ class Node:
 
     def _start(self) -> "Node":
         self.port = free_port()
+        # A killed predecessor's socket file would pass for this one's (and hide its failure
+        # to start, an "address already in use" among them): gone before the start.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.sock)
         log = open(self.log, "ab")
         prefix = ["ip", "netns", "exec", self.cluster.net.ns] if self.inside else []
         self.proc = subprocess.Popen(
@@ -177,11 +181,27 @@ class Node:
             + self.extra,
             stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         log.close()
-        wait_for(lambda: os.path.exists(self.sock) or self.proc.poll() is not None, 20,
+        wait_for(lambda: self.accepts() or self.proc.poll() is not None, 20,
                  f"{self.name}'s socket")
         if self.proc.poll() is not None:
             raise AssertionError(f"{self.name} exited: {open(self.log).read()[-2000:]}")
         return self
+
+    def accepts(self) -> bool:
+        """Whether the daemon's Unix socket takes a connection."""
+        with socket.socket(socket.AF_UNIX) as s:
+            try:
+                s.connect(self.sock)
+                return True
+            except OSError:
+                return False
+
+    def log_tail(self, n: int = 3000) -> str:
+        try:
+            with open(self.log, errors="replace") as f:
+                return f.read()[-n:]
+        except OSError as e:
+            return f"(no log: {e})"
 
     def client(self, timeout: float | None = 10) -> gpukv.Client:
         with open(self.token_file) as f:
@@ -257,7 +277,10 @@ class Cluster:
         n = len(self.live())
         node = self.add(name, extra=extra)
         try:
-            self.wait_members(n + 1)
+            try:
+                self.wait_members(n + 1, also=node)
+            except AssertionError as e:
+                raise AssertionError(f"{e}\n--- {name} log tail ---\n{node.log_tail()}") from None
             yield node
         finally:
             node.kill(sig)
@@ -267,12 +290,17 @@ class Cluster:
     def live(self) -> list[Node]:
         return [n for n in self.nodes if n.alive()]
 
-    def wait_members(self, n: int, timeout: float = 15) -> None:
+    def wait_members(self, n: int, timeout: float = 15, also: Node | None = None) -> None:
+        """Until every live member sees n members; fails at once when also (a node just
+        started) has exited."""
+        def sees(node: Node) -> bool:
+            if also is not None and not also.alive():
+                raise AssertionError(f"{also.name} exited ({also.proc.poll()})")
+            return node.info().get("members") == n
         for node in self.live():
             if node.token_file != self.token:
                 continue
-            wait_for(lambda: node.info().get("members") == n, timeout,
-                     f"{node.name} to see {n} members")
+            wait_for(lambda: sees(node), timeout, f"{node.name} to see {n} members")
 
     def close(self) -> list[str]:
         """Stops everything; returns what went wrong on the way (a node that did not exit 0
