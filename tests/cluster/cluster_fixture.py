@@ -165,10 +165,6 @@ class Node:
 
     def _start(self) -> "Node":
         self.port = free_port()
-        # A killed predecessor's socket file would pass for this one's (and hide its failure
-        # to start, an "address already in use" among them): gone before the start.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.sock)
         log = open(self.log, "ab")
         prefix = ["ip", "netns", "exec", self.cluster.net.ns] if self.inside else []
         self.proc = subprocess.Popen(
@@ -181,10 +177,13 @@ class Node:
             + self.extra,
             stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         log.close()
+        # Up when its socket takes a connection: a killed predecessor's socket file, still
+        # there, would pass for it (and hide a failure to start, "address already in use"
+        # among them).
         wait_for(lambda: self.accepts() or self.proc.poll() is not None, 20,
                  f"{self.name}'s socket")
         if self.proc.poll() is not None:
-            raise AssertionError(f"{self.name} exited: {open(self.log).read()[-2000:]}")
+            raise AssertionError(f"{self.name} exited: {self.log_tail(2000)}")
         return self
 
     def accepts(self) -> bool:

@@ -1223,11 +1223,8 @@ def main() -> int:
                 print(f"FAIL {fn.__name__}", flush=True)
                 traceback.print_exc()
                 for node in cl.nodes:
-                    try:
-                        print(f"--- {node.name} log tail ---")
-                        print(open(node.log).read()[-3000:])
-                    except OSError:
-                        pass
+                    print(f"--- {node.name} log tail ---")
+                    print(node.log_tail())
                 if not all(n.alive() for n in cl.nodes):
                     for n in cl.nodes:
                         if not n.alive():
