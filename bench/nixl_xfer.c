@@ -42,6 +42,8 @@
 
 #ifdef GKV_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include "backend_cuda.h"
 #endif
 
 #include "backend.h"
@@ -96,14 +98,8 @@ static void *recv_blob(int fd, uint64_t *n)
 /* --value-pool: bytes from a new pool on gpu whose memory exports POSIX file descriptors. */
 static cudaError_t pool_alloc(int gpu, uint64_t bytes, void **p)
 {
-    struct cudaMemPoolProps props;
-    memset(&props, 0, sizeof(props));
-    props.allocType = cudaMemAllocationTypePinned;
-    props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = gpu;
     cudaMemPool_t pool;
-    cudaError_t e = cudaMemPoolCreate(&pool, &props);
+    cudaError_t e = gkv__cuda_pool_create(gpu, &pool);
     if (e == cudaSuccess)
         e = cudaMallocFromPoolAsync(p, bytes, pool, 0);
     if (e == cudaSuccess)

@@ -25,6 +25,17 @@ int gkv__cuda_fail(const char *what, cudaError_t e)
     return e == cudaErrorMemoryAllocation ? GKV_EOOM : GKV_EIO;
 }
 
+cudaError_t gkv__cuda_pool_create(int dev, cudaMemPool_t *pool)
+{
+    struct cudaMemPoolProps props;
+    memset(&props, 0, sizeof(props));
+    props.allocType = cudaMemAllocationTypePinned;
+    props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = dev;
+    return cudaMemPoolCreate(pool, &props);
+}
+
 /* Up to this share of the memory limit stays allocated in kept exports. */
 #define EXPORTS_SHARE 8
 
@@ -599,13 +610,7 @@ int gkv_backend_cuda_open(const gkv_backend_config_t *cfg, gkv_backend_t **out, 
         snprintf(why, cap, "querying device %d: %s", dev, cudaGetErrorString(e));
         goto fail;
     }
-    struct cudaMemPoolProps props;
-    memset(&props, 0, sizeof(props));
-    props.allocType = cudaMemAllocationTypePinned;
-    props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = dev;
-    if ((e = cudaMemPoolCreate(&c->pool, &props)) != cudaSuccess) {
+    if ((e = gkv__cuda_pool_create(dev, &c->pool)) != cudaSuccess) {
         snprintf(why, cap, "cudaMemPoolCreate: %s", cudaGetErrorString(e));
         goto fail;
     }

@@ -110,6 +110,11 @@ static inline cudaStream_t gkv__cuda_lane(cuda_backend_t *c, int lane)
 /* Logs a failed CUDA call once, where it happened, and gives the code to pass up. */
 int gkv__cuda_fail(const char *what, cudaError_t e);
 
+/* A new pool of pinned memory on device dev whose allocations export as POSIX file
+ * descriptors: what the backend's values come from (bench/nixl_xfer makes its buffers alike).
+ * The caller owns *pool (cudaMemPoolDestroy). */
+cudaError_t gkv__cuda_pool_create(int dev, cudaMemPool_t *pool);
+
 /* backend_cuda_copy.c: the ops of backend.h that move bytes and report their completion. */
 int gkv__cuda_arena_alloc(gkv_backend_t *b, uint64_t size, void **addr);
 void gkv__cuda_arena_free(gkv_backend_t *b, void *addr, uint64_t size);
