@@ -12,7 +12,11 @@ of, alone:
   proc    a process woken through a pipe and answering through another (a request between
           two daemons)
 Each row: the median and the largest of --reps tries, in microseconds. Pauses are taken in
-turn (0, 1, 20, 200, 0, 1, ...) so that a drift over the run shows in every column alike.
+turn (0, 1, 20, 200, 0, 1, ...) so that a drift over the run shows in every column alike. Each
+piece is timed after a sleep of the column's pause, but what ran before that sleep is the
+previous piece: a column's GPU rows measure how long since the GPU (or the link) last worked
+only roughly (the 0 ms column's first copy on one GPU and first copy across follow the 200 ms
+column's steps: their GPU and link were idle for about half a second).
 
   python3 bench/idle_probe.py [--reps 9]
 Needs CuPy and two GPUs for `peer` (one GPU: that row is left out).
