@@ -205,6 +205,10 @@ typedef struct {
      * caller keeps p alive. Returns 0 or GKV_EIO. */
     int (*arena_copy)(gkv_backend_t *b, gkv_devptr_t p, uint64_t off, void *arena, size_t len,
                       int to_value);
+    /* NULL, or: waits until the work queued on GKV_LANE_SHARED so far (an allocation's
+     * clear from zero_shared) has run, from any thread but the loop's (a worker's, like
+     * arena_copy). Returns 0 or GKV_EIO. */
+    int (*shared_wait)(gkv_backend_t *b);
     /* Waits for every copy, frees everything and b itself. */
     void (*close)(gkv_backend_t *b);
 } gkv_backend_ops_t;
@@ -233,6 +237,10 @@ typedef struct {
     /* Host memory the daemon needs besides values (keys, the index): the host backend's default
      * limit is 90% of usable RAM (ram.h) less this, so that values and keys together fit. */
     uint64_t host_reserve;
+    /* Bytes each GPU's value pool takes at open and keeps (--prealloc; 0: none, grown as
+     * values come): a value the kept memory covers needs nothing new from the driver. At most
+     * limit. cuda only. */
+    uint64_t prealloc;
 } gkv_backend_config_t;
 
 /* Opens the backend cfg asks for. AUTO takes cuda when a GPU is usable, else host. On success

@@ -120,6 +120,7 @@ int gkv__cuda_arena_alloc(gkv_backend_t *b, uint64_t size, void **addr);
 void gkv__cuda_arena_free(gkv_backend_t *b, void *addr, uint64_t size);
 int gkv__cuda_arena_copy(gkv_backend_t *b, gkv_devptr_t p, uint64_t off, void *arena, size_t len,
                          int to_value);
+int gkv__cuda_shared_wait(gkv_backend_t *b);
 int gkv__cuda_poll(gkv_backend_t *b);
 int gkv__cuda_copy_in(gkv_backend_t *b, gkv_devptr_t dst, uint64_t off, const void *src, size_t len,
                       int lane, gkv_copy_t *op);

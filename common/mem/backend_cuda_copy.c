@@ -409,19 +409,25 @@ void gkv__cuda_arena_free(gkv_backend_t *b, void *addr, uint64_t size)
 static _Thread_local cudaStream_t arena_stream[GKV_MAX_DEVICES];
 static _Thread_local cudaEvent_t arena_ev[GKV_MAX_DEVICES];
 
+/* This thread's stream and event for device d, made on first use. Returns 0 or GKV_EIO. */
+static int worker_stream(int d)
+{
+    if (arena_stream[d])
+        return 0;
+    cudaError_t e = cudaStreamCreateWithFlags(&arena_stream[d], cudaStreamNonBlocking);
+    if (e == cudaSuccess)
+        e = cudaEventCreateWithFlags(&arena_ev[d], cudaEventDisableTiming);
+    return e == cudaSuccess ? 0 : gkv__cuda_fail("a worker's arena stream", e);
+}
+
 int gkv__cuda_arena_copy(gkv_backend_t *b, gkv_devptr_t p, uint64_t off, void *arena, size_t len,
                          int to_value)
 {
     cuda_backend_t *c = gkv__cuda_on(b);
     int d = b->device >= 0 && b->device < GKV_MAX_DEVICES ? b->device : 0;
     cudaError_t e = cudaSuccess;
-    if (!arena_stream[d]) {
-        e = cudaStreamCreateWithFlags(&arena_stream[d], cudaStreamNonBlocking);
-        if (e == cudaSuccess)
-            e = cudaEventCreateWithFlags(&arena_ev[d], cudaEventDisableTiming);
-        if (e != cudaSuccess)
-            return gkv__cuda_fail("a worker's arena stream", e);
-    }
+    if (worker_stream(d))
+        return GKV_EIO;
     cudaStream_t s = arena_stream[d];
     void *v = (void *)(uintptr_t)(p.v + off);
     void *dst = to_value ? v : arena;
@@ -436,4 +442,16 @@ int gkv__cuda_arena_copy(gkv_backend_t *b, gkv_devptr_t p, uint64_t off, void *a
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(s);
     return e == cudaSuccess ? 0 : gkv__cuda_fail("a copy between a value and a transfer arena", e);
+}
+
+int gkv__cuda_shared_wait(gkv_backend_t *b)
+{
+    cuda_backend_t *c = gkv__cuda_on(b);
+    int d = b->device >= 0 && b->device < GKV_MAX_DEVICES ? b->device : 0;
+    if (worker_stream(d))
+        return GKV_EIO;
+    cudaError_t e = cudaEventRecord(arena_ev[d], c->shared);
+    if (e == cudaSuccess)
+        e = cudaEventSynchronize(arena_ev[d]);
+    return e == cudaSuccess ? 0 : gkv__cuda_fail("waiting for the shared lane", e);
 }

@@ -73,10 +73,14 @@ typedef struct gkv_route_ticket {
     uint64_t wait_ms, wait_seq;
     /* Set by the connection before the route when its request may take an early frame (a MAP
      * of a whole value that asked for one: PROTOCOL.md, "Early MAPs"), else NULL: called on the
-     * loop with the new memory a pull of its value lands in, before the pull runs. True when it
-     * leased e (the client imports it while the pull runs): the replica is then published by
-     * linking e itself, so the leased memory is the value's. */
-    bool (*early)(void *conn, gkv_entry_t *e);
+     * loop with the new memory a pull of its value lands in, before the pull runs (cleared
+     * false), and again (cleared true, the same function kept by the pull: the connection is
+     * still parked) once a clear the pull queued for that memory has run. Returns 1 when it
+     * leased e (the client imports it while the pull runs: the replica is then published by
+     * linking e itself, so the leased memory is the value's); 0 when it did not because e's
+     * memory may still show an earlier value's bytes (cleared false only); -1 when the
+     * connection takes no early frame now. */
+    int (*early)(void *conn, gkv_entry_t *e, bool cleared);
 } gkv_route_ticket_t;
 
 enum {

@@ -75,6 +75,7 @@ typedef struct {
     gkv_devptr_t mem;
     bool pulled;
     bool early; /* entry went out in an early frame (ticket's early): publish it by linking */
+    bool clearing; /* PULL: entry's clear is queued; the worker tells the loop when it ran */
 } cl_key_t;
 
 typedef struct cl_job {
@@ -121,6 +122,10 @@ typedef struct cl_job {
                     * it, then when its worker ended */
     uint64_t xfer; /* PUSH: the transfer's id (the reader's) */
     uint64_t pull_us; /* PULL: when it was handed to the workers */
+    /* PULL: the ticket's early, kept for the message (cleared) its worker posts to the loop
+     * once keys[0]'s memory is cleared (pull.c, offer_cleared). */
+    int (*early)(void *conn, gkv_entry_t *e, bool cleared);
+    gkv_job_t cleared;
     uint64_t wait_ms; /* READ: the request waits this long for a missing key (its home notes it) */
     uint64_t wait_after; /* ... or for a version above this one (0: any) */
 } cl_job_t;

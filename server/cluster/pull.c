@@ -9,6 +9,7 @@
  * fails for any other reason than the value moving on is read over TCP instead, and counted. */
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,8 +329,14 @@ bool gkv_cl_pull_start(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j)
         k->entry = e;
         k->dev = dev;
         k->mem = e->mem;
-        /* A MAP's client may import the memory now, while the pull fills it. */
-        k->early = j->nkeys == 1 && t->early && t->early(t->conn, e);
+        /* A MAP's client may import the memory now, while the pull fills it; memory that may
+         * still show an earlier value's bytes (new to the pool) is cleared first, queued now on
+         * the shared lane (the pull's copies come after it), and offered once that ran. */
+        int early = j->nkeys == 1 && t->early ? t->early(t->conn, e, false) : -1;
+        gkv_backend_t *be = cl->plane.arena[dev].be;
+        k->early = early == 1;
+        k->clearing = early == 0 && be->ops->shared_wait && gkv_store_clear(cl->store, e) == 0;
+        j->early = k->clearing ? t->early : NULL;
         any = true;
     }
     if (!any)
@@ -342,6 +349,32 @@ bool gkv_cl_pull_start(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j)
     j->t = t;
     gkv_cl_submit(cl, t, j, false);
     return true;
+}
+
+/* The loop's side of offer_cleared: keys[0]'s memory is cleared, so the MAP waiting for the
+ * pull may import it now (ticket's early), unless its connection went. */
+static void on_cleared(gkv_job_t *m)
+{
+    cl_job_t *j = (cl_job_t *)((char *)m - offsetof(cl_job_t, cleared));
+    cl_key_t *k = &j->keys[0];
+    if (j->t && j->early && k->entry)
+        k->early = j->early(j->t->conn, k->entry, true) == 1;
+    gkv_trace("r_cleared", k->size, k->early);
+}
+
+/* On the pull's worker, once its first requests are out: when pull_start queued a clear of k's
+ * memory (k->clearing), waits for it (the owner meanwhile stages the first chunks) and tells
+ * the loop, which offers the memory to the MAP waiting for it (on_cleared, before the job's
+ * done). */
+static void offer_cleared(cl_job_t *j, cl_key_t *k, gkv_backend_t *be)
+{
+    if (!k->clearing)
+        return;
+    k->clearing = false;
+    if (be->ops->shared_wait(be) != 0)
+        return; /* no early frame: the client imports the memory after the answer */
+    j->cleared.done = on_cleared;
+    gkv_workers_post(&j->cl->origin, &j->cleared);
 }
 
 /* The value's metadata in the owner's answer r, kept with k (the replica gets it). */
@@ -456,6 +489,8 @@ static int pull_key(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
     int rc = 0;
     for (uint32_t s = 0; s < u.open && u.next < u.n && !rc; s++)
         rc = ask(&u, s);
+    if (!rc)
+        offer_cleared(j, k, a->be);
     for (uint64_t done = 0; done < u.n && !rc; done++) {
         uint64_t t0 = gkv_plane_now_us();
         int s = first_answer(u.conns, u.pending, u.open, timeout);
@@ -572,6 +607,8 @@ static int pull_pushed(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
         rc = gkv_peer_send(c);
         sent = rc == 0;
     }
+    if (sent)
+        offer_cleared(j, k, a->be);
     /* The owner answers once every chunk is written (its notifications may come after the
      * answer), or at once on an error. */
     gkv_response_t r;

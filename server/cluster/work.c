@@ -84,6 +84,15 @@ void gkv_workers_submit(gkv_workers_t *w, gkv_job_t *j)
     pthread_mutex_unlock(&w->lock);
 }
 
+void gkv_workers_post(gkv_workers_t *w, gkv_job_t *m)
+{
+    pthread_mutex_lock(&w->lock);
+    m->next = w->finished;
+    w->finished = m;
+    uv_async_send(&w->async);
+    pthread_mutex_unlock(&w->lock);
+}
+
 void gkv_workers_stop(gkv_workers_t *w)
 {
     if (!w->open)

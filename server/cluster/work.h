@@ -33,6 +33,10 @@ typedef struct {
 int gkv_workers_start(gkv_workers_t *w, uv_loop_t *loop, unsigned n);
 /* Queues j (owned by the caller until its done callback). */
 void gkv_workers_submit(gkv_workers_t *w, gkv_job_t *j);
+/* From a job's run (on a worker of w): m's done runs on the loop, before the done of the job
+ * posting it (m is not run; it stays the caller's, and is not posted again before its done
+ * ran). A message from a job to the loop while the job goes on. */
+void gkv_workers_post(gkv_workers_t *w, gkv_job_t *m);
 /* Runs what is queued, joins the workers, calls the last done callbacks and closes the
  * handle. On the loop, once nothing will be submitted any more. */
 void gkv_workers_stop(gkv_workers_t *w);

@@ -35,6 +35,7 @@ typedef struct {
     uint64_t maxmemory;
     uint64_t maxmemory_each[GKV_MAX_DEVICES];
     uint32_t nmaxmemory;
+    uint64_t prealloc; /* --prealloc: what each GPU's value pool takes at start (0: none) */
     gkv_policy_t maxmemory_policy; /* what makes room for a value that does not fit */
     uint64_t max_value;            /* 0: maxmemory */
     uint64_t max_key;              /* 1..65535 */

@@ -285,6 +285,7 @@ static int open_devices(gkv_server_t *s, char *err, size_t cap)
     for (unsigned i = 0; i < spec.n; i++)
         spec.limits[i] = cfg->nmaxmemory > 1 ? cfg->maxmemory_each[i] : cfg->maxmemory;
     spec.host_reserve = cfg->maxmemory_keys ? cfg->maxmemory_keys : gkv_ram_usable() / 4;
+    spec.prealloc = cfg->prealloc;
     return gkv_devices_open(&s->devs, &spec, err, cap);
 }
 

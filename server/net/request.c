@@ -79,7 +79,7 @@ static void skip_payload(gkv_conn_t *c, const gkv_request_t *req)
 }
 
 static bool park_for_key(gkv_conn_t *c, const gkv_request_t *req, int *rc);
-static bool pull_early(void *conn, gkv_entry_t *e);
+static int pull_early(void *conn, gkv_entry_t *e, bool cleared);
 
 /* The cluster's say on a request (cluster.h) before it runs here: false when it is answered or
  * waits (parked: its frame stays in the input, c waits); else *run is the request to run (req,
@@ -218,13 +218,17 @@ bool gkv_conn_early(gkv_conn_t *c, gkv_entry_t *e)
 }
 
 /* gkv_route_ticket_t's early: the memory a pull of the MAP's value lands in, leased to it in an
- * early frame before the pull runs, when that memory holds no earlier value's bytes already
- * (a kept allocation whose clear has run: a fresh one would need a clear and its fence first,
- * and then the client imports it after the answer, as without early frames). */
-static bool pull_early(void *conn, gkv_entry_t *e)
+ * early frame while the pull runs, once that memory holds no earlier value's bytes: at once for
+ * a kept allocation whose clear has run, else (0) after the clear the pull then queues (its
+ * worker waits for it and the loop offers the memory again, cleared). */
+static int pull_early(void *conn, gkv_entry_t *e, bool cleared)
 {
     gkv_conn_t *c = conn;
-    return gkv_store_zeroed_now(c->net->store, e) && send_early(c, e);
+    if (c->early_lease || c->closing)
+        return -1;
+    if (!cleared && !gkv_store_zeroed_now(c->net->store, e))
+        return 0;
+    return send_early(c, e) ? 1 : -1;
 }
 
 /* A request a watching connection may not make (watch.h) is answered INVAL; its payload, if

@@ -38,7 +38,8 @@ int gkv_devices_open(gkv_devices_t *d, const gkv_devices_spec_t *spec, char *err
     memset(d, 0, sizeof(*d));
     gkv_backend_kind_t kind = spec->kind;
     for (unsigned i = 0; i < spec->n; i++) {
-        gkv_backend_config_t bc = {kind, spec->ids[i], spec->limits[i], spec->host_reserve};
+        gkv_backend_config_t bc = {kind, spec->ids[i], spec->limits[i], spec->host_reserve,
+                                   spec->prealloc};
         int rc = gkv_backend_open(&bc, &d->dev[i].be, err, cap);
         if (rc) {
             gkv_devices_close_backends(d);

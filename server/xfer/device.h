@@ -34,13 +34,14 @@ typedef struct {
 /* Which devices to open: n ordinals (ids) of one backend kind (AUTO: cuda when a GPU is
  * usable, else host; every device then takes the first one's kind), each with its memory limit
  * (0: the backend's default). host_reserve: host memory the daemon needs beside values
- * (backend.h). */
+ * (backend.h); prealloc: what each GPU's pool takes at open (backend.h, --prealloc). */
 typedef struct {
     gkv_backend_kind_t kind;
     int ids[GKV_MAX_DEVICES];
     uint64_t limits[GKV_MAX_DEVICES];
     unsigned n;
     uint64_t host_reserve;
+    uint64_t prealloc;
 } gkv_devices_spec_t;
 
 /* Opens the backends spec names into d (zeroed first) and lets each device's copies reach the

@@ -1,11 +1,14 @@
 /* test_gpu_backend.c: the cuda backend alone. What zeroed_now vouches for reads zeros: an early
  * frame names memory a cluster pull is still writing only then (PROTOCOL.md, "Early MAPs"), so
  * a client's import of it never shows an earlier value's bytes. Fresh pool memory, which may hold
- * a freed value's bytes, is never vouched for. */
+ * a freed value's bytes, is never vouched for; a pull clears it and waits (shared_wait) first.
+ * --prealloc's memory is taken at open. */
 #include <check.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -57,6 +60,98 @@ START_TEST(only_a_kept_allocation_whose_clear_ran_is_vouched_zero)
 }
 END_TEST
 
+/* shared_wait, from a worker thread as a cluster pull calls it, returns only after the clear
+ * queued on the shared lane before it has run: the memory then reads zeros (read on the
+ * default stream, which does not wait for the backend's non-blocking streams). */
+typedef struct {
+    gkv_backend_t *be;
+    gkv_devptr_t p;
+    uint64_t n;
+    int rc;
+    unsigned nonzero;
+} wait_arg_t;
+
+static void *wait_then_read(void *arg)
+{
+    wait_arg_t *w = arg;
+    w->rc = w->be->ops->shared_wait(w->be);
+    if (cudaSetDevice(0) != cudaSuccess)
+        return NULL;
+    /* The end of the memory: cleared last. */
+    enum { TAIL = 1 << 20 };
+    uint8_t *host = malloc(TAIL);
+    if (!host ||
+        cudaMemcpy(host, (void *)(uintptr_t)(w->p.v + w->n - TAIL), TAIL,
+                   cudaMemcpyDeviceToHost) != cudaSuccess) {
+        w->nonzero = ~0u;
+        free(host);
+        return NULL;
+    }
+    for (unsigned i = 0; i < TAIL; i++)
+        w->nonzero += host[i] != 0;
+    free(host);
+    return NULL;
+}
+
+START_TEST(shared_wait_sees_a_queued_clear_done)
+{
+    gkv_backend_config_t bc = {GKV_BACKEND_CUDA, 0, 2ull << 30, 0};
+    gkv_backend_t *be;
+    char why[256];
+    ck_assert_int_eq(gkv_backend_open(&bc, &be, why, sizeof(why)), 0);
+    ck_assert_ptr_nonnull(be->ops->shared_wait);
+    for (int round = 0; round < 8; round++) {
+        wait_arg_t w = {.be = be, .n = 512ull << 20};
+        ck_assert_int_eq(be->ops->alloc(be, w.n, GKV_LANE_SHARED, &w.p), 0);
+        ck_assert_int_eq(cudaMemset((void *)(uintptr_t)w.p.v, 0x5a, w.n), cudaSuccess);
+        ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+        /* Several clears queued (each ~0.2 ms): a wait that did not wait reads 0x5a. */
+        for (int i = 0; i < 4; i++)
+            ck_assert_int_eq(be->ops->zero_shared(be, w.p, w.n), 0);
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, wait_then_read, &w), 0);
+        pthread_join(th, NULL);
+        ck_assert_int_eq(w.rc, 0);
+        ck_assert_msg(w.nonzero == 0, "round %d: %u bytes not cleared after shared_wait", round,
+                      w.nonzero);
+        be->ops->free(be, w.p, w.n, GKV_LANE_SHARED);
+    }
+    be->ops->close(be);
+}
+END_TEST
+
+/* --prealloc: the pool takes the memory at open (the device's free memory drops by it), and a
+ * value it covers then takes nothing more from the device. */
+START_TEST(prealloc_takes_the_memory_at_open)
+{
+    size_t free0, free1, free2, total;
+    ck_assert_int_eq(cudaSetDevice(0), cudaSuccess);
+    ck_assert_int_eq(cudaMemGetInfo(&free0, &total), cudaSuccess);
+    const uint64_t pre = 1ull << 30;
+    gkv_backend_config_t bc = {GKV_BACKEND_CUDA, 0, 2ull << 30, 0, pre};
+    gkv_backend_t *be;
+    char why[256];
+    ck_assert_int_eq(gkv_backend_open(&bc, &be, why, sizeof(why)), 0);
+    ck_assert_int_eq(cudaMemGetInfo(&free1, &total), cudaSuccess);
+    ck_assert_msg(free0 >= free1 + pre, "free memory %zu before, %zu after a 1 GiB prealloc",
+                  free0, free1);
+    gkv_devptr_t p;
+    const uint64_t n = 256ull << 20;
+    ck_assert_int_eq(be->ops->alloc(be, n, GKV_LANE_SHARED, &p), 0);
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    ck_assert_int_eq(cudaMemGetInfo(&free2, &total), cudaSuccess);
+    /* Without the prealloc it takes 256 MiB; some slack for what the runtime loads lazily. */
+    ck_assert_msg(free2 + (16u << 20) > free1, "a 256 MiB value took %zd bytes beyond the prealloc",
+                  (ssize_t)free1 - (ssize_t)free2);
+    be->ops->free(be, p, n, GKV_LANE_SHARED);
+    be->ops->close(be);
+    /* More than the device has: refused with the reason. */
+    gkv_backend_config_t big = {GKV_BACKEND_CUDA, 0, total * 2, 0, total * 2};
+    ck_assert_int_ne(gkv_backend_open(&big, &be, why, sizeof(why)), 0);
+    ck_assert_msg(strstr(why, "--prealloc") != NULL, "%s", why);
+}
+END_TEST
+
 int main(void)
 {
     if (!gkv_test_gpu_usable()) {
@@ -67,6 +162,8 @@ int main(void)
     TCase *t = tcase_create("cuda backend");
     tcase_set_timeout(t, 60);
     tcase_add_test(t, only_a_kept_allocation_whose_clear_ran_is_vouched_zero);
+    tcase_add_test(t, shared_wait_sees_a_queued_clear_done);
+    tcase_add_test(t, prealloc_takes_the_memory_at_open);
     suite_add_tcase(s, t);
     return gkv_check_run(s);
 }

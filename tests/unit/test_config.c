@@ -50,6 +50,11 @@ START_TEST(flags)
     ck_assert_uint_eq(cfg.maxmemory, 512u << 20);
     ck_assert_uint_eq(cfg.max_key, 64);
     ck_assert_int_eq(cfg.log_level, GKV_LOG_DEBUG);
+    ck_assert_uint_eq(cfg.prealloc, 0);
+    ck_assert_int_eq(parse(&cfg, err, 3, "--prealloc", "4G"), 0);
+    ck_assert_uint_eq(cfg.prealloc, 4ull << 30);
+    ck_assert_int_eq(parse(&cfg, err, 3, "--prealloc", "some"), GKV_EINVAL);
+    ck_assert(strstr(err, "prealloc") != NULL);
     ck_assert_uint_eq(cfg.busy_poll_us, 0);
     ck_assert_int_eq(parse(&cfg, err, 3, "--busy-poll", "50"), 0);
     ck_assert_uint_eq(cfg.busy_poll_us, 50);
