@@ -126,6 +126,9 @@ typedef struct cl_job {
      * once keys[0]'s memory is cleared (pull.c, offer_cleared). */
     int (*early)(void *conn, gkv_entry_t *e, bool cleared);
     gkv_job_t cleared;
+    /* READ then PULL: the pull's first chunks, asked for by the READ's worker as soon as it
+     * knew the owner (gkv_cl_pull_head), taken over by the pull; dropped with the job. */
+    struct cl_pull *head;
     uint64_t wait_ms; /* READ: the request waits this long for a missing key (its home notes it) */
     uint64_t wait_after; /* ... or for a version above this one (0: any) */
 } cl_job_t;
@@ -192,6 +195,14 @@ void gkv_cl_plane_members(gkv_cluster_t *cl);
 bool gkv_cl_pull_start(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j);
 /* A JOB_PULL ended: the keys pulled become replicas here. */
 void gkv_cl_pull_done(gkv_cluster_t *cl, cl_job_t *j);
+/* On a READ's worker, k (of j's one key) just found to be pulled from owner: asks owner for
+ * the first chunks now, into slots free at once, so that they come while the loop gives the
+ * value its memory (j->head; the pull takes them over). Only a node of one device, STAGE
+ * mode, and unless GPUKV_NIXL_HEAD=0; nothing when no slot is free. */
+void gkv_cl_pull_head(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner);
+/* A head start the pull never took over (the job went another way): its answers awaited and
+ * its slots given back on a worker (at once, blocking, while the workers stop); u is freed. */
+void gkv_cl_pull_drop(gkv_cluster_t *cl, struct cl_pull *u);
 /* e (unpublished, of key) kept as the replica of key at version v, unless a value of this
  * node's took the key meanwhile; flags: 0 or GKV_PUBLISH_LINK (store.h). Returns true when
  * kept. */

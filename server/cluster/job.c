@@ -116,6 +116,8 @@ void gkv_cl_job_free(cl_job_t *j)
 {
     if (!j)
         return;
+    if (j->head)
+        gkv_cl_pull_drop(j->cl, j->head);
     for (uint32_t i = 0; i < j->nkeys; i++) {
         free(j->keys[i].key);
         free(j->keys[i].bytes);

@@ -290,6 +290,7 @@ static void read_key(cl_job_t *j, cl_key_t *k)
         if (k->size > CL_DIRECT_MAX && !j->no_nixl &&
             gkv_plane_reads_nixl(&j->cl->plane, owner->name, owner->incarnation)) {
             k->status = CL_PULL; /* the loop gives it memory, then JOB_PULL */
+            gkv_cl_pull_head(j, k, owner); /* its first chunks come meanwhile */
             return;
         }
         rc = gkv_cl_fetch_tcp(j, k, owner);

@@ -278,10 +278,10 @@ static int route_read(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
         cl_job_t *j = t->job;
         t->job = NULL;
         attempts = j->attempts;
-        no_nixl = j->no_nixl;
         int r = read_outcome(cl, t, j, req, out, rc);
         if (r == CL_ROUTE_PULLING) /* it goes on pulling (the ticket holds it again) */
             return GKV_ROUTE_PARK;
+        no_nixl = j->no_nixl; /* after the outcome: a pull that found no memory set it */
         if (j->kind != JOB_INSTALL) /* else it went on to keep the replica */
             gkv_cl_job_free(j);
         if (r != GKV_ROUTE_PARK)

@@ -85,6 +85,8 @@ int gkv_plane_open(gkv_plane_t *p, const gkv_plane_cfg_t *cfg)
     p->id_salt = (gkv_plane_now_us() ^ (uint64_t)(uintptr_t)p) << 32;
     const char *mode = getenv("GPUKV_NIXL_MODE"); /* "push": PUSH (measured alike, newer) */
     p->push = mode && !strcmp(mode, "push");
+    const char *head = getenv("GPUKV_NIXL_HEAD"); /* for measurements */
+    p->head_start = !head || strcmp(head, "0");
     p->own = 2;
     const char *own = getenv("GPUKV_NIXL_OWN"); /* for measurements */
     if (own && atoi(own) > 0)
@@ -435,7 +437,8 @@ int gkv_plane_info(gkv_plane_t *p, char *buf, size_t cap)
                      "nixl_arenas:%u\r\nnixl_arena_bytes:%" PRIu64 "\r\nnixl_chunk_bytes:%" PRIu64
                      "\r\nnixl_slots:%u\r\nnixl_slots_in_use:%u\r\nnixl_slots_retired:%u\r\n"
                      "nixl_reads:%" PRIu64 "\r\nnixl_read_bytes:%" PRIu64
-                     "\r\nnixl_fallbacks:%" PRIu64 "\r\nnixl_chunks_sent:%" PRIu64
+                     "\r\nnixl_fallbacks:%" PRIu64 "\r\nnixl_head_starts:%" PRIu64
+                     "\r\nnixl_heads_dropped:%" PRIu64 "\r\nnixl_chunks_sent:%" PRIu64
                      "\r\nnixl_bytes_sent:%" PRIu64 "\r\nnixl_probes_failed:%" PRIu64
                      "\r\nnixl_send_copy_us:%" PRIu64 "\r\nnixl_send_write_us:%" PRIu64
                      "\r\nnixl_pull_wait_us:%" PRIu64 "\r\nnixl_pull_copy_us:%" PRIu64
@@ -447,6 +450,7 @@ int gkv_plane_info(gkv_plane_t *p, char *buf, size_t cap)
                      p->narenas ? p->arena[0].size : 0,
                      p->narenas ? p->arena[0].slots.slot_size : 0, slots, taken, retired,
                      (uint64_t)p->reads, (uint64_t)p->read_bytes, (uint64_t)p->fallbacks,
+                     (uint64_t)p->head_starts, (uint64_t)p->heads_dropped,
                      (uint64_t)p->chunks_sent, (uint64_t)p->bytes_sent,
                      (uint64_t)p->probes_failed, (uint64_t)p->send_copy_us,
                      (uint64_t)p->send_write_us, (uint64_t)p->pull_wait_us,

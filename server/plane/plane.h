@@ -94,6 +94,9 @@ typedef struct {
     size_t npeers, cap;
     _Atomic uint64_t reads, read_bytes;   /* remote reads that came through NIXL, bytes */
     _Atomic uint64_t fallbacks;           /* reads that fell back to TCP after NIXL failed */
+    /* Pulls whose first chunks their READ asked for (gkv_cl_pull_head), and of them those
+     * whose pull never ran (the requests awaited and the slots given back). */
+    _Atomic uint64_t head_starts, heads_dropped;
     _Atomic uint64_t chunks_sent, bytes_sent; /* chunks written to readers through NIXL */
     _Atomic uint64_t probes_failed;
     /* Where the time goes (microseconds, summed over threads): an owner's copies into its
@@ -112,6 +115,7 @@ typedef struct {
     uint64_t id_salt;
     _Atomic uint64_t next_id;
     bool push;        /* pulls ask owners to PUSH (GPUKV_NIXL_MODE=push), else STAGE per chunk */
+    bool head_start;  /* a READ asks for a pull's first chunks (GPUKV_NIXL_HEAD=0: not) */
     unsigned own;     /* PUSH: an owner's slots per transfer (its writes in flight) */
 } gkv_plane_t;
 

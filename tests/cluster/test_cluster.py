@@ -729,6 +729,48 @@ def a_map_of_a_pulled_value_takes_an_early_frame(cl: Cluster):
 
 
 @check
+def a_pull_that_finds_no_memory_gives_back_its_head_start(cl: Cluster):
+    # n4 (8 MiB of memory) reads a 24 MiB value n1 owns: its READ asks n1 for the first chunks
+    # (a head start) before the loop finds no memory for the value; the read then fails
+    # cleanly (over TCP no memory either), n1's answers are awaited and the slots come back,
+    # none retired. The next read that fits goes through NIXL, bytes exact.
+    mib = 1 << 20
+    with cl.extra_node("n4", extra=["--maxmemory", "8M"]) as n4:
+        if nixl_on():
+            wait_for(lambda: member_plane(n4, "n1") == "nixl", 10, "n4 to pair with n1 by NIXL")
+        big, small = rand_bytes(24 * mib + 7, 1400), rand_bytes(3 * mib + 1, 1401)
+        with cl.nodes[0].client() as w:
+            w.set("head/big", big)
+            w.set("head/small", small)
+        before = n4.info()
+        with n4.client() as c:
+            errs = []
+            for _ in range(3):
+                try:
+                    got = c.get("head/big")
+                    raise AssertionError(f"a 24 MiB value read into 8 MiB: {len(got)} bytes")
+                except gpukv.Error as e:
+                    errs.append(f"{e.name}: {e}")
+            assert all(e.startswith(("OOM", "TOOBIG")) for e in errs), errs
+            if not nixl_on():
+                assert get(c, "head/small") == small, "the next read"
+                print(f"     (TCP: {errs[0]})")
+                return
+            mid = n4.info()
+            assert mid["nixl_head_starts"] - before["nixl_head_starts"] >= 3, (before, mid)
+            assert mid["nixl_heads_dropped"] - before["nixl_heads_dropped"] >= 3, (before, mid)
+            wait_for(lambda: n4.info()["nixl_slots_in_use"] == 0, 10, "n4's arena slots back")
+            assert n4.info()["nixl_slots_retired"] == 0, n4.info()
+            assert get(c, "head/small") == small, "the next pull"
+        after = n4.info()
+        assert after["nixl_reads"] - before["nixl_reads"] == 1, (before, after)
+        assert after["nixl_head_starts"] - mid["nixl_head_starts"] == 1, (mid, after)
+        assert after["nixl_heads_dropped"] == mid["nixl_heads_dropped"], (mid, after)
+        print(f"     (head starts {after['nixl_head_starts'] - before['nixl_head_starts']}, "
+              f"dropped {after['nixl_heads_dropped'] - before['nixl_heads_dropped']})")
+
+
+@check
 def a_node_without_nixl_is_read_over_tcp_and_says_why(cl: Cluster):
     with cl.extra_node("n4", extra=["--nixl", "/nonexistent/nixl"]) as n4:
         i4 = n4.info()
