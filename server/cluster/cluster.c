@@ -203,6 +203,7 @@ static void stop_workers(gkv_cluster_t *cl)
     gkv_workers_stop(&cl->origin);
     gkv_workers_stop(&cl->nested);
     gkv_workers_stop(&cl->stage);
+    gkv_workers_stop(&cl->pulls); /* last: the others' ends may drop head starts here */
 }
 
 int gkv_cluster_start(gkv_cluster_t *cl, uv_loop_t *loop, const gkv_cluster_cfg_t *cfg,
@@ -239,7 +240,7 @@ int gkv_cluster_start(gkv_cluster_t *cl, uv_loop_t *loop, const gkv_cluster_cfg_
     gkv_records_init(&cl->rec);
     gkv_peers_init(&cl->peers, cfg->token, cfg->token_len, cfg->timeout_ms ? cfg->timeout_ms : 2000);
     if (gkv_workers_start(&cl->origin, loop, 8) || gkv_workers_start(&cl->nested, loop, 4) ||
-        gkv_workers_start(&cl->stage, loop, 16)) {
+        gkv_workers_start(&cl->stage, loop, 16) || gkv_workers_start(&cl->pulls, loop, 16)) {
         snprintf(err, cap, "cluster: cannot start worker threads");
         stop_workers(cl);
         gkv_peers_fini(&cl->peers);
@@ -297,14 +298,14 @@ void gkv_cluster_stop(gkv_cluster_t *cl)
 
 void gkv_cluster_close(gkv_cluster_t *cl)
 {
-    if (!cl->origin.open && !cl->nested.open && !cl->stage.open)
+    if (!cl->origin.open && !cl->nested.open && !cl->stage.open && !cl->pulls.open)
         return;
     stop_workers(cl);
 }
 
 void gkv_cluster_fini(gkv_cluster_t *cl)
 {
-    if (cl->origin.open || cl->nested.open || cl->stage.open)
+    if (cl->origin.open || cl->nested.open || cl->stage.open || cl->pulls.open)
         return; /* never started, or not closed: nothing of ours to free safely */
     if (cl->peers.timeout_ms)
         gkv_plane_close(&cl->plane);

@@ -139,6 +139,9 @@ typedef struct gkv_cluster {
     gkv_peers_t peers;
     gkv_workers_t origin, nested; /* jobs for this node's requests; a home's drops */
     gkv_workers_t stage;          /* an owner's chunks sent to readers through NIXL */
+    /* Pulls that hold their slots already (a READ's head start) and the drops of head starts:
+     * never behind pulls that wait for slots (origin), which those slots may be (pull.c). */
+    gkv_workers_t pulls;
     gkv_plane_t plane;            /* the data plane between nodes (NIXL, or TCP alone) */
     gkv_records_t rec;
     gkv_cluster_stats_t stats;

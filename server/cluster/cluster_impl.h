@@ -126,6 +126,7 @@ typedef struct cl_job {
      * once keys[0]'s memory is cleared (pull.c, offer_cleared). */
     int (*early)(void *conn, gkv_entry_t *e, bool cleared);
     gkv_job_t cleared;
+    gkv_workers_t *pool; /* PULL: the workers it runs on (cleared goes there too) */
     /* READ then PULL: the pull's first chunks, asked for by the READ's worker as soon as it
      * knew the owner (gkv_cl_pull_head), taken over by the pull; dropped with the job. */
     struct cl_pull *head;

@@ -347,7 +347,11 @@ bool gkv_cl_pull_start(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j)
     j->job.run = run_pull;
     j->finished = false;
     j->t = t;
-    gkv_cl_submit(cl, t, j, false);
+    /* A pull holding slots already (its head start) runs where no pull waits for slots: on
+     * origin it could queue behind pulls waiting for those very slots until they time out. */
+    j->pool = j->head ? &cl->pulls : &cl->origin;
+    t->job = j;
+    gkv_workers_submit(j->pool, &j->job);
     return true;
 }
 
@@ -374,7 +378,7 @@ static void offer_cleared(cl_job_t *j, cl_key_t *k, gkv_backend_t *be)
     if (be->ops->shared_wait(be) != 0)
         return; /* no early frame: the client imports the memory after the answer */
     j->cleared.done = on_cleared;
-    gkv_workers_post(&j->cl->origin, &j->cleared);
+    gkv_workers_post(j->pool, &j->cleared);
 }
 
 /* The value's metadata in the owner's answer r, kept with k (the replica gets it). */
@@ -615,14 +619,14 @@ void gkv_cl_pull_drop(gkv_cluster_t *cl, struct cl_pull *u)
     u->j = NULL;
     u->k = NULL;
     cl->plane.heads_dropped++;
-    if (!cl->origin.open || cl->origin.stop) { /* stopping: nothing runs jobs any more */
+    if (!cl->pulls.open || cl->pulls.stop) { /* stopping: nothing runs jobs any more */
         pull_close(u);
         free(u);
         return;
     }
     u->drain.run = run_drain;
     u->drain.done = free_drain;
-    gkv_workers_submit(&cl->origin, &u->drain);
+    gkv_workers_submit(&cl->pulls, &u->drain);
 }
 
 /* k's value through NIXL into k->mem. Returns 0, CL_AGAIN (the owner does not hold that
