@@ -198,11 +198,13 @@ bool gkv_cl_pull_start(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j);
 void gkv_cl_pull_done(gkv_cluster_t *cl, cl_job_t *j);
 /* On a READ's worker, k (of j's one key) just found to be pulled from owner: asks owner for
  * the first chunks now, into slots free at once, so that they come while the loop gives the
- * value its memory (j->head; the pull takes them over). Only a node of one device, STAGE
- * mode, and unless GPUKV_NIXL_HEAD=0; nothing when no slot is free. */
+ * value its memory (j->head, owned by j: the pull takes it over, gkv_cl_job_free drops it).
+ * Only a node of one device, STAGE mode, and unless GPUKV_NIXL_HEAD=0; nothing when no slot
+ * is free. j, k and owner are borrowed for the call. */
 void gkv_cl_pull_head(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner);
 /* A head start the pull never took over (the job went another way): its answers awaited and
- * its slots given back on a worker (at once, blocking, while the workers stop); u is freed. */
+ * its slots given back on a worker of cl->pulls (at once, on the loop, once those workers are
+ * stopping: shutdown only). On the loop; u is owned by the callee (freed when done). */
 void gkv_cl_pull_drop(gkv_cluster_t *cl, struct cl_pull *u);
 /* e (unpublished, of key) kept as the replica of key at version v, unless a value of this
  * node's took the key meanwhile; flags: 0 or GKV_PUBLISH_LINK (store.h). Returns true when
