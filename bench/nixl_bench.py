@@ -7,7 +7,7 @@ the value on GPU 1 (b pulled it into its own memory). The reference: cudaMemcpyP
 same bytes from GPU 0 to GPU 1 in one process (the link's ceiling). Also: the first read from a
 new peer against the steady state (and the second, from the same peer into memory as new to b),
 and 16 concurrent readers of 64 MiB values (and the same readers of values b holds itself: what
-the clients' MAPs alone allow).
+the clients' MAPs alone allow), as threads of one process and as 16 processes.
 
 Usage: nixl_bench.py GPUKVD NIXL_PATH [--sizes 1M,64M,1G] [--rounds 5] [--settle MS]
 --settle MS: wait MS milliseconds between a's write and b's read (the owner's GPU idle before
@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from cluster_bench import bench_env, start_node  # noqa: E402
 from cluster_fixture import wait_for  # noqa: E402
 from sizes import size_arg  # noqa: E402  (bench/sizes.py)
+import proc_readers  # noqa: E402  (bench/proc_readers.py)
 
 import cupy  # noqa: E402
 import gpukv  # noqa: E402
@@ -123,15 +124,29 @@ def concurrent_reads(writer, reader_url, dev, prefix, n, size, rounds) -> float:
         for t in ts:
             t.start()
         go.wait()
+        trace("c_round", n)  # the concurrent readers' rounds, for nixl_trace-style timelines
         t0 = time.perf_counter()
         for t in ts:
             t.join()
         walls.append(time.perf_counter() - t0)
+        trace("c_done", n)
         for r in readers:
             r.close()
         assert not errs, errs
     del vals
     return n * size / statistics.median(walls) / 1e9
+
+
+def procs_reads(writer, reader_url, dev, prefix, n, size, rounds) -> float:
+    """concurrent_reads with n processes instead of threads (bench/proc_readers.py)."""
+    with cupy.cuda.Device(dev):
+        vals = [cupy.random.randint(0, 255, size, dtype=cupy.uint8) for _ in range(n)]
+    keys = [f"{prefix}/{i}" for i in range(n)]
+    try:
+        return proc_readers.concurrent_reads(lambda i: writer.set_from_device(keys[i], vals[i]),
+                                             reader_url, keys, size, rounds, warm="warm")
+    finally:
+        del vals
 
 
 def main() -> int:
@@ -239,6 +254,13 @@ def main() -> int:
         print(f"\n16 concurrent readers of 64 MiB (1 GiB in all) through NIXL: {agg:.1f} GB/s "
               f"aggregate; cudaMemcpyPeerAsync of 1 GiB {peer:.1f} GB/s ({agg / peer:.2f}x); "
               f"the same readers of values b holds: {local:.1f} GB/s")
+        # The same as 16 processes (ranks, loader workers): threads of one process import
+        # their mappings one after another in its one CUDA context (proc_readers.py).
+        pagg = procs_reads(ca, cb.url, 0, "pconc", n, size, a.rounds)
+        plocal = procs_reads(cb, cb.url, 1, "plconc", n, size, a.rounds)
+        print(f"16 reader processes of 64 MiB through NIXL: {pagg:.1f} GB/s aggregate "
+              f"({pagg / peer:.2f}x the peer copy); the same processes MAPping values b holds: "
+              f"{plocal:.1f} GB/s")
         for cluster, (ca, cb) in clients.items():
             i = cb.info("cluster")
             print(f"{cluster} node b: nixl_reads {i['nixl_reads']}, nixl_read_bytes "

@@ -29,7 +29,7 @@ def load(path):
         with open(f) as fh:
             for line in fh:
                 parts = line.split()
-                if len(parts) == 4:
+                if len(parts) >= 4:  # a fifth field, the thread, is not used here
                     events.append((int(parts[0]), pid, parts[1], int(parts[2]), int(parts[3])))
     events.sort()
     return events

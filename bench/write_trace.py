@@ -22,7 +22,7 @@ def load(prefix: str):
         ev = []
         for line in open(f):
             p = line.split()
-            if len(p) == 4:
+            if len(p) >= 4:  # a fifth field, the thread, is not used here
                 ev.append((int(p[0]), p[1], int(p[2]), int(p[3])))
         per_file[f] = sorted(ev)
     return per_file

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,9 +30,12 @@ void gkv_trace(const char *ev, uint64_t value, uint64_t part)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     unsigned long long us =
         (unsigned long long)ts.tv_sec * 1000000 + (unsigned long long)ts.tv_nsec / 1000;
-    char line[128];
-    int n = snprintf(line, sizeof(line), "%llu %s %llu %llu\n", us, ev, (unsigned long long)value,
-                     (unsigned long long)part);
+    static _Thread_local long tid;
+    if (!tid)
+        tid = (long)syscall(SYS_gettid);
+    char line[160];
+    int n = snprintf(line, sizeof(line), "%llu %s %llu %llu %ld\n", us, ev,
+                     (unsigned long long)value, (unsigned long long)part, tid);
     if (n > 0 && n < (int)sizeof(line) && write(fd, line, (size_t)n) < 0)
         return; /* a lost line only */
 }

@@ -1,7 +1,8 @@
 /* trace.h: a timeline of steps, for measurements (the data plane's pulls and what answers
  * around them). With GPUKV_TRACE=PATH each process appends a line "microseconds event value
- * part" per step to PATH.PID (monotonic clock, comparable between the processes of one
- * machine); bench/nixl_trace.py reads them. Without the variable a call costs a branch. */
+ * part thread" per step to PATH.PID (monotonic clock, comparable between the processes of one
+ * machine; thread: the kernel's thread id); bench/nixl_trace.py reads them. Without the
+ * variable a call costs a branch. */
 #ifndef GKV_TRACE_H
 #define GKV_TRACE_H
 

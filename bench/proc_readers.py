@@ -1,0 +1,77 @@
+"""proc_readers.py: n reader processes MAPping one value each at once, for nixl_bench.py's
+concurrent readers. Threads of one Python process (nixl_bench.concurrent_reads) share one
+CUDA context, and the imports of their mappings run one after another there (~270 us each for a
+64 MiB value new to the process, session 40's trace): 16 of them then bound the round, not the
+daemons. Processes, as 16 ranks or loader workers would be, import side by side.
+
+Each reader connects and maps WARM_KEY once (its CUDA context and the daemon's pool imported,
+untimed), then per round waits at a barrier until the writer has rewritten every value, MAPs
+its key and reports when it began and ended (time.monotonic: CLOCK_MONOTONIC, one clock for
+the machine's processes). A round's wall time runs from the first reader's start to the last
+one's end."""
+
+from __future__ import annotations
+
+import multiprocessing
+import statistics
+import time
+
+
+def _reader(url: str, key: str, warm: str | None, rounds: int, go, out) -> None:
+    import gpukv  # a process of its own: its own client, CUDA context and imports
+
+    try:
+        c = gpukv.Client(url)
+        if warm:
+            c.map(warm).unmap()
+    except Exception as e:  # noqa: BLE001
+        out.put((0.0, 0.0, f"setup: {e!r}"))
+        return
+    out.put((0.0, 0.0, None))  # ready
+    for _ in range(rounds):
+        try:
+            go.wait(120)
+        except Exception as e:  # noqa: BLE001  (a broken barrier: the bench gave up)
+            out.put((0.0, 0.0, f"barrier: {e!r}"))
+            return
+        t0 = time.monotonic()
+        err = None
+        try:
+            c.map(key).unmap()
+        except Exception as e:  # noqa: BLE001
+            err = f"{key}: {e!r}"
+        out.put((t0, time.monotonic(), err))
+    c.close()
+
+
+def concurrent_reads(write, url: str, keys: list[str], size: int, rounds: int,
+                     warm: str | None = None) -> float:
+    """GB/s of len(keys) processes each MAPping its key of url at once (size bytes each), the
+    median round of rounds; write(i) rewrites keys[i] before each round (the readers wait)."""
+    n = len(keys)
+    ctx = multiprocessing.get_context("spawn")  # no CUDA state inherited through fork
+    go, out = ctx.Barrier(n + 1), ctx.Queue()
+    procs = [ctx.Process(target=_reader, args=(url, k, warm, rounds, go, out), daemon=True)
+             for k in keys]
+    for p in procs:
+        p.start()
+    walls = []
+    try:
+        ready = [out.get(timeout=120) for _ in range(n)]
+        errs = [r[2] for r in ready if r[2]]
+        assert not errs, errs
+        for _ in range(rounds):
+            for i in range(n):
+                write(i)
+            go.wait(120)
+            res = [out.get(timeout=120) for _ in range(n)]
+            errs = [r[2] for r in res if r[2]]
+            assert not errs, errs
+            walls.append(max(r[1] for r in res) - min(r[0] for r in res))
+    finally:
+        go.abort()
+        for p in procs:
+            p.join(30)
+            if p.is_alive():
+                p.kill()
+    return n * size / statistics.median(walls) / 1e9
