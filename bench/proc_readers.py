@@ -1,8 +1,8 @@
 """proc_readers.py: n reader processes MAPping one value each at once, for nixl_bench.py's
 concurrent readers. Threads of one Python process (nixl_bench.concurrent_reads) share one
-CUDA context, and the imports of their mappings run one after another there (~300-390 us apart for a
-64 MiB value new to the process, session 40's trace): 16 of them then bound the round, not the
-daemons. Processes, as 16 ranks or loader workers would be, import side by side.
+CUDA context, and the imports of their mappings run one after another there (300-390 us apart
+for 64 MiB values new to the process, session 40's trace): 16 of them then bound the round, not
+the daemons. Processes, as 16 ranks or loader workers would be, import side by side.
 
 Each reader connects and maps WARM_KEY once (its CUDA context and the daemon's pool imported,
 untimed), then per round waits at a barrier until the writer has rewritten every value, MAPs
