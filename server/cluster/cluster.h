@@ -140,7 +140,7 @@ typedef struct gkv_cluster {
     gkv_workers_t origin, nested; /* jobs for this node's requests; a home's drops */
     gkv_workers_t stage;          /* an owner's chunks sent to readers through NIXL */
     /* Pulls that hold their slots already (a READ's head start) and the drops of head starts:
-     * never behind pulls that wait for slots (origin), which those slots may be (pull.c). */
+     * never behind pulls that wait for slots (origin), which those slots may be (pull_chunks.c). */
     gkv_workers_t pulls;
     gkv_plane_t plane;            /* the data plane between nodes (NIXL, or TCP alone) */
     gkv_records_t rec;

@@ -1,4 +1,5 @@
-/* pull.c: remote reads through NIXL (docs/cluster.md, "Data plane"). Nodes tell each other
+/* pull.c: remote reads through NIXL (docs/cluster.md, "Data plane"); the reader's chunk pipeline
+ * of a STAGE pull is pull_chunks.c. Nodes tell each other
  * their plane when they meet (PLANE: agent metadata and arenas; the receiver probes a NIXL
  * write back, so each node learns whether reads from the other can take NIXL). A READ whose
  * owner is reachable through NIXL and whose value is larger than a direct answer comes back to
@@ -7,7 +8,6 @@
  * owner copies each chunk into a slot of its arena and writes it into the reader's slot, and
  * the reader copies it into the new memory. The loop then keeps it as the replica. A pull that
  * fails for any other reason than the value moving on is read over TCP instead, and counted. */
-#include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -366,11 +366,7 @@ static void on_cleared(gkv_job_t *m)
     gkv_trace("r_cleared", k->size, k->early);
 }
 
-/* On the pull's worker, once its first requests are out: when pull_start queued a clear of k's
- * memory (k->clearing), waits for it (the owner meanwhile stages the first chunks) and tells
- * the loop, which offers the memory to the MAP waiting for it (on_cleared, before the job's
- * done). */
-static void offer_cleared(cl_job_t *j, cl_key_t *k, gkv_backend_t *be)
+void gkv_cl_offer_cleared(cl_job_t *j, cl_key_t *k, gkv_backend_t *be)
 {
     if (!k->clearing)
         return;
@@ -381,282 +377,13 @@ static void offer_cleared(cl_job_t *j, cl_key_t *k, gkv_backend_t *be)
     gkv_workers_post(j->pool, &j->cleared);
 }
 
-/* The value's metadata in the owner's answer r, kept with k (the replica gets it). */
-static void keep_meta(cl_key_t *k, const gkv_response_t *r)
+void gkv_cl_keep_meta(cl_key_t *k, const gkv_response_t *r)
 {
     if (!r->has_meta || !r->meta.len)
         return;
     free(k->meta);
     k->meta = dup_bytes(r->meta.p, r->meta.len);
     k->meta_len = k->meta ? (uint32_t)r->meta.len : 0;
-}
-
-/* Slot i's offset in arena a. */
-static uint64_t slot_off(const gkv_plane_arena_t *a, uint32_t i)
-{
-    return (uint64_t)(gkv_slot_addr(&a->slots, i) - (uint8_t *)a->addr);
-}
-
-/* A STAGE request for chunk i (of chunk bytes, of a size-byte value) into our slot. */
-static int stage_send(cl_job_t *j, gkv_peer_conn_t *c, const cl_key_t *k, uint64_t i,
-                      uint64_t chunk, uint64_t slot_off)
-{
-    uint64_t off = i * chunk, len = k->size - off < chunk ? k->size - off : chunk;
-    gkv_peer_begin(c, 0, GKV_NODE_STAGE, j->self, (uint64_t)j->self_inc);
-    gkv_wr_bin(&c->wr, GKV_F_KEY, k->key, k->klen);
-    gkv_wr_uint(&c->wr, GKV_F_VVERSION, k->version);
-    gkv_wr_uint(&c->wr, GKV_F_OFFSET, off);
-    gkv_wr_uint(&c->wr, GKV_F_LENGTH, len);
-    gkv_wr_uint(&c->wr, GKV_F_ARENA_OFFSET, slot_off);
-    gkv_wr_uint(&c->wr, GKV_F_GPU, k->dev);
-    gkv_trace("r_send", off, 0);
-    return gkv_peer_send(c);
-}
-
-/* Which of the n connections with a request pending answers first: its index, or -1 when
- * none did within timeout_ms (or poll failed). */
-static int first_answer(gkv_peer_conn_t *const *conns, const bool *pending, uint32_t n,
-                        int timeout_ms)
-{
-    struct pollfd pf[GKV_PLANE_DEPTH_MAX];
-    uint32_t at[GKV_PLANE_DEPTH_MAX], m = 0;
-    for (uint32_t s = 0; s < n; s++)
-        if (pending[s]) {
-            pf[m] = (struct pollfd){.fd = conns[s]->fd, .events = POLLIN};
-            at[m++] = s;
-        }
-    int r;
-    do
-        r = poll(pf, m, timeout_ms);
-    while (r < 0 && errno == EINTR);
-    for (uint32_t i = 0; r > 0 && i < m; i++)
-        if (pf[i].revents)
-            return (int)at[i];
-    return -1;
-}
-
-/* A pull's requests in flight (STAGE): connection s asks for chunk asked[s], landing in slot
- * lands[s]; of the slots taken (slots, depth), those not in use are spare. Opened by pull_open
- * (on the pull's worker, or ahead of it on the READ's: gkv_cl_pull_head), ended by pull_close,
- * which waits for what is still asked. j and k: the job and key it serves (none once dropped). */
-struct cl_pull {
-    cl_job_t *j;
-    cl_key_t *k;
-    gkv_cluster_t *cl;
-    gkv_plane_arena_t *a;
-    char owner[GKV_NODE_NAME_MAX + 1];
-    uint64_t chunk, n, next; /* chunk bytes, chunks, the next chunk to ask for */
-    gkv_peer_conn_t *conns[GKV_PLANE_DEPTH_MAX];
-    uint32_t open;
-    bool pending[GKV_PLANE_DEPTH_MAX];
-    uint64_t asked[GKV_PLANE_DEPTH_MAX];
-    uint32_t lands[GKV_PLANE_DEPTH_MAX];
-    uint32_t spare[2 * GKV_PLANE_DEPTH_MAX], nspare;
-    uint32_t slots[2 * GKV_PLANE_DEPTH_MAX], depth;
-    gkv_job_t drain; /* a head start whose pull never ran: pull_close on a worker */
-};
-typedef struct cl_pull pull_t;
-
-/* The next chunk on connection s, into a spare slot (the caller checked there is one). */
-static int ask(pull_t *u, uint32_t s)
-{
-    u->asked[s] = u->next;
-    u->lands[s] = u->spare[--u->nspare];
-    u->pending[s] = true; /* a failed send breaks the connection: closed after the pull */
-    return stage_send(u->j, u->conns[s], u->k, u->next++, u->chunk, slot_off(u->a, u->lands[s]));
-}
-
-/* Takes u's slots (waiting up to slot_ms for the first) and connections to owner and asks for
- * the first chunks of k's value (k->version, k->size, into arena k->dev). Returns 0, or a code
- * with j->msg; pull_close ends u either way. */
-static int pull_open(pull_t *u, cl_job_t *j, cl_key_t *k, const gkv_member_t *owner, int slot_ms)
-{
-    gkv_plane_t *p = &j->cl->plane;
-    u->j = j;
-    u->k = k;
-    u->cl = j->cl;
-    u->a = &p->arena[k->dev];
-    snprintf(u->owner, sizeof(u->owner), "%s", owner->name);
-    u->chunk = gkv_plane_chunk(p, owner->name, k->dev);
-    u->n = (k->size + u->chunk - 1) / u->chunk;
-    /* Twice as many slots as requests in flight where the share allows: the next chunk's
-     * request then goes out before this chunk is copied out of its slot. */
-    uint32_t want = u->n < 2 * p->depth ? (uint32_t)u->n : 2 * p->depth;
-    u->depth = gkv_slots_take(&u->a->slots, want, u->slots, slot_ms);
-    if (!u->depth) {
-        snprintf(j->msg, sizeof(j->msg), "no room in this node's transfer arena in time");
-        return GKV_EUNAVAILABLE;
-    }
-    for (uint32_t i = u->depth; i > 0; i--)
-        u->spare[u->nspare++] = u->slots[i - 1];
-    uint32_t most = u->depth < p->depth ? u->depth : p->depth;
-    while (u->open < most && !gkv_peer_take(&u->cl->peers, owner->advertise, &u->conns[u->open]))
-        u->open++;
-    if (!u->open) {
-        snprintf(j->msg, sizeof(j->msg), "the owner %s did not answer", owner->name);
-        return GKV_EUNAVAILABLE;
-    }
-    int rc = 0;
-    for (uint32_t s = 0; s < u->open && u->next < u->n && !rc; s++)
-        rc = ask(u, s);
-    return rc;
-}
-
-/* Replies still due (after a failure, or a head start dropped): the owner may still be writing
- * into those slots. Their answers are awaited (within the timeout); a connection that broke
- * means the owner is gone (or answered all it had) and writes nothing more, however long it
- * took to break, but one that stayed silent until the timeout may still have a transfer in
- * flight: its slots are retired. Then every connection and slot goes back. */
-static void pull_close(pull_t *u)
-{
-    bool retire = false;
-    for (uint32_t s = 0; s < u->open; s++) {
-        bool ok = !u->pending[s];
-        if (u->pending[s]) {
-            gkv_response_t r;
-            ok = gkv_peer_recv(u->conns[s], &r) == 0 && !r.payload_len;
-            if (!ok && u->conns[s]->timed_out)
-                retire = true;
-        }
-        gkv_peer_give(&u->cl->peers, u->conns[s], ok);
-    }
-    u->open = 0;
-    if (u->depth)
-        gkv_slots_give(&u->a->slots, u->slots, u->depth, retire);
-    u->depth = 0;
-}
-
-/* The rest of u's pull: each answer taken as it comes (the owner's writes finish in the order
- * its workers posted them, not in the order asked), its chunk copied into k->mem and the next
- * asked. Returns 0, CL_AGAIN (the owner does not hold that version now) or another code. */
-static int pull_run(pull_t *u)
-{
-    cl_job_t *j = u->j;
-    cl_key_t *k = u->k;
-    gkv_plane_t *p = &j->cl->plane;
-    gkv_plane_arena_t *a = u->a;
-    int timeout = j->cl->peers.timeout_ms, rc = 0;
-    for (uint64_t done = 0; done < u->n && !rc; done++) {
-        uint64_t t0 = gkv_plane_now_us();
-        int s = first_answer(u->conns, u->pending, u->open, timeout);
-        gkv_response_t r;
-        if (s < 0) {
-            snprintf(j->msg, sizeof(j->msg), "the owner %s did not answer in time", u->owner);
-            rc = GKV_EUNAVAILABLE;
-            break;
-        }
-        rc = gkv_peer_recv(u->conns[s], &r);
-        uint64_t t1 = gkv_plane_now_us();
-        p->pull_wait_us += t1 - t0;
-        gkv_trace("r_recv", u->asked[s] * u->chunk, 0);
-        if (!rc && r.payload_len)
-            rc = GKV_EPROTO;
-        if (rc)
-            break; /* pending[s] stays: the connection is closed by pull_close */
-        u->pending[s] = false;
-        if (r.status) {
-            rc = r.status == GKV_ENOTFOUND ? CL_AGAIN : (int)r.status;
-            if (r.message.len)
-                snprintf(j->msg, sizeof(j->msg), "%.*s", (int)r.message.len,
-                         (const char *)r.message.p);
-            break;
-        }
-        if (u->asked[s] == 0)
-            keep_meta(k, &r);
-        uint64_t off = u->asked[s] * u->chunk;
-        uint64_t len = k->size - off < u->chunk ? k->size - off : u->chunk;
-        uint32_t slot = u->lands[s];
-        bool early = u->next < u->n && u->nspare; /* asked before this one is copied out */
-        if (early)
-            rc = ask(u, (uint32_t)s);
-        if (!rc && a->be->ops->arena_copy(a->be, k->mem, off, gkv_slot_addr(&a->slots, slot),
-                                          (size_t)len, 1))
-            rc = GKV_EIO;
-        if (rc)
-            break;
-        u->spare[u->nspare++] = slot;
-        p->pull_copy_us += gkv_plane_now_us() - t1;
-        gkv_trace("r_copied", off, 0);
-        if (!early && u->next < u->n)
-            rc = ask(u, (uint32_t)s);
-    }
-    return rc;
-}
-
-void gkv_cl_pull_head(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
-{
-    gkv_plane_t *p = &j->cl->plane;
-    if (j->nkeys != 1 || p->narenas != 1 || p->push || !p->head_start || j->head)
-        return;
-    pull_t *u = calloc(1, sizeof(*u));
-    if (!u)
-        return;
-    k->dev = 0; /* the only device: where the loop places the value too (gkv_store_place) */
-    int rc = pull_open(u, j, k, owner, 0); /* no slot free now: the pull waits for one later */
-    gkv_trace("r_head", k->size, (uint64_t)rc);
-    if (rc) {
-        pull_close(u);
-        free(u);
-        j->msg[0] = 0;
-        return;
-    }
-    j->head = u;
-    p->head_starts++;
-}
-
-static void run_drain(gkv_job_t *job)
-{
-    pull_close((pull_t *)((char *)job - offsetof(pull_t, drain)));
-}
-
-static void free_drain(gkv_job_t *job)
-{
-    free((char *)job - offsetof(pull_t, drain));
-}
-
-void gkv_cl_pull_drop(gkv_cluster_t *cl, struct cl_pull *u)
-{
-    u->j = NULL;
-    u->k = NULL;
-    cl->plane.heads_dropped++;
-    if (!cl->pulls.open || cl->pulls.stop) { /* stopping: nothing runs jobs any more */
-        pull_close(u);
-        free(u);
-        return;
-    }
-    u->drain.run = run_drain;
-    u->drain.done = free_drain;
-    gkv_workers_submit(&cl->pulls, &u->drain);
-}
-
-/* k's value through NIXL into k->mem. Returns 0, CL_AGAIN (the owner does not hold that
- * version now), or another code (the caller falls back to TCP). Up to plane.depth chunks are
- * asked for at once, each on a connection of its own: asked by the READ already (its head
- * start, j->head), or now. */
-static int pull_key(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
-{
-    pull_t here, *u = j->head;
-    j->head = NULL;
-    if (u && (strcmp(u->owner, owner->name) || u->a != &j->cl->plane.arena[k->dev] ||
-              u->k != k)) {
-        pull_close(u); /* not this pull's (it cannot be, but its slots must come back) */
-        free(u);
-        u = NULL;
-    }
-    int rc = 0;
-    if (!u) {
-        memset(&here, 0, sizeof(here));
-        u = &here;
-        rc = pull_open(u, j, k, owner, j->cl->peers.timeout_ms);
-    }
-    if (!rc)
-        offer_cleared(j, k, u->a->be);
-    if (!rc)
-        rc = pull_run(u);
-    pull_close(u);
-    if (u != &here)
-        free(u);
-    return rc;
 }
 
 /* The owner answered early (an error) when its connection has something to read. */
@@ -700,7 +427,7 @@ static int pull_pushed(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
     if (!rc) {
         uint8_t offs[GKV_PLANE_DEPTH_MAX * 2 * 8];
         for (uint32_t i = 0; i < nslots; i++)
-            gkv_le64_put(offs + 8 * i, slot_off(a, slots[i]));
+            gkv_le64_put(offs + 8 * i, gkv_cl_slot_off(a, slots[i]));
         gkv_peer_begin(c, 0, GKV_NODE_PUSH, j->self, (uint64_t)j->self_inc);
         gkv_wr_bin(&c->wr, GKV_F_KEY, k->key, k->klen);
         gkv_wr_uint(&c->wr, GKV_F_VVERSION, k->version);
@@ -712,7 +439,7 @@ static int pull_pushed(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
         sent = rc == 0;
     }
     if (sent)
-        offer_cleared(j, k, a->be);
+        gkv_cl_offer_cleared(j, k, a->be);
     /* The owner answers once every chunk is written (its notifications may come after the
      * answer), or at once on an error. */
     gkv_response_t r;
@@ -759,7 +486,7 @@ static int pull_pushed(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
             rc = r.status == GKV_ENOTFOUND ? CL_AGAIN : (int)r.status;
     }
     if (ok && !rc)
-        keep_meta(k, &r);
+        gkv_cl_keep_meta(k, &r);
     if (ok && r.message.len && rc)
         snprintf(j->msg, sizeof(j->msg), "%.*s", (int)r.message.len, (const char *)r.message.p);
     if (c)
@@ -785,7 +512,7 @@ static void run_pull(gkv_job_t *job)
         }
         uint64_t t0 = gkv_plane_now_us();
         gkv_trace("r_pull", k->size, 0);
-        int rc = p->push ? pull_pushed(j, k, owner) : pull_key(j, k, owner);
+        int rc = p->push ? pull_pushed(j, k, owner) : gkv_cl_pull_chunks(j, k, owner);
         p->pull_us += gkv_plane_now_us() - t0;
         gkv_trace("r_pulled", k->size, (uint64_t)rc);
         if (!rc) {
