@@ -196,19 +196,14 @@ void gkv_cl_plane_members(gkv_cluster_t *cl);
 bool gkv_cl_pull_start(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j);
 /* A JOB_PULL ended: the keys pulled become replicas here. */
 void gkv_cl_pull_done(gkv_cluster_t *cl, cl_job_t *j);
-/* On a pull's worker: the value's metadata in the owner's answer r (borrowed), copied into k
- * (the replica gets it). */
+/* pull_chunks.c, on a pull's worker: the value's metadata in the owner's answer r (borrowed),
+ * copied into k (the replica gets it). */
 void gkv_cl_keep_meta(cl_key_t *k, const gkv_response_t *r);
-/* On a pull's worker, once its first requests are out: when gkv_cl_pull_start queued a clear of
- * k's memory (k->clearing), waits for it (be: the backend of k's device; the owner meanwhile
- * stages the first chunks) and tells the loop, which offers the memory to the MAP waiting for
- * it (before the job's done). */
+/* pull_chunks.c, on a pull's worker once its first requests are out: when gkv_cl_pull_start
+ * queued a clear of k's memory (k->clearing), waits for it (be: the backend of k's device; the
+ * owner meanwhile stages the first chunks) and tells the loop, which offers the memory to the
+ * MAP waiting for it (before the job's done). */
 void gkv_cl_offer_cleared(cl_job_t *j, cl_key_t *k, gkv_backend_t *be);
-/* Slot i's offset in arena a. */
-static inline uint64_t gkv_cl_slot_off(const gkv_plane_arena_t *a, uint32_t i)
-{
-    return (uint64_t)(gkv_slot_addr(&a->slots, i) - (uint8_t *)a->addr);
-}
 /* pull_chunks.c, on a pull's worker: k's value through NIXL into k->mem, chunk by chunk
  * (STAGE), taking over the READ's head start (j->head) when there is one. owner borrowed.
  * Returns 0, CL_AGAIN (the owner does not hold that version now), or another code with j->msg

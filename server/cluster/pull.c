@@ -9,7 +9,6 @@
  * the reader copies it into the new memory. The loop then keeps it as the replica. A pull that
  * fails for any other reason than the value moving on is read over TCP instead, and counted. */
 #include <inttypes.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -355,37 +354,6 @@ bool gkv_cl_pull_start(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j)
     return true;
 }
 
-/* The loop's side of offer_cleared: keys[0]'s memory is cleared, so the MAP waiting for the
- * pull may import it now (ticket's early), unless its connection went. */
-static void on_cleared(gkv_job_t *m)
-{
-    cl_job_t *j = (cl_job_t *)((char *)m - offsetof(cl_job_t, cleared));
-    cl_key_t *k = &j->keys[0];
-    if (j->t && j->early && k->entry)
-        k->early = j->early(j->t->conn, k->entry, true) == 1;
-    gkv_trace("r_cleared", k->size, k->early);
-}
-
-void gkv_cl_offer_cleared(cl_job_t *j, cl_key_t *k, gkv_backend_t *be)
-{
-    if (!k->clearing)
-        return;
-    k->clearing = false;
-    if (be->ops->shared_wait(be) != 0)
-        return; /* no early frame: the client imports the memory after the answer */
-    j->cleared.done = on_cleared;
-    gkv_workers_post(j->pool, &j->cleared);
-}
-
-void gkv_cl_keep_meta(cl_key_t *k, const gkv_response_t *r)
-{
-    if (!r->has_meta || !r->meta.len)
-        return;
-    free(k->meta);
-    k->meta = dup_bytes(r->meta.p, r->meta.len);
-    k->meta_len = k->meta ? (uint32_t)r->meta.len : 0;
-}
-
 /* The owner answered early (an error) when its connection has something to read. */
 static bool answered(void *arg)
 {
@@ -427,7 +395,7 @@ static int pull_pushed(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
     if (!rc) {
         uint8_t offs[GKV_PLANE_DEPTH_MAX * 2 * 8];
         for (uint32_t i = 0; i < nslots; i++)
-            gkv_le64_put(offs + 8 * i, gkv_cl_slot_off(a, slots[i]));
+            gkv_le64_put(offs + 8 * i, gkv_plane_slot_off(a, slots[i]));
         gkv_peer_begin(c, 0, GKV_NODE_PUSH, j->self, (uint64_t)j->self_inc);
         gkv_wr_bin(&c->wr, GKV_F_KEY, k->key, k->klen);
         gkv_wr_uint(&c->wr, GKV_F_VVERSION, k->version);

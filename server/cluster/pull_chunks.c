@@ -1,8 +1,9 @@
-/* pull_chunks.c: the reader's side of a STAGE pull (docs/cluster.md, "Data plane"): up to
- * plane.depth chunks asked for at once, each on a connection of its own, landing in this node's
- * arena slots and copied into the value's memory as their answers come; the first ones asked
- * by the READ's worker ahead of the pull (the head start), and a head start the pull never
- * took over awaited and given back. */
+/* pull_chunks.c: the reader's side of a pull on its workers (docs/cluster.md, "Data plane"):
+ * STAGE's chunks, up to plane.depth asked for at once, each on a connection of its own, landing
+ * in this node's arena slots and copied into the value's memory as their answers come; the
+ * first ones asked by the READ's worker ahead of the pull (the head start), and a head start
+ * the pull never took over awaited and given back; and what every pull does (STAGE or PUSH):
+ * the early frame offered once new memory is cleared, the value's metadata kept. */
 #include <errno.h>
 #include <poll.h>
 #include <stddef.h>
@@ -14,6 +15,39 @@
 #include "commands.h"
 #include "error.h"
 #include "trace.h"
+
+/* The loop's side of offer_cleared: keys[0]'s memory is cleared, so the MAP waiting for the
+ * pull may import it now (ticket's early), unless its connection went. */
+static void on_cleared(gkv_job_t *m)
+{
+    cl_job_t *j = (cl_job_t *)((char *)m - offsetof(cl_job_t, cleared));
+    cl_key_t *k = &j->keys[0];
+    if (j->t && j->early && k->entry)
+        k->early = j->early(j->t->conn, k->entry, true) == 1;
+    gkv_trace("r_cleared", k->size, k->early);
+}
+
+void gkv_cl_offer_cleared(cl_job_t *j, cl_key_t *k, gkv_backend_t *be)
+{
+    if (!k->clearing)
+        return;
+    k->clearing = false;
+    if (be->ops->shared_wait(be) != 0)
+        return; /* no early frame: the client imports the memory after the answer */
+    j->cleared.done = on_cleared;
+    gkv_workers_post(j->pool, &j->cleared);
+}
+
+void gkv_cl_keep_meta(cl_key_t *k, const gkv_response_t *r)
+{
+    if (!r->has_meta || !r->meta.len)
+        return;
+    free(k->meta);
+    k->meta = malloc(r->meta.len);
+    if (k->meta)
+        memcpy(k->meta, r->meta.p, r->meta.len);
+    k->meta_len = k->meta ? (uint32_t)r->meta.len : 0;
+}
 
 /* A STAGE request for chunk i (of chunk bytes, of a size-byte value) into our slot. */
 static int stage_send(cl_job_t *j, gkv_peer_conn_t *c, const cl_key_t *k, uint64_t i,
@@ -82,7 +116,7 @@ static int ask(pull_t *u, uint32_t s)
     u->lands[s] = u->spare[--u->nspare];
     u->pending[s] = true; /* a failed send breaks the connection: closed after the pull */
     return stage_send(u->j, u->conns[s], u->k, u->next++, u->chunk,
-                      gkv_cl_slot_off(u->a, u->lands[s]));
+                      gkv_plane_slot_off(u->a, u->lands[s]));
 }
 
 /* Takes u's slots (waiting up to slot_ms for the first) and connections to owner and asks for

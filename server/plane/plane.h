@@ -42,6 +42,12 @@ typedef struct {
     gkv_slots_t slots;
 } gkv_plane_arena_t;
 
+/* Slot i's offset in arena a (what another node's transfers into that slot name). */
+static inline uint64_t gkv_plane_slot_off(const gkv_plane_arena_t *a, uint32_t i)
+{
+    return (uint64_t)(gkv_slot_addr(&a->slots, i) - (uint8_t *)a->addr);
+}
+
 /* Another node's arena, as its PLANE said. */
 typedef struct {
     uint64_t addr, size, slot_size, dev;
