@@ -196,6 +196,9 @@ void gkv_cl_plane_members(gkv_cluster_t *cl);
 bool gkv_cl_pull_start(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j);
 /* A JOB_PULL ended: the keys pulled become replicas here. */
 void gkv_cl_pull_done(gkv_cluster_t *cl, cl_job_t *j);
+/* pull_chunks.c: n bytes at p (borrowed) in new memory (the caller frees it; at least one byte
+ * is allocated), or NULL when out of memory. Any thread. */
+uint8_t *gkv_cl_dup_bytes(const void *p, size_t n);
 /* pull_chunks.c, on a pull's worker: the value's metadata in the owner's answer r (borrowed),
  * copied into k (the replica gets it). */
 void gkv_cl_keep_meta(cl_key_t *k, const gkv_response_t *r);

@@ -118,14 +118,6 @@ static void run_plane_in(gkv_job_t *job)
                                      sizeof(j->msg));
 }
 
-static uint8_t *dup_bytes(const void *p, size_t n)
-{
-    uint8_t *d = malloc(n ? n : 1);
-    if (d && n)
-        memcpy(d, p, n);
-    return d;
-}
-
 int gkv_cl_node_plane(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *req,
                       const gkv_member_t *from, gkv_wr_t *out, int *rc)
 {
@@ -151,9 +143,9 @@ int gkv_cl_node_plane(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     cl_job_t *j = gkv_cl_job_new(cl, t, JOB_PLANE_IN);
     if (j) {
         j->job.run = run_plane_in;
-        j->prefix = dup_bytes(req->plane.p, req->plane.len);
+        j->prefix = gkv_cl_dup_bytes(req->plane.p, req->plane.len);
         j->prefix_len = (uint32_t)req->plane.len;
-        j->cursor = dup_bytes(req->arenas.p, req->arenas.len);
+        j->cursor = gkv_cl_dup_bytes(req->arenas.p, req->arenas.len);
         j->cursor_len = (uint32_t)req->arenas.len;
         snprintf(j->peer, sizeof(j->peer), "%s", from->name);
         j->peer_inc = from->incarnation;
@@ -279,7 +271,7 @@ int gkv_cl_node_stage(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
         return GKV_ROUTE_DONE;
     }
     cl_job_t *j = gkv_cl_job_new(cl, t, JOB_STAGE);
-    if (j && push && !(j->cursor = dup_bytes(req->slots.p, req->slots.len))) {
+    if (j && push && !(j->cursor = gkv_cl_dup_bytes(req->slots.p, req->slots.len))) {
         gkv_cl_job_free(j);
         j = NULL;
     }

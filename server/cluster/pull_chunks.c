@@ -38,14 +38,20 @@ void gkv_cl_offer_cleared(cl_job_t *j, cl_key_t *k, gkv_backend_t *be)
     gkv_workers_post(j->pool, &j->cleared);
 }
 
+uint8_t *gkv_cl_dup_bytes(const void *p, size_t n)
+{
+    uint8_t *d = malloc(n ? n : 1);
+    if (d && n)
+        memcpy(d, p, n);
+    return d;
+}
+
 void gkv_cl_keep_meta(cl_key_t *k, const gkv_response_t *r)
 {
     if (!r->has_meta || !r->meta.len)
         return;
     free(k->meta);
-    k->meta = malloc(r->meta.len);
-    if (k->meta)
-        memcpy(k->meta, r->meta.p, r->meta.len);
+    k->meta = gkv_cl_dup_bytes(r->meta.p, r->meta.len);
     k->meta_len = k->meta ? (uint32_t)r->meta.len : 0;
 }
 
