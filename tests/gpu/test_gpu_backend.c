@@ -17,12 +17,20 @@
 #define GKV_CHECK_NO_MAIN
 #include "../unit/check_main.h"
 
-START_TEST(only_a_kept_allocation_whose_clear_ran_is_vouched_zero)
+/* The cuda backend of device 0 with a limit of limit bytes and --prealloc's prealloc. */
+static gkv_backend_t *open_cuda(uint64_t limit, uint64_t prealloc)
 {
-    gkv_backend_config_t bc = {GKV_BACKEND_CUDA, 0, 1ull << 30, 0};
+    gkv_backend_config_t bc = {GKV_BACKEND_CUDA, 0, limit, 0, prealloc};
     gkv_backend_t *be;
     char why[256];
-    ck_assert_int_eq(gkv_backend_open(&bc, &be, why, sizeof(why)), 0);
+    ck_assert_msg(gkv_backend_open(&bc, &be, why, sizeof(why)) == 0, "%s", why);
+    return be;
+}
+
+START_TEST(only_a_kept_allocation_whose_clear_ran_is_vouched_zero)
+{
+    gkv_backend_t *be = open_cuda(1ull << 30, 0);
+    char why[256];
     ck_assert_ptr_nonnull(be->ops->zeroed_now);
     int fd; /* the pool's handle goes out first, as at a client's HELLO: then pointers export */
     ck_assert_int_eq(be->ops->share(be, &fd, why, sizeof(why)), 0);
@@ -95,10 +103,7 @@ static void *wait_then_read(void *arg)
 
 START_TEST(shared_wait_sees_a_queued_clear_done)
 {
-    gkv_backend_config_t bc = {GKV_BACKEND_CUDA, 0, 2ull << 30, 0};
-    gkv_backend_t *be;
-    char why[256];
-    ck_assert_int_eq(gkv_backend_open(&bc, &be, why, sizeof(why)), 0);
+    gkv_backend_t *be = open_cuda(2ull << 30, 0);
     ck_assert_ptr_nonnull(be->ops->shared_wait);
     for (int round = 0; round < 8; round++) {
         wait_arg_t w = {.be = be, .n = 512ull << 20};
@@ -128,10 +133,7 @@ START_TEST(prealloc_takes_the_memory_at_open)
     ck_assert_int_eq(cudaSetDevice(0), cudaSuccess);
     ck_assert_int_eq(cudaMemGetInfo(&free0, &total), cudaSuccess);
     const uint64_t pre = 1ull << 30;
-    gkv_backend_config_t bc = {GKV_BACKEND_CUDA, 0, 2ull << 30, 0, pre};
-    gkv_backend_t *be;
-    char why[256];
-    ck_assert_int_eq(gkv_backend_open(&bc, &be, why, sizeof(why)), 0);
+    gkv_backend_t *be = open_cuda(2ull << 30, pre);
     ck_assert_int_eq(cudaMemGetInfo(&free1, &total), cudaSuccess);
     ck_assert_msg(free0 >= free1 + pre, "free memory %zu before, %zu after a 1 GiB prealloc",
                   free0, free1);
@@ -147,6 +149,7 @@ START_TEST(prealloc_takes_the_memory_at_open)
     be->ops->close(be);
     /* More than the device has: refused with the reason. */
     gkv_backend_config_t big = {GKV_BACKEND_CUDA, 0, total * 2, 0, total * 2};
+    char why[256];
     ck_assert_int_ne(gkv_backend_open(&big, &be, why, sizeof(why)), 0);
     ck_assert_msg(strstr(why, "--prealloc") != NULL, "%s", why);
 }
