@@ -231,7 +231,7 @@ static int staged_xfer(job_t *j, char *why, size_t cap)
     for (uint64_t o = 0; o < j->size; o += plen) {
         uint64_t len = j->size - o < plen ? j->size - o : plen;
         if (j->be) {
-            if (j->be->ops->arena_copy(j->be, j->vp, o, j->local + o, (size_t)len, 0))
+            if (j->be->ops->arena_copy(j->be, j->vp, o, j->local + o, (size_t)len, 0, NULL))
                 rc = -1;
         } else {
             cudaMemcpyAsync(j->local + o, (uint8_t *)j->value + o, len, cudaMemcpyDeviceToDevice,
@@ -389,7 +389,7 @@ int main(int argc, char **argv)
     for (int k = 0; staged && !host && k < MAXC; k++)
         if (be) { /* a value of gpukvd's, its bytes copied in from the registered buffer */
             if (be->ops->alloc(be, maxsize, GKV_LANE_SHARED, &vps[k]) ||
-                be->ops->arena_copy(be, vps[k], 0, buf, (size_t)maxsize, 1)) {
+                be->ops->arena_copy(be, vps[k], 0, buf, (size_t)maxsize, 1, NULL)) {
                 fprintf(stderr, "--gkv-backend: no value memory\n");
                 return 1;
             }

@@ -184,6 +184,7 @@ static int cuda_alloc(gkv_backend_t *b, uint64_t size, int lane, gkv_devptr_t *o
         c->shared_work++;
     gkv_trace("d_fresh", size, (uint64_t)lane); /* GPUKV_TRACE: none kept of this size */
     int rc = pool_alloc(c, size, gkv__cuda_lane(c, lane), true, &out->v);
+    gkv_trace("d_pooled", size, (uint64_t)rc); /* GPUKV_TRACE: the pool's allocation returned */
     if (rc == 0 && lane == GKV_LANE_SHARED) {
         if (size == c->last_fresh) { /* none was ready: keep twice as many ready */
             c->ahead_target = c->ahead_target ? 2 * c->ahead_target : 1;
@@ -562,6 +563,8 @@ static const gkv_backend_ops_t cuda_ops = {
     .arena_alloc = gkv__cuda_arena_alloc,
     .arena_free = gkv__cuda_arena_free,
     .arena_copy = gkv__cuda_arena_copy,
+    .shared_mark = gkv__cuda_shared_mark,
+    .mark_free = gkv__cuda_mark_free,
     .shared_wait = gkv__cuda_shared_wait,
     .close = cuda_close,
 };

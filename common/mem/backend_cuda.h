@@ -119,8 +119,10 @@ cudaError_t gkv__cuda_pool_create(int dev, cudaMemPool_t *pool);
 int gkv__cuda_arena_alloc(gkv_backend_t *b, uint64_t size, void **addr);
 void gkv__cuda_arena_free(gkv_backend_t *b, void *addr, uint64_t size);
 int gkv__cuda_arena_copy(gkv_backend_t *b, gkv_devptr_t p, uint64_t off, void *arena, size_t len,
-                         int to_value);
-int gkv__cuda_shared_wait(gkv_backend_t *b);
+                         int to_value, void *after);
+int gkv__cuda_shared_mark(gkv_backend_t *b, void **mark);
+void gkv__cuda_mark_free(gkv_backend_t *b, void *mark);
+int gkv__cuda_shared_wait(gkv_backend_t *b, void *mark);
 int gkv__cuda_poll(gkv_backend_t *b);
 int gkv__cuda_copy_in(gkv_backend_t *b, gkv_devptr_t dst, uint64_t off, const void *src, size_t len,
                       int lane, gkv_copy_t *op);

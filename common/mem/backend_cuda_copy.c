@@ -421,7 +421,7 @@ static int worker_stream(int d)
 }
 
 int gkv__cuda_arena_copy(gkv_backend_t *b, gkv_devptr_t p, uint64_t off, void *arena, size_t len,
-                         int to_value)
+                         int to_value, void *after)
 {
     cuda_backend_t *c = gkv__cuda_on(b);
     int d = b->device >= 0 && b->device < GKV_MAX_DEVICES ? b->device : 0;
@@ -432,7 +432,9 @@ int gkv__cuda_arena_copy(gkv_backend_t *b, gkv_devptr_t p, uint64_t off, void *a
     void *v = (void *)(uintptr_t)(p.v + off);
     void *dst = to_value ? v : arena;
     const void *src = to_value ? arena : v;
-    if (to_value) {
+    if (to_value && after) {
+        e = cudaStreamWaitEvent(s, (cudaEvent_t)after, 0);
+    } else if (to_value) {
         e = cudaEventRecord(arena_ev[d], c->shared);
         if (e == cudaSuccess)
             e = cudaStreamWaitEvent(s, arena_ev[d], 0);
@@ -444,10 +446,37 @@ int gkv__cuda_arena_copy(gkv_backend_t *b, gkv_devptr_t p, uint64_t off, void *a
     return e == cudaSuccess ? 0 : gkv__cuda_fail("a copy between a value and a transfer arena", e);
 }
 
-int gkv__cuda_shared_wait(gkv_backend_t *b)
+/* A mark is an event of its own recorded on the shared lane (made per pull: a few us on the
+ * loop, against the hundreds a wait for later clears cost). */
+int gkv__cuda_shared_mark(gkv_backend_t *b, void **mark)
+{
+    cuda_backend_t *c = gkv__cuda_on(b);
+    cudaEvent_t ev = NULL;
+    *mark = NULL;
+    cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    if (e == cudaSuccess && (e = cudaEventRecord(ev, c->shared)) != cudaSuccess)
+        cudaEventDestroy(ev);
+    if (e != cudaSuccess)
+        return gkv__cuda_fail("marking the shared lane", e);
+    *mark = ev;
+    return 0;
+}
+
+void gkv__cuda_mark_free(gkv_backend_t *b, void *mark)
+{
+    (void)gkv__cuda_on(b);
+    if (mark)
+        cudaEventDestroy((cudaEvent_t)mark);
+}
+
+int gkv__cuda_shared_wait(gkv_backend_t *b, void *mark)
 {
     cuda_backend_t *c = gkv__cuda_on(b);
     int d = b->device >= 0 && b->device < GKV_MAX_DEVICES ? b->device : 0;
+    if (mark) {
+        cudaError_t e = cudaEventSynchronize((cudaEvent_t)mark);
+        return e == cudaSuccess ? 0 : gkv__cuda_fail("waiting for the shared lane's mark", e);
+    }
     if (worker_stream(d))
         return GKV_EIO;
     cudaError_t e = cudaEventRecord(arena_ev[d], c->shared);

@@ -282,8 +282,9 @@ static void host_arena_free(gkv_backend_t *b, void *addr, uint64_t size)
 }
 
 static int host_arena_copy(gkv_backend_t *b, gkv_devptr_t p, uint64_t off, void *arena, size_t len,
-                           int to_value)
+                           int to_value, void *after)
 {
+    (void)after; /* no shared lane: every copy is in place at once */
     uint8_t *v = host_view(b, p);
     if (to_value)
         memcpy(v + off, arena, len);

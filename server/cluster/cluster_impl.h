@@ -76,6 +76,10 @@ typedef struct {
     bool pulled;
     bool early; /* entry went out in an early frame (ticket's early): publish it by linking */
     bool clearing; /* PULL: entry's clear is queued; the worker tells the loop when it ran */
+    /* PULL: the shared lane's mark once entry was allocated and its clear queued (backend.h
+     * shared_mark; owned, given back by gkv_cl_job_free), or NULL: the worker's copies and
+     * wait then take the whole lane. */
+    void *mark;
 } cl_key_t;
 
 typedef struct cl_job {

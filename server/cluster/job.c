@@ -122,6 +122,10 @@ void gkv_cl_job_free(cl_job_t *j)
         free(j->keys[i].key);
         free(j->keys[i].bytes);
         free(j->keys[i].meta);
+        if (j->keys[i].mark) {
+            gkv_backend_t *be = j->cl->plane.arena[j->keys[i].dev].be;
+            be->ops->mark_free(be, j->keys[i].mark);
+        }
         if (j->keys[i].entry)
             gkv_store_unref(j->cl->store, j->keys[i].entry);
     }

@@ -324,10 +324,15 @@ bool gkv_cl_pull_start(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j)
          * still show an earlier value's bytes (new to the pool) is cleared first, queued now on
          * the shared lane (the pull's copies come after it), and offered once that ran. */
         int early = j->nkeys == 1 && t->early ? t->early(t->conn, e, false) : -1;
+        gkv_trace("r_offered", k->size, (uint64_t)early); /* GPUKV_TRACE: memory, then export */
         gkv_backend_t *be = cl->plane.arena[dev].be;
         k->early = early == 1;
         k->clearing = early == 0 && be->ops->shared_wait && gkv_store_clear(cl->store, e) == 0;
         j->early = k->clearing ? t->early : NULL;
+        /* The pull's copies into the memory, and its wait for the clear, come after what the
+         * lane holds now, not after what the loop queues later (other values' clears). */
+        if (be->ops->shared_mark && be->ops->shared_mark(be, &k->mark))
+            k->mark = NULL;
         any = true;
     }
     if (!any)
@@ -422,8 +427,8 @@ static int pull_pushed(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
         if (rc)
             break;
         uint64_t off = i * chunk, len = k->size - off < chunk ? k->size - off : chunk;
-        if (a->be->ops->arena_copy(a->be, k->mem, off,
-                                   gkv_slot_addr(&a->slots, slots[i % nslots]), (size_t)len, 1)) {
+        if (a->be->ops->arena_copy(a->be, k->mem, off, gkv_slot_addr(&a->slots, slots[i % nslots]),
+                                   (size_t)len, 1, k->mark)) {
             rc = GKV_EIO;
             break;
         }

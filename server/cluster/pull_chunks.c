@@ -32,7 +32,7 @@ void gkv_cl_offer_cleared(cl_job_t *j, cl_key_t *k, gkv_backend_t *be)
     if (!k->clearing)
         return;
     k->clearing = false;
-    if (be->ops->shared_wait(be) != 0)
+    if (be->ops->shared_wait(be, k->mark) != 0)
         return; /* no early frame: the client imports the memory after the answer */
     j->cleared.done = on_cleared;
     gkv_workers_post(j->pool, &j->cleared);
@@ -229,7 +229,7 @@ static int pull_run(pull_t *u)
         if (early)
             rc = ask(u, (uint32_t)s);
         if (!rc && a->be->ops->arena_copy(a->be, k->mem, off, gkv_slot_addr(&a->slots, slot),
-                                          (size_t)len, 1))
+                                          (size_t)len, 1, k->mark))
             rc = GKV_EIO;
         if (rc)
             break;

@@ -401,7 +401,7 @@ int gkv_plane_send(gkv_plane_t *p, unsigned dev, gkv_devptr_t v, uint64_t off, u
     for (uint64_t o = 0; o < len && !rc; o += plen) {
         uint64_t n = len - o < plen ? len - o : plen;
         uint64_t c0 = gkv_plane_now_us();
-        if (a->be->ops->arena_copy(a->be, v, off + o, buf + o, (size_t)n, 0)) {
+        if (a->be->ops->arena_copy(a->be, v, off + o, buf + o, (size_t)n, 0, NULL)) {
             snprintf(why, cap, "copying a chunk into the transfer arena failed");
             rc = GKV_EIO;
             break;
@@ -639,7 +639,7 @@ int gkv_plane_push(gkv_plane_t *p, unsigned dev, gkv_devptr_t v, uint64_t len, u
         uint64_t off = i * chunk, clen = len - off < chunk ? len - off : chunk;
         uint8_t *buf = gkv_slot_addr(&a->slots, own[o]);
         uint64_t c0 = gkv_plane_now_us();
-        if (a->be->ops->arena_copy(a->be, v, off, buf, (size_t)clen, 0)) {
+        if (a->be->ops->arena_copy(a->be, v, off, buf, (size_t)clen, 0, NULL)) {
             snprintf(why, cap, "copying a chunk into the transfer arena failed");
             rc = GKV_EIO;
             break;

@@ -2,14 +2,15 @@
  * frame names memory a cluster pull is still writing only then (PROTOCOL.md, "Early MAPs"), so
  * a client's import of it never shows an earlier value's bytes. Fresh pool memory, which may hold
  * a freed value's bytes, is never vouched for; a pull clears it and waits (shared_wait) first.
- * --prealloc's memory is taken at open. */
+ * A mark of the shared lane (shared_mark) orders a pull's wait and copies after the clears
+ * queued before it. --prealloc's memory is taken at open. */
 #include <check.h>
 #include <cuda_runtime.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <string.h>
-#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -69,12 +70,13 @@ START_TEST(only_a_kept_allocation_whose_clear_ran_is_vouched_zero)
 END_TEST
 
 /* shared_wait, from a worker thread as a cluster pull calls it, returns only after the clear
- * queued on the shared lane before it has run: the memory then reads zeros (read on the
- * default stream, which does not wait for the backend's non-blocking streams). */
+ * queued on the shared lane before it (or before its mark) has run: the memory then reads zeros
+ * (read on the default stream, which does not wait for the backend's non-blocking streams). */
 typedef struct {
     gkv_backend_t *be;
     gkv_devptr_t p;
     uint64_t n;
+    void *mark;
     int rc;
     unsigned nonzero;
 } wait_arg_t;
@@ -82,7 +84,7 @@ typedef struct {
 static void *wait_then_read(void *arg)
 {
     wait_arg_t *w = arg;
-    w->rc = w->be->ops->shared_wait(w->be);
+    w->rc = w->be->ops->shared_wait(w->be, w->mark);
     if (cudaSetDevice(0) != cudaSuccess)
         return NULL;
     /* The end of the memory: cleared last. */
@@ -105,22 +107,76 @@ START_TEST(shared_wait_sees_a_queued_clear_done)
 {
     gkv_backend_t *be = open_cuda(2ull << 30, 0);
     ck_assert_ptr_nonnull(be->ops->shared_wait);
+    ck_assert_ptr_nonnull(be->ops->shared_mark);
     for (int round = 0; round < 8; round++) {
         wait_arg_t w = {.be = be, .n = 512ull << 20};
         ck_assert_int_eq(be->ops->alloc(be, w.n, GKV_LANE_SHARED, &w.p), 0);
         ck_assert_int_eq(cudaMemset((void *)(uintptr_t)w.p.v, 0x5a, w.n), cudaSuccess);
         ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
-        /* Several clears queued (each ~0.2 ms): a wait that did not wait reads 0x5a. */
+        /* Several clears queued (each ~0.2 ms): a wait that did not wait reads 0x5a. Odd
+         * rounds wait for a mark taken after them (as a pull does), even ones for the lane. */
         for (int i = 0; i < 4; i++)
             ck_assert_int_eq(be->ops->zero_shared(be, w.p, w.n), 0);
+        if (round & 1)
+            ck_assert_int_eq(be->ops->shared_mark(be, &w.mark), 0);
         pthread_t th;
         ck_assert_int_eq(pthread_create(&th, NULL, wait_then_read, &w), 0);
         pthread_join(th, NULL);
         ck_assert_int_eq(w.rc, 0);
         ck_assert_msg(w.nonzero == 0, "round %d: %u bytes not cleared after shared_wait", round,
                       w.nonzero);
+        be->ops->mark_free(be, w.mark);
         be->ops->free(be, w.p, w.n, GKV_LANE_SHARED);
     }
+    be->ops->close(be);
+}
+END_TEST
+
+/* A copy into a value given a mark comes after the clears queued before the mark: had it run
+ * first, the clears would have zeroed what it wrote. Later work on the lane (another value's
+ * clears, queued after the mark) does not hold it back, and neither is disturbed. */
+START_TEST(a_copy_after_a_mark_lands_after_the_clears_before_it)
+{
+    gkv_backend_t *be = open_cuda(3ull << 30, 0);
+    const uint64_t n = 256ull << 20, tail = 1u << 20;
+    void *arena;
+    ck_assert_int_eq(be->ops->arena_alloc(be, n, &arena), 0);
+    ck_assert_int_eq(cudaMemset(arena, 0x33, n), cudaSuccess);
+    uint8_t *host = malloc(tail);
+    ck_assert_ptr_nonnull(host);
+    for (int round = 0; round < 8; round++) {
+        gkv_devptr_t v, other;
+        ck_assert_int_eq(be->ops->alloc(be, n, GKV_LANE_SHARED, &v), 0);
+        ck_assert_int_eq(be->ops->alloc(be, 4 * n, GKV_LANE_SHARED, &other), 0);
+        ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+        for (int i = 0; i < 4; i++)
+            ck_assert_int_eq(be->ops->zero_shared(be, v, n), 0);
+        void *mark = NULL;
+        ck_assert_int_eq(be->ops->shared_mark(be, &mark), 0);
+        ck_assert_ptr_nonnull(mark);
+        ck_assert_int_eq(be->ops->zero_shared(be, other, 4 * n), 0);
+        ck_assert_int_eq(be->ops->arena_copy(be, v, 0, arena, n, 1, mark), 0);
+        ck_assert_int_eq(be->ops->shared_wait(be, NULL), 0); /* the later clear too */
+        ck_assert_int_eq(
+            cudaMemcpy(host, (void *)(uintptr_t)(v.v + n - tail), tail, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+        unsigned wrong = 0;
+        for (uint64_t i = 0; i < tail; i++)
+            wrong += host[i] != 0x33;
+        ck_assert_msg(wrong == 0, "round %d: %u bytes of the copy lost to the clears", round,
+                      wrong);
+        ck_assert_int_eq(cudaMemcpy(host, (void *)(uintptr_t)(other.v + 4 * n - tail), tail,
+                                    cudaMemcpyDeviceToHost),
+                         cudaSuccess);
+        for (uint64_t i = 0; i < tail; i++)
+            wrong += host[i] != 0;
+        ck_assert_msg(wrong == 0, "round %d: the later clear left %u bytes", round, wrong);
+        be->ops->mark_free(be, mark);
+        be->ops->free(be, v, n, GKV_LANE_SHARED);
+        be->ops->free(be, other, 4 * n, GKV_LANE_SHARED);
+    }
+    free(host);
+    be->ops->arena_free(be, arena, n);
     be->ops->close(be);
 }
 END_TEST
@@ -166,6 +222,7 @@ int main(void)
     tcase_set_timeout(t, 60);
     tcase_add_test(t, only_a_kept_allocation_whose_clear_ran_is_vouched_zero);
     tcase_add_test(t, shared_wait_sees_a_queued_clear_done);
+    tcase_add_test(t, a_copy_after_a_mark_lands_after_the_clears_before_it);
     tcase_add_test(t, prealloc_takes_the_memory_at_open);
     suite_add_tcase(s, t);
     return gkv_check_run(s);
