@@ -137,14 +137,16 @@ def concurrent_reads(writer, reader_url, dev, prefix, n, size, rounds) -> float:
     return n * size / statistics.median(walls) / 1e9
 
 
-def procs_reads(writer, reader_url, dev, prefix, n, size, rounds) -> float:
-    """concurrent_reads with n processes instead of threads (bench/proc_readers.py)."""
+def procs_reads(writer, reader_url, dev, prefix, n, size, rounds, how="map") -> float:
+    """concurrent_reads with n processes instead of threads (bench/proc_readers.py); how:
+    "get_to_device" copies each value into a buffer of the reader's on GPU 1 instead."""
     with cupy.cuda.Device(dev):
         vals = [cupy.random.randint(0, 255, size, dtype=cupy.uint8) for _ in range(n)]
     keys = [f"{prefix}/{i}" for i in range(n)]
     try:
         return proc_readers.concurrent_reads(lambda i: writer.set_from_device(keys[i], vals[i]),
-                                             reader_url, keys, size, rounds, warm="warm")
+                                             reader_url, keys, size, rounds, warm="warm",
+                                             how=how, dev=1)
     finally:
         del vals
 
@@ -261,6 +263,14 @@ def main() -> int:
         print(f"16 reader processes of 64 MiB through NIXL: {pagg:.1f} GB/s aggregate "
               f"({pagg / peer:.2f}x the peer copy); the same processes MAPping values b holds: "
               f"{plocal:.1f} GB/s")
+        # Readers that copy into buffers of their own (get_to_device): libgpukv's own
+        # mappings, whose imports it may hold across rounds (a MAP's it never holds).
+        try:
+            gagg = procs_reads(ca, cb.url, 0, "gconc", n, size, a.rounds, how="get_to_device")
+            print(f"16 reader processes of 64 MiB copying with get_to_device through NIXL: "
+                  f"{gagg:.1f} GB/s aggregate ({gagg / peer:.2f}x the peer copy)")
+        except Exception as e:  # noqa: BLE001  (a line of its own: the rest still prints)
+            print(f"16 reader processes with get_to_device: failed: {e!r}")
         for cluster, (ca, cb) in clients.items():
             i = cb.info("cluster")
             print(f"{cluster} node b: nixl_reads {i['nixl_reads']}, nixl_read_bytes "

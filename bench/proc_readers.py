@@ -8,7 +8,12 @@ Each reader connects and maps WARM_KEY once (its CUDA context and the daemon's p
 untimed), then per round waits at a barrier until the writer has rewritten every value, MAPs
 its key and reports when it began and ended (time.monotonic: CLOCK_MONOTONIC, one clock for
 the machine's processes). A round's wall time runs from the first reader's start to the last
-one's end."""
+one's end.
+
+how="get_to_device": each reader copies its value into a buffer of its own on GPU dev instead
+(Client.get_to_device: libgpukv maps the value itself, and the import of a mapping it keeps to
+itself may be held past its lease, PROTOCOL.md "Held imports", where a MAP's never is); its
+connection stays open across the rounds, so what it holds carries over."""
 
 from __future__ import annotations
 
@@ -17,13 +22,25 @@ import statistics
 import time
 
 
-def _reader(url: str, key: str, warm: str | None, rounds: int, go, out) -> None:
+def _reader(url: str, key: str, warm: str | None, rounds: int, go, out, how: str = "map",
+            dev: int = 0, size: int = 0) -> None:
     import gpukv  # a process of its own: its own client, CUDA context and imports
 
+    buf = None
     try:
         c = gpukv.Client(url)
+        if how == "get_to_device":
+            try:
+                import cupy
+                with cupy.cuda.Device(dev):
+                    buf = cupy.empty(size, dtype=cupy.uint8)
+            except ImportError:  # no GPU here: a host buffer (get_to_device reads into it)
+                buf = bytearray(size)
+            read = lambda k: c.get_to_device(k, buf)  # noqa: E731
+        else:
+            read = lambda k: c.map(k).unmap()  # noqa: E731
         if warm:
-            c.map(warm).unmap()
+            read(warm)
     except Exception as e:  # noqa: BLE001
         out.put((0.0, 0.0, f"setup: {e!r}"))
         return
@@ -37,7 +54,7 @@ def _reader(url: str, key: str, warm: str | None, rounds: int, go, out) -> None:
         t0 = time.monotonic()
         err = None
         try:
-            c.map(key).unmap()
+            read(key)
         except Exception as e:  # noqa: BLE001
             err = f"{key}: {e!r}"
         out.put((t0, time.monotonic(), err))
@@ -45,13 +62,15 @@ def _reader(url: str, key: str, warm: str | None, rounds: int, go, out) -> None:
 
 
 def concurrent_reads(write, url: str, keys: list[str], size: int, rounds: int,
-                     warm: str | None = None) -> float:
+                     warm: str | None = None, how: str = "map", dev: int = 0) -> float:
     """GB/s of len(keys) processes each MAPping its key of url at once (size bytes each), the
-    median round of rounds; write(i) rewrites keys[i] before each round (the readers wait)."""
+    median round of rounds; write(i) rewrites keys[i] before each round (the readers wait).
+    how="get_to_device": each copies its value into its own buffer on GPU dev instead."""
     n = len(keys)
     ctx = multiprocessing.get_context("spawn")  # no CUDA state inherited through fork
     go, out = ctx.Barrier(n + 1), ctx.Queue()
-    procs = [ctx.Process(target=_reader, args=(url, k, warm, rounds, go, out), daemon=True)
+    procs = [ctx.Process(target=_reader, args=(url, k, warm, rounds, go, out, how, dev, size),
+                         daemon=True)
              for k in keys]
     for p in procs:
         p.start()
