@@ -13,7 +13,9 @@ of them, less than --gap ms apart). For each round, from its first MAP on (ms):
            how many allocations were fresh from the pool with the longest pool call
            (d_fresh .. d_pooled)
   pulls    the pulls on their workers: first started .. last done, and how many at most at once
-  waits    the MAPs' early frames: from the pull's memory queued to its early frame (d_early)
+  waits    the MAPs' early frames: from a pull's memory queued (r_queued) to an early frame
+           (d_early), the round's two lists paired in order (approximate where some pulls
+           sent theirs before queueing, as kept memory does: those count 0)
 
 Usage: nixl_rounds.py PATH [--min 8] [--gap 4]"""
 
