@@ -277,8 +277,7 @@ def main() -> int:
                   f"{i['nixl_read_bytes']}, nixl_fallbacks {i['nixl_fallbacks']}, "
                   f"remote_reads {i['remote_reads']}, slots in use {i['nixl_slots_in_use']}, "
                   f"early frames {cb.info('clients')['key_waits_early']}, head starts "
-                  f"{i.get('nixl_head_starts', '-')} ({i.get('nixl_heads_dropped', '-')} dropped), "
-                  f"tapered pulls {i.get('nixl_tapered_pulls', '-')}")
+                  f"{i.get('nixl_head_starts', '-')} ({i.get('nixl_heads_dropped', '-')} dropped)")
     finally:
         for ca, cb in clients.values():
             ca.close()
