@@ -1,8 +1,8 @@
 /* pull_chunks.c: the reader's side of a pull on its workers (docs/cluster.md, "Data plane"):
- * STAGE's pieces (pieces.h), up to plane.depth asked for at once, each on a connection of its
- * own, landing in this node's arena slots and copied into the value's memory as their answers
- * come; the first ones asked by the READ's worker ahead of the pull (the head start), and a head
- * start the pull never took over awaited and given back; and what every pull does (STAGE or PUSH):
+ * STAGE's chunks, up to plane.depth asked for at once, each on a connection of its own, landing
+ * in this node's arena slots and copied into the value's memory as their answers come; the
+ * first ones asked by the READ's worker ahead of the pull (the head start), and a head start
+ * the pull never took over awaited and given back; and what every pull does (STAGE or PUSH):
  * the early frame offered once new memory is cleared, the value's metadata kept. */
 #include <errno.h>
 #include <poll.h>
@@ -14,7 +14,6 @@
 #include "cluster_impl.h"
 #include "commands.h"
 #include "error.h"
-#include "pieces.h"
 #include "trace.h"
 
 /* The loop's side of offer_cleared: keys[0]'s memory is cleared, so the MAP waiting for the
@@ -56,10 +55,11 @@ void gkv_cl_keep_meta(cl_key_t *k, const gkv_response_t *r)
     k->meta_len = k->meta ? (uint32_t)r->meta.len : 0;
 }
 
-/* A STAGE request for the value's bytes [off, off + len) into our slot. */
-static int stage_send(cl_job_t *j, gkv_peer_conn_t *c, const cl_key_t *k, uint64_t off,
-                      uint64_t len, uint64_t slot_off)
+/* A STAGE request for chunk i (of chunk bytes, of a size-byte value) into our slot. */
+static int stage_send(cl_job_t *j, gkv_peer_conn_t *c, const cl_key_t *k, uint64_t i,
+                      uint64_t chunk, uint64_t slot_off)
 {
+    uint64_t off = i * chunk, len = k->size - off < chunk ? k->size - off : chunk;
     gkv_peer_begin(c, 0, GKV_NODE_STAGE, j->self, (uint64_t)j->self_inc);
     gkv_wr_bin(&c->wr, GKV_F_KEY, k->key, k->klen);
     gkv_wr_uint(&c->wr, GKV_F_VVERSION, k->version);
@@ -103,8 +103,7 @@ struct cl_pull {
     gkv_cluster_t *cl;
     gkv_plane_arena_t *a;
     char owner[GKV_NODE_NAME_MAX + 1];
-    gkv_pieces_t pc; /* the pieces asked for (pc.n of them) */
-    uint64_t next;   /* the next piece to ask for */
+    uint64_t chunk, n, next; /* chunk bytes, chunks, the next chunk to ask for */
     gkv_peer_conn_t *conns[GKV_PLANE_DEPTH_MAX];
     uint32_t open;
     bool pending[GKV_PLANE_DEPTH_MAX];
@@ -116,15 +115,14 @@ struct cl_pull {
 };
 typedef struct cl_pull pull_t;
 
-/* The next piece on connection s, into a spare slot (the caller checked there is one). */
+/* The next chunk on connection s, into a spare slot (the caller checked there is one). */
 static int ask(pull_t *u, uint32_t s)
 {
-    uint64_t off, len;
-    gkv_pieces_at(&u->pc, u->next, &off, &len);
-    u->asked[s] = u->next++;
+    u->asked[s] = u->next;
     u->lands[s] = u->spare[--u->nspare];
     u->pending[s] = true; /* a failed send breaks the connection: closed after the pull */
-    return stage_send(u->j, u->conns[s], u->k, off, len, gkv_plane_slot_off(u->a, u->lands[s]));
+    return stage_send(u->j, u->conns[s], u->k, u->next++, u->chunk,
+                      gkv_plane_slot_off(u->a, u->lands[s]));
 }
 
 /* Takes u's slots (waiting up to slot_ms for the first) and connections to owner and asks for
@@ -138,28 +136,16 @@ static int pull_open(pull_t *u, cl_job_t *j, cl_key_t *k, const gkv_member_t *ow
     u->cl = j->cl;
     u->a = &p->arena[k->dev];
     snprintf(u->owner, sizeof(u->owner), "%s", owner->name);
-    gkv_pieces_plan(&u->pc, k->size, gkv_plane_chunk(p, owner->name, k->dev), p->taper);
-    /* Twice as many slots as requests in flight where the share allows: the next piece's
-     * request then goes out before this piece is copied out of its slot. */
-    uint32_t want = u->pc.n < 2 * p->depth ? (uint32_t)u->pc.n : 2 * p->depth;
+    u->chunk = gkv_plane_chunk(p, owner->name, k->dev);
+    u->n = (k->size + u->chunk - 1) / u->chunk;
+    /* Twice as many slots as requests in flight where the share allows: the next chunk's
+     * request then goes out before this chunk is copied out of its slot. */
+    uint32_t want = u->n < 2 * p->depth ? (uint32_t)u->n : 2 * p->depth;
     u->depth = gkv_slots_take(&u->a->slots, want, u->slots, slot_ms);
     if (!u->depth) {
         snprintf(j->msg, sizeof(j->msg), "no room in this node's transfer arena in time");
         return GKV_EUNAVAILABLE;
     }
-    /* Short end pieces pay only where the pieces between them are in flight together; with
-     * fewer slots (concurrent pulls share the arena) each piece is a round trip more. */
-    uint32_t need = u->pc.n < p->depth ? (uint32_t)u->pc.n : p->depth;
-    if (u->pc.end && u->depth < need) {
-        gkv_pieces_uniform(&u->pc);
-        uint32_t keep = u->pc.n < 2 * p->depth ? (uint32_t)u->pc.n : 2 * p->depth;
-        if (u->depth > keep) { /* what the uniform pieces cannot use goes back */
-            gkv_slots_give(&u->a->slots, u->slots + keep, u->depth - keep, false);
-            u->depth = keep;
-        }
-    }
-    if (u->pc.end)
-        p->tapered++;
     for (uint32_t i = u->depth; i > 0; i--)
         u->spare[u->nspare++] = u->slots[i - 1];
     uint32_t most = u->depth < p->depth ? u->depth : p->depth;
@@ -170,7 +156,7 @@ static int pull_open(pull_t *u, cl_job_t *j, cl_key_t *k, const gkv_member_t *ow
         return GKV_EUNAVAILABLE;
     }
     int rc = 0;
-    for (uint32_t s = 0; s < u->open && u->next < u->pc.n && !rc; s++)
+    for (uint32_t s = 0; s < u->open && u->next < u->n && !rc; s++)
         rc = ask(u, s);
     return rc;
 }
@@ -200,7 +186,7 @@ static void pull_close(pull_t *u)
 }
 
 /* The rest of u's pull: each answer taken as it comes (the owner's writes finish in the order
- * its workers posted them, not in the order asked), its piece copied into k->mem and the next
+ * its workers posted them, not in the order asked), its chunk copied into k->mem and the next
  * asked. Returns 0, CL_AGAIN (the owner does not hold that version now) or another code. */
 static int pull_run(pull_t *u)
 {
@@ -209,7 +195,7 @@ static int pull_run(pull_t *u)
     gkv_plane_t *p = &j->cl->plane;
     gkv_plane_arena_t *a = u->a;
     int timeout = j->cl->peers.timeout_ms, rc = 0;
-    for (uint64_t done = 0; done < u->pc.n && !rc; done++) {
+    for (uint64_t done = 0; done < u->n && !rc; done++) {
         uint64_t t0 = gkv_plane_now_us();
         int s = first_answer(u->conns, u->pending, u->open, timeout);
         gkv_response_t r;
@@ -221,9 +207,7 @@ static int pull_run(pull_t *u)
         rc = gkv_peer_recv(u->conns[s], &r);
         uint64_t t1 = gkv_plane_now_us();
         p->pull_wait_us += t1 - t0;
-        uint64_t off, len;
-        gkv_pieces_at(&u->pc, u->asked[s], &off, &len);
-        gkv_trace("r_recv", off, 0);
+        gkv_trace("r_recv", u->asked[s] * u->chunk, 0);
         if (!rc && r.payload_len)
             rc = GKV_EPROTO;
         if (rc)
@@ -238,8 +222,10 @@ static int pull_run(pull_t *u)
         }
         if (u->asked[s] == 0)
             gkv_cl_keep_meta(k, &r);
+        uint64_t off = u->asked[s] * u->chunk;
+        uint64_t len = k->size - off < u->chunk ? k->size - off : u->chunk;
         uint32_t slot = u->lands[s];
-        bool early = u->next < u->pc.n && u->nspare; /* asked before this one is copied out */
+        bool early = u->next < u->n && u->nspare; /* asked before this one is copied out */
         if (early)
             rc = ask(u, (uint32_t)s);
         if (!rc && a->be->ops->arena_copy(a->be, k->mem, off, gkv_slot_addr(&a->slots, slot),
@@ -250,7 +236,7 @@ static int pull_run(pull_t *u)
         u->spare[u->nspare++] = slot;
         p->pull_copy_us += gkv_plane_now_us() - t1;
         gkv_trace("r_copied", off, 0);
-        if (!early && u->next < u->pc.n)
+        if (!early && u->next < u->n)
             rc = ask(u, (uint32_t)s);
     }
     return rc;

@@ -95,10 +95,6 @@ int gkv_plane_open(gkv_plane_t *p, const gkv_plane_cfg_t *cfg)
     const char *parts = getenv("GPUKV_NIXL_PARTS"); /* for measurements */
     if (parts && atoi(parts) > 0)
         p->parts = atoi(parts) > GKV_PLANE_PARTS_MAX ? GKV_PLANE_PARTS_MAX : (unsigned)atoi(parts);
-    p->taper = 8;
-    const char *taper = getenv("GPUKV_NIXL_TAPER"); /* for measurements: 0 turns it off */
-    if (taper)
-        p->taper = (unsigned)atoi(taper);
     const char *depth = getenv("GPUKV_NIXL_DEPTH"); /* for measurements */
     if (depth && atoi(depth) > 0)
         p->depth = atoi(depth) > GKV_PLANE_DEPTH_MAX ? GKV_PLANE_DEPTH_MAX : (unsigned)atoi(depth);
@@ -436,29 +432,31 @@ int gkv_plane_info(gkv_plane_t *p, char *buf, size_t cap)
         retired += p->arena[i].slots.retired;
         slots += p->arena[i].slots.nslots;
     }
-    int n = snprintf(
-        buf, cap,
-        "data_plane:%s\r\ndata_plane_why:%s\r\nnixl_version:%s\r\n"
-        "nixl_arenas:%u\r\nnixl_arena_bytes:%" PRIu64 "\r\nnixl_chunk_bytes:%" PRIu64
-        "\r\nnixl_slots:%u\r\nnixl_slots_in_use:%u\r\nnixl_slots_retired:%u\r\n"
-        "nixl_reads:%" PRIu64 "\r\nnixl_read_bytes:%" PRIu64 "\r\nnixl_fallbacks:%" PRIu64
-        "\r\nnixl_head_starts:%" PRIu64 "\r\nnixl_heads_dropped:%" PRIu64
-        "\r\nnixl_tapered_pulls:%" PRIu64 "\r\nnixl_chunks_sent:%" PRIu64
-        "\r\nnixl_bytes_sent:%" PRIu64 "\r\nnixl_probes_failed:%" PRIu64
-        "\r\nnixl_send_copy_us:%" PRIu64 "\r\nnixl_send_write_us:%" PRIu64
-        "\r\nnixl_pull_wait_us:%" PRIu64 "\r\nnixl_pull_copy_us:%" PRIu64
-        "\r\nnixl_pull_us:%" PRIu64 "\r\nnixl_stage_queue_us:%" PRIu64
-        "\r\nnixl_stage_reply_us:%" PRIu64 "\r\nnixl_read_us:%" PRIu64
-        "\r\nnixl_pull_queue_us:%" PRIu64 "\r\n",
-        p->on ? "nixl" : "tcp", p->on ? "" : p->why,
-        p->on && p->api.version[0] ? p->api.version : "", p->narenas,
-        p->narenas ? p->arena[0].size : 0, p->narenas ? p->arena[0].slots.slot_size : 0, slots,
-        taken, retired, (uint64_t)p->reads, (uint64_t)p->read_bytes, (uint64_t)p->fallbacks,
-        (uint64_t)p->head_starts, (uint64_t)p->heads_dropped, (uint64_t)p->tapered,
-        (uint64_t)p->chunks_sent, (uint64_t)p->bytes_sent, (uint64_t)p->probes_failed,
-        (uint64_t)p->send_copy_us, (uint64_t)p->send_write_us, (uint64_t)p->pull_wait_us,
-        (uint64_t)p->pull_copy_us, (uint64_t)p->pull_us, (uint64_t)p->stage_queue_us,
-        (uint64_t)p->stage_reply_us, (uint64_t)p->read_us, (uint64_t)p->pull_queue_us);
+    int n = snprintf(buf, cap,
+                     "data_plane:%s\r\ndata_plane_why:%s\r\nnixl_version:%s\r\n"
+                     "nixl_arenas:%u\r\nnixl_arena_bytes:%" PRIu64 "\r\nnixl_chunk_bytes:%" PRIu64
+                     "\r\nnixl_slots:%u\r\nnixl_slots_in_use:%u\r\nnixl_slots_retired:%u\r\n"
+                     "nixl_reads:%" PRIu64 "\r\nnixl_read_bytes:%" PRIu64
+                     "\r\nnixl_fallbacks:%" PRIu64 "\r\nnixl_head_starts:%" PRIu64
+                     "\r\nnixl_heads_dropped:%" PRIu64 "\r\nnixl_chunks_sent:%" PRIu64
+                     "\r\nnixl_bytes_sent:%" PRIu64 "\r\nnixl_probes_failed:%" PRIu64
+                     "\r\nnixl_send_copy_us:%" PRIu64 "\r\nnixl_send_write_us:%" PRIu64
+                     "\r\nnixl_pull_wait_us:%" PRIu64 "\r\nnixl_pull_copy_us:%" PRIu64
+                     "\r\nnixl_pull_us:%" PRIu64 "\r\nnixl_stage_queue_us:%" PRIu64
+                     "\r\nnixl_stage_reply_us:%" PRIu64 "\r\nnixl_read_us:%" PRIu64
+                     "\r\nnixl_pull_queue_us:%" PRIu64 "\r\n",
+                     p->on ? "nixl" : "tcp", p->on ? "" : p->why,
+                     p->on && p->api.version[0] ? p->api.version : "", p->narenas,
+                     p->narenas ? p->arena[0].size : 0,
+                     p->narenas ? p->arena[0].slots.slot_size : 0, slots, taken, retired,
+                     (uint64_t)p->reads, (uint64_t)p->read_bytes, (uint64_t)p->fallbacks,
+                     (uint64_t)p->head_starts, (uint64_t)p->heads_dropped,
+                     (uint64_t)p->chunks_sent, (uint64_t)p->bytes_sent,
+                     (uint64_t)p->probes_failed, (uint64_t)p->send_copy_us,
+                     (uint64_t)p->send_write_us, (uint64_t)p->pull_wait_us,
+                     (uint64_t)p->pull_copy_us, (uint64_t)p->pull_us,
+                     (uint64_t)p->stage_queue_us, (uint64_t)p->stage_reply_us,
+                     (uint64_t)p->read_us, (uint64_t)p->pull_queue_us);
     return n < 0 || (size_t)n >= cap ? -1 : n;
 }
 

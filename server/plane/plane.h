@@ -90,7 +90,6 @@ typedef struct {
     bool opened;      /* gkv_plane_open ran (gkv_plane_close undoes it once) */
     unsigned depth;   /* chunks one read keeps in flight */
     unsigned parts;   /* parts an owner sends a chunk in */
-    unsigned taper;   /* a pull's first and last pieces are a chunk / taper (pieces.h); 0: not */
     char why[256];    /* off: why */
     gkv_nixl_api_t api;
     gkv_nixl_agent_t agent;
@@ -104,7 +103,6 @@ typedef struct {
     /* Pulls whose first chunks their READ asked for (gkv_cl_pull_head), and of them those
      * whose pull never ran (the requests awaited and the slots given back). */
     _Atomic uint64_t head_starts, heads_dropped;
-    _Atomic uint64_t tapered;                 /* pulls asking for tapered pieces (pieces.h) */
     _Atomic uint64_t chunks_sent, bytes_sent; /* chunks written to readers through NIXL */
     _Atomic uint64_t probes_failed;
     /* Where the time goes (microseconds, summed over threads): an owner's copies into its

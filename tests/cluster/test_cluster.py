@@ -685,17 +685,12 @@ def large_values_move_through_the_data_plane_bit_exact(cl: Cluster):
     # n1 and n2 each read the two values the other wrote (the first is small: TCP's direct
     # answer); n3 (in its namespace, where there is one) reads all four through NIXL or TCP.
     assert reads["n1"] >= 1 and reads["n2"] >= 1, reads
-    # The 5 and 21 MiB values come in tapered pieces (short first and last ones: the host
-    # arena's 4 MiB chunks / 8), each of odd length somewhere, bytes exact all the same.
-    tapered = {n: after[n]["nixl_tapered_pulls"] - before[n]["nixl_tapered_pulls"] for n in after}
-    assert tapered["n1"] >= 1 and tapered["n2"] >= 1, tapered
     with cl.nodes[0].client() as c:
         metrics = c.metrics()
     assert "gpukv_cluster_data_plane_nixl 1" in metrics, metrics[-2000:]
     assert 'gpukv_cluster_peers{plane="nixl"}' in metrics
     assert f"gpukv_cluster_nixl_reads_total {after['n1']['nixl_reads']}" in metrics
-    print(f"     (NIXL reads {reads}, tapered {tapered}; n3's plane to n1: "
-          f"{member_plane(cl.nodes[2], 'n1')})")
+    print(f"     (NIXL reads {reads}; n3's plane to n1: {member_plane(cl.nodes[2], 'n1')})")
 
 
 @check
