@@ -203,8 +203,10 @@ int gkv_cluster_commit(gkv_cluster_t *cl, gkv_route_ticket_t *t, uint64_t id, gk
             gkv_copy_rec_t *c = gkv_copy_get(&cl->rec, key, klen);
             if (!h)
                 h = gkv_home_get(&cl->rec, key, klen);
-            /* Its version is taken first, for its event; recorded once it is published. */
-            uint64_t v = h ? gkv_home_next_version(&cl->rec, h) : 0;
+            /* Its version is taken first, for its event; recorded once it is published (its
+             * size now: publishing may move the value into the key's entry, e then holding the
+             * old one). */
+            uint64_t v = h ? gkv_home_next_version(&cl->rec, h) : 0, size = e->size;
             int prc = h && c ? publish_at(cl, e, holder, v) : GKV_ENOMEM;
             if (prc) {
                 if (h && !h->owner[0])
@@ -213,7 +215,7 @@ int gkv_cluster_commit(gkv_cluster_t *cl, gkv_route_ticket_t *t, uint64_t id, gk
                 gkv_wr_error(out, id, prc, NULL);
                 return GKV_ROUTE_DONE;
             }
-            record_here(cl, h, c, e->size, v);
+            record_here(cl, h, c, size, v);
             gkv_wr_ok(out, id);
             gkv_wr_end(out);
             return GKV_ROUTE_DONE;

@@ -694,6 +694,30 @@ def large_values_move_through_the_data_plane_bit_exact(cl: Cluster):
 
 
 @check
+def a_value_rewritten_at_another_size_is_read_whole_everywhere(cl: Cluster):
+    # Keys written on n1 again and again at other sizes, some homed on n1 itself (recorded
+    # there as the value is published, which may move it into the key's older entry) and
+    # some elsewhere: every node lists the new size and reads the whole value (a pull sized
+    # by the home's record: until 2026-11-28 an owner that was also the home recorded the
+    # size of the value its SET replaced, and a pull through NIXL read that many bytes).
+    mib = 1 << 20
+    sizes = [3 * mib + 1, 5 * mib + 3, 70000, 2 * mib]
+    with cl.nodes[0].client() as w:
+        for v, size in enumerate(sizes):
+            values = {f"resize/{i}": rand_bytes(size, 1900 + 10 * i + v) for i in range(6)}
+            for key, value in values.items():
+                w.set(key, value)
+            for node in cl.nodes:
+                with node.client() as c:
+                    listed = {e.key: e.size for e in c.list("resize/")}
+                    assert listed == {k: size for k in values}, (node.name, size, listed)
+                    for key, value in values.items():
+                        got = get(c, key)
+                        assert got == value, (node.name, key, size, None if got is None else len(got))
+        w.delete(*[f"resize/{i}" for i in range(6)])
+
+
+@check
 def a_map_of_a_pulled_value_takes_an_early_frame(cl: Cluster):
     # A MAP on n4 of a value n1 owns: n4 pulls it through NIXL into new memory, and the MAP's
     # early frame lets the client import that memory while the pull runs; the answer renews
@@ -814,6 +838,48 @@ def a_pull_that_finds_no_memory_gives_back_its_head_start(cl: Cluster):
         assert after["nixl_heads_dropped"] == mid["nixl_heads_dropped"], (mid, after)
         print(f"     (head starts {after['nixl_head_starts'] - before['nixl_head_starts']}, "
               f"dropped {after['nixl_heads_dropped'] - before['nixl_heads_dropped']})")
+
+
+@check
+def remote_reads_racing_rewrites_each_get_one_whole_version(cl: Cluster):
+    # n1 rewrites a 3 MiB value every few milliseconds (eight versions in turn) while n2 and n3
+    # read it: every read is one written version, whole (never parts of two), through NIXL or
+    # TCP. A key rewritten faster than it can be pulled may be UNAVAILABLE to remote readers
+    # (CL_BUSY_MS); at this pace most reads go through.
+    mib = 1 << 20
+    race = [rand_bytes(3 * mib + 1, 1800 + v) for v in range(8)]
+    key = "race/k"
+    stop, errs, busy = threading.Event(), [], []
+    with cl.nodes[0].client() as w:
+        w.set(key, race[0])
+
+    def write():
+        with cl.nodes[0].client() as c:
+            i = 0
+            while not stop.is_set():
+                c.set(key, race[i % len(race)])
+                i += 1
+                time.sleep(0.002)
+    t = threading.Thread(target=write)
+    t.start()
+    try:
+        with cl.nodes[1].client() as r2, cl.nodes[2].client() as r3:
+            for i in range(120):
+                try:
+                    got = (r2 if i % 2 else r3).get(key)
+                except gpukv.Unavailable:
+                    busy.append(i)
+                    continue
+                if got not in race:
+                    errs.append((i, len(got)))
+    finally:
+        stop.set()
+        t.join()
+    assert not errs, f"reads that were no written version: {errs[:5]}"
+    assert len(busy) < 60, f"{len(busy)} of 120 reads unavailable"
+    with cl.nodes[0].client() as w:
+        w.delete(key)
+    print(f"     ({120 - len(busy)} reads whole, {len(busy)} unavailable)")
 
 
 @check
