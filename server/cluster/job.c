@@ -180,12 +180,13 @@ bool gkv_cl_keep_replica(gkv_cluster_t *cl, gkv_entry_t *e, const void *key, siz
         return false;
     cl->store->now_ms = gkv_clock_ms();
     cl->quiet = true; /* a replica: no event (gkv_cluster_reports) */
+    uint64_t size = e->size; /* publishing may move the value into the key's entry */
     int rc = gkv_store_publish(cl->store, e, flags, holder);
     cl->quiet = false;
     if (rc)
         return false;
     gkv_copy_set(&cl->rec, c, v, true, NULL);
-    cl->stats.bytes_pulled += e->size;
+    cl->stats.bytes_pulled += size;
     return true;
 }
 

@@ -103,8 +103,9 @@ static void publish(gkv_fences_t *fs, struct gkv_fence *f, waiting_t *w)
     gkv_store_t *st = net->store;
     st->now_ms = uv_hrtime() / 1000000;
     gkv_entry_t *holder = NULL;
+    uint64_t size = w->entry->size; /* publishing may move the value into the key's entry */
     int rc = gkv_store_publish(st, w->entry, w->linked ? GKV_PUBLISH_LINK : 0, &holder);
-    gkv_trace("d_sealed", w->entry->size, (uint64_t)-rc); /* GPUKV_TRACE: the publication */
+    gkv_trace("d_sealed", size, (uint64_t)-rc); /* GPUKV_TRACE: the publication */
     if (rc == 0) {
         /* The lease follows the value if publishing moved it into the key's entry. */
         gkv_lease_t *l = gkv_lease_find(&f->c->leases, w->lease);
