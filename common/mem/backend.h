@@ -203,8 +203,8 @@ typedef struct {
      * own): to_value copies arena -> value, after the work mark after stands for (a
      * shared_mark taken once p was allocated and its clear queued), or with after NULL after
      * all the work queued on GKV_LANE_SHARED so far (where p was allocated); else value ->
-     * arena (p's bytes are written: published; after unused). The caller keeps p alive.
-     * Returns 0 or GKV_EIO. */
+     * arena (p published: its bytes written, or in a batch started before the call, which the
+     * copy waits for; after unused). The caller keeps p alive. Returns 0 or GKV_EIO. */
     int (*arena_copy)(gkv_backend_t *b, gkv_devptr_t p, uint64_t off, void *arena, size_t len,
                       int to_value, void *after);
     /* NULL, or: a mark of the work queued on GKV_LANE_SHARED so far, taken on the loop once a

@@ -432,9 +432,13 @@ int gkv__cuda_arena_copy(gkv_backend_t *b, gkv_devptr_t p, uint64_t off, void *a
     void *v = (void *)(uintptr_t)(p.v + off);
     void *dst = to_value ? v : arena;
     const void *src = to_value ? arena : v;
-    if (to_value && after) {
+    if (!to_value) {
+        /* A value a batch wrote may be published before the batch ran (server/xfer/batch.h): wait
+         * for every batch started so far, as lane copies do. */
+        e = cudaStreamWaitEvent(s, c->batch_ev, 0);
+    } else if (after) {
         e = cudaStreamWaitEvent(s, (cudaEvent_t)after, 0);
-    } else if (to_value) {
+    } else {
         e = cudaEventRecord(arena_ev[d], c->shared);
         if (e == cudaSuccess)
             e = cudaStreamWaitEvent(s, arena_ev[d], 0);

@@ -130,6 +130,10 @@ typedef struct gkv_cluster {
      * waiting for the key run again). Set by the caller after gkv_cluster_start. */
     void (*on_members)(void *arg);
     void (*on_recorded)(void *arg, const void *key, size_t klen);
+    /* Asked on the loop before a worker copies a value of device dev out of its memory (an
+     * owner's STAGE or PUSH): starts the copies of values answered before they were in place
+     * (batch.h), which the backend's copies out then wait for. NULL: none to start. */
+    void (*before_copy)(void *arg, unsigned dev);
     void *arg;
     gkv_cl_waits_t waits;
     /* The data path (route.c). */

@@ -294,6 +294,8 @@ int gkv_cl_node_stage(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     j->peer_inc = from->incarnation;
     t->job = j;
     gkv_trace("o_in", j->offset, 0);
+    if (cl->before_copy) /* a SET answered just now may have its last bytes in a batch yet */
+        cl->before_copy(cl->arg, e->dev);
     gkv_workers_submit(&cl->stage, &j->job);
     return GKV_ROUTE_PARK;
 }

@@ -560,6 +560,15 @@ static void cluster_members(void *arg)
     gkv_keywaits_wake_all(&s->net);
 }
 
+/* ... and before a worker copies a value out (an owner's STAGE), device dev's open batch starts,
+ * as before any copy outside batches (net/send.c). */
+static void cluster_before_copy(void *arg, unsigned dev)
+{
+    gkv_server_t *s = arg;
+    if (dev < s->devs.started)
+        gkv_batch_start_writes(&s->devs.dev[dev].batcher);
+}
+
 /* --cluster: joins once the listeners are up (the others may send requests at once). Peers reach
  * this node on its TCP listener with the cluster's token, so both are required. */
 static int join_cluster(gkv_server_t *s, char *err, size_t cap)
@@ -604,6 +613,7 @@ static int join_cluster(gkv_server_t *s, char *err, size_t cap)
         s->cluster.arg = s;
         s->cluster.on_recorded = cluster_recorded;
         s->cluster.on_members = cluster_members;
+        s->cluster.before_copy = cluster_before_copy;
     }
     if (!rc)
         GKV_INFO("cluster: %s in cluster %s, advertised at %s, %zu members", node,

@@ -3,10 +3,12 @@
  * a client's import of it never shows an earlier value's bytes. Fresh pool memory, which may hold
  * a freed value's bytes, is never vouched for; a pull clears it and waits (shared_wait) first.
  * A mark of the shared lane (shared_mark) orders a pull's wait and copies after the clears
- * queued before it. --prealloc's memory is taken at open. */
+ * queued before it. A copy out of a value into a transfer arena waits for the batches started
+ * before it. --prealloc's memory is taken at open. */
 #include <check.h>
 #include <cuda_runtime.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,6 +183,58 @@ START_TEST(a_copy_after_a_mark_lands_after_the_clears_before_it)
 }
 END_TEST
 
+static void batch_done(gkv_copy_t *op, int status)
+{
+    atomic_store((_Atomic int *)op->arg, status == 0 ? 1 : -1); /* any thread */
+}
+
+/* A copy out of a value into a transfer arena (an owner's STAGE) waits for the batches started
+ * before it: a SET's last bytes may still be in one when its value is published and a STAGE
+ * reads it (server/xfer/batch.h). The batch here writes 64 MiB from pinned host memory (about
+ * a millisecond); a copy that did not wait reads the value's older bytes. */
+START_TEST(a_copy_out_waits_for_the_batches_started_before_it)
+{
+    gkv_backend_t *be = open_cuda(1ull << 30, 0);
+    const uint64_t n = 64ull << 20, tail = 1u << 20;
+    void *arena;
+    ck_assert_int_eq(be->ops->arena_alloc(be, n, &arena), 0);
+    uint8_t *stage = be->ops->staging_alloc(be, (size_t)n);
+    uint8_t *host = malloc(tail);
+    ck_assert_ptr_nonnull(stage);
+    ck_assert_ptr_nonnull(host);
+    for (int round = 0; round < 8; round++) {
+        gkv_devptr_t v;
+        ck_assert_int_eq(be->ops->alloc(be, n, GKV_LANE_BATCH, &v), 0);
+        ck_assert_int_eq(cudaMemset((void *)(uintptr_t)v.v, 0x11, n), cudaSuccess);
+        ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+        uint8_t want = (uint8_t)(0x70 + round);
+        memset(stage, want, n);
+        _Atomic int done = 0;
+        gkv_copy_t op = {.done = batch_done, .arg = &done};
+        gkv_bulk_t bulk = {v.v, stage, n};
+        ck_assert_int_eq(be->ops->copy_batch(be, stage, NULL, 0, NULL, 0, &bulk, 1, &op), 0);
+        ck_assert_int_eq(be->ops->arena_copy(be, v, 0, arena, n, 0, NULL), 0);
+        ck_assert_int_eq(
+            cudaMemcpy(host, (uint8_t *)arena + n - tail, tail, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+        unsigned wrong = 0;
+        for (uint64_t i = 0; i < tail; i++)
+            wrong += host[i] != want;
+        ck_assert_msg(wrong == 0, "round %d: %u bytes copied out before the batch wrote them",
+                      round, wrong);
+        be->ops->batch_wait(be);
+        while (!atomic_load(&done))
+            gkv_backend_poll(be);
+        ck_assert_int_eq(atomic_load(&done), 1);
+        be->ops->free(be, v, n, GKV_LANE_BATCH);
+    }
+    free(host);
+    be->ops->staging_free(be, stage, (size_t)n);
+    be->ops->arena_free(be, arena, n);
+    be->ops->close(be);
+}
+END_TEST
+
 /* --prealloc: the pool takes the memory at open (the device's free memory drops by it), and a
  * value it covers then takes nothing more from the device. */
 START_TEST(prealloc_takes_the_memory_at_open)
@@ -223,6 +277,7 @@ int main(void)
     tcase_add_test(t, only_a_kept_allocation_whose_clear_ran_is_vouched_zero);
     tcase_add_test(t, shared_wait_sees_a_queued_clear_done);
     tcase_add_test(t, a_copy_after_a_mark_lands_after_the_clears_before_it);
+    tcase_add_test(t, a_copy_out_waits_for_the_batches_started_before_it);
     tcase_add_test(t, prealloc_takes_the_memory_at_open);
     suite_add_tcase(s, t);
     return gkv_check_run(s);
