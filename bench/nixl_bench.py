@@ -151,6 +151,34 @@ def procs_reads(writer, reader_url, dev, prefix, n, size, rounds, how="map") -> 
         del vals
 
 
+def homed_on(writer, node, prefix) -> str:
+    """A new key (written by writer) whose home is node (a client of it)."""
+    for i in range(500):
+        key, before = f"{prefix}/{i}", node.info("cluster")["keys_homed"]
+        writer.set(key, b"x")
+        if node.info("cluster")["keys_homed"] > before:
+            return key
+    raise AssertionError("no key homed there")
+
+
+def by_home(ca, cb, arr, rounds) -> None:
+    """Steady reads of one size by b of keys a owns, homed on a (b asks a where the value is,
+    and guesses a meanwhile: docs/cluster.md) and homed on b (b knows it from its records)."""
+    line = []
+    for where, node in (("a", ca), ("b", cb)):
+        key = homed_on(ca, node, f"home{where}")
+        for _ in range(2):
+            remote_read(ca, cb, key, arr, check=True)
+        i0 = cb.info("cluster")
+        ms = statistics.median(remote_read(ca, cb, key, arr) for _ in range(rounds)) * 1e3
+        i1 = cb.info("cluster")
+        guesses = i1.get("nixl_head_guesses", 0) - i0.get("nixl_head_guesses", 0)
+        missed = i1.get("nixl_guesses_missed", 0) - i0.get("nixl_guesses_missed", 0)
+        line.append(f"homed on {where} {ms:.3f} ms ({guesses} guesses, {missed} missed)")
+    print(f"\n{arr.nbytes >> 20} MiB steady reads by the key's home (median of {rounds}): "
+          + "; ".join(line))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("daemon")
@@ -160,6 +188,8 @@ def main() -> int:
     ap.add_argument("--settle", type=float, default=0.0, help="ms between a write and the read")
     ap.add_argument("--nixl-only", action="store_true",
                     help="no TCP cluster, no first read or concurrent readers (tuning runs)")
+    ap.add_argument("--by-home", default="", metavar="SIZE",
+                    help="steady reads of SIZE by where the key's home is (a or b)")
     a = ap.parse_args()
     global SETTLE_S
     SETTLE_S = a.settle / 1e3
@@ -244,6 +274,11 @@ def main() -> int:
                   f"copies {ib['nixl_pull_copy_us']}, pulls {ib['nixl_pull_us']}, pulls waiting "
                   f"for a worker {ib['nixl_pull_queue_us']}, reads from request to replica "
                   f"{ib['nixl_read_us']}) | | | | | |")
+        if a.by_home:
+            with cupy.cuda.Device(0):
+                harr = cupy.random.randint(0, 255, size_arg(a.by_home), dtype=cupy.uint8)
+            by_home(*clients["nixl"], harr, max(a.rounds, 9))
+            del harr
         # 16 concurrent readers of 64 MiB values (1 GiB in all).
         if a.nixl_only:
             return 0

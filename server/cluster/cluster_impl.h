@@ -63,6 +63,7 @@ typedef struct {
     int64_t owner_inc;
     uint64_t version, size;
     uint64_t have; /* the version of a replica here already (no fetch when it is the one) */
+    uint64_t have_size; /* ... and its size (a pull guessed while the home answers) */
     bool known;    /* owner and version came from this node's own records (no LOOKUP) */
     /* READ with direct: the value's bytes and metadata as fetched (owned by the job). */
     bool direct;
@@ -121,6 +122,7 @@ typedef struct cl_job {
     char peer[GKV_NODE_NAME_MAX + 1];
     int64_t peer_inc;
     uint64_t offset, length, arena_off;
+    uint64_t staged; /* STAGE: the version sent (asked for, or the one owned: a guess's) */
     unsigned arena_idx;
     uint64_t t_us; /* when made (READ, PULL: the read's start); STAGE: when the loop queued
                     * it, then when its worker ended */
@@ -222,6 +224,18 @@ int gkv_cl_pull_chunks(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner);
  * Only a node of one device, STAGE mode, and unless GPUKV_NIXL_HEAD=0; nothing when no slot
  * is free. j, k and owner are borrowed for the call. */
 void gkv_cl_pull_head(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner);
+/* On a READ's worker, before its home is asked where k is: when this node holds a replica of
+ * k larger than CL_DIRECT_MAX, asks the home, guessed to be the owner, for the first chunks
+ * of whatever version it owns now (STAGE with vversion 0), sized as that replica (j->head, a
+ * guess). The home's answer then confirms it (gkv_cl_pull_confirm); a chunk of another
+ * version is asked again (pull_chunks.c). Same conditions as gkv_cl_pull_head, and never for
+ * a read that may wait at the home (its slots would be held while it waits). */
+void gkv_cl_pull_guess(cl_job_t *j, cl_key_t *k, const gkv_member_t *home);
+/* On a READ's worker, k to be pulled from owner (k->version, k->size from the home): a guessed
+ * head start that went to another node is ended here (its answer awaited: a node that owns
+ * no version refuses at once) and a head start made as gkv_cl_pull_head does; one from the
+ * owner is kept (a size other than the guess's: the pull ends it). */
+void gkv_cl_pull_confirm(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner);
 /* A head start the pull never took over (the job went another way): its answers awaited and
  * its slots given back on a worker of cl->pulls (at once, on the loop, once those workers are
  * stopping: shutdown only). On the loop; u is owned by the callee (freed when done). */

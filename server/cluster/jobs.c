@@ -249,9 +249,17 @@ static void read_key(cl_job_t *j, cl_key_t *k)
         } else {
             nreq_t ask = {.have = k->have, .wait = j->wait_ms, .after = j->wait_after,
                           .delim = -1};
-            /* With NIXL, a large value is pulled through it rather than sent with the answer. */
-            if (j->cl->plane.on && !j->no_nixl)
+            /* With NIXL, a large value is pulled through it rather than sent with the answer;
+             * one we pulled before is asked of the home meanwhile (its usual owner), unless
+             * the read may wait there (its guess would hold arena slots while it waits). */
+            if (j->cl->plane.on && !j->no_nixl) {
                 ask.at_most = CL_DIRECT_MAX;
+                const gkv_member_t *home = member_at(j, k->home_addr);
+                if (home && !j->wait_ms && k->have_size > CL_DIRECT_MAX &&
+                    strcmp(home->name, j->self) &&
+                    gkv_plane_reads_nixl(&j->cl->plane, home->name, home->incarnation))
+                    gkv_cl_pull_guess(j, k, home);
+            }
             rc = call(j, k->home_addr, GKV_NODE_FETCH, k->key, k->klen, &ask, &r, &src);
             if (rc || (r.status && r.status != GKV_ENOTFOUND)) {
                 k->status = rc ? rc : (int)r.status;
@@ -290,7 +298,7 @@ static void read_key(cl_job_t *j, cl_key_t *k)
         if (k->size > CL_DIRECT_MAX && !j->no_nixl &&
             gkv_plane_reads_nixl(&j->cl->plane, owner->name, owner->incarnation)) {
             k->status = CL_PULL; /* the loop gives it memory, then JOB_PULL */
-            gkv_cl_pull_head(j, k, owner); /* its first chunks come meanwhile */
+            gkv_cl_pull_confirm(j, k, owner); /* its first chunks come meanwhile */
             return;
         }
         rc = gkv_cl_fetch_tcp(j, k, owner);

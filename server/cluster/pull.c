@@ -228,6 +228,8 @@ int gkv_cl_node_stage(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
         } else {
             gkv_wr_ok(out, req->id);
             gkv_wr_uint(out, GKV_F_SIZE, j->entry->size);
+            if (!push)
+                gkv_wr_uint(out, GKV_F_VVERSION, j->staged);
             uint32_t ml = 0;
             const uint8_t *meta = gkv_entry_meta(j->entry, &ml);
             if (j->offset == 0 && ml)
@@ -239,6 +241,9 @@ int gkv_cl_node_stage(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     }
     const char *why = NULL;
     int code = 0;
+    /* A guess (vversion 0): whatever version this node owns now, unless the reader holds it
+     * already (have); its chunk ends at the value's end. */
+    bool guess = !push && !req->vversion;
     gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, req->key.p, req->key.len);
     gkv_entry_t *e = gkv_store_find(cl->store, req->key.p, req->key.len);
     int up = 0;
@@ -253,14 +258,15 @@ int gkv_cl_node_stage(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     } else if (c && (c->pending || c->version < req->vversion)) {
         code = GKV_EBUSY;
         why = "that version is being written here";
-    } else if (!c || c->replica || c->version != req->vversion || !e || !e->size) {
+    } else if (!c || c->replica || !c->version || !e || !e->size ||
+               (guess ? req->have == c->version : c->version != req->vversion)) {
         code = GKV_ENOTFOUND;
-        why = "this node does not hold that version";
+        why = guess ? "this node owns no other version" : "this node does not hold that version";
     } else if (push ? !req->length || !req->slots.len || req->slots.len % 8 ||
                           req->slots.len / 8 > GKV_PLANE_DEPTH_MAX * 2
                     : !(req->has & GKV_HAS_OFFSET) || !(req->has & GKV_HAS_LENGTH) ||
                           !req->length || req->offset >= e->size ||
-                          req->length > e->size - req->offset) {
+                          (!guess && req->length > e->size - req->offset)) {
         code = GKV_ERANGE;
         why = push ? "a PUSH names a chunk size and 1 to 64 slots"
                    : "a STAGE names a chunk inside the value";
@@ -288,6 +294,9 @@ int gkv_cl_node_stage(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     j->entry = e;
     j->offset = push ? 0 : req->offset;
     j->length = req->length;
+    if (guess && j->length > e->size - j->offset)
+        j->length = e->size - j->offset;
+    j->staged = c->version;
     j->arena_off = req->arena_offset;
     j->arena_idx = (req->has & GKV_HAS_GPU) ? (unsigned)req->gpu : 0;
     snprintf(j->peer, sizeof(j->peer), "%s", from->name);

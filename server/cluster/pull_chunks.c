@@ -55,14 +55,17 @@ void gkv_cl_keep_meta(cl_key_t *k, const gkv_response_t *r)
     k->meta_len = k->meta ? (uint32_t)r->meta.len : 0;
 }
 
-/* A STAGE request for chunk i (of chunk bytes, of a size-byte value) into our slot. */
-static int stage_send(cl_job_t *j, gkv_peer_conn_t *c, const cl_key_t *k, uint64_t i,
-                      uint64_t chunk, uint64_t slot_off)
+/* A STAGE request for chunk i (of chunk bytes, of a size-byte value) into our slot: of
+ * k->version, or on a guess (pull_guess) of the version the owner holds, unless we have it. */
+static int stage_send(cl_job_t *j, gkv_peer_conn_t *c, const cl_key_t *k, uint64_t size, bool guess,
+                      uint64_t i, uint64_t chunk, uint64_t slot_off)
 {
-    uint64_t off = i * chunk, len = k->size - off < chunk ? k->size - off : chunk;
+    uint64_t off = i * chunk, len = size - off < chunk ? size - off : chunk;
     gkv_peer_begin(c, 0, GKV_NODE_STAGE, j->self, (uint64_t)j->self_inc);
     gkv_wr_bin(&c->wr, GKV_F_KEY, k->key, k->klen);
-    gkv_wr_uint(&c->wr, GKV_F_VVERSION, k->version);
+    gkv_wr_uint(&c->wr, GKV_F_VVERSION, guess ? 0 : k->version);
+    if (guess)
+        gkv_wr_uint(&c->wr, GKV_F_HAVE, k->have);
     gkv_wr_uint(&c->wr, GKV_F_OFFSET, off);
     gkv_wr_uint(&c->wr, GKV_F_LENGTH, len);
     gkv_wr_uint(&c->wr, GKV_F_ARENA_OFFSET, slot_off);
@@ -104,6 +107,9 @@ struct cl_pull {
     gkv_plane_arena_t *a;
     char owner[GKV_NODE_NAME_MAX + 1];
     uint64_t chunk, n, next; /* chunk bytes, chunks, the next chunk to ask for */
+    uint64_t size;           /* the value's bytes (a guess's: its replica's, until confirmed) */
+    bool guess;              /* asks for the version the owner holds (gkv_cl_pull_guess) */
+    bool guessed[GKV_PLANE_DEPTH_MAX]; /* connection s's request was asked as a guess */
     gkv_peer_conn_t *conns[GKV_PLANE_DEPTH_MAX];
     uint32_t open;
     bool pending[GKV_PLANE_DEPTH_MAX];
@@ -115,14 +121,22 @@ struct cl_pull {
 };
 typedef struct cl_pull pull_t;
 
+/* Connection s's chunk (asked[s]) into its slot (lands[s]), asked again or for the first time:
+ * as a guess or of k->version. */
+static int reask(pull_t *u, uint32_t s, bool guess)
+{
+    u->guessed[s] = guess;
+    u->pending[s] = true; /* a failed send breaks the connection: closed after the pull */
+    return stage_send(u->j, u->conns[s], u->k, u->size, guess, u->asked[s], u->chunk,
+                      gkv_plane_slot_off(u->a, u->lands[s]));
+}
+
 /* The next chunk on connection s, into a spare slot (the caller checked there is one). */
 static int ask(pull_t *u, uint32_t s)
 {
-    u->asked[s] = u->next;
+    u->asked[s] = u->next++;
     u->lands[s] = u->spare[--u->nspare];
-    u->pending[s] = true; /* a failed send breaks the connection: closed after the pull */
-    return stage_send(u->j, u->conns[s], u->k, u->next++, u->chunk,
-                      gkv_plane_slot_off(u->a, u->lands[s]));
+    return reask(u, s, u->guess);
 }
 
 /* Takes u's slots (waiting up to slot_ms for the first) and connections to owner and asks for
@@ -137,7 +151,9 @@ static int pull_open(pull_t *u, cl_job_t *j, cl_key_t *k, const gkv_member_t *ow
     u->a = &p->arena[k->dev];
     snprintf(u->owner, sizeof(u->owner), "%s", owner->name);
     u->chunk = gkv_plane_chunk(p, owner->name, k->dev);
-    u->n = (k->size + u->chunk - 1) / u->chunk;
+    if (!u->guess)
+        u->size = k->size;
+    u->n = (u->size + u->chunk - 1) / u->chunk;
     /* Twice as many slots as requests in flight where the share allows: the next chunk's
      * request then goes out before this chunk is copied out of its slot. */
     uint32_t want = u->n < 2 * p->depth ? (uint32_t)u->n : 2 * p->depth;
@@ -195,7 +211,8 @@ static int pull_run(pull_t *u)
     gkv_plane_t *p = &j->cl->plane;
     gkv_plane_arena_t *a = u->a;
     int timeout = j->cl->peers.timeout_ms, rc = 0;
-    for (uint64_t done = 0; done < u->n && !rc; done++) {
+    uint64_t done = 0;
+    while (done < u->n && !rc) {
         uint64_t t0 = gkv_plane_now_us();
         int s = first_answer(u->conns, u->pending, u->open, timeout);
         gkv_response_t r;
@@ -213,6 +230,14 @@ static int pull_run(pull_t *u)
         if (rc)
             break; /* pending[s] stays: the connection is closed by pull_close */
         u->pending[s] = false;
+        if (u->guessed[s] && (r.status || r.vversion != k->version)) {
+            /* A guess that found another version (or none): the chunk again, of the version
+             * the home named (our slot holds nothing we read: the answer came after the
+             * write). */
+            p->guesses_missed++;
+            rc = reask(u, (uint32_t)s, false);
+            continue;
+        }
         if (r.status) {
             rc = r.status == GKV_ENOTFOUND ? CL_AGAIN : (int)r.status;
             if (r.message.len)
@@ -238,11 +263,14 @@ static int pull_run(pull_t *u)
         gkv_trace("r_copied", off, 0);
         if (!early && u->next < u->n)
             rc = ask(u, (uint32_t)s);
+        done++;
     }
     return rc;
 }
 
-void gkv_cl_pull_head(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
+/* A head start for k from owner (a guess: of the version it holds, size bytes), in j->head. */
+static void head_start(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner, bool guess,
+                       uint64_t size)
 {
     gkv_plane_t *p = &j->cl->plane;
     if (j->nkeys != 1 || p->narenas != 1 || p->push || !p->head_start || j->head)
@@ -250,9 +278,11 @@ void gkv_cl_pull_head(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
     pull_t *u = calloc(1, sizeof(*u));
     if (!u)
         return;
+    u->guess = guess;
+    u->size = size;
     k->dev = 0; /* the only device: where the loop places the value too (gkv_store_place) */
     int rc = pull_open(u, j, k, owner, 0); /* no slot free now: the pull waits for one later */
-    gkv_trace("r_head", k->size, (uint64_t)rc);
+    gkv_trace("r_head", size, (uint64_t)rc | (guess ? 2 : 0));
     if (rc) {
         pull_close(u);
         free(u);
@@ -260,7 +290,38 @@ void gkv_cl_pull_head(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
         return;
     }
     j->head = u;
-    p->head_starts++;
+    if (guess)
+        p->head_guesses++;
+    else
+        p->head_starts++;
+}
+
+void gkv_cl_pull_head(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
+{
+    head_start(j, k, owner, false, k->size);
+}
+
+void gkv_cl_pull_guess(cl_job_t *j, cl_key_t *k, const gkv_member_t *home)
+{
+    if (j->cl->plane.guess)
+        head_start(j, k, home, true, k->have_size);
+}
+
+void gkv_cl_pull_confirm(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
+{
+    pull_t *u = j->head;
+    if (u && u->guess && strcmp(u->owner, owner->name)) {
+        /* Asked of a node that owns no version (or none but ours): refused at once. */
+        j->head = NULL;
+        j->cl->plane.heads_dropped++;
+        pull_close(u);
+        free(u);
+        u = NULL;
+    }
+    if (u && u->guess)
+        u->guess = false; /* the owner's: its answers are checked against k->version */
+    else
+        gkv_cl_pull_head(j, k, owner);
 }
 
 static void run_drain(gkv_job_t *job)
@@ -292,9 +353,13 @@ int gkv_cl_pull_chunks(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
 {
     pull_t here, *u = j->head;
     j->head = NULL;
-    if (u && (strcmp(u->owner, owner->name) || u->a != &j->cl->plane.arena[k->dev] ||
-              u->k != k)) {
-        pull_close(u); /* not this pull's (it cannot be, but its slots must come back) */
+    if (u && (strcmp(u->owner, owner->name) || u->a != &j->cl->plane.arena[k->dev] || u->k != k ||
+              u->guess || u->size != k->size)) {
+        /* Not this pull's: a guess of another size (the value changed size), or never
+         * confirmed; otherwise it cannot be, but its slots must come back. */
+        if (u->guess || u->size != k->size)
+            j->cl->plane.heads_dropped++;
+        pull_close(u);
         free(u);
         u = NULL;
     }

@@ -150,6 +150,8 @@ static int plan_read_key(gkv_cluster_t *cl, const uint8_t *key, size_t klen, voi
         return GKV_ENOMEM;
     cl_key_t *k = &p->job->keys[p->job->nkeys - 1];
     k->have = gkv_cl_replica_version(cl, key, klen);
+    gkv_entry_t *r = k->have ? gkv_store_find(cl->store, key, klen) : NULL;
+    k->have_size = r ? r->size : 0;
     if (gkv_cluster_is_self(cl, home) && !gkv_cl_settling(cl)) {
         gkv_home_rec_t *h = gkv_home_find(&cl->rec, key, klen);
         if (h && h->owner[0] && !h->busy && strcmp(h->owner, cl->node)) {

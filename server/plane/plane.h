@@ -103,6 +103,9 @@ typedef struct {
     /* Pulls whose first chunks their READ asked for (gkv_cl_pull_head), and of them those
      * whose pull never ran (the requests awaited and the slots given back). */
     _Atomic uint64_t head_starts, heads_dropped;
+    /* Head starts asked of a key's home before it answered (gkv_cl_pull_guess: a replica of
+     * it here), and chunks of such a guess asked again (the owner held another version). */
+    _Atomic uint64_t head_guesses, guesses_missed;
     _Atomic uint64_t chunks_sent, bytes_sent; /* chunks written to readers through NIXL */
     _Atomic uint64_t probes_failed;
     /* Where the time goes (microseconds, summed over threads): an owner's copies into its
@@ -122,6 +125,7 @@ typedef struct {
     _Atomic uint64_t next_id;
     bool push;        /* pulls ask owners to PUSH (GPUKV_NIXL_MODE=push), else STAGE per chunk */
     bool head_start;  /* a READ asks for a pull's first chunks (GPUKV_NIXL_HEAD=0: not) */
+    bool guess;       /* ... even before the home answered (GPUKV_NIXL_GUESS=0: not) */
     unsigned own;     /* PUSH: an owner's slots per transfer (its writes in flight) */
 } gkv_plane_t;
 
