@@ -12,6 +12,7 @@
 #include "error.h"
 #include "log.h"
 #include "placement.h"
+#include "trace.h"
 
 static uint64_t now_ms(void)
 {
@@ -261,6 +262,7 @@ static void read_key(cl_job_t *j, cl_key_t *k)
                     gkv_cl_pull_guess(j, k, home);
             }
             rc = call(j, k->home_addr, GKV_NODE_FETCH, k->key, k->klen, &ask, &r, &src);
+            gkv_trace("r_home", r.size, (uint64_t)rc); /* GPUKV_TRACE: the home's answer */
             if (rc || (r.status && r.status != GKV_ENOTFOUND)) {
                 k->status = rc ? rc : (int)r.status;
                 return;
