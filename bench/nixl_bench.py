@@ -302,8 +302,11 @@ def main() -> int:
         # mappings, whose imports it may hold across rounds (a MAP's it never holds).
         try:
             gagg = procs_reads(ca, cb.url, 0, "gconc", n, size, a.rounds, how="get_to_device")
+            # The same processes copying values b holds itself: what their copies alone allow.
+            glocal = procs_reads(cb, cb.url, 1, "glconc", n, size, a.rounds, how="get_to_device")
             print(f"16 reader processes of 64 MiB copying with get_to_device through NIXL: "
-                  f"{gagg:.1f} GB/s aggregate ({gagg / peer:.2f}x the peer copy)")
+                  f"{gagg:.1f} GB/s aggregate ({gagg / peer:.2f}x the peer copy); the same "
+                  f"processes copying values b holds: {glocal:.1f} GB/s ({glocal / peer:.2f}x)")
         except Exception as e:  # noqa: BLE001  (a line of its own: the rest still prints)
             print(f"16 reader processes with get_to_device: failed: {e!r}")
         for cluster, (ca, cb) in clients.items():
