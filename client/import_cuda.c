@@ -31,18 +31,12 @@ struct gkv_import {
     uint64_t hold_id;   /* ... the lease id its hold began with */
     bool dead;          /* held, then shown and unmapped: freed, out of the registry; the
                            holder's gkv__cuda_unhold frees what is left */
-    /* The CUDA call in progress on it, made without the registry lock (an import or a free
-     * takes 0.1-0.3 ms, and a free waits for the device: other threads' imports of other
-     * values go on meanwhile). It stays in the registry, so that the same value is never
-     * imported twice at once; whoever finds it busy waits on registry_cv. */
-    enum { IDLE, IMPORTING, FREEING } busy;
     UT_hash_handle hh;
 };
 
 /* The registry: every pool and value this process imported. Connections of one process may be
  * used from different threads. */
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t registry_cv = PTHREAD_COND_INITIALIZER; /* a value no longer busy */
 static gkv_cuda_pool_t *pools;
 
 /* Runs with `device` current and restores the caller's device afterwards. */
@@ -139,13 +133,6 @@ int gkv__cuda_attach(int fd, const char *uuid, gkv_cuda_pool_t **out, int *devic
     return 0;
 }
 
-/* Waits, the registry lock held, until no CUDA call is in progress on v. */
-static void wait_idle(gkv_import_t *v)
-{
-    while (v->busy != IDLE)
-        pthread_cond_wait(&registry_cv, &registry_lock);
-}
-
 int gkv__cuda_import(gkv_cuda_pool_t *z, const void *data, size_t len, gkv_import_t **out,
                      void **ptr)
 {
@@ -156,40 +143,27 @@ int gkv__cuda_import(gkv_cuda_pool_t *z, const void *data, size_t len, gkv_impor
     int rc = 0;
     pthread_mutex_lock(&registry_lock);
     gkv_import_t *v = NULL;
-    for (;;) { /* one being imported or freed: once that is over, found again or not */
-        HASH_FIND(hh, z->values, &key, sizeof(key), v);
-        if (!v || v->busy == IDLE)
-            break;
-        pthread_cond_wait(&registry_cv, &registry_lock);
-    }
+    HASH_FIND(hh, z->values, &key, sizeof(key), v);
     if (!v) {
-        if (!(v = calloc(1, sizeof(*v)))) {
-            pthread_mutex_unlock(&registry_lock);
-            return GKV_ENOMEM;
-        }
-        v->key = key;
-        v->pool = z; /* attached by the caller's connection: not destroyed meanwhile */
-        v->busy = IMPORTING;
-        gkv__hash_oom = 0;
-        HASH_ADD(hh, z->values, key, sizeof(key), v);
-        if (gkv__hash_oom) {
-            free(v);
-            pthread_mutex_unlock(&registry_lock);
-            return GKV_ENOMEM;
-        }
-        pthread_mutex_unlock(&registry_lock);
-        cudaError_t e;
-        ON_DEVICE(z->device, e = cudaMemPoolImportPointer(&v->ptr, z->pool, &key));
-        pthread_mutex_lock(&registry_lock);
-        v->busy = IDLE;
+        cudaError_t e = cudaErrorMemoryAllocation;
+        if ((v = calloc(1, sizeof(*v))))
+            ON_DEVICE(z->device, e = cudaMemPoolImportPointer(&v->ptr, z->pool, &key));
         if (e != cudaSuccess) {
-            (void)cudaGetLastError();
-            HASH_DELETE(hh, z->values, v);
+            rc = v ? GKV_EIO : GKV_ENOMEM;
             free(v);
             v = NULL;
-            rc = GKV_EIO;
+        } else {
+            v->key = key;
+            v->pool = z;
+            gkv__hash_oom = 0;
+            HASH_ADD(hh, z->values, key, sizeof(key), v);
+            if (gkv__hash_oom) {
+                ON_DEVICE(z->device, cudaFree(v->ptr));
+                free(v);
+                v = NULL;
+                rc = GKV_ENOMEM;
+            }
         }
-        pthread_cond_broadcast(&registry_cv);
     }
     if (v) {
         v->refs++;
@@ -200,23 +174,15 @@ int gkv__cuda_import(gkv_cuda_pool_t *z, const void *data, size_t len, gkv_impor
     return rc;
 }
 
-/* Frees v's import, the registry lock held on entry and on return but not across the CUDA call
- * (v stays in the registry meanwhile, FREEING), then takes it out of the registry and frees v
- * itself unless keep (a dead import's struct, which its holder frees). The importer's free
- * must come before the server may free the memory (a lease or a hold keeps it until then). */
-static cudaError_t free_import(gkv_import_t *v, bool keep)
+/* Frees v (the registry lock held). The importer's free must come before the server may free
+ * the memory (a lease or a hold keeps it until then). */
+static cudaError_t free_import(gkv_import_t *v)
 {
     gkv_cuda_pool_t *z = v->pool;
-    v->busy = FREEING;
-    pthread_mutex_unlock(&registry_lock);
+    HASH_DELETE(hh, z->values, v);
     cudaError_t e;
     ON_DEVICE(z->device, e = cudaFree(v->ptr));
-    pthread_mutex_lock(&registry_lock);
-    HASH_DELETE(hh, z->values, v);
-    v->busy = IDLE;
-    pthread_cond_broadcast(&registry_cv);
-    if (!keep)
-        free(v);
+    free(v);
     return e;
 }
 
@@ -254,14 +220,13 @@ bool gkv__cuda_holdable(gkv_import_t *v)
 uint64_t gkv__cuda_unhold(gkv_import_t *v)
 {
     pthread_mutex_lock(&registry_lock);
-    wait_idle(v); /* e.g. freed as dead by an unmap right now */
     uint64_t id = v->hold_id;
     v->holder = NULL;
     v->hold_id = 0;
     if (v->dead)
         free(v);
     else if (v->refs == 0)
-        (void)free_import(v, false);
+        (void)free_import(v);
     pthread_mutex_unlock(&registry_lock);
     return id;
 }
@@ -274,12 +239,14 @@ int gkv__cuda_unimport(gkv_import_t *v)
      * lease ends after this returns): cudaFree waits for the device, so kernels still reading
      * the mapping finish first. */
     if (--v->refs == 0 && !v->holder) {
-        e = free_import(v, false);
+        e = free_import(v);
     } else if (v->refs == 0 && v->shown) {
         /* Held, but a mapping of it was shown since: its import goes now (a pointer kept past
          * that unmap must not reach whatever the memory holds later); the hold stays until its
          * holder ends it (the daemon keeps the memory meanwhile, which is safe). */
-        e = free_import(v, true);
+        gkv_cuda_pool_t *z = v->pool;
+        HASH_DELETE(hh, z->values, v);
+        ON_DEVICE(z->device, e = cudaFree(v->ptr));
         v->dead = true;
     }
     pthread_mutex_unlock(&registry_lock);

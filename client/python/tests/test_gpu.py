@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import numpy as np
 import pytest
@@ -206,57 +205,6 @@ def test_zarr_writes_of_gpu_chunks_are_stored_together(gc_client, daemon, monkey
         got = zarr.open_array(GpukvStore(daemon.url, root="gw", read_only=True), mode="r")[:]
     want[:128] += 1
     assert bool((got == want).all())
-
-
-def test_an_unmap_waiting_for_the_device_holds_up_no_other_thread(gc_client, daemon):
-    # Thread A unmaps a value while a kernel of this process still runs (the import's free
-    # waits for the device); meanwhile the main thread maps another value on another
-    # connection: that MAP completes before the kernel may end (the kernel spins until the
-    # test says so, so this is an order, not a time). Until 2026-11-28 libgpukv made both calls
-    # under one process-wide lock, so the MAP waited for the other thread's kernel.
-    import threading
-    cp = pytest.importorskip("cupy")
-    gc_client.set("ua", b"\x01" * (1 << 20))
-    gc_client.set("ub", b"\x02" * (1 << 20))
-    spin = cp.RawKernel(r"""
-        extern "C" __global__ void spin(volatile int *flag) {
-            while (*flag == 0) __nanosleep(1000);
-        }""", "spin")
-    flag_mem = cp.cuda.alloc_pinned_memory(4)
-    flag = np.frombuffer(flag_mem, dtype=np.int32, count=1)
-    flag[0] = 0
-    with gpukv.Client(daemon.url) as other:
-        m = gc_client.map("ua")
-        cp.cuda.Device(m.device).use()
-        events = []
-
-        def unmap():
-            spin((1,), (1,), (flag_mem.ptr,))  # on this thread's stream: the device is busy
-            events.append("unmap called")
-            m.unmap()
-            events.append("unmapped")
-        a = threading.Thread(target=unmap)
-        a.start()
-        try:
-            wait_for(lambda: events, 10)
-            time.sleep(0.2)  # A is (most likely) inside the free now
-            if events[-1] == "unmapped":
-                pytest.skip("the import's free did not wait for the device on this driver")
-            got = {}
-            b = threading.Thread(target=lambda: got.update(m=other.map("ub")))
-            b.start()
-            b.join(10)
-            done_before = not b.is_alive()
-            unmapped_before = events[-1] == "unmapped"
-        finally:
-            flag[0] = 1  # the kernel ends
-            a.join(30)
-        b.join(30)
-        assert not unmapped_before, "the free did not wait for the kernel: nothing was shown"
-        assert done_before, "a MAP in another thread waited for this thread's unmap (the kernel)"
-        assert events == ["unmap called", "unmapped"]
-        with got["m"] as m2:
-            assert int(cp.asarray(m2).sum()) == 2 << 20
 
 
 def test_views_outlive_unmap(fresh_daemon):
