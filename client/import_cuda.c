@@ -236,8 +236,9 @@ int gkv__cuda_unimport(gkv_import_t *v)
     cudaError_t e = cudaSuccess;
     pthread_mutex_lock(&registry_lock);
     /* The importer's free must come before the server may free the memory (the caller's
-     * lease ends after this returns): cudaFree waits for the device, so kernels still reading
-     * the mapping finish first. */
+     * lease ends after this returns). The free does not wait for kernels still reading the
+     * mapping (CUDA 13 on an H100, session 43: it returned while a kernel of this process
+     * spun); the caller finishes its GPU work first (README, gkv_unmap). */
     if (--v->refs == 0 && !v->holder) {
         e = free_import(v);
     } else if (v->refs == 0 && v->shown) {
