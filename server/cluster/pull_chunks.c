@@ -303,8 +303,11 @@ void gkv_cl_pull_head(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
 
 void gkv_cl_pull_guess(cl_job_t *j, cl_key_t *k, const gkv_member_t *home)
 {
-    if (j->cl->plane.guess)
-        head_start(j, k, home, true, k->have_size);
+    if (!j->cl->plane.guess)
+        return;
+    head_start(j, k, home, true, k->have_size);
+    if (j->head && j->cl->plane.guess_lead_ms) /* tests: a write may land before the FETCH */
+        (void)poll(NULL, 0, (int)j->cl->plane.guess_lead_ms);
 }
 
 void gkv_cl_pull_confirm(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)

@@ -126,6 +126,8 @@ typedef struct {
     bool push;        /* pulls ask owners to PUSH (GPUKV_NIXL_MODE=push), else STAGE per chunk */
     bool head_start;  /* a READ asks for a pull's first chunks (GPUKV_NIXL_HEAD=0: not) */
     bool guess;       /* ... even before the home answered (GPUKV_NIXL_GUESS=0: not) */
+    unsigned guess_lead_ms; /* a guess's READ waits this long before asking the home (0; for
+                             * tests: GPUKV_NIXL_GUESS_LEAD_MS, so a write lands in between) */
     unsigned own;     /* PUSH: an owner's slots per transfer (its writes in flight) */
 } gkv_plane_t;
 

@@ -141,9 +141,11 @@ class Etcd:
 
 class Node:
     def __init__(self, cluster: "Cluster", name: str, token_file: str, weight: int = 1,
-                 inside: bool = False, extra: list[str] | None = None) -> None:
+                 inside: bool = False, extra: list[str] | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.cluster, self.name, self.token_file, self.weight = cluster, name, token_file, weight
         self.extra = extra or []  # more gpukvd flags (the later ones win)
+        self.env = env or {}  # more environment for the daemon
         self.inside = inside  # runs in the cluster's network namespace (partitions cut it off)
         net = cluster.net
         self.host = (net.inner if inside else net.outer) if net else "127.0.0.1"
@@ -175,7 +177,8 @@ class Node:
              "--cluster-name", self.cluster.name, "--node-name", self.name,
              "--cluster-ttl", str(self.cluster.ttl), "--cluster-weight", str(self.weight)]
             + self.extra,
-            stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+            stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+            env={**os.environ, **self.env} if self.env else None)
         log.close()
         # Up when its socket takes a connection: a killed predecessor's socket file, still
         # there, would pass for it (and hide a failure to start, "address already in use"
@@ -262,19 +265,21 @@ class Cluster:
             raise
 
     def add(self, name: str | None = None, token_file: str | None = None, weight: int = 1,
-            inside: bool = False, extra: list[str] | None = None) -> Node:
+            inside: bool = False, extra: list[str] | None = None,
+            env: dict[str, str] | None = None) -> Node:
         node = Node(self, name or f"n{len(self.nodes) + 1}", token_file or self.token, weight,
-                    inside, self.extra + (extra or []))
+                    inside, self.extra + (extra or []), env)
         self.nodes.append(node.start())
         return node
 
     @contextlib.contextmanager
     def extra_node(self, name: str = "n4", extra: list[str] | None = None,
-                   sig: int = signal.SIGTERM, leave_timeout: float = 15):
+                   sig: int = signal.SIGTERM, leave_timeout: float = 15,
+                   env: dict[str, str] | None = None):
         """A node more, for a with block: added, seen by every member, then stopped (sig)
         and gone from every member's view (within leave_timeout) after the block."""
         n = len(self.live())
-        node = self.add(name, extra=extra)
+        node = self.add(name, extra=extra, env=env)
         try:
             try:
                 self.wait_members(n + 1, also=node)

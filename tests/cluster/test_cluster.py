@@ -939,6 +939,51 @@ def a_pull_guesses_its_owner_while_the_home_answers(cl: Cluster):
 
 
 @check
+def a_guessed_chunk_of_an_older_version_is_asked_again(cl: Cluster):
+    # n5 (GPUKV_NIXL_GUESS_LEAD_MS=400: a READ's worker waits that long between its guess and
+    # its FETCH) holds a replica of a key n1 homes and owns; n1 rewrites it (v2), n5's read
+    # guesses n1 and gets v2's bytes, n1 rewrites it again (v3, the same size) before n5's
+    # FETCH, which then names v3: the guessed chunk is asked again and the read returns v3,
+    # whole (nixl_guesses_missed counts it).
+    if not nixl_on():
+        print("     (skipped: GKV_TEST_NIXL is not set)")
+        return
+    n1 = cl.nodes[0]
+    mib = 1 << 20
+    with cl.extra_node("n5", env={"GPUKV_NIXL_GUESS_LEAD_MS": "400"}) as n5:
+        wait_for(lambda: member_plane(n5, "n1") == "nixl", 10, "n5 to pair with n1 by NIXL")
+        key = None
+        for i in range(500):
+            k, before = f"lead/{i}", n1.info()["keys_homed"]
+            with n1.client() as c:
+                c.set(k, b"x")
+            if n1.info()["keys_homed"] > before:
+                key = k
+                break
+        assert key, "no key homed on n1"
+        v1, v2, v3 = (rand_bytes(3 * mib + 1, 2000 + i) for i in range(3))
+        with n1.client() as w, n5.client() as r:
+            w.set(key, v1)
+            assert get(r, key) == v1
+            w.set(key, v2)
+            before = n5.info()
+            got = {}
+            t = threading.Thread(target=lambda: got.update(v=r.get(key)))
+            t.start()
+            time.sleep(0.15)  # the guess staged v2; n5's worker waits before its FETCH
+            w.set(key, v3)
+            t.join(20)
+            after = n5.info()
+            assert got.get("v") == v3, ("not v3", None if got.get("v") is None else
+                                        [v.index(got["v"]) if got["v"] == v else -1 for v in (v1, v2)])
+            assert after["nixl_head_guesses"] - before["nixl_head_guesses"] == 1, (before, after)
+            assert after["nixl_guesses_missed"] > before["nixl_guesses_missed"], (before, after)
+            assert after["nixl_fallbacks"] == before["nixl_fallbacks"], (before, after)
+            w.delete(key)
+        wait_for(lambda: n5.info()["nixl_slots_in_use"] == 0, 10, "n5's arena slots back")
+
+
+@check
 def remote_reads_racing_rewrites_each_get_one_whole_version(cl: Cluster):
     # n1 rewrites a 3 MiB value every few milliseconds (eight versions in turn) while n2 and n3
     # read it: every read is one written version, whole (never parts of two), through NIXL or
