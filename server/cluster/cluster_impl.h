@@ -177,8 +177,8 @@ bool gkv_cl_owned_here(gkv_cluster_t *cl, const void *key, size_t klen);
 uint64_t gkv_cl_record(gkv_cluster_t *cl, gkv_home_rec_t *h, const char *owner, int64_t inc,
                        uint64_t size, uint64_t v);
 /* The version of the replica of key here whose bytes are in the store, or 0 (a record whose
- * bytes went is forgotten). */
-uint64_t gkv_cl_replica_version(gkv_cluster_t *cl, const void *key, size_t klen);
+ * bytes went is forgotten); *size (when not NULL) its bytes, 0 with no replica. */
+uint64_t gkv_cl_replica_version(gkv_cluster_t *cl, const void *key, size_t klen, uint64_t *size);
 /* The store's reclaim hook (store.h): the oldest replica on dev that nothing holds goes
  * (replicas are evicted before anything else, under every policy). */
 bool gkv_cl_reclaim(void *arg, unsigned dev);

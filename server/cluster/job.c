@@ -160,15 +160,20 @@ bool gkv_cl_owned_here(gkv_cluster_t *cl, const void *key, size_t klen)
     return c && !c->replica && c->version;
 }
 
-uint64_t gkv_cl_replica_version(gkv_cluster_t *cl, const void *key, size_t klen)
+uint64_t gkv_cl_replica_version(gkv_cluster_t *cl, const void *key, size_t klen, uint64_t *size)
 {
+    if (size)
+        *size = 0;
     gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, key, klen);
     if (!c || !c->replica || !c->version)
         return 0;
-    if (!gkv_store_find(cl->store, key, klen)) { /* its bytes went (evicted, flushed) */
+    gkv_entry_t *e = gkv_store_find(cl->store, key, klen);
+    if (!e) { /* its bytes went (evicted, flushed) */
         gkv_cl_unlink(cl, key, klen, 0);
         return 0;
     }
+    if (size)
+        *size = e->size;
     return c->version;
 }
 

@@ -356,11 +356,13 @@ int gkv_cl_pull_chunks(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
 {
     pull_t here, *u = j->head;
     j->head = NULL;
-    if (u && (strcmp(u->owner, owner->name) || u->a != &j->cl->plane.arena[k->dev] || u->k != k ||
-              u->guess || u->size != k->size)) {
-        /* Not this pull's: a guess of another size (the value changed size), or never
-         * confirmed; otherwise it cannot be, but its slots must come back. */
-        if (u->guess || u->size != k->size)
+    /* A guess never confirmed, or of another size (the value changed size): dropped. */
+    bool stale = u && (u->guess || u->size != k->size);
+    if (u && (stale || strcmp(u->owner, owner->name) || u->a != &j->cl->plane.arena[k->dev] ||
+              u->k != k)) {
+        /* Not this pull's: a stale guess; otherwise it cannot be, but its slots must come
+         * back. */
+        if (stale)
             j->cl->plane.heads_dropped++;
         pull_close(u);
         free(u);

@@ -139,7 +139,7 @@ static int plan_read_key(gkv_cluster_t *cl, const uint8_t *key, size_t klen, voi
         }
         if (!h->busy && !strcmp(h->owner, cl->node) && !(c && c->pending))
             return 0; /* ours, but gone from memory (evicted, expired): a miss */
-        if (!h->busy && gkv_cl_replica_version(cl, key, klen) == h->version) {
+        if (!h->busy && gkv_cl_replica_version(cl, key, klen, NULL) == h->version) {
             cl->stats.replica_hits++;
             return 0;
         }
@@ -149,9 +149,7 @@ static int plan_read_key(gkv_cluster_t *cl, const uint8_t *key, size_t klen, voi
     if (gkv_cl_job_key(p->job, key, klen, home))
         return GKV_ENOMEM;
     cl_key_t *k = &p->job->keys[p->job->nkeys - 1];
-    k->have = gkv_cl_replica_version(cl, key, klen);
-    gkv_entry_t *r = k->have ? gkv_store_find(cl->store, key, klen) : NULL;
-    k->have_size = r ? r->size : 0;
+    k->have = gkv_cl_replica_version(cl, key, klen, &k->have_size);
     if (gkv_cluster_is_self(cl, home) && !gkv_cl_settling(cl)) {
         gkv_home_rec_t *h = gkv_home_find(&cl->rec, key, klen);
         if (h && h->owner[0] && !h->busy && strcmp(h->owner, cl->node)) {
@@ -250,7 +248,7 @@ static int read_outcome(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j,
             continue; /* written here meanwhile: newer than what the home said */
         if (k->direct && j->nkeys == 1)
             return answer_direct(cl, j, k, req, out, rc);
-        if (gkv_cl_replica_version(cl, k->key, k->klen) != k->version)
+        if (gkv_cl_replica_version(cl, k->key, k->klen, NULL) != k->version)
             again = true;
     }
     if (pull) {

@@ -90,8 +90,8 @@ int gkv_plane_open(gkv_plane_t *p, const gkv_plane_cfg_t *cfg)
     const char *guess = getenv("GPUKV_NIXL_GUESS"); /* for measurements */
     p->guess = !guess || strcmp(guess, "0");
     const char *lead = getenv("GPUKV_NIXL_GUESS_LEAD_MS"); /* for tests */
-    p->guess_lead_ms =
-        lead && atoi(lead) > 0 ? (unsigned)(atoi(lead) > 5000 ? 5000 : atoi(lead)) : 0;
+    int lead_ms = lead ? atoi(lead) : 0;
+    p->guess_lead_ms = lead_ms <= 0 ? 0 : lead_ms > 5000 ? 5000 : (unsigned)lead_ms;
     p->own = 2;
     const char *own = getenv("GPUKV_NIXL_OWN"); /* for measurements */
     if (own && atoi(own) > 0)

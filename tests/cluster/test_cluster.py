@@ -637,6 +637,17 @@ def nixl_on() -> bool:
     return os.environ.get("GKV_TEST_NIXL", "off") != "off"
 
 
+def key_homed_on(node, writer, prefix: str) -> str:
+    """A new key, written (a byte) through writer, whose home is node."""
+    for i in range(500):
+        key, before = f"{prefix}/{i}", node.info()["keys_homed"]
+        with writer.client() as c:
+            c.set(key, b"x")
+        if node.info()["keys_homed"] > before:
+            return key
+    raise AssertionError(f"no key homed on {node.name}")
+
+
 def member_plane(node, other: str) -> str:
     """What node says of its data plane to other (INFO's member lines)."""
     for k, v in node.info().items():
@@ -854,17 +865,7 @@ def a_pull_guesses_its_owner_while_the_home_answers(cl: Cluster):
     n1, n2, n3 = cl.nodes[0], cl.nodes[1], cl.nodes[2]
     mib = 1 << 20
     guessing = os.environ.get("GPUKV_NIXL_GUESS") != "0"
-
-    def homed(node, prefix):
-        """A new key (written by n1) whose home is node."""
-        for i in range(500):
-            key, before = f"{prefix}/{i}", node.info()["keys_homed"]
-            with n1.client() as c:
-                c.set(key, b"x")
-            if node.info()["keys_homed"] > before:
-                return key
-        raise AssertionError(f"no key homed on {node.name}")
-    key, key3 = homed(n1, "guess/a"), homed(n3, "guess/c")
+    key, key3 = key_homed_on(n1, n1, "guess/a"), key_homed_on(n3, n1, "guess/c")
     vals = [rand_bytes(3 * mib + 1, 1600 + v) for v in range(6)]
     before = n2.info()
     with n1.client() as w, n2.client() as r:
@@ -952,15 +953,7 @@ def a_guessed_chunk_of_an_older_version_is_asked_again(cl: Cluster):
     mib = 1 << 20
     with cl.extra_node("n5", env={"GPUKV_NIXL_GUESS_LEAD_MS": "400"}) as n5:
         wait_for(lambda: member_plane(n5, "n1") == "nixl", 10, "n5 to pair with n1 by NIXL")
-        key = None
-        for i in range(500):
-            k, before = f"lead/{i}", n1.info()["keys_homed"]
-            with n1.client() as c:
-                c.set(k, b"x")
-            if n1.info()["keys_homed"] > before:
-                key = k
-                break
-        assert key, "no key homed on n1"
+        key = key_homed_on(n1, n1, "lead")
         v1, v2, v3 = (rand_bytes(3 * mib + 1, 2000 + i) for i in range(3))
         with n1.client() as w, n5.client() as r:
             w.set(key, v1)
