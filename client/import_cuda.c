@@ -174,14 +174,34 @@ int gkv__cuda_import(gkv_cuda_pool_t *z, const void *data, size_t len, gkv_impor
     return rc;
 }
 
+/* Frees the import of v, on its device. cudaFree of an imported pointer does not wait for
+ * the work still reading it (CUDA 13 on an H100, session 43: it returned in 0.06 ms while a
+ * kernel of the process read the mapping, and that kernel then read the zeros and the next
+ * key's bytes the daemon wrote into the memory after the RELEASE). So an import that left the
+ * library (shown: a pointer or a framework's view of it) waits for the device first, as
+ * cudaFree of cudaMalloc memory does: work queued on any stream reading the mapping (a CuPy or
+ * PyTorch operation on a view just dropped) ends before the lease does. The library's own
+ * mappings (get_to_device) synchronised their copies already. */
+static cudaError_t free_ptr(gkv_import_t *v)
+{
+    cudaError_t e = cudaSuccess;
+    ON_DEVICE(v->pool->device, {
+        if (v->shown)
+            e = cudaDeviceSynchronize();
+        cudaError_t f = cudaFree(v->ptr);
+        if (e == cudaSuccess)
+            e = f;
+    });
+    return e;
+}
+
 /* Frees v (the registry lock held). The importer's free must come before the server may free
  * the memory (a lease or a hold keeps it until then). */
 static cudaError_t free_import(gkv_import_t *v)
 {
     gkv_cuda_pool_t *z = v->pool;
     HASH_DELETE(hh, z->values, v);
-    cudaError_t e;
-    ON_DEVICE(z->device, e = cudaFree(v->ptr));
+    cudaError_t e = free_ptr(v);
     free(v);
     return e;
 }
@@ -236,18 +256,15 @@ int gkv__cuda_unimport(gkv_import_t *v)
     cudaError_t e = cudaSuccess;
     pthread_mutex_lock(&registry_lock);
     /* The importer's free must come before the server may free the memory (the caller's
-     * lease ends after this returns). The free does not wait for kernels still reading the
-     * mapping (CUDA 13 on an H100, session 43: it returned while a kernel of this process
-     * spun); the caller finishes its GPU work first (README, gkv_unmap). */
+     * lease ends after this returns); free_ptr waits for the device first (see there). */
     if (--v->refs == 0 && !v->holder) {
         e = free_import(v);
     } else if (v->refs == 0 && v->shown) {
         /* Held, but a mapping of it was shown since: its import goes now (a pointer kept past
          * that unmap must not reach whatever the memory holds later); the hold stays until its
          * holder ends it (the daemon keeps the memory meanwhile, which is safe). */
-        gkv_cuda_pool_t *z = v->pool;
-        HASH_DELETE(hh, z->values, v);
-        ON_DEVICE(z->device, e = cudaFree(v->ptr));
+        HASH_DELETE(hh, v->pool->values, v);
+        e = free_ptr(v);
         v->dead = true;
     }
     pthread_mutex_unlock(&registry_lock);

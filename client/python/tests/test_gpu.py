@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -205,6 +206,63 @@ def test_zarr_writes_of_gpu_chunks_are_stored_together(gc_client, daemon, monkey
         got = zarr.open_array(GpukvStore(daemon.url, root="gw", read_only=True), mode="r")[:]
     want[:128] += 1
     assert bool((got == want).all())
+
+
+def test_a_kernel_reading_a_mapping_at_unmap_never_sees_the_memory_reused(fresh_daemon):
+    # A kernel of this process reads a mapped value on a stream of its own and notes each
+    # byte it sees change; unmap() comes while the kernel still runs, then the key is deleted
+    # and other keys are written (into the freed memory, on a daemon of the test's own). The
+    # unmap waits for the device (the kernel ends once a thread sets its flag), so the kernel
+    # only ever saw the value's bytes. Until 2026-11-28 the unmap returned at once (cudaFree of
+    # an imported pointer does not wait) and the kernel went on to see zeros, then another
+    # key's bytes.
+    import threading
+    cp = pytest.importorskip("cupy")
+    d, c = own_client(fresh_daemon)
+    size = 4 << 20
+    c.set("a", b"\x01" * size)
+    m = c.map("a")
+    cp.cuda.Device(m.device).use()
+    watch = cp.RawKernel(r"""
+        extern "C" __global__ void watch(const volatile unsigned char *v, volatile int *flag,
+                                         int *out, int n) {
+            int last = -1, cnt = 0;
+            while (*flag == 0) {
+                int x = v[0];
+                if (x != last && cnt < n) { out[cnt++] = x; last = x; }
+                __nanosleep(2000);
+            }
+            out[n] = cnt;
+        }""", "watch")
+    flag_mem = cp.cuda.alloc_pinned_memory(4)
+    flag = np.frombuffer(flag_mem, dtype=np.int32, count=1)
+    flag[0] = 0
+    out = cp.zeros(17, dtype=cp.int32)
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        watch((1,), (1,), (cp.uint64(m.ptr), cp.uint64(flag_mem.ptr), out, cp.int32(16)))
+    order = []
+
+    def release():
+        time.sleep(0.3)
+        order.append("flag")
+        flag[0] = 1
+    t = threading.Thread(target=release)
+    t.start()
+    try:
+        m.unmap()
+        order.append("unmapped")
+        c.delete("a")
+        for i in range(16):
+            c.set(f"b{i}", bytes([2 + i]) * size)
+    finally:
+        flag[0] = 1
+        t.join()
+    s.synchronize()
+    got = out.get()
+    assert list(got[:got[16]]) == [1], f"bytes seen at the old mapping: {list(got[:got[16]])}"
+    assert order == ["flag", "unmapped"], order
+    c.close()
 
 
 def test_views_outlive_unmap(fresh_daemon):
