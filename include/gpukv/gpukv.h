@@ -434,7 +434,9 @@ typedef struct {
  * (look at each item's status) or a code for the whole call (a bad key, before anything is sent; a
  * broken connection, and then no item is mapped). */
 GKV_EXPORT int gkv_map_many(gkv_client_t *c, gkv_map_item_t *items, size_t n);
-/* Ends a mapping and frees m. The caller's GPU work reading m->ptr must have finished. For a
+/* Ends a mapping and frees m. GPU work still queued that reads m->ptr is safe: a free of the
+ * import (below) waits for the device first (cudaDeviceSynchronize on m's device, so it waits for
+ * all of the process's queued work there; finish yours first if that is long). For a
  * value of up to 1 MiB the library keeps the lease and the import in the connection's lease
  * cache for the next gkv_map of the same key, which the server then renews without a new lease
  * or import while the key still has that value. The cache holds at most 8 leases per connection
