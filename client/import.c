@@ -119,6 +119,12 @@ void gkv__import_shown(gkv_import_t *imp)
         gkv__cuda_import_shown(imp);
 }
 
+void gkv__import_guard(gkv_import_t *imp)
+{
+    if (imp)
+        gkv__cuda_import_guard(imp);
+}
+
 void gkv__import_unhold_all(gkv_client_t *c)
 {
     for (size_t i = 0; i < c->nheld; i++)

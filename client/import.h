@@ -24,6 +24,9 @@ int gkv__import_get(gkv_client_t *c, const gkv_response_t *r, void **base, gkv_i
 int gkv__import_put(gkv_import_t *imp);
 /* The caller is given a mapping of imp (NULL allowed): imp is never held. */
 void gkv__import_shown(gkv_import_t *imp);
+/* GPU work the library cannot see may read imp (NULL allowed): its free waits for the device
+ * (gkv_mapping_guard). */
+void gkv__import_guard(gkv_import_t *imp);
 /* Ends every hold of c (before its pool is detached: at close). */
 void gkv__import_unhold_all(gkv_client_t *c);
 /* Detaches c from the server's pool or arena (after every mapping of c was dropped). */
@@ -46,6 +49,8 @@ int gkv__cuda_unimport(gkv_import_t *v);
  * (gkv_map, gkv_create: the pointer left the library) is never held: a pointer kept past its
  * unmap then faults rather than reading what the daemon put in that memory since. */
 void gkv__cuda_import_shown(gkv_import_t *v);
+/* v's free waits for its device first (gkv_mapping_guard). */
+void gkv__cuda_import_guard(gkv_import_t *v);
 /* The mapping that holds v's last reference ends with its lease (id lease) on connection
  * holder: true when v may be held instead of freed (not shown, held by no one, this reference
  * the last); it is then held by holder under id lease, its reference dropped without freeing

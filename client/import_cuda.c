@@ -27,6 +27,8 @@ struct gkv_import {
     unsigned refs; /* mappings holding it, on any connection */
     gkv_cuda_pool_t *pool;
     bool shown;         /* a mapping of it left the library: never held */
+    bool guarded;       /* GPU work the library cannot see may read it: its free waits for
+                           the device (gkv_mapping_guard) */
     const void *holder; /* the connection holding it past its leases, or NULL */
     uint64_t hold_id;   /* ... the lease id its hold began with */
     bool dead;          /* held, then shown and unmapped: freed, out of the registry; the
@@ -177,16 +179,16 @@ int gkv__cuda_import(gkv_cuda_pool_t *z, const void *data, size_t len, gkv_impor
 /* Frees the import of v, on its device. cudaFree of an imported pointer does not wait for
  * the work still reading it (CUDA 13 on an H100, session 43: it returned in 0.06 ms while a
  * kernel of the process read the mapping, and that kernel then read the zeros and the next
- * key's bytes the daemon wrote into the memory after the RELEASE). So an import that left the
- * library (shown: a pointer or a framework's view of it) waits for the device first, as
- * cudaFree of cudaMalloc memory does: work queued on any stream reading the mapping (a CuPy or
- * PyTorch operation on a view just dropped) ends before the lease does. The library's own
- * mappings (get_to_device) synchronised their copies already. */
+ * key's bytes the daemon wrote into the memory after the RELEASE). So a guarded import (a view
+ * of it was given to a framework, which may still have work queued on any stream) waits for
+ * the device first, as cudaFree of cudaMalloc memory does. Not every shown one: that sync cost
+ * 16 processes MAPping and unmapping 64 MiB values on one H200 ~40% of their rate (a context
+ * switch each, session 44), and a C caller finishes its own work first (gkv_unmap). */
 static cudaError_t free_ptr(gkv_import_t *v)
 {
     cudaError_t e = cudaSuccess;
     ON_DEVICE(v->pool->device, {
-        if (v->shown)
+        if (v->guarded)
             e = cudaDeviceSynchronize();
         cudaError_t f = cudaFree(v->ptr);
         if (e == cudaSuccess)
@@ -212,6 +214,13 @@ void gkv__cuda_import_shown(gkv_import_t *v)
         return;
     pthread_mutex_lock(&registry_lock);
     v->shown = true;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+void gkv__cuda_import_guard(gkv_import_t *v)
+{
+    pthread_mutex_lock(&registry_lock);
+    v->guarded = true;
     pthread_mutex_unlock(&registry_lock);
 }
 
@@ -256,7 +265,7 @@ int gkv__cuda_unimport(gkv_import_t *v)
     cudaError_t e = cudaSuccess;
     pthread_mutex_lock(&registry_lock);
     /* The importer's free must come before the server may free the memory (the caller's
-     * lease ends after this returns); free_ptr waits for the device first (see there). */
+     * lease ends after this returns); a guarded one waits for the device first (free_ptr). */
     if (--v->refs == 0 && !v->holder) {
         e = free_import(v);
     } else if (v->refs == 0 && v->shown) {

@@ -37,6 +37,11 @@ void gkv__cuda_import_shown(gkv_import_t *v)
     (void)v;
 }
 
+void gkv__cuda_import_guard(gkv_import_t *v)
+{
+    (void)v;
+}
+
 bool gkv__cuda_hold(gkv_import_t *v, const void *holder, uint64_t lease)
 {
     (void)v;

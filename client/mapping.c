@@ -644,6 +644,12 @@ int gkv_unmap(gkv_client_t *c, gkv_mapping_t *m)
     return cacheable(c, m) ? gkv__lease_cache(c, m) : gkv__lease_release(c, &m, 1);
 }
 
+void gkv_mapping_guard(gkv_mapping_t *m)
+{
+    if (m)
+        gkv__import_guard(((mapping_t *)m)->imp);
+}
+
 int gkv_unmap_many(gkv_client_t *c, gkv_mapping_t **ms, size_t n)
 {
     int rc = check_reads(ms, n);

@@ -434,9 +434,8 @@ typedef struct {
  * (look at each item's status) or a code for the whole call (a bad key, before anything is sent; a
  * broken connection, and then no item is mapped). */
 GKV_EXPORT int gkv_map_many(gkv_client_t *c, gkv_map_item_t *items, size_t n);
-/* Ends a mapping and frees m. GPU work still queued that reads m->ptr is safe: a free of the
- * import (below) waits for the device first (cudaDeviceSynchronize on m's device, so it waits for
- * all of the process's queued work there; finish yours first if that is long). For a
+/* Ends a mapping and frees m. The caller's GPU work reading m->ptr must have finished (or m be
+ * guarded: gkv_mapping_guard). For a
  * value of up to 1 MiB the library keeps the lease and the import in the connection's lease
  * cache for the next gkv_map of the same key, which the server then renews without a new lease
  * or import while the key still has that value. The cache holds at most 8 leases per connection
@@ -445,6 +444,16 @@ GKV_EXPORT int gkv_map_many(gkv_client_t *c, gkv_map_item_t *items, size_t n);
  * then the server counts them as leases and keeps their memory. Otherwise: frees the import,
  * then releases the lease. docs/zero-copy.md tells the whole model. */
 GKV_EXPORT int gkv_unmap(gkv_client_t *c, gkv_mapping_t *m);
+/* Marks m's memory as read by GPU work the caller may not wait for (a framework's view of it,
+ * with operations still queued when it is dropped): the free of its import, at gkv_unmap or
+ * later (the lease cache, another mapping of the same value), then waits for the device first
+ * (cudaDeviceSynchronize on m's GPU: all of the process's queued work there), so that work ends
+ * before the server may give the memory to another key. cudaFree of an imported pointer does
+ * not wait (CUDA 13, an H100: a kernel reading a mapping unmapped meanwhile went on to read
+ * another key's bytes). The Python package guards a mapping once its pointer or a view of it is
+ * taken. Costs a device synchronisation per import freed (with 16 processes sharing a GPU, a
+ * context switch each). No effect on a mapping of host memory. */
+GKV_EXPORT void gkv_mapping_guard(gkv_mapping_t *m);
 /* Sizes the connection's lease cache (see gkv_unmap): up to slots (0..4096; 0 turns it off)
  * leases, of values up to max_value bytes each and max_bytes in all, stay with their imports
  * after gkv_unmap, so that mapping the key again (gkv_map or gkv_map_many) while it still has

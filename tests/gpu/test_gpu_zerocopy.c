@@ -286,6 +286,50 @@ START_TEST(connections_of_one_process_share_imports)
 }
 END_TEST
 
+/* A guarded mapping (gkv_mapping_guard, what the Python package does once a view is taken)
+ * unmapped while a kernel of this process still reads it on a stream of its own: the unmap waits
+ * for the kernel, so the kernel never sees the zeros and the other keys the daemon then writes
+ * into the freed memory. cudaFree of an imported pointer does not wait (session 43's probe: the
+ * kernel saw 1, 0, 2). */
+START_TEST(a_guarded_mapping_is_not_freed_under_a_running_kernel)
+{
+    size_t n = 4u << 20;
+    uint8_t *v = malloc(n);
+    gkv_client_t *c;
+    ck_assert_int_eq(gkv_client_connect(d.url, &c), 0);
+    memset(v, 1, n);
+    ck_assert_int_eq(gkv_set(c, KEY("zc/guard"), v, n, NULL), 0);
+    gkv_mapping_t *m;
+    ck_assert_int_eq(gkv_map(c, KEY("zc/guard"), NULL, &m), 0);
+    ck_assert_int_eq(zc_use_device(m->device), 0);
+    gkv_mapping_guard(m);
+    int *seen, got[17];
+    cudaStream_t s;
+    ck_assert_int_eq(cudaMalloc((void **)&seen, sizeof(got)), cudaSuccess);
+    ck_assert_int_eq(cudaMemset(seen, 0, sizeof(got)), cudaSuccess);
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    ck_assert_int_eq(zc_watch_async(m->ptr, seen, 16, 500000000ull, s), 0); /* 0.5 s */
+    ck_assert_int_eq(cudaStreamQuery(s), cudaErrorNotReady);                /* the kernel runs */
+    ck_assert_int_eq(gkv_unmap(c, m), 0);
+    ck_assert_int_eq(cudaStreamQuery(s), cudaSuccess); /* the unmap waited for it */
+    ck_assert_int_eq(gkv_del(c, (const void *[]){"zc/guard"}, (size_t[]){8}, 1), 1);
+    for (int i = 0; i < 16; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "zc/guard%d", i);
+        memset(v, 2 + i, n);
+        ck_assert_int_eq(gkv_set(c, KEY(k), v, n, NULL), 0);
+    }
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(got, seen, sizeof(got), cudaMemcpyDeviceToHost), cudaSuccess);
+    ck_assert_int_eq(got[16], 1); /* one byte seen: the value's */
+    ck_assert_int_eq(got[0], 1);
+    cudaStreamDestroy(s);
+    cudaFree(seen);
+    free(v);
+    gkv_client_close(c);
+}
+END_TEST
+
 /* A value replaced by one of the same size through CREATE/SEAL reuses the allocation the old
  * one freed (kept with its export data: no allocation, export or fresh import), and readers
  * see the new bytes. */
@@ -695,6 +739,7 @@ int main(void)
     tcase_add_test(t, device_copies_locally_and_over_tcp);
     tcase_add_test(t, small_values_in_batches_and_slabs);
     tcase_add_test(t, connections_of_one_process_share_imports);
+    tcase_add_test(t, a_guarded_mapping_is_not_freed_under_a_running_kernel);
     tcase_add_test(t, a_replaced_value_reuses_the_kept_allocation);
     tcase_add_test(t, a_kept_allocation_is_cleared_for_the_next_key);
     tcase_add_test(t, values_of_one_size_get_memory_cleared_ahead);

@@ -37,6 +37,10 @@ int zc_spin_async(uint64_t ns, void *stream);
 /* A kernel that stores v at dev (a mapped host page's device address) once the stream's work
  * before it is done. */
 int zc_store_async(void *dev, uint64_t v, void *stream);
+/* A kernel that watches the byte at dptr for ns nanoseconds, queued on stream: out (device
+ * memory, n + 1 ints) gets each byte it saw change to, in order, then their count in out[n].
+ * 0 or -1. */
+int zc_watch_async(const void *dptr, int *out, int n, uint64_t ns, void *stream);
 
 #ifdef __cplusplus
 }

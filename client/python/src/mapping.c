@@ -113,8 +113,19 @@ static int check_open(MappingObject *self)
     return -1;
 }
 
+/* A read mapping whose pointer or view was handed out: work a framework queued on it may still
+ * run when the last view goes, so the free of its import waits for the device
+ * (gkv_mapping_guard). A created mapping's views end before seal() (and seal_async must not
+ * wait). */
+static void guard(MappingObject *self)
+{
+    if (self->m && self->m->on_device && !self->writable)
+        gkv_mapping_guard(self->m);
+}
+
 static void mark_viewed(MappingObject *self)
 {
+    guard(self);
     if (!self->viewed) {
         self->viewed = true;
         self->client->viewed_alive++;
@@ -313,7 +324,7 @@ static PyObject *mapping_exit(MappingObject *self, PyObject *args)
         const gkv_mapping_t *m = self->m;                                                          \
         return expr;                                                                               \
     }
-GETTER(ptr, PyLong_FromVoidPtr(m->ptr))
+GETTER(ptr, (guard(self), PyLong_FromVoidPtr(m->ptr)))
 GETTER(nbytes, PyLong_FromUnsignedLongLong(m->length))
 GETTER(offset, PyLong_FromUnsignedLongLong(m->offset))
 GETTER(size, PyLong_FromUnsignedLongLong(m->value_size))

@@ -208,14 +208,16 @@ def test_zarr_writes_of_gpu_chunks_are_stored_together(gc_client, daemon, monkey
     assert bool((got == want).all())
 
 
-def test_a_kernel_reading_a_mapping_at_unmap_never_sees_the_memory_reused(fresh_daemon):
-    # A kernel of this process reads a mapped value on a stream of its own and notes each
-    # byte it sees change; unmap() comes while the kernel still runs, then the key is deleted
-    # and other keys are written (into the freed memory, on a daemon of the test's own). The
-    # unmap waits for the device (the kernel ends once a thread sets its flag), so the kernel
-    # only ever saw the value's bytes. Until 2026-11-28 the unmap returned at once (cudaFree of
-    # an imported pointer does not wait) and the kernel went on to see zeros, then another
-    # key's bytes.
+@pytest.mark.parametrize("how", ["ptr", "view"])
+def test_a_kernel_reading_a_mapping_at_unmap_never_sees_the_memory_reused(fresh_daemon, how):
+    # A kernel of this process reads a mapped value on a stream of its own (through m.ptr, or a
+    # CuPy view of the mapping) and notes each byte it sees change; the mapping ends while the
+    # kernel still runs (unmap(), or the view and the object dropped), then the key is deleted
+    # and other keys are written (into the freed memory, on a daemon of the test's own). Taking
+    # the pointer or a view guards the mapping (gkv_mapping_guard): the free of its import
+    # waits for the device (the kernel ends once a thread sets its flag), so the kernel only
+    # ever saw the value's bytes. Until 2026-11-28 the free returned at once (cudaFree of an
+    # imported pointer does not wait) and the kernel went on to see zeros, then another key's.
     import threading
     cp = pytest.importorskip("cupy")
     d, c = own_client(fresh_daemon)
@@ -223,6 +225,8 @@ def test_a_kernel_reading_a_mapping_at_unmap_never_sees_the_memory_reused(fresh_
     c.set("a", b"\x01" * size)
     m = c.map("a")
     cp.cuda.Device(m.device).use()
+    view = cp.asarray(m) if how == "view" else None
+    ptr = view.data.ptr if how == "view" else m.ptr
     watch = cp.RawKernel(r"""
         extern "C" __global__ void watch(const volatile unsigned char *v, volatile int *flag,
                                          int *out, int n) {
@@ -240,7 +244,7 @@ def test_a_kernel_reading_a_mapping_at_unmap_never_sees_the_memory_reused(fresh_
     out = cp.zeros(17, dtype=cp.int32)
     s = cp.cuda.Stream(non_blocking=True)
     with s:
-        watch((1,), (1,), (cp.uint64(m.ptr), cp.uint64(flag_mem.ptr), out, cp.int32(16)))
+        watch((1,), (1,), (cp.uint64(ptr), cp.uint64(flag_mem.ptr), out, cp.int32(16)))
     order = []
 
     def release():
@@ -251,8 +255,9 @@ def test_a_kernel_reading_a_mapping_at_unmap_never_sees_the_memory_reused(fresh_
     t.start()
     try:
         m.unmap()
-        order.append("unmapped")
+        del view, m  # with a view the lease ends here, sent before the next request
         c.delete("a")
+        order.append("deleted")
         for i in range(16):
             c.set(f"b{i}", bytes([2 + i]) * size)
     finally:
@@ -261,7 +266,7 @@ def test_a_kernel_reading_a_mapping_at_unmap_never_sees_the_memory_reused(fresh_
     s.synchronize()
     got = out.get()
     assert list(got[:got[16]]) == [1], f"bytes seen at the old mapping: {list(got[:got[16]])}"
-    assert order == ["flag", "unmapped"], order
+    assert order == ["flag", "deleted"], order
     c.close()
 
 
