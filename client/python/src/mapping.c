@@ -523,7 +523,10 @@ static PyMethodDef mapping_methods[] = {
 };
 
 static PyGetSetDef mapping_getset[] = {
-    {"ptr", (getter)get_ptr, NULL, "Address of the first mapped byte (device or host).", NULL},
+    {"ptr", (getter)get_ptr, NULL,
+     "Address of the first mapped byte (device or host). Taking it (or a view) guards the "
+     "mapping: the free of its import waits for the device (gkv_mapping_guard).",
+     NULL},
     {"nbytes", (getter)get_nbytes, NULL, "Bytes mapped.", NULL},
     {"offset", (getter)get_offset, NULL, "Where the mapped bytes start within the value.", NULL},
     {"size", (getter)get_size, NULL, "The whole value's size.", NULL},
