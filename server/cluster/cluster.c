@@ -2,6 +2,7 @@
 #include "cluster.h"
 
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -239,8 +240,11 @@ int gkv_cluster_start(gkv_cluster_t *cl, uv_loop_t *loop, const gkv_cluster_cfg_
     cl->ttl_ms = (uint64_t)cfg->ttl_s * 1000;
     gkv_records_init(&cl->rec);
     gkv_peers_init(&cl->peers, cfg->token, cfg->token_len, cfg->timeout_ms ? cfg->timeout_ms : 2000);
-    if (gkv_workers_start(&cl->origin, loop, 8) || gkv_workers_start(&cl->nested, loop, 4) ||
-        gkv_workers_start(&cl->stage, loop, 16) || gkv_workers_start(&cl->pulls, loop, 16)) {
+    uint64_t spin = cfg->busy_poll_us;
+    if (gkv_workers_start(&cl->origin, loop, 8, spin) ||
+        gkv_workers_start(&cl->nested, loop, 4, spin) ||
+        gkv_workers_start(&cl->stage, loop, 16, spin) ||
+        gkv_workers_start(&cl->pulls, loop, 16, spin)) {
         snprintf(err, cap, "cluster: cannot start worker threads");
         stop_workers(cl);
         gkv_peers_fini(&cl->peers);
@@ -373,6 +377,36 @@ bool gkv_cluster_is_self(const gkv_cluster_t *cl, const gkv_member_t *m)
     return cl->self >= 0 && m == &cl->members.m[cl->self];
 }
 
+#define NPOOLS 4
+static void pools_of(gkv_cluster_t *cl, gkv_workers_t *pools[NPOOLS])
+{
+    pools[0] = &cl->origin;
+    pools[1] = &cl->nested;
+    pools[2] = &cl->stage;
+    pools[3] = &cl->pulls;
+}
+
+/* Jobs the pools' workers took while watching for them (--busy-poll). */
+static uint64_t jobs_watched(gkv_cluster_t *cl)
+{
+    gkv_workers_t *pools[NPOOLS];
+    pools_of(cl, pools);
+    uint64_t n = 0;
+    for (size_t i = 0; i < NPOOLS; i++)
+        if (pools[i]->open)
+            n += gkv_workers_watched(pools[i]);
+    return n;
+}
+
+void gkv_cluster_set_busy_poll(gkv_cluster_t *cl, uint64_t us)
+{
+    gkv_workers_t *pools[NPOOLS];
+    pools_of(cl, pools);
+    for (size_t i = 0; i < NPOOLS; i++)
+        if (pools[i]->open)
+            gkv_workers_set_spin(pools[i], us);
+}
+
 int gkv_cluster_info(const gkv_cluster_t *cl, char *buf, size_t cap)
 {
     if (!cl->on && !cl->members.n) {
@@ -409,14 +443,16 @@ int gkv_cluster_info(const gkv_cluster_t *cl, char *buf, size_t cap)
     if (n >= 0 && (size_t)n < cap) {
         uint64_t watches, streams;
         gkv_cluster_watch_counts(cl, &watches, &streams);
-        int k = snprintf(buf + n, cap - (size_t)n,
-                         "cluster_watches:%" PRIu64 "\r\ncluster_watch_streams:%" PRIu64
-                         "\r\ncluster_watch_stale:%" PRIu64 "\r\ncluster_wait_interests:%" PRIu64
-                         "\r\ncluster_wait_interests_full:%" PRIu64
-                         "\r\ncluster_notifies_sent:%" PRIu64
-                         "\r\ncluster_notifies_received:%" PRIu64 "\r\n",
-                         watches, streams, cl->watch_stale, cl->waits.n, cl->waits.full,
-                         cl->waits.sent, cl->waits.received);
+        int k = snprintf(
+            buf + n, cap - (size_t)n,
+            "cluster_watches:%" PRIu64 "\r\ncluster_watch_streams:%" PRIu64
+            "\r\ncluster_watch_stale:%" PRIu64 "\r\ncluster_wait_interests:%" PRIu64
+            "\r\ncluster_wait_interests_full:%" PRIu64 "\r\ncluster_notifies_sent:%" PRIu64
+            "\r\ncluster_notifies_received:%" PRIu64 "\r\ncluster_worker_watch_us:%" PRIu64
+            "\r\ncluster_jobs_watched:%" PRIu64 "\r\n",
+            watches, streams, cl->watch_stale, cl->waits.n, cl->waits.full, cl->waits.sent,
+            cl->waits.received, (uint64_t)atomic_load(&((gkv_cluster_t *)cl)->origin.spin_us),
+            jobs_watched((gkv_cluster_t *)cl));
         n = k < 0 ? -1 : n + k;
     }
     if (n >= 0 && (size_t)n < cap) {

@@ -45,6 +45,11 @@ int gkv_cluster_info(const gkv_cluster_t *cl, char *buf, size_t cap)
     return n < 0 || (size_t)n >= cap ? -1 : n;
 }
 
+void gkv_cluster_set_busy_poll(gkv_cluster_t *cl, uint64_t us)
+{
+    (void)cl, (void)us;
+}
+
 void gkv_cluster_close(gkv_cluster_t *cl)
 {
     (void)cl;

@@ -27,10 +27,21 @@ typedef struct {
     unsigned n;
     bool stop, open;
     uint64_t jobs; /* submitted */
+    /* --busy-poll: after its job, one worker at a time watches the queue for spin_us before it
+     * sleeps, so that a job submitted meanwhile starts without a thread's wake-up. */
+    _Atomic uint64_t spin_us;
+    bool spinning;          /* a worker watches (under lock) */
+    uint64_t watched;       /* jobs a watching worker took, with no wake-up (under lock) */
+    _Atomic unsigned ready; /* jobs in head..tail, or 1 once stopping: what the watcher sees */
 } gkv_workers_t;
 
-/* Starts n workers whose jobs complete on loop (borrowed). Returns 0 or GKV_ENOMEM. */
-int gkv_workers_start(gkv_workers_t *w, uv_loop_t *loop, unsigned n);
+/* Starts n workers whose jobs complete on loop (borrowed); spin_us as above (0: none). Returns
+ * 0 or GKV_ENOMEM. */
+int gkv_workers_start(gkv_workers_t *w, uv_loop_t *loop, unsigned n, uint64_t spin_us);
+/* Sets spin_us (--busy-poll, reloaded); from the loop, while w runs. */
+void gkv_workers_set_spin(gkv_workers_t *w, uint64_t spin_us);
+/* Jobs taken by a worker that watched for them (--busy-poll), read under w's lock. */
+uint64_t gkv_workers_watched(gkv_workers_t *w);
 /* Queues j (owned by the caller until its done callback). */
 void gkv_workers_submit(gkv_workers_t *w, gkv_job_t *j);
 /* From a job's run (on a worker of w): m's done runs on the loop, before the done of the job

@@ -362,7 +362,8 @@ static const setting_t settings[] = {
      "host backend: let local clients map the whole arena (no)"},
     {"busy-poll", parse_uint, FIELD(busy_poll_us), 0, 1000000, true, "USEC",
      "after input, poll without sleeping for USEC microseconds: lower\n"
-     "latency for a CPU core kept busy meanwhile (default 0: off)"},
+     "latency for a CPU core kept busy meanwhile (default 0: off); in a\n"
+     "cluster one worker per pool also watches for jobs that long"},
     {"key-order-thread", parse_tristate, FIELD(key_order_thread), 0, 0, false, "auto|yes|no",
      "keep the ordered key index (LIST) on a helper thread, which busy-polls\n"
      "for up to 100 us after each batch of changes (auto: yes with 4 or more\n"
