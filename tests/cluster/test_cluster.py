@@ -1023,9 +1023,13 @@ def a_busy_polling_node_s_workers_watch_for_jobs(cl: Cluster):
     # With --busy-poll the node's cluster workers watch their queues that long after a job
     # before they sleep (a job submitted meanwhile starts without a wake-up). Reads and writes
     # through it are the same bytes; its INFO says the window and counts the jobs taken while
-    # watching (none on a node without the flag), and it stops at once when told to.
+    # watching (none on a node without the flag), SIGHUP reloads the window from its --config,
+    # and it stops at once when told to.
     sizes = [100, 70000, (3 << 20) + 5]
-    with cl.extra_node("n4", extra=["--busy-poll", "20000"]) as n4:
+    conf = os.path.join(tempfile.mkdtemp(prefix="gkv-busy-"), "n4.conf")
+    with open(conf, "w") as f:
+        f.write("busy-poll = 20000\n")
+    with cl.extra_node("n4", extra=["--config", conf]) as n4:
         for round_ in range(3):
             for i, size in enumerate(sizes):
                 key = f"busy/{round_}/{i}"
@@ -1042,6 +1046,10 @@ def a_busy_polling_node_s_workers_watch_for_jobs(cl: Cluster):
         assert info["cluster_jobs_watched"] > 0, info["cluster_jobs_watched"]
         assert cl.nodes[0].info()["cluster_jobs_watched"] == 0
         assert cl.nodes[0].info()["cluster_worker_watch_us"] == 0
+        with open(conf, "w") as f:  # SIGHUP reloads the window, the workers' too
+            f.write("busy-poll = 0\n")
+        n4.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: n4.info()["cluster_worker_watch_us"] == 0, 5, "the window reloaded")
         proc = n4.proc
         t0 = time.monotonic()
         n4.kill(signal.SIGTERM)
