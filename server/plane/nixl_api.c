@@ -138,6 +138,9 @@ int gkv_nixl_load(const char *where, gkv_nixl_api_t *api, char *why, size_t cap)
     setenv("UCX_PROTO_EMULATION_ENABLE", "n", 0);
     setenv("UCX_CUDA_IPC_ENABLE_GET_ZCOPY", "y", 0);
     setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 0); /* no CUDA transport on a machine without GPU */
+    /* UCX takes SIGHUP by default (its "debug signal": it then logs at trace level), so a
+     * node with NIXL never reloaded its configuration (session 44's reload test). */
+    setenv("UCX_DEBUG_SIGNO", "0", 0);
     api->dl = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
     if (!api->dl) {
         snprintf(why, cap, "%s cannot be loaded: %s", lib, dlerror());

@@ -1049,7 +1049,10 @@ def a_busy_polling_node_s_workers_watch_for_jobs(cl: Cluster):
         with open(conf, "w") as f:  # SIGHUP reloads the window, the workers' too
             f.write("busy-poll = 0\n")
         n4.proc.send_signal(signal.SIGHUP)
-        wait_for(lambda: n4.info()["cluster_worker_watch_us"] == 0, 5, "the window reloaded")
+        try:
+            wait_for(lambda: n4.info()["cluster_worker_watch_us"] == 0, 5, "the window reloaded")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n--- n4 log tail ---\n{n4.log_tail()}") from None
         proc = n4.proc
         t0 = time.monotonic()
         n4.kill(signal.SIGTERM)
