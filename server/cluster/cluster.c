@@ -386,8 +386,7 @@ static void pools_of(gkv_cluster_t *cl, gkv_workers_t *pools[NPOOLS])
     pools[3] = &cl->pulls;
 }
 
-/* Jobs the pools' workers took while watching for them (--busy-poll). */
-static uint64_t jobs_watched(gkv_cluster_t *cl)
+uint64_t gkv_cluster_jobs_watched(gkv_cluster_t *cl)
 {
     gkv_workers_t *pools[NPOOLS];
     pools_of(cl, pools);
@@ -452,7 +451,7 @@ int gkv_cluster_info(const gkv_cluster_t *cl, char *buf, size_t cap)
             "\r\ncluster_jobs_watched:%" PRIu64 "\r\n",
             watches, streams, cl->watch_stale, cl->waits.n, cl->waits.full, cl->waits.sent,
             cl->waits.received, (uint64_t)atomic_load(&((gkv_cluster_t *)cl)->origin.spin_us),
-            jobs_watched((gkv_cluster_t *)cl));
+            gkv_cluster_jobs_watched((gkv_cluster_t *)cl));
         n = k < 0 ? -1 : n + k;
     }
     if (n >= 0 && (size_t)n < cap) {

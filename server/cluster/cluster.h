@@ -261,5 +261,7 @@ int gkv_cluster_info(const gkv_cluster_t *cl, char *buf, size_t cap);
  * 0.80-0.83x the peer copy on 2x H200, at the cost of one core per pool while the cluster is
  * busy (RESULTS.md, session 44). A cluster that is not running ignores it. */
 void gkv_cluster_set_busy_poll(gkv_cluster_t *cl, uint64_t us);
+/* Jobs the worker pools took while watching for them (--busy-poll): INFO and metrics. */
+uint64_t gkv_cluster_jobs_watched(gkv_cluster_t *cl);
 
 #endif

@@ -294,6 +294,9 @@ static void render_cluster(const gkv_server_t *srv, gkv_text_t *t)
     one(t, "cluster_vouch_rounds_total", "counter",
         "Rounds in which every member vouched for this node (etcd unreachable).",
         s->vouch_rounds);
+    one(t, "cluster_jobs_watched_total", "counter",
+        "Cluster jobs a worker took while watching its queue (--busy-poll): no wake-up.",
+        gkv_cluster_jobs_watched((gkv_cluster_t *)cl));
     one(t, "cluster_replicas_reclaimed_total", "counter",
         "Replicas dropped to make room for new values (before any eviction).",
         s->replicas_reclaimed);

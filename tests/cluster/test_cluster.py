@@ -1044,6 +1044,8 @@ def a_busy_polling_node_s_workers_watch_for_jobs(cl: Cluster):
         info = n4.info()
         assert info["cluster_worker_watch_us"] == 20000, info["cluster_worker_watch_us"]
         assert info["cluster_jobs_watched"] > 0, info["cluster_jobs_watched"]
+        with n4.client() as c:
+            assert "gpukv_cluster_jobs_watched_total " in c.metrics()
         assert cl.nodes[0].info()["cluster_jobs_watched"] == 0
         assert cl.nodes[0].info()["cluster_worker_watch_us"] == 0
         with open(conf, "w") as f:  # SIGHUP reloads the window, the workers' too
