@@ -199,12 +199,23 @@ static void on_tick(uv_timer_t *timer)
     cl->was_live = live;
 }
 
+/* The worker pools, in the order they stop: pulls last (the others' ends may drop head starts
+ * there). */
+#define NPOOLS 4
+static void pools_of(gkv_cluster_t *cl, gkv_workers_t *pools[NPOOLS])
+{
+    pools[0] = &cl->origin;
+    pools[1] = &cl->nested;
+    pools[2] = &cl->stage;
+    pools[3] = &cl->pulls;
+}
+
 static void stop_workers(gkv_cluster_t *cl)
 {
-    gkv_workers_stop(&cl->origin);
-    gkv_workers_stop(&cl->nested);
-    gkv_workers_stop(&cl->stage);
-    gkv_workers_stop(&cl->pulls); /* last: the others' ends may drop head starts here */
+    gkv_workers_t *pools[NPOOLS];
+    pools_of(cl, pools);
+    for (size_t i = 0; i < NPOOLS; i++)
+        gkv_workers_stop(pools[i]);
 }
 
 int gkv_cluster_start(gkv_cluster_t *cl, uv_loop_t *loop, const gkv_cluster_cfg_t *cfg,
@@ -240,11 +251,8 @@ int gkv_cluster_start(gkv_cluster_t *cl, uv_loop_t *loop, const gkv_cluster_cfg_
     cl->ttl_ms = (uint64_t)cfg->ttl_s * 1000;
     gkv_records_init(&cl->rec);
     gkv_peers_init(&cl->peers, cfg->token, cfg->token_len, cfg->timeout_ms ? cfg->timeout_ms : 2000);
-    uint64_t spin = cfg->busy_poll_us;
-    if (gkv_workers_start(&cl->origin, loop, 8, spin) ||
-        gkv_workers_start(&cl->nested, loop, 4, spin) ||
-        gkv_workers_start(&cl->stage, loop, 16, spin) ||
-        gkv_workers_start(&cl->pulls, loop, 16, spin)) {
+    if (gkv_workers_start(&cl->origin, loop, 8) || gkv_workers_start(&cl->nested, loop, 4) ||
+        gkv_workers_start(&cl->stage, loop, 16) || gkv_workers_start(&cl->pulls, loop, 16)) {
         snprintf(err, cap, "cluster: cannot start worker threads");
         stop_workers(cl);
         gkv_peers_fini(&cl->peers);
@@ -375,15 +383,6 @@ bool gkv_cluster_live(const gkv_cluster_t *cl)
 bool gkv_cluster_is_self(const gkv_cluster_t *cl, const gkv_member_t *m)
 {
     return cl->self >= 0 && m == &cl->members.m[cl->self];
-}
-
-#define NPOOLS 4
-static void pools_of(gkv_cluster_t *cl, gkv_workers_t *pools[NPOOLS])
-{
-    pools[0] = &cl->origin;
-    pools[1] = &cl->nested;
-    pools[2] = &cl->stage;
-    pools[3] = &cl->pulls;
 }
 
 uint64_t gkv_cluster_jobs_watched(gkv_cluster_t *cl)

@@ -30,7 +30,6 @@ typedef struct {
     gkv_store_t *store; /* borrowed, outlives the cluster */
     uint64_t max_key, max_value;
     int timeout_ms; /* each request to another node */
-    uint64_t busy_poll_us; /* --busy-poll: each pool's workers watch for jobs that long (work.h) */
     /* The data plane (plane.h): --nixl ("off", "auto" or a path), --nixl-arena (bytes per
      * device, 0: the default), and the store's devices. */
     const char *nixl;
@@ -255,10 +254,10 @@ void gkv_cluster_watch_close(gkv_cluster_t *cl, gkv_cl_watch_t *w);
 void gkv_cluster_watch_counts(const gkv_cluster_t *cl, uint64_t *watches, uint64_t *streams);
 /* INFO's "# Cluster" section into buf (cap bytes). Returns its length or -1 if it does not fit. */
 int gkv_cluster_info(const gkv_cluster_t *cl, char *buf, size_t cap);
-/* --busy-poll (at start and on reload): each worker pool's idle workers take turns watching
- * their queue for us microseconds after a job before they sleep (work.h), so a job's hand-off
- * costs no thread wake-up (50-150 us on the GPU machines): a 1 GiB remote read 0.72-0.81x ->
- * 0.80-0.83x the peer copy on 2x H200, at the cost of one core per pool while the cluster is
+/* --busy-poll (after gkv_cluster_start, and on reload): each worker pool's idle workers take turns
+ * watching their queue for us microseconds after a job before they sleep (work.h), so a job's
+ * hand-off costs no thread wake-up (50-150 us on the GPU machines): a 1 GiB remote read 0.72-0.81x
+ * -> 0.80-0.83x the peer copy on 2x H200, at the cost of one core per pool while the cluster is
  * busy (RESULTS.md, session 44). A cluster that is not running ignores it. */
 void gkv_cluster_set_busy_poll(gkv_cluster_t *cl, uint64_t us);
 /* Jobs the worker pools took while watching for them (--busy-poll): INFO and metrics. */

@@ -86,9 +86,9 @@ static void on_async(uv_async_t *a)
     drain(a->data);
 }
 
-int gkv_workers_start(gkv_workers_t *w, uv_loop_t *loop, unsigned n, uint64_t spin_us)
+int gkv_workers_start(gkv_workers_t *w, uv_loop_t *loop, unsigned n)
 {
-    atomic_init(&w->spin_us, spin_us);
+    atomic_init(&w->spin_us, 0);
     atomic_init(&w->ready, 0);
     w->threads = calloc(n, sizeof(*w->threads));
     if (!w->threads)

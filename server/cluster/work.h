@@ -35,10 +35,10 @@ typedef struct {
     _Atomic unsigned ready; /* jobs in head..tail, or 1 once stopping: what the watcher sees */
 } gkv_workers_t;
 
-/* Starts n workers whose jobs complete on loop (borrowed); spin_us as above (0: none). Returns
- * 0 or GKV_ENOMEM. */
-int gkv_workers_start(gkv_workers_t *w, uv_loop_t *loop, unsigned n, uint64_t spin_us);
-/* Sets spin_us (--busy-poll, reloaded); from the loop, while w runs. */
+/* Starts n workers whose jobs complete on loop (borrowed), spin_us 0. Returns 0 or
+ * GKV_ENOMEM. */
+int gkv_workers_start(gkv_workers_t *w, uv_loop_t *loop, unsigned n);
+/* Sets spin_us (--busy-poll, and on reload); from the loop, while w runs. */
 void gkv_workers_set_spin(gkv_workers_t *w, uint64_t spin_us);
 /* Jobs taken by a worker that watched for them (--busy-poll), read under w's lock. */
 uint64_t gkv_workers_watched(gkv_workers_t *w);

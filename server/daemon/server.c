@@ -597,21 +597,11 @@ static int join_cluster(gkv_server_t *s, char *err, size_t cap)
     }
     snprintf(advertise, sizeof(advertise), "%s", adv);
     gkv_cluster_cfg_t cc = {
-        .endpoints = cfg->cluster,
-        .cluster = cfg->cluster_name,
-        .node = node,
-        .advertise = advertise,
-        .weight = (uint32_t)cfg->cluster_weight,
-        .ttl_s = (int)cfg->cluster_ttl_s,
-        .token = s->token,
-        .token_len = s->token_len,
-        .store = &s->store,
-        .max_key = cfg->max_key,
-        .max_value = cfg->max_value,
-        .timeout_ms = 2000,
-        .busy_poll_us = cfg->busy_poll_us,
-        .nixl = cfg->nixl,
-        .nixl_arena = cfg->nixl_arena,
+        .endpoints = cfg->cluster, .cluster = cfg->cluster_name, .node = node,
+        .advertise = advertise, .weight = (uint32_t)cfg->cluster_weight,
+        .ttl_s = (int)cfg->cluster_ttl_s, .token = s->token, .token_len = s->token_len,
+        .store = &s->store, .max_key = cfg->max_key, .max_value = cfg->max_value,
+        .timeout_ms = 2000, .nixl = cfg->nixl, .nixl_arena = cfg->nixl_arena,
     };
     gkv_backend_t *bes[GKV_MAX_DEVICES];
     for (unsigned i = 0; i < s->store.ndev && i < GKV_MAX_DEVICES; i++)
@@ -625,6 +615,7 @@ static int join_cluster(gkv_server_t *s, char *err, size_t cap)
         s->cluster.on_recorded = cluster_recorded;
         s->cluster.on_members = cluster_members;
         s->cluster.before_copy = cluster_before_copy;
+        gkv_cluster_set_busy_poll(&s->cluster, cfg->busy_poll_us); /* reloads set it again */
     }
     if (!rc)
         GKV_INFO("cluster: %s in cluster %s, advertised at %s, %zu members", node,
