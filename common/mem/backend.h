@@ -219,6 +219,16 @@ typedef struct {
      * GKV_LANE_SHARED so far, such as an allocation's clear from zero_shared) has run, from
      * any thread but the loop's (a worker's, like arena_copy). Returns 0 or GKV_EIO. */
     int (*shared_wait)(gkv_backend_t *b, void *mark);
+    /* Memory of a client process that the daemon writes values into (BUFFER, GET with into:
+     * PROTOCOL.md "Reading into a registered buffer"). NULL (host), or (cuda): foreign_open
+     * opens the CUDA IPC handle another process exported (cudaIpcGetMemHandle, len bytes) on
+     * this device: *p the whole allocation's address here, *size its bytes. Returns 0,
+     * GKV_EINVAL (not a handle of memory on this device: nothing is open) or GKV_EIO.
+     * copy_shared and copy_from may then write p's memory. foreign_close closes it; the caller
+     * makes sure first that the copies queued into it have run (a fence_shared reported). */
+    int (*foreign_open)(gkv_backend_t *b, const uint8_t *handle, size_t len, gkv_devptr_t *p,
+                        uint64_t *size);
+    void (*foreign_close)(gkv_backend_t *b, gkv_devptr_t p);
     /* Waits for every copy, frees everything and b itself. */
     void (*close)(gkv_backend_t *b);
 } gkv_backend_ops_t;

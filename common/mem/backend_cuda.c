@@ -566,6 +566,8 @@ static const gkv_backend_ops_t cuda_ops = {
     .shared_mark = gkv__cuda_shared_mark,
     .mark_free = gkv__cuda_mark_free,
     .shared_wait = gkv__cuda_shared_wait,
+    .foreign_open = gkv__cuda_foreign_open,
+    .foreign_close = gkv__cuda_foreign_close,
     .close = cuda_close,
 };
 

@@ -123,6 +123,9 @@ int gkv__cuda_arena_copy(gkv_backend_t *b, gkv_devptr_t p, uint64_t off, void *a
 int gkv__cuda_shared_mark(gkv_backend_t *b, void **mark);
 void gkv__cuda_mark_free(gkv_backend_t *b, void *mark);
 int gkv__cuda_shared_wait(gkv_backend_t *b, void *mark);
+int gkv__cuda_foreign_open(gkv_backend_t *b, const uint8_t *handle, size_t len, gkv_devptr_t *p,
+                           uint64_t *size);
+void gkv__cuda_foreign_close(gkv_backend_t *b, gkv_devptr_t p);
 int gkv__cuda_poll(gkv_backend_t *b);
 int gkv__cuda_copy_in(gkv_backend_t *b, gkv_devptr_t dst, uint64_t off, const void *src, size_t len,
                       int lane, gkv_copy_t *op);
