@@ -1,5 +1,6 @@
 /* buffer.c: registered buffers (BUFFER, GET with into; PROTOCOL.md "Reading into a registered
  * buffer"): this process's device memory, which the daemon writes values into itself. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,26 +9,40 @@
 #include "error.h"
 #include "import.h"
 
+/* A refusal of the library's own, with its reason in c->errmsg (gkv_client_errmsg). */
+static int refuse(gkv_client_t *c, int code, const char *why)
+{
+    snprintf(c->errmsg, sizeof(c->errmsg), "%s", why);
+    return code;
+}
+
 int gkv_buffer_register(gkv_client_t *c, void *dptr, size_t len, uint64_t *id)
 {
     if (!dptr || !len || !id)
-        return GKV_EINVAL;
+        return refuse(c, GKV_EINVAL, "a buffer needs memory and a length of 1 or more bytes");
     if (!c->nshared)
-        return GKV_ENOTSUP; /* no zero-copy: not a local connection the daemon writes for */
+        return refuse(c, GKV_ENOTSUP,
+                      "registered buffers need zero-copy (a local connection to the daemon)");
     uint8_t handle[GKV_IPC_HANDLE_LEN];
     uint64_t off, size;
     char uuid[48];
     int rc = gkv__cuda_ipc_handle(dptr, handle, &off, &size, uuid, sizeof(uuid));
+    if (rc == GKV_ENOTSUP)
+        return refuse(c, rc, "the buffer is not CUDA device memory");
+    if (rc == GKV_EINVAL)
+        return refuse(c, rc,
+                      "the buffer's memory has no CUDA IPC handle (it must come from cudaMalloc, "
+                      "not a memory pool, cudaMallocAsync or the VMM API)");
     if (rc)
-        return rc;
+        return refuse(c, rc, "the buffer's CUDA IPC handle could not be made");
     if (len > size - off)
-        return GKV_EINVAL; /* past the end of the allocation */
+        return refuse(c, GKV_EINVAL, "the buffer runs past the end of its allocation");
     int gpu = -1;
     for (uint32_t i = 0; i < c->info.gpus; i++)
         if (c->info.gpu_uuids[i] && strcmp(c->info.gpu_uuids[i], uuid) == 0)
             gpu = (int)i;
     if (gpu < 0)
-        return GKV_EINVAL; /* a GPU the daemon does not serve */
+        return refuse(c, GKV_EINVAL, "the buffer is on a GPU the daemon does not serve");
     gkv__cache_flush(c);
     gkv__begin(c, GKV_OP_BUFFER);
     gkv_wr_bin(&c->wr, GKV_F_EXPORT, handle, sizeof(handle));
