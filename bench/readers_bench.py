@@ -64,7 +64,7 @@ def main() -> int:
             try:
                 c = gpukv.Client(f"unix:{sock}")
                 break
-            except gpukv.Error:
+            except Exception:  # noqa: BLE001  (not listening yet)
                 time.sleep(0.05)
         url = c.url
         vals = [cupy.random.randint(0, 255, size, dtype=cupy.uint8) for _ in range(n)]
