@@ -118,6 +118,12 @@ typedef struct {
      * before (src may have been written by one). It has run once a later fence_shared reports.
      * Returns 0 or GKV_EIO. */
     int (*copy_shared)(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src, uint64_t len);
+    /* NULL, or: copies len bytes of a published value at src into device memory dst of the
+     * same device (a client's buffer from foreign_open) on lane, after every batch started
+     * before, like copy_out: not behind the shared lane's clears. Returns 0 (op->done will be
+     * called) or a negative code (it will not). */
+    int (*copy_dev)(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src, uint64_t len,
+                    int lane, gkv_copy_t *op);
     /* Queues a copy of len bytes from src, value memory of the backend `from` (another device's,
      * of the same kind), to dst on this backend's shared lane, after every batch started before
      * on either (one may write src). It has run once a later fence_shared of this backend

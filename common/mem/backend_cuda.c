@@ -542,6 +542,7 @@ static const gkv_backend_ops_t cuda_ops = {
     .exportable = cuda_exportable,
     .hold = cuda_hold,
     .copy_shared = gkv__cuda_copy_shared,
+    .copy_dev = gkv__cuda_copy_dev,
     .copy_from = gkv__cuda_copy_from,
     .link = cuda_link,
     .read_sync = gkv__cuda_read_sync,

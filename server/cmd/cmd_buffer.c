@@ -1,7 +1,8 @@
 /* cmd_buffer.c: registered buffers (PROTOCOL.md "Reading into a registered buffer"): BUFFER
  * registers a range of a client's GPU memory (or drops one), and GET with `into` copies a value
- * into it on the daemon's shared lane of the buffer's GPU; the reply goes once the copy has run
- * (the reply's fence), so the client's work after it sees the bytes. The daemon writes only
+ * into it: on the connection's copy lane when the value is on the buffer's GPU, else on that
+ * GPU's shared lane (cudaMemcpyPeerAsync); the reply goes once the copy has run, so the
+ * client's work after it sees the bytes. The daemon writes only
  * inside a range the client registered, of memory the client exported itself. */
 #include "handlers.h"
 
@@ -111,11 +112,15 @@ int gkv_cmd_get_into(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *
         gkv_backend_t *to = ctx->devs->dev[b->dev].be;
         gkv_backend_t *from = gkv_devices_of(ctx->devs, e)->be;
         gkv_devptr_t dst = {b->base.v + b->off + req->into_at}, src = {e->mem.v + off};
-        rc = e->dev == b->dev ? to->ops->copy_shared(to, dst, src, len)
-                              : to->ops->copy_from(to, dst, from, src, len);
-        if (rc)
+        if (e->dev == b->dev && to->ops->copy_dev) {
+            /* The connection's lane: not behind the clears and copies of the shared one. */
+            rep->into_dst = dst;
+            rep->into_src = src;
+            rep->into_len = len;
+        } else if ((rc = to->ops->copy_from(to, dst, from, src, len))) {
             return rc;
-        gkv_store_ref(e); /* the copy reads it until the fence */
+        }
+        gkv_store_ref(e); /* the copy reads it until the reply goes */
         rep->fence_hold = e;
         rep->fence = true;
         rep->fence_dev = (uint8_t)b->dev;

@@ -93,6 +93,10 @@ typedef struct {
     gkv_entry_t *copied_from, *copied_to;
     /* GET into a registered buffer: the value the copy reads, until the fence. One reference. */
     gkv_entry_t *fence_hold;
+    /* ... on the value's own GPU: the connection makes the copy itself, on its lane (backend
+     * copy_dev), and the reply goes once it has run, in place of a fence of the shared lane. */
+    gkv_devptr_t into_dst, into_src;
+    uint64_t into_len;
     /* Payload to stream after the header, in order: segs points at one or at a heap array. */
     gkv_segment_t one;
     gkv_segment_t *segs;

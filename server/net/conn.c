@@ -219,7 +219,8 @@ static void fence_done(gkv_conn_t *c, int status)
     c->hold.fence = false;
 }
 
-/* The reply just written goes out once the backend's shared lane has run (reply.h). */
+/* The reply just written goes out once the backend's shared lane has run, or a GET into's copy
+ * on the connection's lane (reply.h). */
 void gkv_conn_start_fence(gkv_conn_t *c, gkv_reply_t *rep)
 {
     c->copied_from = rep->copied_from;
@@ -231,8 +232,13 @@ void gkv_conn_start_fence(gkv_conn_t *c, gkv_reply_t *rep)
     c->hold.fence = true;
     gkv_backend_t *be = c->net->devs->dev[rep->fence_dev].be;
     bool begun = gkv_conn_copy_begin(c);
-    int rc = begun ? be->ops->fence_shared(be, rep->fence_batches, &c->copy) : GKV_ECLOSED;
+    int rc = !begun          ? GKV_ECLOSED
+             : rep->into_len ? be->ops->copy_dev(be, rep->into_dst, rep->into_src, rep->into_len,
+                                                 c->lane, &c->copy)
+                             : be->ops->fence_shared(be, rep->fence_batches, &c->copy);
     gkv_trace("d_fence", c->id, (uint64_t)rc); /* GPUKV_TRACE: 0 waits, 1 nothing to wait for */
+    if (rc == 0 && rep->into_len) /* a copy on a lane: reported through the device's polling */
+        gkv_poller_arm(&c->net->devs->dev[rep->fence_dev].poller);
     if (rc) {
         if (begun)
             gkv_conn_copy_unbegin(c);
