@@ -7,7 +7,8 @@ the value on GPU 1 (b pulled it into its own memory). The reference: cudaMemcpyP
 same bytes from GPU 0 to GPU 1 in one process (the link's ceiling). Also: the first read from a
 new peer against the steady state (and the second, from the same peer into memory as new to b),
 and 16 concurrent readers of 64 MiB values (and the same readers of values b holds itself: what
-the clients' MAPs alone allow), as threads of one process and as 16 processes.
+the clients' MAPs alone allow), as threads of one process and as 16 processes; and reads into
+a buffer the reader registered once (get_to_buffer: b copies the value into it itself).
 
 Usage: nixl_bench.py GPUKVD NIXL_PATH [--sizes 1M,64M,1G] [--rounds 5] [--settle MS]
 --settle MS: wait MS milliseconds between a's write and b's read (the owner's GPU idle before
@@ -98,6 +99,23 @@ def remote_read(ca, cb, key, arr, check=False) -> float:
             assert bool((got == want).all()), f"{key}: the bytes differ"
             del got, want
     m.unmap()
+    return dt
+
+
+def remote_into(ca, cb, key, arr, buf, check=False) -> float:
+    """Seconds for b to copy a value a has just rewritten into a registered buffer of the
+    reader's on GPU 1 (a pull into b, then b's copy into the buffer: no MAP, no import)."""
+    ca.set_from_device(key, arr)
+    t0 = time.perf_counter()
+    n = cb.get_to_buffer(key, buf)
+    dt = time.perf_counter() - t0
+    assert n == arr.nbytes
+    if check:
+        with cupy.cuda.Device(1):
+            want = cupy.empty(arr.nbytes, dtype=cupy.uint8)
+            cupy.cuda.runtime.memcpyPeer(want.data.ptr, 1, arr.data.ptr, 0, arr.nbytes)
+            assert bool((buf.array[: arr.nbytes] == want).all()), f"{key}: the bytes differ"
+            del want
     return dt
 
 
@@ -235,6 +253,10 @@ def main() -> int:
             print(f"\nfirst read from a new peer, 64 MiB: {first * 1e3:.2f} ms; steady state "
                   f"{steady * 1e3:.2f} ms ({first / steady:.2f}x); the second read (the same "
                   f"peer, new memory again) {second * 1e3:.2f} ms ({second / steady:.2f}x)")
+        # A buffer of the reader's on GPU 1, registered once, for reads the daemon copies into.
+        with cupy.cuda.Device(1):
+            into_arr = cupy.empty(max(v.nbytes for v in arrs.values()), dtype=cupy.uint8)
+        into = clients["nixl"][1].register_buffer(into_arr)
         print("\n| size | cudaMemcpyPeerAsync GB/s | remote read via NIXL GB/s | via TCP GB/s "
               "| NIXL / peer copy | NIXL / TCP |")
         print("|---|---|---|---|---|---|")
@@ -266,6 +288,13 @@ def main() -> int:
                   f"{res['nixl'] / peer:.2f} | {res['nixl'] / tcp:.1f} |")
             print(f"|   (the pull alone {pulled:.1f} GB/s = {pulled / peer:.2f}x the peer copy; "
                   f"SET then MAP on b alone {local:.1f} GB/s) | | | | | |")
+            ca, cb = clients["nixl"]
+            remote_into(ca, cb, f"i{s}", arr, into, check=True)
+            got = size / statistics.median(remote_into(ca, cb, f"i{s}", arr, into)
+                                           for _ in range(a.rounds)) / 1e9
+            remote_into(ca, cb, f"i{s}", arr, into, check=True)
+            print(f"|   (into a registered buffer on GPU 1, get_to_buffer: {got:.1f} GB/s = "
+                  f"{got / peer:.2f}x the peer copy) | | | | | |")
             ia, ib = clients["nixl"][0].info("cluster"), clients["nixl"][1].info("cluster")
             print(f"|   (so far, us: owner copies {ia['nixl_send_copy_us']}, owner writes "
                   f"{ia['nixl_send_write_us']}, owner's STAGEs waiting for a worker "
@@ -309,6 +338,16 @@ def main() -> int:
                   f"processes copying values b holds: {glocal:.1f} GB/s ({glocal / peer:.2f}x)")
         except Exception as e:  # noqa: BLE001  (a line of its own: the rest still prints)
             print(f"16 reader processes with get_to_device: failed: {e!r}")
+        # Readers with a registered buffer each (get_to_buffer): b copies each value into the
+        # reader's memory itself, in its one context; no import or copy of the reader's.
+        try:
+            ragg = procs_reads(ca, cb.url, 0, "rconc", n, size, a.rounds, how="get_to_buffer")
+            rlocal = procs_reads(cb, cb.url, 1, "rlconc", n, size, a.rounds, how="get_to_buffer")
+            print(f"16 reader processes of 64 MiB into registered buffers through NIXL: "
+                  f"{ragg:.1f} GB/s aggregate ({ragg / peer:.2f}x the peer copy); the same "
+                  f"processes reading values b holds: {rlocal:.1f} GB/s ({rlocal / peer:.2f}x)")
+        except Exception as e:  # noqa: BLE001
+            print(f"16 reader processes with get_to_buffer: failed: {e!r}")
         for cluster, (ca, cb) in clients.items():
             i = cb.info("cluster")
             print(f"{cluster} node b: nixl_reads {i['nixl_reads']}, nixl_read_bytes "

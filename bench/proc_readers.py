@@ -13,7 +13,11 @@ one's end.
 how="get_to_device": each reader copies its value into a buffer of its own on GPU dev instead
 (Client.get_to_device: libgpukv maps the value itself, and the import of a mapping it keeps to
 itself may be held past its lease, PROTOCOL.md "Held imports", where a MAP's never is); its
-connection stays open across the rounds, so what it holds carries over."""
+connection stays open across the rounds, so what it holds carries over.
+
+how="get_to_buffer": each reader registers a buffer of its own on GPU dev once (untimed) and
+the daemon copies each value into it (Client.get_to_buffer, PROTOCOL.md "Reading into a
+registered buffer"): no import, copy or GPU work of the reader's per read."""
 
 from __future__ import annotations
 
@@ -37,6 +41,12 @@ def _reader(url: str, key: str, warm: str | None, rounds: int, go, out, how: str
             except ImportError:  # no GPU here: a host buffer (get_to_device reads into it)
                 buf = bytearray(size)
             read = lambda k: c.get_to_device(k, buf)  # noqa: E731
+        elif how == "get_to_buffer":  # registered once, untimed; the daemon copies into it
+            import cupy
+            with cupy.cuda.Device(dev):
+                buf = cupy.empty(size, dtype=cupy.uint8)
+            reg = c.register_buffer(buf)
+            read = lambda k: c.get_to_buffer(k, reg)  # noqa: E731
         else:
             read = lambda k: c.map(k).unmap()  # noqa: E731
         if warm:

@@ -78,6 +78,14 @@ int gkv__cuda_device_sync(int dev);
 /* The UUID ("GPU-...") of the GPU whose memory p is, into uuid (cap bytes). Returns 0, or
  * GKV_ENOTSUP when p is not device memory (or CUDA is not there). */
 int gkv__cuda_ptr_uuid(const void *p, char *uuid, size_t cap);
+/* Registered buffers (buffer.c): the CUDA IPC handle (GKV_IPC_HANDLE_LEN bytes into handle) of
+ * the cudaMalloc allocation device memory p lies in, p's offset in it (*off) and the
+ * allocation's size, and the UUID of p's GPU (cap bytes). Returns 0, GKV_ENOTSUP (not device
+ * memory, or no CUDA) or GKV_EINVAL (device memory with no such handle: from a memory pool,
+ * cudaMallocAsync or the VMM API). */
+#define GKV_IPC_HANDLE_LEN 64
+int gkv__cuda_ipc_handle(const void *p, uint8_t *handle, uint64_t *off, uint64_t *size, char *uuid,
+                         size_t cap);
 /* cudaMemcpy with the direction inferred from the pointers; GKV_EIO or GKV_ENOTSUP on failure.
  * In a process with no usable GPU both are host memory: memcpy (import_cuda.c). */
 int gkv__cuda_copy(void *dst, const void *src, size_t len);

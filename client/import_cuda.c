@@ -309,6 +309,52 @@ int gkv__cuda_ptr_uuid(const void *p, char *uuid, size_t cap)
     return 0;
 }
 
+/* cuMemGetAddressRange, reached through the runtime as cuStreamWriteValue64 is (below). */
+typedef int (*address_range_fn)(unsigned long long *base, size_t *size, unsigned long long ptr);
+static address_range_fn address_range;
+static pthread_once_t address_range_once = PTHREAD_ONCE_INIT;
+
+static void find_address_range(void)
+{
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault,
+                                         &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+        address_range = (address_range_fn)fn;
+}
+
+int gkv__cuda_ipc_handle(const void *p, uint8_t *handle, uint64_t *off, uint64_t *size,
+                         char *uuid, size_t cap)
+{
+    int rc = gkv__cuda_ptr_uuid(p, uuid, cap);
+    struct cudaPointerAttributes a;
+    if (rc || cudaPointerGetAttributes(&a, p) != cudaSuccess)
+        return rc ? rc : GKV_ENOTSUP;
+    pthread_once(&address_range_once, find_address_range);
+    /* Both calls act in the context of p's GPU: made current for them, then given back. */
+    int was = -1;
+    if (cudaGetDevice(&was) != cudaSuccess || (was != a.device && cudaSetDevice(a.device)))
+        return GKV_EIO;
+    unsigned long long base = 0;
+    size_t bytes = 0;
+    cudaIpcMemHandle_t h;
+    rc = GKV_EINVAL;
+    if (address_range && address_range(&base, &bytes, (unsigned long long)(uintptr_t)p) == 0 &&
+        cudaIpcGetMemHandle(&h, (void *)(uintptr_t)base) == cudaSuccess)
+        rc = 0;
+    (void)cudaGetLastError(); /* memory from a pool or the VMM API has no such handle */
+    if (was != a.device)
+        (void)cudaSetDevice(was);
+    if (rc)
+        return rc;
+    _Static_assert(sizeof(h) == GKV_IPC_HANDLE_LEN, "a CUDA IPC handle is 64 bytes");
+    memcpy(handle, &h, sizeof(h));
+    *off = (uint64_t)(uintptr_t)p - base;
+    *size = bytes;
+    return 0;
+}
+
 int gkv__cuda_host_register(void *p, size_t n, void **dev)
 {
     *dev = NULL;

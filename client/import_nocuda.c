@@ -95,6 +95,18 @@ int gkv__cuda_ptr_uuid(const void *p, char *uuid, size_t cap)
     return GKV_ENOTSUP;
 }
 
+int gkv__cuda_ipc_handle(const void *p, uint8_t *handle, uint64_t *off, uint64_t *size, char *uuid,
+                         size_t cap)
+{
+    (void)p;
+    (void)handle;
+    (void)off;
+    (void)size;
+    (void)uuid;
+    (void)cap;
+    return GKV_ENOTSUP;
+}
+
 int gkv__cuda_copy_async(void *dst, const void *src, size_t len)
 {
     (void)dst;

@@ -33,10 +33,11 @@
     X(TTL, ttl, 19, GKV_CMD_KEY, "milliseconds a key has left")                                    \
     X(MOVE, move, 20, GKV_CMD_KEY, "move a value to another GPU of the daemon")                    \
     X(SAVE, save, 21, 0, "write a snapshot of every key to --snapshot-dir")                        \
-    X(TAKEOVER, takeover, 22, 0, "hand values and sockets to a successor (gpukvd --takeover)")    \
-    X(NODE, node, 23, GKV_CMD_PAYLOAD, "between the nodes of a cluster (internal, node.h)")       \
+    X(TAKEOVER, takeover, 22, 0, "hand values and sockets to a successor (gpukvd --takeover)")     \
+    X(NODE, node, 23, GKV_CMD_PAYLOAD, "between the nodes of a cluster (internal, node.h)")        \
     X(WATCH, watch, 24, 0, "stream the changes of the keys under a prefix")                        \
-    X(UNWATCH, unwatch, 25, 0, "end the connection's watch")
+    X(UNWATCH, unwatch, 25, 0, "end the connection's watch")                                       \
+    X(BUFFER, buffer, 26, GKV_CMD_LOCAL, "register device memory GET writes values into")
 
 typedef enum {
 #define GKV_OP_ENUM(NAME, name, num, flags, help) GKV_OP_##NAME = num,

@@ -205,6 +205,17 @@ int gkv_req_decode(const uint8_t *hdr, size_t len, gkv_request_t *req, const cha
         case GKV_F_TOKEN:
             rc = gkv_read_bin(&r, &req->token);
             break;
+        case GKV_F_INTO:
+            rc = gkv_read_uint(&r, &req->into);
+            req->has |= GKV_HAS_INTO;
+            break;
+        case GKV_F_INTO_AT:
+            rc = gkv_read_uint(&r, &req->into_at);
+            break;
+        case GKV_F_EXPORT:
+            rc = gkv_read_bin(&r, &req->export_data);
+            req->has |= GKV_HAS_EXPORT;
+            break;
         case GKV_F_GPU: /* an ordinal, or a UUID string */
             if (gkv_read_uint(&r, &req->gpu) != 0 &&
                 (gkv_read_bin(&r, &req->gpu_uuid) != 0 || req->gpu_uuid.len == 0))
@@ -336,6 +347,9 @@ int gkv_resp_decode(const uint8_t *hdr, size_t len, gkv_response_t *resp)
         case GKV_F_EARLY: rc = gkv_read_uint(&r, &resp->early); break;
         case GKV_F_HOLDS: rc = gkv_read_uint(&r, &resp->holds); break;
         case GKV_F_HOLD_BYTES: rc = gkv_read_uint(&r, &resp->hold_bytes); break;
+        case GKV_F_INTO:
+            rc = gkv_read_uint(&r, &resp->into);
+            break;
         case GKV_F_KEY: rc = gkv_read_bin(&r, &resp->key); break;
         case GKV_F_LEASE: rc = gkv_read_uint(&r, &resp->lease); break;
         case GKV_F_SPARE: rc = gkv_read_uint(&r, &resp->spare); break;

@@ -69,10 +69,10 @@ enum {
     GKV_F_ARENAS = 58,      /* PLANE: the sender's transfer arenas (bin, node.h) */
     GKV_F_SLOTS = 59,       /* PUSH: offsets of the sender's arena slots (bin, u64 each) */
     GKV_F_XFER = 60,        /* PUSH: the transfer's id (its notifications name it) */
-    GKV_F_TIER = 61, /* reply (GETSIZE of a key): 1 in the host tier, 2 in the disk tier */
-    GKV_F_WAIT = 62, /* request (GET, MAP): wait this many ms for the key to exist */
-    GKV_F_EVENT = 63, /* event frame (WATCH): what happened to the key (GKV_EVENT_*) */
-    GKV_F_SEQ = 64,   /* event frame, WATCH reply: the daemon's count of changes (its order) */
+    GKV_F_TIER = 61,        /* reply (GETSIZE of a key): 1 in the host tier, 2 in the disk tier */
+    GKV_F_WAIT = 62,        /* request (GET, MAP): wait this many ms for the key to exist */
+    GKV_F_EVENT = 63,       /* event frame (WATCH): what happened to the key (GKV_EVENT_*) */
+    GKV_F_SEQ = 64,    /* event frame, WATCH reply: the daemon's count of changes (its order) */
     GKV_F_FENCES = 65, /* HELLO: ask for (1) / the size of the fence region, its fd passed last */
     GKV_F_ASYNC = 66,  /* SEAL request: publish once the fence's counter is written (1) */
     GKV_F_FENCE = 67,  /* SEAL (async): the counter's byte offset in the fence page */
@@ -84,6 +84,8 @@ enum {
     GKV_F_HOLD = 73,   /* RELEASE: leases whose allocations the connection holds after them */
     GKV_F_UNHOLD = 74, /* RELEASE: holds (by the lease id each began with) that end */
     GKV_F_HOLD_BYTES = 75, /* HELLO reply: the bytes a connection may hold */
+    GKV_F_INTO = 76,       /* GET: the registered buffer the bytes go into; BUFFER: its id */
+    GKV_F_INTO_AT = 77,    /* GET with into: where in that buffer (bytes from its start) */
 };
 
 /* SEAL's flags field (SET and CREATE use 1 and 2: NX, XX): keep the lease, as a MAP lease on
@@ -123,6 +125,8 @@ enum {
     GKV_HAS_AFTER = 1u << 19,
     GKV_HAS_HOLD = 1u << 20,
     GKV_HAS_UNHOLD = 1u << 21,
+    GKV_HAS_INTO = 1u << 22,
+    GKV_HAS_EXPORT = 1u << 23,
 };
 /* The longest wait a GET or MAP may ask for (wait field), in milliseconds: an hour. */
 #define GKV_MAX_WAIT_MS 3600000u
@@ -146,6 +150,8 @@ typedef struct {
     uint64_t gpu;       /* SET, CREATE, MOVE: the GPU's ordinal in the daemon, unless gpu_uuid */
     gkv_slice_t gpu_uuid; /* ... or its UUID (len > 0) */
     gkv_slice_t token;  /* HELLO: the authentication token (--auth-token-file) */
+    uint64_t into, into_at;  /* GET: a registered buffer and where in it; BUFFER: one to drop */
+    gkv_slice_t export_data; /* BUFFER: the memory's CUDA IPC handle */
     uint32_t has;       /* GKV_HAS_* */
     gkv_slice_t key, meta, prefix, cursor, delim;
     gkv_slice_t keys;  /* raw msgpack array of bin: iterate with gkv_req_keys_next */
@@ -194,6 +200,7 @@ typedef struct {
     uint64_t early;  /* MAP: 1 in the early frame of a waiting MAP (PROTOCOL.md) */
     uint64_t holds;  /* HELLO: allocations the connection may hold (0: holds not offered) */
     uint64_t hold_bytes; /* HELLO: ... and their bytes */
+    uint64_t into;       /* BUFFER: the registered buffer's id */
 
     gkv_slice_t key; /* an event's key */
     gkv_slice_t message, meta, cursor, server, backend, zc, zc_why, export_data;

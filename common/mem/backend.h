@@ -118,6 +118,12 @@ typedef struct {
      * before (src may have been written by one). It has run once a later fence_shared reports.
      * Returns 0 or GKV_EIO. */
     int (*copy_shared)(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src, uint64_t len);
+    /* NULL, or: copies len bytes of a published value at src into device memory dst of the
+     * same device (a client's buffer from foreign_open) on lane, after every batch started
+     * before, like copy_out: not behind the shared lane's clears. Returns 0 (op->done will be
+     * called) or a negative code (it will not). */
+    int (*copy_dev)(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src, uint64_t len,
+                    int lane, gkv_copy_t *op);
     /* Queues a copy of len bytes from src, value memory of the backend `from` (another device's,
      * of the same kind), to dst on this backend's shared lane, after every batch started before
      * on either (one may write src). It has run once a later fence_shared of this backend
@@ -219,6 +225,16 @@ typedef struct {
      * GKV_LANE_SHARED so far, such as an allocation's clear from zero_shared) has run, from
      * any thread but the loop's (a worker's, like arena_copy). Returns 0 or GKV_EIO. */
     int (*shared_wait)(gkv_backend_t *b, void *mark);
+    /* Memory of a client process that the daemon writes values into (BUFFER, GET with into:
+     * PROTOCOL.md "Reading into a registered buffer"). NULL (host), or (cuda): foreign_open
+     * opens the CUDA IPC handle another process exported (cudaIpcGetMemHandle, len bytes) on
+     * this device: *p the whole allocation's address here, *size its bytes. Returns 0,
+     * GKV_EINVAL (not a handle of memory on this device: nothing is open) or GKV_EIO.
+     * copy_shared and copy_from may then write p's memory. foreign_close closes it; the caller
+     * makes sure first that the copies queued into it have run (a fence_shared reported). */
+    int (*foreign_open)(gkv_backend_t *b, const uint8_t *handle, size_t len, gkv_devptr_t *p,
+                        uint64_t *size);
+    void (*foreign_close)(gkv_backend_t *b, gkv_devptr_t p);
     /* Waits for every copy, frees everything and b itself. */
     void (*close)(gkv_backend_t *b);
 } gkv_backend_ops_t;

@@ -542,6 +542,7 @@ static const gkv_backend_ops_t cuda_ops = {
     .exportable = cuda_exportable,
     .hold = cuda_hold,
     .copy_shared = gkv__cuda_copy_shared,
+    .copy_dev = gkv__cuda_copy_dev,
     .copy_from = gkv__cuda_copy_from,
     .link = cuda_link,
     .read_sync = gkv__cuda_read_sync,
@@ -566,6 +567,8 @@ static const gkv_backend_ops_t cuda_ops = {
     .shared_mark = gkv__cuda_shared_mark,
     .mark_free = gkv__cuda_mark_free,
     .shared_wait = gkv__cuda_shared_wait,
+    .foreign_open = gkv__cuda_foreign_open,
+    .foreign_close = gkv__cuda_foreign_close,
     .close = cuda_close,
 };
 

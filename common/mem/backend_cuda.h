@@ -123,6 +123,9 @@ int gkv__cuda_arena_copy(gkv_backend_t *b, gkv_devptr_t p, uint64_t off, void *a
 int gkv__cuda_shared_mark(gkv_backend_t *b, void **mark);
 void gkv__cuda_mark_free(gkv_backend_t *b, void *mark);
 int gkv__cuda_shared_wait(gkv_backend_t *b, void *mark);
+int gkv__cuda_foreign_open(gkv_backend_t *b, const uint8_t *handle, size_t len, gkv_devptr_t *p,
+                           uint64_t *size);
+void gkv__cuda_foreign_close(gkv_backend_t *b, gkv_devptr_t p);
 int gkv__cuda_poll(gkv_backend_t *b);
 int gkv__cuda_copy_in(gkv_backend_t *b, gkv_devptr_t dst, uint64_t off, const void *src, size_t len,
                       int lane, gkv_copy_t *op);
@@ -133,6 +136,8 @@ int gkv__cuda_copy_batch(gkv_backend_t *b, void *buf, const gkv_piece_t *in, uin
                          uint32_t nbulk, gkv_copy_t *op);
 void gkv__cuda_batch_wait(gkv_backend_t *b);
 int gkv__cuda_copy_shared(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src, uint64_t len);
+int gkv__cuda_copy_dev(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src, uint64_t len,
+                       int lane, gkv_copy_t *op);
 int gkv__cuda_copy_from(gkv_backend_t *b, gkv_devptr_t dst, gkv_backend_t *from, gkv_devptr_t src,
                         uint64_t len);
 int gkv__cuda_read_sync(gkv_backend_t *b, void *dst, gkv_devptr_t src, size_t len);

@@ -146,6 +146,13 @@ int gkv__cuda_copy_out(gkv_backend_t *b, void *dst, gkv_devptr_t src, uint64_t o
                      cudaMemcpyDeviceToHost, lane, op);
 }
 
+int gkv__cuda_copy_dev(gkv_backend_t *b, gkv_devptr_t dst, gkv_devptr_t src, uint64_t len,
+                       int lane, gkv_copy_t *op)
+{
+    return cuda_copy(gkv__cuda_on(b), (void *)(uintptr_t)dst.v, (const void *)(uintptr_t)src.v,
+                     len, cudaMemcpyDeviceToDevice, lane, op);
+}
+
 int gkv__cuda_copy_batch(gkv_backend_t *b, void *buf, const gkv_piece_t *in, uint32_t nin,
                          const gkv_piece_t *out, uint32_t nout, const gkv_bulk_t *bulk,
                          uint32_t nbulk, gkv_copy_t *op)

@@ -551,6 +551,29 @@ GKV_EXPORT int gkv_get_to_device(gkv_client_t *c, const void *key, size_t klen,
                                  const gkv_range_t *range, void *dptr, size_t cap,
                                  gkv_value_info_t *info);
 
+/* Registered buffers (PROTOCOL.md "Reading into a registered buffer"): device memory of this
+ * process that the daemon writes values into itself, with its own copies, so that a read costs
+ * the reader no import, no copy and no GPU work of its own. Registers len bytes at dptr
+ * (memory from cudaMalloc, or a part of such an allocation: CuPy's and PyTorch's default
+ * allocators; not from a memory pool, cudaMallocAsync or the VMM API) on a local zero-copy
+ * connection; *id names it in gkv_get_into. The daemon opens the allocation once and closes it
+ * at gkv_buffer_drop or when the connection ends: the memory must stay allocated until then
+ * (freeing it before is undefined behaviour in CUDA's terms). At most 16 per connection
+ * (GKV_ELEASELIMIT). Returns 0, GKV_ENOTSUP (no zero-copy on this connection, a daemon without
+ * GPUs or older than protocol 2's BUFFER, or dptr not device memory), GKV_EINVAL (memory with
+ * no CUDA IPC handle, on a GPU the daemon does not serve, or len 0) or a transport error. */
+GKV_EXPORT int gkv_buffer_register(gkv_client_t *c, void *dptr, size_t len, uint64_t *id);
+/* Ends a registration (the daemon closes its handle). 1 when id was registered, 0 when not. */
+GKV_EXPORT int gkv_buffer_drop(gkv_client_t *c, uint64_t id);
+/* Reads key (or range, NULL for the whole value) into registered buffer id at byte `at`: the
+ * daemon copies the bytes on the buffer's GPU (peer to peer from another of its GPUs; a value in
+ * a tier comes up to a GPU first) and answers once the copy has run, so that work this process
+ * starts after the call sees them. info->length says how many bytes were written. GKV_ENOSPACE
+ * (nothing written) when they do not fit between `at` and the buffer's end; GKV_EINVAL when id
+ * is not registered on c. On a cluster node a value another node owns is pulled first. */
+GKV_EXPORT int gkv_get_into(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
+                            uint64_t id, uint64_t at, gkv_value_info_t *info);
+
 #ifdef __cplusplus
 }
 #endif

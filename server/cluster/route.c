@@ -298,9 +298,10 @@ static int route_read(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     if (!p.job)
         return GKV_ROUTE_LOCAL;
     /* A read waiting for a newer version goes through a replica, whose version its handler
-     * checks (server/cmd/checks.c). */
-    p.job->direct = req->op == GKV_OP_GET && !(req->has & (GKV_HAS_OFFSET | GKV_HAS_LENGTH |
-                                                           GKV_HAS_SUFFIX | GKV_HAS_AFTER));
+     * checks (server/cmd/checks.c); so does a GET into a registered buffer, copied from it. */
+    p.job->direct =
+        req->op == GKV_OP_GET && !(req->has & (GKV_HAS_OFFSET | GKV_HAS_LENGTH | GKV_HAS_SUFFIX |
+                                               GKV_HAS_AFTER | GKV_HAS_INTO));
     p.job->attempts = attempts + 1;
     p.job->no_nixl = no_nixl;
     p.job->wait_ms = t->wait_ms; /* a missing key: its home notes that we wait */

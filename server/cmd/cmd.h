@@ -31,6 +31,9 @@ typedef struct gkv_cmd_ctx {
     uint64_t commands;          /* requests dispatched */
     bool clustered;             /* --cluster: NODE requests are routed before dispatch */
     gkv_demoter_t *demoter;     /* moves off a full GPU a SET may wait for (demoter.h); NULL */
+    /* Registered buffers (buffers.h): open now in every connection, GETs into them so far and
+     * their bytes (INFO). */
+    uint64_t buffers_open, gets_into, get_into_bytes;
     void *owner; /* the daemon: what its own handlers, and only they, reach through */
 } gkv_cmd_ctx_t;
 

@@ -40,6 +40,8 @@ int gkv_cmd_set_commit(gkv_cmd_ctx_t *ctx, uint64_t id, gkv_entry_t *e, unsigned
 
 int gkv_cmd_get(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
 {
+    if (req->has & GKV_HAS_INTO)
+        return gkv_cmd_get_into(ctx, req, rep);
     gkv_entry_t *e;
     uint64_t off = 0, len = 0;
     int rc = gkv_lookup_range(ctx, req, true, rep, &e, &off, &len);

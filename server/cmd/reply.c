@@ -54,6 +54,9 @@ void gkv_reply_release(gkv_store_t *st, gkv_reply_t *rep)
         gkv_store_unref(st, rep->copied_to);
     }
     rep->copied_from = rep->copied_to = NULL;
+    if (rep->fence_hold)
+        gkv_store_unref(st, rep->fence_hold);
+    rep->fence_hold = NULL;
     rep->fence = rep->fence_batches = false;
     rep->fence_dev = 0;
 }

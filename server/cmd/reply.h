@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "buffers.h"
 #include "lease.h"
 #include "message.h"
 #include "store.h"
@@ -51,6 +52,7 @@ typedef struct {
     gkv_wr_t *wr; /* borrowed: where the reply frame goes */
     gkv_reply_in_t in;
     gkv_leases_t *leases;          /* the connection's leases */
+    gkv_buffers_t *bufs;           /* the connection's registered buffers (NULL: none) */
     const struct gkv_command *cmd; /* set by gkv_dispatch: the command being run */
     const char *msg;               /* message for an error return (static or msgbuf) */
     char msgbuf[192];
@@ -89,6 +91,12 @@ typedef struct {
     /* MAP of a value carved from a slab, or MOVE: after the fence, gkv_store_copy_end(copied_from,
      * copied_to). One reference on each. */
     gkv_entry_t *copied_from, *copied_to;
+    /* GET into a registered buffer: the value the copy reads, until the fence. One reference. */
+    gkv_entry_t *fence_hold;
+    /* ... on the value's own GPU: the connection makes the copy itself, on its lane (backend
+     * copy_dev), and the reply goes once it has run, in place of a fence of the shared lane. */
+    gkv_devptr_t into_dst, into_src;
+    uint64_t into_len;
     /* Payload to stream after the header, in order: segs points at one or at a heap array. */
     gkv_segment_t one;
     gkv_segment_t *segs;

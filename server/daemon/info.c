@@ -136,12 +136,12 @@ int gkv_cmd_info(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
         "# Clients\r\nconnected_clients:%" PRIu64 "\r\nmaxclients:%" PRIu64
         "\r\nwaiting_for_keys:%" PRIu64 "\r\nkey_waits_woken:%" PRIu64
         "\r\nkey_waits_timed_out:%" PRIu64 "\r\nkey_waits_rechecked:%" PRIu64
-        "\r\nkey_waits_early:%" PRIu64
-        "\r\nwatching_clients:%" PRIu64
+        "\r\nkey_waits_early:%" PRIu64 "\r\nwatching_clients:%" PRIu64
         "\r\nwatch_events_sent:%" PRIu64 "\r\nwatches_overflowed:%" PRIu64 "\r\nchanges:%" PRIu64
         "\r\nasync_seals_waiting:%" PRIu64 "\r\nasync_seals_published:%" PRIu64
         "\r\nasync_seals_discarded:%" PRIu64 "\r\nasync_seal_wait_us:%" PRIu64
-        "\r\nasync_seal_max_wait_us:%" PRIu64 "\r\n"
+        "\r\nasync_seal_max_wait_us:%" PRIu64 "\r\nregistered_buffers:%" PRIu64
+        "\r\ngets_into:%" PRIu64 "\r\nget_into_bytes:%" PRIu64 "\r\n"
         "# Memory\r\nused_bytes:%" PRIu64 "\r\nmaxmemory:%" PRIu64 "\r\nmaxmemory_policy:%s"
         "\r\nevictable_bytes:%" PRIu64 "\r\ndevice_total_bytes:%" PRIu64
         "\r\nkept_export_bytes:%" PRIu64 "\r\nkept_export_reuses:%" PRIu64
@@ -161,14 +161,15 @@ int gkv_cmd_info(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
         be0->name, be0->device, be0->gpu_name, be0->gpu_uuid, srv->cfg.socket_path,
         srv->tcp_bound[0] ? srv->tcp_bound : "off",
         srv->metrics_bound[0] ? srv->metrics_bound : "off", srv->key_order_thread ? "yes" : "no",
-        srv->net.nconns, srv->cfg.maxclients, kw[0], kw[1], kw[2], kw[3], ss->early_maps, wa[0], wa[1], wa[2],
-        st->changes, fe[0], fe[1], fe[2], fe[3], fe[4], st->used, st->limit, gkv_policy_name(st->policy),
-        evictable_estimate(srv), dt.device_total, dt.kept_bytes, dt.kept_reuses, dt.kept_ahead, dt.held,
-        gkv_index_memory(st->ix), srv->cfg.max_value, srv->cfg.max_key, ss->total_connections,
-        ss->rejected_connections, srv->cmd.commands, ss->protocol_errors, st->stats.hits,
-        st->stats.misses, st->stats.sets, st->stats.dels, st->stats.evicted, st->stats.expired,
-        st->stats.oom_errors, ss->bytes_in, ss->bytes_out, dt.batches, dt.pieces,
-        gkv_index_count(st->ix), st->ttl.n, st->entries,
+        srv->net.nconns, srv->cfg.maxclients, kw[0], kw[1], kw[2], kw[3], ss->early_maps, wa[0],
+        wa[1], wa[2], st->changes, fe[0], fe[1], fe[2], fe[3], fe[4], srv->cmd.buffers_open,
+        srv->cmd.gets_into, srv->cmd.get_into_bytes, st->used, st->limit,
+        gkv_policy_name(st->policy), evictable_estimate(srv), dt.device_total, dt.kept_bytes,
+        dt.kept_reuses, dt.kept_ahead, dt.held, gkv_index_memory(st->ix), srv->cfg.max_value,
+        srv->cfg.max_key, ss->total_connections, ss->rejected_connections, srv->cmd.commands,
+        ss->protocol_errors, st->stats.hits, st->stats.misses, st->stats.sets, st->stats.dels,
+        st->stats.evicted, st->stats.expired, st->stats.oom_errors, ss->bytes_in, ss->bytes_out,
+        dt.batches, dt.pieces, gkv_index_count(st->ix), st->ttl.n, st->entries,
         be0->host_visible && !srv->cfg.host_zero_copy ? "off" : be0->share_mechanism,
         srv->lease_totals.leases, srv->lease_totals.bytes, srv->lease_totals.creates,
         srv->cfg.max_leases, srv->cfg.max_leased_bytes);

@@ -32,6 +32,7 @@ static void on_closed(uv_handle_t *h)
     assert(c->copies == 0 && !gkv_conn_held(c)); /* the lifetime rule (conn.h) */
     /* A disconnect ends every lease and discards unsealed CREATEs. */
     gkv_leases_fini(&c->leases, net->store);
+    gkv_buffers_fini(&c->bufs, net->cmd); /* its copies ran: no fence is pending (copies 0) */
     if (net->cluster)
         gkv_cluster_ticket_fini(net->cluster, &c->route);
     if (c->rcv.entry)
@@ -207,6 +208,9 @@ static void fence_done(gkv_conn_t *c, int status)
         gkv_store_unref(st, c->copied_to);
         c->copied_from = c->copied_to = NULL;
     }
+    if (c->fence_hold)
+        gkv_store_unref(st, c->fence_hold);
+    c->fence_hold = NULL;
     if (status) {
         GKV_ERROR("conn %llu: waiting for the backend failed: %s", (unsigned long long)c->id,
                   gkv_strerror(status));
@@ -215,18 +219,26 @@ static void fence_done(gkv_conn_t *c, int status)
     c->hold.fence = false;
 }
 
-/* The reply just written goes out once the backend's shared lane has run (reply.h). */
+/* The reply just written goes out once the backend's shared lane has run, or a GET into's copy
+ * on the connection's lane (reply.h). */
 void gkv_conn_start_fence(gkv_conn_t *c, gkv_reply_t *rep)
 {
     c->copied_from = rep->copied_from;
     c->copied_to = rep->copied_to;
     rep->copied_from = rep->copied_to = NULL;
+    c->fence_hold = rep->fence_hold;
+    rep->fence_hold = NULL;
     c->fencing = c->wait.copy = true;
     c->hold.fence = true;
     gkv_backend_t *be = c->net->devs->dev[rep->fence_dev].be;
     bool begun = gkv_conn_copy_begin(c);
-    int rc = begun ? be->ops->fence_shared(be, rep->fence_batches, &c->copy) : GKV_ECLOSED;
+    int rc = !begun          ? GKV_ECLOSED
+             : rep->into_len ? be->ops->copy_dev(be, rep->into_dst, rep->into_src, rep->into_len,
+                                                 c->lane, &c->copy)
+                             : be->ops->fence_shared(be, rep->fence_batches, &c->copy);
     gkv_trace("d_fence", c->id, (uint64_t)rc); /* GPUKV_TRACE: 0 waits, 1 nothing to wait for */
+    if (rc == 0 && rep->into_len) /* a copy on a lane: reported through the device's polling */
+        gkv_poller_arm(&c->net->devs->dev[rep->fence_dev].poller);
     if (rc) {
         if (begun)
             gkv_conn_copy_unbegin(c);
@@ -512,6 +524,7 @@ static int conn_start(gkv_net_t *net, uv_stream_t *listener, int fd, bool local)
     c->route.wake = gkv_conn_cluster_wake;
     c->route.conn = c;
     gkv_leases_init(&c->leases, net->cmd->lease_totals);
+    gkv_buffers_init(&c->bufs);
     gkv_wr_init(&c->out);
     c->next = net->conns;
     if (net->conns)

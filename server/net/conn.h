@@ -155,6 +155,7 @@ struct gkv_conn {
     gkv_commit_waiter_t commit;           /* the journal's commit (hold.commit) */
     uint64_t journal_mark;                /* the journal's length as the request began */
     gkv_entry_t *copied_from, *copied_to; /* the fence's MAP or MOVE copy (reply.h) */
+    gkv_entry_t *fence_hold;              /* the fence's GET into: the value read (reply.h) */
     uint64_t requests;                    /* requests handled so far */
     uint64_t op, op_started; /* the request in progress: opcode, uv_hrtime at its header */
     /* Deadlines (limits.c), in uv_now milliseconds. */
@@ -163,6 +164,7 @@ struct gkv_conn {
     uint64_t active_at;       /* last input or output */
     uint64_t auth_hold_until; /* hold.auth: the failed HELLO's reply goes out then, c closes */
     gkv_leases_t leases;
+    gkv_buffers_t bufs; /* its registered buffers (BUFFER), closed when it ends */
     /* Input: bytes [in_pos, in_len) of in are unprocessed. */
     uint8_t *in;
     size_t in_cap, in_len, in_pos;

@@ -277,6 +277,7 @@ static bool handle_request(gkv_conn_t *c, const gkv_request_t *routed)
     const gkv_request_t *req = &run;
     gkv_reply_t rep;
     gkv_reply_init(&rep, &c->out, &c->leases);
+    rep.bufs = c->local ? &c->bufs : NULL;
     rep.in.local = c->local;
     rep.in.conn_id = c->id;
     rep.in.peer_uid = c->peer_uid;

@@ -2,7 +2,7 @@
  * exec) writes a value with a kernel through CREATE/SEAL and another checks it with a kernel
  * through MAP; overwrite under a lease; 10,000 MAP/RELEASE cycles; a SIGKILLed mapping client;
  * double-buffered rewrites of a key; the device copy helpers locally and over TCP; many values
- * stored from device memory together. */
+ * stored from device memory together; registered buffers the daemon writes values into. */
 #include <check.h>
 #include <cuda_runtime.h>
 #include <gpukv/gpukv.h>
@@ -14,7 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../integration/raw_frame.h"
 #include "checksum.h"
+#include "commands.h"
 #include "harness.h"
 #include "probe.h"
 #define GKV_CHECK_NO_MAIN
@@ -325,6 +327,138 @@ START_TEST(a_guarded_mapping_is_not_freed_under_a_running_kernel)
     ck_assert_int_eq(got[0], 1);
     cudaStreamDestroy(s);
     cudaFree(seen);
+    free(v);
+    gkv_client_close(c);
+}
+END_TEST
+
+/* Registered buffers (BUFFER, GET with into): the daemon copies values into this process's
+ * memory itself: the bytes are there when the call returns, only inside the range registered
+ * (at the offset asked for), never past its end; 16 per connection; dropped and closed ones
+ * are gone; memory without an IPC handle and garbage handles are refused. */
+static void expect_bytes(const uint8_t *dev, const uint8_t *want, size_t n)
+{
+    uint8_t *got = malloc(n);
+    ck_assert_int_eq(cudaMemcpy(got, dev, n, cudaMemcpyDeviceToHost), cudaSuccess);
+    ck_assert_int_eq(memcmp(got, want, n), 0);
+    free(got);
+}
+
+static void expect_fill(const uint8_t *dev, uint8_t b, size_t n)
+{
+    uint8_t *want = malloc(n);
+    memset(want, b, n);
+    expect_bytes(dev, want, n);
+    free(want);
+}
+
+START_TEST(a_registered_buffer_gets_values_written_by_the_daemon)
+{
+    size_t total = 8u << 20, reg = 4u << 20, skip = 4096, n = 1u << 20;
+    uint8_t *mem, *v = malloc(n);
+    ck_assert_int_eq(cudaMalloc((void **)&mem, total), cudaSuccess);
+    ck_assert_int_eq(cudaMemset(mem, 0xee, total), cudaSuccess);
+    gkv_client_t *c;
+    ck_assert_int_eq(gkv_client_connect(d.url, &c), 0);
+    for (size_t i = 0; i < n; i++)
+        v[i] = (uint8_t)(i * 7 + 3);
+    ck_assert_int_eq(gkv_set(c, KEY("zc/into/a"), v, n, NULL), 0);
+    ck_assert_int_eq(gkv_set(c, KEY("zc/into/s"), "hello", 5, NULL), 0);
+    ck_assert_int_eq(gkv_set(c, KEY("zc/into/0"), "", 0, NULL), 0);
+    uint64_t id;
+    ck_assert_int_eq(gkv_buffer_register(c, mem + skip, reg, &id), 0);
+    ck_assert_uint_eq(info_u64(c, "registered_buffers"), 1);
+    gkv_value_info_t vi;
+    ck_assert_int_eq(gkv_get_into(c, KEY("zc/into/a"), NULL, id, 0, &vi), 0);
+    ck_assert_uint_eq(vi.length, n);
+    ck_assert_uint_eq(vi.size, n);
+    expect_bytes(mem + skip, v, n);
+    expect_fill(mem, 0xee, skip);            /* before the range: untouched */
+    expect_fill(mem + skip + n, 0xee, 4096); /* after the bytes: untouched */
+    /* A range, at an offset in the buffer. */
+    gkv_range_t r = {.offset = 100, .length = 200};
+    ck_assert_int_eq(gkv_get_into(c, KEY("zc/into/a"), &r, id, n + 10, &vi), 0);
+    ck_assert_uint_eq(vi.length, 200);
+    ck_assert_uint_eq(vi.offset, 100);
+    expect_bytes(mem + skip + n + 10, v + 100, 200);
+    expect_fill(mem + skip + n, 0xee, 10);
+    /* A small value (batched, carved from a slab) to the buffer's last bytes; one byte more
+     * does not fit: NOSPACE, nothing written. */
+    ck_assert_int_eq(gkv_get_into(c, KEY("zc/into/s"), NULL, id, reg - 5, &vi), 0);
+    expect_bytes(mem + skip + reg - 5, (const uint8_t *)"hello", 5);
+    ck_assert_int_eq(cudaMemset(mem + skip + reg - 8, 0xee, 8), cudaSuccess);
+    ck_assert_int_eq(gkv_get_into(c, KEY("zc/into/s"), NULL, id, reg - 4, &vi), GKV_ENOSPACE);
+    ck_assert_int_eq(gkv_get_into(c, KEY("zc/into/s"), NULL, id, reg + 1, &vi), GKV_ENOSPACE);
+    expect_fill(mem + skip + reg - 8, 0xee, 8 + 4096);
+    ck_assert_int_eq(gkv_get_into(c, KEY("zc/into/0"), NULL, id, reg, &vi), 0);
+    ck_assert_uint_eq(vi.length, 0);
+    ck_assert_int_eq(gkv_get_into(c, KEY("zc/into/none"), NULL, id, 0, &vi), GKV_ENOTFOUND);
+    /* A value stored from device memory (its own allocation), larger than the buffer: NOSPACE;
+     * its first 4 MiB as a range fit. */
+    uint8_t *big;
+    ck_assert_int_eq(cudaMalloc((void **)&big, 6u << 20), cudaSuccess);
+    ck_assert_int_eq(cudaMemset(big, 0x42, 6u << 20), cudaSuccess);
+    ck_assert_int_eq(gkv_set_from_device(c, KEY("zc/into/big"), big, 6u << 20, NULL), 0);
+    ck_assert_int_eq(gkv_get_into(c, KEY("zc/into/big"), NULL, id, 0, &vi), GKV_ENOSPACE);
+    r = (gkv_range_t){.offset = 0, .length = reg};
+    ck_assert_int_eq(gkv_get_into(c, KEY("zc/into/big"), &r, id, 0, &vi), 0);
+    expect_fill(mem + skip, 0x42, reg);
+    expect_fill(mem + skip + reg, 0xee, 4096);
+    ck_assert_uint_ge(info_u64(c, "gets_into"), 5);
+    /* 16 buffers per connection: 15 more, then LEASELIMIT. */
+    uint64_t ids[16];
+    for (int i = 0; i < 15; i++)
+        ck_assert_int_eq(gkv_buffer_register(c, mem + (size_t)i * 4096, 4096, &ids[i]), 0);
+    ck_assert_int_eq(gkv_buffer_register(c, mem, 4096, &ids[15]), GKV_ELEASELIMIT);
+    for (int i = 0; i < 15; i++)
+        ck_assert_int_eq(gkv_buffer_drop(c, ids[i]), 1);
+    ck_assert_int_eq(gkv_buffer_drop(c, ids[0]), 0);
+    ck_assert_int_eq(gkv_get_into(c, KEY("zc/into/s"), NULL, ids[0], 0, &vi), GKV_EINVAL);
+    /* Past the allocation's end, memory from a pool: refused by the library. */
+    ck_assert_int_eq(gkv_buffer_register(c, mem + total - 4096, 8192, &ids[0]), GKV_EINVAL);
+    void *pooled;
+    ck_assert_int_eq(cudaMallocAsync(&pooled, 1u << 20, 0), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(0), cudaSuccess);
+    ck_assert_int_eq(gkv_buffer_register(c, pooled, 1u << 20, &ids[0]), GKV_EINVAL);
+    /* Raw requests: a garbage handle, a range outside the allocation. */
+    static uint8_t hdr[65536];
+    gkv_response_t resp;
+    int fd = raw_connect(d.sock);
+    raw_fields_t hello = {0};
+    ck_assert_int_eq(raw_request(fd, GKV_OP_HELLO, hello, &resp, hdr, sizeof(hdr)), 0);
+    uint8_t junk[64];
+    memset(junk, 0x5a, sizeof(junk));
+    cudaIpcMemHandle_t h;
+    ck_assert_int_eq(cudaIpcGetMemHandle(&h, mem), cudaSuccess);
+    for (int i = 0; i < 3; i++) {
+        gkv_wr_t w;
+        gkv_wr_init(&w);
+        gkv_wr_begin(&w);
+        gkv_wr_uint(&w, GKV_F_OP, GKV_OP_BUFFER);
+        gkv_wr_uint(&w, GKV_F_ID, 3);
+        gkv_wr_bin(&w, GKV_F_EXPORT, i == 0 ? junk : (const uint8_t *)&h, i == 2 ? 10 : 64);
+        gkv_wr_uint(&w, GKV_F_OFFSET, i == 1 ? total - 10 : 0);
+        gkv_wr_uint(&w, GKV_F_LENGTH, 4096);
+        gkv_wr_end(&w);
+        int want = i == 1 ? GKV_ERANGE : GKV_EINVAL;
+        ck_assert_int_eq(raw_call(fd, &w, &resp, hdr, sizeof(hdr)), want);
+        gkv_wr_fini(&w);
+    }
+    close(fd);
+    /* A connection's buffers close with it. */
+    gkv_client_t *o;
+    ck_assert_int_eq(gkv_client_connect(d.url, &o), 0);
+    ck_assert_int_eq(gkv_buffer_register(o, mem, 4096, &ids[0]), 0);
+    ck_assert_uint_eq(info_u64(c, "registered_buffers"), 2);
+    gkv_client_close(o);
+    for (int i = 0; i < 200 && info_u64(c, "registered_buffers") != 1; i++)
+        usleep(5000);
+    ck_assert_uint_eq(info_u64(c, "registered_buffers"), 1);
+    ck_assert_int_eq(gkv_buffer_drop(c, id), 1);
+    ck_assert_uint_eq(info_u64(c, "registered_buffers"), 0);
+    cudaFreeAsync(pooled, 0);
+    cudaFree(big);
+    cudaFree(mem);
     free(v);
     gkv_client_close(c);
 }
@@ -740,6 +874,7 @@ int main(void)
     tcase_add_test(t, small_values_in_batches_and_slabs);
     tcase_add_test(t, connections_of_one_process_share_imports);
     tcase_add_test(t, a_guarded_mapping_is_not_freed_under_a_running_kernel);
+    tcase_add_test(t, a_registered_buffer_gets_values_written_by_the_daemon);
     tcase_add_test(t, a_replaced_value_reuses_the_kept_allocation);
     tcase_add_test(t, a_kept_allocation_is_cleared_for_the_next_key);
     tcase_add_test(t, values_of_one_size_get_memory_cleared_ahead);

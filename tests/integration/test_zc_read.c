@@ -378,6 +378,97 @@ START_TEST(zero_copy_is_refused_over_tcp_and_where_not_granted)
 }
 END_TEST
 
+/* Registered buffers (BUFFER, GET with into) need GPU memory of a client: what cannot be taken
+ * (the host backend, a garbage handle, a buffer not registered, TCP, host memory) answers a
+ * clear error and disturbs nothing (the bytes' tests are in tests/gpu/test_gpu_zerocopy.c). */
+static int64_t raw_buffer(int fd, const uint8_t *handle, size_t hlen, uint64_t into, uint64_t len,
+                          gkv_response_t *r, uint8_t *hdr)
+{
+    gkv_wr_t w;
+    gkv_wr_init(&w);
+    gkv_wr_begin(&w);
+    gkv_wr_uint(&w, GKV_F_OP, GKV_OP_BUFFER);
+    gkv_wr_uint(&w, GKV_F_ID, 9);
+    if (handle)
+        gkv_wr_bin(&w, GKV_F_EXPORT, handle, hlen);
+    if (into)
+        gkv_wr_uint(&w, GKV_F_INTO, into);
+    if (len)
+        gkv_wr_uint(&w, GKV_F_LENGTH, len);
+    gkv_wr_end(&w);
+    int64_t st = raw_call(fd, &w, r, hdr, 65536);
+    gkv_wr_fini(&w);
+    return st;
+}
+
+static int64_t raw_get_into(int fd, const char *key, uint64_t into, gkv_response_t *r, uint8_t *hdr)
+{
+    gkv_wr_t w;
+    gkv_wr_init(&w);
+    gkv_wr_begin(&w);
+    gkv_wr_uint(&w, GKV_F_OP, GKV_OP_GET);
+    gkv_wr_uint(&w, GKV_F_ID, 10);
+    gkv_wr_bin(&w, GKV_F_KEY, key, strlen(key));
+    gkv_wr_uint(&w, GKV_F_INTO, into);
+    gkv_wr_end(&w);
+    int64_t st = raw_call(fd, &w, r, hdr, 65536);
+    gkv_wr_fini(&w);
+    return st;
+}
+
+START_TEST(registered_buffers_refuse_what_they_cannot_take)
+{
+    static uint8_t hdr[65536];
+    gkv_response_t r;
+    gkv_client_t *c = conn(d.url);
+    ck_assert_int_eq(gkv_set(c, KEY("buf/k"), "value", 5, NULL), 0);
+    uint8_t handle[64];
+    memset(handle, 0xa5, sizeof(handle));
+    int a = raw_zc_connect();
+    ck_assert_int_eq(raw_op(a, GKV_OP_HELLO, NULL, 0, &r, hdr), 0);
+    /* Registering: the host backend writes into no client memory; the cuda backend opens no
+     * handle of garbage. */
+    if (strcmp(gkv_client_info(c)->backend, "cuda") == 0) {
+        ck_assert_int_eq(raw_buffer(a, handle, sizeof(handle), 0, 4096, &r, hdr), GKV_EINVAL);
+    } else {
+        ck_assert_int_eq(raw_buffer(a, handle, sizeof(handle), 0, 4096, &r, hdr), GKV_ENOTSUP);
+        ck_assert(r.message.len && memmem(r.message.p, r.message.len, "cuda backend", 12));
+    }
+    /* Neither a handle nor a buffer to drop; no length. */
+    ck_assert_int_eq(raw_buffer(a, NULL, 0, 0, 0, &r, hdr), GKV_EINVAL);
+    ck_assert_int_eq(raw_buffer(a, handle, sizeof(handle), 0, 0, &r, hdr), GKV_EINVAL);
+    /* Dropping a buffer that is not there counts 0. */
+    ck_assert_int_eq(raw_buffer(a, NULL, 0, 5, 0, &r, hdr), 0);
+    ck_assert_uint_eq(r.count, 0);
+    /* A GET into a buffer that is not registered is INVAL, and sends no bytes. */
+    ck_assert_int_eq(raw_get_into(a, "buf/k", 1, &r, hdr), GKV_EINVAL);
+    ck_assert(r.message.len && memmem(r.message.p, r.message.len, "no buffer 1", 11));
+    ck_assert_int_eq(raw_get_into(a, "buf/none", 1, &r, hdr), GKV_EINVAL);
+    /* The connection goes on: a plain GET after them. */
+    ck_assert_int_eq(raw_op(a, GKV_OP_MAP, "buf/k", 0, &r, hdr), 0);
+    ck_assert_uint_eq(r.size, 5);
+    close(a);
+    /* Without zero-copy (TCP) BUFFER is NOTSUP like MAP. */
+    gkv_client_t *t = conn(d.tcp_url);
+    uint64_t id = 0;
+    ck_assert_int_eq(gkv_buffer_register(t, handle, sizeof(handle), &id), GKV_ENOTSUP);
+    gkv_value_info_t vi;
+    ck_assert_int_eq(gkv_get_into(t, KEY("buf/k"), NULL, 1, 0, &vi), GKV_EINVAL);
+    gkv_client_close(t);
+    /* libgpukv refuses host memory before sending anything (not device memory). */
+    ck_assert_int_eq(gkv_buffer_register(c, handle, sizeof(handle), &id), GKV_ENOTSUP);
+    ck_assert_int_eq(gkv_buffer_register(c, handle, 0, &id), GKV_EINVAL);
+    ck_assert_int_eq(gkv_buffer_drop(c, 3), 0);
+    ck_assert_int_eq(gkv_get_into(c, KEY("buf/k"), NULL, 3, 0, &vi), GKV_EINVAL);
+    ck_assert_uint_eq(info_u64(c, "registered_buffers"), 0);
+    ck_assert_uint_eq(info_u64(c, "gets_into"), 0);
+    char buf[8];
+    ck_assert_int_eq(gkv_get(c, KEY("buf/k"), NULL, buf, sizeof(buf), &vi), 0);
+    ck_assert_int_eq(memcmp(buf, "value", 5), 0);
+    gkv_client_close(c);
+}
+END_TEST
+
 START_TEST(lease_caps_per_connection)
 {
     static const char *const args[] = {
@@ -431,6 +522,7 @@ int main(void)
         a_sized_lease_cache_serves_map_many_without_imports,
         a_large_lease_cache_renews_every_key_of_a_repeated_read,
         zero_copy_is_refused_over_tcp_and_where_not_granted,
+        registered_buffers_refuse_what_they_cannot_take,
         lease_caps_per_connection,
         thousands_of_unmaps_in_a_row_do_not_stall,
     };

@@ -196,7 +196,7 @@ START_TEST(table_covers_the_command_list)
         ck_assert_int_eq(cmd->on_payload != NULL, (cmd->flags & GKV_CMD_PAYLOAD) != 0);
         n++;
     }
-    ck_assert_uint_eq(n, 25);
+    ck_assert_uint_eq(n, 26);
     ck_assert_ptr_null(gkv_command_lookup(&srv.cmd, 0));
     ck_assert_ptr_null(gkv_command_lookup(&srv.cmd, GKV_OP_MAX));
 }

@@ -41,7 +41,7 @@ from ._errors import (
     VersionError,
 )
 from ._gpukv import Mapping, Value, default_socket
-from .client import Client, ClientPool, Event, ListEntry, Watch
+from .client import Client, ClientPool, Event, ListEntry, RegisteredBuffer, Watch
 
 __version__ = "0.1.0"
 #: True when this build can use CUDA (zero-copy on the cuda backend, device arrays).
@@ -51,6 +51,6 @@ __all__ = [
     "AuthError", "BackendError", "Busy", "Client", "ClientPool", "ConnectionClosed", "ConnectionError",
     "Error", "Event", "Exists", "HAVE_CUDA", "InvalidArgument", "LeaseLimit", "ListEntry",
     "Mapping", "NoLease", "NoMemory", "NoSpace", "NotFound", "NotSupported", "OOM", "Overflow",
-    "ProtocolError", "RangeError", "ShuttingDown", "SystemCallError", "TimeoutError", "TooBig",
+    "ProtocolError", "RangeError", "RegisteredBuffer", "ShuttingDown", "SystemCallError", "TimeoutError", "TooBig",
     "Unavailable", "UnknownCommand", "Value", "VersionError", "Watch", "default_socket",
 ]

@@ -221,6 +221,39 @@ def _parse_info(text: str) -> dict[str, dict[str, Any]]:
     return {k: v for k, v in sections.items() if v}
 
 
+class RegisteredBuffer:
+    """Device memory of this process registered with the daemon (``Client.register_buffer``):
+    ``Client.get_to_buffer`` has the daemon copy values into it itself, with no import, copy or
+    GPU work of this process per read. The client keeps the array alive until ``drop()`` (or the
+    ``with`` block's end, or the client's ``close``): the daemon holds the memory open until
+    then. ``id`` names it on its client's connection; ``nbytes`` is its size."""
+
+    def __init__(self, client: Client, mem: Any, array: Any, id: int) -> None:
+        self._client, self._mem, self.array, self.id = client, mem, array, id
+        self.nbytes: int = mem.nbytes
+
+    def drop(self) -> None:
+        """Ends the registration (the daemon closes the memory). Twice is harmless."""
+        if self._mem is None:
+            return
+        try:
+            if not self._client.closed:
+                self._client._buffer_drop(self.id)
+        finally:
+            self._client._buffers.pop(self.id, None)
+            self._mem.close()
+            self._mem = None
+
+    def __enter__(self) -> RegisteredBuffer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.drop()
+
+    def __repr__(self) -> str:
+        return f"<gpukv.RegisteredBuffer {self.id} of {self.nbytes} bytes>"
+
+
 class Client(_gpukv.Client):
     """A connection to gpukvd.
 
@@ -380,6 +413,43 @@ class Client(_gpukv.Client):
             return super()._get_to_device(key, dev.ptr, dev.nbytes, offset=offset,
                                           length=length, suffix=suffix, wait=wait,
                                           after=after)
+
+    @property
+    def _buffers(self) -> dict[int, RegisteredBuffer]:
+        return self.__dict__.setdefault("_live_buffers", {})
+
+    def register_buffer(self, out: Any) -> RegisteredBuffer:
+        """Registers ``out``, a writable CUDA array (CuPy, PyTorch: memory from cudaMalloc, as
+        their default allocators give; not from a memory pool of cudaMallocAsync), with the daemon
+        for ``get_to_buffer``: it opens the memory once and writes values into it itself.
+        Needs a local zero-copy connection to a daemon on GPUs (else ``NotSupported``); at most
+        16 per connection (``LeaseLimit``). Keep the ``RegisteredBuffer`` or ``drop()`` it; the
+        client holds the array until then."""
+        dev = device_memory(out, writable=True)
+        if dev is None:
+            raise TypeError(f"register_buffer needs a CUDA array, not {type(out).__name__}")
+        try:
+            id = super()._buffer_register(dev.ptr, dev.nbytes)
+        except BaseException:
+            dev.close()
+            raise
+        buf = RegisteredBuffer(self, dev, out, id)
+        self._buffers[id] = buf
+        return buf
+
+    def get_to_buffer(self, key: Key, buf: RegisteredBuffer, *, at: int = 0,
+                      offset: int | None = None, length: int | None = None,
+                      suffix: int | None = None, wait: float | None = None,
+                      after: int | None = None) -> int:
+        """Reads key (or a range) into registered buffer ``buf`` at byte ``at``: the daemon
+        copies the bytes on the buffer's GPU and answers once the copy has run, so work this
+        process starts afterwards sees them. Returns the number of bytes written; ``NoSpace``
+        (nothing written) when they do not fit. ``wait`` and ``after`` as in ``get``. On a
+        cluster node a value another node owns is pulled into the node first."""
+        if buf._client is not self or buf._mem is None:
+            raise ValueError("the buffer is not registered on this client")
+        return super()._get_to_buffer(key, buf.id, at, offset=offset, length=length,
+                                      suffix=suffix, wait=wait, after=after)
 
     def mget(self, keys: Sequence[Key], ranges: Sequence[RangeLike] | None = None
              ) -> list[bytes | None]:

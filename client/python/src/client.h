@@ -1,7 +1,8 @@
 /* client.h: what the files of _gpukv.Client share (not a public interface): the methods its
  * type's table lists, and helpers. The type, its lifecycle and locking are in client_type.c;
  * calls that move a value's bytes in client_values.c; keys, sizes, listing and server calls in
- * client_keys.c; map and create in client_map.c; watches in client_watch.c. */
+ * client_keys.c; map and create in client_map.c; watches in client_watch.c; registered buffers
+ * in client_buffer.c. */
 #ifndef GKV_PY_CLIENT_H
 #define GKV_PY_CLIENT_H
 
@@ -51,6 +52,9 @@ PyObject *client_get_value(ClientObject *self, PyObject *const *args, Py_ssize_t
 PyObject *client_get_into(ClientObject *self, PyObject *args, PyObject *kw);
 PyObject *client_get_to_device(ClientObject *self, PyObject *args, PyObject *kw);
 PyObject *client_mget(ClientObject *self, PyObject *args);
+PyObject *client_buffer_register(ClientObject *self, PyObject *args);
+PyObject *client_buffer_drop(ClientObject *self, PyObject *arg);
+PyObject *client_get_to_buffer(ClientObject *self, PyObject *args, PyObject *kw);
 
 PyObject *client_exists(ClientObject *self, PyObject *keys);
 PyObject *client_delete(ClientObject *self, PyObject *keys);

@@ -208,6 +208,40 @@ def test_zarr_writes_of_gpu_chunks_are_stored_together(gc_client, daemon, monkey
     assert bool((got == want).all())
 
 
+def test_registered_buffers_take_values_from_the_daemon(gc_client):
+    cp = pytest.importorskip("cupy")
+    torch = pytest.importorskip("torch")
+    data = np.random.default_rng(3).integers(0, 256, 3 << 20, dtype=np.uint8)
+    gc_client.set("rb/a", data)
+    gc_client.set("rb/s", b"hello")
+    out = cp.full(4 << 20, 0xEE, dtype=cp.uint8)
+    with gc_client.register_buffer(out) as buf:
+        assert buf.nbytes == out.nbytes and buf.array is out
+        assert gc_client.get_to_buffer("rb/a", buf) == data.nbytes
+        assert bool((out[: data.nbytes].get() == data).all())  # there when the call returns
+        assert gc_client.get_to_buffer("rb/a", buf, at=10, offset=5, length=100) == 100
+        assert bool((out[10:110].get() == data[5:105]).all())
+        assert gc_client.get_to_buffer("rb/s", buf, at=out.nbytes - 5) == 5
+        assert out[-5:].get().tobytes() == b"hello"
+        with pytest.raises(gpukv.NoSpace):
+            gc_client.get_to_buffer("rb/a", buf, at=2 << 20)
+        with pytest.raises(gpukv.NotFound):
+            gc_client.get_to_buffer("rb/none", buf)
+        assert gc_client.info()["registered_buffers"] == 1
+    assert gc_client.info()["registered_buffers"] == 0
+    with pytest.raises(ValueError):
+        gc_client.get_to_buffer("rb/a", buf)
+    # A PyTorch tensor (its caching allocator's cudaMalloc blocks), through DLPack or CAI.
+    t = torch.zeros(1 << 20, dtype=torch.uint8, device="cuda")
+    tb = gc_client.register_buffer(t)
+    assert gc_client.get_to_buffer("rb/a", tb, length=1 << 20) == 1 << 20
+    assert bool((t.cpu().numpy() == data[: 1 << 20]).all())
+    tb.drop()
+    tb.drop()
+    with pytest.raises(TypeError):
+        gc_client.register_buffer(bytearray(16))
+
+
 @pytest.mark.parametrize("how", ["ptr", "view"])
 def test_a_kernel_reading_a_mapping_at_unmap_never_sees_the_memory_reused(fresh_daemon, how):
     # A kernel of this process reads a mapped value on a stream of its own (through m.ptr, or a
