@@ -354,7 +354,9 @@ def main() -> int:
                   f"{i['nixl_read_bytes']}, nixl_fallbacks {i['nixl_fallbacks']}, "
                   f"remote_reads {i['remote_reads']}, slots in use {i['nixl_slots_in_use']}, "
                   f"early frames {cb.info('clients')['key_waits_early']}, head starts "
-                  f"{i.get('nixl_head_starts', '-')} ({i.get('nixl_heads_dropped', '-')} dropped)")
+                  f"{i.get('nixl_head_starts', '-')} ({i.get('nixl_heads_dropped', '-')} dropped), "
+                  f"pulls landed in registered buffers too {i.get('nixl_tees', '-')}, GETs into "
+                  f"buffers {cb.info('clients').get('gets_into', '-')}")
     finally:
         for ca, cb in clients.values():
             ca.close()

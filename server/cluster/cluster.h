@@ -81,6 +81,16 @@ typedef struct gkv_route_ticket {
      * memory may still show an earlier value's bytes (cleared false only); -1 when the
      * connection takes no early frame now. */
     int (*early)(void *conn, gkv_entry_t *e, bool cleared);
+    /* Set by the connection before the route for a GET of a whole value into a registered
+     * buffer (PROTOCOL.md, "Reading into a registered buffer"): where the bytes go (memory of
+     * the buffer's device tee_dev, tee_cap bytes from tee; tee.v 0: none). A pull of the value
+     * through NIXL then lands each chunk there too, beside the replica, and names the replica
+     * it so completed in teed (one reference, on the loop), which the connection takes after
+     * the route: its GET then has nothing left to copy. */
+    gkv_devptr_t tee;
+    uint64_t tee_cap;
+    unsigned tee_dev;
+    gkv_entry_t *teed;
 } gkv_route_ticket_t;
 
 enum {

@@ -81,6 +81,9 @@ typedef struct {
      * shared_mark; owned, given back by gkv_cl_job_free), or NULL: the worker's copies and
      * wait then take the whole lane. */
     void *mark;
+    /* PULL: bytes landed in the ticket's registered buffer too (j->tee), on the worker. */
+    uint64_t teed;
+    bool tee_failed;
 } cl_key_t;
 
 typedef struct cl_job {
@@ -128,6 +131,10 @@ typedef struct cl_job {
                     * it, then when its worker ended */
     uint64_t xfer; /* PUSH: the transfer's id (the reader's) */
     uint64_t pull_us; /* PULL: when it was handed to the workers */
+    /* PULL of one key for a GET into a registered buffer: the ticket's tee, copied at start. */
+    gkv_devptr_t tee;
+    uint64_t tee_cap;
+    unsigned tee_dev;
     /* PULL: the ticket's early, kept for the message (cleared) its worker posts to the loop
      * once keys[0]'s memory is cleared (pull.c, gkv_cl_offer_cleared). */
     int (*early)(void *conn, gkv_entry_t *e, bool cleared);
@@ -213,6 +220,11 @@ void gkv_cl_keep_meta(cl_key_t *k, const gkv_response_t *r);
  * owner meanwhile stages the first chunks) and tells the loop, which offers the memory to the
  * MAP waiting for it (before the job's done). */
 void gkv_cl_offer_cleared(cl_job_t *j, cl_key_t *k, gkv_backend_t *be);
+/* pull.c, on a pull's worker: len bytes of k's value at off, landed in the arena at src
+ * (backend be's), copied into k->mem (after k->mark) and, for a GET into a registered buffer,
+ * into the buffer too (j->tee; a failure there only stops the tee: the GET copies instead).
+ * Returns 0 or GKV_EIO. */
+int gkv_cl_land(cl_job_t *j, cl_key_t *k, gkv_backend_t *be, uint64_t off, void *src, size_t len);
 /* pull_chunks.c, on a pull's worker: k's value through NIXL into k->mem, chunk by chunk
  * (STAGE), taking over the READ's head start (j->head) when there is one. owner borrowed.
  * Returns 0, CL_AGAIN (the owner does not hold that version now), or another code with j->msg

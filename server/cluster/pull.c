@@ -311,6 +311,21 @@ int gkv_cl_node_stage(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
 
 /* ---- PULL (the reader's side) ---------------------------------------------------------- */
 
+int gkv_cl_land(cl_job_t *j, cl_key_t *k, gkv_backend_t *be, uint64_t off, void *src, size_t len)
+{
+    if (be->ops->arena_copy(be, k->mem, off, src, len, 1, k->mark))
+        return GKV_EIO;
+    if (j->tee.v && !k->tee_failed && k->dev == j->tee_dev && k->size <= j->tee_cap) {
+        /* The reader's buffer: memory of the same device, written as the replica is. */
+        gkv_devptr_t dst = {j->tee.v + off};
+        if (be->ops->arena_copy(be, dst, 0, src, len, 1, k->mark) == 0)
+            k->teed += len;
+        else
+            k->tee_failed = true;
+    }
+    return 0;
+}
+
 bool gkv_cl_pull_start(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j)
 {
     bool any = false;
@@ -350,6 +365,11 @@ bool gkv_cl_pull_start(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j)
         return false;
     j->kind = JOB_PULL;
     j->pull_us = gkv_plane_now_us();
+    if (j->nkeys == 1 && t->tee.v) {
+        j->tee = t->tee;
+        j->tee_cap = t->tee_cap;
+        j->tee_dev = t->tee_dev;
+    }
     gkv_trace("r_queued", 0, 0);
     j->job.run = run_pull;
     j->finished = false;
@@ -438,8 +458,8 @@ static int pull_pushed(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
         if (rc)
             break;
         uint64_t off = i * chunk, len = k->size - off < chunk ? k->size - off : chunk;
-        if (a->be->ops->arena_copy(a->be, k->mem, off, gkv_slot_addr(&a->slots, slots[i % nslots]),
-                                   (size_t)len, 1, k->mark)) {
+        if (gkv_cl_land(j, k, a->be, off, gkv_slot_addr(&a->slots, slots[i % nslots]),
+                        (size_t)len)) {
             rc = GKV_EIO;
             break;
         }
@@ -527,9 +547,15 @@ void gkv_cl_pull_done(gkv_cluster_t *cl, cl_job_t *j)
             k->status = CL_AGAIN;
             continue;
         }
-        gkv_entry_t *holder;
-        gkv_cl_keep_replica(cl, k->entry, k->key, k->klen, k->version,
-                            k->early ? GKV_PUBLISH_LINK : 0, &holder);
+        gkv_entry_t *holder = NULL;
+        bool kept = gkv_cl_keep_replica(cl, k->entry, k->key, k->klen, k->version,
+                                        k->early ? GKV_PUBLISH_LINK : 0, &holder);
+        if (kept && holder && j->tee.v && k->teed == k->size && !k->tee_failed && j->t &&
+            !j->t->teed) {
+            gkv_store_ref(holder); /* the GET into finds the buffer written from this one */
+            j->t->teed = holder;
+            cl->plane.tees++;
+        }
         nixl = true;
     }
     if (nixl) {

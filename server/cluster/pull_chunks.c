@@ -253,8 +253,7 @@ static int pull_run(pull_t *u)
         bool early = u->next < u->n && u->nspare; /* asked before this one is copied out */
         if (early)
             rc = ask(u, (uint32_t)s);
-        if (!rc && a->be->ops->arena_copy(a->be, k->mem, off, gkv_slot_addr(&a->slots, slot),
-                                          (size_t)len, 1, k->mark))
+        if (!rc && gkv_cl_land(j, k, a->be, off, gkv_slot_addr(&a->slots, slot), (size_t)len))
             rc = GKV_EIO;
         if (rc)
             break;

@@ -617,7 +617,9 @@ int gkv_cluster_route(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
 
 void gkv_cluster_ticket_fini(gkv_cluster_t *cl, gkv_route_ticket_t *t)
 {
-    (void)cl;
+    if (t->teed)
+        gkv_store_unref(cl->store, t->teed);
+    t->teed = NULL;
     cl_job_t *j = t->job;
     t->job = NULL;
     if (!j)

@@ -46,6 +46,9 @@ typedef struct {
     /* A GET or MAP with a wait (PROTOCOL.md) for a key that does not exist may park to wait
      * for it (may_wait: the connection can), or its wait is over (wait_over: TIMEDOUT). */
     bool may_wait, wait_over;
+    /* A GET into a registered buffer on a cluster node: the value whose bytes the pull landed
+     * in the buffer already (borrowed; NULL: none): a GET that finds it has nothing to copy. */
+    gkv_entry_t *teed;
 } gkv_reply_in_t;
 
 typedef struct {

@@ -32,6 +32,8 @@ static void on_closed(uv_handle_t *h)
     assert(c->copies == 0 && !gkv_conn_held(c)); /* the lifetime rule (conn.h) */
     /* A disconnect ends every lease and discards unsealed CREATEs. */
     gkv_leases_fini(&c->leases, net->store);
+    if (c->teed)
+        gkv_store_unref(net->store, c->teed);
     gkv_buffers_fini(&c->bufs, net->cmd); /* its copies ran: no fence is pending (copies 0) */
     if (net->cluster)
         gkv_cluster_ticket_fini(net->cluster, &c->route);

@@ -156,6 +156,7 @@ struct gkv_conn {
     uint64_t journal_mark;                /* the journal's length as the request began */
     gkv_entry_t *copied_from, *copied_to; /* the fence's MAP or MOVE copy (reply.h) */
     gkv_entry_t *fence_hold;              /* the fence's GET into: the value read (reply.h) */
+    gkv_entry_t *teed; /* the cluster's pull landed this value in the GET into's buffer */
     uint64_t requests;                    /* requests handled so far */
     uint64_t op, op_started; /* the request in progress: opcode, uv_hrtime at its header */
     /* Deadlines (limits.c), in uv_now milliseconds. */

@@ -112,8 +112,27 @@ static bool route_request(gkv_conn_t *c, const gkv_request_t *req, gkv_request_t
         c->kw_req_id = req->id;
         c->route.early = pull_early;
     }
+    /* A GET of a whole value into a registered buffer: a pull lands it there too. */
+    c->route.tee.v = 0;
+    if (req->op == GKV_OP_GET && (req->has & GKV_HAS_INTO) && c->local &&
+        !(req->has & (GKV_HAS_OFFSET | GKV_HAS_LENGTH | GKV_HAS_SUFFIX))) {
+        gkv_buffer_t *b = gkv_buffers_find(&c->bufs, req->into);
+        if (b && req->into_at < b->len) {
+            c->route.tee.v = b->base.v + b->off + req->into_at;
+            c->route.tee_cap = b->len - req->into_at;
+            c->route.tee_dev = b->dev;
+        }
+    }
     int r = gkv_cluster_route(net->cluster, &c->route, req, &c->leases, &c->out, &rc);
     c->route.early = NULL;
+    c->route.tee.v = 0;
+    if (c->route.teed) { /* the value a pull landed in the buffer: the GET's, when it runs here */
+        if (r == GKV_ROUTE_LOCAL && !c->teed)
+            c->teed = c->route.teed;
+        else
+            gkv_store_unref(net->store, c->route.teed);
+        c->route.teed = NULL;
+    }
     if (r == GKV_ROUTE_PARK) {
         *parked = true;
         c->wait.cluster = true;
@@ -278,6 +297,7 @@ static bool handle_request(gkv_conn_t *c, const gkv_request_t *routed)
     gkv_reply_t rep;
     gkv_reply_init(&rep, &c->out, &c->leases);
     rep.bufs = c->local ? &c->bufs : NULL;
+    rep.in.teed = c->teed;
     rep.in.local = c->local;
     rep.in.conn_id = c->id;
     rep.in.peer_uid = c->peer_uid;
@@ -306,6 +326,10 @@ static bool handle_request(gkv_conn_t *c, const gkv_request_t *routed)
     rep.in.wait_over =
         c->kw_timed_out || (c->kw_deadline && uv_now(c->net->loop) >= c->kw_deadline);
     int rc = gkv_dispatch(c->net->cmd, req, &rep);
+    if (c->teed && !rep.parked) {
+        gkv_store_unref(c->net->store, c->teed);
+        c->teed = NULL;
+    }
     if (rep.parked && rep.wait_key) {
         if (park_for_key(c, req, &rc)) /* its frame stays in the input until key or deadline */
             return false;

@@ -106,6 +106,8 @@ typedef struct {
     /* Head starts asked of a key's home before it answered (gkv_cl_pull_guess: a replica of
      * it here), and chunks of such a guess asked again (the owner held another version). */
     _Atomic uint64_t head_guesses, guesses_missed;
+    /* Pulls that landed their value in a GET's registered buffer too (gkv_cl_land). */
+    _Atomic uint64_t tees;
     _Atomic uint64_t chunks_sent, bytes_sent; /* chunks written to readers through NIXL */
     _Atomic uint64_t probes_failed;
     /* Where the time goes (microseconds, summed over threads): an owner's copies into its
