@@ -220,7 +220,7 @@ void gkv_cl_keep_meta(cl_key_t *k, const gkv_response_t *r);
  * owner meanwhile stages the first chunks) and tells the loop, which offers the memory to the
  * MAP waiting for it (before the job's done). */
 void gkv_cl_offer_cleared(cl_job_t *j, cl_key_t *k, gkv_backend_t *be);
-/* pull.c, on a pull's worker: len bytes of k's value at off, landed in the arena at src
+/* pull_chunks.c, on a pull's worker: len bytes of k's value at off, landed in the arena at src
  * (backend be's), copied into k->mem (after k->mark) and, for a GET into a registered buffer,
  * into the buffer too (j->tee; a failure there only stops the tee: the GET copies instead).
  * Returns 0 or GKV_EIO. */

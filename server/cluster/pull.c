@@ -311,21 +311,6 @@ int gkv_cl_node_stage(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
 
 /* ---- PULL (the reader's side) ---------------------------------------------------------- */
 
-int gkv_cl_land(cl_job_t *j, cl_key_t *k, gkv_backend_t *be, uint64_t off, void *src, size_t len)
-{
-    if (be->ops->arena_copy(be, k->mem, off, src, len, 1, k->mark))
-        return GKV_EIO;
-    if (j->tee.v && !k->tee_failed && k->dev == j->tee_dev && k->size <= j->tee_cap) {
-        /* The reader's buffer: memory of the same device, written as the replica is. */
-        gkv_devptr_t dst = {j->tee.v + off};
-        if (be->ops->arena_copy(be, dst, 0, src, len, 1, k->mark) == 0)
-            k->teed += len;
-        else
-            k->tee_failed = true;
-    }
-    return 0;
-}
-
 bool gkv_cl_pull_start(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j)
 {
     bool any = false;

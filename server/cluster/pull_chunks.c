@@ -267,6 +267,21 @@ static int pull_run(pull_t *u)
     return rc;
 }
 
+int gkv_cl_land(cl_job_t *j, cl_key_t *k, gkv_backend_t *be, uint64_t off, void *src, size_t len)
+{
+    if (be->ops->arena_copy(be, k->mem, off, src, len, 1, k->mark))
+        return GKV_EIO;
+    if (j->tee.v && !k->tee_failed && k->dev == j->tee_dev && k->size <= j->tee_cap) {
+        /* The reader's buffer: memory of the same device, written as the replica is. */
+        gkv_devptr_t dst = {j->tee.v + off};
+        if (be->ops->arena_copy(be, dst, 0, src, len, 1, k->mark) == 0)
+            k->teed += len;
+        else
+            k->tee_failed = true;
+    }
+    return 0;
+}
+
 /* A head start for k from owner (a guess: of the version it holds, size bytes), in j->head. */
 static void head_start(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner, bool guess,
                        uint64_t size)
