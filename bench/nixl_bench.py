@@ -327,27 +327,22 @@ def main() -> int:
         print(f"16 reader processes of 64 MiB through NIXL: {pagg:.1f} GB/s aggregate "
               f"({pagg / peer:.2f}x the peer copy); the same processes MAPping values b holds: "
               f"{plocal:.1f} GB/s")
-        # Readers that copy into buffers of their own (get_to_device): libgpukv's own
-        # mappings, whose imports it may hold across rounds (a MAP's it never holds).
-        try:
-            gagg = procs_reads(ca, cb.url, 0, "gconc", n, size, a.rounds, how="get_to_device")
-            # The same processes copying values b holds itself: what their copies alone allow.
-            glocal = procs_reads(cb, cb.url, 1, "glconc", n, size, a.rounds, how="get_to_device")
-            print(f"16 reader processes of 64 MiB copying with get_to_device through NIXL: "
-                  f"{gagg:.1f} GB/s aggregate ({gagg / peer:.2f}x the peer copy); the same "
-                  f"processes copying values b holds: {glocal:.1f} GB/s ({glocal / peer:.2f}x)")
-        except Exception as e:  # noqa: BLE001  (a line of its own: the rest still prints)
-            print(f"16 reader processes with get_to_device: failed: {e!r}")
-        # Readers with a registered buffer each (get_to_buffer): b copies each value into the
-        # reader's memory itself, in its one context; no import or copy of the reader's.
-        try:
-            ragg = procs_reads(ca, cb.url, 0, "rconc", n, size, a.rounds, how="get_to_buffer")
-            rlocal = procs_reads(cb, cb.url, 1, "rlconc", n, size, a.rounds, how="get_to_buffer")
-            print(f"16 reader processes of 64 MiB into registered buffers through NIXL: "
-                  f"{ragg:.1f} GB/s aggregate ({ragg / peer:.2f}x the peer copy); the same "
-                  f"processes reading values b holds: {rlocal:.1f} GB/s ({rlocal / peer:.2f}x)")
-        except Exception as e:  # noqa: BLE001
-            print(f"16 reader processes with get_to_buffer: failed: {e!r}")
+        # Readers that copy into buffers of their own (get_to_device: libgpukv's own mappings,
+        # whose imports it may hold across rounds, where a MAP's it never holds), and readers
+        # with a registered buffer each (get_to_buffer: b copies each value into the reader's
+        # memory itself, in its one context; no import or copy of the reader's). Beside each,
+        # the same processes on values b holds itself: what their reads alone allow.
+        for how, tag, what, local_what in (
+                ("get_to_device", "g", "copying with get_to_device", "copying"),
+                ("get_to_buffer", "r", "into registered buffers", "reading")):
+            try:
+                ragg = procs_reads(ca, cb.url, 0, f"{tag}conc", n, size, a.rounds, how=how)
+                rlocal = procs_reads(cb, cb.url, 1, f"{tag}lconc", n, size, a.rounds, how=how)
+                print(f"16 reader processes of 64 MiB {what} through NIXL: {ragg:.1f} GB/s "
+                      f"aggregate ({ragg / peer:.2f}x the peer copy); the same processes "
+                      f"{local_what} values b holds: {rlocal:.1f} GB/s ({rlocal / peer:.2f}x)")
+            except Exception as e:  # noqa: BLE001  (a line of its own: the rest still prints)
+                print(f"16 reader processes with {how}: failed: {e!r}")
         for cluster, (ca, cb) in clients.items():
             i = cb.info("cluster")
             print(f"{cluster} node b: nixl_reads {i['nixl_reads']}, nixl_read_bytes "

@@ -1,7 +1,6 @@
 /* buffer.c: registered buffers (BUFFER, GET with into; PROTOCOL.md "Reading into a registered
  * buffer"): this process's device memory, which the daemon writes values into itself. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "client.h"
@@ -82,20 +81,6 @@ int gkv_get_into(gkv_client_t *c, const void *key, size_t klen, const gkv_range_
         return rc;
     if (c->resp.payload_len) /* a daemon that ignored into sent the bytes: drop them */
         return (rc = gkv__drain(c, c->resp.payload_len)) ? rc : GKV_ENOTSUP;
-    if (info) {
-        free(c->meta);
-        c->meta = NULL;
-        *info = (gkv_value_info_t){.size = c->resp.size,
-                                   .offset = c->resp.offset,
-                                   .length = c->resp.length,
-                                   .gpu = c->resp.gpu > 0 ? (int)c->resp.gpu : 0};
-        if (c->resp.has_meta && c->resp.meta.len) {
-            if (!(c->meta = malloc(c->resp.meta.len)))
-                return gkv__break(c, GKV_ENOMEM);
-            memcpy(c->meta, c->resp.meta.p, c->resp.meta.len);
-            info->meta = c->meta;
-            info->meta_len = c->resp.meta.len;
-        }
-    }
-    return 0;
+    /* The bytes are in the buffer: the reply's length says how many. */
+    return info ? gkv__read_info(c, c->resp.length, info) : 0;
 }

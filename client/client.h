@@ -87,6 +87,9 @@ int gkv__send(gkv_client_t *c, const void *payload, size_t len);
 int gkv__check_key(const gkv_client_t *c, const void *key, size_t klen);
 /* Adds the key and a byte range (NULL: the whole value) to the request being built. */
 void gkv__put_key_range(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range);
+/* Fills info from a GET reply just read (c->resp), length bytes returned, its metadata copied
+ * into c->meta (the previous value's freed). 0, or GKV_ENOMEM with the connection broken. */
+int gkv__read_info(gkv_client_t *c, uint64_t length, gkv_value_info_t *info);
 /* Adds SET/CREATE options (flags, metadata, ttl) to the request being built; opts may be NULL. */
 void gkv__put_set_opts(gkv_client_t *c, const gkv_set_opts_t *opts);
 /* Checks key and opts, then sends the header of a SET of len payload bytes (the payload follows

@@ -309,19 +309,26 @@ int gkv__cuda_ptr_uuid(const void *p, char *uuid, size_t cap)
     return 0;
 }
 
-/* cuMemGetAddressRange, reached through the runtime as cuStreamWriteValue64 is (below). */
+/* A driver API function, reached through the runtime (the driver's entry point, as of CUDA
+ * 12.0's ABI), so that libgpukv links the CUDA runtime alone; NULL when the driver has none. */
+static void *driver_entry(const char *name)
+{
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+        return NULL;
+    return fn;
+}
+
+/* cuMemGetAddressRange. */
 typedef int (*address_range_fn)(unsigned long long *base, size_t *size, unsigned long long ptr);
 static address_range_fn address_range;
 static pthread_once_t address_range_once = PTHREAD_ONCE_INIT;
 
 static void find_address_range(void)
 {
-    void *fn = NULL;
-    enum cudaDriverEntryPointQueryResult q;
-    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault,
-                                         &q) == cudaSuccess &&
-        q == cudaDriverEntryPointSuccess)
-        address_range = (address_range_fn)fn;
+    address_range = (address_range_fn)driver_entry("cuMemGetAddressRange");
 }
 
 int gkv__cuda_ipc_handle(const void *p, uint8_t *handle, uint64_t *off, uint64_t *size,
@@ -377,8 +384,7 @@ void gkv__cuda_host_unregister(void *p)
     (void)cudaHostUnregister(p);
 }
 
-/* cuStreamWriteValue64, reached through the runtime (the driver's entry point), so that
- * libgpukv links the CUDA runtime alone. */
+/* cuStreamWriteValue64 (driver_entry, above). */
 typedef int (*write_value_fn)(cudaStream_t stream, unsigned long long addr,
                               unsigned long long value, unsigned int flags);
 static write_value_fn write_value;
@@ -386,12 +392,7 @@ static pthread_once_t write_value_once = PTHREAD_ONCE_INIT;
 
 static void find_write_value(void)
 {
-    void *fn = NULL;
-    enum cudaDriverEntryPointQueryResult q;
-    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &fn, 12000, cudaEnableDefault,
-                                         &q) == cudaSuccess &&
-        q == cudaDriverEntryPointSuccess)
-        write_value = (write_value_fn)fn;
+    write_value = (write_value_fn)driver_entry("cuStreamWriteValue64");
 }
 
 int gkv__cuda_write_value(void *stream, void *dev, uint64_t value)

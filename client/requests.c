@@ -76,6 +76,27 @@ int gkv_set_from_fd(gkv_client_t *c, const void *key, size_t klen, int fd, uint6
     return gkv__recv(c);
 }
 
+int gkv__read_info(gkv_client_t *c, uint64_t length, gkv_value_info_t *info)
+{
+    free(c->meta);
+    c->meta = NULL;
+    info->size = c->resp.size;
+    info->offset = c->resp.offset;
+    info->length = length;
+    info->meta = NULL;
+    info->meta_len = 0;
+    info->gpu = c->resp.gpu > 0 ? (int)c->resp.gpu : 0;
+    if (c->resp.has_meta && c->resp.meta.len) {
+        c->meta = malloc(c->resp.meta.len);
+        if (!c->meta)
+            return gkv__break(c, GKV_ENOMEM);
+        memcpy(c->meta, c->resp.meta.p, c->resp.meta.len);
+        info->meta = c->meta;
+        info->meta_len = c->resp.meta.len;
+    }
+    return 0;
+}
+
 /* Sends GET and reads the response header; the payload follows on the socket. */
 static int get_begin(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range,
                      gkv_value_info_t *info)
@@ -88,25 +109,7 @@ static int get_begin(gkv_client_t *c, const void *key, size_t klen, const gkv_ra
     gkv__put_key_range(c, key, klen, range);
     if ((rc = gkv__send_waiting(c)))
         return rc;
-    if (info) {
-        free(c->meta);
-        c->meta = NULL;
-        info->size = c->resp.size;
-        info->offset = c->resp.offset;
-        info->length = c->resp.payload_len;
-        info->meta = NULL;
-        info->meta_len = 0;
-        info->gpu = c->resp.gpu > 0 ? (int)c->resp.gpu : 0;
-        if (c->resp.has_meta && c->resp.meta.len) {
-            c->meta = malloc(c->resp.meta.len);
-            if (!c->meta)
-                return gkv__break(c, GKV_ENOMEM);
-            memcpy(c->meta, c->resp.meta.p, c->resp.meta.len);
-            info->meta = c->meta;
-            info->meta_len = c->resp.meta.len;
-        }
-    }
-    return 0;
+    return info ? gkv__read_info(c, c->resp.payload_len, info) : 0;
 }
 
 int gkv_get(gkv_client_t *c, const void *key, size_t klen, const gkv_range_t *range, void *buf,

@@ -32,6 +32,11 @@ struct gkv_cmd_ctx;
 void gkv_buffers_init(gkv_buffers_t *bs);
 /* The connection's buffer with that id, or NULL. */
 gkv_buffer_t *gkv_buffers_find(gkv_buffers_t *bs, uint64_t id);
+/* Where byte `at` of b's range is, in the daemon's address space (at <= b->len). */
+static inline gkv_devptr_t gkv_buffer_at(const gkv_buffer_t *b, uint64_t at)
+{
+    return (gkv_devptr_t){b->base.v + b->off + at};
+}
 /* Opens the CUDA IPC handle (len bytes) on device dev and registers [off, off + len) of it.
  * Returns 0 with *out the new buffer, or an error with rep's message set by the caller's
  * checks: GKV_ENOTSUP (the device's backend opens none), GKV_ELEASELIMIT (the table is full),

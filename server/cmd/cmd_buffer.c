@@ -114,7 +114,7 @@ int gkv_cmd_get_into(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *
     if (len && !landed) {
         gkv_backend_t *to = ctx->devs->dev[b->dev].be;
         gkv_backend_t *from = gkv_devices_of(ctx->devs, e)->be;
-        gkv_devptr_t dst = {b->base.v + b->off + req->into_at}, src = {e->mem.v + off};
+        gkv_devptr_t dst = gkv_buffer_at(b, req->into_at), src = {e->mem.v + off};
         if (e->dev == b->dev && to->ops->copy_dev) {
             /* The connection's lane: not behind the clears and copies of the shared one. */
             rep->into_dst = dst;

@@ -118,7 +118,7 @@ static bool route_request(gkv_conn_t *c, const gkv_request_t *req, gkv_request_t
         !(req->has & (GKV_HAS_OFFSET | GKV_HAS_LENGTH | GKV_HAS_SUFFIX))) {
         gkv_buffer_t *b = gkv_buffers_find(&c->bufs, req->into);
         if (b && req->into_at < b->len) {
-            c->route.tee.v = b->base.v + b->off + req->into_at;
+            c->route.tee = gkv_buffer_at(b, req->into_at);
             c->route.tee_cap = b->len - req->into_at;
             c->route.tee_dev = b->dev;
         }
