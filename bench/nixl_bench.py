@@ -197,6 +197,30 @@ def by_home(ca, cb, arr, rounds) -> None:
           + "; ".join(line))
 
 
+def readers_only(ca, cb, hows, rounds) -> None:
+    """--readers: 16 reader processes of 64 MiB values a owns, read through b each way in hows,
+    against the peer copy of 1 GiB; with the time counters of both nodes over each way (where a
+    round's time goes: the owner's copies and writes, the reader's waits and copies)."""
+    n, size = 16, 64 << 20
+    peer = peer_copy(n * size, rounds)
+    keys = ("nixl_send_copy_us", "nixl_send_write_us", "nixl_stage_queue_us",
+            "nixl_stage_reply_us", "nixl_pull_wait_us", "nixl_pull_copy_us", "nixl_pull_us",
+            "nixl_pull_queue_us", "nixl_read_us", "nixl_reads", "nixl_fallbacks")
+    print(f"\ncudaMemcpyPeerAsync of 1 GiB: {peer:.1f} GB/s")
+    for how in hows:
+        ia0, ib0 = ca.info("cluster"), cb.info("cluster")
+        try:
+            agg = procs_reads(ca, cb.url, 0, f"ro{how}", n, size, rounds, how=how)
+        except Exception as e:  # noqa: BLE001  (a line of its own: the rest still prints)
+            print(f"16 reader processes, {how}: failed: {e!r}")
+            continue
+        ia1, ib1 = ca.info("cluster"), cb.info("cluster")
+        d = {k: (ia1.get(k, 0) - ia0.get(k, 0), ib1.get(k, 0) - ib0.get(k, 0)) for k in keys}
+        print(f"16 reader processes of 64 MiB, {how}: {agg:.1f} GB/s aggregate "
+              f"({agg / peer:.2f}x the peer copy); a/b over {rounds} rounds: "
+              + ", ".join(f"{k[5:]} {va}/{vb}" for k, (va, vb) in d.items()))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("daemon")
@@ -208,7 +232,13 @@ def main() -> int:
                     help="no TCP cluster, no first read or concurrent readers (tuning runs)")
     ap.add_argument("--by-home", default="", metavar="SIZE",
                     help="steady reads of SIZE by where the key's home is (a or b)")
+    ap.add_argument("--readers", default="", metavar="HOW[,HOW]",
+                    help="only 16 reader processes of 64 MiB values through NIXL, each way named "
+                         "(map, get_to_device, get_to_buffer), and b's and a's time counters "
+                         "over them (tuning runs: no TCP cluster, no --sizes)")
     a = ap.parse_args()
+    if a.readers:
+        a.nixl_only, a.sizes = True, ""
     global SETTLE_S
     SETTLE_S = a.settle / 1e3
     root, token, etcd = bench_env("gkv-nixlbench-")
@@ -231,6 +261,9 @@ def main() -> int:
               f"chunk {info['nixl_chunk_bytes'] >> 20} MiB")
         for k in ("member0", "member1"):
             print(f"  {k}: {info[k]}")
+        if a.readers:
+            readers_only(*clients["nixl"], a.readers.split(","), a.rounds)
+            return 0
         with cupy.cuda.Device(0):
             arrs = {s: cupy.random.randint(0, 255, size_arg(s), dtype=cupy.uint8)
                     for s in a.sizes.split(",")}
