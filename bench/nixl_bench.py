@@ -202,6 +202,8 @@ def readers_only(ca, cb, hows, rounds) -> None:
     against the peer copy of 1 GiB; with the time counters of both nodes over each way (where a
     round's time goes: the owner's copies and writes, the reader's waits and copies)."""
     n, size = 16, 64 << 20
+    with cupy.cuda.Device(1):  # each reader maps it once, untimed (its context, b's pool)
+        cb.set_from_device("warm", cupy.ones(1 << 20, dtype=cupy.uint8))
     peer = peer_copy(n * size, rounds)
     keys = ("nixl_send_copy_us", "nixl_send_write_us", "nixl_stage_queue_us",
             "nixl_stage_reply_us", "nixl_pull_wait_us", "nixl_pull_copy_us", "nixl_pull_us",
