@@ -28,8 +28,8 @@
  * share of the arena); the default is plane.depth. */
 #define GKV_PLANE_DEPTH_MAX 32
 #define GKV_PLANE_DEPTH 4
-/* An owner sends a chunk in this many parts at most (plane.parts by default): the copy of
- * each part into its slot overlaps the write of the one before. */
+/* An owner sends a chunk in this many parts at most (plane.parts, 1 by default: GPUKV_NIXL_PARTS
+ * for measurements): the copy of each part into its slot overlaps the write of the one before. */
 #define GKV_PLANE_PARTS_MAX 8
 #define GKV_PLANE_PEER_NAME 64
 
