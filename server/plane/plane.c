@@ -98,8 +98,9 @@ int gkv_plane_open(gkv_plane_t *p, const gkv_plane_cfg_t *cfg)
         p->own = atoi(own) > 8 ? 8 : (unsigned)atoi(own);
     /* One part: with other chunks in flight (a pull's depth, other pulls) their writes hide a
      * chunk's copy, and each part is one more NIXL post, which contend with each other and with
-     * the waits for the link (2x H200, session 46: 16 reader processes 0.76-0.81x the peer
-     * copy with one part against 0.71-0.76x with two; a 1 GiB read no slower). */
+     * the waits for the link (2x H200, session 46: a 1 GiB pull alone 0.83-0.86x the peer copy
+     * against 0.75-0.76x with two parts; 16 reader processes 0.76x by the median of seven runs
+     * against 0.73x of thirteen, inside the runs' spread). */
     p->parts = 1;
     const char *parts = getenv("GPUKV_NIXL_PARTS"); /* for measurements */
     if (parts && atoi(parts) > 0)
