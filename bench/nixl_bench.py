@@ -11,8 +11,12 @@ the clients' MAPs alone allow), as threads of one process and as 16 processes; a
 a buffer the reader registered once (get_to_buffer: b copies the value into it itself).
 
 Usage: nixl_bench.py GPUKVD NIXL_PATH [--sizes 1M,64M,1G] [--rounds 5] [--settle MS]
+                     [--nixl-only] [--by-home SIZE] [--readers HOW[,HOW]]
 --settle MS: wait MS milliseconds between a's write and b's read (the owner's GPU idle before
 the pull: does the write just before it slow the pull's first copy?).
+--readers map,get_to_device,get_to_buffer: only the 16 reader processes, each way named, with
+both nodes' time counters over them (tuning runs; GPUKV_NIXL_* in the environment reach the
+nodes).
 Needs etcd on PATH, CuPy and the gpukv package. Prints Markdown tables."""
 
 from __future__ import annotations
