@@ -1026,7 +1026,7 @@ def a_busy_polling_node_s_workers_watch_for_jobs(cl: Cluster):
     # watching (none on a node without the flag), SIGHUP reloads the window from its --config,
     # and it stops at once when told to.
     sizes = [100, 70000, (3 << 20) + 5]
-    conf = os.path.join(tempfile.mkdtemp(prefix="gkv-busy-"), "n4.conf")
+    conf = os.path.join(cl.root, "n4.conf")  # removed with the cluster's directory
     with open(conf, "w") as f:
         f.write("busy-poll = 20000\n")
     with cl.extra_node("n4", extra=["--config", conf]) as n4:

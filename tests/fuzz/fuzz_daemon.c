@@ -42,7 +42,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 #define CLIENTS 3
 
-static char dir[64];
+static char dir[80]; /* a socket's path in it stays well inside sun_path's 108 bytes */
 static bool exited; /* TAKEOVER flags 2 asked the daemon to exit */
 
 static void no_exit(int status)
@@ -55,7 +55,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    snprintf(dir, sizeof(dir), "/tmp/gkv-fuzzd-XXXXXX");
+    const char *under = getenv("GKV_FUZZ_TMP"); /* run.sh's work directory: removed with it */
+    if (!under || !*under || strlen(under) > sizeof(dir) - sizeof("/gkv-fuzzd-XXXXXX"))
+        under = "/tmp";
+    snprintf(dir, sizeof(dir), "%s/gkv-fuzzd-XXXXXX", under);
     if (!mkdtemp(dir))
         abort();
     gkv_log_set_level(GKV_LOG_ERROR);

@@ -11,6 +11,9 @@
 set -uo pipefail
 src=$(cd "$1" && pwd)
 work=${2:-$(mktemp -d /tmp/gkv-fuzz-XXXXXX)}
+made=$([ -z "${2:-}" ] && echo yes) # a work directory of its own: removed when all went well
+rm -rf "$work"/gkv-fuzzd-* # the daemon fuzzer's directories of an earlier run (GKV_FUZZ_TMP)
+export GKV_FUZZ_TMP=$work
 target=${3:-request}
 mkdir -p "$work/corpus" "$work/artifacts"
 cc=$(command -v clang || true)
@@ -59,4 +62,6 @@ if [ $rc -ne 0 ] || ls "$work/artifacts"/* >/dev/null 2>&1; then
     echo "FAIL: see $work/artifacts"
     exit 1
 fi
-echo "ok: $target, $(ls "$work/corpus" | wc -l) corpus inputs; work directory $work"
+echo "ok: $target, $(ls "$work/corpus" | wc -l) corpus inputs; work directory $work$([ -n "$made" ] && echo ', removed')"
+[ -n "$made" ] && [ -z "${GKV_TEST_KEEP:-}" ] && rm -rf "$work"
+exit 0

@@ -313,5 +313,5 @@ int main(void)
     tcase_add_test(t, move_under_readers_and_oom_per_device);
     tcase_add_test(t, copies_between_a_mapping_and_another_gpus_buffer);
     suite_add_tcase(s, t);
-    return gkv_check_run(s);
+    return harness_run_end(gkv_check_run(s));
 }

@@ -79,5 +79,5 @@ int main(void)
     tcase_set_timeout(t, 300);
     tcase_add_test(t, four_gib_of_values_occupy_device_memory);
     suite_add_tcase(s, t);
-    return gkv_check_run_as(s, CK_NOFORK); /* CUDA does not survive fork */
+    return harness_run_end(gkv_check_run_as(s, CK_NOFORK)); /* CUDA does not survive fork */
 }

@@ -882,5 +882,5 @@ int main(void)
     tcase_add_test(t, many_values_stored_from_device_together);
     tcase_add_test(t, the_stock_stops_where_the_kept_share_ends);
     suite_add_tcase(s, t);
-    return gkv_check_run_as(s, CK_NOFORK); /* CUDA does not survive fork */
+    return harness_run_end(gkv_check_run_as(s, CK_NOFORK)); /* CUDA does not survive fork */
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -212,9 +213,48 @@ static int start_daemon(gkv_daemon_t *d, const char *dir, const char *sock,
     return -1;
 }
 
+/* The run's directory (harness_tmpdir), made before main, so that the tests Check forks share
+ * it; its maker's pid, the one process that may remove it. */
+static char run_dir[32];
+static pid_t run_maker;
+
+__attribute__((constructor)) static void run_dir_make(void)
+{
+    snprintf(run_dir, sizeof(run_dir), "/tmp/gkv-run-XXXXXX");
+    if (!mkdtemp(run_dir)) {
+        run_dir[0] = 0;
+        return;
+    }
+    chmod(run_dir, 0711); /* other users reach the sockets of directories opened to them */
+    run_maker = getpid();
+}
+
+/* A program that made no daemon directory (a helper, a skipped run) leaves no trace. */
+__attribute__((destructor)) static void run_dir_drop_empty(void)
+{
+    if (run_dir[0] && getpid() == run_maker)
+        rmdir(run_dir); /* fails, as it should, where something is left in it */
+}
+
+int harness_run_end(int rc)
+{
+    if (!run_dir[0] || getpid() != run_maker)
+        return rc;
+    if (rc != 0 && rc != 77) {
+        fprintf(stderr, "the daemons' directories and logs are kept in %s\n", run_dir);
+        return rc;
+    }
+    if (harness_rmdir(run_dir) == 0 && !getenv("GKV_TEST_KEEP"))
+        run_dir[0] = 0;
+    return rc;
+}
+
 int harness_tmpdir(char dir[64], char *sock, const char *tag)
 {
-    snprintf(dir, 64, "/tmp/gkv-%s-XXXXXX", tag);
+    if (run_dir[0])
+        snprintf(dir, 64, "%s/%s-XXXXXX", run_dir, tag);
+    else
+        snprintf(dir, 64, "/tmp/gkv-%s-XXXXXX", tag);
     if (!mkdtemp(dir))
         return -1;
     if (sock)

@@ -21,9 +21,16 @@ typedef struct {
 
 /* The backend the tests run against. */
 const char *harness_backend(void);
-/* A private directory (mode 0700) for a test's daemons, "/tmp/gkv-<tag>-XXXXXX" into dir (64
- * bytes), and the socket path in it into sock (128 bytes, or NULL). Returns 0 or -1. */
+/* A private directory (mode 0700) for a test's daemons, "<run>/<tag>-XXXXXX" into dir (64
+ * bytes), and the socket path in it into sock (128 bytes, or NULL). Returns 0 or -1. <run> is
+ * the test program's own directory, "/tmp/gkv-run-XXXXXX" (mode 0711), made as it starts,
+ * before any test forks; harness_run_end removes it. */
 int harness_tmpdir(char dir[64], char *sock, const char *tag);
+/* The end of a test program's run, rc its exit status: a run whose tests all passed (or were
+ * skipped, 77) removes the run's directory with every daemon's directory and log in it, unless
+ * $GKV_TEST_KEEP is set; a failed one keeps it and says where. Returns rc. Only the process that
+ * made the directory removes it (not a forked test); one that never used it leaves nothing. */
+int harness_run_end(int rc);
 /* Removes dir and what it holds, unless $GKV_TEST_KEEP is set (the daemons' logs then stay
  * for a look). Returns 0 or -1. */
 int harness_rmdir(const char *dir);

@@ -24,7 +24,7 @@ int main(void)
         fprintf(stderr, "no usable GPU: the cuda run of this suite is skipped\n");
         return 77;
     }
-    return gkv_check_run(make_suite());
+    return harness_run_end(gkv_check_run(make_suite()));
 }
 
 #endif

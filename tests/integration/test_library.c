@@ -283,5 +283,5 @@ static Suite *make_suite(void)
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    return gkv_check_run(make_suite());
+    return harness_run_end(gkv_check_run(make_suite()));
 }

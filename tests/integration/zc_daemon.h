@@ -76,7 +76,7 @@ static inline int zc_run_suite(const char *name, const TTest *const *tests, size
     for (size_t i = 0; i < n; i++)
         tcase_add_test(t, tests[i]);
     suite_add_tcase(s, t);
-    return gkv_check_run(s);
+    return harness_run_end(gkv_check_run(s));
 }
 
 #endif

@@ -73,5 +73,5 @@ int main(void)
     tcase_set_timeout(t, 120);
     tcase_add_test(t, ready_reloading_and_stopping_reach_systemd);
     suite_add_tcase(s, t);
-    return gkv_check_run(s);
+    return harness_run_end(gkv_check_run(s));
 }
