@@ -33,10 +33,18 @@ int gkv_nixl_agent_open(gkv_nixl_agent_t *a, const gkv_nixl_api_t *api, const ch
      * callbacks instead of 6-9. GPUKV_NIXL_PTHR_US sets the sleep (0 spins and arms all the
      * time: far slower). RW locking inside NIXL, so that worker threads post and poll at once. */
     const char *prog = getenv("GPUKV_NIXL_PROGRESS"), *delay = getenv("GPUKV_NIXL_PTHR_US");
+    /* GPUKV_NIXL_WORKERS, for measurements: UCX workers behind the agent (1: every thread's
+     * posts and polls meet at one worker's lock; session 46 saw 16 concurrent pulls' posts
+     * wait for each other, 322 us each by the median). */
+    const char *workers = getenv("GPUKV_NIXL_WORKERS");
+    unsigned nworkers =
+        workers && atoi(workers) > 0 && atoi(workers) <= 64 ? (unsigned)atoi(workers) : 1;
     gkv_nixl_agent_cfg_t cfg = {.enable_prog_thread = !(prog && !strcmp(prog, "0")),
-                                .thread_sync = 2, .num_workers = 1,
+                                .thread_sync = 2,
+                                .num_workers = nworkers,
                                 .pthr_delay_us = delay ? strtoull(delay, NULL, 10)
-                                                 : gpu ? 5000 : 100};
+                                                 : gpu ? 5000
+                                                       : 100};
     const char *lock = getenv("GPUKV_NIXL_LOCK");
     a->unlocked = !(lock && !strcmp(lock, "1"));
     if (api->create_configured_agent(a->name, &cfg, &a->agent) != GKV_NIXL_OK) {
