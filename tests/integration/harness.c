@@ -240,11 +240,11 @@ int harness_run_end(int rc)
 {
     if (!run_dir[0] || getpid() != run_maker)
         return rc;
-    if (rc != 0 && rc != 77) {
+    if ((rc != 0 && rc != 77) || getenv("GKV_TEST_KEEP")) {
         fprintf(stderr, "the daemons' directories and logs are kept in %s\n", run_dir);
         return rc;
     }
-    if (harness_rmdir(run_dir) == 0 && !getenv("GKV_TEST_KEEP"))
+    if (harness_rmdir(run_dir) == 0)
         run_dir[0] = 0;
     return rc;
 }

@@ -701,8 +701,8 @@ START_TEST(peers_outside_allow_uid_are_refused)
             _exit(10);
         int fd = socket(AF_UNIX, SOCK_STREAM, 0);
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        memcpy(sa.sun_path, d.sock,
-               strlen(d.sock) + 1); /* short: /tmp/gkv-run-XXXXXX/it-XXXXXX/... */
+        /* Short: /tmp/gkv-run-XXXXXX/it-XXXXXX/gpukv.sock. */
+        memcpy(sa.sun_path, d.sock, strlen(d.sock) + 1);
         if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
             _exit(11);
         static uint8_t h[HDR_CAP];
