@@ -416,28 +416,30 @@ int gkv_cluster_info(const gkv_cluster_t *cl, char *buf, size_t cap)
         gkv_membership_state(cl->ms, &st);
     uint64_t now = uv_hrtime() / 1000000;
     uint64_t lease_left = st.lease_valid_until > now ? st.lease_valid_until - now : 0;
-    int n = snprintf(buf, cap,
-                     "# Cluster\r\ncluster_enabled:1\r\ncluster_name:%s\r\nnode_name:%s\r\n"
-                     "incarnation:%" PRId64 "\r\netcd_state:%s\r\netcd_unreachable_since_ms:%" PRIu64
-                     "\r\nmembership_joins:%" PRIu64 "\r\nmember_list_changes:%" PRIu64
-                     "\r\nkeys_owned:%" PRIu64 "\r\nkeys_homed:%" PRIu64 "\r\nreplicas:%" PRIu64
-                     "\r\nremote_reads:%" PRIu64 "\r\nreplica_hits:%" PRIu64
-                     "\r\nbytes_pulled:%" PRIu64 "\r\nrecords:%" PRIu64 "\r\ndrops_sent:%" PRIu64
-                     "\r\nkeys_registered:%" PRIu64 "\r\nrecords_of_departed:%" PRIu64
-                     "\r\nunavailable_errors:%" PRIu64 "\r\nnode_requests:%" PRIu64
-                     "\r\nstale_senders:%" PRIu64 "\r\npeer_connections:%" PRIu64
-                     "\r\nforeign_nodes:%zu\r\nmembers:%zu\r\nserving:%d\r\nlease_ms_left:%" PRIu64
-                     "\r\nfenced_requests:%" PRIu64 "\r\nvouch_rounds:%" PRIu64
-                     "\r\nreplicas_reclaimed:%" PRIu64 "\r\n",
-                     cl->name, cl->node, st.incarnation, st.reachable ? "ok" : "unreachable",
-                     st.unreachable_since, st.joins, cl->member_changes,
-                     cl->rec.ncopies - cl->rec.nreplicas, cl->rec.nhomes, cl->rec.nreplicas,
-                     cl->stats.remote_reads, cl->stats.replica_hits, cl->stats.bytes_pulled,
-                     cl->stats.records, cl->stats.drops_sent, cl->stats.registered,
-                     cl->stats.dropped_dead, cl->stats.unavailable, cl->stats.node_requests,
-                     cl->stats.stale_senders, cl->peers.opened, cl->foreign, cl->members.n,
-                     gkv_cluster_live(cl), lease_left, cl->stats.fenced, cl->stats.vouch_rounds,
-                     cl->stats.replicas_reclaimed);
+    int n = snprintf(
+        buf, cap,
+        "# Cluster\r\ncluster_enabled:1\r\ncluster_name:%s\r\nnode_name:%s\r\n"
+        "incarnation:%" PRId64 "\r\netcd_state:%s\r\netcd_unreachable_since_ms:%" PRIu64
+        "\r\nmembership_joins:%" PRIu64 "\r\nmember_list_changes:%" PRIu64 "\r\nkeys_owned:%" PRIu64
+        "\r\nkeys_homed:%" PRIu64 "\r\nreplicas:%" PRIu64 "\r\nremote_reads:%" PRIu64
+        "\r\nreplica_hits:%" PRIu64 "\r\nbytes_pulled:%" PRIu64 "\r\nrecords:%" PRIu64
+        "\r\ndrops_sent:%" PRIu64 "\r\nkeys_registered:%" PRIu64 "\r\nrecords_of_departed:%" PRIu64
+        "\r\nunavailable_errors:%" PRIu64 "\r\nnode_requests:%" PRIu64 "\r\nstale_senders:%" PRIu64
+        "\r\npeer_connections:%" PRIu64
+        "\r\nforeign_nodes:%zu\r\nmembers:%zu\r\nserving:%d\r\nlease_ms_left:%" PRIu64
+        "\r\nfenced_requests:%" PRIu64 "\r\nvouch_rounds:%" PRIu64 "\r\nreplicas_reclaimed:%" PRIu64
+        "\r\nread_misses_no_record:%" PRIu64 "\r\nread_misses_gone_here:%" PRIu64
+        "\r\nread_misses_owned_gone:%" PRIu64 "\r\nread_misses_home_said:%" PRIu64
+        "\r\nread_misses_rounds:%" PRIu64 "\r\n",
+        cl->name, cl->node, st.incarnation, st.reachable ? "ok" : "unreachable",
+        st.unreachable_since, st.joins, cl->member_changes, cl->rec.ncopies - cl->rec.nreplicas,
+        cl->rec.nhomes, cl->rec.nreplicas, cl->stats.remote_reads, cl->stats.replica_hits,
+        cl->stats.bytes_pulled, cl->stats.records, cl->stats.drops_sent, cl->stats.registered,
+        cl->stats.dropped_dead, cl->stats.unavailable, cl->stats.node_requests,
+        cl->stats.stale_senders, cl->peers.opened, cl->foreign, cl->members.n, gkv_cluster_live(cl),
+        lease_left, cl->stats.fenced, cl->stats.vouch_rounds, cl->stats.replicas_reclaimed,
+        cl->stats.miss_no_record, cl->stats.miss_gone_here, cl->stats.miss_owned_gone,
+        cl->stats.miss_home_said, cl->stats.miss_rounds);
     if (n >= 0 && (size_t)n < cap) {
         uint64_t watches, streams;
         gkv_cluster_watch_counts(cl, &watches, &streams);

@@ -53,6 +53,13 @@ typedef struct {
     uint64_t fenced;         /* requests refused while this node could not confirm its lease */
     uint64_t vouch_rounds;   /* rounds in which every member vouched (etcd down for all) */
     uint64_t replicas_reclaimed; /* replicas dropped to make room for new values */
+    /* Reads that found no value, by the path that decided it (route.c; INFO read_misses_*;
+     * a GET with wait then waits): this node the key's home without a record of it (no_record); its
+     * record naming this node, whose value is gone (evicted, expired: gone_here); this node's own
+     * copy record without a value (owned_gone); the home, asked, said NOTFOUND (home_said); the
+     * home named this node as owner round after round (rounds). The last three should be rare: a
+     * count there explains an unexpected miss. */
+    uint64_t miss_no_record, miss_gone_here, miss_owned_gone, miss_home_said, miss_rounds;
 } gkv_cluster_stats_t;
 
 struct cl_job;

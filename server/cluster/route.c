@@ -126,8 +126,11 @@ typedef struct {
 static int plan_read_key(gkv_cluster_t *cl, const uint8_t *key, size_t klen, void *arg)
 {
     read_plan_t *p = arg;
-    if (gkv_cl_owned_here(cl, key, klen))
+    if (gkv_cl_owned_here(cl, key, klen)) {
+        if (!gkv_store_find(cl->store, key, klen))
+            cl->stats.miss_owned_gone++; /* the handler answers NOTFOUND */
         return 0;
+    }
     const gkv_member_t *home = gkv_cluster_home(cl, key, klen);
     gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, key, klen);
     if (gkv_cluster_is_self(cl, home) && !gkv_cl_settling(cl)) {
@@ -135,10 +138,13 @@ static int plan_read_key(gkv_cluster_t *cl, const uint8_t *key, size_t klen, voi
         if (!h || !h->owner[0]) {
             if (c && c->replica) /* a stale replica: the key is gone */
                 gkv_cl_unlink(cl, key, klen, 0);
+            cl->stats.miss_no_record++;
             return 0;
         }
-        if (!h->busy && !strcmp(h->owner, cl->node) && !(c && c->pending))
-            return 0; /* ours, but gone from memory (evicted, expired): a miss */
+        if (!h->busy && !strcmp(h->owner, cl->node) && !(c && c->pending)) {
+            cl->stats.miss_gone_here++; /* ours, but gone from memory (evicted, expired) */
+            return 0;
+        }
         if (!h->busy && gkv_cl_replica_version(cl, key, klen, NULL) == h->version) {
             cl->stats.replica_hits++;
             return 0;
@@ -228,6 +234,9 @@ static int read_outcome(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j,
                 continue;
             }
             k->status = GKV_ENOTFOUND;
+            cl->stats.miss_rounds++;
+        } else if (k->status == GKV_ENOTFOUND) {
+            cl->stats.miss_home_said++;
         }
         if (k->status == GKV_ENOTFOUND) {
             gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, k->key, k->klen);

@@ -300,6 +300,13 @@ static void render_cluster(const gkv_server_t *srv, gkv_text_t *t)
     one(t, "cluster_replicas_reclaimed_total", "counter",
         "Replicas dropped to make room for new values (before any eviction).",
         s->replicas_reclaimed);
+    family(t, "cluster_read_misses_total", "counter",
+           "Reads that found no value, by the path that decided it (INFO read_misses_*).");
+    labelled(t, "cluster_read_misses_total", "path", "no_record", s->miss_no_record);
+    labelled(t, "cluster_read_misses_total", "path", "gone_here", s->miss_gone_here);
+    labelled(t, "cluster_read_misses_total", "path", "owned_gone", s->miss_owned_gone);
+    labelled(t, "cluster_read_misses_total", "path", "home_said", s->miss_home_said);
+    labelled(t, "cluster_read_misses_total", "path", "rounds", s->miss_rounds);
     one(t, "cluster_membership_joins_total", "counter",
         "Leases granted to this node (1 + rejoins after its lease expired).", st.joins);
     one(t, "cluster_member_list_changes_total", "counter", "Member lists taken.",

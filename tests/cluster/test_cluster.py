@@ -87,6 +87,51 @@ def overwrite_and_delete_are_seen_everywhere(cl: Cluster):
             assert c.exists("ow/key") == 0
 
 
+MISSES = ("no_record", "gone_here", "owned_gone", "home_said", "rounds")
+
+
+def misses(node) -> dict:
+    """node's INFO read_misses_* by path."""
+    i = node.info()
+    return {m: i[f"read_misses_{m}"] for m in MISSES}
+
+
+@check
+def a_read_that_finds_nothing_counts_the_path_that_decided_it(cl: Cluster):
+    # A missing key read on its home is decided there (no record); read on another node, by
+    # the home's answer. The paths that should stay rare (a copy of ours without its value,
+    # the home naming us round after round) do not move on such reads.
+    for want in range(3):
+        home = cl.nodes[want]
+        for k in range(200):
+            key = f"miss/{want}/{k}"
+            before = home.info()["keys_homed"]
+            with cl.nodes[0].client() as c:
+                c.set(key, b"x")
+                homed_here = home.info()["keys_homed"] > before
+                c.delete(key)
+            if homed_here:
+                break
+        else:
+            raise AssertionError(f"no key homed on {home.name}")
+        other = cl.nodes[(want + 1) % 3]
+        b_home, b_other = misses(home), misses(other)
+        for node in (home, other):
+            with node.client() as c:
+                assert get(c, key) is None
+        a_home, a_other = misses(home), misses(other)
+        # (Just after a member change the home asks itself, as any node would: home_said.)
+        assert (a_home["no_record"] - b_home["no_record"]) + (
+            a_home["home_said"] - b_home["home_said"]) == 1, (home.name, b_home, a_home)
+        assert a_other["home_said"] == b_other["home_said"] + 1, (other.name, b_other, a_other)
+        for m in ("owned_gone", "rounds"):
+            assert a_home[m] == b_home[m] and a_other[m] == b_other[m], (m, a_home, a_other)
+        with other.client() as c:
+            metrics = c.metrics()
+        assert f'gpukv_cluster_read_misses_total{{path="home_said"}} {a_other["home_said"]}' \
+            in metrics, metrics[-3000:]
+
+
 def events_until(w, last: str, timeout: float = 10.0) -> list:
     """(kind, key) of w's events up to the set of key `last` (included)."""
     seen, until = [], time.monotonic() + timeout
@@ -1539,7 +1584,9 @@ def concurrent_histories_are_linearizable_while_a_home_dies_etcd_stops_and_a_nod
                 json.dump([o.__dict__ | {"value": o.value.decode() if o.value else None,
                                          "ret": None if o.ret == math.inf else o.ret}
                            for o in ops], f)
-            raise AssertionError(f"{key}: not linearizable ({len(ops)} operations; {dump})")
+            counts = {n.name: misses(n) for n in cl.nodes if n.alive()}
+            raise AssertionError(f"{key}: not linearizable ({len(ops)} operations; {dump}); "
+                                 f"read misses by path: {counts}")
     print(f"  linearizability: {total} operations on {len(keys)} keys "
           f"({done} answered), 0 violations")
     assert done > 200, f"only {done} operations answered"
