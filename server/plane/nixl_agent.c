@@ -33,15 +33,17 @@ int gkv_nixl_agent_open(gkv_nixl_agent_t *a, const gkv_nixl_api_t *api, const ch
      * callbacks instead of 6-9. GPUKV_NIXL_PTHR_US sets the sleep (0 spins and arms all the
      * time: far slower). RW locking inside NIXL, so that worker threads post and poll at once. */
     const char *prog = getenv("GPUKV_NIXL_PROGRESS"), *delay = getenv("GPUKV_NIXL_PTHR_US");
-    /* GPUKV_NIXL_WORKERS, for measurements: UCX workers behind the agent (1: every thread's
-     * posts and polls meet at one worker's lock; session 46 saw 16 concurrent pulls' posts
-     * wait for each other, 322 us each by the median). */
+    /* UCX workers behind the agent. With one, every thread's posts and polls meet at its lock:
+     * session 46 saw 16 concurrent pulls' posts wait for each other, 322 us each by the median.
+     * With four, 16 reader processes pulling 64 MiB values ran 0.80x the peer copy by the median
+     * of six runs (0.75-0.82) against 0.77x with one (0.74-0.80, alternating; RESULTS.md, session
+     * 47); 8 and 16 gained nothing more. GPUKV_NIXL_WORKERS=N (1-64) sets it, for measurements. */
     const char *workers = getenv("GPUKV_NIXL_WORKERS");
-    unsigned nworkers =
-        workers && atoi(workers) > 0 && atoi(workers) <= 64 ? (unsigned)atoi(workers) : 1;
+    a->workers = workers && atoi(workers) > 0 && atoi(workers) <= 64 ? (unsigned)atoi(workers)
+                                                                     : GKV_NIXL_WORKERS;
     gkv_nixl_agent_cfg_t cfg = {.enable_prog_thread = !(prog && !strcmp(prog, "0")),
                                 .thread_sync = 2,
-                                .num_workers = nworkers,
+                                .num_workers = a->workers,
                                 .pthr_delay_us = delay ? strtoull(delay, NULL, 10)
                                                  : gpu ? 5000
                                                        : 100};

@@ -14,6 +14,9 @@
 
 #define GKV_NIXL_REGS 8
 
+/* UCX workers behind an agent unless GPUKV_NIXL_WORKERS says otherwise (nixl_agent.c: why). */
+#define GKV_NIXL_WORKERS 4
+
 typedef struct {
     const gkv_nixl_api_t *api; /* borrowed */
     gkv_nixl_h agent, backend;
@@ -23,6 +26,7 @@ typedef struct {
     char name[128];
     uint64_t stuck; /* transfers that could not be released after their deadline */
     bool unlocked;  /* transfers run without the lock (NIXL's own RW locking) */
+    unsigned workers;  /* UCX workers behind the agent (GKV_NIXL_WORKERS or GPUKV_NIXL_WORKERS) */
     gkv_nixl_h notifs; /* the map notifications are collected into */
 } gkv_nixl_agent_t;
 

@@ -446,7 +446,7 @@ int gkv_plane_info(gkv_plane_t *p, char *buf, size_t cap)
         buf, cap,
         "data_plane:%s\r\ndata_plane_why:%s\r\nnixl_version:%s\r\n"
         "nixl_arenas:%u\r\nnixl_arena_bytes:%" PRIu64 "\r\nnixl_chunk_bytes:%" PRIu64
-        "\r\nnixl_slots:%u\r\nnixl_slots_in_use:%u\r\nnixl_slots_retired:%u\r\n"
+        "\r\nnixl_workers:%u\r\nnixl_slots:%u\r\nnixl_slots_in_use:%u\r\nnixl_slots_retired:%u\r\n"
         "nixl_reads:%" PRIu64 "\r\nnixl_read_bytes:%" PRIu64 "\r\nnixl_fallbacks:%" PRIu64
         "\r\nnixl_head_starts:%" PRIu64 "\r\nnixl_heads_dropped:%" PRIu64
         "\r\nnixl_head_guesses:%" PRIu64 "\r\nnixl_guesses_missed:%" PRIu64 "\r\nnixl_tees:%" PRIu64
@@ -458,14 +458,15 @@ int gkv_plane_info(gkv_plane_t *p, char *buf, size_t cap)
         "\r\nnixl_read_us:%" PRIu64 "\r\nnixl_pull_queue_us:%" PRIu64 "\r\n",
         p->on ? "nixl" : "tcp", p->on ? "" : p->why,
         p->on && p->api.version[0] ? p->api.version : "", p->narenas,
-        p->narenas ? p->arena[0].size : 0, p->narenas ? p->arena[0].slots.slot_size : 0, slots,
-        taken, retired, (uint64_t)p->reads, (uint64_t)p->read_bytes, (uint64_t)p->fallbacks,
-        (uint64_t)p->head_starts, (uint64_t)p->heads_dropped, (uint64_t)p->head_guesses,
-        (uint64_t)p->guesses_missed, (uint64_t)p->tees, (uint64_t)p->chunks_sent,
-        (uint64_t)p->bytes_sent, (uint64_t)p->probes_failed, (uint64_t)p->send_copy_us,
-        (uint64_t)p->send_write_us, (uint64_t)p->pull_wait_us, (uint64_t)p->pull_copy_us,
-        (uint64_t)p->pull_us, (uint64_t)p->stage_queue_us, (uint64_t)p->stage_reply_us,
-        (uint64_t)p->read_us, (uint64_t)p->pull_queue_us);
+        p->narenas ? p->arena[0].size : 0, p->narenas ? p->arena[0].slots.slot_size : 0,
+        p->on ? p->agent.workers : 0, slots, taken, retired, (uint64_t)p->reads,
+        (uint64_t)p->read_bytes, (uint64_t)p->fallbacks, (uint64_t)p->head_starts,
+        (uint64_t)p->heads_dropped, (uint64_t)p->head_guesses, (uint64_t)p->guesses_missed,
+        (uint64_t)p->tees, (uint64_t)p->chunks_sent, (uint64_t)p->bytes_sent,
+        (uint64_t)p->probes_failed, (uint64_t)p->send_copy_us, (uint64_t)p->send_write_us,
+        (uint64_t)p->pull_wait_us, (uint64_t)p->pull_copy_us, (uint64_t)p->pull_us,
+        (uint64_t)p->stage_queue_us, (uint64_t)p->stage_reply_us, (uint64_t)p->read_us,
+        (uint64_t)p->pull_queue_us);
     return n < 0 || (size_t)n >= cap ? -1 : n;
 }
 

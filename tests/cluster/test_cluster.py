@@ -736,6 +736,8 @@ def large_values_move_through_the_data_plane_bit_exact(cl: Cluster):
     for n in cl.nodes:
         assert after[n.name]["data_plane"] == "nixl", (n.name, after[n.name]["data_plane_why"])
         assert after[n.name]["nixl_slots_in_use"] == 0, after[n.name]
+        workers = int(os.environ.get("GPUKV_NIXL_WORKERS", "4"))  # the daemons inherit it
+        assert after[n.name]["nixl_workers"] == workers, after[n.name]
         assert after[n.name]["nixl_fallbacks"] == before[n.name]["nixl_fallbacks"], n.name
     assert member_plane(cl.nodes[0], "n2") == "nixl" and member_plane(cl.nodes[1], "n1") == "nixl"
     # n1 and n2 each read the two values the other wrote (the first is small: TCP's direct
