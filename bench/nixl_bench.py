@@ -119,6 +119,9 @@ def remote_into(ca, cb, key, arr, buf, check=False) -> float:
             want = cupy.empty(arr.nbytes, dtype=cupy.uint8)
             cupy.cuda.runtime.memcpyPeer(want.data.ptr, 1, arr.data.ptr, 0, arr.nbytes)
             assert bool((buf.array[: arr.nbytes] == want).all()), f"{key}: the bytes differ"
+            m = cb.map(key)  # the replica b kept as it filled the buffer
+            assert bool((cupy.asarray(m) == want).all()), f"{key}: b's replica differs"
+            m.unmap()
             del want
     return dt
 
