@@ -35,9 +35,11 @@ int gkv_nixl_agent_open(gkv_nixl_agent_t *a, const gkv_nixl_api_t *api, const ch
     const char *prog = getenv("GPUKV_NIXL_PROGRESS"), *delay = getenv("GPUKV_NIXL_PTHR_US");
     /* UCX workers behind the agent. With one, every thread's posts and polls meet at its lock:
      * session 46 saw 16 concurrent pulls' posts wait for each other, 322 us each by the median.
-     * With four, 16 reader processes pulling 64 MiB values ran 0.80x the peer copy by the median
-     * of six runs (0.75-0.82) against 0.77x with one (0.74-0.80, alternating; RESULTS.md, session
-     * 47); 8 and 16 gained nothing more. GPUKV_NIXL_WORKERS=N (1-64) sets it, for measurements. */
+     * With four (session 47, 2x H200, alternating) a round's last post left at 1.2 ms instead of
+     * 2.3, and 16 reader processes pulling 64 MiB values ran 0.77x the peer copy by the median
+     * of 22 runs (0.69-0.82) against 0.74x of 13 with one (0.72-0.82); a 1 GiB pull alone
+     * 0.81-0.91x against 0.76-0.80x. 8 and 16 gained nothing more. GPUKV_NIXL_WORKERS=N (1-64)
+     * sets it, for measurements. */
     const char *workers = getenv("GPUKV_NIXL_WORKERS");
     a->workers = workers && atoi(workers) > 0 && atoi(workers) <= 64 ? (unsigned)atoi(workers)
                                                                      : GKV_NIXL_WORKERS;
