@@ -11,12 +11,13 @@ the clients' MAPs alone allow), as threads of one process and as 16 processes; a
 a buffer the reader registered once (get_to_buffer: b copies the value into it itself).
 
 Usage: nixl_bench.py GPUKVD NIXL_PATH [--sizes 1M,64M,1G] [--rounds 5] [--settle MS]
-                     [--nixl-only] [--by-home SIZE] [--readers HOW[,HOW]]
+                     [--nixl-only] [--by-home SIZE] [--readers HOW[,HOW]] [--each K]
 --settle MS: wait MS milliseconds between a's write and b's read (the owner's GPU idle before
 the pull: does the write just before it slow the pull's first copy?).
 --readers map,get_to_device,get_to_buffer: only the 16 reader processes, each way named, with
 both nodes' time counters over them (tuning runs; GPUKV_NIXL_* in the environment reach the
-nodes).
+nodes). --each K: each of them reads K values one after another per round (sustained reading:
+one read begins as the process's last ended, so the round's start and end are paid once per K).
 Needs etcd on PATH, CuPy and the gpukv package. Prints Markdown tables."""
 
 from __future__ import annotations
@@ -162,16 +163,22 @@ def concurrent_reads(writer, reader_url, dev, prefix, n, size, rounds) -> float:
     return n * size / statistics.median(walls) / 1e9
 
 
-def procs_reads(writer, reader_url, dev, prefix, n, size, rounds, how="map") -> float:
+def procs_reads(writer, reader_url, dev, prefix, n, size, rounds, how="map", each=1) -> float:
     """concurrent_reads with n processes instead of threads (bench/proc_readers.py); how:
-    "get_to_device" copies each value into a buffer of the reader's on GPU 1 instead."""
+    "get_to_device" copies each value into a buffer of the reader's on GPU 1 instead; each > 1:
+    every process reads that many values one after another per round (sustained_reads)."""
     with cupy.cuda.Device(dev):
         vals = [cupy.random.randint(0, 255, size, dtype=cupy.uint8) for _ in range(n)]
-    keys = [f"{prefix}/{i}" for i in range(n)]
+    if each == 1:
+        keys = [f"{prefix}/{i}" for i in range(n)]
+        flat = keys
+    else:
+        keys = [[f"{prefix}/{i}/{k}" for k in range(each)] for i in range(n)]
+        flat = [k for ks in keys for k in ks]
     try:
-        return proc_readers.concurrent_reads(lambda i: writer.set_from_device(keys[i], vals[i]),
-                                             reader_url, keys, size, rounds, warm="warm",
-                                             how=how, dev=1)
+        return proc_readers.sustained_reads(
+            lambda j: writer.set_from_device(flat[j], vals[j % n]), reader_url, keys, size,
+            rounds, warm="warm", how=how, dev=1)
     finally:
         del vals
 
@@ -204,10 +211,11 @@ def by_home(ca, cb, arr, rounds) -> None:
           + "; ".join(line))
 
 
-def readers_only(ca, cb, hows, rounds) -> None:
+def readers_only(ca, cb, hows, rounds, each=1) -> None:
     """--readers: 16 reader processes of 64 MiB values a owns, read through b each way in hows,
     against the peer copy of 1 GiB; with the time counters of both nodes over each way (where a
-    round's time goes: the owner's copies and writes, the reader's waits and copies)."""
+    round's time goes: the owner's copies and writes, the reader's waits and copies). each > 1
+    (--each): every process reads that many values one after another per round."""
     n, size = 16, 64 << 20
     with cupy.cuda.Device(1):  # each reader maps it once, untimed (its context, b's pool)
         cb.set_from_device("warm", cupy.ones(1 << 20, dtype=cupy.uint8))
@@ -219,13 +227,14 @@ def readers_only(ca, cb, hows, rounds) -> None:
     for how in hows:
         ia0, ib0 = ca.info("cluster"), cb.info("cluster")
         try:
-            agg = procs_reads(ca, cb.url, 0, f"ro{how}", n, size, rounds, how=how)
+            agg = procs_reads(ca, cb.url, 0, f"ro{how}", n, size, rounds, how=how, each=each)
         except Exception as e:  # noqa: BLE001  (a line of its own: the rest still prints)
             print(f"16 reader processes, {how}: failed: {e!r}")
             continue
         ia1, ib1 = ca.info("cluster"), cb.info("cluster")
         d = {k: (ia1.get(k, 0) - ia0.get(k, 0), ib1.get(k, 0) - ib0.get(k, 0)) for k in keys}
-        print(f"16 reader processes of 64 MiB, {how}: {agg:.1f} GB/s aggregate "
+        what = f", {each} values each one after another" if each > 1 else ""
+        print(f"16 reader processes of 64 MiB{what}, {how}: {agg:.1f} GB/s aggregate "
               f"({agg / peer:.2f}x the peer copy); a/b over {rounds} rounds: "
               + ", ".join(f"{k[5:]} {va}/{vb}" for k, (va, vb) in d.items()))
 
@@ -245,6 +254,9 @@ def main() -> int:
                     help="only 16 reader processes of 64 MiB values through NIXL, each way named "
                          "(map, get_to_device, get_to_buffer), and b's and a's time counters "
                          "over them (tuning runs: no TCP cluster, no --sizes)")
+    ap.add_argument("--each", type=int, default=1, metavar="K",
+                    help="with --readers: each process reads K values one after another per "
+                         "round (16 x K x 64 MiB a round: reads overlapping each other's ends)")
     a = ap.parse_args()
     if a.readers:
         a.nixl_only, a.sizes = True, ""
@@ -271,7 +283,7 @@ def main() -> int:
         for k in ("member0", "member1"):
             print(f"  {k}: {info[k]}")
         if a.readers:
-            readers_only(*clients["nixl"], a.readers.split(","), a.rounds)
+            readers_only(*clients["nixl"], a.readers.split(","), a.rounds, max(1, a.each))
             return 0
         with cupy.cuda.Device(0):
             arrs = {s: cupy.random.randint(0, 255, size_arg(s), dtype=cupy.uint8)

@@ -17,7 +17,11 @@ connection stays open across the rounds, so what it holds carries over.
 
 how="get_to_buffer": each reader registers a buffer of its own on GPU dev once (untimed) and
 the daemon copies each value into it (Client.get_to_buffer, PROTOCOL.md "Reading into a
-registered buffer"): no import, copy or GPU work of the reader's per read."""
+registered buffer"): no import, copy or GPU work of the reader's per read.
+
+sustained_reads: each reader reads several values one after another in a round (a new read as
+soon as its last one ended), so the readers' reads overlap each other's starts and ends instead
+of all starting at one barrier and ending together."""
 
 from __future__ import annotations
 
@@ -26,8 +30,8 @@ import statistics
 import time
 
 
-def _reader(url: str, key: str, warm: str | None, rounds: int, go, out, how: str = "map",
-            dev: int = 0, size: int = 0) -> None:
+def _reader(url: str, key: str | list[str], warm: str | None, rounds: int, go, out,
+            how: str = "map", dev: int = 0, size: int = 0) -> None:
     import gpukv  # a process of its own: its own client, CUDA context and imports
 
     buf = None
@@ -63,10 +67,12 @@ def _reader(url: str, key: str, warm: str | None, rounds: int, go, out, how: str
             return
         t0 = time.monotonic()
         err = None
-        try:
-            read(key)
-        except Exception as e:  # noqa: BLE001
-            err = f"{key}: {e!r}"
+        for k in [key] if isinstance(key, str) else key:
+            try:
+                read(k)
+            except Exception as e:  # noqa: BLE001
+                err = f"{k}: {e!r}"
+                break
         out.put((t0, time.monotonic(), err))
     c.close()
 
@@ -76,7 +82,16 @@ def concurrent_reads(write, url: str, keys: list[str], size: int, rounds: int,
     """GB/s of len(keys) processes each MAPping its key of url at once (size bytes each), the
     median round of rounds; write(i) rewrites keys[i] before each round (the readers wait).
     how="get_to_device": each copies its value into its own buffer on GPU dev instead."""
+    return sustained_reads(write, url, keys, size, rounds, warm, how, dev)
+
+
+def sustained_reads(write, url: str, keys: list, size: int, rounds: int,
+                    warm: str | None = None, how: str = "map", dev: int = 0) -> float:
+    """concurrent_reads where keys[i] may be a list: process i reads those keys one after
+    another in each round; write(j) rewrites the j-th key of all of them (in order, process 0's
+    first) before each round. GB/s of every key's size bytes over the median round."""
     n = len(keys)
+    nvalues = sum(1 if isinstance(k, str) else len(k) for k in keys)
     ctx = multiprocessing.get_context("spawn")  # no CUDA state inherited through fork
     go, out = ctx.Barrier(n + 1), ctx.Queue()
     procs = [ctx.Process(target=_reader, args=(url, k, warm, rounds, go, out, how, dev, size),
@@ -90,8 +105,8 @@ def concurrent_reads(write, url: str, keys: list[str], size: int, rounds: int,
         errs = [r[2] for r in ready if r[2]]
         assert not errs, errs
         for _ in range(rounds):
-            for i in range(n):
-                write(i)
+            for j in range(nvalues):
+                write(j)
             go.wait(120)
             res = [out.get(timeout=120) for _ in range(n)]
             errs = [r[2] for r in res if r[2]]
@@ -103,4 +118,4 @@ def concurrent_reads(write, url: str, keys: list[str], size: int, rounds: int,
             p.join(30)
             if p.is_alive():
                 p.kill()
-    return n * size / statistics.median(walls) / 1e9
+    return nvalues * size / statistics.median(walls) / 1e9
