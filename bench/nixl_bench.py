@@ -256,7 +256,9 @@ def main() -> int:
                          "over them (tuning runs: no TCP cluster, no --sizes)")
     ap.add_argument("--each", type=int, default=1, metavar="K",
                     help="with --readers: each process reads K values one after another per "
-                         "round (16 x K x 64 MiB a round: reads overlapping each other's ends)")
+                         "round (16 x K x 64 MiB a round: reads overlapping each other's ends; K GiB "
+                         "on each node, twice that on the reader while its old replicas stay: "
+                         "K <= 8 within the nodes' 20G)")
     a = ap.parse_args()
     if a.readers:
         a.nixl_only, a.sizes = True, ""
