@@ -166,7 +166,7 @@ def concurrent_reads(writer, reader_url, dev, prefix, n, size, rounds) -> float:
 def procs_reads(writer, reader_url, dev, prefix, n, size, rounds, how="map", each=1) -> float:
     """concurrent_reads with n processes instead of threads (bench/proc_readers.py); how:
     "get_to_device" copies each value into a buffer of the reader's on GPU 1 instead; each > 1:
-    every process reads that many values one after another per round (sustained_reads)."""
+    every process reads that many values one after another per round."""
     with cupy.cuda.Device(dev):
         vals = [cupy.random.randint(0, 255, size, dtype=cupy.uint8) for _ in range(n)]
     if each == 1:
@@ -176,7 +176,7 @@ def procs_reads(writer, reader_url, dev, prefix, n, size, rounds, how="map", eac
         keys = [[f"{prefix}/{i}/{k}" for k in range(each)] for i in range(n)]
         flat = [k for ks in keys for k in ks]
     try:
-        return proc_readers.sustained_reads(
+        return proc_readers.concurrent_reads(
             lambda j: writer.set_from_device(flat[j], vals[j % n]), reader_url, keys, size,
             rounds, warm="warm", how=how, dev=1)
     finally:

@@ -19,9 +19,9 @@ how="get_to_buffer": each reader registers a buffer of its own on GPU dev once (
 the daemon copies each value into it (Client.get_to_buffer, PROTOCOL.md "Reading into a
 registered buffer"): no import, copy or GPU work of the reader's per read.
 
-sustained_reads: each reader reads several values one after another in a round (a new read as
-soon as its last one ended), so the readers' reads overlap each other's starts and ends instead
-of all starting at one barrier and ending together."""
+With a list of keys per reader (sustained reading) each reads several values one after another
+in a round (a new read as soon as its last one ended), so the readers' reads overlap each
+other's starts and ends instead of all starting at one barrier and ending together."""
 
 from __future__ import annotations
 
@@ -77,19 +77,13 @@ def _reader(url: str, key: str | list[str], warm: str | None, rounds: int, go, o
     c.close()
 
 
-def concurrent_reads(write, url: str, keys: list[str], size: int, rounds: int,
+def concurrent_reads(write, url: str, keys: list, size: int, rounds: int,
                      warm: str | None = None, how: str = "map", dev: int = 0) -> float:
     """GB/s of len(keys) processes each MAPping its key of url at once (size bytes each), the
-    median round of rounds; write(i) rewrites keys[i] before each round (the readers wait).
-    how="get_to_device": each copies its value into its own buffer on GPU dev instead."""
-    return sustained_reads(write, url, keys, size, rounds, warm, how, dev)
-
-
-def sustained_reads(write, url: str, keys: list, size: int, rounds: int,
-                    warm: str | None = None, how: str = "map", dev: int = 0) -> float:
-    """concurrent_reads where keys[i] may be a list: process i reads those keys one after
-    another in each round; write(j) rewrites the j-th key of all of them (in order, process 0's
-    first) before each round. GB/s of every key's size bytes over the median round."""
+    median round of rounds; write(j) rewrites the j-th value before each round (the readers
+    wait). how="get_to_device": each copies its value into its own buffer on GPU dev instead.
+    keys[i] may be a list (sustained reading): process i reads those keys one after another in
+    each round, and the values are counted in order, process 0's first."""
     n = len(keys)
     nvalues = sum(1 if isinstance(k, str) else len(k) for k in keys)
     ctx = multiprocessing.get_context("spawn")  # no CUDA state inherited through fork
