@@ -163,7 +163,8 @@ def concurrent_reads(writer, reader_url, dev, prefix, n, size, rounds) -> float:
     return n * size / statistics.median(walls) / 1e9
 
 
-def procs_reads(writer, reader_url, dev, prefix, n, size, rounds, how="map", each=1) -> float:
+def procs_reads(writer, reader_url, dev, prefix, n, size, rounds, how="map", each=1,
+                walls=None) -> float:
     """concurrent_reads with n processes instead of threads (bench/proc_readers.py); how:
     "get_to_device" copies each value into a buffer of the reader's on GPU 1 instead; each > 1:
     every process reads that many values one after another per round."""
@@ -178,7 +179,7 @@ def procs_reads(writer, reader_url, dev, prefix, n, size, rounds, how="map", eac
     try:
         return proc_readers.concurrent_reads(
             lambda j: writer.set_from_device(flat[j], vals[j % n]), reader_url, keys, size,
-            rounds, warm="warm", how=how, dev=1)
+            rounds, warm="warm", how=how, dev=1, walls=walls)
     finally:
         del vals
 
@@ -226,8 +227,10 @@ def readers_only(ca, cb, hows, rounds, each=1) -> None:
     print(f"\ncudaMemcpyPeerAsync of 1 GiB: {peer:.1f} GB/s")
     for how in hows:
         ia0, ib0 = ca.info("cluster"), cb.info("cluster")
+        walls = []
         try:
-            agg = procs_reads(ca, cb.url, 0, f"ro{how}", n, size, rounds, how=how, each=each)
+            agg = procs_reads(ca, cb.url, 0, f"ro{how}", n, size, rounds, how=how, each=each,
+                              walls=walls)
         except Exception as e:  # noqa: BLE001  (a line of its own: the rest still prints)
             print(f"16 reader processes, {how}: failed: {e!r}")
             continue
@@ -237,6 +240,9 @@ def readers_only(ca, cb, hows, rounds, each=1) -> None:
         print(f"16 reader processes of 64 MiB{what}, {how}: {agg:.1f} GB/s aggregate "
               f"({agg / peer:.2f}x the peer copy); a/b over {rounds} rounds: "
               + ", ".join(f"{k[5:]} {va}/{vb}" for k, (va, vb) in d.items()))
+        # Each round's figure against the peer copy, in order (the median above is of these).
+        total = n * each * size
+        print("  rounds: " + " ".join(f"{total / w / 1e9 / peer:.2f}" for w in walls))
 
 
 def main() -> int:

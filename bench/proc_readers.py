@@ -78,12 +78,14 @@ def _reader(url: str, key: str | list[str], warm: str | None, rounds: int, go, o
 
 
 def concurrent_reads(write, url: str, keys: list, size: int, rounds: int,
-                     warm: str | None = None, how: str = "map", dev: int = 0) -> float:
+                     warm: str | None = None, how: str = "map", dev: int = 0,
+                     walls: list | None = None) -> float:
     """GB/s of len(keys) processes each MAPping its key of url at once (size bytes each), the
     median round of rounds; write(j) rewrites the j-th value before each round (the readers
     wait). how="get_to_device": each copies its value into its own buffer on GPU dev instead.
     keys[i] may be a list (sustained reading): process i reads those keys one after another in
-    each round, and the values are counted in order, process 0's first."""
+    each round, and the values are counted in order, process 0's first. walls: a list that gets
+    each round's seconds, in order."""
     n = len(keys)
     nvalues = sum(1 if isinstance(k, str) else len(k) for k in keys)
     ctx = multiprocessing.get_context("spawn")  # no CUDA state inherited through fork
@@ -93,7 +95,7 @@ def concurrent_reads(write, url: str, keys: list, size: int, rounds: int,
              for k in keys]
     for p in procs:
         p.start()
-    walls = []
+    walls = [] if walls is None else walls
     try:
         ready = [out.get(timeout=120) for _ in range(n)]
         errs = [r[2] for r in ready if r[2]]

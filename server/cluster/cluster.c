@@ -201,21 +201,57 @@ static void on_tick(uv_timer_t *timer)
 
 /* The worker pools, in the order they stop: pulls last (the others' ends may drop head starts
  * there). */
-#define NPOOLS 4
+#define NPOOLS 5
 static void pools_of(gkv_cluster_t *cl, gkv_workers_t *pools[NPOOLS])
 {
     pools[0] = &cl->origin;
     pools[1] = &cl->nested;
     pools[2] = &cl->stage;
     pools[3] = &cl->pulls;
+    pools[4] = &cl->spares; /* after every job that may take a connection (closed: no fill) */
 }
 
 static void stop_workers(gkv_cluster_t *cl)
 {
     gkv_workers_t *pools[NPOOLS];
     pools_of(cl, pools);
+    gkv_peers_close(&cl->peers); /* the fills queued end at once */
     for (size_t i = 0; i < NPOOLS; i++)
         gkv_workers_stop(pools[i]);
+}
+
+/* A fill of addr's spare connections (peer.h), on the spares pool. */
+typedef struct {
+    gkv_job_t job;
+    gkv_peers_t *peers;
+    char addr[];
+} fill_job_t;
+
+static void run_fill(gkv_job_t *job)
+{
+    fill_job_t *f = (fill_job_t *)job;
+    gkv_peer_fill(f->peers, f->addr);
+}
+
+static void free_fill(gkv_job_t *job)
+{
+    free(job);
+}
+
+/* peers' want: any thread. */
+static bool want_spares(void *arg, const char *addr)
+{
+    gkv_cluster_t *cl = arg;
+    size_t n = strlen(addr) + 1;
+    fill_job_t *f = malloc(sizeof(*f) + n);
+    if (!f)
+        return false;
+    f->job.run = run_fill;
+    f->job.done = free_fill;
+    f->peers = &cl->peers;
+    memcpy(f->addr, addr, n);
+    gkv_workers_submit(&cl->spares, &f->job);
+    return true;
 }
 
 int gkv_cluster_start(gkv_cluster_t *cl, uv_loop_t *loop, const gkv_cluster_cfg_t *cfg,
@@ -252,12 +288,15 @@ int gkv_cluster_start(gkv_cluster_t *cl, uv_loop_t *loop, const gkv_cluster_cfg_
     gkv_records_init(&cl->rec);
     gkv_peers_init(&cl->peers, cfg->token, cfg->token_len, cfg->timeout_ms ? cfg->timeout_ms : 2000);
     if (gkv_workers_start(&cl->origin, loop, 8) || gkv_workers_start(&cl->nested, loop, 4) ||
-        gkv_workers_start(&cl->stage, loop, 16) || gkv_workers_start(&cl->pulls, loop, 16)) {
+        gkv_workers_start(&cl->stage, loop, 16) || gkv_workers_start(&cl->pulls, loop, 16) ||
+        gkv_workers_start(&cl->spares, loop, 2)) {
         snprintf(err, cap, "cluster: cannot start worker threads");
         stop_workers(cl);
         gkv_peers_fini(&cl->peers);
         return GKV_ENOMEM;
     }
+    cl->peers.want = want_spares;
+    cl->peers.want_arg = cl;
     /* The data plane: NIXL when it is there (the agent's name is unique to this process). */
     char agent[160];
     uint64_t salt = uv_hrtime() ^ ((uint64_t)getpid() << 32);
@@ -310,14 +349,15 @@ void gkv_cluster_stop(gkv_cluster_t *cl)
 
 void gkv_cluster_close(gkv_cluster_t *cl)
 {
-    if (!cl->origin.open && !cl->nested.open && !cl->stage.open && !cl->pulls.open)
+    if (!cl->origin.open && !cl->nested.open && !cl->stage.open && !cl->pulls.open &&
+        !cl->spares.open)
         return;
     stop_workers(cl);
 }
 
 void gkv_cluster_fini(gkv_cluster_t *cl)
 {
-    if (cl->origin.open || cl->nested.open || cl->stage.open || cl->pulls.open)
+    if (cl->origin.open || cl->nested.open || cl->stage.open || cl->pulls.open || cl->spares.open)
         return; /* never started, or not closed: nothing of ours to free safely */
     if (cl->peers.timeout_ms)
         gkv_plane_close(&cl->plane);
@@ -425,7 +465,8 @@ int gkv_cluster_info(const gkv_cluster_t *cl, char *buf, size_t cap)
         "\r\nreplica_hits:%" PRIu64 "\r\nbytes_pulled:%" PRIu64 "\r\nrecords:%" PRIu64
         "\r\ndrops_sent:%" PRIu64 "\r\nkeys_registered:%" PRIu64 "\r\nrecords_of_departed:%" PRIu64
         "\r\nunavailable_errors:%" PRIu64 "\r\nnode_requests:%" PRIu64 "\r\nstale_senders:%" PRIu64
-        "\r\npeer_connections:%" PRIu64
+        "\r\npeer_connections:%" PRIu64 "\r\npeer_connections_ahead:%" PRIu64
+        "\r\npeer_connections_idle:%u\r\npeer_dials_waited:%" PRIu64
         "\r\nforeign_nodes:%zu\r\nmembers:%zu\r\nserving:%d\r\nlease_ms_left:%" PRIu64
         "\r\nfenced_requests:%" PRIu64 "\r\nvouch_rounds:%" PRIu64 "\r\nreplicas_reclaimed:%" PRIu64
         "\r\nread_misses_no_record:%" PRIu64 "\r\nread_misses_gone_here:%" PRIu64
@@ -436,8 +477,9 @@ int gkv_cluster_info(const gkv_cluster_t *cl, char *buf, size_t cap)
         cl->rec.nhomes, cl->rec.nreplicas, cl->stats.remote_reads, cl->stats.replica_hits,
         cl->stats.bytes_pulled, cl->stats.records, cl->stats.drops_sent, cl->stats.registered,
         cl->stats.dropped_dead, cl->stats.unavailable, cl->stats.node_requests,
-        cl->stats.stale_senders, cl->peers.opened, cl->foreign, cl->members.n, gkv_cluster_live(cl),
-        lease_left, cl->stats.fenced, cl->stats.vouch_rounds, cl->stats.replicas_reclaimed,
+        cl->stats.stale_senders, cl->peers.opened, cl->peers.ahead, cl->peers.nidle,
+        cl->peers.waited, cl->foreign, cl->members.n, gkv_cluster_live(cl), lease_left,
+        cl->stats.fenced, cl->stats.vouch_rounds, cl->stats.replicas_reclaimed,
         cl->stats.miss_no_record, cl->stats.miss_gone_here, cl->stats.miss_owned_gone,
         cl->stats.miss_home_said, cl->stats.miss_rounds);
     if (n >= 0 && (size_t)n < cap) {

@@ -163,6 +163,7 @@ typedef struct gkv_cluster {
     /* Pulls that hold their slots already (a READ's head start) and the drops of head starts:
      * never behind pulls that wait for slots (origin), which those slots may be (pull_chunks.c). */
     gkv_workers_t pulls;
+    gkv_workers_t spares;         /* dial connections to other nodes ahead (peer.h, spares) */
     gkv_plane_t plane;            /* the data plane between nodes (NIXL, or TCP alone) */
     gkv_records_t rec;
     gkv_cluster_stats_t stats;

@@ -19,8 +19,20 @@
 #include "frame.h"
 #include "hostport.h"
 #include "log.h"
+#include "trace.h"
 
-#define PEER_IDLE_MAX 64 /* connections kept for reuse */
+#define PEER_IDLE_MAX 256     /* connections kept for reuse, every address */
+#define PEER_IDLE_PER_ADDR 64 /* to one address */
+
+/* One address's idle connections (newest first); it exists while it has some, or while a fill
+ * is asked for (filling). */
+struct gkv_peer_addr {
+    gkv_peer_addr_t *next;
+    gkv_peer_conn_t *idle;
+    unsigned nidle;
+    bool filling;
+    char addr[160];
+};
 
 void gkv_peers_init(gkv_peers_t *p, const char *token, size_t token_len, int timeout_ms)
 {
@@ -45,10 +57,15 @@ static void conn_free(gkv_peer_conn_t *c)
 
 void gkv_peers_fini(gkv_peers_t *p)
 {
-    while (p->idle) {
-        gkv_peer_conn_t *c = p->idle;
-        p->idle = c->next;
-        conn_free(c);
+    while (p->addrs) {
+        gkv_peer_addr_t *a = p->addrs;
+        p->addrs = a->next;
+        while (a->idle) {
+            gkv_peer_conn_t *c = a->idle;
+            a->idle = c->next;
+            conn_free(c);
+        }
+        free(a);
     }
     explicit_bzero(p->token, sizeof(p->token));
     pthread_mutex_destroy(&p->lock);
@@ -198,21 +215,62 @@ int gkv_peer_call(gkv_peer_conn_t *c, const void *payload, size_t len, gkv_respo
     return rc ? rc : gkv_peer_recv(c, resp);
 }
 
-int gkv_peer_take(gkv_peers_t *p, const char *addr, gkv_peer_conn_t **out)
+/* addr's entry (under p->lock), made when make (NULL when it cannot be). */
+static gkv_peer_addr_t *find_addr(gkv_peers_t *p, const char *addr, bool make)
 {
-    pthread_mutex_lock(&p->lock);
-    for (gkv_peer_conn_t **at = &p->idle; *at; at = &(*at)->next) {
-        if (!strcmp((*at)->addr, addr)) {
-            *out = *at;
-            *at = (*at)->next;
-            p->nidle--;
-            pthread_mutex_unlock(&p->lock);
-            (*out)->next = NULL;
-            return 0;
-        }
+    for (gkv_peer_addr_t *a = p->addrs; a; a = a->next)
+        if (!strcmp(a->addr, addr))
+            return a;
+    if (!make || strlen(addr) >= sizeof(p->addrs->addr))
+        return NULL;
+    gkv_peer_addr_t *a = calloc(1, sizeof(*a));
+    if (a) {
+        strcpy(a->addr, addr);
+        a->next = p->addrs;
+        p->addrs = a;
     }
-    p->opened++;
+    return a;
+}
+
+/* Frees a (under p->lock) once it holds nothing and no fill is asked for. */
+static void drop_addr_if_empty(gkv_peers_t *p, gkv_peer_addr_t *a)
+{
+    if (a->idle || a->filling)
+        return;
+    for (gkv_peer_addr_t **at = &p->addrs; *at; at = &(*at)->next)
+        if (*at == a) {
+            *at = a->next;
+            free(a);
+            return;
+        }
+}
+
+/* Under p->lock: whether a fill of a is to be asked for now (it is then marked asked). */
+static bool ask_fill(gkv_peers_t *p, gkv_peer_addr_t *a)
+{
+    if (!a || a->filling || p->closing || !p->want || a->nidle >= GKV_PEER_SPARE)
+        return false;
+    a->filling = true;
+    return true;
+}
+
+/* Asks the owner for the fill marked by ask_fill; unmarks it when the owner cannot. */
+static void call_want(gkv_peers_t *p, const char *addr)
+{
+    if (p->want(p->want_arg, addr))
+        return;
+    pthread_mutex_lock(&p->lock);
+    gkv_peer_addr_t *a = find_addr(p, addr, false);
+    if (a) {
+        a->filling = false;
+        drop_addr_if_empty(p, a);
+    }
     pthread_mutex_unlock(&p->lock);
+}
+
+/* A new connection to addr that said HELLO: 0 and *out, or a code (take's). */
+static int dial_hello(gkv_peers_t *p, const char *addr, gkv_peer_conn_t **out)
+{
     gkv_peer_conn_t *c = calloc(1, sizeof(*c));
     if (!c || strlen(addr) >= sizeof(c->addr)) {
         free(c);
@@ -220,6 +278,7 @@ int gkv_peer_take(gkv_peers_t *p, const char *addr, gkv_peer_conn_t **out)
     }
     strcpy(c->addr, addr);
     gkv_wr_init(&c->wr);
+    gkv_trace("p_dial", 0, 0); /* GPUKV_TRACE: a new connection to a node, its HELLO answered */
     if ((c->fd = dial(addr, p->timeout_ms)) < 0) {
         conn_free(c);
         return GKV_EUNAVAILABLE;
@@ -231,8 +290,10 @@ int gkv_peer_take(gkv_peers_t *p, const char *addr, gkv_peer_conn_t **out)
     gkv_wr_uint(&c->wr, GKV_F_VERSION, GKV_PROTOCOL_VERSION);
     if (p->token_len)
         gkv_wr_bin(&c->wr, GKV_F_TOKEN, p->token, p->token_len);
+    gkv_trace("p_dialed", 0, 0);
     gkv_response_t r;
     int rc = gkv_peer_call(c, NULL, 0, &r);
+    gkv_trace("p_hello", 0, (uint64_t)rc);
     if (!rc && r.status)
         rc = r.status == GKV_EAUTH ? GKV_EAUTH : GKV_EUNAVAILABLE;
     if (rc) {
@@ -245,18 +306,117 @@ int gkv_peer_take(gkv_peers_t *p, const char *addr, gkv_peer_conn_t **out)
     return 0;
 }
 
+int gkv_peer_take(gkv_peers_t *p, const char *addr, gkv_peer_conn_t **out)
+{
+    pthread_mutex_lock(&p->lock);
+    gkv_peer_addr_t *a = find_addr(p, addr, false);
+    gkv_peer_conn_t *c = a ? a->idle : NULL;
+    if (c) {
+        a->idle = c->next;
+        a->nidle--;
+        p->nidle--;
+        c->next = NULL;
+    } else {
+        p->opened++;
+        p->waited++;
+        if (!a && p->want && !p->closing)
+            a = find_addr(p, addr, true); /* where the fill's connections go */
+    }
+    bool want = ask_fill(p, a);
+    if (a)
+        drop_addr_if_empty(p, a);
+    pthread_mutex_unlock(&p->lock);
+    if (want)
+        call_want(p, addr);
+    if (c) {
+        *out = c;
+        return 0;
+    }
+    return dial_hello(p, addr, out);
+}
+
+/* Keeps c for reuse (under p->lock) when there is room: true, or false (the caller frees it). */
+static bool keep(gkv_peers_t *p, gkv_peer_conn_t *c)
+{
+    if (p->nidle >= PEER_IDLE_MAX)
+        return false;
+    gkv_peer_addr_t *a = find_addr(p, c->addr, true);
+    if (!a || a->nidle >= PEER_IDLE_PER_ADDR)
+        return false;
+    c->next = a->idle;
+    a->idle = c;
+    a->nidle++;
+    p->nidle++;
+    return true;
+}
+
 void gkv_peer_give(gkv_peers_t *p, gkv_peer_conn_t *c, bool ok)
 {
     if (!c)
         return;
     pthread_mutex_lock(&p->lock);
-    if (ok && p->nidle < PEER_IDLE_MAX) {
-        c->next = p->idle;
-        p->idle = c;
-        p->nidle++;
-        c = NULL;
-    }
+    bool kept = ok && keep(p, c);
     pthread_mutex_unlock(&p->lock);
-    if (c)
+    if (!kept) {
+        gkv_trace("p_drop", ok, 0);
         conn_free(c);
+    }
+}
+
+void gkv_peer_want(gkv_peers_t *p, const char *addr)
+{
+    pthread_mutex_lock(&p->lock);
+    gkv_peer_addr_t *a = p->want && !p->closing ? find_addr(p, addr, true) : NULL;
+    bool want = ask_fill(p, a);
+    if (a)
+        drop_addr_if_empty(p, a);
+    pthread_mutex_unlock(&p->lock);
+    if (want)
+        call_want(p, addr);
+}
+
+unsigned gkv_peer_fill(gkv_peers_t *p, const char *addr)
+{
+    unsigned made = 0;
+    for (;;) {
+        pthread_mutex_lock(&p->lock);
+        gkv_peer_addr_t *a = find_addr(p, addr, false); /* kept by its filling mark */
+        bool more = a && !p->closing && a->nidle < GKV_PEER_SPARE && p->nidle < PEER_IDLE_MAX;
+        if (a && !more) {
+            a->filling = false;
+            drop_addr_if_empty(p, a);
+        }
+        if (more)
+            p->opened++;
+        pthread_mutex_unlock(&p->lock);
+        if (!more)
+            return made;
+        gkv_peer_conn_t *c = NULL;
+        int rc = dial_hello(p, addr, &c);
+        pthread_mutex_lock(&p->lock);
+        bool kept = !rc && keep(p, c);
+        if (kept) {
+            p->ahead++;
+            made++;
+        } else { /* it failed (or no room): the next take asks again */
+            a = find_addr(p, addr, false);
+            if (a) {
+                a->filling = false;
+                drop_addr_if_empty(p, a);
+            }
+        }
+        pthread_mutex_unlock(&p->lock);
+        if (!kept) {
+            if (c)
+                conn_free(c);
+            return made;
+        }
+    }
+}
+
+void gkv_peers_close(gkv_peers_t *p)
+{
+    pthread_mutex_lock(&p->lock);
+    p->closing = true;
+    pthread_mutex_unlock(&p->lock);
 }

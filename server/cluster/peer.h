@@ -15,15 +15,31 @@
 #include "token.h"
 
 typedef struct gkv_peer_conn gkv_peer_conn_t;
+typedef struct gkv_peer_addr gkv_peer_addr_t; /* peer.c: one address's idle connections */
+
+/* Spare connections: a request that must dial first waits for the handshake, which took 11 to
+ * 22 ms on a busy GPU machine (bench/RESULTS.md, session 48). So when a take leaves fewer than
+ * GKV_PEER_SPARE idle connections to an address, the owner's want callback is asked (once,
+ * until that fill ends) to run gkv_peer_fill on a thread of its own, which dials ahead of the
+ * requests. */
+#define GKV_PEER_SPARE 8
 
 typedef struct {
     pthread_mutex_t lock;
-    gkv_peer_conn_t *idle; /* connections kept for reuse, any address */
-    unsigned nidle;
+    gkv_peer_addr_t *addrs; /* addresses with idle connections, or a fill asked for */
+    unsigned nidle;         /* idle connections, every address */
     char token[GKV_TOKEN_MAX + 1];
     size_t token_len;
     int timeout_ms;
+    /* Set by the owner after init (none: no spares): queues gkv_peer_fill(addr) on a thread
+     * that may block; false when it cannot (the fill is then asked for again later). Called
+     * without the lock, from whichever thread took a connection. */
+    bool (*want)(void *arg, const char *addr);
+    void *want_arg;
+    bool closing;    /* gkv_peers_close: no more wants, fills end */
     uint64_t opened; /* connections made (counted for INFO) */
+    uint64_t ahead;  /* of them, by fills (dialed before a request needed them) */
+    uint64_t waited; /* takes that found no idle connection and dialed first */
 } gkv_peers_t;
 
 /* One connection, owned by whoever took it (gkv_peer_take) until gkv_peer_give. */
@@ -41,11 +57,24 @@ struct gkv_peer_conn {
 };
 
 void gkv_peers_init(gkv_peers_t *p, const char *token, size_t token_len, int timeout_ms);
+/* From now on no fill is asked for and a fill running ends after its dial (the owner stops
+ * the threads that run them next). */
+void gkv_peers_close(gkv_peers_t *p);
 /* Closes the idle connections. */
 void gkv_peers_fini(gkv_peers_t *p);
 
-/* A connection to addr (borrowed): an idle one, or a new one that said HELLO. Returns 0 and
- * *out, or GKV_EUNAVAILABLE (no answer in time), GKV_EAUTH (the token was refused), GKV_ENOMEM. */
+/* Asks for a fill of addr's spares (want) unless one is asked for already: ahead of a first
+ * request (a new member). Any thread. */
+void gkv_peer_want(gkv_peers_t *p, const char *addr);
+/* The fill want asked for: dials addr until GKV_PEER_SPARE connections to it are idle (or a
+ * dial fails, or the peers close); then addr may be wanted again. Blocks; returns how many
+ * connections it made. */
+unsigned gkv_peer_fill(gkv_peers_t *p, const char *addr);
+
+/* A connection to addr (borrowed): an idle one, or a new one that said HELLO (counted in
+ * waited); either way a fill is asked for when fewer than GKV_PEER_SPARE stay idle. Returns 0
+ * and *out, or GKV_EUNAVAILABLE (no answer in time), GKV_EAUTH (the token was refused),
+ * GKV_ENOMEM. */
 int gkv_peer_take(gkv_peers_t *p, const char *addr, gkv_peer_conn_t **out);
 /* Gives c back: kept for reuse when ok, else closed. */
 void gkv_peer_give(gkv_peers_t *p, gkv_peer_conn_t *c, bool ok);

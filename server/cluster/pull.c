@@ -106,7 +106,11 @@ static void run_plane(gkv_job_t *job)
             snprintf(why, sizeof(why), "its NIXL could not reach this node (%s)",
                      gkv_strerror((int)r.status));
     }
-    gkv_plane_set_state(p, j->peer, j->peer_inc, !rc && !r.status && r.count, why);
+    bool nixl = !rc && !r.status && r.count;
+    gkv_plane_set_state(p, j->peer, j->peer_inc, nixl, why);
+    /* Its reads come in bursts of pulls, each on connections of its own: some ready ahead. */
+    if (nixl)
+        gkv_peer_want(&j->cl->peers, j->keys[0].home_addr);
 }
 
 /* A member's PLANE (md in prefix, arenas in cursor): load, probe. */

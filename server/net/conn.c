@@ -535,6 +535,7 @@ static int conn_start(gkv_net_t *net, uv_stream_t *listener, int fd, bool local)
     net->nconns++;
     net->stats.total_connections++;
     c->in = malloc(IN_INITIAL);
+    gkv_trace("d_accept", (uint64_t)local, 0); /* GPUKV_TRACE */
     if (listener)
         rc = uv_accept(listener, &c->h.stream);
     else

@@ -811,6 +811,53 @@ def a_map_of_a_pulled_value_takes_an_early_frame(cl: Cluster):
 
 
 @check
+def connections_to_a_node_are_dialed_ahead_of_its_reads(cl: Cluster):
+    # A new node n4 reads one value n1 owns (and homes): its first request to n1 dials, and
+    # asks for spares (GKV_PEER_SPARE, 8, idle to n1: server/cluster/peer.h), which a thread of
+    # n4's dials while nothing waits for them. Then 6 concurrent reads of n1's values find a
+    # connection each and dial none (each would wait for a handshake: 11-22 ms on a busy GPU
+    # machine, bench/RESULTS.md).
+    keys = [key_homed_on(cl.nodes[0], cl.nodes[0], f"ahead{i}") for i in range(7)]
+    values = [rand_bytes(65536 + i, 2100 + i) for i in range(7)]
+    with cl.nodes[0].client() as c:
+        for k, v in zip(keys, values):
+            c.set(k, v)
+    with cl.extra_node("n4") as n4:
+        with n4.client() as c:
+            assert c.get(keys[0]) == values[0]
+        wait_for(lambda: n4.info()["peer_connections_ahead"] >= 1, 10, "n4's spare connections")
+
+        def settled():  # no fill dialing any more: the counter holds for half a second
+            a = n4.info()["peer_connections_ahead"]
+            time.sleep(0.5)
+            return n4.info()["peer_connections_ahead"] == a
+        wait_for(settled, 10, "n4's fills to end")
+        before = n4.info()
+        clients = [n4.client() for _ in range(6)]
+        go, errs = threading.Barrier(6), []
+
+        def read(i):
+            go.wait()
+            if clients[i].get(keys[1 + i]) != values[1 + i]:
+                errs.append(keys[1 + i])
+        ts = [threading.Thread(target=read, args=(i,)) for i in range(6)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(30)
+        for c in clients:
+            c.close()
+        assert not errs, errs
+        after = n4.info()
+        assert after["peer_dials_waited"] == before["peer_dials_waited"], (before, after)
+        assert after["peer_connections_idle"] >= 6, after
+        print(f"     ({before['peer_connections_ahead']} dialed ahead, "
+              f"{before['peer_dials_waited']} dials waited for, none in 6 concurrent reads)")
+    with cl.nodes[0].client() as c:
+        c.delete(*keys)
+
+
+@check
 def more_concurrent_pulls_than_slots_all_go_through_the_data_plane(cl: Cluster):
     # 32 clients of n2 read 32 values of n1 at once, 2 chunks each: more pulls than n2's
     # arena has slots (16), so some READs find none for a head start and their pulls wait for

@@ -1,0 +1,264 @@
+/* test_peer.c: connections between nodes (server/cluster/peer.h), against a toy node on
+ * loopback that answers every request OK: idle ones reused, spares asked for when fewer than
+ * GKV_PEER_SPARE stay idle and dialed by the fill, a fill that cannot dial ends (and may be
+ * asked for again), closed peers ask for nothing, and the idle ones capped per address. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "check_main.h"
+#include "commands.h"
+#include "error.h"
+#include "frame.h"
+#include "message.h"
+#include "peer.h"
+
+#define TOY_MAX 256
+
+/* The toy node: accepts, answers each request with an OK frame, until stop is written. */
+typedef struct {
+    int listen_fd, stop[2];
+    char addr[64];
+    pthread_t thread;
+    int accepted;
+} toy_t;
+
+static void answer(int fd)
+{
+    uint8_t prefix[GKV_FRAME_PREFIX], hdr[4096];
+    if (read(fd, prefix, sizeof(prefix)) != (ssize_t)sizeof(prefix))
+        return;
+    uint32_t len = gkv_frame_get_len(prefix);
+    for (uint32_t got = 0; got < len;) {
+        ssize_t n = read(fd, hdr, len - got < sizeof(hdr) ? len - got : sizeof(hdr));
+        if (n <= 0)
+            return;
+        got += (uint32_t)n;
+    }
+    gkv_wr_t w;
+    gkv_wr_init(&w);
+    gkv_wr_ok(&w, 1);
+    gkv_wr_end(&w);
+    ck_assert_int_eq(write(fd, w.sb.data, w.sb.size), (ssize_t)w.sb.size);
+    gkv_wr_fini(&w);
+}
+
+static void *toy_main(void *arg)
+{
+    toy_t *t = arg;
+    struct pollfd pf[TOY_MAX + 2];
+    int n = 2;
+    pf[0] = (struct pollfd){.fd = t->stop[0], .events = POLLIN};
+    pf[1] = (struct pollfd){.fd = t->listen_fd, .events = POLLIN};
+    for (;;) {
+        if (poll(pf, (nfds_t)n, -1) <= 0 || pf[0].revents)
+            break;
+        if (pf[1].revents && n < TOY_MAX + 2) {
+            int fd = accept(t->listen_fd, NULL, NULL);
+            if (fd >= 0) {
+                pf[n++] = (struct pollfd){.fd = fd, .events = POLLIN};
+                __atomic_add_fetch(&t->accepted, 1, __ATOMIC_SEQ_CST);
+            }
+        }
+        for (int i = 2; i < n; i++)
+            if (pf[i].revents & POLLIN)
+                answer(pf[i].fd);
+    }
+    for (int i = 2; i < n; i++)
+        close(pf[i].fd);
+    return NULL;
+}
+
+static void toy_start(toy_t *t)
+{
+    memset(t, 0, sizeof(*t));
+    t->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    ck_assert_int_eq(bind(t->listen_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(listen(t->listen_fd, 128), 0);
+    ck_assert_int_eq(getsockname(t->listen_fd, (struct sockaddr *)&sa, &len), 0);
+    snprintf(t->addr, sizeof(t->addr), "127.0.0.1:%u", ntohs(sa.sin_port));
+    ck_assert_int_eq(pipe(t->stop), 0);
+    ck_assert_int_eq(pthread_create(&t->thread, NULL, toy_main, t), 0);
+}
+
+static void toy_stop(toy_t *t)
+{
+    ck_assert_int_eq(write(t->stop[1], "x", 1), 1);
+    pthread_join(t->thread, NULL);
+    close(t->listen_fd);
+    close(t->stop[0]);
+    close(t->stop[1]);
+}
+
+/* An address where nothing listens: a port bound, then closed. */
+static void dead_addr(char *addr, size_t cap)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    close(fd);
+    snprintf(addr, cap, "127.0.0.1:%u", ntohs(sa.sin_port));
+}
+
+/* The owner's side of want: counts, and says yes unless told to refuse. */
+static int wants;
+static bool refuse;
+static char wanted[64];
+
+static bool want(void *arg, const char *addr)
+{
+    (void)arg;
+    wants++;
+    snprintf(wanted, sizeof(wanted), "%s", addr);
+    return !refuse;
+}
+
+static void peers_up(gkv_peers_t *p)
+{
+    gkv_peers_init(p, NULL, 0, 2000);
+    p->want = want;
+    wants = 0;
+    refuse = false;
+    wanted[0] = 0;
+}
+
+START_TEST(a_take_that_dials_asks_for_spares_and_the_fill_makes_them)
+{
+    toy_t t;
+    toy_start(&t);
+    gkv_peers_t p;
+    peers_up(&p);
+    gkv_peer_conn_t *c[4];
+    ck_assert_int_eq(gkv_peer_take(&p, t.addr, &c[0]), 0);
+    ck_assert_uint_eq(p.waited, 1);
+    ck_assert_int_eq(wants, 1);
+    ck_assert_str_eq(wanted, t.addr);
+    /* Asked for once until that fill ends. */
+    ck_assert_int_eq(gkv_peer_take(&p, t.addr, &c[1]), 0);
+    ck_assert_uint_eq(p.waited, 2);
+    ck_assert_int_eq(wants, 1);
+    ck_assert_uint_eq(gkv_peer_fill(&p, t.addr), GKV_PEER_SPARE);
+    ck_assert_uint_eq(p.nidle, GKV_PEER_SPARE);
+    ck_assert_uint_eq(p.ahead, GKV_PEER_SPARE);
+    ck_assert_uint_eq(p.opened, 2 + GKV_PEER_SPARE);
+    ck_assert_int_eq(__atomic_load_n(&t.accepted, __ATOMIC_SEQ_CST), 2 + GKV_PEER_SPARE);
+    /* The spares serve the next takes without a dial; a request still works on them. */
+    gkv_peer_give(&p, c[0], true);
+    gkv_peer_give(&p, c[1], true);
+    ck_assert_uint_eq(p.nidle, GKV_PEER_SPARE + 2);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(gkv_peer_take(&p, t.addr, &c[i]), 0);
+    ck_assert_uint_eq(p.waited, 2);
+    ck_assert_int_eq(wants, 2); /* the third left 7 idle, fewer than the spares: asked again */
+    gkv_response_t r;
+    gkv_peer_begin(c[2], GKV_OP_PING, 0, NULL, 0);
+    ck_assert_int_eq(gkv_peer_call(c[2], NULL, 0, &r), 0);
+    ck_assert_int_eq(r.status, 0);
+    for (int i = 0; i < 3; i++)
+        gkv_peer_give(&p, c[i], i != 2); /* one broken: closed, not kept */
+    ck_assert_uint_eq(p.nidle, GKV_PEER_SPARE + 1);
+    gkv_peers_fini(&p);
+    toy_stop(&t);
+}
+END_TEST
+
+START_TEST(a_fill_that_cannot_dial_ends_and_may_be_asked_for_again)
+{
+    char addr[64];
+    dead_addr(addr, sizeof(addr));
+    gkv_peers_t p;
+    peers_up(&p);
+    gkv_peer_want(&p, addr);
+    gkv_peer_want(&p, addr);
+    ck_assert_int_eq(wants, 1);
+    ck_assert_uint_eq(gkv_peer_fill(&p, addr), 0);
+    ck_assert_uint_eq(p.nidle, 0);
+    gkv_peer_want(&p, addr);
+    ck_assert_int_eq(wants, 2);
+    gkv_peer_fill(&p, addr);
+    /* A take that cannot dial fails as before, and asks for a fill too. */
+    gkv_peer_conn_t *c = NULL;
+    ck_assert_int_eq(gkv_peer_take(&p, addr, &c), GKV_EUNAVAILABLE);
+    ck_assert_int_eq(wants, 3);
+    gkv_peer_fill(&p, addr);
+    ck_assert_ptr_null(p.addrs); /* nothing kept for an address with nothing idle */
+    gkv_peers_fini(&p);
+}
+END_TEST
+
+START_TEST(a_want_refused_is_asked_for_again)
+{
+    char addr[64];
+    dead_addr(addr, sizeof(addr));
+    gkv_peers_t p;
+    peers_up(&p);
+    refuse = true;
+    gkv_peer_want(&p, addr);
+    gkv_peer_want(&p, addr);
+    ck_assert_int_eq(wants, 2);
+    ck_assert_ptr_null(p.addrs);
+    gkv_peers_fini(&p);
+}
+END_TEST
+
+START_TEST(closed_peers_ask_for_nothing_and_fills_end)
+{
+    toy_t t;
+    toy_start(&t);
+    gkv_peers_t p;
+    peers_up(&p);
+    gkv_peer_want(&p, t.addr);
+    ck_assert_int_eq(wants, 1);
+    gkv_peers_close(&p);
+    ck_assert_uint_eq(gkv_peer_fill(&p, t.addr), 0); /* the one asked for before */
+    gkv_peer_conn_t *c;
+    ck_assert_int_eq(gkv_peer_take(&p, t.addr, &c), 0);
+    gkv_peer_want(&p, t.addr);
+    ck_assert_int_eq(wants, 1);
+    gkv_peer_give(&p, c, true); /* still kept for the owner's last requests */
+    ck_assert_uint_eq(p.nidle, 1);
+    gkv_peers_fini(&p);
+    toy_stop(&t);
+}
+END_TEST
+
+START_TEST(idle_connections_are_capped_per_address)
+{
+    toy_t t;
+    toy_start(&t);
+    gkv_peers_t p;
+    gkv_peers_init(&p, NULL, 0, 2000); /* no want: no spares */
+    enum { N = 70 };
+    gkv_peer_conn_t *c[N];
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(gkv_peer_take(&p, t.addr, &c[i]), 0);
+    for (int i = 0; i < N; i++)
+        gkv_peer_give(&p, c[i], true);
+    ck_assert_uint_eq(p.nidle, 64);
+    ck_assert_uint_eq(p.ahead, 0);
+    gkv_peers_fini(&p);
+    toy_stop(&t);
+}
+END_TEST
+
+Suite *make_suite(void)
+{
+    Suite *s = suite_create("peer");
+    TCase *tc = tcase_create("spares");
+    tcase_add_test(tc, a_take_that_dials_asks_for_spares_and_the_fill_makes_them);
+    tcase_add_test(tc, a_fill_that_cannot_dial_ends_and_may_be_asked_for_again);
+    tcase_add_test(tc, a_want_refused_is_asked_for_again);
+    tcase_add_test(tc, closed_peers_ask_for_nothing_and_fills_end);
+    tcase_add_test(tc, idle_connections_are_capped_per_address);
+    suite_add_tcase(s, tc);
+    return s;
+}
