@@ -152,7 +152,8 @@ int gkv_cmd_info(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
         "\r\nkeyspace_hits:%" PRIu64 "\r\nkeyspace_misses:%" PRIu64 "\r\nsets:%" PRIu64
         "\r\ndeletes:%" PRIu64 "\r\nevicted_keys:%" PRIu64 "\r\nexpired_keys:%" PRIu64
         "\r\noom_errors:%" PRIu64 "\r\nbytes_in:%" PRIu64 "\r\nbytes_out:%" PRIu64
-        "\r\ncopy_batches:%" PRIu64 "\r\nbatched_copies:%" PRIu64 "\r\n"
+        "\r\ncopy_batches:%" PRIu64 "\r\nbatched_copies:%" PRIu64 "\r\nloop_busy_max_us:%" PRIu64
+        "\r\nloop_stalls:%" PRIu64 "\r\n"
         "# Keyspace\r\nkeys:%zu\r\nkeys_with_ttl:%" PRIu32 "\r\nentries_alive:%" PRIu64 "\r\n"
         "# Leases\r\nzero_copy:%s\r\nleases:%" PRIu64 "\r\nleased_bytes:%" PRIu64
         "\r\nunsealed_creates:%" PRIu64 "\r\nmax_leases:%" PRIu64 "\r\nmax_leased_bytes:%" PRIu64
@@ -169,8 +170,8 @@ int gkv_cmd_info(gkv_cmd_ctx_t *ctx, const gkv_request_t *req, gkv_reply_t *rep)
         srv->cfg.max_key, ss->total_connections, ss->rejected_connections, srv->cmd.commands,
         ss->protocol_errors, st->stats.hits, st->stats.misses, st->stats.sets, st->stats.dels,
         st->stats.evicted, st->stats.expired, st->stats.oom_errors, ss->bytes_in, ss->bytes_out,
-        dt.batches, dt.pieces, gkv_index_count(st->ix), st->ttl.n, st->entries,
-        be0->host_visible && !srv->cfg.host_zero_copy ? "off" : be0->share_mechanism,
+        dt.batches, dt.pieces, srv->lag.max_us, srv->lag.stalls, gkv_index_count(st->ix), st->ttl.n,
+        st->entries, be0->host_visible && !srv->cfg.host_zero_copy ? "off" : be0->share_mechanism,
         srv->lease_totals.leases, srv->lease_totals.bytes, srv->lease_totals.creates,
         srv->cfg.max_leases, srv->cfg.max_leased_bytes);
     if (n < 0 || (size_t)n >= sizeof(text))

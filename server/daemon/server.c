@@ -437,6 +437,7 @@ static void init_handles(gkv_server_t *s)
 {
     uv_loop_t *loop = s->loop;
     gkv_net_init(&s->net, loop);
+    gkv_looplag_start(&s->lag, loop);
     uv_prepare_init(loop, &s->kick);
     s->kick.data = s;
     uv_prepare_start(&s->kick, on_kick);
@@ -480,6 +481,7 @@ static void close_handles(gkv_server_t *s)
         close_quietly((uv_handle_t *)&s->metrics_listener);
     gkv_net_close(&s->net);
     close_quietly((uv_handle_t *)&s->kick);
+    close_quietly((uv_handle_t *)&s->lag.prep);
     gkv_demoter_close(s->demoter);
     gkv_devices_close(&s->devs);
     close_quietly((uv_handle_t *)&s->sigterm);

@@ -14,6 +14,7 @@
 #include "device.h"
 #include "fdstore.h"
 #include "lease.h"
+#include "looplag.h"
 #include "net.h"
 #include "poller.h"
 #include "snapshot.h"
@@ -62,6 +63,7 @@ typedef struct gkv_server {
     uint64_t http_auth_failures; /* scrapes without the token */
     gkv_lease_totals_t lease_totals;
     gkv_cmd_ctx_t cmd; /* what handlers reach (cmd.h): the store, devices, limits, this server */
+    gkv_looplag_t lag; /* the loop's busy turns (looplag.h) */
     uv_prepare_t kick; /* before the loop waits: wakes the key order's helper (order.h) */
     uv_idle_t ahead;   /* active while a backend has work ahead of need left (on_kick) */
     bool key_order_thread; /* the helper runs (--key-order-thread) */
