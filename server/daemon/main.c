@@ -4,6 +4,7 @@
 
 #include "config.h"
 #include "error.h"
+#include "fdreserve.h"
 #include "log.h"
 #include "notify.h"
 #include "server.h"
@@ -24,6 +25,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpukvd: no socket path: give --socket\n");
         return 2;
     }
+    /* Before any thread starts (fdreserve.h): the table then never grows on a request's path. */
+    uint64_t limit, want = cfg.maxclients + GKV_FD_SPARE;
+    uint64_t table = gkv_fd_reserve(want, &limit);
+    if (table < want)
+        GKV_WARN("file descriptors: --maxclients %llu needs about %llu, but the limit is %llu "
+                 "(raise it: ulimit -n, or LimitNOFILE= in the unit)",
+                 (unsigned long long)cfg.maxclients, (unsigned long long)want,
+                 (unsigned long long)limit);
     gkv_server_t srv;
     uv_loop_t *loop = uv_default_loop();
     if ((rc = gkv_server_init(&srv, loop, &cfg, err, sizeof(err))) != 0) {

@@ -138,6 +138,7 @@ static void maybe_finish(gkv_server_t *s)
         gkv_devices_close(&s->devs);
         gkv_net_close(&s->net);
         uv_close((uv_handle_t *)&s->kick, NULL);
+        uv_close((uv_handle_t *)&s->lag.prep, NULL);
         uv_close((uv_handle_t *)&s->ahead, NULL);
         /* A second SIGTERM (or SIGINT) while the store is torn down must not kill it half-way.
          * Closing a signal handle puts back the default action at once: the signals stay

@@ -405,6 +405,42 @@ START_TEST(sigterm_under_a_load_of_clients_that_come_and_go)
 }
 END_TEST
 
+/* A field of /proc/PID/status or /proc/PID/limits' line (the first number after name), or -1. */
+static long long proc_number(pid_t pid, const char *file, const char *name)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+    FILE *f = fopen(path, "r");
+    long long v = -1;
+    while (f && fgets(line, sizeof(line), f))
+        if (!strncmp(line, name, strlen(name))) {
+            char *p = line + strlen(name);
+            while (*p && (*p < '0' || *p > '9'))
+                p++;
+            v = *p ? atoll(p) : -1;
+            break;
+        }
+    if (f)
+        fclose(f);
+    return v;
+}
+
+START_TEST(the_descriptor_table_is_grown_before_the_first_client)
+{
+    /* server/daemon/fdreserve.h: sized at start for --maxclients and 1024 more (or the limit),
+     * so that no accept4 or socket() later waits for the kernel to grow it. */
+    gkv_daemon_t d;
+    const char *const extra[] = {"--maxclients", "3000", NULL};
+    ck_assert_int_eq(harness_start(&d, extra), 0);
+    long long size = proc_number(d.pid, "status", "FDSize:");
+    long long limit = proc_number(d.pid, "limits", "Max open files");
+    harness_stop(&d);
+    ck_assert_int_gt(limit, 0);
+    long long want = 3000 + 1024 < limit ? 3000 + 1024 : limit;
+    ck_assert_msg(size >= want, "FDSize %lld, want %lld (limit %lld)", size, want, limit);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("lifetime");
@@ -415,6 +451,7 @@ static Suite *make_suite(void)
     tcase_add_test(t, a_set_left_at_every_stage);
     tcase_add_test(t, a_zero_copy_client_left_at_every_stage);
     tcase_add_test(t, sigterm_under_a_load_of_clients_that_come_and_go);
+    tcase_add_test(t, the_descriptor_table_is_grown_before_the_first_client);
     suite_add_tcase(s, t);
     return s;
 }
