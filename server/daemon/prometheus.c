@@ -417,6 +417,10 @@ void gkv_metrics_render(const gkv_server_t *srv, gkv_text_t *t)
     gkv_dev_totals_t dt = gkv_devices_totals(&srv->devs);
     one(t, "copy_batches_total", "counter", "Copy batches run for small values.", dt.batches);
     one(t, "batched_copies_total", "counter", "Small-value copies made in batches.", dt.pieces);
+    one(t, "loop_stalls_total", "counter",
+        "Loop turns busy 10 ms or more (no request answered meanwhile).", srv->lag.stalls);
+    family(t, "loop_busy_max_seconds", "gauge", "The longest loop turn spent busy.");
+    gkv_text_printf(t, "gpukv_loop_busy_max_seconds %.6f\n", (double)srv->lag.max_us / 1e6);
     one(t, "metrics_scrapes_total", "counter", "Answers given on --metrics-listen.",
         srv->metrics_scrapes);
     render_persistence(srv, t);

@@ -169,6 +169,10 @@ START_TEST(counts_and_histograms_follow_the_requests)
     ck_assert(sample(resp, "gpukv_received_bytes_total") > (double)big);
     ck_assert(sample(resp, "gpukv_sent_bytes_total") > (double)big);
     ck_assert(sample(resp, "gpukv_metrics_scrapes_total") == 1);
+    /* The loop's busy turns (server/daemon/looplag.h): a few requests make none of 10 ms. */
+    ck_assert(sample(resp, "gpukv_loop_busy_max_seconds") > 0);
+    ck_assert(sample(resp, "gpukv_loop_busy_max_seconds") < 10);
+    ck_assert(sample(resp, "gpukv_loop_stalls_total") >= 0);
 
     /* INFO's Prometheus form is the same text (one more scrape counted, one INFO more). */
     char *text;
