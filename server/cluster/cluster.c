@@ -211,6 +211,16 @@ static void pools_of(gkv_cluster_t *cl, gkv_workers_t *pools[NPOOLS])
     pools[4] = &cl->spares; /* after every job that may take a connection (closed: no fill) */
 }
 
+static bool any_pool_open(gkv_cluster_t *cl)
+{
+    gkv_workers_t *pools[NPOOLS];
+    pools_of(cl, pools);
+    for (size_t i = 0; i < NPOOLS; i++)
+        if (pools[i]->open)
+            return true;
+    return false;
+}
+
 static void stop_workers(gkv_cluster_t *cl)
 {
     gkv_workers_t *pools[NPOOLS];
@@ -349,15 +359,14 @@ void gkv_cluster_stop(gkv_cluster_t *cl)
 
 void gkv_cluster_close(gkv_cluster_t *cl)
 {
-    if (!cl->origin.open && !cl->nested.open && !cl->stage.open && !cl->pulls.open &&
-        !cl->spares.open)
+    if (!any_pool_open(cl))
         return;
     stop_workers(cl);
 }
 
 void gkv_cluster_fini(gkv_cluster_t *cl)
 {
-    if (cl->origin.open || cl->nested.open || cl->stage.open || cl->pulls.open || cl->spares.open)
+    if (any_pool_open(cl))
         return; /* never started, or not closed: nothing of ours to free safely */
     if (cl->peers.timeout_ms)
         gkv_plane_close(&cl->plane);

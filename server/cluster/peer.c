@@ -254,17 +254,29 @@ static bool ask_fill(gkv_peers_t *p, gkv_peer_addr_t *a)
     return true;
 }
 
-/* Asks the owner for the fill marked by ask_fill; unmarks it when the owner cannot. */
-static void call_want(gkv_peers_t *p, const char *addr)
+/* Under p->lock: addr's fill is over (or was never asked for after all); it may be asked for
+ * again. */
+static void end_fill(gkv_peers_t *p, const char *addr)
 {
-    if (p->want(p->want_arg, addr))
-        return;
-    pthread_mutex_lock(&p->lock);
     gkv_peer_addr_t *a = find_addr(p, addr, false);
     if (a) {
         a->filling = false;
         drop_addr_if_empty(p, a);
     }
+}
+
+/* Called with p->lock held, which it lets go: asks the owner for a fill of a (addr's entry, or
+ * NULL) when ask_fill says so, and ends it again when the owner cannot. */
+static void want_and_unlock(gkv_peers_t *p, gkv_peer_addr_t *a, const char *addr)
+{
+    bool want = ask_fill(p, a);
+    if (a)
+        drop_addr_if_empty(p, a);
+    pthread_mutex_unlock(&p->lock);
+    if (!want || p->want(p->want_arg, addr))
+        return;
+    pthread_mutex_lock(&p->lock);
+    end_fill(p, addr);
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -322,12 +334,7 @@ int gkv_peer_take(gkv_peers_t *p, const char *addr, gkv_peer_conn_t **out)
         if (!a && p->want && !p->closing)
             a = find_addr(p, addr, true); /* where the fill's connections go */
     }
-    bool want = ask_fill(p, a);
-    if (a)
-        drop_addr_if_empty(p, a);
-    pthread_mutex_unlock(&p->lock);
-    if (want)
-        call_want(p, addr);
+    want_and_unlock(p, a, addr);
     if (c) {
         *out = c;
         return 0;
@@ -366,13 +373,7 @@ void gkv_peer_give(gkv_peers_t *p, gkv_peer_conn_t *c, bool ok)
 void gkv_peer_want(gkv_peers_t *p, const char *addr)
 {
     pthread_mutex_lock(&p->lock);
-    gkv_peer_addr_t *a = p->want && !p->closing ? find_addr(p, addr, true) : NULL;
-    bool want = ask_fill(p, a);
-    if (a)
-        drop_addr_if_empty(p, a);
-    pthread_mutex_unlock(&p->lock);
-    if (want)
-        call_want(p, addr);
+    want_and_unlock(p, p->want && !p->closing ? find_addr(p, addr, true) : NULL, addr);
 }
 
 unsigned gkv_peer_fill(gkv_peers_t *p, const char *addr)
@@ -382,11 +383,9 @@ unsigned gkv_peer_fill(gkv_peers_t *p, const char *addr)
         pthread_mutex_lock(&p->lock);
         gkv_peer_addr_t *a = find_addr(p, addr, false); /* kept by its filling mark */
         bool more = a && !p->closing && a->nidle < GKV_PEER_SPARE && p->nidle < PEER_IDLE_MAX;
-        if (a && !more) {
-            a->filling = false;
-            drop_addr_if_empty(p, a);
-        }
-        if (more)
+        if (!more)
+            end_fill(p, addr);
+        else
             p->opened++;
         pthread_mutex_unlock(&p->lock);
         if (!more)
@@ -399,11 +398,7 @@ unsigned gkv_peer_fill(gkv_peers_t *p, const char *addr)
             p->ahead++;
             made++;
         } else { /* it failed (or no room): the next take asks again */
-            a = find_addr(p, addr, false);
-            if (a) {
-                a->filling = false;
-                drop_addr_if_empty(p, a);
-            }
+            end_fill(p, addr);
         }
         pthread_mutex_unlock(&p->lock);
         if (!kept) {

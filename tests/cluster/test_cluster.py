@@ -810,6 +810,32 @@ def a_map_of_a_pulled_value_takes_an_early_frame(cl: Cluster):
         print(f"     ({early} early frames, leases {leases})")
 
 
+def read_at_once(clients, keys, values, timeout: float) -> tuple[list, list]:
+    """clients[i] GETs keys[i] in a thread of its own, all released at once; then closes the
+    clients. Returns the errors (wrong bytes, or the error a GET raised) and each read's
+    seconds."""
+    n = len(clients)
+    go, errs, took = threading.Barrier(n), [], []
+
+    def read(i):
+        go.wait()
+        t0 = time.monotonic()
+        try:
+            if clients[i].get(keys[i]) != values[i]:
+                errs.append(f"{keys[i]}: wrong bytes")
+        except gpukv.Error as e:
+            errs.append(f"{keys[i]}: {e.name} {e}")
+        took.append(time.monotonic() - t0)
+    ts = [threading.Thread(target=read, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout)
+    for c in clients:
+        c.close()
+    return errs, took
+
+
 @check
 def connections_to_a_node_are_dialed_ahead_of_its_reads(cl: Cluster):
     # A new node n4 reads one value n1 owns (and homes): its first request to n1 dials, and
@@ -833,20 +859,7 @@ def connections_to_a_node_are_dialed_ahead_of_its_reads(cl: Cluster):
             return n4.info()["peer_connections_ahead"] == a
         wait_for(settled, 10, "n4's fills to end")
         before = n4.info()
-        clients = [n4.client() for _ in range(6)]
-        go, errs = threading.Barrier(6), []
-
-        def read(i):
-            go.wait()
-            if clients[i].get(keys[1 + i]) != values[1 + i]:
-                errs.append(keys[1 + i])
-        ts = [threading.Thread(target=read, args=(i,)) for i in range(6)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join(30)
-        for c in clients:
-            c.close()
+        errs, _ = read_at_once([n4.client() for _ in range(6)], keys[1:], values[1:], 30)
         assert not errs, errs
         after = n4.info()
         assert after["peer_dials_waited"] == before["peer_dials_waited"], (before, after)
@@ -872,25 +885,8 @@ def more_concurrent_pulls_than_slots_all_go_through_the_data_plane(cl: Cluster):
         for i, v in enumerate(values):
             c.set(f"many/{i}", v)
     before = cl.nodes[1].info()
-    clients = [cl.nodes[1].client(timeout=30) for _ in range(n)]
-    go, errs, took = threading.Barrier(n), [], []
-
-    def read(i):
-        go.wait()
-        t0 = time.monotonic()
-        try:
-            if clients[i].get(f"many/{i}") != values[i]:
-                errs.append(f"many/{i}: wrong bytes")
-        except gpukv.Error as e:
-            errs.append(f"many/{i}: {e.name} {e}")
-        took.append(time.monotonic() - t0)
-    ts = [threading.Thread(target=read, args=(i,)) for i in range(n)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(60)
-    for c in clients:
-        c.close()
+    errs, took = read_at_once([cl.nodes[1].client(timeout=30) for _ in range(n)],
+                              [f"many/{i}" for i in range(n)], values, 60)
     assert not errs, errs
     after = cl.nodes[1].info()
     assert after["nixl_fallbacks"] == before["nixl_fallbacks"], (before, after)
