@@ -449,8 +449,8 @@ void gkv_cluster_set_busy_poll(gkv_cluster_t *cl, uint64_t us)
 {
     gkv_workers_t *pools[NPOOLS];
     pools_of(cl, pools);
-    for (size_t i = 0; i < NPOOLS; i++)
-        if (pools[i]->open)
+    for (size_t i = 0; i < NPOOLS; i++) /* not the spares': their dials wait for no request */
+        if (pools[i]->open && pools[i] != &cl->spares)
             gkv_workers_set_spin(pools[i], us);
 }
 
