@@ -216,6 +216,43 @@ static const gkv_member_t *member_at(const cl_job_t *j, const char *addr)
     return NULL;
 }
 
+/* The home of k when it is worth guessing to be k's owner (gkv_cl_pull_guess): a node that
+ * reads through NIXL, not us, k replicated here larger than CL_DIRECT_MAX, and a read that
+ * does not wait there (a guess would hold arena slots while it waits); else NULL. */
+static const gkv_member_t *home_to_guess(const cl_job_t *j, const cl_key_t *k)
+{
+    const gkv_member_t *home = member_at(j, k->home_addr);
+    if (home && !j->wait_ms && k->have_size > CL_DIRECT_MAX && strcmp(home->name, j->self) &&
+        gkv_plane_reads_nixl(&j->cl->plane, home->name, home->incarnation))
+        return home;
+    return NULL;
+}
+
+/* k's value (k->size bytes) comes from owner through NIXL, not over TCP. */
+static bool pulled_from(const cl_job_t *j, const cl_key_t *k, const gkv_member_t *owner)
+{
+    return k->size > CL_DIRECT_MAX && !j->no_nixl &&
+           gkv_plane_reads_nixl(&j->cl->plane, owner->name, owner->incarnation);
+}
+
+void gkv_cl_read_ahead(cl_job_t *j)
+{
+    if (j->nkeys != 1 || j->kind != JOB_READ || !j->cl->plane.on || j->no_nixl)
+        return;
+    cl_key_t *k = &j->keys[0];
+    if (!k->known) {
+        const gkv_member_t *home = home_to_guess(j, k);
+        if (home)
+            gkv_cl_pull_ahead(j, k, home, true);
+        return;
+    }
+    /* The loop's own record named the owner: read_key goes straight to the pull. */
+    const gkv_member_t *owner = gkv_cl_job_member(j, k->owner, strlen(k->owner));
+    if (owner && owner->incarnation == k->owner_inc && strcmp(owner->name, j->self) &&
+        k->have != k->version && pulled_from(j, k, owner))
+        gkv_cl_pull_ahead(j, k, owner, false);
+}
+
 /* The value of k (version k->version) in the GET reply r, its bytes waiting on src (none for
  * an empty value): kept for a direct answer, or relayed into a replica here. */
 static int take_value(cl_job_t *j, cl_key_t *k, gkv_peer_conn_t *src, const gkv_response_t *r)
@@ -255,10 +292,8 @@ static void read_key(cl_job_t *j, cl_key_t *k)
              * the read may wait there (its guess would hold arena slots while it waits). */
             if (j->cl->plane.on && !j->no_nixl) {
                 ask.at_most = CL_DIRECT_MAX;
-                const gkv_member_t *home = member_at(j, k->home_addr);
-                if (home && !j->wait_ms && k->have_size > CL_DIRECT_MAX &&
-                    strcmp(home->name, j->self) &&
-                    gkv_plane_reads_nixl(&j->cl->plane, home->name, home->incarnation))
+                const gkv_member_t *home = home_to_guess(j, k);
+                if (home) /* none when the loop asked it already (gkv_cl_read_ahead) */
                     gkv_cl_pull_guess(j, k, home);
             }
             rc = call(j, k->home_addr, GKV_NODE_FETCH, k->key, k->klen, &ask, &r, &src);
@@ -297,8 +332,7 @@ static void read_key(cl_job_t *j, cl_key_t *k)
             k->status = 0;
             return;
         }
-        if (k->size > CL_DIRECT_MAX && !j->no_nixl &&
-            gkv_plane_reads_nixl(&j->cl->plane, owner->name, owner->incarnation)) {
+        if (pulled_from(j, k, owner)) {
             k->status = CL_PULL; /* the loop gives it memory, then JOB_PULL */
             gkv_cl_pull_confirm(j, k, owner); /* its first chunks come meanwhile */
             return;

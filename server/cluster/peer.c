@@ -318,9 +318,10 @@ static int dial_hello(gkv_peers_t *p, const char *addr, gkv_peer_conn_t **out)
     return 0;
 }
 
-int gkv_peer_take(gkv_peers_t *p, const char *addr, gkv_peer_conn_t **out)
+/* An idle connection to addr (under p->lock), or NULL; counted as a take that must dial when
+ * dial is set. Unlocks p, asking for a fill as a take does. */
+static gkv_peer_conn_t *take_locked(gkv_peers_t *p, const char *addr, bool dial)
 {
-    pthread_mutex_lock(&p->lock);
     gkv_peer_addr_t *a = find_addr(p, addr, false);
     gkv_peer_conn_t *c = a ? a->idle : NULL;
     if (c) {
@@ -328,13 +329,27 @@ int gkv_peer_take(gkv_peers_t *p, const char *addr, gkv_peer_conn_t **out)
         a->nidle--;
         p->nidle--;
         c->next = NULL;
-    } else {
+    } else if (dial) {
         p->opened++;
         p->waited++;
-        if (!a && p->want && !p->closing)
-            a = find_addr(p, addr, true); /* where the fill's connections go */
     }
+    if (!c && !a && p->want && !p->closing)
+        a = find_addr(p, addr, true); /* where the fill's connections go */
     want_and_unlock(p, a, addr);
+    return c;
+}
+
+int gkv_peer_take_idle(gkv_peers_t *p, const char *addr, gkv_peer_conn_t **out)
+{
+    pthread_mutex_lock(&p->lock);
+    *out = take_locked(p, addr, false);
+    return *out ? 0 : GKV_EUNAVAILABLE;
+}
+
+int gkv_peer_take(gkv_peers_t *p, const char *addr, gkv_peer_conn_t **out)
+{
+    pthread_mutex_lock(&p->lock);
+    gkv_peer_conn_t *c = take_locked(p, addr, true);
     if (c) {
         *out = c;
         return 0;

@@ -1,5 +1,6 @@
 /* peer.h: blocking connections to other nodes (and to this node itself), for the cluster's
- * worker threads, never the loop. A connection is opened (TCP "host:port", or "unix:PATH"),
+ * worker threads; the loop only takes an idle one (gkv_peer_take_idle) to send a short request
+ * whose answer a worker reads. A connection is opened (TCP "host:port", or "unix:PATH"),
  * says HELLO with the cluster's token and is kept for reuse; every read and write is bounded
  * by the timeout, and anything that fails or times out is GKV_EUNAVAILABLE (the connection is
  * then closed: a late reply could not be told from the next one). Thread-safe. */
@@ -76,6 +77,10 @@ unsigned gkv_peer_fill(gkv_peers_t *p, const char *addr);
  * and *out, or GKV_EUNAVAILABLE (no answer in time), GKV_EAUTH (the token was refused),
  * GKV_ENOMEM. */
 int gkv_peer_take(gkv_peers_t *p, const char *addr, gkv_peer_conn_t **out);
+/* An idle connection to addr only, never a new one (a fill is asked for as by gkv_peer_take):
+ * for the loop, which must not dial. Returns 0 and *out, or GKV_EUNAVAILABLE when none is
+ * idle. */
+int gkv_peer_take_idle(gkv_peers_t *p, const char *addr, gkv_peer_conn_t **out);
 /* Gives c back: kept for reuse when ok, else closed. */
 void gkv_peer_give(gkv_peers_t *p, gkv_peer_conn_t *c, bool ok);
 

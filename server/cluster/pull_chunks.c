@@ -139,10 +139,11 @@ static int ask(pull_t *u, uint32_t s)
     return reask(u, s, u->guess);
 }
 
-/* Takes u's slots (waiting up to slot_ms for the first) and connections to owner and asks for
- * the first chunks of k's value (k->version, k->size, into arena k->dev). Returns 0, or a code
- * with j->msg; pull_close ends u either way. */
-static int pull_open(pull_t *u, cl_job_t *j, cl_key_t *k, const gkv_member_t *owner, int slot_ms)
+/* Takes u's slots (waiting up to slot_ms for the first) and connections to owner (idle ones
+ * only on the loop) and asks for the first chunks of k's value (k->version, k->size, into
+ * arena k->dev). Returns 0, or a code with j->msg; pull_close ends u either way. */
+static int pull_open(pull_t *u, cl_job_t *j, cl_key_t *k, const gkv_member_t *owner, int slot_ms,
+                     bool loop)
 {
     gkv_plane_t *p = &j->cl->plane;
     u->j = j;
@@ -165,7 +166,9 @@ static int pull_open(pull_t *u, cl_job_t *j, cl_key_t *k, const gkv_member_t *ow
     for (uint32_t i = u->depth; i > 0; i--)
         u->spare[u->nspare++] = u->slots[i - 1];
     uint32_t most = u->depth < p->depth ? u->depth : p->depth;
-    while (u->open < most && !gkv_peer_take(&u->cl->peers, owner->advertise, &u->conns[u->open]))
+    int (*take)(gkv_peers_t *, const char *, gkv_peer_conn_t **) =
+        loop ? gkv_peer_take_idle : gkv_peer_take;
+    while (u->open < most && !take(&u->cl->peers, owner->advertise, &u->conns[u->open]))
         u->open++;
     if (!u->open) {
         snprintf(j->msg, sizeof(j->msg), "the owner %s did not answer", owner->name);
@@ -282,9 +285,10 @@ int gkv_cl_land(cl_job_t *j, cl_key_t *k, gkv_backend_t *be, uint64_t off, void 
     return 0;
 }
 
-/* A head start for k from owner (a guess: of the version it holds, size bytes), in j->head. */
+/* A head start for k from owner (a guess: of the version it holds, size bytes), in j->head;
+ * on the loop with idle connections only. */
 static void head_start(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner, bool guess,
-                       uint64_t size)
+                       uint64_t size, bool loop)
 {
     gkv_plane_t *p = &j->cl->plane;
     if (j->nkeys != 1 || p->narenas != 1 || p->push || !p->head_start || j->head)
@@ -295,8 +299,9 @@ static void head_start(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner, bool
     u->guess = guess;
     u->size = size;
     k->dev = 0; /* the only device: where the loop places the value too (gkv_store_place) */
-    int rc = pull_open(u, j, k, owner, 0); /* no slot free now: the pull waits for one later */
-    gkv_trace("r_head", size, (uint64_t)rc | (guess ? 2 : 0));
+    /* No slot free now: the pull waits for one later. */
+    int rc = pull_open(u, j, k, owner, 0, loop);
+    gkv_trace("r_head", size, (uint64_t)rc | (guess ? 2 : 0) | (loop ? 4 : 0));
     if (rc) {
         pull_close(u);
         free(u);
@@ -308,18 +313,26 @@ static void head_start(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner, bool
         p->head_guesses++;
     else
         p->head_starts++;
+    if (loop)
+        p->heads_ahead++;
 }
 
 void gkv_cl_pull_head(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
 {
-    head_start(j, k, owner, false, k->size);
+    head_start(j, k, owner, false, k->size, false);
+}
+
+void gkv_cl_pull_ahead(cl_job_t *j, cl_key_t *k, const gkv_member_t *m, bool guess)
+{
+    if (j->cl->plane.ahead && (!guess || j->cl->plane.guess))
+        head_start(j, k, m, guess, guess ? k->have_size : k->size, true);
 }
 
 void gkv_cl_pull_guess(cl_job_t *j, cl_key_t *k, const gkv_member_t *home)
 {
     if (!j->cl->plane.guess)
         return;
-    head_start(j, k, home, true, k->have_size);
+    head_start(j, k, home, true, k->have_size, false);
     if (j->head && j->cl->plane.guess_lead_ms) /* tests: a write may land before the FETCH */
         (void)poll(NULL, 0, (int)j->cl->plane.guess_lead_ms);
 }
@@ -386,7 +399,7 @@ int gkv_cl_pull_chunks(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
     if (!u) {
         memset(&here, 0, sizeof(here));
         u = &here;
-        rc = pull_open(u, j, k, owner, j->cl->peers.timeout_ms);
+        rc = pull_open(u, j, k, owner, j->cl->peers.timeout_ms, false);
     }
     if (!rc)
         gkv_cl_offer_cleared(j, k, u->a->be);

@@ -316,6 +316,7 @@ static int route_read(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     p.job->wait_ms = t->wait_ms; /* a missing key: its home notes that we wait */
     p.job->wait_after = t->wait_ms && (req->has & GKV_HAS_AFTER) ? req->after : 0;
     p.job->t = t;
+    gkv_cl_read_ahead(p.job); /* the owner stages while the job's worker wakes */
     gkv_cl_submit(cl, t, p.job, false);
     return GKV_ROUTE_PARK;
 }

@@ -89,6 +89,8 @@ int gkv_plane_open(gkv_plane_t *p, const gkv_plane_cfg_t *cfg)
     p->head_start = !head || strcmp(head, "0");
     const char *guess = getenv("GPUKV_NIXL_GUESS"); /* for measurements */
     p->guess = !guess || strcmp(guess, "0");
+    const char *ahead = getenv("GPUKV_NIXL_AHEAD"); /* for measurements */
+    p->ahead = !ahead || strcmp(ahead, "0");
     const char *lead = getenv("GPUKV_NIXL_GUESS_LEAD_MS"); /* for tests */
     int lead_ms = lead ? atoi(lead) : 0;
     p->guess_lead_ms = lead_ms <= 0 ? 0 : lead_ms > 5000 ? 5000 : (unsigned)lead_ms;
@@ -449,24 +451,25 @@ int gkv_plane_info(gkv_plane_t *p, char *buf, size_t cap)
         "\r\nnixl_workers:%u\r\nnixl_slots:%u\r\nnixl_slots_in_use:%u\r\nnixl_slots_retired:%u\r\n"
         "nixl_reads:%" PRIu64 "\r\nnixl_read_bytes:%" PRIu64 "\r\nnixl_fallbacks:%" PRIu64
         "\r\nnixl_head_starts:%" PRIu64 "\r\nnixl_heads_dropped:%" PRIu64
-        "\r\nnixl_head_guesses:%" PRIu64 "\r\nnixl_guesses_missed:%" PRIu64 "\r\nnixl_tees:%" PRIu64
-        "\r\nnixl_chunks_sent:%" PRIu64 "\r\nnixl_bytes_sent:%" PRIu64
-        "\r\nnixl_probes_failed:%" PRIu64 "\r\nnixl_send_copy_us:%" PRIu64
-        "\r\nnixl_send_write_us:%" PRIu64 "\r\nnixl_pull_wait_us:%" PRIu64
-        "\r\nnixl_pull_copy_us:%" PRIu64 "\r\nnixl_pull_us:%" PRIu64
-        "\r\nnixl_stage_queue_us:%" PRIu64 "\r\nnixl_stage_reply_us:%" PRIu64
-        "\r\nnixl_read_us:%" PRIu64 "\r\nnixl_pull_queue_us:%" PRIu64 "\r\n",
+        "\r\nnixl_head_guesses:%" PRIu64 "\r\nnixl_guesses_missed:%" PRIu64
+        "\r\nnixl_heads_ahead:%" PRIu64 "\r\nnixl_tees:%" PRIu64 "\r\nnixl_chunks_sent:%" PRIu64
+        "\r\nnixl_bytes_sent:%" PRIu64 "\r\nnixl_probes_failed:%" PRIu64
+        "\r\nnixl_send_copy_us:%" PRIu64 "\r\nnixl_send_write_us:%" PRIu64
+        "\r\nnixl_pull_wait_us:%" PRIu64 "\r\nnixl_pull_copy_us:%" PRIu64
+        "\r\nnixl_pull_us:%" PRIu64 "\r\nnixl_stage_queue_us:%" PRIu64
+        "\r\nnixl_stage_reply_us:%" PRIu64 "\r\nnixl_read_us:%" PRIu64
+        "\r\nnixl_pull_queue_us:%" PRIu64 "\r\n",
         p->on ? "nixl" : "tcp", p->on ? "" : p->why,
         p->on && p->api.version[0] ? p->api.version : "", p->narenas,
         p->narenas ? p->arena[0].size : 0, p->narenas ? p->arena[0].slots.slot_size : 0,
         p->on ? p->agent.workers : 0, slots, taken, retired, (uint64_t)p->reads,
         (uint64_t)p->read_bytes, (uint64_t)p->fallbacks, (uint64_t)p->head_starts,
         (uint64_t)p->heads_dropped, (uint64_t)p->head_guesses, (uint64_t)p->guesses_missed,
-        (uint64_t)p->tees, (uint64_t)p->chunks_sent, (uint64_t)p->bytes_sent,
-        (uint64_t)p->probes_failed, (uint64_t)p->send_copy_us, (uint64_t)p->send_write_us,
-        (uint64_t)p->pull_wait_us, (uint64_t)p->pull_copy_us, (uint64_t)p->pull_us,
-        (uint64_t)p->stage_queue_us, (uint64_t)p->stage_reply_us, (uint64_t)p->read_us,
-        (uint64_t)p->pull_queue_us);
+        (uint64_t)p->heads_ahead, (uint64_t)p->tees, (uint64_t)p->chunks_sent,
+        (uint64_t)p->bytes_sent, (uint64_t)p->probes_failed, (uint64_t)p->send_copy_us,
+        (uint64_t)p->send_write_us, (uint64_t)p->pull_wait_us, (uint64_t)p->pull_copy_us,
+        (uint64_t)p->pull_us, (uint64_t)p->stage_queue_us, (uint64_t)p->stage_reply_us,
+        (uint64_t)p->read_us, (uint64_t)p->pull_queue_us);
     return n < 0 || (size_t)n >= cap ? -1 : n;
 }
 

@@ -106,6 +106,9 @@ typedef struct {
     /* Head starts asked of a key's home before it answered (gkv_cl_pull_guess: a replica of
      * it here), and chunks of such a guess asked again (the owner held another version). */
     _Atomic uint64_t head_guesses, guesses_missed;
+    /* Of the head starts and guesses, those the loop asked for as it queued the READ
+     * (gkv_cl_pull_ahead). */
+    _Atomic uint64_t heads_ahead;
     /* Pulls that landed their value in a GET's registered buffer too (gkv_cl_land). */
     _Atomic uint64_t tees;
     _Atomic uint64_t chunks_sent, bytes_sent; /* chunks written to readers through NIXL */
@@ -128,6 +131,7 @@ typedef struct {
     bool push;        /* pulls ask owners to PUSH (GPUKV_NIXL_MODE=push), else STAGE per chunk */
     bool head_start;  /* a READ asks for a pull's first chunks (GPUKV_NIXL_HEAD=0: not) */
     bool guess;       /* ... even before the home answered (GPUKV_NIXL_GUESS=0: not) */
+    bool ahead;       /* ... the loop asks for them as it queues the READ (GPUKV_NIXL_AHEAD=0) */
     unsigned guess_lead_ms; /* a guess's READ waits this long before asking the home (0; for
                              * tests: GPUKV_NIXL_GUESS_LEAD_MS, so a write lands in between) */
     unsigned own;     /* PUSH: an owner's slots per transfer (its writes in flight) */

@@ -1030,6 +1030,42 @@ def a_pull_guesses_its_owner_while_the_home_answers(cl: Cluster):
 
 
 @check
+def the_loop_asks_for_a_pull_s_first_chunks_as_it_queues_the_read(cl: Cluster):
+    # n2 reads values n1 owns, of a key n2 homes (its own record names the owner) and of one
+    # n1 homes (n2 holds a replica: a guess): each time n2's loop asks n1 for the first chunks
+    # itself as it queues the READ (nixl_heads_ahead), on connections left idle, instead of the
+    # READ's worker once it woke; the bytes are the values', none falls back to TCP.
+    if not nixl_on():
+        print("     (skipped: GKV_TEST_NIXL is not set)")
+        return
+    n1, n2 = cl.nodes[0], cl.nodes[1]
+    mib = 1 << 20
+    ahead = os.environ.get("GPUKV_NIXL_AHEAD") != "0"
+    mine, theirs = key_homed_on(n2, n1, "ahead/b"), key_homed_on(n1, n1, "ahead/a")
+    vals = [rand_bytes(2 * mib + 5, 2100 + v) for v in range(4)]
+    with n1.client() as w, n2.client() as r:
+        w.set(theirs, vals[0])
+        assert get(r, theirs) == vals[0], "the first read (no replica: no guess)"
+        before = n2.info()
+        for v in vals:
+            w.set(mine, v)
+            assert get(r, mine) == v, "a pull its home's loop asked ahead"
+            w.set(theirs, v[::-1])
+            assert get(r, theirs) == v[::-1], "a guess the loop asked ahead"
+        after = n2.info()
+        w.delete(mine, theirs)
+    moved = {f: after[f] - before[f] for f in ("nixl_heads_ahead", "nixl_head_starts",
+                                               "nixl_head_guesses", "nixl_fallbacks",
+                                               "nixl_reads")}
+    n = len(vals)
+    assert moved["nixl_reads"] == 2 * n and moved["nixl_fallbacks"] == 0, moved
+    assert moved["nixl_head_starts"] == n and moved["nixl_head_guesses"] == n, moved
+    assert moved["nixl_heads_ahead"] == (2 * n if ahead else 0), moved
+    wait_for(lambda: n2.info()["nixl_slots_in_use"] == 0, 10, "n2's arena slots back")
+    print(f"     (asked ahead by the loop: {moved['nixl_heads_ahead']} of {2 * n})")
+
+
+@check
 def a_guessed_chunk_of_an_older_version_is_asked_again(cl: Cluster):
     # n5 (GPUKV_NIXL_GUESS_LEAD_MS=400: a READ's worker waits that long between its guess and
     # its FETCH) holds a replica of a key n1 homes and owns; n1 rewrites it (v2), n5's read
