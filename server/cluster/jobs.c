@@ -237,7 +237,11 @@ static bool pulled_from(const cl_job_t *j, const cl_key_t *k, const gkv_member_t
 
 void gkv_cl_read_ahead(cl_job_t *j)
 {
-    if (j->nkeys != 1 || j->kind != JOB_READ || !j->cl->plane.on || j->no_nixl)
+    /* Only a read that starts while no other pulls: one among concurrent reads gains nothing
+     * (the link is busy already) and the loop would take the connections and slots of the
+     * others' workers; 16 readers at once ran 0.38-0.76x with it (RESULTS.md session 49). */
+    if (j->nkeys != 1 || j->kind != JOB_READ || !j->cl->plane.on || j->no_nixl ||
+        j->cl->plane.narenas != 1 || !gkv_slots_idle(&j->cl->plane.arena[0].slots))
         return;
     cl_key_t *k = &j->keys[0];
     if (!k->known) {

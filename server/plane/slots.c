@@ -75,6 +75,14 @@ uint32_t gkv_slots_take(gkv_slots_t *s, uint32_t want, uint32_t *out, int timeou
     return got;
 }
 
+bool gkv_slots_idle(gkv_slots_t *s)
+{
+    pthread_mutex_lock(&s->lock);
+    bool idle = !s->taken && !s->users;
+    pthread_mutex_unlock(&s->lock);
+    return idle;
+}
+
 void gkv_slots_give(gkv_slots_t *s, const uint32_t *slots, uint32_t n, bool retire)
 {
     pthread_mutex_lock(&s->lock);

@@ -29,6 +29,8 @@ void gkv_slots_fini(gkv_slots_t *s);
 /* Takes between 1 and want slots (at most the fair share) into out (slot numbers), waiting up
  * to timeout_ms for the first. Returns how many (0: none came in time). */
 uint32_t gkv_slots_take(gkv_slots_t *s, uint32_t want, uint32_t *out, int timeout_ms);
+/* No slot is taken and nobody waits for one: no pull is under way on this arena. */
+bool gkv_slots_idle(gkv_slots_t *s);
 /* Gives n slots back (retire: they may still be read by a transfer that could not be
  * released; they are never handed out again). */
 void gkv_slots_give(gkv_slots_t *s, const uint32_t *slots, uint32_t n, bool retire);
