@@ -240,10 +240,11 @@ void gkv_cl_pull_head(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner);
  * so that the owner stages while the worker wakes (100-250 us on the GPU machines, RESULTS.md
  * session 44): the head start from owner m (guess false: the loop's own record named it) or
  * the guess asked of home m, with idle connections only (none: the worker makes it as
- * before). GPUKV_NIXL_AHEAD=0 turns it off (measurements). j, k and m borrowed. */
+ * before). j, k and m borrowed. */
 void gkv_cl_pull_ahead(cl_job_t *j, cl_key_t *k, const gkv_member_t *m, bool guess);
 /* jobs.c, on the loop: gkv_cl_pull_ahead for j (submitted next) when its one key is read
- * through NIXL, under the conditions its worker's read_key checks. */
+ * through NIXL, under the conditions its worker's read_key checks, and no other pull is under
+ * way. GPUKV_NIXL_AHEAD=0 turns it off (measurements). */
 void gkv_cl_read_ahead(cl_job_t *j);
 /* On a READ's worker, before its home is asked where k is: when this node holds a replica of
  * k larger than CL_DIRECT_MAX, asks the home, guessed to be the owner, for the first chunks

@@ -228,6 +228,14 @@ static const gkv_member_t *home_to_guess(const cl_job_t *j, const cl_key_t *k)
     return NULL;
 }
 
+/* The owner the loop's own record named for k (k->known), if it is still that member (the
+ * same incarnation); else NULL. */
+static const gkv_member_t *record_owner(const cl_job_t *j, const cl_key_t *k)
+{
+    const gkv_member_t *owner = gkv_cl_job_member(j, k->owner, strlen(k->owner));
+    return owner && owner->incarnation == k->owner_inc ? owner : NULL;
+}
+
 /* k's value (k->size bytes) comes from owner through NIXL, not over TCP. */
 static bool pulled_from(const cl_job_t *j, const cl_key_t *k, const gkv_member_t *owner)
 {
@@ -240,8 +248,8 @@ void gkv_cl_read_ahead(cl_job_t *j)
     /* Only a read that starts while no other pulls: one among concurrent reads gains nothing
      * (the link is busy already) and the loop would take the connections and slots of the
      * others' workers; 16 readers at once ran 0.38-0.76x with it (RESULTS.md session 49). */
-    if (j->nkeys != 1 || j->kind != JOB_READ || !j->cl->plane.on || j->no_nixl ||
-        j->cl->plane.narenas != 1 || !gkv_slots_idle(&j->cl->plane.arena[0].slots))
+    if (j->nkeys != 1 || j->kind != JOB_READ || !j->cl->plane.on || !j->cl->plane.ahead ||
+        j->no_nixl || j->cl->plane.narenas != 1 || !gkv_slots_idle(&j->cl->plane.arena[0].slots))
         return;
     cl_key_t *k = &j->keys[0];
     if (!k->known) {
@@ -251,9 +259,8 @@ void gkv_cl_read_ahead(cl_job_t *j)
         return;
     }
     /* The loop's own record named the owner: read_key goes straight to the pull. */
-    const gkv_member_t *owner = gkv_cl_job_member(j, k->owner, strlen(k->owner));
-    if (owner && owner->incarnation == k->owner_inc && strcmp(owner->name, j->self) &&
-        k->have != k->version && pulled_from(j, k, owner))
+    const gkv_member_t *owner = record_owner(j, k);
+    if (owner && strcmp(owner->name, j->self) && k->have != k->version && pulled_from(j, k, owner))
         gkv_cl_pull_ahead(j, k, owner, false);
 }
 
@@ -283,8 +290,7 @@ static void read_key(cl_job_t *j, cl_key_t *k)
         int rc;
         if (k->known) { /* the loop read our own record: no LOOKUP of ourselves */
             k->known = false;
-            owner = gkv_cl_job_member(j, k->owner, strlen(k->owner));
-            if (!owner || owner->incarnation != k->owner_inc) {
+            if (!(owner = record_owner(j, k))) {
                 k->status = GKV_ENOTFOUND;
                 return;
             }

@@ -245,6 +245,13 @@ static void drop_addr_if_empty(gkv_peers_t *p, gkv_peer_addr_t *a)
         }
 }
 
+/* Under p->lock: addr's entry, made where a fill may be asked for (the fill's connections go
+ * there); NULL when there is none and none may be. */
+static gkv_peer_addr_t *fill_entry(gkv_peers_t *p, const char *addr)
+{
+    return find_addr(p, addr, p->want && !p->closing);
+}
+
 /* Under p->lock: whether a fill of a is to be asked for now (it is then marked asked). */
 static bool ask_fill(gkv_peers_t *p, gkv_peer_addr_t *a)
 {
@@ -333,9 +340,7 @@ static gkv_peer_conn_t *take_locked(gkv_peers_t *p, const char *addr, bool dial)
         p->opened++;
         p->waited++;
     }
-    if (!c && !a && p->want && !p->closing)
-        a = find_addr(p, addr, true); /* where the fill's connections go */
-    want_and_unlock(p, a, addr);
+    want_and_unlock(p, c ? a : fill_entry(p, addr), addr);
     return c;
 }
 
@@ -388,7 +393,7 @@ void gkv_peer_give(gkv_peers_t *p, gkv_peer_conn_t *c, bool ok)
 void gkv_peer_want(gkv_peers_t *p, const char *addr)
 {
     pthread_mutex_lock(&p->lock);
-    want_and_unlock(p, p->want && !p->closing ? find_addr(p, addr, true) : NULL, addr);
+    want_and_unlock(p, fill_entry(p, addr), addr);
 }
 
 unsigned gkv_peer_fill(gkv_peers_t *p, const char *addr)

@@ -324,7 +324,7 @@ void gkv_cl_pull_head(cl_job_t *j, cl_key_t *k, const gkv_member_t *owner)
 
 void gkv_cl_pull_ahead(cl_job_t *j, cl_key_t *k, const gkv_member_t *m, bool guess)
 {
-    if (j->cl->plane.ahead && (!guess || j->cl->plane.guess))
+    if (!guess || j->cl->plane.guess)
         head_start(j, k, m, guess, guess ? k->have_size : k->size, true);
 }
 

@@ -317,19 +317,28 @@ void harness_kill(gkv_daemon_t *d)
     }
 }
 
-long harness_rss_anon_kb(const gkv_daemon_t *d)
+long long harness_proc_number(pid_t pid, const char *file, const char *name)
 {
     char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)d->pid);
+    snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
     FILE *f = fopen(path, "r");
-    long kb = -1;
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "RssAnon: %ld kB", &kb) == 1)
+    long long v = -1;
+    while (f && fgets(line, sizeof(line), f))
+        if (!strncmp(line, name, strlen(name))) {
+            char *p = line + strlen(name);
+            while (*p && (*p < '0' || *p > '9'))
+                p++;
+            v = *p ? atoll(p) : -1;
             break;
-    fclose(f);
-    return kb;
+        }
+    if (f)
+        fclose(f);
+    return v;
+}
+
+long harness_rss_anon_kb(const gkv_daemon_t *d)
+{
+    return (long)harness_proc_number(d->pid, "status", "RssAnon:");
 }
 
 uint64_t harness_fnv(uint64_t h, const void *p, size_t n)

@@ -76,6 +76,9 @@ int harness_tcp_connect(const char *hostport);
 void harness_sleep_ms(int ms);
 /* The daemon's log so far into buf (cap bytes, NUL-terminated, truncated to fit); "" if none. */
 void harness_read_log(const gkv_daemon_t *d, char *buf, size_t cap);
+/* The first number on the line of /proc/PID/FILE that starts with name (e.g. "status",
+ * "FDSize:"; "limits", "Max open files"), or -1. */
+long long harness_proc_number(pid_t pid, const char *file, const char *name);
 /* RssAnon of the daemon in KiB (from /proc/PID/status), or -1. */
 long harness_rss_anon_kb(const gkv_daemon_t *d);
 /* FNV-1a 64 (word-wise) of a buffer, continued from h (start with HARNESS_FNV_INIT). */

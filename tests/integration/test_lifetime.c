@@ -405,26 +405,6 @@ START_TEST(sigterm_under_a_load_of_clients_that_come_and_go)
 }
 END_TEST
 
-/* A field of /proc/PID/status or /proc/PID/limits' line (the first number after name), or -1. */
-static long long proc_number(pid_t pid, const char *file, const char *name)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
-    FILE *f = fopen(path, "r");
-    long long v = -1;
-    while (f && fgets(line, sizeof(line), f))
-        if (!strncmp(line, name, strlen(name))) {
-            char *p = line + strlen(name);
-            while (*p && (*p < '0' || *p > '9'))
-                p++;
-            v = *p ? atoll(p) : -1;
-            break;
-        }
-    if (f)
-        fclose(f);
-    return v;
-}
-
 START_TEST(the_descriptor_table_is_grown_before_the_first_client)
 {
     /* server/daemon/fdreserve.h: sized at start for --maxclients and 1024 more (or the limit),
@@ -432,8 +412,8 @@ START_TEST(the_descriptor_table_is_grown_before_the_first_client)
     gkv_daemon_t d;
     const char *const extra[] = {"--maxclients", "3000", NULL};
     ck_assert_int_eq(harness_start(&d, extra), 0);
-    long long size = proc_number(d.pid, "status", "FDSize:");
-    long long limit = proc_number(d.pid, "limits", "Max open files");
+    long long size = harness_proc_number(d.pid, "status", "FDSize:");
+    long long limit = harness_proc_number(d.pid, "limits", "Max open files");
     harness_stop(&d);
     ck_assert_int_gt(limit, 0);
     long long want = 3000 + 1024 < limit ? 3000 + 1024 : limit;
