@@ -178,7 +178,11 @@ int gkv_peer_recv(gkv_peer_conn_t *c, gkv_response_t *resp)
     }
     if ((rc = gkv_peer_read(c, c->hdr, len)))
         return rc;
-    return gkv_resp_decode(c->hdr, len, resp) ? GKV_EPROTO : 0;
+    if (gkv_resp_decode(c->hdr, len, resp))
+        return GKV_EPROTO;
+    /* One request is outstanding on a connection at a time: a reply to any other (one left
+     * unread by an earlier user) would answer the wrong question. */
+    return resp->id == c->next_id ? 0 : GKV_EPROTO;
 }
 
 static void begin(gkv_peer_conn_t *c, unsigned op)

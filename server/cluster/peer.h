@@ -95,7 +95,8 @@ void gkv_peer_begin(gkv_peer_conn_t *c, unsigned op, unsigned node_op, const cha
 int gkv_peer_call(gkv_peer_conn_t *c, const void *payload, size_t len, gkv_response_t *resp);
 /* Sends the request without waiting for the reply (a payload follows with gkv_peer_write). */
 int gkv_peer_send(gkv_peer_conn_t *c);
-/* Reads the next reply's header into *resp. */
+/* Reads the next reply's header into *resp: the reply to the request sent last on c (another
+ * request's is GKV_EPROTO). */
 int gkv_peer_recv(gkv_peer_conn_t *c, gkv_response_t *resp);
 /* Exactly len bytes from / to c. 0 or GKV_EUNAVAILABLE. */
 int gkv_peer_read(gkv_peer_conn_t *c, void *buf, size_t len);
