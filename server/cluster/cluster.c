@@ -476,6 +476,7 @@ int gkv_cluster_info(const gkv_cluster_t *cl, char *buf, size_t cap)
         "\r\nunavailable_errors:%" PRIu64 "\r\nnode_requests:%" PRIu64 "\r\nstale_senders:%" PRIu64
         "\r\npeer_connections:%" PRIu64 "\r\npeer_connections_ahead:%" PRIu64
         "\r\npeer_connections_idle:%u\r\npeer_dials_waited:%" PRIu64
+        "\r\npeer_replies_refused:%" PRIu64
         "\r\nforeign_nodes:%zu\r\nmembers:%zu\r\nserving:%d\r\nlease_ms_left:%" PRIu64
         "\r\nfenced_requests:%" PRIu64 "\r\nvouch_rounds:%" PRIu64 "\r\nreplicas_reclaimed:%" PRIu64
         "\r\nread_misses_no_record:%" PRIu64 "\r\nread_misses_gone_here:%" PRIu64
@@ -487,8 +488,8 @@ int gkv_cluster_info(const gkv_cluster_t *cl, char *buf, size_t cap)
         cl->stats.bytes_pulled, cl->stats.records, cl->stats.drops_sent, cl->stats.registered,
         cl->stats.dropped_dead, cl->stats.unavailable, cl->stats.node_requests,
         cl->stats.stale_senders, cl->peers.opened, cl->peers.ahead, cl->peers.nidle,
-        cl->peers.waited, cl->foreign, cl->members.n, gkv_cluster_live(cl), lease_left,
-        cl->stats.fenced, cl->stats.vouch_rounds, cl->stats.replicas_reclaimed,
+        cl->peers.waited, cl->peers.refused, cl->foreign, cl->members.n, gkv_cluster_live(cl),
+        lease_left, cl->stats.fenced, cl->stats.vouch_rounds, cl->stats.replicas_reclaimed,
         cl->stats.miss_no_record, cl->stats.miss_gone_here, cl->stats.miss_owned_gone,
         cl->stats.miss_home_said, cl->stats.miss_rounds);
     if (n >= 0 && (size_t)n < cap) {

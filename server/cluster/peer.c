@@ -2,7 +2,11 @@
 #include "peer.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,9 +14,6 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <fcntl.h>
 
 #include "commands.h"
 #include "error.h"
@@ -182,7 +183,10 @@ int gkv_peer_recv(gkv_peer_conn_t *c, gkv_response_t *resp)
         return GKV_EPROTO;
     /* One request is outstanding on a connection at a time: a reply to any other (one left
      * unread by an earlier user) would answer the wrong question. */
-    return resp->id == c->next_id ? 0 : GKV_EPROTO;
+    if (resp->id == c->next_id)
+        return 0;
+    c->stray_id = resp->id ? resp->id : UINT64_MAX;
+    return GKV_EPROTO;
 }
 
 static void begin(gkv_peer_conn_t *c, unsigned op)
@@ -386,8 +390,14 @@ void gkv_peer_give(gkv_peers_t *p, gkv_peer_conn_t *c, bool ok)
     if (!c)
         return;
     pthread_mutex_lock(&p->lock);
-    bool kept = ok && keep(p, c);
+    bool kept = ok && !c->stray_id && keep(p, c);
+    if (c->stray_id)
+        p->refused++;
     pthread_mutex_unlock(&p->lock);
+    if (c->stray_id) /* a peer's bug, or ours: loud (the tests look for it) */
+        GKV_WARN("cluster: %s answered request %" PRIu64 " under id %" PRIu64
+                 ": reply refused, connection closed",
+                 c->addr, c->next_id, c->stray_id);
     if (!kept) {
         gkv_trace("p_drop", ok, 0);
         conn_free(c);

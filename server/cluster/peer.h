@@ -41,6 +41,7 @@ typedef struct {
     uint64_t opened; /* connections made (counted for INFO) */
     uint64_t ahead;  /* of them, by fills (dialed before a request needed them) */
     uint64_t waited; /* takes that found no idle connection and dialed first */
+    uint64_t refused; /* replies under another id than the request sent (gkv_peer_recv) */
 } gkv_peers_t;
 
 /* One connection, owned by whoever took it (gkv_peer_take) until gkv_peer_give. */
@@ -55,6 +56,9 @@ struct gkv_peer_conn {
     /* The last read failed because the peer stayed silent until the timeout (its process may
      * still be working), not because the connection broke (it closed, or its process died). */
     bool timed_out;
+    /* A reply came under this id, not next_id's (0: none): refused, and the connection is
+     * closed, counted and logged when it is given back. */
+    uint64_t stray_id;
 };
 
 void gkv_peers_init(gkv_peers_t *p, const char *token, size_t token_len, int timeout_ms);

@@ -321,6 +321,11 @@ class Cluster:
                 log = ""
             if "Sanitizer" in log or "runtime error" in log:
                 problems.append(f"{node.name}: {log[log.find('Sanitizer') - 200:][:3000]}")
+            # A reply under another request's id (peer.c refuses it, and the request fails as
+            # UNAVAILABLE, which a test may take in its stride): a bug of one side, never normal.
+            refused = [line for line in log.splitlines() if "reply refused" in line]
+            if refused:
+                problems.append(f"{node.name}: " + "\n".join(refused[:10]))
         self.etcd.stop()
         if self.net:
             self.net.close()

@@ -1662,12 +1662,14 @@ def concurrent_histories_are_linearizable_while_a_home_dies_etcd_stops_and_a_nod
             dump = os.path.join(os.environ.get("GKV_TEST_OUT", "/tmp"),
                                 f"gkv-lin-{key.replace('/', '_')}.json")
             with open(dump, "w") as f:
-                json.dump([o.__dict__ | {"value": o.value.decode() if o.value else None,
+                json.dump([o.__dict__ | {"value": o.value.decode() if o.value is not None else None,
                                          "ret": None if o.ret == math.inf else o.ret}
                            for o in ops], f)
             counts = {n.name: misses(n) for n in cl.nodes if n.alive()}
             raise AssertionError(f"{key}: not linearizable ({len(ops)} operations; {dump}); "
                                  f"read misses by path: {counts}")
+    refused = {n.name: n.info()["peer_replies_refused"] for n in cl.nodes if n.alive()}
+    assert not any(refused.values()), f"replies under another request's id: {refused}"
     print(f"  linearizability: {total} operations on {len(keys)} keys "
           f"({done} answered), 0 violations")
     assert done > 200, f"only {done} operations answered"

@@ -276,8 +276,10 @@ START_TEST(a_reply_to_another_request_is_refused)
     gkv_peer_begin(c, GKV_OP_PING, 0, NULL, 0);
     ck_assert_int_eq(gkv_peer_call(c, NULL, 0, &r), GKV_EPROTO);
     id_skew = 0;
-    gkv_peer_give(&p, c, false);
+    ck_assert_uint_eq(p.refused, 0);
+    gkv_peer_give(&p, c, true); /* even as "ok": never kept, and counted (INFO) */
     ck_assert_uint_eq(p.nidle, 0);
+    ck_assert_uint_eq(p.refused, 1);
     gkv_peers_fini(&p);
     toy_stop(&t);
 }
