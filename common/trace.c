@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,4 +39,14 @@ void gkv_trace(const char *ev, uint64_t value, uint64_t part)
                      (unsigned long long)value, (unsigned long long)part, tid);
     if (n > 0 && n < (int)sizeof(line) && write(fd, line, (size_t)n) < 0)
         return; /* a lost line only */
+}
+
+uint64_t gkv_trace_key(const void *key, size_t len)
+{
+    uint8_t b[8] = {0};
+    memcpy(b, key, len < 8 ? len : 8);
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | b[i];
+    return v;
 }

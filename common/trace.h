@@ -6,10 +6,15 @@
 #ifndef GKV_TRACE_H
 #define GKV_TRACE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* ev: a short word ("o_in", "r_send", ...); value: what it is about (a chunk's offset); part:
  * a part's number or 0. Any thread. */
 void gkv_trace(const char *ev, uint64_t value, uint64_t part);
+
+/* A key's first 8 bytes as a trace value (little-endian; shorter keys padded with zeros), so a
+ * timeline names the keys its steps were about ("lin/6" reads back as text). */
+uint64_t gkv_trace_key(const void *key, size_t len);
 
 #endif

@@ -1666,7 +1666,8 @@ def concurrent_histories_are_linearizable_while_a_home_dies_etcd_stops_and_a_nod
                                          "ret": None if o.ret == math.inf else o.ret}
                            for o in ops], f)
             counts = {n.name: misses(n) for n in cl.nodes if n.alive()}
-            raise AssertionError(f"{key}: not linearizable ({len(ops)} operations; {dump}); "
+            raise AssertionError(f"{key}: not linearizable ({len(ops)} operations; {dump}; "
+                                 f"times from monotonic {t0:.6f} s, as GPUKV_TRACE's); "
                                  f"read misses by path: {counts}")
     refused = {n.name: n.info()["peer_replies_refused"] for n in cl.nodes if n.alive()}
     assert not any(refused.values()), f"replies under another request's id: {refused}"
