@@ -93,6 +93,10 @@ typedef struct cl_job {
     bool finished;         /* done ran: the ticket's next route takes the outcome */
     int kind, status;
     char msg[192];
+    /* The last reply a call had (its slices point here until the job's next call): the
+     * connection it came on goes back to others at once (gkv_peer_reply_keep). */
+    uint8_t *rhdr;
+    size_t rhdr_cap;
     /* Who we are, and the members, as the loop knew them at submit. */
     char self[GKV_NODE_NAME_MAX + 1];
     int64_t self_inc;

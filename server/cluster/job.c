@@ -131,6 +131,7 @@ void gkv_cl_job_free(cl_job_t *j)
     }
     free(j->keys);
     free(j->members);
+    free(j->rhdr);
     free(j->prefix);
     free(j->cursor);
     if (j->entry)

@@ -47,7 +47,9 @@ static void note(cl_job_t *j, const char *fmt, const char *what)
 
 /* Sends one NODE request to addr and reads its reply header into *r; a reply with a payload
  * leaves the connection in *keep (give it back when read). Returns 0 (r->status may be an
- * error), or GKV_EUNAVAILABLE. */
+ * error), or GKV_EUNAVAILABLE. r's slices stay valid until the job's next call: a connection
+ * given back here may be another worker's a moment later, its next reply read over the last
+ * (a READ could take its owner's name from there after another key's reply landed: a miss). */
 static int call_once(cl_job_t *j, const char *addr, unsigned op, const uint8_t *key,
                      uint32_t klen, const nreq_t *f, gkv_response_t *r, gkv_peer_conn_t **keep)
 {
@@ -90,6 +92,8 @@ static int call_once(cl_job_t *j, const char *addr, unsigned op, const uint8_t *
     }
     if (!rc && r->payload_len) /* not expected: the connection cannot be reused */
         rc = GKV_EPROTO;
+    if (!rc)
+        rc = gkv_peer_reply_keep(c, r, &j->rhdr, &j->rhdr_cap);
     gkv_peer_give(peers, c, rc == 0);
     return rc ? GKV_EUNAVAILABLE : 0;
 }

@@ -179,6 +179,7 @@ int gkv_peer_recv(gkv_peer_conn_t *c, gkv_response_t *resp)
     }
     if ((rc = gkv_peer_read(c, c->hdr, len)))
         return rc;
+    c->hdr_len = len;
     if (gkv_resp_decode(c->hdr, len, resp))
         return GKV_EPROTO;
     /* One request is outstanding on a connection at a time: a reply to any other (one left
@@ -187,6 +188,21 @@ int gkv_peer_recv(gkv_peer_conn_t *c, gkv_response_t *resp)
         return 0;
     c->stray_id = resp->id ? resp->id : UINT64_MAX;
     return GKV_EPROTO;
+}
+
+int gkv_peer_reply_keep(const gkv_peer_conn_t *c, gkv_response_t *r, uint8_t **buf, size_t *cap)
+{
+    if (c->hdr_len > *cap) {
+        uint8_t *b = realloc(*buf, c->hdr_len);
+        if (!b)
+            return GKV_ENOMEM;
+        *buf = b;
+        *cap = c->hdr_len;
+    }
+    if (c->hdr_len)
+        memcpy(*buf, c->hdr, c->hdr_len);
+    /* The same bytes decoded once already: this cannot fail. */
+    return gkv_resp_decode(*buf, c->hdr_len, r) ? GKV_EPROTO : 0;
 }
 
 static void begin(gkv_peer_conn_t *c, unsigned op)

@@ -74,6 +74,8 @@ static void run_plane(gkv_job_t *job)
         return;
     }
     gkv_response_t r;
+    uint8_t *rhdr = NULL; /* r's own copy: the connection goes back before its message is read */
+    size_t rhdr_cap = 0;
     int rc;
     /* A member that joined a moment ago may not list us yet (UNAVAILABLE): a few tries. */
     for (int tries = 0;; tries++) {
@@ -86,6 +88,8 @@ static void run_plane(gkv_job_t *job)
             rc = gkv_peer_call(c, NULL, 0, &r);
             if (!rc && r.payload_len)
                 rc = GKV_EPROTO;
+            if (!rc)
+                rc = gkv_peer_reply_keep(c, &r, &rhdr, &rhdr_cap);
             gkv_peer_give(&j->cl->peers, c, rc == 0);
         }
         /* Only a member that answered may be retried (it may not list us yet); one that did
@@ -107,6 +111,7 @@ static void run_plane(gkv_job_t *job)
                      gkv_strerror((int)r.status));
     }
     bool nixl = !rc && !r.status && r.count;
+    free(rhdr);
     gkv_plane_set_state(p, j->peer, j->peer_inc, nixl, why);
     /* Its reads come in bursts of pulls, each on connections of its own: some ready ahead. */
     if (nixl)

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -52,6 +53,8 @@ static void answer(int fd)
     gkv_wr_t w;
     gkv_wr_init(&w);
     gkv_wr_ok(&w, req.id + id_skew); /* a node answers each request under its id */
+    if (req.has & GKV_HAS_KEY)       /* a slice in the reply: the request's key, as the owner */
+        gkv_wr_bin(&w, GKV_F_OWNER, req.key.p, req.key.len);
     gkv_wr_end(&w);
     ck_assert_int_eq(write(fd, w.sb.data, w.sb.size), (ssize_t)w.sb.size);
     gkv_wr_fini(&w);
@@ -285,6 +288,46 @@ START_TEST(a_reply_to_another_request_is_refused)
 }
 END_TEST
 
+/* Sends a keyed request on c and reads its reply into *r. */
+static void ask_keyed(gkv_peer_conn_t *c, const char *key, gkv_response_t *r)
+{
+    gkv_peer_begin(c, GKV_OP_GET, 0, NULL, 0);
+    gkv_wr_bin(&c->wr, GKV_F_KEY, key, strlen(key));
+    ck_assert_int_eq(gkv_peer_call(c, NULL, 0, r), 0);
+    ck_assert_uint_eq(r->owner.len, strlen(key));
+}
+
+START_TEST(a_reply_kept_outlives_its_connection_s_next_reply)
+{
+    /* A connection given back may be another thread's at once: its next reply is read into
+     * the same buffer, where the last reply's slices point. gkv_peer_reply_keep's copy does
+     * not move; the slices of one not kept do. */
+    toy_t t;
+    toy_start(&t);
+    gkv_peers_t p;
+    gkv_peers_init(&p, NULL, 0, 2000);
+    gkv_peer_conn_t *c;
+    ck_assert_int_eq(gkv_peer_take(&p, t.addr, &c), 0);
+    gkv_response_t kept, bare;
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    ask_keyed(c, "n1", &kept);
+    ck_assert_int_eq(gkv_peer_reply_keep(c, &kept, &buf, &cap), 0);
+    ask_keyed(c, "n7", &bare); /* as the next user of the connection would */
+    ck_assert_int_eq(memcmp(bare.owner.p, "n7", 2), 0);
+    gkv_peer_give(&p, c, true);
+    ck_assert_int_eq(gkv_peer_take(&p, t.addr, &c), 0); /* the same connection, reused */
+    gkv_response_t next;
+    ask_keyed(c, "zz", &next);
+    ck_assert_int_eq(memcmp(kept.owner.p, "n1", 2), 0);
+    ck_assert_int_eq(memcmp(bare.owner.p, "zz", 2), 0); /* overwritten: the hazard */
+    gkv_peer_give(&p, c, true);
+    free(buf);
+    gkv_peers_fini(&p);
+    toy_stop(&t);
+}
+END_TEST
+
 Suite *make_suite(void)
 {
     Suite *s = suite_create("peer");
@@ -295,6 +338,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, closed_peers_ask_for_nothing_and_fills_end);
     tcase_add_test(tc, idle_connections_are_capped_per_address);
     tcase_add_test(tc, a_reply_to_another_request_is_refused);
+    tcase_add_test(tc, a_reply_kept_outlives_its_connection_s_next_reply);
     suite_add_tcase(s, tc);
     return s;
 }
