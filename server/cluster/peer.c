@@ -15,6 +15,18 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+/* An idle connection's reply buffer is nobody's: under ASan a read of it (a reply's slice kept
+ * past gkv_peer_give, which another thread's next reply may overwrite at any moment) is
+ * reported at once, not only when the race is lost. */
+#define HDR_IDLE(c) ASAN_POISON_MEMORY_REGION((c)->hdr, (c)->hdr_cap)
+#define HDR_TAKEN(c) ASAN_UNPOISON_MEMORY_REGION((c)->hdr, (c)->hdr_cap)
+#else
+#define HDR_IDLE(c) ((void)(c))
+#define HDR_TAKEN(c) ((void)(c))
+#endif
+
 #include "commands.h"
 #include "error.h"
 #include "frame.h"
@@ -52,6 +64,7 @@ static void conn_free(gkv_peer_conn_t *c)
     if (c->fd >= 0)
         close(c->fd);
     gkv_wr_fini(&c->wr);
+    HDR_TAKEN(c);
     free(c->hdr);
     free(c);
 }
@@ -360,6 +373,7 @@ static gkv_peer_conn_t *take_locked(gkv_peers_t *p, const char *addr, bool dial)
         a->nidle--;
         p->nidle--;
         c->next = NULL;
+        HDR_TAKEN(c);
     } else if (dial) {
         p->opened++;
         p->waited++;
@@ -398,6 +412,7 @@ static bool keep(gkv_peers_t *p, gkv_peer_conn_t *c)
     a->idle = c;
     a->nidle++;
     p->nidle++;
+    HDR_IDLE(c);
     return true;
 }
 
