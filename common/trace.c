@@ -44,7 +44,8 @@ void gkv_trace(const char *ev, uint64_t value, uint64_t part)
 uint64_t gkv_trace_key(const void *key, size_t len)
 {
     uint8_t b[8] = {0};
-    memcpy(b, key, len < 8 ? len : 8);
+    if (len) /* no key (an MGET's request): 0 */
+        memcpy(b, key, len < 8 ? len : 8);
     uint64_t v = 0;
     for (int i = 7; i >= 0; i--)
         v = v << 8 | b[i];
