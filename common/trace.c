@@ -22,11 +22,9 @@ static void open_trace(void)
         fd = open(name, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 }
 
-void gkv_trace(const char *ev, uint64_t value, uint64_t part)
+/* One line (the trace is open). */
+static void emit(const char *ev, uint64_t value, uint64_t part)
 {
-    pthread_once(&once, open_trace);
-    if (fd < 0)
-        return;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     unsigned long long us =
@@ -41,13 +39,23 @@ void gkv_trace(const char *ev, uint64_t value, uint64_t part)
         return; /* a lost line only */
 }
 
-uint64_t gkv_trace_key(const void *key, size_t len)
+void gkv_trace(const char *ev, uint64_t value, uint64_t part)
 {
+    pthread_once(&once, open_trace);
+    if (fd >= 0)
+        emit(ev, value, part);
+}
+
+void gkv_trace_key(const char *ev, const void *key, size_t len, uint64_t part)
+{
+    pthread_once(&once, open_trace);
+    if (fd < 0)
+        return; /* the key is packed only for a trace being written */
     uint8_t b[8] = {0};
     if (len) /* no key (an MGET's request): 0 */
         memcpy(b, key, len < 8 ? len : 8);
     uint64_t v = 0;
     for (int i = 7; i >= 0; i--)
         v = v << 8 | b[i];
-    return v;
+    emit(ev, v, part);
 }

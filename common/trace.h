@@ -13,8 +13,9 @@
  * a part's number or 0. Any thread. */
 void gkv_trace(const char *ev, uint64_t value, uint64_t part);
 
-/* A key's first 8 bytes as a trace value (little-endian; shorter keys padded with zeros), so a
- * timeline names the keys its steps were about ("lin/6" reads back as text). */
-uint64_t gkv_trace_key(const void *key, size_t len);
+/* gkv_trace with a key's first 8 bytes as the value (little-endian; shorter keys padded with
+ * zeros), so a timeline names the keys its steps were about ("lin/6" reads back as text).
+ * Without the variable, a branch too: the key is packed only when a trace is written. */
+void gkv_trace_key(const char *ev, const void *key, size_t len, uint64_t part);
 
 #endif

@@ -312,8 +312,7 @@ static void read_key(cl_job_t *j, cl_key_t *k)
             }
             rc = call(j, k->home_addr, GKV_NODE_FETCH, k->key, k->klen, &ask, &r, &src);
             gkv_trace("r_home", r.size, (uint64_t)rc); /* GPUKV_TRACE: the home's answer */
-            gkv_trace("r_homes", gkv_trace_key(k->key, k->klen),
-                      rc ? (uint64_t)rc : (uint64_t)r.status);
+            gkv_trace_key("r_homes", k->key, k->klen, rc ? (uint64_t)rc : (uint64_t)r.status);
             if (rc || (r.status && r.status != GKV_ENOTFOUND)) {
                 k->status = rc ? rc : (int)r.status;
                 return;

@@ -179,7 +179,7 @@ static int node_lookup(gkv_cluster_t *cl, const gkv_request_t *req, const gkv_me
             return fail(out, req->id, GKV_EBUSY, "the members changed", rc);
         note_wait(cl, req, from);
         /* GPUKV_TRACE: h_look, a home's answer (1 no record, 2 ours but gone, 0 an owner) */
-        gkv_trace("h_look", gkv_trace_key(req->key.p, req->key.len), 1);
+        gkv_trace_key("h_look", req->key.p, req->key.len, 1);
         return fail(out, req->id, GKV_ENOTFOUND, NULL, rc);
     }
     if ((req->has & GKV_HAS_AFTER) && h->version <= req->after)
@@ -190,11 +190,11 @@ static int node_lookup(gkv_cluster_t *cl, const gkv_request_t *req, const gkv_me
             return fail(out, req->id, GKV_EBUSY, "that version is being published here", rc);
         if (!gkv_store_find(cl->store, req->key.p, req->key.len)) { /* ours, evicted or expired */
             note_wait(cl, req, from);
-            gkv_trace("h_look", gkv_trace_key(req->key.p, req->key.len), 2);
+            gkv_trace_key("h_look", req->key.p, req->key.len, 2);
             return fail(out, req->id, GKV_ENOTFOUND, NULL, rc);
         }
     }
-    gkv_trace("h_look", gkv_trace_key(req->key.p, req->key.len), 0);
+    gkv_trace_key("h_look", req->key.p, req->key.len, 0);
     gkv_wr_ok(out, req->id);
     gkv_wr_str(out, GKV_F_OWNER, h->owner);
     gkv_wr_uint(out, GKV_F_OWNER_INC, (uint64_t)h->owner_inc);
@@ -354,8 +354,8 @@ int gkv_cl_node(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_request_t *r
             return node_fetch_current(cl, t, req, from, out, rc);
         gkv_copy_rec_t *c = gkv_copy_find(&cl->rec, req->key.p, req->key.len);
         /* GPUKV_TRACE: o_fetch, an owner asked for a version (1: it holds it) */
-        gkv_trace("o_fetch", gkv_trace_key(req->key.p, req->key.len),
-                  c && !c->replica && c->version == req->vversion);
+        gkv_trace_key("o_fetch", req->key.p, req->key.len,
+                      c && !c->replica && c->version == req->vversion);
         if (c && !c->replica && c->version == req->vversion)
             return GKV_ROUTE_AS_GET;
         if (c && (c->pending || c->version < req->vversion))

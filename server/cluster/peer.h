@@ -106,12 +106,12 @@ int gkv_peer_send(gkv_peer_conn_t *c);
 int gkv_peer_recv(gkv_peer_conn_t *c, gkv_response_t *resp);
 /* Exactly len bytes from / to c. 0 or GKV_EUNAVAILABLE. */
 int gkv_peer_read(gkv_peer_conn_t *c, void *buf, size_t len);
+int gkv_peer_write(gkv_peer_conn_t *c, const void *buf, size_t len);
 
 /* r, the last reply read on c, made to outlive giving c back (another thread may take c at
  * once and read its next reply into c's buffer, where r's slices point): the header is copied
  * into *buf (the caller's, grown as needed; free() it) and r decoded again from there. 0, or
  * GKV_ENOMEM (r is then unchanged: give c back as not ok). */
 int gkv_peer_reply_keep(const gkv_peer_conn_t *c, gkv_response_t *r, uint8_t **buf, size_t *cap);
-int gkv_peer_write(gkv_peer_conn_t *c, const void *buf, size_t len);
 
 #endif

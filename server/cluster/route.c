@@ -127,12 +127,12 @@ typedef struct {
 static int plan_read_key(gkv_cluster_t *cl, const uint8_t *key, size_t klen, void *arg)
 {
     read_plan_t *p = arg;
-    uint64_t tk = gkv_trace_key(key, klen); /* GPUKV_TRACE: c_plan names how a key is read */
     if (gkv_cl_owned_here(cl, key, klen)) {
         bool gone = !gkv_store_find(cl->store, key, klen);
         if (gone)
             cl->stats.miss_owned_gone++; /* the handler answers NOTFOUND */
-        gkv_trace("c_plan", tk, gone ? 2 : 1); /* 1 ours, 2 ours but gone */
+        /* GPUKV_TRACE: c_plan, how a key is read: 1 ours, 2 ours but gone (3-6 below) */
+        gkv_trace_key("c_plan", key, klen, gone ? 2 : 1);
         return 0;
     }
     const gkv_member_t *home = gkv_cluster_home(cl, key, klen);
@@ -143,21 +143,21 @@ static int plan_read_key(gkv_cluster_t *cl, const uint8_t *key, size_t klen, voi
             if (c && c->replica) /* a stale replica: the key is gone */
                 gkv_cl_unlink(cl, key, klen, 0);
             cl->stats.miss_no_record++;
-            gkv_trace("c_plan", tk, 3); /* homed here, no record */
+            gkv_trace_key("c_plan", key, klen, 3); /* homed here, no record */
             return 0;
         }
         if (!h->busy && !strcmp(h->owner, cl->node) && !(c && c->pending)) {
             cl->stats.miss_gone_here++; /* ours, but gone from memory (evicted, expired) */
-            gkv_trace("c_plan", tk, 4);
+            gkv_trace_key("c_plan", key, klen, 4);
             return 0;
         }
         if (!h->busy && gkv_cl_replica_version(cl, key, klen, NULL) == h->version) {
             cl->stats.replica_hits++;
-            gkv_trace("c_plan", tk, 5); /* our replica is the recorded version */
+            gkv_trace_key("c_plan", key, klen, 5); /* our replica is the recorded version */
             return 0;
         }
     }
-    gkv_trace("c_plan", tk, 6); /* a READ job asks */
+    gkv_trace_key("c_plan", key, klen, 6); /* a READ job asks */
     if (!p->job && !(p->job = gkv_cl_job_new(cl, NULL, JOB_READ)))
         return GKV_ENOMEM;
     if (gkv_cl_job_key(p->job, key, klen, home))
@@ -191,7 +191,7 @@ static int answer_direct(gkv_cluster_t *cl, cl_job_t *j, cl_key_t *k, const gkv_
     if (k->meta_len)
         gkv_wr_bin(out, GKV_F_META, k->meta, k->meta_len);
     gkv_wr_uint(out, GKV_F_VVERSION, k->version); /* its cluster version, as a replica's */
-    gkv_trace("c_direct", gkv_trace_key(k->key, k->klen), k->size); /* GPUKV_TRACE */
+    gkv_trace_key("c_direct", k->key, k->klen, k->size); /* GPUKV_TRACE */
     *rc = gkv_wr_end(out);
     if (!*rc && k->size && msgpack_sbuffer_write(&out->sb, (const char *)k->bytes, k->size))
         out->failed = true;
@@ -224,7 +224,7 @@ static int read_outcome(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j,
     for (uint32_t i = 0; i < j->nkeys; i++) {
         cl_key_t *k = &j->keys[i];
         /* GPUKV_TRACE: c_out, a READ's key back on the loop, and its status */
-        gkv_trace("c_out", gkv_trace_key(k->key, k->klen), (uint64_t)(int64_t)k->status);
+        gkv_trace_key("c_out", k->key, k->klen, (uint64_t)(int64_t)k->status);
         if (k->status == CL_PULL) {
             pull = true;
             continue;
@@ -265,7 +265,7 @@ static int read_outcome(gkv_cluster_t *cl, gkv_route_ticket_t *t, cl_job_t *j,
             return GKV_ROUTE_DONE;
         }
         if (gkv_cl_owned_here(cl, k->key, k->klen)) {
-            gkv_trace("c_outown", gkv_trace_key(k->key, k->klen), 0);
+            gkv_trace_key("c_outown", k->key, k->klen, 0);
             continue; /* written here meanwhile: newer than what the home said */
         }
         if (k->direct && j->nkeys == 1)
@@ -299,9 +299,6 @@ static int route_read(gkv_cluster_t *cl, gkv_route_ticket_t *t, const gkv_reques
     if (t->job) {
         cl_job_t *j = t->job;
         t->job = NULL;
-        /* GPUKV_TRACE: the request a READ comes back to (its key) and the job's first key */
-        gkv_trace("c_resume", gkv_trace_key(req->key.p, req->key.len),
-                  j->nkeys ? gkv_trace_key(j->keys[0].key, j->keys[0].klen) : 0);
         attempts = j->attempts;
         int r = read_outcome(cl, t, j, req, out, rc);
         if (r == CL_ROUTE_PULLING) /* it goes on pulling (the ticket holds it again) */
